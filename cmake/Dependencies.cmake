@@ -1,0 +1,17 @@
+# Every external dependency, found once. Debian 12 packages only (scripts/setup installs them).
+find_package(Threads REQUIRED)
+# Not "EXACT 1.81": BoostConfigVersion wants 1.81.0 for EXACT.
+find_package(Boost 1.81 REQUIRED CONFIG COMPONENTS json url)
+find_package(simdjson 3 REQUIRED CONFIG)
+find_package(OpenSSL 3 REQUIRED)
+find_package(spdlog REQUIRED CONFIG)
+find_package(fmt REQUIRED CONFIG)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+if(RAMJET_BUILD_TESTS)
+  find_package(GTest REQUIRED CONFIG)
+  include(GoogleTest)
+endif()
+if(RAMJET_BUILD_BENCH)
+  find_package(benchmark REQUIRED CONFIG)
+endif()

@@ -1,0 +1,43 @@
+# Helpers: one library per folder of src/, warnings as errors on our targets only.
+
+function(ramjet_target_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror)
+  if(RAMJET_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+  if(RAMJET_TSAN)
+    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=thread)
+  endif()
+endfunction()
+
+# ramjet_library(<name> SOURCES ... DEPS ...) -> target ramjet_<name>, includes rooted at src/
+function(ramjet_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(ramjet_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(ramjet_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(ramjet_${name} PUBLIC ${ARG_DEPS})
+  target_compile_definitions(ramjet_${name} PUBLIC BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
+  ramjet_target_options(ramjet_${name})
+endfunction()
+
+# ramjet_test(<name> SOURCES ... DEPS ...) -> gtest binary registered with ctest
+function(ramjet_test name)
+  if(NOT RAMJET_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest_main GTest::gmock)
+  ramjet_target_options(${name})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS unit)
+endfunction()
+
+function(ramjet_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  ramjet_target_options(${name})
+endfunction()

@@ -1,0 +1,63 @@
+// request/prepare: the only stage that parses the request JSON. Applies the compatibility
+// shims and extracts request facts into an immutable PreparedRequest. Routing, streaming and
+// usage accounting receive native types; they never re-parse the body.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "request/ingress/endpoint.h"
+
+namespace ramjet::request {
+
+struct PrepareLimits {
+  uint32_t max_json_depth = 128;  // deeper bodies are treated as malformed (forwarded unchanged)
+};
+
+struct PrepareConfig {
+  uint64_t max_tokens_strip = 100000;  // RJ_MAX_TOKENS_STRIP
+  PrepareLimits limits;
+};
+
+// What the shims did (for counters; never contains payload).
+struct ShimReport {
+  bool max_tokens_stripped = false;
+  bool max_completion_tokens_stripped = false;
+  uint32_t contents_flattened = 0;   // messages whose all-text parts array became a string
+  bool reasoning_effort_dropped = false;
+  bool any() const {
+    return max_tokens_stripped || max_completion_tokens_stripped || contents_flattened > 0 ||
+           reasoning_effort_dropped;
+  }
+};
+
+struct PreparedRequest {
+  Endpoint endpoint = Endpoint::kOther;
+  std::string body;              // bytes to forward: the original bytes unless a shim changed something
+  bool rewritten = false;        // body was re-serialised because a shim changed it
+  bool json_object = false;      // body parsed as a JSON object
+  bool malformed_json = false;   // inference endpoint whose body is not a JSON object (forwarded unchanged)
+  std::optional<bool> stream;    // top-level "stream" when it is a boolean
+  // Requested output limit after shims: chat max_completion_tokens then max_tokens; completions
+  // and messages max_tokens; responses max_output_tokens. nullopt when absent/null/invalid.
+  std::optional<uint64_t> max_output_tokens;
+  ShimReport shims;
+};
+
+// Shims (chat and completions only), exactly as the reference:
+//  1. drop max_tokens / max_completion_tokens whose value is a number >= max_tokens_strip;
+//  2. in each message, a content array whose parts are all {"type":"text","text":<string>}
+//     becomes the concatenated string; any non-text part (image_url, video_url, unknown)
+//     leaves that content untouched;
+//  3. drop reasoning_effort when it is not one of none|minimal|low|medium|high|xhigh|max.
+// An unchanged body is forwarded byte for byte. Other endpoints are never modified.
+PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config);
+
+// GET /v1/models rewrite: in every object of data[] (recursively), each integer field named
+// max_model_len / context_length / max_context_length whose value is > margin is reduced by
+// margin. Returns the new body, or nullopt when nothing changed or the body is not JSON.
+std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin);
+
+}  // namespace ramjet::request

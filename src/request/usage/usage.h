@@ -1,0 +1,68 @@
+// request/usage: usage and finish accounting from response bodies (JSON or SSE), for
+// OpenAI chat/completions, Responses and Anthropic messages. Also the first-generated-token
+// signal that phase-aware load uses. Tolerates partial lines across chunks and malformed JSON
+// (counted, never fatal). Timing (TTFT, decode rate) is measured by the caller with its clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "request/ingress/endpoint.h"
+
+namespace ramjet::request {
+
+struct UsageLimits {
+  size_t max_line_bytes = 4u << 20;        // longer SSE lines are skipped and counted
+  size_t max_json_body_bytes = 16u << 20;  // larger non-streaming bodies are not parsed (counted)
+  uint32_t max_json_depth = 64;
+};
+
+struct Usage {
+  std::optional<uint64_t> prompt_tokens;      // prompt_tokens | input_tokens
+  std::optional<uint64_t> cached_tokens;      // prompt_tokens_details.cached_tokens | cached_tokens | cache_read_input_tokens
+  std::optional<uint64_t> completion_tokens;  // completion_tokens | output_tokens
+  std::string finish_reason;                  // raw value of choice 0 / stop_reason / status (<= 64 bytes)
+  bool generated = false;                     // at least one generated token/delta was seen
+};
+
+// Finish reason buckets: stop (stop, end_turn, completed), length (length, max_tokens,
+// incomplete), tool_calls (tool_calls, tool_use), cancelled, other; "" -> none.
+std::string_view finish_bucket(std::string_view finish_reason);
+
+// full (cached >= prompt > 0), partial (0 < cached), cold (cached == 0), unknown otherwise.
+std::string_view cache_outcome(const Usage& u);
+
+class UsageAccumulator {
+ public:
+  UsageAccumulator(Endpoint endpoint, bool sse, UsageLimits limits = {});
+
+  // Feeds decoded body bytes (transfer framing already removed), in arrival order.
+  // Returns true exactly once: on the call whose bytes completed the first SSE event that
+  // carries a generated token (non-empty content/reasoning delta, tool-call delta, Anthropic
+  // text/thinking/partial_json delta, Responses string delta). Always false for JSON bodies.
+  bool feed(std::string_view bytes);
+
+  // End of body: parses the buffered JSON body, or a trailing SSE line without newline.
+  void finish();
+
+  const Usage& usage() const { return usage_; }
+  uint32_t parse_failures() const { return parse_failures_; }
+
+ private:
+  void on_line(std::string_view line);
+  bool on_json(std::string_view json);  // returns true when it carried a generated token
+
+  Endpoint endpoint_;
+  bool sse_;
+  UsageLimits limits_;
+  Usage usage_;
+  uint32_t parse_failures_ = 0;
+  bool first_token_reported_ = false;
+  bool skipping_long_line_ = false;
+  bool body_too_large_ = false;
+  std::string pending_;  // partial SSE line, or the buffered JSON body
+};
+
+}  // namespace ramjet::request
