@@ -1,0 +1,147 @@
+// ramjet: composition root. Parses configuration, wires the fleet, the routing policy, the
+// proxy and the listeners onto the io threads, and drains gracefully on SIGTERM/SIGINT.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "app/admin.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "net/client.h"
+#include "net/io_pool.h"
+#include "net/listener.h"
+#include "request/route/policy.h"
+#include "request/stream/proxy.h"
+#include "upstream/fleet.h"
+#include "upstream/probe.h"
+
+namespace asio = boost::asio;
+using namespace ramjet;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Waits until every client connection has finished (or the grace period ends), then stops.
+void drain_then_stop(net::IoPool& io, request::Proxy& proxy, milliseconds grace) {
+  auto timer = std::make_shared<asio::steady_timer>(io.at(0));
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  auto tick = std::make_shared<std::function<void()>>();
+  *tick = [&io, &proxy, timer, deadline, tick] {
+    if (proxy.open_connections() == 0 || std::chrono::steady_clock::now() >= deadline) {
+      if (proxy.open_connections() > 0) {
+        spdlog::warn("shutdown grace period over with {} connections open", proxy.open_connections());
+      }
+      io.stop();
+      *tick = nullptr;  // break the self-reference
+      return;
+    }
+    timer->expires_after(milliseconds(10));
+    timer->async_wait([tick](boost::system::error_code) {
+      if (*tick) (*tick)();
+    });
+  };
+  (*tick)();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto parsed = config::parse_process(argc, argv);
+  if (parsed.action == config::Action::kHelp) {
+    std::cout << config::help_text();
+    return 0;
+  }
+  if (parsed.action == config::Action::kHelpMarkdown) {
+    std::cout << config::markdown_reference();
+    return 0;
+  }
+  if (!parsed.errors.empty()) {
+    for (const auto& e : parsed.errors) std::fprintf(stderr, "ramjet: configuration error: %s\n", e.c_str());
+    std::fprintf(stderr, "ramjet: %zu configuration error(s); see ramjet --help\n", parsed.errors.size());
+    return 2;
+  }
+  const config::Config& cfg = parsed.config;
+  log::init(cfg.log_level);
+  for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
+
+  const size_t threads = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  net::IoPool io(threads);
+  const Clock& clock = SteadyClock::instance();
+  upstream::Fleet fleet(cfg.upstreams, clock, cfg.recent_success_ms);
+  auto policy = route::make_policy(cfg.affinity,
+                                   route::RouteConfig{cfg.route_load_unit_bytes, cfg.route_max_load_units});
+  if (!policy) {
+    std::fprintf(stderr, "ramjet: unknown routing policy\n");
+    return 2;
+  }
+  net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
+
+  request::ProxyConfig pc;
+  pc.max_body_bytes = cfg.max_body_bytes;
+  pc.max_header_bytes = cfg.max_header_bytes;
+  pc.header_timeout = milliseconds(cfg.header_timeout_ms);
+  pc.body_timeout = milliseconds(cfg.body_timeout_ms);
+  pc.keepalive_timeout = milliseconds(cfg.keepalive_timeout_ms);
+  pc.connect_timeout = milliseconds(cfg.connect_timeout_ms);
+  pc.advertise_ctx_margin = cfg.advertise_ctx_margin;
+  pc.prepare.max_tokens_strip = cfg.max_tokens_strip;
+  request::Proxy proxy(pc, fleet, *policy, io, pools, clock);
+
+  observe::Registry registry;
+  registry.add([&](observe::Exposition& x) { proxy.metrics().write(x); });
+  registry.add([&](observe::Exposition& x) { fleet.write_metrics(x); });
+
+  auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
+                                 [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });
+  if (!api) {
+    spdlog::error("api listener: {}", log::json_escape(api.error().message));
+    return 1;
+  }
+  auto admin = net::Listener::bind(io, cfg.metrics_host, cfg.metrics_port, [&](asio::ip::tcp::socket s) {
+    return app::serve_admin(std::move(s), registry, fleet);
+  });
+  if (!admin) {
+    spdlog::error("metrics listener: {}", log::json_escape(admin.error().message));
+    return 1;
+  }
+
+  upstream::Prober prober(fleet, io.at(0),
+                          upstream::ProbeConfig{milliseconds(cfg.probe_interval_ms),
+                                                milliseconds(cfg.probe_timeout_ms), cfg.upstream_token});
+  prober.start();
+  (*api)->start();
+  (*admin)->start();
+  auto a = (*api)->local_endpoint();
+  auto m = (*admin)->local_endpoint();
+  spdlog::info("listening api={}:{} metrics={}:{} upstreams={} threads={}", a.address().to_string(), a.port(),
+               m.address().to_string(), m.port(), fleet.size(), threads);
+
+  asio::signal_set signals(io.at(0), SIGTERM, SIGINT);
+  bool draining = false;
+  std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (draining) {
+      spdlog::warn("second signal {}: stopping now", sig);
+      io.stop();
+      return;
+    }
+    draining = true;
+    spdlog::info("signal {}: draining (grace {} ms)", sig, cfg.shutdown_grace_ms);
+    (*api)->close();
+    proxy.begin_drain();
+    prober.stop();
+    drain_then_stop(io, proxy, milliseconds(cfg.shutdown_grace_ms));
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  io.run();
+  spdlog::info("stopped");
+  return 0;
+}

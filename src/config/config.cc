@@ -1,0 +1,406 @@
+// parse(): environment, then flags, then required checks, every problem collected. Also the
+// three renderings of the options table: --help, docs/configuration.md and describe().
+#include "config/config.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+
+#include "config/options.h"
+
+extern char** environ;  // POSIX; read only by parse_process()
+
+namespace ramjet::config {
+namespace {
+
+constexpr std::string_view kRegenerate =
+    "build/dev/src/app/ramjet --help-markdown > docs/configuration.md";
+
+bool blank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  });
+}
+
+// A row whose Field does not match its Type is a bug in the table: crash at once.
+template <typename M>
+M member(const Option& o) {
+  const M* m = std::get_if<M>(&o.field);
+  bool ok = m != nullptr;
+  if constexpr (std::is_same_v<M, HostPortField>) {
+    ok = ok && m->host != nullptr && m->port != nullptr;
+  } else {
+    ok = ok && *m != nullptr;
+  }
+  if (!ok) {
+    std::fprintf(stderr, "ramjet: options table row %.*s: field does not match its type\n",
+                 static_cast<int>(o.env.size()), o.env.data());
+    std::abort();
+  }
+  return *m;
+}
+
+// A user-supplied value as it may appear in an error: quoted, at most 64 bytes, control
+// characters replaced. Only for non-secret scalar options (lists are named by item ordinal).
+std::string shown(std::string_view v) {
+  std::string s = "\"";
+  for (size_t i = 0; i < v.size() && i < 64; ++i) {
+    auto u = static_cast<unsigned char>(v[i]);
+    s += (u < 0x20 || u == 0x7f || v[i] == '"') ? '?' : v[i];
+  }
+  if (v.size() > 64) s += "...";
+  return s + "\"";
+}
+
+bool echoes_value(const Option& o) {
+  return !o.secret && o.type != Type::kString && o.type != Type::kList && o.type != Type::kUrlList;
+}
+
+// Parses `text` into the row's field, or appends "label: problem" errors.
+void apply(const Option& o, std::string_view text, const std::string& label, Config& c,
+           std::vector<std::string>& errors) {
+  Problems problems;
+  switch (o.type) {
+    case Type::kString:
+      c.*member<std::string Config::*>(o) = std::string(text);
+      break;
+    case Type::kUint:
+      if (auto v = parse_uint(text, o.min, o.max, o.bytes, problems)) {
+        if (std::holds_alternative<uint32_t Config::*>(o.field)) {
+          c.*member<uint32_t Config::*>(o) = static_cast<uint32_t>(*v);  // max <= 2^32-1 (test)
+        } else {
+          c.*member<uint64_t Config::*>(o) = *v;
+        }
+      }
+      break;
+    case Type::kBool:
+      if (auto v = parse_bool(text, problems)) c.*member<bool Config::*>(o) = *v;
+      break;
+    case Type::kEnum:
+      if (auto v = parse_enum(text, o.choices, problems)) {
+        c.*member<std::string Config::*>(o) = std::move(*v);
+      }
+      break;
+    case Type::kList:
+      if (auto v = parse_list(text, o.min, o.max, problems)) {
+        c.*member<std::vector<std::string> Config::*>(o) = std::move(*v);
+      }
+      break;
+    case Type::kHostPort:
+      if (auto v = parse_host_port(text, problems)) {
+        auto f = member<HostPortField>(o);
+        c.*f.host = std::move(v->host);
+        c.*f.port = v->port;
+      }
+      break;
+    case Type::kUrlList:
+      if (auto v = parse_upstreams(text, o.min, o.max, problems)) {
+        c.*member<std::vector<UpstreamUrl> Config::*>(o) = std::move(*v);
+      }
+      break;
+  }
+  for (const std::string& p : problems) errors.push_back(label + ": " + p);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean RJ_UPSTREAM?" when one known name is close, else "".
+std::string suggestion(std::string_view name, bool flag) {
+  std::string_view best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 5) + 1;
+  for (const Option& o : options()) {
+    std::string_view candidate = flag ? o.flag : o.env;
+    size_t d = edit_distance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best.empty() ? "" : "; did you mean " + std::string(best) + "?";
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+// Word-wraps `text` into lines of at most `width` columns (longer words stay whole).
+std::string wrap(std::string_view text, std::string_view indent, size_t width) {
+  std::string out, line(indent);
+  while (!text.empty()) {
+    size_t space = text.find(' ');
+    std::string_view word = text.substr(0, space);
+    text = space == std::string_view::npos ? "" : text.substr(space + 1);
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = indent;
+    }
+    if (line.size() > indent.size()) line += ' ';
+    line += word;
+  }
+  return out + line + "\n";
+}
+
+std::string md_cell(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string value_text(const Option& o, const Config& c) {
+  std::string v;
+  switch (o.type) {
+    case Type::kString:
+    case Type::kEnum:
+      v = c.*member<std::string Config::*>(o);
+      break;
+    case Type::kUint:
+      v = std::holds_alternative<uint32_t Config::*>(o.field)
+              ? std::to_string(c.*member<uint32_t Config::*>(o))
+              : std::to_string(c.*member<uint64_t Config::*>(o));
+      break;
+    case Type::kBool:
+      v = c.*member<bool Config::*>(o) ? "true" : "false";
+      break;
+    case Type::kList:
+      for (const std::string& item : c.*member<std::vector<std::string> Config::*>(o)) {
+        v += (v.empty() ? "" : ",") + item;
+      }
+      break;
+    case Type::kHostPort: {
+      auto f = member<HostPortField>(o);
+      v = c.*f.host + ":" + std::to_string(c.*f.port);
+      break;
+    }
+    case Type::kUrlList: {
+      // Hosts never reach logs (privacy): upstreams are known by ordinal.
+      size_t n = (c.*member<std::vector<UpstreamUrl> Config::*>(o)).size();
+      if (n > 0)
+        v = std::to_string(n) + (n == 1 ? " upstream" : " upstreams") + " (hosts not logged)";
+      break;
+    }
+  }
+  if (o.secret && !v.empty()) v = "<redacted>";
+  return v;
+}
+
+}  // namespace
+
+std::string UpstreamUrl::host_header() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  if (port != 80) h += ":" + std::to_string(port);
+  return h;
+}
+
+ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& env,
+                  const std::vector<std::string>& args) {
+  ParseResult r;
+  const auto table = options();
+  std::vector<bool> provided(table.size(), false);  // last source gave a non-blank value
+
+  // 1. Names: retired prefixes (one error listing them all) and unknown RJ_* names.
+  std::vector<std::string> retired;
+  std::vector<std::string> unknown;
+  for (const std::string& name : env_names) {
+    if (name.starts_with("MD_") || name.starts_with("DS4_")) {
+      retired.push_back(name);
+    } else if (name.starts_with("RJ_") && find_by_env(name) == nullptr) {
+      unknown.push_back(name + suggestion(name, false));
+    }
+  }
+  if (!retired.empty()) {
+    std::sort(retired.begin(), retired.end());
+    retired.erase(std::unique(retired.begin(), retired.end()), retired.end());
+    std::string list;
+    for (const std::string& name : retired) list += (list.empty() ? "" : ", ") + name;
+    r.errors.push_back(
+        "retired variables are set (the MD_ and DS4_ prefixes are no longer "
+        "read; move them to RJ_* names or remove them): " +
+        list);
+  }
+  for (const std::string& u : unknown) {
+    r.errors.push_back("unknown variable " + u + " (ramjet --help lists every RJ_* name)");
+  }
+
+  // 2. Environment values.
+  for (size_t i = 0; i < table.size(); ++i) {
+    const Option& o = table[i];
+    std::optional<std::string> v = env(o.env);
+    if (!v) continue;
+    std::string label(o.env);
+    if (echoes_value(o)) label += "=" + shown(*v);
+    apply(o, *v, label, r.config, r.errors);
+    provided[i] = !blank(*v);
+  }
+
+  // 3. Flags override the environment.
+  for (size_t k = 0; k < args.size(); ++k) {
+    std::string_view arg = args[k];
+    if (arg == "--help" || arg == "-h") {
+      r.action = Action::kHelp;
+      continue;
+    }
+    if (arg == "--help-markdown") {
+      r.action = Action::kHelpMarkdown;
+      continue;
+    }
+    if (!arg.starts_with("--") || arg == "--") {
+      r.errors.push_back("argument " + std::to_string(k + 1) +
+                         " is not a --flag (ramjet takes no positional arguments)");
+      continue;
+    }
+    size_t eq = arg.find('=');
+    std::string_view name = arg.substr(0, eq);
+    const Option* o = find_by_flag(name);
+    if (o == nullptr) {
+      if (name == "--help" || name == "--help-markdown") {
+        r.errors.push_back(std::string(name) + " takes no value");
+      } else {
+        r.errors.push_back("unknown flag " + std::string(name) + suggestion(name, true));
+      }
+      continue;
+    }
+    std::string value;
+    if (eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+    } else if (o->type == Type::kBool) {
+      value = "true";
+    } else if (k + 1 < args.size() && !args[k + 1].starts_with("--")) {
+      value = args[++k];
+    } else {
+      r.errors.push_back(std::string(name) + " (" + std::string(o->env) + "): missing value; use " +
+                         std::string(name) + "=VALUE or " + std::string(name) + " VALUE");
+      continue;
+    }
+    std::string label(name);
+    if (echoes_value(*o)) label += "=" + shown(value);
+    label += " (" + std::string(o->env) + ")";
+    apply(*o, value, label, r.config, r.errors);
+    provided[static_cast<size_t>(o - table.data())] = !blank(value);
+  }
+
+  // 4. Required options (not when only help is wanted).
+  if (r.action == Action::kRun) {
+    for (size_t i = 0; i < table.size(); ++i) {
+      if (table[i].required && !provided[i]) {
+        r.errors.push_back(std::string(table[i].env) + " is required (or " +
+                           std::string(table[i].flag) + "): " + std::string(table[i].doc));
+      }
+    }
+  }
+  return r;
+}
+
+ParseResult parse_process(int argc, char** argv) {
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    names.emplace_back(kv.substr(0, kv.find('=')));
+  }
+  EnvLookup lookup = [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse(names, lookup, args);
+}
+
+std::string help_text() {
+  struct Row {
+    std::string flag, env, type, def, doc;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"FLAG", "VARIABLE", "TYPE", "DEFAULT", ""});
+  for (const Option& o : options()) {
+    std::string doc(o.doc);
+    if (std::string b = bounds_text(o); !b.empty()) doc += " [" + b + "]";
+    if (o.secret) doc += " [secret]";
+    rows.push_back({std::string(o.flag), std::string(o.env), std::string(type_name(o.type)),
+                    default_display(o, false), doc});
+  }
+  size_t w_flag = 0, w_env = 0, w_type = 0;
+  for (const Row& row : rows) {
+    w_flag = std::max(w_flag, row.flag.size());
+    w_env = std::max(w_env, row.env.size());
+    w_type = std::max(w_type, row.type.size());
+  }
+  std::string out =
+      "Usage: ramjet [--flag=VALUE | --flag VALUE]...\n"
+      "       ramjet --help | --help-markdown\n"
+      "\n"
+      "ramjet is a KV-cache-aware load balancer for vLLM. Every option is an RJ_* environment\n"
+      "variable with a matching --flag; flags override the environment. Unknown RJ_* names,\n"
+      "retired MD_*/DS4_* names and invalid values stop startup, all reported at once.\n"
+      "--help-markdown prints this table as docs/configuration.md.\n"
+      "\n";
+  // One row per option, its description on the next line so the table fits a terminal.
+  for (const Row& row : rows) {
+    out += "  " + pad(row.flag, w_flag + 2) + pad(row.env, w_env + 2) + pad(row.type, w_type + 2) +
+           row.def + "\n";
+    if (!row.doc.empty()) out += wrap(row.doc, "      ", 100);
+  }
+  return out;
+}
+
+std::string markdown_reference() {
+  std::string out =
+      "# Configuration\n"
+      "\n"
+      "This file is generated by `ramjet --help-markdown` from the options table in "
+      "`src/config/`, the same table behind `ramjet --help`; do not edit it by hand. `config_test` "
+      "fails when the two disagree; regenerate with `" +
+      std::string(kRegenerate) +
+      "`.\n"
+      "\n"
+      "Every option is an `RJ_*` environment variable with a matching command-line flag "
+      "(`--flag=VALUE` or `--flag VALUE`); flags override the environment. Startup stops on "
+      "invalid or out-of-bounds values, unknown `RJ_*` names, unknown flags, and any variable "
+      "with a retired prefix (`MD_*`, `DS4_*`), and every problem is reported at once. Secrets "
+      "print as `<redacted>`.\n"
+      "\n"
+      "| Variable | Flag | Type | Default | Bounds | Description |\n"
+      "| --- | --- | --- | --- | --- | --- |\n";
+  std::vector<Type> used;
+  for (const Option& o : options()) {
+    std::string doc(o.doc);
+    if (o.secret) doc += " Secret: printed as `<redacted>`.";
+    out += "| `" + std::string(o.env) + "` | `" + std::string(o.flag) + "` | " +
+           md_cell(type_name(o.type)) + " | " + md_cell(default_display(o, true)) + " | " +
+           md_cell(bounds_text(o)) + " | " + md_cell(doc) + " |\n";
+    if (std::find(used.begin(), used.end(), o.type) == used.end()) used.push_back(o.type);
+  }
+  std::sort(used.begin(), used.end());
+  out += "\n## Value syntax\n\n";
+  for (Type t : used) {
+    out += "- **" + std::string(type_name(t)) + "**: " + std::string(type_syntax(t)) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> describe(const Config& c) {
+  std::vector<std::string> lines;
+  for (const Option& o : options()) lines.push_back(std::string(o.env) + "=" + value_text(o, c));
+  return lines;
+}
+
+}  // namespace ramjet::config

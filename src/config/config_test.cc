@@ -1,0 +1,444 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "config/options.h"
+
+namespace ramjet::config {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+ParseResult run(const Env& env, const std::vector<std::string>& args = {}) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : env) names.push_back(name);
+  EnvLookup lookup = [env](std::string_view name) -> std::optional<std::string> {
+    auto it = env.find(std::string(name));
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  return parse(names, lookup, args);
+}
+
+// An environment that is valid on its own.
+Env valid(Env extra = {}) {
+  extra.emplace("RJ_UPSTREAM", "http://engine-a:8000");
+  return extra;
+}
+
+std::string all(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& l : lines) s += l + "\n";
+  return s;
+}
+
+// Number of errors that contain `needle`.
+size_t count(const ParseResult& r, std::string_view needle) {
+  size_t n = 0;
+  for (const std::string& e : r.errors) n += e.find(needle) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+TEST(Config, ReportsEveryProblemAtOnce) {
+  auto r = run({{"RJ_UPSTREAM", "https://engine-a"},
+                {"RJ_THREADS", "999"},
+                {"RJ_LOG_LEVEL", "loud"},
+                {"RJ_LISTEN", "nohost"},
+                {"RJ_MAX_BODY_BYTES", "12"},
+                {"RJ_BOGUS", "1"},
+                {"MD_UPSTREAM", "x"}},
+               {"--nope", "--probe-timeout-ms=abc", "--route-max-load-units"});
+  EXPECT_EQ(r.errors.size(), 10u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_UPSTREAM: item 1:"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_THREADS=\"999\": out of bounds"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_LOG_LEVEL=\"loud\""), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_LISTEN=\"nohost\": missing port"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_MAX_BODY_BYTES=\"12\": out of bounds"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "unknown variable RJ_BOGUS"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "MD_UPSTREAM"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "unknown flag --nope"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "--probe-timeout-ms=\"abc\" (RJ_PROBE_TIMEOUT_MS): not a decimal"), 1u)
+      << all(r.errors);
+  EXPECT_EQ(count(r, "--route-max-load-units (RJ_ROUTE_MAX_LOAD_UNITS): missing value"), 1u)
+      << all(r.errors);
+}
+
+TEST(Config, AValidEnvironmentHasNoErrors) {
+  auto r = run(valid({{"RJ_THREADS", "4"}, {"PATH", "/usr/bin"}, {"HOME", "/root"}}));
+  EXPECT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.action, Action::kRun);
+  EXPECT_EQ(r.config.threads, 4u);
+}
+
+TEST(Config, UnknownRjNameFailsStartup) {
+  auto r = run(valid({{"RJ_UPSTREAMS", "http://x"}, {"RJ_ROUTE_ALPHA", "4"}}));
+  ASSERT_EQ(r.errors.size(), 2u) << all(r.errors);
+  EXPECT_EQ(count(r, "unknown variable RJ_UPSTREAMS; did you mean RJ_UPSTREAM?"), 1u)
+      << all(r.errors);
+  EXPECT_EQ(count(r, "unknown variable RJ_ROUTE_ALPHA"), 1u) << all(r.errors);
+}
+
+TEST(Config, RetiredPrefixesListEveryStaleKey) {
+  auto r = run(valid({{"MD_UPSTREAM", "http://x"},
+                      {"DS4_TOKEN", "t"},
+                      {"MD_ROUTE_ALPHA", "4"},
+                      {"XMD_UNRELATED", "1"},
+                      {"ds4_lowercase", "1"}}));
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  const std::string& e = r.errors[0];
+  EXPECT_NE(e.find("DS4_TOKEN, MD_ROUTE_ALPHA, MD_UPSTREAM"), std::string::npos) << e;
+  EXPECT_EQ(e.find("XMD_UNRELATED"), std::string::npos) << e;
+  EXPECT_EQ(e.find("http://x"), std::string::npos) << "values are never echoed: " << e;
+}
+
+TEST(Config, FlagsOverrideEnvironment) {
+  auto r = run(valid({{"RJ_THREADS", "4"}, {"RJ_LISTEN", "127.0.0.1:1"}, {"RJ_LOG_LEVEL", "warn"}}),
+               {"--threads=8", "--listen", "localhost:0", "--upstream", "http://b:1,http://c:2"});
+  EXPECT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.threads, 8u);
+  EXPECT_EQ(r.config.listen_host, "localhost");
+  EXPECT_EQ(r.config.listen_port, 0);
+  EXPECT_EQ(r.config.log_level, "warn");
+  ASSERT_EQ(r.config.upstreams.size(), 2u);
+  EXPECT_EQ(r.config.upstreams[0].host, "b");
+}
+
+TEST(Config, BadEnvironmentValueIsReportedEvenWhenAFlagOverridesIt) {
+  auto r = run(valid({{"RJ_THREADS", "many"}}), {"--threads=2"});
+  EXPECT_EQ(r.config.threads, 2u);
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  EXPECT_NE(r.errors[0].find("RJ_THREADS=\"many\""), std::string::npos) << r.errors[0];
+}
+
+TEST(Config, SecretsPrintRedacted) {
+  const std::string secret = "s3cr3t-t0ken";
+  auto r = run(valid({{"RJ_UPSTREAM_TOKEN", secret}}));
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.upstream_token, secret);
+  std::string described = all(describe(r.config));
+  EXPECT_NE(described.find("RJ_UPSTREAM_TOKEN=<redacted>\n"), std::string::npos) << described;
+  EXPECT_EQ(described.find(secret), std::string::npos) << described;
+  // An unset secret shows as empty, which says "not configured" without revealing anything.
+  EXPECT_NE(all(describe(Config{})).find("RJ_UPSTREAM_TOKEN=\n"), std::string::npos);
+}
+
+TEST(Config, ErrorsNeverEchoSecretsOrUpstreamHosts) {
+  auto r = run({{"RJ_UPSTREAM", "https://private-host.internal:8000"}},
+               {"--upstream-tokn=s3cr3t", "--upstream-token"});
+  ASSERT_EQ(r.errors.size(), 3u) << all(r.errors);
+  std::string errors = all(r.errors);
+  EXPECT_EQ(errors.find("s3cr3t"), std::string::npos) << errors;
+  EXPECT_EQ(errors.find("private-host"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("did you mean --upstream-token?"), std::string::npos) << errors;
+}
+
+TEST(Config, DescribePrintsOneLinePerOptionWithoutUpstreamHosts) {
+  auto r = run({{"RJ_UPSTREAM", "http://private-host:8000,http://other:8000"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  auto lines = describe(r.config);
+  ASSERT_EQ(lines.size(), options().size());
+  EXPECT_EQ(lines[0], "RJ_UPSTREAM=2 upstreams (hosts not logged)");
+  EXPECT_EQ(all(lines).find("private-host"), std::string::npos);
+}
+
+TEST(Config, UpstreamListTrimsSlashesAndWhitespace) {
+  auto r = run({{"RJ_UPSTREAM",
+                 " http://engine-a:8000/ ,http://engine-b/v1//,\thttp://10.0.0.3:9000/base/path/ "
+                 ",HTTP://[fd00::1]:8001"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const auto& u = r.config.upstreams;
+  ASSERT_EQ(u.size(), 4u);
+  EXPECT_EQ(u[0].host, "engine-a");
+  EXPECT_EQ(u[0].port, 8000);
+  EXPECT_EQ(u[0].base_path, "");
+  EXPECT_EQ(u[1].host, "engine-b");
+  EXPECT_EQ(u[1].port, 80);
+  EXPECT_EQ(u[1].base_path, "/v1");
+  EXPECT_EQ(u[2].host, "10.0.0.3");
+  EXPECT_EQ(u[2].port, 9000);
+  EXPECT_EQ(u[2].base_path, "/base/path");
+  EXPECT_EQ(u[3].host, "fd00::1");
+  EXPECT_EQ(u[3].port, 8001);
+}
+
+TEST(Config, HostHeaderOmitsPort80AndBracketsIpv6) {
+  EXPECT_EQ((UpstreamUrl{"engine", 80, ""}).host_header(), "engine");
+  EXPECT_EQ((UpstreamUrl{"engine", 8000, "/v1"}).host_header(), "engine:8000");
+  EXPECT_EQ((UpstreamUrl{"fd00::1", 8000, ""}).host_header(), "[fd00::1]:8000");
+  EXPECT_EQ((UpstreamUrl{"::1", 80, ""}).host_header(), "[::1]");
+}
+
+TEST(Config, HttpsUpstreamIsRejected) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,https://b:443"}});
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  EXPECT_NE(r.errors[0].find("RJ_UPSTREAM: item 2: TLS upstreams"), std::string::npos)
+      << r.errors[0];
+  EXPECT_NE(r.errors[0].find("not supported yet"), std::string::npos) << r.errors[0];
+}
+
+TEST(Config, MalformedUpstreamsAreNamedByOrdinal) {
+  auto r = run({{"RJ_UPSTREAM",
+                 "engine:8000,http://,http://user:pw@h,http://h/x?y=1,http://h:0,http://h:65536,"
+                 "ftp://h,http://a b,http://999.1.1.1,http://::1,http://h/sp ace,,http://[zz]:1"}});
+  std::string errors = all(r.errors);
+  EXPECT_EQ(r.errors.size(), 13u) << errors;
+  for (int i = 1; i <= 13; ++i) {
+    EXPECT_EQ(count(r, "RJ_UPSTREAM: item " + std::to_string(i) + ": "), 1u) << i << "\n" << errors;
+  }
+  EXPECT_EQ(count(r, "credentials"), 1u) << errors;
+  EXPECT_EQ(errors.find("pw"), std::string::npos) << errors;
+}
+
+TEST(Config, DuplicateUpstreamsAreRejected) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:8000,http://A:8000/"}});
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  EXPECT_NE(r.errors[0].find("item 2: repeats"), std::string::npos) << r.errors[0];
+}
+
+TEST(Config, MissingUpstreamIsRequired) {
+  for (const Env& env : {Env{}, Env{{"RJ_UPSTREAM", ""}}, Env{{"RJ_UPSTREAM", " \t "}}}) {
+    auto r = run(env);
+    ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+    EXPECT_TRUE(r.errors[0].starts_with("RJ_UPSTREAM is required")) << r.errors[0];
+  }
+  // Empty items are a malformed list, not a missing one.
+  auto commas = run({{"RJ_UPSTREAM", " , "}});
+  EXPECT_EQ(count(commas, "RJ_UPSTREAM is required"), 0u) << all(commas.errors);
+  EXPECT_EQ(count(commas, ": empty"), 2u) << all(commas.errors);
+  // A blank flag clears an upstream list that came from the environment.
+  auto cleared = run(valid(), {"--upstream="});
+  EXPECT_EQ(count(cleared, "RJ_UPSTREAM is required"), 1u) << all(cleared.errors);
+}
+
+TEST(Config, HelpSkipsTheRequiredCheck) {
+  auto help = run({}, {"--help"});
+  EXPECT_EQ(help.action, Action::kHelp);
+  EXPECT_TRUE(help.errors.empty()) << all(help.errors);
+  auto md = run({}, {"--help-markdown"});
+  EXPECT_EQ(md.action, Action::kHelpMarkdown);
+  EXPECT_TRUE(md.errors.empty()) << all(md.errors);
+  // Other problems are still reported; main decides what to do with them.
+  auto bad = run({{"RJ_THREADS", "x"}}, {"--help"});
+  EXPECT_EQ(bad.errors.size(), 1u) << all(bad.errors);
+}
+
+TEST(Config, DefaultsMatchTheReference) {
+  auto r = run(valid());
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const Config& c = r.config;
+  EXPECT_EQ(c.listen_host, "0.0.0.0");
+  EXPECT_EQ(c.listen_port, 8000);
+  EXPECT_EQ(c.metrics_host, "0.0.0.0");
+  EXPECT_EQ(c.metrics_port, 9090);
+  EXPECT_EQ(c.max_tokens_strip, 100000u);
+  EXPECT_EQ(c.advertise_ctx_margin, 16384u);
+  EXPECT_EQ(c.max_body_bytes, 64u << 20);
+  EXPECT_EQ(c.affinity, "load");
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.route_load_unit_bytes, 32768u);
+  EXPECT_EQ(c.route_max_load_units, 8u);
+  EXPECT_TRUE(c.upstream_token.empty());
+}
+
+TEST(Config, TableDefaultsAreTheConfigDefaults) {
+  auto lines = describe(Config{});
+  auto table = options();
+  ASSERT_EQ(lines.size(), table.size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i].required) continue;
+    EXPECT_EQ(lines[i], std::string(table[i].env) + "=" + std::string(table[i].default_text));
+  }
+}
+
+TEST(Config, BoundsAreEnforced) {
+  for (const Option& o : options()) {
+    if (o.type != Type::kUint) continue;
+    auto value = [&](uint64_t v) { return run(valid({{std::string(o.env), std::to_string(v)}})); };
+    EXPECT_TRUE(value(o.min).errors.empty()) << o.env << " min: " << all(value(o.min).errors);
+    EXPECT_TRUE(value(o.max).errors.empty()) << o.env << " max: " << all(value(o.max).errors);
+    EXPECT_EQ(count(value(o.max + 1), "out of bounds"), 1u) << o.env;
+    if (o.min > 0) {
+      EXPECT_EQ(count(value(o.min - 1), "out of bounds"), 1u) << o.env;
+    }
+  }
+  EXPECT_EQ(count(run({{"RJ_THREADS", "99999999999999999999999"}}), "out of bounds"), 1u);
+  EXPECT_EQ(count(run({{"RJ_THREADS", "-1"}}), "not a decimal integer"), 1u);
+
+  std::string many;
+  for (int i = 0; i < 257; ++i) many += "http://e" + std::to_string(i) + ",";
+  auto r257 = run({{"RJ_UPSTREAM", many.substr(0, many.size() - 1)}});
+  EXPECT_EQ(count(r257, "RJ_UPSTREAM: 257 items; expected 1..256"), 1u) << all(r257.errors);
+  auto r256 = run({{"RJ_UPSTREAM", many.substr(0, many.rfind(",http://e256"))}});
+  EXPECT_TRUE(r256.errors.empty()) << all(r256.errors);
+  EXPECT_EQ(r256.config.upstreams.size(), 256u);
+}
+
+TEST(Config, ListenAddressesAcceptIpv4LocalhostHostnamesAndPortZero) {
+  for (std::string ok : {"127.0.0.1:0", "localhost:65535", "lb-1.example.com:8000", "ramjet_lb:80",
+                         " 0.0.0.0:9090 "}) {
+    auto r = run(valid({{"RJ_METRICS_LISTEN", ok}}));
+    EXPECT_TRUE(r.errors.empty()) << ok << ": " << all(r.errors);
+  }
+  for (std::string bad : {"1.2.3.256:80", "host:65536", ":8000", "host", "[::1]:80", "::1:80",
+                          "ho st:80", "-host:80", "host:", "host:8o"}) {
+    auto r = run(valid({{"RJ_LISTEN", bad}}));
+    EXPECT_EQ(count(r, "RJ_LISTEN="), 1u) << bad << ": " << all(r.errors);
+  }
+}
+
+TEST(Config, EnumValuesAreCaseInsensitiveAndCanonical) {
+  auto r = run(valid({{"RJ_LOG_LEVEL", "WARN"}, {"RJ_AFFINITY", " Load "}}));
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.log_level, "warn");
+  EXPECT_EQ(r.config.affinity, "load");
+  auto prefix = run(valid({{"RJ_AFFINITY", "prefix"}}));
+  EXPECT_EQ(count(prefix, "expected one of: load"), 1u) << all(prefix.errors);
+}
+
+TEST(Config, FlagSyntaxRejectsPositionalArgumentsAndValuesOnHelp) {
+  auto r = run(valid(), {"serve", "--", "--help=yes", "-x", "--threads", "--listen=0.0.0.0:1"});
+  EXPECT_EQ(r.errors.size(), 5u) << all(r.errors);
+  EXPECT_EQ(count(r, "argument 1 is not a --flag"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "--help takes no value"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "--threads (RJ_THREADS): missing value"), 1u) << all(r.errors);
+  EXPECT_EQ(r.config.listen_port, 1);
+  EXPECT_EQ(r.action, Action::kRun);
+}
+
+TEST(Config, BoolAndListParsersAcceptTheDocumentedSpellings) {
+  Problems p;
+  for (std::string_view t : {"true", "1", "YES", " on "}) EXPECT_EQ(parse_bool(t, p), true) << t;
+  for (std::string_view f : {"false", "0", "no", "Off"}) EXPECT_EQ(parse_bool(f, p), false) << f;
+  EXPECT_TRUE(p.empty());
+  EXPECT_FALSE(parse_bool("maybe", p).has_value());
+  EXPECT_EQ(p.size(), 1u);
+
+  p.clear();
+  auto list = parse_list(" a , b,c ", 1, 3, p);
+  ASSERT_TRUE(list.has_value());
+  EXPECT_EQ(*list, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_FALSE(parse_list("a,,b,c", 1, 3, p).has_value());
+  EXPECT_EQ(p.size(), 2u);  // the empty item, and four items > 3
+}
+
+TEST(Config, TableRowsAreWellFormed) {
+  std::set<std::string_view> envs, flags;
+  for (const Option& o : options()) {
+    SCOPED_TRACE(std::string(o.env));
+    EXPECT_TRUE(o.env.starts_with("RJ_"));
+    std::string flag = "--";
+    for (char c : o.env.substr(3)) flag += c == '_' ? '-' : static_cast<char>(std::tolower(c));
+    EXPECT_EQ(o.flag, flag);
+    EXPECT_TRUE(envs.insert(o.env).second);
+    EXPECT_TRUE(flags.insert(o.flag).second);
+    EXPECT_FALSE(o.doc.empty());
+    EXPECT_EQ(o.doc.find('\n'), std::string_view::npos);
+    EXPECT_EQ(o.doc.find('|'), std::string_view::npos);
+    bool field_matches = false;
+    switch (o.type) {
+      case Type::kString:
+      case Type::kEnum:
+        field_matches = std::holds_alternative<std::string Config::*>(o.field);
+        break;
+      case Type::kUint:
+        field_matches =
+            std::holds_alternative<uint64_t Config::*>(o.field) ||
+            (std::holds_alternative<uint32_t Config::*>(o.field) && o.max <= UINT32_MAX);
+        EXPECT_LE(o.min, o.max);
+        break;
+      case Type::kBool:
+        field_matches = std::holds_alternative<bool Config::*>(o.field);
+        break;
+      case Type::kList:
+        field_matches = std::holds_alternative<std::vector<std::string> Config::*>(o.field);
+        break;
+      case Type::kHostPort:
+        field_matches = std::holds_alternative<HostPortField>(o.field);
+        break;
+      case Type::kUrlList:
+        field_matches = std::holds_alternative<std::vector<UpstreamUrl> Config::*>(o.field);
+        break;
+    }
+    EXPECT_TRUE(field_matches);
+    EXPECT_EQ(o.type == Type::kEnum, !o.choices.empty());
+    if (o.required) {
+      EXPECT_TRUE(o.default_text.empty());
+    } else if (o.type != Type::kString) {
+      // The default is written as a user would write it and passes the same checks.
+      auto r = run(valid({{std::string(o.env), std::string(o.default_text)}}));
+      EXPECT_TRUE(r.errors.empty()) << all(r.errors);
+    }
+  }
+}
+
+TEST(Config, HelpListsEveryOption) {
+  std::string help = help_text();
+  EXPECT_TRUE(help.starts_with("Usage: ramjet")) << help;
+  for (const Option& o : options()) {
+    EXPECT_NE(help.find(std::string(o.flag) + " "), std::string::npos) << o.flag;
+    EXPECT_NE(help.find(std::string(o.env) + " "), std::string::npos) << o.env;
+  }
+  EXPECT_NE(help.find("trace, debug, info, warn, error, off"), std::string::npos);
+}
+
+TEST(Config, MarkdownReferenceHasOneRowPerOption) {
+  std::string md = markdown_reference();
+  EXPECT_TRUE(md.starts_with("# Configuration\n")) << md;
+  EXPECT_NE(md.find("| Variable | Flag | Type | Default | Bounds | Description |"),
+            std::string::npos);
+  for (const Option& o : options()) {
+    EXPECT_NE(md.find("| `" + std::string(o.env) + "` | `" + std::string(o.flag) + "` |"),
+              std::string::npos)
+        << o.env;
+  }
+  EXPECT_NE(md.find("| `RJ_MAX_BODY_BYTES` | `--max-body-bytes` | uint | `67108864` (64 MiB) | "
+                    "1 KiB..1 GiB |"),
+            std::string::npos)
+      << md;
+}
+
+TEST(Config, ParseProcessReadsEnvironAndArgv) {
+  ASSERT_EQ(setenv("RJ_THREADS", "3", 1), 0);
+  std::string prog = "ramjet", flag = "--upstream=http://engine-a:8000";
+  char* argv[] = {prog.data(), flag.data(), nullptr};
+  auto r = parse_process(2, argv);
+  unsetenv("RJ_THREADS");
+  EXPECT_EQ(r.config.threads, 3u);
+  ASSERT_EQ(r.config.upstreams.size(), 1u);
+  EXPECT_EQ(r.config.upstreams[0].port, 8000);
+}
+
+TEST(Config, DocsConfigurationMdIsUpToDate) {
+  const std::string path = std::string(RAMJET_SOURCE_DIR) + "/docs/configuration.md";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << path << " is missing; generate it with "
+                         << "`build/dev/src/app/ramjet --help-markdown > docs/configuration.md`";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string on_disk = ss.str();
+  const std::string expected = markdown_reference();
+  if (on_disk == expected) return;
+  std::istringstream a(on_disk), b(expected);
+  std::string la, lb;
+  int line = 0;
+  while (true) {
+    ++line;
+    bool more_a = static_cast<bool>(std::getline(a, la));
+    bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) break;
+    if (la != lb || more_a != more_b) break;
+  }
+  FAIL() << "docs/configuration.md is out of date with the options table (first difference at "
+         << "line " << line << ").\n  on disk:   " << la << "\n  generated: " << lb
+         << "\nRegenerate with `build/dev/src/app/ramjet --help-markdown > docs/configuration.md`.";
+}
+
+}  // namespace
+}  // namespace ramjet::config

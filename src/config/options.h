@@ -1,0 +1,93 @@
+// The options table behind config.h: one row per RJ_* variable with its --flag, type, default,
+// bounds, one-line doc and the Config field it sets, plus the value parsers the rows use.
+// Internal to src/config and its tests; the rest of the program reads the typed Config.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ramjet::config {
+
+enum class Type { kString, kUint, kBool, kEnum, kList, kHostPort, kUrlList };
+
+// "string", "uint", "bool", "enum", "list", "host:port", "url-list".
+std::string_view type_name(Type t);
+// One line on how a value of this type is written (the value-syntax section of the docs).
+std::string_view type_syntax(Type t);
+
+struct HostPortField {
+  std::string Config::*host = nullptr;
+  uint16_t Config::*port = nullptr;
+};
+
+// Where a row's parsed value lands in Config: the row's setter (describe() reads it back).
+// The alternative must match the row's Type (string/enum: string; uint: uint32_t or uint64_t;
+// bool: bool; list: vector<string>; host:port: HostPortField; url-list: vector<UpstreamUrl>);
+// the table test checks every row.
+using Field = std::variant<std::monostate, std::string Config::*, uint32_t Config::*,
+                           uint64_t Config::*, bool Config::*, std::vector<std::string> Config::*,
+                           HostPortField, std::vector<UpstreamUrl> Config::*>;
+
+struct Option {
+  std::string_view env{};   // RJ_UPSTREAM_TOKEN
+  std::string_view flag{};  // --upstream-token: env without RJ_, lowercase, '_' -> '-'
+  Type type = Type::kString;
+  std::string_view default_text{};  // written as a user would write it; "" = none
+  uint64_t min = 0;                 // uint: value bounds; list/url-list: item count
+  uint64_t max = 0;
+  std::span<const std::string_view> choices{};  // enum: every accepted value
+  bool bytes = false;                           // docs show numbers as KiB/MiB/GiB
+  bool secret = false;     // never printed: describe() shows <redacted>, errors omit the value
+  bool required = false;   // must be non-empty unless the action is --help / --help-markdown
+  std::string_view doc{};  // one line
+  Field field{};
+};
+
+// Every option, in documentation order.
+std::span<const Option> options();
+const Option* find_by_env(std::string_view env);
+const Option* find_by_flag(std::string_view flag);  // "--threads"
+
+// "64 MiB" for whole KiB/MiB/GiB when `bytes`, "2^53" for large powers of two, else decimal.
+std::string format_number(uint64_t v, bool bytes);
+
+// Docs rendering of a row: "1 KiB..1 GiB", "0..256", "1..256 items", "trace, debug, ...".
+std::string bounds_text(const Option& o);
+// "(required)", "(none)", "67108864 (64 MiB)"; with `markdown` the value is in backticks.
+std::string default_display(const Option& o, bool markdown);
+
+// Value parsers. Each appends problems to `problems` — phrases without the variable name that
+// never quote the input (the caller decides whether the value may be echoed) — and returns
+// nullopt when the value is unusable. Surrounding ASCII whitespace is ignored.
+using Problems = std::vector<std::string>;
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+std::optional<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max, bool bytes,
+                                   Problems& problems);
+std::optional<bool> parse_bool(std::string_view text, Problems& problems);
+// Case-insensitive; returns the canonical spelling from `choices`.
+std::optional<std::string> parse_enum(std::string_view text,
+                                      std::span<const std::string_view> choices,
+                                      Problems& problems);
+// host:port with an IPv4 literal, "localhost" or a hostname; port 0..65535 (0 = ephemeral).
+std::optional<HostPort> parse_host_port(std::string_view text, Problems& problems);
+// Comma list; items trimmed, empty items rejected; a blank text is an empty list.
+std::optional<std::vector<std::string>> parse_list(std::string_view text, uint64_t min,
+                                                   uint64_t max, Problems& problems);
+// Comma list of http://host[:port][/base-path]; items are named by 1-based ordinal, never by
+// content (hosts stay out of logs). A blank text is an empty list.
+std::optional<std::vector<UpstreamUrl>> parse_upstreams(std::string_view text, uint64_t min,
+                                                        uint64_t max, Problems& problems);
+
+}  // namespace ramjet::config

@@ -1,0 +1,325 @@
+// The one options table. Adding an option: add a field to Config (config.h), a row here, then
+// regenerate docs/configuration.md (config_test says how when it is stale).
+#include <array>
+#include <bit>
+#include <charconv>
+#include <string>
+
+#include "config/options.h"
+
+namespace ramjet::config {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = kKiB * 1024;
+constexpr uint64_t kGiB = kMiB * 1024;
+
+// Routing policies; more values arrive with the routing policies themselves.
+constexpr std::array<std::string_view, 1> kAffinities = {"load"};
+constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
+                                                        "warn",  "error", "off"};
+
+const std::array kOptions = {
+    // --- upstreams ---
+    Option{.env = "RJ_UPSTREAM",
+           .flag = "--upstream",
+           .type = Type::kUrlList,
+           .min = 1,
+           .max = 256,
+           .required = true,
+           .doc = "Engine base URLs, comma-separated: http://host[:port][/base-path]. "
+                  "https:// is not supported yet.",
+           .field = &Config::upstreams},
+    Option{.env = "RJ_UPSTREAM_TOKEN",
+           .flag = "--upstream-token",
+           .type = Type::kString,
+           .secret = true,
+           .doc = "Bearer token for calls ramjet makes itself (probes, /v1/models); proxied "
+                  "requests keep the client's own Authorization.",
+           .field = &Config::upstream_token},
+    // --- listeners ---
+    Option{.env = "RJ_LISTEN",
+           .flag = "--listen",
+           .type = Type::kHostPort,
+           .default_text = "0.0.0.0:8000",
+           .doc = "Listener for the OpenAI-compatible API (port 0 = ephemeral).",
+           .field = HostPortField{&Config::listen_host, &Config::listen_port}},
+    Option{.env = "RJ_METRICS_LISTEN",
+           .flag = "--metrics-listen",
+           .type = Type::kHostPort,
+           .default_text = "0.0.0.0:9090",
+           .doc = "Listener for /metrics and the dashboard (port 0 = ephemeral).",
+           .field = HostPortField{&Config::metrics_host, &Config::metrics_port}},
+    Option{.env = "RJ_THREADS",
+           .flag = "--threads",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 256,
+           .doc = "I/O threads; 0 = one per CPU core.",
+           .field = &Config::threads},
+    Option{.env = "RJ_LOG_LEVEL",
+           .flag = "--log-level",
+           .type = Type::kEnum,
+           .default_text = "info",
+           .choices = kLogLevels,
+           .doc = "Log verbosity (JSON lines on stderr).",
+           .field = &Config::log_level},
+    // --- request shims and rewrites ---
+    Option{.env = "RJ_MAX_TOKENS_STRIP",
+           .flag = "--max-tokens-strip",
+           .type = Type::kUint,
+           .default_text = "100000",
+           .min = 1,
+           .max = uint64_t{1} << 53,
+           .doc = "Chat/completions: max_tokens and max_completion_tokens at or above this are "
+                  "dropped, so the engine uses the context that is left.",
+           .field = &Config::max_tokens_strip},
+    Option{.env = "RJ_ADVERTISE_CTX_MARGIN",
+           .flag = "--advertise-ctx-margin",
+           .type = Type::kUint,
+           .default_text = "16384",
+           .min = 0,
+           .max = uint64_t{1} << 31,
+           .doc = "GET /v1/models: context-length fields above this many tokens are reduced by "
+                  "it, so clients leave headroom.",
+           .field = &Config::advertise_ctx_margin},
+    // --- limits and timeouts (ingress) ---
+    Option{.env = "RJ_MAX_BODY_BYTES",
+           .flag = "--max-body-bytes",
+           .type = Type::kUint,
+           .default_text = "67108864",
+           .min = kKiB,
+           .max = kGiB,
+           .bytes = true,
+           .doc = "Largest accepted request body; larger requests are refused with 413.",
+           .field = &Config::max_body_bytes},
+    Option{.env = "RJ_MAX_HEADER_BYTES",
+           .flag = "--max-header-bytes",
+           .type = Type::kUint,
+           .default_text = "65536",
+           .min = kKiB,
+           .max = kMiB,
+           .bytes = true,
+           .doc = "Largest accepted request line plus headers; larger requests are refused "
+                  "with 431.",
+           .field = &Config::max_header_bytes},
+    Option{.env = "RJ_HEADER_TIMEOUT_MS",
+           .flag = "--header-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "10000",
+           .min = 100,
+           .max = 600000,
+           .doc = "Time a client has to send the request line and headers.",
+           .field = &Config::header_timeout_ms},
+    Option{.env = "RJ_BODY_TIMEOUT_MS",
+           .flag = "--body-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "60000",
+           .min = 100,
+           .max = 3600000,
+           .doc = "Time a client has to send the request body.",
+           .field = &Config::body_timeout_ms},
+    Option{.env = "RJ_KEEPALIVE_TIMEOUT_MS",
+           .flag = "--keepalive-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "75000",
+           .min = 100,
+           .max = 3600000,
+           .doc = "Idle client connections are closed after this long.",
+           .field = &Config::keepalive_timeout_ms},
+    Option{.env = "RJ_SHUTDOWN_GRACE_MS",
+           .flag = "--shutdown-grace-ms",
+           .type = Type::kUint,
+           .default_text = "30000",
+           .min = 0,
+           .max = 3600000,
+           .doc = "On SIGTERM/SIGINT, how long in-flight requests may finish before they are "
+                  "cut.",
+           .field = &Config::shutdown_grace_ms},
+    // --- upstream client and health ---
+    Option{.env = "RJ_UPSTREAM_CONNECT_TIMEOUT_MS",
+           .flag = "--upstream-connect-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "5000",
+           .min = 10,
+           .max = 120000,
+           .doc = "TCP connect timeout towards an engine.",
+           .field = &Config::connect_timeout_ms},
+    Option{.env = "RJ_UPSTREAM_POOL_IDLE",
+           .flag = "--upstream-pool-idle",
+           .type = Type::kUint,
+           .default_text = "64",
+           .min = 0,
+           .max = 4096,
+           .doc = "Idle keep-alive connections kept per engine per I/O thread.",
+           .field = &Config::pool_max_idle},
+    Option{.env = "RJ_PROBE_INTERVAL_MS",
+           .flag = "--probe-interval-ms",
+           .type = Type::kUint,
+           .default_text = "5000",
+           .min = 100,
+           .max = 3600000,
+           .doc = "Interval between health probes of each engine.",
+           .field = &Config::probe_interval_ms},
+    Option{.env = "RJ_PROBE_TIMEOUT_MS",
+           .flag = "--probe-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "5000",
+           .min = 10,
+           .max = 120000,
+           .doc = "Timeout of one health probe.",
+           .field = &Config::probe_timeout_ms},
+    Option{.env = "RJ_PROBE_RECENT_SUCCESS_MS",
+           .flag = "--probe-recent-success-ms",
+           .type = Type::kUint,
+           .default_text = "30000",
+           .min = 0,
+           .max = 3600000,
+           .doc = "A probe that times out or cannot connect does not fence an engine that "
+                  "served a request this recently (0 = off).",
+           .field = &Config::recent_success_ms},
+    // --- routing (load) ---
+    Option{.env = "RJ_AFFINITY",
+           .flag = "--affinity",
+           .type = Type::kEnum,
+           .default_text = "load",
+           .choices = kAffinities,
+           .doc = "Routing policy. load: least reserved load; prefix-aware policies come "
+                  "later.",
+           .field = &Config::affinity},
+    Option{.env = "RJ_ROUTE_LOAD_UNIT_BYTES",
+           .flag = "--route-load-unit-bytes",
+           .type = Type::kUint,
+           .default_text = "32768",
+           .min = 1,
+           .max = uint64_t{1} << 31,
+           .bytes = true,
+           .doc = "Uncached prompt bytes per load unit when sizing a reservation.",
+           .field = &Config::route_load_unit_bytes},
+    Option{.env = "RJ_ROUTE_MAX_LOAD_UNITS",
+           .flag = "--route-max-load-units",
+           .type = Type::kUint,
+           .default_text = "8",
+           .min = 1,
+           .max = 1024,
+           .doc = "Largest load one request can reserve, in load units.",
+           .field = &Config::route_max_load_units},
+};
+
+}  // namespace
+
+std::string format_number(uint64_t v, bool bytes) {
+  if (bytes && v >= kKiB) {
+    static constexpr std::array<std::pair<uint64_t, std::string_view>, 3> kUnits = {
+        {{kGiB, "GiB"}, {kMiB, "MiB"}, {kKiB, "KiB"}}};
+    for (const auto& [unit, name] : kUnits) {
+      if (v % unit == 0) return std::to_string(v / unit) + " " + std::string(name);
+    }
+  }
+  if (!bytes && v >= (uint64_t{1} << 20) && std::has_single_bit(v)) {
+    return "2^" + std::to_string(std::countr_zero(v));
+  }
+  return std::to_string(v);
+}
+
+std::span<const Option> options() {
+  return kOptions;
+}
+
+const Option* find_by_env(std::string_view env) {
+  for (const Option& o : kOptions) {
+    if (o.env == env) return &o;
+  }
+  return nullptr;
+}
+
+const Option* find_by_flag(std::string_view flag) {
+  for (const Option& o : kOptions) {
+    if (o.flag == flag) return &o;
+  }
+  return nullptr;
+}
+
+std::string_view type_name(Type t) {
+  switch (t) {
+    case Type::kString:
+      return "string";
+    case Type::kUint:
+      return "uint";
+    case Type::kBool:
+      return "bool";
+    case Type::kEnum:
+      return "enum";
+    case Type::kList:
+      return "list";
+    case Type::kHostPort:
+      return "host:port";
+    case Type::kUrlList:
+      return "url-list";
+  }
+  return "?";
+}
+
+std::string_view type_syntax(Type t) {
+  switch (t) {
+    case Type::kString:
+      return "any text, taken as is.";
+    case Type::kUint:
+      return "a decimal integer without sign or separators.";
+    case Type::kBool:
+      return "true/false, 1/0, yes/no or on/off.";
+    case Type::kEnum:
+      return "one of the listed values (case-insensitive).";
+    case Type::kList:
+      return "comma-separated items; whitespace around items is ignored.";
+    case Type::kHostPort:
+      return "host:port where host is an IPv4 address, `localhost` or a hostname, and port is "
+             "0..65535 (0 = ephemeral).";
+    case Type::kUrlList:
+      return "comma-separated `http://host[:port][/base-path]`; whitespace around items and "
+             "trailing `/` are trimmed, the port defaults to 80, IPv6 hosts go in brackets. "
+             "`https://` is not supported yet; credentials, queries and fragments are refused.";
+  }
+  return "";
+}
+
+std::string bounds_text(const Option& o) {
+  switch (o.type) {
+    case Type::kUint:
+      return format_number(o.min, o.bytes) + ".." + format_number(o.max, o.bytes);
+    case Type::kList:
+    case Type::kUrlList:
+      return std::to_string(o.min) + ".." + std::to_string(o.max) + " items";
+    case Type::kEnum: {
+      std::string s;
+      for (std::string_view c : o.choices) {
+        if (!s.empty()) s += ", ";
+        s += c;
+      }
+      return s;
+    }
+    case Type::kHostPort:
+      return "port 0..65535";
+    case Type::kString:
+    case Type::kBool:
+      return "";
+  }
+  return "";
+}
+
+std::string default_display(const Option& o, bool markdown) {
+  if (o.required) return "(required)";
+  if (o.default_text.empty()) return "(none)";
+  std::string shown =
+      markdown ? "`" + std::string(o.default_text) + "`" : std::string(o.default_text);
+  if (o.type == Type::kUint && o.bytes) {
+    uint64_t v = 0;
+    std::from_chars(o.default_text.data(), o.default_text.data() + o.default_text.size(), v);
+    std::string human = format_number(v, true);
+    if (human != o.default_text) shown += " (" + human + ")";
+  }
+  return shown;
+}
+
+}  // namespace ramjet::config

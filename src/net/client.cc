@@ -1,0 +1,122 @@
+#include "net/client.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http.hpp>
+
+namespace ramjet::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+// True when the peer has not closed the idle connection and sent nothing unexpected.
+bool looks_open(UpstreamConnection& c) {
+  if (!c.stream.socket().is_open()) return false;
+  char byte;
+  ssize_t n = ::recv(c.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return false;                                     // orderly close
+  if (n > 0) return false;                                      // unsolicited bytes: unusable
+  return errno == EAGAIN || errno == EWOULDBLOCK;               // nothing to read: still open
+}
+}  // namespace
+
+ConnectionPtr IdlePool::take() {
+  while (!idle_.empty()) {
+    ConnectionPtr c = std::move(idle_.back());
+    idle_.pop_back();
+    if (looks_open(*c)) {
+      c->reused = true;
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+void IdlePool::put(ConnectionPtr c) {
+  if (!c || idle_.size() >= max_idle_ || !c->stream.socket().is_open()) return;
+  c->stream.expires_never();
+  c->buffer.consume(c->buffer.size());
+  idle_.push_back(std::move(c));
+}
+
+PoolSet::PoolSet(size_t threads, size_t engines, size_t max_idle) {
+  pools_.resize(threads);
+  for (auto& row : pools_) {
+    row.reserve(engines);
+    for (size_t i = 0; i < engines; ++i) row.emplace_back(max_idle);
+  }
+}
+
+asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
+                                       std::chrono::milliseconds timeout, ConnectFailure& failure,
+                                       UpstreamConnection** out) {
+  auto ex = co_await asio::this_coro::executor;
+  failure = ConnectFailure::kNone;
+  auto conn = std::make_unique<UpstreamConnection>(ex);
+  if (out) *out = conn.get();
+  boost::system::error_code ec;
+  tcp::resolver resolver(ex);
+  auto results = co_await resolver.async_resolve(url.host, std::to_string(url.port),
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    failure = ConnectFailure::kConnect;
+    co_return nullptr;
+  }
+  conn->stream.expires_after(timeout);
+  co_await conn->stream.async_connect(results, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    failure = ec == beast::error::timeout        ? ConnectFailure::kTimeout
+              : ec == asio::error::operation_aborted ? ConnectFailure::kCancelled
+                                                     : ConnectFailure::kConnect;
+    co_return nullptr;
+  }
+  conn->stream.socket().set_option(tcp::no_delay(true), ec);
+  conn->stream.expires_never();
+  co_return conn;
+}
+
+asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::string path,
+                                           std::string bearer, std::chrono::milliseconds timeout,
+                                           size_t max_body, GetFailure& failure) {
+  SimpleResponse out;
+  ConnectFailure cf;
+  auto conn = co_await connect(url, timeout, cf);
+  if (!conn) {
+    failure = cf == ConnectFailure::kTimeout ? GetFailure::kTimeout : GetFailure::kConnect;
+    co_return out;
+  }
+  http::request<http::empty_body> req{http::verb::get, url.base_path + path, 11};
+  req.set(http::field::host, url.host_header());
+  req.set(http::field::user_agent, "ramjet-probe");
+  req.set(http::field::connection, "close");
+  if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
+  boost::system::error_code ec;
+  conn->stream.expires_after(timeout);
+  co_await http::async_write(conn->stream, req, asio::redirect_error(asio::use_awaitable, ec));
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(max_body);
+  if (!ec) {
+    co_await http::async_read(conn->stream, conn->buffer, parser,
+                              asio::redirect_error(asio::use_awaitable, ec));
+  }
+  boost::system::error_code ignored;
+  conn->stream.socket().close(ignored);
+  if (ec) {
+    failure = ec == beast::error::timeout       ? GetFailure::kTimeout
+              : ec == http::error::body_limit   ? GetFailure::kTooLarge
+                                                : GetFailure::kProtocol;
+    co_return out;
+  }
+  failure = GetFailure::kNone;
+  out.status = parser.get().result_int();
+  out.body = std::move(parser.get().body());
+  co_return out;
+}
+
+}  // namespace ramjet::net

@@ -1,0 +1,78 @@
+// net/client: upstream connections. Connecting with a deadline, per-thread idle keep-alive
+// pools (one per engine per io thread, never shared across threads, so no locks), and a small
+// one-shot GET used by health probes. Request forwarding itself lives in request/stream.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ramjet::net {
+
+struct UpstreamConnection {
+  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex) {}
+  boost::beast::tcp_stream stream;
+  boost::beast::flat_buffer buffer;
+  bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
+};
+using ConnectionPtr = std::unique_ptr<UpstreamConnection>;
+
+// Idle keep-alive connections to one engine, owned by one io thread.
+class IdlePool {
+ public:
+  explicit IdlePool(size_t max_idle = 64) : max_idle_(max_idle) {}
+  IdlePool(IdlePool&&) = default;
+  IdlePool& operator=(IdlePool&&) = default;
+  // The most recently used idle connection that still looks open, or nullptr.
+  ConnectionPtr take();
+  // Keeps a connection whose response was fully read and that may be reused.
+  void put(ConnectionPtr c);
+  size_t size() const { return idle_.size(); }
+
+ private:
+  size_t max_idle_;
+  std::vector<ConnectionPtr> idle_;
+};
+
+// Pools for every (io thread, engine) pair.
+class PoolSet {
+ public:
+  PoolSet(size_t threads, size_t engines, size_t max_idle);
+  IdlePool& at(size_t thread, size_t engine) { return pools_[thread][engine]; }
+
+ private:
+  std::vector<std::vector<IdlePool>> pools_;
+};
+
+enum class ConnectFailure { kNone, kTimeout, kConnect, kCancelled };
+
+// Resolves and connects with a deadline. On failure returns nullptr and sets `failure`.
+// `out` (optional) receives the connection object as soon as it exists, so a caller can close
+// it from another coroutine (client disconnect) while the connect is pending.
+boost::asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
+                                              std::chrono::milliseconds timeout,
+                                              ConnectFailure& failure,
+                                              UpstreamConnection** out = nullptr);
+
+struct SimpleResponse {
+  unsigned status = 0;
+  std::string body;
+};
+enum class GetFailure { kNone, kTimeout, kConnect, kProtocol, kTooLarge };
+
+// One GET on a fresh connection (Connection: close), whole exchange under one deadline.
+boost::asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::string path,
+                                                  std::string bearer,
+                                                  std::chrono::milliseconds timeout,
+                                                  size_t max_body, GetFailure& failure);
+
+}  // namespace ramjet::net

@@ -1,0 +1,41 @@
+#include "net/io_pool.h"
+
+namespace ramjet::net {
+namespace {
+thread_local size_t t_index = static_cast<size_t>(-1);
+}
+
+IoPool::IoPool(size_t threads) {
+  if (threads == 0) threads = 1;
+  for (size_t i = 0; i < threads; ++i) {
+    contexts_.push_back(std::make_unique<boost::asio::io_context>(1));
+    guards_.push_back(boost::asio::make_work_guard(*contexts_.back()));
+  }
+}
+
+boost::asio::io_context& IoPool::next() {
+  return *contexts_[next_.fetch_add(1, std::memory_order_relaxed) % contexts_.size()];
+}
+
+void IoPool::run() {
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < contexts_.size(); ++i) {
+    threads.emplace_back([this, i] {
+      t_index = i;
+      contexts_[i]->run();
+    });
+  }
+  t_index = 0;
+  contexts_[0]->run();
+  for (auto& t : threads) t.join();
+  t_index = static_cast<size_t>(-1);
+}
+
+void IoPool::stop() {
+  for (auto& g : guards_) g.reset();
+  for (auto& c : contexts_) c->stop();
+}
+
+size_t IoPool::current_index() { return t_index; }
+
+}  // namespace ramjet::net

@@ -1,0 +1,32 @@
+// observe/histogram: fixed-bucket histogram with atomic counts (no lock on observe()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "observe/metrics.h"
+
+namespace ramjet::observe {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double v);
+  // Writes name_bucket/_sum/_count samples (the family header is the caller's).
+  void write(Exposition& e, std::string_view name, std::string_view labels) const;
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_micro_{0};  // sum in millionths, to stay lock-free and integral
+};
+
+// Exponential bucket bounds: start, start*factor, ... (count bounds).
+std::vector<double> exponential_buckets(double start, double factor, size_t count);
+
+}  // namespace ramjet::observe

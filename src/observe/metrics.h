@@ -1,0 +1,64 @@
+// observe/metrics: lock-free counters and gauges plus a Prometheus text (0.0.4) writer.
+// Components own their metric structs and register a writer; rendering only reads atomics,
+// so the request path never takes a lock. Label values are closed sets or opaque ordinals.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ramjet::observe {
+
+class Counter {
+ public:
+  void inc(uint64_t n = 1) { v_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+class Gauge {
+ public:
+  void add(int64_t n) { v_.fetch_add(n, std::memory_order_relaxed); }
+  void sub(int64_t n) { v_.fetch_sub(n, std::memory_order_relaxed); }
+  void set(int64_t n) { v_.store(n, std::memory_order_relaxed); }
+  int64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> v_{0};
+};
+
+// Builds Prometheus text exposition. Families are written whole: header, then samples.
+class Exposition {
+ public:
+  // type: counter|gauge
+  void family(std::string_view name, std::string_view type, std::string_view help);
+  // labels: already-formatted `k="v",k2="v2"` (may be empty).
+  void sample(std::string_view name, std::string_view labels, double value);
+  void sample(std::string_view name, std::string_view labels, uint64_t value);
+  void sample(std::string_view name, std::string_view labels, int64_t value);
+  std::string take() { return std::move(out_); }
+
+ private:
+  void prefix(std::string_view name, std::string_view labels);
+  std::string out_;
+};
+
+// A registry of writers. add() is called at startup; render() from the metrics listener.
+class Registry {
+ public:
+  using Writer = std::function<void(Exposition&)>;
+  void add(Writer w);
+  std::string render() const;
+
+ private:
+  mutable std::mutex mu_;  // guards the writer list (startup and scrape only)
+  std::vector<Writer> writers_;
+};
+
+}  // namespace ramjet::observe

@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/clock.h"
+#include "request/route/policy.h"
+#include "request/route/reservation.h"
+#include "upstream/fleet.h"
+
+namespace ramjet::route {
+namespace {
+
+request::PreparedRequest req_of(size_t bytes) {
+  request::PreparedRequest r;
+  r.body.assign(bytes, 'x');
+  return r;
+}
+
+FleetSnapshot snap(std::vector<std::pair<bool, int64_t>> engines) {
+  FleetSnapshot s;
+  for (size_t i = 0; i < engines.size(); ++i)
+    s.candidates.push_back(CandidateState{i, engines[i].first, engines[i].second, 0});
+  return s;
+}
+
+TEST(LeastLoadPolicy, PicksTheEngineWithFewestLoadUnits) {
+  auto p = make_policy("load", {});
+  auto d = p->decide(req_of(10), snap({{true, 5}, {true, 1}, {true, 3}}));
+  EXPECT_EQ(d.ranked[0].ordinal, 1u);
+  EXPECT_EQ(d.ranked[1].ordinal, 2u);
+  EXPECT_EQ(d.outcome, Outcome::kLoad);
+}
+
+TEST(LeastLoadPolicy, HealthyEnginesComeBeforeIdleFencedOnes) {
+  auto p = make_policy("load", {});
+  auto d = p->decide(req_of(10), snap({{false, 0}, {true, 7}}));
+  EXPECT_EQ(d.ranked[0].ordinal, 1u);
+  EXPECT_FALSE(d.fail_open);
+  ASSERT_EQ(d.dispatch_order().size(), 1u);
+}
+
+TEST(LeastLoadPolicy, EqualEnginesShareTrafficEvenlyThroughRotation) {
+  auto p = make_policy("load", {});
+  std::map<size_t, int> picks;
+  const int n = 30000;
+  for (int i = 0; i < n; ++i) picks[p->decide(req_of(1), snap({{true, 0}, {true, 0}, {true, 0}})).ranked[0].ordinal]++;
+  for (auto& [ordinal, count] : picks) EXPECT_NEAR(count, n / 3, n / 100) << ordinal;
+}
+
+TEST(LeastLoadPolicy, NothingHealthyFailsOpenToAtMostTwoCandidates) {
+  auto p = make_policy("load", {});
+  auto d = p->decide(req_of(1), snap({{false, 0}, {false, 0}, {false, 0}}));
+  EXPECT_TRUE(d.fail_open);
+  EXPECT_EQ(d.dispatch_order().size(), 2u);
+}
+
+TEST(LeastLoadPolicy, SingleEngineOutcomeIsSingle) {
+  auto p = make_policy("load", {});
+  EXPECT_EQ(p->decide(req_of(1), snap({{true, 0}})).outcome, Outcome::kSingle);
+}
+
+TEST(LeastLoadPolicy, UnknownPolicyNameYieldsNull) { EXPECT_EQ(make_policy("nope", {}), nullptr); }
+
+TEST(RequestLoadUnits, AreCeilOfBytesOverUnitClampedToOneAndMax) {
+  RouteConfig c{32768, 8};
+  EXPECT_EQ(request_load_units(0, c), 1u);
+  EXPECT_EQ(request_load_units(32768, c), 1u);
+  EXPECT_EQ(request_load_units(32769, c), 2u);
+  EXPECT_EQ(request_load_units(100u << 20, c), 8u);
+}
+
+TEST(LoadReservation, ReleasesOnDestructionAndShrinksButNeverGrows) {
+  ManualClock clock;
+  std::vector<config::UpstreamUrl> urls(1);
+  upstream::Fleet fleet(urls, clock, 30000);
+  {
+    LoadReservation r(fleet.at(0), 5);
+    EXPECT_EQ(fleet.at(0).load_units(), 5);
+    EXPECT_EQ(fleet.at(0).inflight(), 1);
+    r.shrink_to(1);
+    EXPECT_EQ(fleet.at(0).load_units(), 1);
+    r.shrink_to(4);
+    EXPECT_EQ(fleet.at(0).load_units(), 1);
+    LoadReservation moved = std::move(r);
+    EXPECT_EQ(fleet.at(0).inflight(), 1);
+  }
+  EXPECT_EQ(fleet.at(0).load_units(), 0);
+  EXPECT_EQ(fleet.at(0).inflight(), 0);
+}
+
+}  // namespace
+}  // namespace ramjet::route

@@ -1,0 +1,52 @@
+#include "request/route/policy.h"
+
+#include "upstream/fleet.h"
+
+namespace ramjet::route {
+
+std::unique_ptr<Policy> make_least_load_policy(const RouteConfig& config);
+
+FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
+  FleetSnapshot s;
+  s.candidates.resize(fleet.size());
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    const auto& e = fleet.at(i);
+    s.candidates[i] = CandidateState{i, e.healthy(), e.load_units(), e.inflight()};
+  }
+  return s;
+}
+
+std::string_view outcome_label(Outcome o) {
+  switch (o) {
+    case Outcome::kSingle: return "single";
+    case Outcome::kLoad: return "load";
+    case Outcome::kRoundRobin: return "rr";
+  }
+  return "rr";
+}
+
+std::vector<CandidateTerms> Decision::dispatch_order() const {
+  std::vector<CandidateTerms> out;
+  if (!fail_open) {
+    for (const auto& c : ranked)
+      if (c.eligible) out.push_back(c);
+    return out;
+  }
+  for (size_t i = 0; i < ranked.size() && i < 2; ++i) out.push_back(ranked[i]);
+  return out;
+}
+
+uint32_t request_load_units(uint64_t uncached_bytes, const RouteConfig& c) {
+  uint64_t unit = c.load_unit_bytes ? c.load_unit_bytes : 1;
+  uint64_t units = (uncached_bytes + unit - 1) / unit;
+  if (units < 1) units = 1;
+  if (units > c.max_load_units) units = c.max_load_units;
+  return static_cast<uint32_t>(units);
+}
+
+std::unique_ptr<Policy> make_policy(std::string_view name, const RouteConfig& config) {
+  if (name == "load") return make_least_load_policy(config);
+  return nullptr;
+}
+
+}  // namespace ramjet::route

@@ -1,0 +1,85 @@
+// request/stream/proxy: the data plane. Serves one client connection (keep-alive, limits,
+// timeouts), answers /health itself, prepares and routes every other request, forwards it with
+// retry before the first response byte, and relays the response chunk by chunk with
+// backpressure, cancelling the upstream the moment the client goes away.
+// Policies live in request/route, engine state in upstream/, body rules in request/prepare.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "common/clock.h"
+#include "net/client.h"
+#include "net/io_pool.h"
+#include "request/prepare/prepare.h"
+#include "request/route/policy.h"
+#include "request/stream/metrics.h"
+#include "upstream/fleet.h"
+
+namespace ramjet::request {
+
+struct ProxyConfig {
+  uint64_t max_body_bytes = 64ull << 20;
+  uint32_t max_header_bytes = 64 * 1024;
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{60000};
+  std::chrono::milliseconds keepalive_timeout{75000};
+  std::chrono::milliseconds connect_timeout{5000};
+  uint64_t advertise_ctx_margin = 16384;
+  size_t max_models_body = 16u << 20;
+  PrepareConfig prepare;
+};
+
+class Proxy {
+ public:
+  Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Policy& policy, net::IoPool& io,
+        net::PoolSet& pools, const Clock& clock);
+  ~Proxy();
+
+  // Connection handler for the API listener.
+  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
+
+  // Graceful drain: idle keep-alive connections are closed now, busy ones after their current
+  // response. Thread-safe.
+  void begin_drain();
+  int64_t active_requests() const { return metrics_.inflight.get(); }
+  int64_t open_connections() const { return connections_.load(); }
+
+  ProxyMetrics& metrics() { return metrics_; }
+  const ProxyMetrics& metrics() const { return metrics_; }
+
+ private:
+  struct Session;
+  struct Exchange;
+  struct Attempt;
+  enum class RelayResult { kComplete, kClientGone, kUpstreamError };
+  boost::asio::awaitable<void> handle(Session& s, Exchange& x);
+  boost::asio::awaitable<void> forward(Session& s, Exchange& x);
+  boost::asio::awaitable<RelayResult> relay(Session& s, Exchange& x, Attempt& a);
+  boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
+  boost::asio::awaitable<void> send_local(Session& s, Exchange& x, unsigned status,
+                                          std::string content_type, std::string body);
+  boost::asio::awaitable<void> send_error(Session& s, Exchange& x, unsigned status,
+                                          std::string_view message, std::string_view type);
+
+  ProxyConfig config_;
+  upstream::Fleet& fleet_;
+  route::Policy& policy_;
+  net::IoPool& io_;
+  net::PoolSet& pools_;
+  const Clock& clock_;
+  ProxyMetrics metrics_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> connections_{0};
+  // Sessions waiting for their next request, per io thread (touched only on that thread).
+  std::vector<std::unordered_set<Session*>> idle_;
+};
+
+}  // namespace ramjet::request
