@@ -110,18 +110,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  upstream::Prober prober(fleet, io.at(0),
+  auto prober = std::make_unique<upstream::Prober>(fleet, io.at(0),
                           upstream::ProbeConfig{milliseconds(cfg.probe_interval_ms),
                                                 milliseconds(cfg.probe_timeout_ms), cfg.upstream_token});
-  prober.start();
-  (*api)->start();
-  (*admin)->start();
-  auto a = (*api)->local_endpoint();
-  auto m = (*admin)->local_endpoint();
-  spdlog::info("listening api={}:{} metrics={}:{} upstreams={} threads={}", a.address().to_string(), a.port(),
-               m.address().to_string(), m.port(), fleet.size(), threads);
-
-  asio::signal_set signals(io.at(0), SIGTERM, SIGINT);
+  auto signals = std::make_unique<asio::signal_set>(io.at(0), SIGTERM, SIGINT);
   bool draining = false;
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
     if (ec) return;
@@ -134,14 +126,30 @@ int main(int argc, char** argv) {
     spdlog::info("signal {}: draining (grace {} ms)", sig, cfg.shutdown_grace_ms);
     (*api)->close();
     proxy.begin_drain();
-    prober.stop();
+    prober->stop();
     drain_then_stop(io, proxy, milliseconds(cfg.shutdown_grace_ms));
-    signals.async_wait(on_signal);
+    signals->async_wait(on_signal);
   };
-  signals.async_wait(on_signal);
+  signals->async_wait(on_signal);
   std::signal(SIGPIPE, SIG_IGN);
 
+  prober->start();
+  (*api)->start();
+  (*admin)->start();
+  auto a = (*api)->local_endpoint();
+  auto m = (*admin)->local_endpoint();
+  spdlog::info("listening api={}:{} metrics={}:{} upstreams={} threads={}", a.address().to_string(), a.port(),
+               m.address().to_string(), m.port(), fleet.size(), threads);
+
   io.run();
+  // Orderly teardown: objects owning sockets or timers first, then the io contexts with every
+  // pending coroutine frame (which may still reference the proxy, pools and fleet), then the rest.
+  signals.reset();
+  prober.reset();
+  api->reset();
+  admin->reset();
+  pools.clear();
+  io.destroy();
   spdlog::info("stopped");
   return 0;
 }

@@ -48,6 +48,7 @@ class PoolSet {
  public:
   PoolSet(size_t threads, size_t engines, size_t max_idle);
   IdlePool& at(size_t thread, size_t engine) { return pools_[thread][engine]; }
+  void clear() { pools_.clear(); }  // closes every idle connection (before the io contexts go)
 
  private:
   std::vector<std::vector<IdlePool>> pools_;

@@ -36,6 +36,11 @@ void IoPool::stop() {
   for (auto& c : contexts_) c->stop();
 }
 
+void IoPool::destroy() {
+  guards_.clear();
+  contexts_.clear();
+}
+
 size_t IoPool::current_index() { return t_index; }
 
 }  // namespace ramjet::net

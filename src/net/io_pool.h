@@ -24,6 +24,10 @@ class IoPool {
   // Runs every context on its own thread (the caller's thread runs context 0) until stop().
   void run();
   void stop();
+  // Destroys the contexts and every handler and coroutine frame still pending in them. Call after
+  // run() returned, once sockets and timers owned outside coroutines are gone, and while the
+  // objects those coroutines reference are still alive.
+  void destroy();
 
   // Index of the io thread the caller runs on, or size() when called from elsewhere.
   static size_t current_index();

@@ -116,13 +116,22 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       parser.body_limit(config_.max_body_bytes);
       bool expired = false;
       {
+        // Beast's header_limit bounds one parse step, not the whole header: count what the
+        // parser consumed so many small header lines cannot exceed RJ_MAX_HEADER_BYTES either.
         Deadline d(s.client, config_.header_timeout);
-        co_await http::async_read_header(s.client, s.buffer, parser,
-                                         asio::redirect_error(asio::use_awaitable, ec));
+        size_t header_bytes = 0;
+        while (!ec && !parser.is_header_done()) {
+          header_bytes += co_await http::async_read_some(s.client, s.buffer, parser,
+                                                         asio::redirect_error(asio::use_awaitable, ec));
+          if (!ec && header_bytes > config_.max_header_bytes) ec = http::error::header_limit;
+        }
         expired = d.expired();
       }
       if (ec) {
-        if (expired) {
+        if (ec == http::error::body_limit) {
+          metrics_.rejections[static_cast<size_t>(Rejection::kBodyTooLarge)].inc();
+          co_await reject(s.client, 413, "request body too large", "invalid_request_error");
+        } else if (expired) {
           metrics_.rejections[static_cast<size_t>(Rejection::kHeaderTimeout)].inc();
           co_await reject(s.client, 408, "request header timeout", "timeout_error");
         } else if (ec == http::error::header_limit) {

@@ -22,13 +22,15 @@ struct UsageLimits {
 struct Usage {
   std::optional<uint64_t> prompt_tokens;      // prompt_tokens | input_tokens
   std::optional<uint64_t> cached_tokens;      // prompt_tokens_details.cached_tokens | cached_tokens | cache_read_input_tokens
+                                              // | input_tokens_details.cached_tokens (Responses)
   std::optional<uint64_t> completion_tokens;  // completion_tokens | output_tokens
   std::string finish_reason;                  // raw value of choice 0 / stop_reason / status (<= 64 bytes)
   bool generated = false;                     // at least one generated token/delta was seen
 };
 
 // Finish reason buckets: stop (stop, end_turn, completed), length (length, max_tokens,
-// incomplete), tool_calls (tool_calls, tool_use), cancelled, other; "" -> none.
+// incomplete), tool_calls (tool_calls, tool_use), cancelled (cancelled, canceled), other;
+// "" -> none.
 std::string_view finish_bucket(std::string_view finish_reason);
 
 // full (cached >= prompt > 0), partial (0 < cached), cold (cached == 0), unknown otherwise.
@@ -41,10 +43,12 @@ class UsageAccumulator {
   // Feeds decoded body bytes (transfer framing already removed), in arrival order.
   // Returns true exactly once: on the call whose bytes completed the first SSE event that
   // carries a generated token (non-empty content/reasoning delta, tool-call delta, Anthropic
-  // text/thinking/partial_json delta, Responses string delta). Always false for JSON bodies.
+  // text/thinking/partial_json delta, Responses string delta, /v1/completions choice text).
+  // Always false for JSON bodies.
   bool feed(std::string_view bytes);
 
   // End of body: parses the buffered JSON body, or a trailing SSE line without newline.
+  // Idempotent; feed() after finish() is ignored.
   void finish();
 
   const Usage& usage() const { return usage_; }
@@ -62,6 +66,7 @@ class UsageAccumulator {
   bool first_token_reported_ = false;
   bool skipping_long_line_ = false;
   bool body_too_large_ = false;
+  bool finished_ = false;
   std::string pending_;  // partial SSE line, or the buffered JSON body
 };
 

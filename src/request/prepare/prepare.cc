@@ -1,0 +1,266 @@
+// request/prepare: one Boost.JSON parse of the request body, the chat/completions shims, and
+// the request facts (stream, output limit). The DOM lives in a per-call monotonic arena and
+// never leaves this file; an unchanged body is returned as the caller's original bytes.
+#include "request/prepare/prepare.h"
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
+
+namespace ramjet::request {
+namespace {
+
+namespace json = boost::json;
+
+// Depth bound for the /v1/models walk (the parse enforces it, so the recursion is bounded).
+constexpr std::size_t kModelsMaxDepth = 64;
+
+// The reasoning_effort values vLLM's ChatCompletionRequest accepts (vllm-contracts.md §5).
+constexpr std::array<std::string_view, 7> kReasoningEfforts = {"none", "minimal", "low", "medium",
+                                                               "high", "xhigh",   "max"};
+
+// Parses `text` with its nodes in `mr`; false on any syntax, UTF-8 or depth error.
+bool parse_into(std::string_view text, json::memory_resource* mr, std::size_t max_depth,
+                json::value& out) {
+  json::parse_options opts;
+  opts.max_depth = max_depth;
+  boost::system::error_code ec;
+  out = json::parse(text, ec, json::storage_ptr(mr), opts);
+  return !ec;
+}
+
+// A JSON number at or above the strip threshold (integers compared exactly, doubles as double).
+bool number_at_least(const json::value& v, uint64_t threshold) {
+  switch (v.kind()) {
+    case json::kind::uint64:
+      return v.get_uint64() >= threshold;
+    case json::kind::int64:
+      return v.get_int64() >= 0 && static_cast<uint64_t>(v.get_int64()) >= threshold;
+    case json::kind::double_:
+      return v.get_double() >= static_cast<double>(threshold);
+    default:
+      return false;
+  }
+}
+
+// Non-negative JSON integers only (doubles such as 100.0 are "invalid", as in the reference).
+std::optional<uint64_t> non_negative_integer(const json::value& v) {
+  if (v.is_uint64()) return v.get_uint64();
+  if (v.is_int64() && v.get_int64() >= 0) return static_cast<uint64_t>(v.get_int64());
+  return std::nullopt;
+}
+
+bool strip_if_oversized(json::object& obj, std::string_view key, uint64_t threshold) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !number_at_least(it->value(), threshold)) return false;
+  obj.stable_erase(it);
+  return true;
+}
+
+// A content array whose parts are all {"type":"text","text":<string>} (extra keys allowed);
+// an empty array is not all-text. Any other part (image_url, video_url, input_audio, a bare
+// string, an unknown type) leaves the whole content untouched.
+bool all_text_parts(const json::array& parts) {
+  if (parts.empty()) return false;
+  for (const json::value& part : parts) {
+    const json::object* p = part.if_object();
+    if (p == nullptr) return false;
+    const json::value* type = p->if_contains("type");
+    if (type == nullptr || !type->is_string() || type->get_string() != "text") return false;
+    const json::value* text = p->if_contains("text");
+    if (text == nullptr || !text->is_string()) return false;
+  }
+  return true;
+}
+
+// Flattens all-text content arrays into one string. Parts are joined with no separator, as
+// the reference does (it appends each part's text to one buffer).
+uint32_t flatten_contents(json::object& obj) {
+  json::value* messages = obj.if_contains("messages");
+  if (messages == nullptr || !messages->is_array()) return 0;
+  uint32_t flattened = 0;
+  for (json::value& message : messages->get_array()) {
+    json::object* m = message.if_object();
+    if (m == nullptr) continue;
+    json::value* content = m->if_contains("content");
+    if (content == nullptr || !content->is_array() || !all_text_parts(content->get_array())) {
+      continue;
+    }
+    json::string text(content->storage());
+    for (const json::value& part : content->get_array()) {
+      text.append(part.get_object().at("text").get_string());
+    }
+    *content = std::move(text);
+    ++flattened;
+  }
+  return flattened;
+}
+
+bool valid_reasoning_effort(const json::value& v) {
+  if (v.is_null()) return true;  // null means "unset" to vLLM: leave it alone
+  if (!v.is_string()) return false;
+  for (std::string_view allowed : kReasoningEfforts) {
+    if (v.get_string() == allowed) return true;
+  }
+  return false;
+}
+
+void apply_shims(json::object& obj, uint64_t threshold, ShimReport& report) {
+  report.max_tokens_stripped = strip_if_oversized(obj, "max_tokens", threshold);
+  report.max_completion_tokens_stripped =
+      strip_if_oversized(obj, "max_completion_tokens", threshold);
+  report.contents_flattened = flatten_contents(obj);
+  auto effort = obj.find("reasoning_effort");
+  if (effort != obj.end() && !valid_reasoning_effort(effort->value())) {
+    obj.stable_erase(effort);
+    report.reasoning_effort_dropped = true;
+  }
+}
+
+// Reference 2.7: the first present, non-null field decides; a malformed one is "invalid"
+// (nullopt) with no fallback to the next field.
+std::optional<uint64_t> output_limit(const json::object& obj,
+                                     std::initializer_list<std::string_view> fields) {
+  for (std::string_view field : fields) {
+    const json::value* v = obj.if_contains(field);
+    if (v == nullptr || v->is_null()) continue;
+    return non_negative_integer(*v);
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> requested_output_limit(Endpoint endpoint, const json::object& obj) {
+  switch (endpoint) {
+    case Endpoint::kChat:
+      return output_limit(obj, {"max_completion_tokens", "max_tokens"});
+    case Endpoint::kCompletions:
+    case Endpoint::kMessages:
+      return output_limit(obj, {"max_tokens"});
+    case Endpoint::kResponses:
+      return output_limit(obj, {"max_output_tokens"});
+    default:
+      return std::nullopt;
+  }
+}
+
+// Boost.JSON parses an overflowing literal such as 1e400 as infinity and 1.81 serialises it as
+// the non-JSON token "Infinity"; such a tree cannot be re-serialised faithfully. Iterative, so
+// a deep (but depth-limited) body cannot exhaust the stack.
+bool all_numbers_finite(const json::value& root) {
+  std::vector<const json::value*> todo{&root};
+  while (!todo.empty()) {
+    const json::value* v = todo.back();
+    todo.pop_back();
+    switch (v->kind()) {
+      case json::kind::double_:
+        if (!std::isfinite(v->get_double())) return false;
+        break;
+      case json::kind::array:
+        for (const json::value& child : v->get_array()) todo.push_back(&child);
+        break;
+      case json::kind::object:
+        for (const auto& member : v->get_object()) todo.push_back(&member.value());
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+bool is_context_key(std::string_view key) {
+  return key == "max_model_len" || key == "context_length" || key == "max_context_length";
+}
+
+// Walks objects and arrays below one data[] entry; returns whether anything changed.
+bool shrink_context(json::value& v, uint64_t margin) {
+  bool changed = false;
+  if (json::object* obj = v.if_object()) {
+    for (auto& [key, child] : *obj) {
+      if (is_context_key(key)) {
+        // Integers only (int64 for values up to 2^63-1, uint64 above); margin < value, so
+        // the int64 subtraction cannot overflow.
+        if (child.is_uint64() && child.get_uint64() > margin) {
+          child.get_uint64() -= margin;
+          changed = true;
+          continue;
+        }
+        if (child.is_int64() && child.get_int64() > 0 &&
+            static_cast<uint64_t>(child.get_int64()) > margin) {
+          child.get_int64() -= static_cast<int64_t>(margin);
+          changed = true;
+          continue;
+        }
+      }
+      changed = shrink_context(child, margin) || changed;
+    }
+  } else if (json::array* arr = v.if_array()) {
+    for (json::value& child : *arr) changed = shrink_context(child, margin) || changed;
+  }
+  return changed;
+}
+
+}  // namespace
+
+PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config) {
+  PreparedRequest out;
+  out.endpoint = endpoint;
+
+  // Small bodies parse without touching the heap; large ones grow the arena geometrically.
+  std::array<unsigned char, 4096> arena;
+  json::monotonic_resource mr(arena.data(), arena.size());
+  json::value root;
+  if (!parse_into(body, &mr, config.limits.max_json_depth, root) || !root.is_object()) {
+    out.malformed_json = is_inference(endpoint);
+    out.body = std::move(body);
+    return out;
+  }
+  out.json_object = true;
+
+  if (endpoint == Endpoint::kChat || endpoint == Endpoint::kCompletions) {
+    apply_shims(root.get_object(), config.max_tokens_strip, out.shims);
+    if (out.shims.any() && !all_numbers_finite(root)) {
+      // Rare: the body can only be forwarded as sent, so the facts come from the unshimmed
+      // body too (this parse cannot fail: the same bytes parsed a moment ago).
+      out.shims = ShimReport{};
+      if (!parse_into(body, &mr, config.limits.max_json_depth, root) || !root.is_object()) {
+        std::abort();  // impossible: these bytes parsed as an object a moment ago
+      }
+    }
+  }
+  const json::object& obj = root.get_object();
+  if (const json::value* stream = obj.if_contains("stream"); stream && stream->is_bool()) {
+    out.stream = stream->get_bool();
+  }
+  out.max_output_tokens = requested_output_limit(endpoint, obj);
+
+  if (out.shims.any()) {
+    out.body = json::serialize(obj);
+    out.rewritten = true;
+  } else {
+    out.body = std::move(body);
+  }
+  return out;
+}
+
+std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {
+  if (margin == 0) return std::nullopt;
+  std::array<unsigned char, 4096> arena;
+  json::monotonic_resource mr(arena.data(), arena.size());
+  json::value root;
+  if (!parse_into(body, &mr, kModelsMaxDepth, root) || !root.is_object()) return std::nullopt;
+  json::value* data = root.get_object().if_contains("data");
+  if (data == nullptr || !data->is_array()) return std::nullopt;
+  bool changed = false;
+  for (json::value& entry : data->get_array()) changed = shrink_context(entry, margin) || changed;
+  if (!changed || !all_numbers_finite(root)) return std::nullopt;
+  return json::serialize(root);
+}
+
+}  // namespace ramjet::request

@@ -1,0 +1,373 @@
+// request/usage: SSE line splitting and the per-event extraction of reference 6.1. Each SSE
+// event (or the whole non-streaming body) is parsed once with simdjson's DOM parser, which
+// validates the full document; malformed input is counted, never fatal.
+#include "request/usage/usage.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <limits>
+
+#include <simdjson.h>
+
+namespace ramjet::request {
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+constexpr size_t kMaxFinishReasonBytes = 64;
+// Documents up to this size reuse a per-thread parser (SSE events are a few hundred bytes);
+// larger ones (non-streaming bodies) get a parser that is freed after the parse, so no thread
+// keeps ~15 bytes of parser state per byte of its largest body.
+constexpr size_t kRetainedParserBytes = 64 * 1024;
+constexpr size_t kInitialParserBytes = 4 * 1024;
+// pending_ keeps its allocation between lines up to this size.
+constexpr size_t kRetainedPendingBytes = 64 * 1024;
+
+simdjson::dom::parser& thread_parser() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
+// Sizes `parser` for a document of `len` bytes with the given depth limit.
+bool reserve(simdjson::dom::parser& parser, size_t len, size_t max_depth, bool retained) {
+  if (parser.max_depth() == max_depth && parser.capacity() >= len) return true;
+  size_t capacity = len;
+  if (retained) {
+    capacity = std::max(kInitialParserBytes, parser.capacity());
+    while (capacity < len) capacity *= 2;
+  }
+  return parser.allocate(capacity, max_depth) == simdjson::SUCCESS &&
+         parser.doc.allocate(capacity) == simdjson::SUCCESS;
+}
+
+std::optional<element> field(const object& o, std::string_view key) {
+  element e;
+  if (o.at_key(key).get(e) != simdjson::SUCCESS) return std::nullopt;
+  return e;
+}
+
+std::optional<object> object_field(const object& o, std::string_view key) {
+  object r;
+  auto e = field(o, key);
+  if (!e || e->get_object().get(r) != simdjson::SUCCESS) return std::nullopt;
+  return r;
+}
+
+std::optional<std::string_view> string_field(const object& o, std::string_view key) {
+  std::string_view s;
+  auto e = field(o, key);
+  if (!e || e->get_string().get(s) != simdjson::SUCCESS) return std::nullopt;
+  return s;
+}
+
+bool non_empty_string_field(const object& o, std::string_view key) {
+  auto s = string_field(o, key);
+  return s && !s->empty();
+}
+
+bool non_empty(const object& o) {
+  return o.begin() != o.end();
+}
+
+// A token count: a non-negative integer (an integral double such as 12.0 is accepted too).
+std::optional<uint64_t> count_field(const object& o, std::string_view key) {
+  auto e = field(o, key);
+  if (!e) return std::nullopt;
+  switch (e->type()) {
+    case element_type::UINT64:
+      return e->get_uint64().value_unsafe();
+    case element_type::INT64: {
+      int64_t v = e->get_int64().value_unsafe();
+      if (v < 0) return std::nullopt;
+      return static_cast<uint64_t>(v);
+    }
+    case element_type::DOUBLE: {
+      double v = e->get_double().value_unsafe();
+      // 2^64 as a double; the comparison also rejects NaN (simdjson never produces one).
+      if (!(v >= 0.0 && v < 18446744073709551616.0) ||
+          static_cast<double>(static_cast<uint64_t>(v)) != v) {
+        return std::nullopt;
+      }
+      return static_cast<uint64_t>(v);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<uint64_t> first_count(const object& o, std::initializer_list<std::string_view> keys) {
+  for (std::string_view key : keys) {
+    if (auto v = count_field(o, key)) return v;
+  }
+  return std::nullopt;
+}
+
+// Python-like truthiness, as the reference applies to tool_calls.
+bool truthy(const element& e) {
+  switch (e.type()) {
+    case element_type::NULL_VALUE:
+      return false;
+    case element_type::BOOL:
+      return e.get_bool().value_unsafe();
+    case element_type::STRING:
+      return !e.get_string().value_unsafe().empty();
+    case element_type::ARRAY: {
+      array a = e.get_array().value_unsafe();
+      return a.begin() != a.end();
+    }
+    case element_type::OBJECT:
+      return non_empty(e.get_object().value_unsafe());
+    default:
+      return true;  // numbers
+  }
+}
+
+// Capped at 64 bytes on a UTF-8 boundary (simdjson has validated the string), so metric
+// labels and journal records stay valid UTF-8 and bounded.
+void set_finish_reason(std::string& out, std::string_view v) {
+  if (v.size() > kMaxFinishReasonBytes) {
+    size_t n = kMaxFinishReasonBytes;
+    while (n > 0 && (static_cast<unsigned char>(v[n]) & 0xC0) == 0x80) --n;
+    v = v.substr(0, n);
+  }
+  out.assign(v);
+}
+
+void set_status(std::string& out, const object& o) {
+  auto status = string_field(o, "status");
+  if (status && (*status == "completed" || *status == "incomplete" || *status == "cancelled")) {
+    set_finish_reason(out, *status);
+  }
+}
+
+void apply_usage(const object& usage, Usage& u) {
+  if (auto v = first_count(usage, {"prompt_tokens", "input_tokens"})) u.prompt_tokens = v;
+  if (auto v = first_count(usage, {"completion_tokens", "output_tokens"})) u.completion_tokens = v;
+  std::optional<uint64_t> cached;
+  if (auto details = object_field(usage, "prompt_tokens_details")) {
+    cached = count_field(*details, "cached_tokens");
+  }
+  if (!cached) cached = first_count(usage, {"cached_tokens", "cache_read_input_tokens"});
+  if (!cached) {
+    if (auto details = object_field(usage, "input_tokens_details")) {
+      cached = count_field(*details, "cached_tokens");
+    }
+  }
+  if (cached) u.cached_tokens = cached;
+}
+
+// OpenAI chat/completions chunk or body. Returns whether a choice carried generated output.
+bool extract_choices(const object& root, Endpoint endpoint, Usage& u) {
+  auto choices_el = field(root, "choices");
+  array choices;
+  if (!choices_el || choices_el->get_array().get(choices) != simdjson::SUCCESS) return false;
+  bool generated = false;
+  bool first = true;
+  for (element choice_el : choices) {
+    object choice;
+    const bool is_first = first;
+    first = false;
+    if (choice_el.get_object().get(choice) != simdjson::SUCCESS) continue;
+    if (is_first) {
+      if (auto reason = string_field(choice, "finish_reason"))
+        set_finish_reason(u.finish_reason, *reason);
+    }
+    // The non-empty delta (streaming) or else the message (non-streaming).
+    std::optional<object> node = object_field(choice, "delta");
+    if (!node || !non_empty(*node)) node = object_field(choice, "message");
+    if (node) {
+      if (non_empty_string_field(*node, "content") ||
+          non_empty_string_field(*node, "reasoning_content") ||
+          non_empty_string_field(*node, "reasoning")) {
+        generated = true;
+      }
+      if (auto tool_calls = field(*node, "tool_calls"); tool_calls && truthy(*tool_calls)) {
+        generated = true;
+      }
+    }
+    // /v1/completions carries its text on the choice itself (not in reference 6.1, which
+    // would otherwise never see a first token on this endpoint).
+    if (endpoint == Endpoint::kCompletions && non_empty_string_field(choice, "text")) {
+      generated = true;
+    }
+  }
+  return generated;
+}
+
+// One event (or body): every shape is tried, as the reference does; they do not overlap.
+bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
+  bool generated = extract_choices(root, endpoint, u);
+
+  // Anthropic: stop_reason at the top (body) or in message_delta's delta; text-ish deltas.
+  // Responses: the delta is a string.
+  if (auto reason = string_field(root, "stop_reason")) set_finish_reason(u.finish_reason, *reason);
+  if (auto delta = field(root, "delta")) {
+    object d;
+    std::string_view s;
+    if (delta->get_object().get(d) == simdjson::SUCCESS) {
+      if (auto reason = string_field(d, "stop_reason")) set_finish_reason(u.finish_reason, *reason);
+      for (std::string_view key : {"text", "thinking", "reasoning", "partial_json"}) {
+        if (non_empty_string_field(d, key)) generated = true;
+      }
+    } else if (delta->get_string().get(s) == simdjson::SUCCESS && !s.empty()) {
+      generated = true;
+    }
+  }
+
+  // Responses: status at the top (body) or in the event's response object.
+  auto response = object_field(root, "response");
+  set_status(u.finish_reason, root);
+  if (response) set_status(u.finish_reason, *response);
+
+  // Usage: message.usage (Anthropic message_start) if non-empty, else response.usage
+  // (Responses events) if non-empty, else the top-level usage.
+  std::optional<object> usage;
+  if (auto message = object_field(root, "message")) {
+    if (auto mu = object_field(*message, "usage"); mu && non_empty(*mu)) usage = mu;
+  }
+  if (!usage && response) {
+    if (auto ru = object_field(*response, "usage"); ru && non_empty(*ru)) usage = ru;
+  }
+  if (!usage) usage = object_field(root, "usage");
+  if (usage) apply_usage(*usage, u);
+
+  if (generated) u.generated = true;
+  return generated;
+}
+
+std::string_view trim_ascii(std::string_view s) {
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+  };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+void bump(uint32_t& counter) {
+  if (counter != std::numeric_limits<uint32_t>::max()) ++counter;
+}
+
+void release(std::string& s) {
+  s.clear();
+  if (s.capacity() > kRetainedPendingBytes) std::string().swap(s);
+}
+
+}  // namespace
+
+std::string_view finish_bucket(std::string_view r) {
+  if (r.empty()) return "none";
+  if (r == "stop" || r == "end_turn" || r == "completed") return "stop";
+  if (r == "length" || r == "max_tokens" || r == "incomplete") return "length";
+  if (r == "tool_calls" || r == "tool_use") return "tool_calls";
+  if (r == "cancelled" || r == "canceled") return "cancelled";
+  return "other";
+}
+
+std::string_view cache_outcome(const Usage& u) {
+  if (!u.cached_tokens) return "unknown";
+  const uint64_t cached = *u.cached_tokens;
+  if (u.prompt_tokens && *u.prompt_tokens > 0 && cached >= *u.prompt_tokens) return "full";
+  if (cached > 0) return "partial";
+  return "cold";
+}
+
+UsageAccumulator::UsageAccumulator(Endpoint endpoint, bool sse, UsageLimits limits)
+    : endpoint_(endpoint), sse_(sse), limits_(limits) {}
+
+bool UsageAccumulator::feed(std::string_view bytes) {
+  if (finished_) return false;
+  if (!sse_) {
+    if (body_too_large_) return false;
+    if (bytes.size() > limits_.max_json_body_bytes - pending_.size()) {
+      body_too_large_ = true;
+      bump(parse_failures_);
+      std::string().swap(pending_);
+      return false;
+    }
+    pending_.append(bytes);
+    return false;
+  }
+
+  const bool reported_before = first_token_reported_;
+  const size_t max_line = limits_.max_line_bytes;
+  while (!bytes.empty()) {
+    const size_t nl = bytes.find('\n');
+    if (nl == std::string_view::npos) {
+      // Partial line: carried to the next call unless it is already too long.
+      if (skipping_long_line_) break;
+      if (bytes.size() > max_line - pending_.size()) {
+        bump(parse_failures_);
+        skipping_long_line_ = true;
+        release(pending_);
+      } else {
+        pending_.append(bytes);
+      }
+      break;
+    }
+    const std::string_view piece = bytes.substr(0, nl);
+    bytes.remove_prefix(nl + 1);
+    if (skipping_long_line_) {  // the end of a line already counted and dropped
+      skipping_long_line_ = false;
+      continue;
+    }
+    if (pending_.empty()) {
+      if (piece.size() > max_line) {
+        bump(parse_failures_);
+        continue;
+      }
+      on_line(piece);
+    } else {
+      if (piece.size() > max_line - pending_.size()) {
+        bump(parse_failures_);
+      } else {
+        pending_.append(piece);
+        on_line(pending_);
+      }
+      release(pending_);
+    }
+  }
+  return !reported_before && first_token_reported_;
+}
+
+void UsageAccumulator::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (sse_) {
+    if (!skipping_long_line_ && !pending_.empty()) on_line(pending_);
+  } else if (!body_too_large_) {
+    on_json(pending_);
+  }
+  std::string().swap(pending_);
+}
+
+void UsageAccumulator::on_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  constexpr std::string_view kData = "data:";
+  if (line.substr(0, kData.size()) != kData) return;  // event:, id:, retry:, comments
+  const std::string_view payload = trim_ascii(line.substr(kData.size()));
+  if (payload.empty() || payload == "[DONE]") return;
+  if (on_json(payload)) first_token_reported_ = true;
+}
+
+bool UsageAccumulator::on_json(std::string_view json) {
+  const bool retained = json.size() <= kRetainedParserBytes;
+  simdjson::dom::parser one_shot;
+  simdjson::dom::parser& parser = retained ? thread_parser() : one_shot;
+  const size_t max_depth = std::max<size_t>(1, limits_.max_json_depth);
+  element root;
+  if (!reserve(parser, json.size(), max_depth, retained) ||
+      parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) {
+    bump(parse_failures_);
+    return false;
+  }
+  object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) return false;  // valid JSON, no event
+  return extract_event(obj, endpoint_, usage_);
+}
+
+}  // namespace ramjet::request

@@ -1,0 +1,67 @@
+// Fuzz target for request/prepare: the request body is untrusted bytes. Every endpoint, two
+// configurations, plus the /v1/models rewrite. Invariants are checked, not just "no crash".
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <boost/json.hpp>
+
+#include "request/prepare/prepare.h"
+
+namespace {
+
+using ramjet::request::Endpoint;
+using ramjet::request::PrepareConfig;
+using ramjet::request::PreparedRequest;
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+bool is_json_object(std::string_view text) {
+  boost::system::error_code ec;
+  boost::json::parse_options opts;
+  opts.max_depth = 1024;
+  boost::json::value v = boost::json::parse(text, ec, {}, opts);
+  return !ec && v.is_object();
+}
+
+void check_prepare(Endpoint e, const std::string& input, const PrepareConfig& config) {
+  PreparedRequest p = ramjet::request::prepare(e, input, config);
+  const bool shimmable = e == Endpoint::kChat || e == Endpoint::kCompletions;
+  check(p.endpoint == e);
+  check(p.malformed_json == (ramjet::request::is_inference(e) && !p.json_object));
+  check(p.rewritten == p.shims.any());
+  if (!p.rewritten) {
+    check(p.body == input);  // unchanged bodies are forwarded byte for byte
+    return;
+  }
+  check(shimmable && p.json_object);
+  check(is_json_object(p.body));
+  // The shims are idempotent: a rewritten body passes through a second time unchanged.
+  PreparedRequest again = ramjet::request::prepare(e, p.body, config);
+  check(again.json_object && !again.rewritten && again.body == p.body);
+  check(again.stream == p.stream && again.max_output_tokens == p.max_output_tokens);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  PrepareConfig defaults;
+  PrepareConfig tight;
+  tight.max_tokens_strip = 16;
+  tight.limits.max_json_depth = 8;
+  for (Endpoint e : {Endpoint::kChat, Endpoint::kCompletions, Endpoint::kResponses,
+                     Endpoint::kMessages, Endpoint::kModels, Endpoint::kHealth, Endpoint::kOther}) {
+    check_prepare(e, input, defaults);
+    check_prepare(e, input, tight);
+  }
+  for (uint64_t margin : {uint64_t{0}, uint64_t{1}, uint64_t{16384}}) {
+    auto rewritten = ramjet::request::rewrite_models_context(input, margin);
+    if (rewritten) check(margin > 0 && is_json_object(*rewritten) && *rewritten != input);
+  }
+  return 0;
+}

@@ -1,0 +1,90 @@
+// Fuzz target for request/usage: upstream response bodies (SSE or JSON) are untrusted bytes.
+// The input is fed whole and in pseudo-random chunks (seeded from the input, so a crash
+// reproduces); both feedings must agree exactly, and the first-token signal fires at most once.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "request/usage/usage.h"
+
+namespace {
+
+using ramjet::request::Endpoint;
+using ramjet::request::Usage;
+using ramjet::request::UsageAccumulator;
+using ramjet::request::UsageLimits;
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+struct Outcome {
+  Usage usage;
+  uint32_t failures = 0;
+  int signals = 0;
+};
+
+Outcome run(std::string_view input, Endpoint e, bool sse, UsageLimits limits, uint64_t seed) {
+  UsageAccumulator acc(e, sse, limits);
+  Outcome out;
+  uint64_t x = seed | 1;
+  while (!input.empty()) {
+    size_t n = input.size();
+    if (seed != 0) {  // xorshift64: chunks of 1..64 bytes
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      n = std::min<size_t>(n, 1 + x % 64);
+    }
+    if (acc.feed(input.substr(0, n))) ++out.signals;
+    input.remove_prefix(n);
+  }
+  acc.finish();
+  acc.finish();
+  out.usage = acc.usage();
+  out.failures = acc.parse_failures();
+  check(out.signals <= 1);
+  check(out.signals == 0 || (sse && out.usage.generated));
+  check(out.usage.finish_reason.size() <= 64);
+  return out;
+}
+
+void check_same(const Outcome& a, const Outcome& b) {
+  check(a.usage.prompt_tokens == b.usage.prompt_tokens);
+  check(a.usage.cached_tokens == b.usage.cached_tokens);
+  check(a.usage.completion_tokens == b.usage.completion_tokens);
+  check(a.usage.finish_reason == b.usage.finish_reason);
+  check(a.usage.generated == b.usage.generated);
+  check(a.failures == b.failures);
+  check(a.signals == b.signals);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  uint64_t seed = 0x9e3779b97f4a7c15ull ^ size;
+  for (size_t i = 0; i < size && i < 16; ++i) seed = (seed ^ data[i]) * 0x100000001b3ull;
+
+  UsageLimits defaults;
+  UsageLimits tight;
+  tight.max_line_bytes = 96;
+  tight.max_json_body_bytes = 512;
+  tight.max_json_depth = 6;
+  // Limits outermost: a depth change re-sizes the per-thread parser.
+  for (const UsageLimits& limits : {defaults, tight}) {
+    for (Endpoint e :
+         {Endpoint::kChat, Endpoint::kCompletions, Endpoint::kResponses, Endpoint::kMessages}) {
+      for (bool sse : {true, false}) {
+        Outcome whole = run(input, e, sse, limits, 0);
+        Outcome chunked = run(input, e, sse, limits, seed);
+        check_same(whole, chunked);
+        // The buckets are total functions of whatever was extracted.
+        check(!ramjet::request::finish_bucket(whole.usage.finish_reason).empty());
+        check(!ramjet::request::cache_outcome(whole.usage).empty());
+      }
+    }
+  }
+  return 0;
+}
