@@ -1,0 +1,304 @@
+"""Retry before the first byte, fencing, fail-open, transport errors, health probing."""
+
+import time
+
+import pytest
+
+from support.e2e import CHAT, all_inference, chat, engine_of, open_stream, read_events, sse_datas
+from support.mock_engine import BlackholeEngine
+
+# A probe interval long enough that no probe readmits a fenced engine during the test
+# (the first probe round runs at startup).
+NO_PROBE = {"RJ_PROBE_INTERVAL_MS": "60000"}
+
+
+def quiet(engines, ramjet_factory):
+    """ramjet whose only probe round is the startup one, already digested: from here on, only
+    requests change an engine's health."""
+    rj = ramjet_factory(engines, env=NO_PROBE)
+    for e in engines:
+        e.wait_probed()
+    time.sleep(0.05)  # the answer is written; give ramjet a moment to apply it
+    return rj
+
+
+def _error_json_ok(r, code):
+    j = r.json()
+    assert set(j) == {"error"}, j
+    err = j["error"]
+    assert {"message", "type", "param", "code"} <= set(err), err
+    assert isinstance(err["message"], str) and err["message"]
+    assert err["code"] in (code, str(code)), err
+
+
+@pytest.mark.parametrize("code", [502, 503])
+def test_retryable_status_fails_over_and_fences(engines, ramjet_factory, code):
+    rj = quiet(engines, ramjet_factory)
+    e0, e1 = engines
+    e0.mode = f"status={code}"
+    for _ in range(4):
+        r = rj.chat(chat())
+        assert r.status == 200, r
+        assert r.header("X-Ramjet-Upstream") == "1"
+        if e0.inference_requests():
+            break
+    assert len(e0.inference_requests()) == 1, "engine 0 was never tried"
+    code_h, h = rj.health()
+    assert code_h == 200 and h["status"] == "degraded", h
+    assert h["replicas"][0]["healthy"] is False and h["replicas"][1]["healthy"] is True
+    assert rj.metrics().get("ramjet_upstream_up", upstream="0") == 0
+    n1 = len(e1.inference_requests())
+    for _ in range(4):
+        assert rj.chat(chat()).header("X-Ramjet-Upstream") == "1"
+    assert len(e0.inference_requests()) == 1, "a fenced engine got traffic"
+    assert len(e1.inference_requests()) == n1 + 4
+
+
+def test_failover_replays_exact_body_and_headers(engines, ramjet_factory):
+    rj = quiet(engines, ramjet_factory)
+    e0, e1 = engines
+    e0.mode = "status=503"
+    body = b'{"messages":[{"role":"user","content":"same bytes"}],  "model":"m"}'
+    for _ in range(4):
+        r = rj.request("POST", CHAT, body, {"Content-Type": "application/json", "X-Request-Id": "fo-1"})
+        assert r.status == 200
+        if e0.inference_requests():
+            break
+    (a,) = e0.inference_requests()
+    b = e1.inference_requests()[-1]
+    assert a.body == body and b.body == body
+    assert b.header("X-Request-Id") == "fo-1"
+
+
+def test_connect_refused_fails_over_and_fences(engines, ramjet_factory):
+    rj = quiet(engines, ramjet_factory)
+    e0, e1 = engines
+    for e in engines:
+        e.wait_probed()   # the startup probe round must not be the one that sees e0 dead
+    time.sleep(0.05)      # let ramjet digest the probe answers
+    e0.kill()
+    m0 = rj.metrics().sum("ramjet_upstream_errors_total", endpoint="chat")
+    ups = []
+    for _ in range(4):
+        r = rj.chat(chat())
+        assert r.status == 200, r
+        ups.append(r.header("X-Ramjet-Upstream"))
+    assert ups == ["1"] * 4
+    code, h = rj.health()
+    assert h["replicas"][0]["healthy"] is False, h
+    assert rj.metrics().sum("ramjet_upstream_errors_total", endpoint="chat") > m0
+
+
+def test_engine_closing_without_answer_fails_over(engines, ramjet_factory):
+    rj = quiet(engines, ramjet_factory)
+    e0, e1 = engines
+    e0.mode = "close"
+    for _ in range(4):
+        r = rj.chat(chat())
+        assert r.status == 200, r
+        assert r.header("X-Ramjet-Upstream") == "1"
+        if e0.inference_requests():
+            break
+    assert e0.inference_requests()
+
+
+def test_last_candidate_502_passes_through(engines, ramjet_factory):
+    rj = quiet(engines, ramjet_factory)
+    for e in engines:
+        e.mode = "status=502"
+    r = rj.chat(chat())
+    assert r.status == 502, r
+    e = engine_of(engines, r)
+    assert r.body == e.error_body(502), "the last candidate's 502 must pass through as is"
+    assert len(all_inference(engines)) == 2
+
+
+def test_single_engine_503_passes_through(engine_factory, ramjet_factory):
+    (e,) = engine_factory(1)
+    e.mode = "status=503"
+    rj = ramjet_factory([e])
+    r = rj.chat(chat())
+    assert r.status == 503
+    assert r.body == e.error_body(503)
+    assert r.header("X-Ramjet-Upstream") == "0"
+
+
+def test_all_engines_refusing_gives_502_error_json(engines, ramjet_factory):
+    rj = ramjet_factory(engines)
+    for e in engines:
+        e.kill()
+    r = rj.chat(chat())
+    assert r.status == 502, r
+    _error_json_ok(r, 502)
+    assert "127.0.0.1" not in r.body.decode()
+    assert rj.alive()
+
+
+def test_connect_timeout_gives_504(ramjet_factory):
+    holes = [BlackholeEngine(), BlackholeEngine()]
+    try:
+        rj = ramjet_factory(holes, env={"RJ_UPSTREAM_CONNECT_TIMEOUT_MS": "200", "RJ_PROBE_TIMEOUT_MS": "200"})
+        t = time.monotonic()
+        r = rj.chat(chat(), timeout=15)
+        took = time.monotonic() - t
+        assert r.status == 504, r
+        _error_json_ok(r, 504)
+        assert took < 5, f"took {took:.1f}s"
+    finally:
+        for h in holes:
+            h.stop()
+
+
+def test_fail_open_when_no_engine_is_healthy(engines, ramjet_factory):
+    rj = ramjet_factory(engines)
+    for e in engines:
+        e.health = 503
+    code, h = rj.wait_health(lambda c, j: j["healthy_replicas"] == 0, what="no healthy replica")
+    assert code == 503 and h["status"] == "unhealthy"
+    r = rj.chat(chat())
+    assert r.status == 200, "ramjet must fail open when no replica is healthy"
+    assert rj.metrics().get("ramjet_route_fail_open") == 1
+    # /health keeps telling the truth: a 5xx probe is not overridden by that success
+    rj.wait_health(lambda c, j: c == 503, 2, "/health back to 503")
+    for e in engines:
+        e.health = 200
+    rj.wait_health(lambda c, j: j["status"] == "ok")
+    assert rj.chat(chat()).status == 200   # the gauge follows routing decisions
+    assert rj.metrics().get("ramjet_route_fail_open") == 0
+
+
+def test_fail_open_tries_at_most_two_engines(engine_factory, ramjet_factory):
+    es = engine_factory(3)
+    rj = ramjet_factory(es)
+    for e in es:
+        e.health = 503
+        e.mode = "status=502"
+    rj.wait_health(lambda c, j: j["healthy_replicas"] == 0, what="no healthy replica")
+    r = rj.chat(chat())
+    assert r.status == 502
+    assert len(all_inference(es)) == 2, [(e.name, len(e.inference_requests())) for e in es]
+
+
+# ----------------------------------------------------------------------------- probes
+def test_failed_probe_fences_and_passing_probe_readmits(rj, engines):
+    e0, e1 = engines
+    e0.health = 503
+    rj.wait_replica(0, False)
+    assert rj.metrics().get("ramjet_upstream_up", upstream="0") == 0
+    for _ in range(4):
+        assert rj.chat(chat()).header("X-Ramjet-Upstream") == "1"
+    e0.health = 200
+    rj.wait_replica(0, True)
+    assert rj.metrics().get("ramjet_upstream_up", upstream="0") == 1
+    ups = {rj.chat(chat()).header("X-Ramjet-Upstream") for _ in range(6)}
+    assert ups == {"0", "1"}
+
+
+def test_fenced_by_failover_readmitted_by_probe(rj, engines):
+    e0, e1 = engines
+    e0.mode = "status=503"
+    e0.health = 503   # keep it fenced while requests flow
+    rj.wait_replica(0, False)
+    e0.mode = "auto"
+    e0.health = 200
+    rj.wait_replica(0, True)
+
+
+def test_probe_falls_back_to_models_when_health_is_404(rj, engines):
+    e0 = engines[0]
+    e0.health = 404
+    e0.wait_for(lambda reqs: [r for r in reqs if r.directive == "models"], timeout=3)
+    time.sleep(0.5)
+    assert rj.health()[1]["replicas"][0]["healthy"] is True
+    e0.models_status = 500
+    rj.wait_replica(0, False)
+    e0.models_status = 200
+    rj.wait_replica(0, True)
+
+
+def test_probe_timeout_does_not_fence_recently_serving_engine(engines, ramjet_factory):
+    rj = ramjet_factory(engines, env={"RJ_PROBE_TIMEOUT_MS": "100"})
+    e0 = engines[0]
+    for _ in range(4):
+        assert rj.chat(chat()).status == 200
+        if e0.inference_requests():
+            break
+    assert e0.inference_requests()
+    n_probes = len(e0.probe_requests())
+    e0.health = "hang"
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        assert rj.health()[1]["replicas"][0]["healthy"] is True, "probe timeout fenced a recently serving engine"
+        time.sleep(0.05)
+    assert len(e0.probe_requests()) >= n_probes + 3, "the probes did not run"
+
+
+def test_probe_timeout_fences_engine_without_recent_success(engines, ramjet_factory):
+    rj = ramjet_factory(engines, env={"RJ_PROBE_TIMEOUT_MS": "100"})
+    engines[0].health = "hang"
+    rj.wait_replica(0, False)
+    engines[0].health = 200
+    rj.wait_replica(0, True)
+
+
+def test_probe_timeout_fences_when_recent_window_is_zero(engines, ramjet_factory):
+    rj = ramjet_factory(engines, env={"RJ_PROBE_TIMEOUT_MS": "100", "RJ_PROBE_RECENT_SUCCESS_MS": "0"})
+    e0 = engines[0]
+    for _ in range(4):
+        rj.chat(chat())
+        if e0.inference_requests():
+            break
+    e0.health = "hang"
+    rj.wait_replica(0, False)
+
+
+def test_probe_refused_does_not_fence_recently_serving_engine(engines, ramjet_factory):
+    rj = ramjet_factory(engines)
+    e0 = engines[0]
+    for _ in range(4):
+        rj.chat(chat())
+        if e0.inference_requests():
+            break
+    assert e0.inference_requests()
+    n = len(e0.probe_requests())
+    e0.kill()
+    time.sleep(1.0)  # five probe intervals with connection refused
+    assert rj.health()[1]["replicas"][0]["healthy"] is True
+    assert len(e0.probe_requests()) == n
+
+
+def test_non_200_probe_fences_despite_recent_success(rj, engines):
+    e0 = engines[0]
+    for _ in range(4):
+        rj.chat(chat())
+        if e0.inference_requests():
+            break
+    assert e0.inference_requests()
+    e0.health = 503
+    rj.wait_replica(0, False, timeout=2)
+
+
+def test_dead_engine_fenced_then_revived(rj, engines):
+    e0 = engines[0]
+    e0.kill()
+    rj.wait_replica(0, False)
+    for _ in range(3):
+        assert rj.chat(chat()).header("X-Ramjet-Upstream") == "1"
+    e0.revive()
+    rj.wait_replica(0, True)
+    ups = {rj.chat(chat()).header("X-Ramjet-Upstream") for _ in range(6)}
+    assert ups == {"0", "1"}
+
+
+def test_failover_with_streaming_request(engines, ramjet_factory):
+    rj = quiet(engines, ramjet_factory)
+    e0, e1 = engines
+    e0.mode = "status=503"
+    for _ in range(4):
+        c = open_stream(rj.api_port, CHAT, chat(stream=True))
+        assert c.status == 200 and c.header("X-Ramjet-Upstream") == "1"
+        assert sse_datas(read_events(c))[-1] == "[DONE]"
+        c.close()
+        if e0.inference_requests():
+            break
+    assert e0.inference_requests()
