@@ -1,0 +1,335 @@
+#!/usr/bin/env bash
+# proxy_overhead.sh: what does ramjet cost on the request path, next to nginx?
+#
+# Starts ramjet-responder (a fast vLLM-shaped upstream), nginx (reverse proxy, buffering off,
+# upstream keep-alive) and ramjet in front of it, then runs wrk against each target for every
+# mode (json, sse) x concurrency cell, interleaving targets within a cell so background noise
+# hits all of them alike. Prints a Markdown report and writes it to bench/results/.
+#
+# Usage (from anywhere; run as root on Debian 12 after scripts/setup):
+#   bench/proxy_overhead.sh [--targets direct,ramjet,nginx] [--modes json,sse]
+#                           [--concurrency 1,16,64] [--no-build] [--pin split|none]
+# Environment:
+#   DURATION=10s      wrk duration per run          WARMUP=1s   wrk warm-up per target and mode
+#   REPEATS=1         runs per cell and target (the median req/s run is reported)
+#   SSE_CHUNKS=8      events per streamed response  PIN=split   same as --pin
+#   RAMJET_BIN, RESPONDER_BIN   binaries (default: build/release/src/app/ramjet,
+#                               build/release/bench/ramjet-responder)
+#   RESULTS_DIR       where the report goes (default: bench/results)
+#
+# Pinning (--pin split, the default when there are >= 2 CPUs): wrk runs on CPU 0 and every
+# server process (responder, nginx, ramjet) on CPUs 1..N-1. The load generator then never steals
+# CPU from the system under test, and a proxied request pays for proxy + responder on the same
+# server CPUs that the responder alone has in the direct case, so throughput ratios read as
+# CPU cost. nginx gets one worker and ramjet one io thread per server CPU; the responder uses one
+# thread per server CPU as well.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TARGETS=direct,ramjet,nginx
+MODES=json,sse
+CONCURRENCY=1,16,64
+BUILD=1
+PIN=${PIN:-split}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-1s}
+REPEATS=${REPEATS:-1}
+SSE_CHUNKS=${SSE_CHUNKS:-8}
+RAMJET_BIN=${RAMJET_BIN:-$ROOT/build/release/src/app/ramjet}
+RESPONDER_BIN=${RESPONDER_BIN:-$ROOT/build/release/bench/ramjet-responder}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+
+die() { echo "proxy_overhead: $*" >&2; exit 1; }
+log() { echo "proxy_overhead: $*" >&2; }
+
+while (($#)); do
+  case $1 in
+    --targets) TARGETS=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
+    --concurrency) CONCURRENCY=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --pin) PIN=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+IFS=, read -ra targets <<<"$TARGETS"
+IFS=, read -ra modes <<<"$MODES"
+IFS=, read -ra concs <<<"$CONCURRENCY"
+has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
+for t in "${targets[@]}"; do [[ $t =~ ^(direct|ramjet|nginx)$ ]] || die "unknown target: $t"; done
+for m in "${modes[@]}"; do [[ $m =~ ^(json|sse)$ ]] || die "unknown mode: $m"; done
+for c in "${concs[@]}"; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "bad concurrency: $c"; done
+has_target direct || die "--targets must include direct (latency and ratios are relative to it)"
+[[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "REPEATS must be a positive integer"
+for d in "$DURATION" "$WARMUP"; do [[ $d =~ ^[1-9][0-9]*[smh]?$ ]] || die "bad duration '$d' (wrk wants whole units: 3s, 1m)"; done
+for tool in wrk curl; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
+if has_target nginx; then command -v nginx >/dev/null || die "nginx not found (run scripts/setup as root)"; fi
+
+# ---------------------------------------------------------------- build
+if ((BUILD)); then
+  log "building the release preset"
+  (cd "$ROOT" && cmake --preset release >/dev/null && cmake --build --preset release -j "$(nproc)")
+fi
+[[ -x $RESPONDER_BIN ]] || die "responder not found at $RESPONDER_BIN (build the release preset or set RESPONDER_BIN)"
+RAMJET_NOTE=""
+if has_target ramjet; then
+  [[ -x $RAMJET_BIN ]] || die "ramjet not found at $RAMJET_BIN (build it, set RAMJET_BIN, or use --targets direct,nginx)"
+  if ldd "$RAMJET_BIN" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)'; then
+    RAMJET_NOTE="**ramjet is a sanitizer build ($RAMJET_BIN): its numbers are not representative**"
+    log "warning: $RAMJET_BIN is a sanitizer build; use the release preset for real numbers"
+  fi
+fi
+
+# ---------------------------------------------------------------- CPU placement
+NCPU=$(nproc)
+if [[ $PIN == split && $NCPU -ge 2 ]]; then
+  WRK_CPUS=0
+  SERVER_CPUS=1; ((NCPU > 2)) && SERVER_CPUS=1-$((NCPU - 1))
+  SERVER_NCPU=$((NCPU - 1))
+  WRK_PREFIX=(taskset -c "$WRK_CPUS")
+  SERVER_PREFIX=(taskset -c "$SERVER_CPUS")  # an array, not a function: `fn &` would fork a subshell
+  PIN_DESC="wrk pinned to CPU $WRK_CPUS; the responder and the proxies pinned to CPU(s) $SERVER_CPUS (taskset)"
+elif [[ $PIN == none || $PIN == split ]]; then
+  PIN=none
+  SERVER_NCPU=$NCPU
+  WRK_PREFIX=()
+  SERVER_PREFIX=()
+  PIN_DESC="no pinning: wrk, the proxy and the responder share all $NCPU CPU(s)"
+else
+  die "--pin must be split or none"
+fi
+
+# ---------------------------------------------------------------- processes and cleanup
+WORK=$(mktemp -d /tmp/ramjet-bench.XXXXXX)
+chmod 755 "$WORK"  # nginx workers run as nobody when started by root
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'log "failed (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
+
+wait_for() {  # wait_for <seconds> <command...>: poll until the command succeeds
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+free_port() {  # a TCP port nobody listens on (nginx cannot report an ephemeral port back)
+  local p
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 40000))
+    if [[ -z $(ss -Htln "sport = :$p" 2>/dev/null) ]]; then echo "$p"; return; fi
+  done
+  die "no free port found"
+}
+
+# responder
+"${SERVER_PREFIX[@]}" "$RESPONDER_BIN" --port 0 --threads "$SERVER_NCPU" --sse-chunks "$SSE_CHUNKS" \
+  >"$WORK/responder.out" 2>"$WORK/responder.err" &
+pids+=($!)
+wait_for 10 grep -q '^listening port=' "$WORK/responder.out" || { cat "$WORK/responder.err" >&2; die "responder did not start"; }
+RESP_PORT=$(sed -n 's/^listening port=\([0-9]*\).*/\1/p' "$WORK/responder.out")
+declare -A URL=([direct]="http://127.0.0.1:$RESP_PORT")
+log "responder on port $RESP_PORT"
+
+# nginx
+if has_target nginx; then
+  NGINX_PORT=$(free_port)
+  mkdir -p "$WORK/nginx/tmp"
+  cat >"$WORK/nginx/nginx.conf" <<EOF
+# generated by bench/proxy_overhead.sh
+worker_processes $SERVER_NCPU;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/tmp/body;
+  proxy_temp_path $WORK/nginx/tmp/proxy;
+  fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+  uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+  scgi_temp_path $WORK/nginx/tmp/scgi;
+  keepalive_requests 1000000;
+  upstream responder {
+    server 127.0.0.1:$RESP_PORT;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$NGINX_PORT reuseport;
+    location / {
+      proxy_pass http://responder;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+EOF
+  chmod -R a+rwx "$WORK/nginx/tmp"
+  "${SERVER_PREFIX[@]}" nginx -p "$WORK/nginx" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" \
+    >"$WORK/nginx/stdout" 2>&1 &
+  pids+=($!)
+  wait_for 10 curl -sf "http://127.0.0.1:$NGINX_PORT/health" \
+    || { cat "$WORK/nginx/stdout" "$WORK/nginx/error.log" >&2 2>/dev/null; die "nginx did not start"; }
+  URL[nginx]="http://127.0.0.1:$NGINX_PORT"
+  log "nginx on port $NGINX_PORT ($SERVER_NCPU worker(s))"
+fi
+
+# ramjet (prints a JSON log line on stderr: ... listening api=127.0.0.1:PORT metrics=127.0.0.1:PORT)
+if has_target ramjet; then
+  RJ_UPSTREAM="http://127.0.0.1:$RESP_PORT" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
+    RJ_THREADS="$SERVER_NCPU" "${SERVER_PREFIX[@]}" "$RAMJET_BIN" >"$WORK/ramjet.out" 2>"$WORK/ramjet.err" &
+  pids+=($!)
+  wait_for 15 grep -q 'listening api=' "$WORK/ramjet.err" || { tail -20 "$WORK/ramjet.err" >&2; die "ramjet did not start"; }
+  RJ_PORT=$(grep -o 'listening api=[^ "]*' "$WORK/ramjet.err" | head -1 | sed 's/.*:\([0-9]*\)$/\1/')
+  [[ $RJ_PORT =~ ^[0-9]+$ ]] || die "could not parse the ramjet API port from: $(grep 'listening' "$WORK/ramjet.err")"
+  URL[ramjet]="http://127.0.0.1:$RJ_PORT"
+  log "ramjet on port $RJ_PORT ($SERVER_NCPU io thread(s))"
+fi
+
+# ---------------------------------------------------------------- sanity: every target answers correctly
+declare -A SCRIPT=([json]="$ROOT/bench/wrk/chat_json.lua" [sse]="$ROOT/bench/wrk/chat_sse.lua")
+check_target() {
+  local t=$1 url=${URL[$1]} out
+  out=$(curl -sf -XPOST "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"bench-model","messages":[{"role":"user","content":"hi"}],"stream":false}') \
+    || die "$t: non-streaming request failed"
+  [[ $out == *'"object":"chat.completion"'*'"usage"'* ]] || die "$t: unexpected JSON response: ${out:0:200}"
+  out=$(curl -sfN -XPOST "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"bench-model","messages":[{"role":"user","content":"hi"}],"stream":true}') \
+    || die "$t: streaming request failed"
+  [[ $out == *'chat.completion.chunk'*'"usage"'*'data: [DONE]'* ]] || die "$t: unexpected SSE response: ${out:0:200}"
+}
+for t in "${targets[@]}"; do check_target "$t"; done
+log "all targets answer json and sse correctly"
+
+# ---------------------------------------------------------------- measure
+to_us() {  # wrk latency token (812.00us, 1.20ms, 2.00s) -> microseconds
+  awk -v v="$1" 'BEGIN {
+    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") m = 1; else if (u == "ms") m = 1000; else if (u == "s") m = 1000000; else if (u == "m") m = 60000000; else m = 1
+    printf "%.1f", n * m }'
+}
+
+declare -A RPS P50 P99 ERRS
+run_wrk() {  # run_wrk <target> <mode> <conc> <duration> -> wrk output on stdout
+  local t=$1 m=$2 c=$3 d=$4 threads
+  threads=$((c < 2 ? c : 2))
+  "${WRK_PREFIX[@]}" wrk -t"$threads" -c"$c" -d"$d" --latency -s "${SCRIPT[$m]}" "${URL[$t]}" \
+    || die "wrk failed against $t ($m, c=$c)"
+}
+
+log "warm-up (${WARMUP} per target and mode)"
+for m in "${modes[@]}"; do for t in "${targets[@]}"; do run_wrk "$t" "$m" 16 "$WARMUP" >/dev/null; done; done
+
+ncells=$(( ${#modes[@]} * ${#concs[@]} ))
+cell=0
+for m in "${modes[@]}"; do
+  for c in "${concs[@]}"; do
+    cell=$((cell + 1))
+    declare -A runs=()
+    for r in $(seq "$REPEATS"); do
+      # rotate the target order each repeat and cell so no target always runs first
+      rot=$(( (cell + r) % ${#targets[@]} ))
+      order=("${targets[@]:rot}" "${targets[@]:0:rot}")
+      for t in "${order[@]}"; do
+        log "[$cell/$ncells] mode=$m c=$c target=$t run $r/$REPEATS (${DURATION})"
+        out=$(run_wrk "$t" "$m" "$c" "$DURATION")
+        echo "$out" >"$WORK/wrk-$t-$m-$c-$r.txt"
+        rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+        p50=$(to_us "$(awk '$1 == "50%" {print $2}' <<<"$out")")
+        p99=$(to_us "$(awk '$1 == "99%" {print $2}' <<<"$out")")
+        errs=$(awk '/Non-2xx/ {s += $NF} /Socket errors/ {gsub(/,/, ""); s += $4 + $6 + $8 + $10} END {print s + 0}' <<<"$out")
+        runs[$t]+="$rps $p50 $p99 $errs"$'\n'
+      done
+    done
+    for t in "${targets[@]}"; do  # the run with the median req/s stands for the cell
+      read -r rps p50 p99 errs < <(sort -n -k1,1 <<<"${runs[$t]%$'\n'}" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }')
+      RPS[$t,$m,$c]=$rps; P50[$t,$m,$c]=$p50; P99[$t,$m,$c]=$p99; ERRS[$t,$m,$c]=$errs
+    done
+    unset runs
+  done
+done
+
+# ---------------------------------------------------------------- report
+fmt_rps() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+fmt_us() { awk -v v="$1" 'BEGIN { if (v >= 10000) printf "%.1f ms", v / 1000; else printf "%.0f µs", v }'; }
+added() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; printf "%s%.0f µs", (d >= 0 ? "+" : "−"), (d >= 0 ? d : -d) }'; }
+mark() { [[ ${ERRS[$1]:-0} == 0 ]] && echo "" || echo " ⚠${ERRS[$1]}"; }
+
+CPU_MODEL=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT+="+dirty"
+STAMP=$(date -u +%Y-%m-%d-%H%M%S)
+mkdir -p "$RESULTS_DIR"
+REPORT=$RESULTS_DIR/proxy_overhead-$STAMP.md
+
+proxies=()
+for t in ramjet nginx; do has_target $t && proxies+=("$t"); done
+
+{
+  title=${targets[0]}; for t in "${targets[@]:1}"; do title+=" vs $t"; done
+  echo "# Proxy overhead: $title"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT"
+  echo "- machine: $NCPU CPU(s), $CPU_MODEL, kernel $(uname -r), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- placement: $PIN_DESC"
+  has_target ramjet && echo "- ramjet: ${RAMJET_BIN#"$ROOT"/}, RJ_THREADS=$SERVER_NCPU, other settings default${RAMJET_NOTE:+. $RAMJET_NOTE}"
+  echo "- tools: $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')$(has_target nginx && echo ", $(nginx -v 2>&1 | sed 's/.*: //') ($SERVER_NCPU worker(s), proxy_buffering off, upstream keepalive 64)")"
+  echo "- upstream: ramjet-responder, $SERVER_NCPU thread(s), ${SSE_CHUNKS}-event SSE stream + usage chunk + [DONE], or a ~480 B JSON completion"
+  echo "- load: wrk -t min(2,c) -c c -d $DURATION --latency, ~1 KB chat body (bench/wrk/chat_{json,sse}.lua), ${REPEATS} run(s) per cell (median), targets interleaved per cell"
+  echo
+  hdr="| mode | c | direct req/s |"; sep="|---|---:|---:|"
+  for p in "${proxies[@]}"; do hdr+=" $p req/s |"; sep+="---:|"; done
+  if has_target ramjet && has_target nginx; then hdr+=" ramjet/nginx |"; sep+="---:|"; fi
+  for p in "${proxies[@]}"; do hdr+=" $p/direct |"; sep+="---:|"; done
+  for p in "${proxies[@]}"; do hdr+=" $p +p50 |"; sep+="---:|"; done
+  echo "$hdr"; echo "$sep"
+  for m in "${modes[@]}"; do
+    for c in "${concs[@]}"; do
+      k="$m,$c"
+      row="| $m | $c | $(fmt_rps "${RPS[direct,$k]}")$(mark "direct,$k") |"
+      for p in "${proxies[@]}"; do row+=" $(fmt_rps "${RPS[$p,$k]}")$(mark "$p,$k") |"; done
+      if has_target ramjet && has_target nginx; then row+=" $(ratio "${RPS[ramjet,$k]}" "${RPS[nginx,$k]}") |"; fi
+      for p in "${proxies[@]}"; do row+=" $(ratio "${RPS[$p,$k]}" "${RPS[direct,$k]}") |"; done
+      for p in "${proxies[@]}"; do row+=" $(added "${P50[$p,$k]}" "${P50[direct,$k]}") |"; done
+      echo "$row"
+    done
+  done
+  echo
+  echo "Latency (p50 / p99):"
+  echo
+  hdr="| mode | c |"; sep="|---|---:|"
+  for t in "${targets[@]}"; do hdr+=" $t |"; sep+="---:|"; done
+  echo "$hdr"; echo "$sep"
+  for m in "${modes[@]}"; do
+    for c in "${concs[@]}"; do
+      row="| $m | $c |"
+      for t in "${targets[@]}"; do row+=" $(fmt_us "${P50[$t,$m,$c]}") / $(fmt_us "${P99[$t,$m,$c]}") |"; done
+      echo "$row"
+    done
+  done
+  echo
+  echo "req/s and latency are wrk's; +p50 is the target's median latency minus direct's in the same cell."
+  echo "For sse, a request completes when the last chunk ([DONE] and the terminating chunk) arrives."
+  echo "⚠N marks a run with N socket errors or non-2xx responses."
+} >"$REPORT"
+
+cat "$REPORT"
+log "report written to $REPORT"
