@@ -61,15 +61,23 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
   auto conn = std::make_unique<UpstreamConnection>(ex);
   if (out) *out = conn.get();
   boost::system::error_code ec;
-  tcp::resolver resolver(ex);
-  auto results = co_await resolver.async_resolve(url.host, std::to_string(url.port),
-                                                 asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    failure = ConnectFailure::kConnect;
-    co_return nullptr;
-  }
   conn->stream.expires_after(timeout);
-  co_await conn->stream.async_connect(results, asio::redirect_error(asio::use_awaitable, ec));
+  // IP literals skip the resolver (Asio resolves on a helper thread: a thread hop per connect).
+  auto address = asio::ip::make_address(url.host, ec);
+  if (!ec) {
+    co_await conn->stream.async_connect(tcp::endpoint(address, url.port),
+                                        asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    ec = {};
+    tcp::resolver resolver(ex);
+    auto results = co_await resolver.async_resolve(url.host, std::to_string(url.port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      failure = ConnectFailure::kConnect;
+      co_return nullptr;
+    }
+    co_await conn->stream.async_connect(results, asio::redirect_error(asio::use_awaitable, ec));
+  }
   if (ec) {
     failure = ec == beast::error::timeout        ? ConnectFailure::kTimeout
               : ec == asio::error::operation_aborted ? ConnectFailure::kCancelled

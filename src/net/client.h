@@ -19,7 +19,9 @@
 namespace ramjet::net {
 
 struct UpstreamConnection {
-  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex) {}
+  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex) {
+    buffer.reserve(16 * 1024);  // Beast reads at most the free capacity (512 B by default)
+  }
   boost::beast::tcp_stream stream;
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)

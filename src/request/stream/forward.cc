@@ -75,6 +75,21 @@ size_t cache_index(std::string_view outcome) {
   return 3;
 }
 
+// Parses body bytes already in the connection's buffer into the parser's body buffer, without
+// I/O, until the buffer is drained, the body buffer is full or the message is complete.
+void parse_buffered(net::UpstreamConnection& conn, http::response_parser<http::buffer_body>& p,
+                    boost::system::error_code& ec) {
+  while (!p.is_done() && p.get().body().size > 0 && conn.buffer.size() > 0) {
+    size_t used = p.put(conn.buffer.data(), ec);
+    conn.buffer.consume(used);
+    if (ec == http::error::need_more || ec == http::error::need_buffer) {
+      ec = {};
+      break;
+    }
+    if (ec || used == 0) break;
+  }
+}
+
 void copy_response_headers(const http::fields& from, http::fields& to, const std::string& ordinal) {
   for (const auto& f : from) to.insert(f.name_string(), f.value());
   net::strip_hop_by_hop(to);
@@ -276,8 +291,12 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay(Session& s, Exchange& x, Attemp
     co_await http::async_write_header(s.client, sr, asio::redirect_error(asio::use_awaitable, ec));
     co_return ec ? RelayResult::kClientGone : RelayResult::kComplete;
   }
-  co_await http::async_write_header(s.client, sr, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return RelayResult::kClientGone;
+  // Headers go out at once when no body bytes are waiting (an SSE stream still in prefill);
+  // otherwise they leave together with the first piece of the body, in one write.
+  if (a.conn.buffer.size() == 0 && !a.parser.is_done()) {
+    co_await http::async_write_header(s.client, sr, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return RelayResult::kClientGone;
+  }
 
   char buf[kRelayBuffer];
   for (;;) {
@@ -285,9 +304,15 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay(Session& s, Exchange& x, Attemp
     if (!a.parser.is_done()) {
       up.body().data = buf;
       up.body().size = sizeof buf;
-      co_await http::async_read_some(a.conn.stream, a.conn.buffer, a.parser,
-                                     asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == http::error::need_buffer) ec = {};
+      // Everything the engine has already sent is relayed in one write (several SSE events
+      // often arrive together); the socket is read only when nothing is buffered.
+      parse_buffered(a.conn, a.parser, ec);
+      if (!ec && up.body().size == sizeof buf && !a.parser.is_done()) {
+        co_await http::async_read_some(a.conn.stream, a.conn.buffer, a.parser,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+        if (ec == http::error::need_buffer) ec = {};
+        if (!ec) parse_buffered(a.conn, a.parser, ec);
+      }
       if (ec) co_return a.watch.gone ? RelayResult::kClientGone : RelayResult::kUpstreamError;
       n = sizeof buf - up.body().size;
       if (n == 0 && !a.parser.is_done()) continue;

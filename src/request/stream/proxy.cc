@@ -102,7 +102,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
         size_t n = 0;
         {
           Deadline d(s.client, first ? config_.header_timeout : config_.keepalive_timeout);
-          n = co_await s.client.async_read_some(s.buffer.prepare(4096),
+          n = co_await s.client.async_read_some(s.buffer.prepare(16 * 1024),
                                                 asio::redirect_error(asio::use_awaitable, ec));
         }
         idle_[s.thread].erase(&s);

@@ -19,7 +19,7 @@
 namespace ramjet::request {
 
 struct Proxy::Session {
-  explicit Session(boost::asio::ip::tcp::socket s) : client(std::move(s)) {}
+  explicit Session(boost::asio::ip::tcp::socket s) : client(std::move(s)) { buffer.reserve(16 * 1024); }
   boost::asio::ip::tcp::socket client;
   boost::beast::flat_buffer buffer;
   size_t thread = 0;
