@@ -15,7 +15,7 @@ constexpr uint64_t kMiB = kKiB * 1024;
 constexpr uint64_t kGiB = kMiB * 1024;
 
 // Routing policies; more values arrive with the routing policies themselves.
-constexpr std::array<std::string_view, 1> kAffinities = {"load"};
+constexpr std::array<std::string_view, 2> kAffinities = {"load", "round_robin"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 
@@ -185,8 +185,8 @@ const std::array kOptions = {
            .type = Type::kEnum,
            .default_text = "load",
            .choices = kAffinities,
-           .doc = "Routing policy. load: least reserved load; prefix-aware policies come "
-                  "later.",
+           .doc = "Routing policy. load: least reserved load, then rotation; round_robin: "
+                  "load-blind rotation (a baseline).",
            .field = &Config::affinity},
     Option{.env = "RJ_ROUTE_LOAD_UNIT_BYTES",
            .flag = "--route-load-unit-bytes",

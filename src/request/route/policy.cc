@@ -5,6 +5,7 @@
 namespace ramjet::route {
 
 std::unique_ptr<Policy> make_least_load_policy(const RouteConfig& config);
+std::unique_ptr<Policy> make_round_robin_policy(const RouteConfig& config);
 
 FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
   FleetSnapshot s;
@@ -46,6 +47,7 @@ uint32_t request_load_units(uint64_t uncached_bytes, const RouteConfig& c) {
 
 std::unique_ptr<Policy> make_policy(std::string_view name, const RouteConfig& config) {
   if (name == "load") return make_least_load_policy(config);
+  if (name == "round_robin") return make_round_robin_policy(config);
   return nullptr;
 }
 

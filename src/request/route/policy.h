@@ -63,7 +63,8 @@ class Policy {
   virtual Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) = 0;
 };
 
-// Known names: "load" (least load, then rotation). Returns nullptr for an unknown name.
+// Known names: "load" (least load, then rotation), "round_robin" (load-blind rotation).
+// Returns nullptr for an unknown name.
 std::unique_ptr<Policy> make_policy(std::string_view name, const RouteConfig& config);
 
 }  // namespace ramjet::route
