@@ -15,3 +15,12 @@ endif()
 if(RAMJET_BUILD_BENCH)
   find_package(benchmark REQUIRED CONFIG)
 endif()
+# ZeroMQ (KV events) and MessagePack (msgpuck: the one Debian msgpack that coexists with Boost 1.81).
+find_package(cppzmq REQUIRED CONFIG)   # target `cppzmq` (finds libzmq through pkg-config)
+find_path(MSGPUCK_INCLUDE_DIR msgpuck.h REQUIRED)
+find_library(MSGPUCK_LIBRARY NAMES libmsgpuck.a msgpuck REQUIRED)
+if(NOT TARGET msgpuck::msgpuck)
+  add_library(msgpuck::msgpuck STATIC IMPORTED)
+  set_target_properties(msgpuck::msgpuck PROPERTIES
+    IMPORTED_LOCATION "${MSGPUCK_LIBRARY}" INTERFACE_INCLUDE_DIRECTORIES "${MSGPUCK_INCLUDE_DIR}")
+endif()

@@ -1,0 +1,122 @@
+// sim/engine: a deterministic model of one vLLM v1 engine — waiting/running queues,
+// max_num_seqs, a per-step token budget with chunked prefill, a prefix-caching block pool
+// (chained block hashes, refcounts, LRU eviction of free cached blocks, preemption), a timing
+// model (batched decode, prefill cost, speculative decoding), and KV events.
+// No I/O and no clock: the caller calls step() and waits the returned virtual duration.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/engine/kv_event.h"
+
+namespace ramjet::sim {
+
+// Timing model parameters (seconds). Step time =
+//   step_base + per_seq * running_seqs + per_kv_token * context_tokens_in_batch
+//   + per_prefill_token * prefill_tokens_this_step  (+ spec_overhead_per_draft * k * seqs when speculating)
+//   (+ spec_step_overhead_per_draft * k once per step when any sequence speculates)
+// running_seqs = sequences scheduled this step; context_tokens_in_batch = KV tokens they attend
+// over (computed + newly scheduled, per sequence); prefill_tokens = scheduled tokens of sequences
+// still computing their prompt (or recomputing after preemption). Equations and calibration:
+// docs/sim.md.
+struct TimingModel {
+  double step_base = 0.0;
+  double per_seq = 0.0;
+  double per_kv_token = 0.0;
+  double per_prefill_token = 0.0;
+  // Speculative decoding (MTP): k draft tokens per step; acceptance[i] = probability that draft
+  // position i is accepted given positions < i were (a step yields 1 + accepted tokens).
+  uint32_t speculative_tokens = 0;
+  std::vector<double> acceptance;
+  double spec_overhead_per_draft = 0.0;  // extra step time per draft token per running sequence
+  double spec_step_overhead_per_draft = 0.0;  // extra step time per draft position per step (the
+                                              // k sequential draft passes), batch-independent
+};
+
+struct EngineConfig {
+  std::string preset = "tiny";       // see presets(); the flags below override it
+  uint32_t block_size = 16;
+  uint32_t num_gpu_blocks = 8192;
+  uint32_t max_num_seqs = 256;
+  uint32_t max_num_batched_tokens = 8192;
+  uint32_t max_model_len = 131072;
+  bool enable_prefix_caching = true;
+  std::string hash_seed = "0";       // like PYTHONHASHSEED: NONE_HASH = hash(seed)
+  uint64_t random_seed = 1;          // speculative acceptance draws (deterministic)
+  TimingModel timing;
+};
+
+// Named, documented presets (calibration table in docs/sim.md).
+std::optional<EngineConfig> preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+
+// What happened to one request during a step.
+struct RequestOutput {
+  uint64_t id = 0;
+  uint32_t new_tokens = 0;            // tokens generated this step (0 while prefilling)
+  bool prefill_done = false;          // the prompt is fully computed (first token follows)
+  uint32_t cached_tokens = 0;         // prefix-cache hit at scheduling time (set once, with the first output;
+                                      // the same value in every later output of the request)
+  FinishReason finish = FinishReason::kNone;
+};
+
+struct StepResult {
+  double duration_s = 0;              // virtual time this step takes
+  std::vector<RequestOutput> outputs;
+  uint32_t scheduled_tokens = 0;
+  uint32_t running = 0;
+};
+
+struct EngineStats {
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  double kv_cache_usage = 0;           // used blocks / total blocks
+  uint64_t prefix_cache_queries = 0;   // tokens
+  uint64_t prefix_cache_hits = 0;      // tokens
+  uint64_t prompt_tokens = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;
+  uint32_t num_gpu_blocks = 0, block_size = 0, free_blocks = 0, cached_blocks = 0;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, KvEventSink* sink);  // sink may be null
+  ~Engine();
+
+  // Queues a request. Returns false (and queues nothing) when prompt + max_tokens exceeds
+  // max_model_len or the prompt is empty.
+  bool add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens);
+  void abort(uint64_t id);             // frees its blocks (cached blocks stay cached); reported once,
+                                       // with FinishReason::kAbort, in the next step's outputs
+  bool idle() const;                   // nothing waiting or running
+
+  // Runs one scheduler step (schedule, "execute", advance, free finished, emit events).
+  // `now_wall_s` stamps the event batch.
+  StepResult step(double now_wall_s);
+
+  // Clears the prefix cache (POST /reset_prefix_cache): AllBlocksCleared. Fails (false) while
+  // requests are running, as vLLM does.
+  bool reset_prefix_cache(double now_wall_s);
+
+  // Oracle: how many leading tokens of `tokens` are resident in the prefix cache (full blocks).
+  uint32_t resident_prefix_tokens(const std::vector<uint32_t>& tokens) const;
+
+  EngineStats stats() const;
+  const EngineConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ramjet::sim

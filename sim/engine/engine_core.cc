@@ -1,0 +1,323 @@
+#include "sim/engine/engine_core.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+#include "sim/engine/filler.h"
+
+namespace ramjet::sim {
+
+namespace {
+
+EngineConfig sanitized(EngineConfig c) {
+  // The server validates flags; these floors only keep a bad config from wedging the loop.
+  c.block_size = std::max<uint32_t>(c.block_size, 1);
+  c.num_gpu_blocks = std::max<uint32_t>(c.num_gpu_blocks, 2);
+  c.max_num_seqs = std::max<uint32_t>(c.max_num_seqs, 1);
+  c.max_num_batched_tokens = std::max<uint32_t>(c.max_num_batched_tokens, 1);
+  c.max_model_len = std::max<uint32_t>(c.max_model_len, 2);
+  return c;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(EngineConfig config, KvEventSink* sink)
+    : config_(sanitized(std::move(config))),
+      sink_(sink),
+      hasher_(config_.hash_seed),
+      pool_(config_.num_gpu_blocks, config_.block_size, config_.enable_prefix_caching),
+      rng_(config_.random_seed) {
+  stats_.spec_accepted_per_pos.assign(config_.timing.speculative_tokens, 0);
+  scheduled_.reserve(config_.max_num_seqs);
+}
+
+uint32_t EngineCore::max_request_tokens() const {
+  const uint64_t pool_tokens = static_cast<uint64_t>(pool_.usable_blocks()) * config_.block_size;
+  return static_cast<uint32_t>(std::min<uint64_t>(config_.max_model_len, pool_tokens));
+}
+
+bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens) {
+  if (prompt.empty() || max_tokens == 0) return false;
+  if (prompt.size() + static_cast<uint64_t>(max_tokens) > max_request_tokens()) return false;
+  if (requests_.contains(id)) return false;
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->prompt_len = static_cast<uint32_t>(prompt.size());
+  r->max_tokens = max_tokens;
+  r->tokens = std::move(prompt);
+  r->tokens.reserve(r->prompt_len + std::min<uint32_t>(max_tokens, 4096));
+  r->hashes.reserve(r->tokens.capacity() / config_.block_size);
+  waiting_.push_back(r.get());
+  requests_.emplace(id, std::move(r));
+  return true;
+}
+
+void EngineCore::free_request_blocks(Request& r) {
+  pool_.free_reversed(r.blocks);
+  r.blocks.clear();
+  r.num_cached_blocks = 0;
+}
+
+void EngineCore::abort(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  Request* r = it->second.get();
+  if (r->running) {
+    free_request_blocks(*r);
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
+  }
+  pending_aborts_.push_back(id);
+  requests_.erase(it);
+}
+
+void EngineCore::ensure_hashes(Request& r, uint32_t num_blocks) {
+  const uint32_t bs = config_.block_size;
+  assert(static_cast<uint64_t>(num_blocks) * bs <= r.tokens.size());
+  while (r.hashes.size() < num_blocks) {
+    const size_t i = r.hashes.size();
+    const Digest& parent = i == 0 ? hasher_.none_hash() : r.hashes[i - 1];
+    r.hashes.push_back(hasher_.hash_block(
+        parent, std::span<const uint32_t>(r.tokens.data() + i * bs, bs)));
+  }
+}
+
+uint32_t EngineCore::find_cached_prefix(Request& r) {
+  hit_blocks_.clear();
+  if (!pool_.caching()) return 0;
+  // At least one token must be computed to get logits: a fully cached prompt recomputes its
+  // last block (kv_cache_manager.get_computed_blocks, max_cache_hit_length = num_tokens - 1).
+  const auto max_blocks = static_cast<uint32_t>((r.tokens.size() - 1) / config_.block_size);
+  for (uint32_t i = 0; i < max_blocks; ++i) {
+    ensure_hashes(r, i + 1);
+    const int64_t b = pool_.cached_block(r.hashes[i]);
+    if (b < 0) break;
+    hit_blocks_.push_back(static_cast<uint32_t>(b));
+  }
+  return static_cast<uint32_t>(hit_blocks_.size()) * config_.block_size;
+}
+
+bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
+                                uint32_t lookahead) {
+  const uint32_t bs = config_.block_size;
+  const uint64_t num_computed = r.num_computed + static_cast<uint64_t>(computed.size()) * bs;
+  const uint64_t need =
+      std::min<uint64_t>(num_computed + num_new + lookahead, max_request_tokens());
+  const uint64_t required = (need + bs - 1) / bs;
+  const uint64_t have = r.blocks.size() + computed.size();
+  const uint64_t new_blocks = required > have ? required - have : 0;
+  // A hit on a free (evictable) cached block takes it off the free queue too.
+  uint64_t evictable = 0;
+  for (uint32_t b : computed) evictable += pool_.ref_count(b) == 0 ? 1 : 0;
+  if (new_blocks + evictable > pool_.num_free()) return false;
+
+  if (!computed.empty()) {
+    pool_.touch(computed);
+    r.blocks.insert(r.blocks.end(), computed.begin(), computed.end());
+    r.num_cached_blocks = static_cast<uint32_t>(r.blocks.size());
+  }
+  pool_.get_new_blocks(static_cast<uint32_t>(new_blocks), r.blocks, events_);
+
+  if (pool_.caching()) {
+    // Cache only finalized tokens (never draft tokens): up to the end of this step's chunk.
+    const uint64_t to_cache = std::min<uint64_t>(num_computed + num_new, r.tokens.size());
+    const auto num_full = static_cast<uint32_t>(to_cache / bs);
+    if (num_full > r.num_cached_blocks) {
+      ensure_hashes(r, num_full);
+      pool_.cache_full_blocks(r.blocks, r.hashes, r.num_cached_blocks, num_full, r.tokens,
+                              events_);
+      r.num_cached_blocks = num_full;
+    }
+  }
+  return true;
+}
+
+void EngineCore::preempt(Request& r) {
+  free_request_blocks(r);
+  r.num_computed = 0;
+  r.decoding = false;
+  r.running = false;
+  ++r.preemptions;
+  ++stats_.preemptions;
+  waiting_.push_front(&r);
+}
+
+void EngineCore::schedule() {
+  scheduled_.clear();
+  preempted_this_step_ = false;
+  uint32_t budget = config_.max_num_batched_tokens;
+  const uint32_t k = config_.timing.speculative_tokens;
+  const uint32_t cap = max_request_tokens();
+
+  // Running requests first (decodes and unfinished chunked prefills), in arrival order.
+  size_t i = 0;
+  while (i < running_.size() && budget > 0) {
+    Request& r = *running_[i];
+    const auto remaining = static_cast<uint32_t>(r.tokens.size() - r.num_computed);
+    uint32_t drafts = r.decoding ? k : 0;
+    if (r.tokens.size() + drafts > cap) drafts = cap - static_cast<uint32_t>(r.tokens.size());
+    const uint32_t num_new = std::min(remaining + drafts, budget);
+    bool ok = false;
+    for (;;) {
+      ok = allocate_slots(r, num_new, {}, k);
+      if (ok) break;
+      // Out of blocks: preempt the newest running request (recompute), possibly r itself.
+      Request* victim = running_.back();
+      running_.pop_back();
+      preempt(*victim);
+      preempted_this_step_ = true;
+      if (victim == &r) break;
+    }
+    if (!ok) break;
+    r.scheduled = num_new;
+    r.scheduled_drafts = num_new > remaining ? num_new - remaining : 0;
+    r.scheduled_prefill = !r.decoding;
+    scheduled_.push_back(&r);
+    budget -= num_new;
+    ++i;
+  }
+
+  // Then waiting requests, FCFS, unless this step had to preempt.
+  if (preempted_this_step_) return;
+  while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
+    Request& r = *waiting_.front();
+    assert(r.num_computed == 0 && r.blocks.empty());
+    const uint32_t hit = find_cached_prefix(r);
+    if (r.preemptions == 0) {  // vLLM counts resumed requests separately
+      stats_.prefix_cache_queries += r.tokens.size();
+      stats_.prefix_cache_hits += hit;
+    }
+    const uint32_t num_new = std::min(static_cast<uint32_t>(r.tokens.size()) - hit, budget);
+    if (!allocate_slots(r, num_new, hit_blocks_, 0)) break;
+    waiting_.pop_front();
+    running_.push_back(&r);
+    r.running = true;
+    r.num_computed = hit;
+    if (r.cached_tokens < 0) r.cached_tokens = hit;
+    r.scheduled = num_new;
+    r.scheduled_drafts = 0;
+    r.scheduled_prefill = true;
+    scheduled_.push_back(&r);
+    budget -= num_new;
+  }
+}
+
+StepResult EngineCore::step(double now_wall_s) {
+  StepResult res;
+  res.outputs.reserve(pending_aborts_.size() + running_.size() + 8);
+  for (uint64_t id : pending_aborts_) {
+    RequestOutput out;
+    out.id = id;
+    out.finish = FinishReason::kAbort;
+    res.outputs.push_back(out);
+  }
+  pending_aborts_.clear();
+
+  events_.clear();
+  schedule();
+
+  StepShape shape;
+  for (const Request* r : scheduled_) {
+    ++shape.seqs;
+    shape.context_tokens += r->num_computed + r->scheduled;
+    if (r->scheduled_prefill) shape.prefill_tokens += r->scheduled - r->scheduled_drafts;
+    shape.draft_tokens += r->scheduled_drafts;
+    shape.max_drafts = std::max(shape.max_drafts, r->scheduled_drafts);
+    res.scheduled_tokens += r->scheduled;
+  }
+  res.duration_s = step_duration(config_.timing, shape);
+
+  // "Execute" and advance: a request whose computed tokens reach its last token samples.
+  bool any_finished = false;
+  for (Request* r : scheduled_) {
+    RequestOutput out;
+    out.id = r->id;
+    r->num_computed += r->scheduled - r->scheduled_drafts;
+    if (r->num_computed == r->tokens.size()) {
+      uint32_t accepted = 0;
+      if (r->scheduled_drafts > 0) {
+        accepted = sample_accepted(config_.timing, r->scheduled_drafts, rng_);
+        ++stats_.spec_drafts;
+        stats_.spec_draft_tokens += r->scheduled_drafts;
+        stats_.spec_accepted_tokens += accepted;
+        for (uint32_t p = 0; p < accepted && p < stats_.spec_accepted_per_pos.size(); ++p) {
+          ++stats_.spec_accepted_per_pos[p];
+        }
+        r->num_computed += accepted;  // verified drafts keep their KV; rejected ones do not
+      }
+      const uint32_t n = std::min(1 + accepted, r->max_tokens - r->num_output);
+      for (uint32_t j = 0; j < n; ++j) r->tokens.push_back(filler_token_id(r->num_output + j));
+      r->num_output += n;
+      out.new_tokens = n;
+      stats_.generation_tokens += n;
+      r->decoding = true;
+      if (!r->prefill_reported) {
+        r->prefill_reported = true;
+        out.prefill_done = true;
+        stats_.prompt_tokens += r->prompt_len;
+      }
+      if (r->num_output >= r->max_tokens) {
+        out.finish = FinishReason::kLength;
+        any_finished = true;
+      }
+    }
+    out.cached_tokens = static_cast<uint32_t>(std::max<int64_t>(r->cached_tokens, 0));
+    res.outputs.push_back(out);
+  }
+
+  if (any_finished) {
+    for (Request* r : scheduled_) {
+      if (r->num_output < r->max_tokens) continue;
+      free_request_blocks(*r);
+      r->running = false;
+    }
+    std::erase_if(running_, [](const Request* r) { return !r->running; });
+    for (Request* r : scheduled_) {
+      if (!r->running && r->num_output >= r->max_tokens) requests_.erase(r->id);
+    }
+  }
+  scheduled_.clear();
+  res.running = static_cast<uint32_t>(running_.size());
+
+  if (!events_.empty()) {
+    if (sink_ != nullptr) sink_->publish(now_wall_s, std::move(events_));
+    events_.clear();
+  }
+  return res;
+}
+
+bool EngineCore::reset_prefix_cache(double now_wall_s) {
+  std::vector<KvEvent> events;
+  if (!pool_.reset_prefix_cache(events)) return false;
+  if (sink_ != nullptr) sink_->publish(now_wall_s, std::move(events));
+  return true;
+}
+
+uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens) {
+  if (!pool_.caching()) return 0;
+  const uint32_t bs = config_.block_size;
+  Digest parent = hasher_.none_hash();
+  uint32_t n = 0;
+  for (size_t off = 0; off + bs <= tokens.size(); off += bs) {
+    parent = hasher_.hash_block(parent, tokens.subspan(off, bs));
+    if (pool_.cached_block(parent) < 0) break;
+    ++n;
+  }
+  return n * bs;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s = stats_;
+  s.running = static_cast<uint32_t>(running_.size());
+  s.waiting = static_cast<uint32_t>(waiting_.size());
+  s.kv_cache_usage = pool_.usage();
+  s.num_gpu_blocks = pool_.num_blocks();
+  s.block_size = config_.block_size;
+  s.free_blocks = pool_.num_free();
+  s.cached_blocks = pool_.num_cached();
+  return s;
+}
+
+}  // namespace ramjet::sim

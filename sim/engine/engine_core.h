@@ -1,0 +1,88 @@
+// sim/engine core: the scheduler of one simulated vLLM v1 engine (vllm/v1/core/sched/scheduler.py
+// and kv_cache_manager.py, restated): requests, the waiting and running queues, the per-step
+// token budget with chunked prefill, block allocation with prefix-cache hits, preemption by
+// recompute, speculative decoding, and the step's KV events. Engine (engine.h) is a thin
+// wrapper; tests use this class directly to reach the block pool. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+
+#include "sim/engine/block_hash.h"
+#include "sim/engine/block_pool.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/timing.h"
+
+namespace ramjet::sim {
+
+class EngineCore {
+ public:
+  EngineCore(EngineConfig config, KvEventSink* sink);
+
+  bool add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens);
+  void abort(uint64_t id);
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  StepResult step(double now_wall_s);
+  bool reset_prefix_cache(double now_wall_s);
+  uint32_t resident_prefix_tokens(std::span<const uint32_t> tokens);
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+
+  const BlockPool& pool() const { return pool_; }
+  // Longest prompt + output a request may ask for: max_model_len, bounded by the pool.
+  uint32_t max_request_tokens() const;
+
+ private:
+  struct Request {
+    uint64_t id = 0;
+    std::vector<uint32_t> tokens;   // prompt, then generated tokens
+    uint32_t prompt_len = 0;
+    uint32_t max_tokens = 0;
+    uint32_t num_output = 0;
+    uint32_t num_computed = 0;      // tokens whose KV is computed
+    std::vector<uint32_t> blocks;   // physical blocks, in logical order
+    std::vector<Digest> hashes;     // chained hashes of the full blocks of `tokens` (lazy)
+    uint32_t num_cached_blocks = 0; // leading blocks registered in the prefix cache
+    int64_t cached_tokens = -1;     // prefix hit at first scheduling
+    uint32_t preemptions = 0;
+    bool running = false;
+    bool decoding = false;          // sampled since it last (re)started: decodes, with drafts
+    bool prefill_reported = false;
+    // Per-step scratch.
+    uint32_t scheduled = 0;
+    uint32_t scheduled_drafts = 0;
+    bool scheduled_prefill = false;
+  };
+
+  void ensure_hashes(Request& r, uint32_t num_blocks);
+  // Prefix-cache hit for a request with no computed tokens: fills hit_blocks_.
+  uint32_t find_cached_prefix(Request& r);
+  bool allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
+                      uint32_t lookahead);
+  void preempt(Request& r);
+  void schedule();
+  void free_request_blocks(Request& r);
+
+  EngineConfig config_;
+  KvEventSink* sink_;
+  BlockHasher hasher_;
+  BlockPool pool_;
+  Rng rng_;
+  boost::unordered_flat_map<uint64_t, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;
+  std::vector<uint64_t> pending_aborts_;
+  // Per-step scratch, reused.
+  std::vector<Request*> scheduled_;
+  std::vector<uint32_t> hit_blocks_;
+  std::vector<KvEvent> events_;
+  bool preempted_this_step_ = false;
+  EngineStats stats_;
+};
+
+}  // namespace ramjet::sim

@@ -1,0 +1,116 @@
+// ramjet-sim: a vLLM-compatible engine simulator. Usage like `vllm serve`; see --help and docs/sim.md.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "net/io_pool.h"
+#include "net/listener.h"
+#include "sim/kv/publisher.h"
+#include "sim/server/options.h"
+#include "sim/server/server.h"
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace ramjet;
+
+int main(int argc, char** argv) {
+  sim::SimOptions opt;
+  auto errors = sim::parse_options(std::vector<std::string>(argv + 1, argv + argc), opt);
+  if (opt.help) {
+    std::cout << sim::usage_text();
+    return 0;
+  }
+  if (!errors.empty()) {
+    for (const auto& e : errors) std::fprintf(stderr, "ramjet-sim: %s\n", e.c_str());
+    return 2;
+  }
+  // More draft tokens than the preset has acceptance rates for: later positions accept less.
+  auto& timing = opt.engine.timing;
+  while (timing.acceptance.size() < timing.speculative_tokens) {
+    timing.acceptance.push_back(timing.acceptance.empty() ? 0.7 : timing.acceptance.back() * 0.6);
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  net::IoPool io(1);
+  std::unique_ptr<sim::KvPublisher> publisher;
+  if (opt.kv.enabled && opt.kv.publisher == "zmq") {
+    publisher = std::make_unique<sim::KvPublisher>(opt.kv);
+    if (std::string e = publisher->start(); !e.empty()) {
+      std::fprintf(stderr, "ramjet-sim: kv events: %s\n", e.c_str());
+      return 1;
+    }
+  }
+  auto server = std::make_unique<sim::SimServer>(io.at(0), opt, publisher.get());
+
+  // Bind now (so the port is known and stays ours), listen later when a refuse fault is set.
+  boost::system::error_code ec;
+  tcp::resolver resolver(io.at(0));
+  auto results = resolver.resolve(opt.host, std::to_string(opt.port), tcp::resolver::passive, ec);
+  if (ec || results.empty()) {
+    std::fprintf(stderr, "ramjet-sim: cannot resolve %s\n", opt.host.c_str());
+    return 1;
+  }
+  auto acceptor = std::make_unique<tcp::acceptor>(io.at(0));
+  auto ep = results.begin()->endpoint();
+  acceptor->open(ep.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (ec) {
+    std::fprintf(stderr, "ramjet-sim: cannot bind port %u: %s\n", opt.port, ec.message().c_str());
+    return 1;
+  }
+  const unsigned port = acceptor->local_endpoint().port();
+  std::unique_ptr<net::Listener> listener;
+  auto start_listening = [&] {
+    boost::system::error_code lec;
+    acceptor->listen(asio::socket_base::max_listen_connections, lec);
+    listener = std::make_unique<net::Listener>(io, std::move(*acceptor),
+                                               [&](tcp::socket s) { return server->serve(std::move(s)); });
+    listener->start();
+  };
+  auto refuse = std::make_unique<asio::steady_timer>(io.at(0));
+  if (opt.faults.refuse_s > 0) {
+    refuse->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(opt.faults.refuse_s)));
+    refuse->async_wait([&](boost::system::error_code e) {
+      if (!e) start_listening();
+    });
+  } else {
+    start_listening();
+  }
+  auto crash = std::make_unique<asio::steady_timer>(io.at(0));
+  if (opt.faults.crash_after_s > 0) {
+    crash->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(opt.faults.crash_after_s)));
+    crash->async_wait([](boost::system::error_code e) {
+      if (e) return;
+      std::fprintf(stderr, "ramjet-sim: fault: crashing\n");
+      std::_Exit(1);
+    });
+  }
+  server->start();
+  std::printf("ramjet-sim listening port=%u model=%s preset=%s block_size=%u kv_events=%s kv_endpoint=%s "
+              "kv_replay=%s\n",
+              port, opt.served_model_name.c_str(), opt.engine.preset.c_str(), opt.engine.block_size,
+              publisher ? "on" : "off", publisher ? publisher->bound_endpoint().c_str() : "-",
+              publisher ? publisher->bound_replay_endpoint().c_str() : "-");
+  std::fflush(stdout);
+
+  auto signals = std::make_unique<asio::signal_set>(io.at(0), SIGTERM, SIGINT);
+  signals->async_wait([&](boost::system::error_code, int) { io.stop(); });
+  io.run();
+  // Teardown: everything owning sockets or timers, then the context with its pending frames.
+  signals.reset();
+  listener.reset();
+  acceptor.reset();
+  refuse.reset();
+  crash.reset();
+  server.reset();
+  io.destroy();
+  if (publisher) publisher->stop();
+  return 0;
+}

@@ -1,0 +1,192 @@
+#include "sim/server/options.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+namespace ramjet::sim {
+namespace {
+
+struct Flag {
+  std::string name;
+  bool takes_value;
+  std::string doc;
+  std::function<std::string(const std::string&, SimOptions&)> apply;  // returns an error or ""
+};
+
+template <typename T>
+std::string parse_num(const std::string& v, T& out, T lo, T hi) {
+  T x{};
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size()) return "not a number: " + v;
+  if (x < lo || x > hi) return "out of range: " + v;
+  out = x;
+  return "";
+}
+
+std::string parse_double(const std::string& v, double& out, double lo, double hi) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used != v.size()) return "not a number: " + v;
+    if (!(x >= lo && x <= hi)) return "out of range: " + v;
+    out = x;
+    return "";
+  } catch (...) {
+    return "not a number: " + v;
+  }
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> f = {
+      {"--host", true, "address to listen on (default 0.0.0.0)",
+       [](const std::string& v, SimOptions& o) { o.host = v; return std::string(); }},
+      {"--port", true, "port (default 8000; 0 = ephemeral, printed at startup)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint16_t>(v, o.port, 0, 65535); }},
+      {"--served-model-name", true, "model id served in /v1/models (default ramjet-sim)",
+       [](const std::string& v, SimOptions& o) { o.served_model_name = v; return std::string(); }},
+      {"--model", true, "model root reported in /v1/models",
+       [](const std::string& v, SimOptions& o) { o.model_root = v; return std::string(); }},
+      {"--max-model-len", true, "context length",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.max_model_len, 16, 1u << 24); }},
+      {"--block-size", true, "KV block size in tokens (default 16; 784 works)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.block_size, 1, 4096); }},
+      {"--max-num-seqs", true, "maximum running sequences",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.max_num_seqs, 1, 65536); }},
+      {"--max-num-batched-tokens", true, "per-step token budget (chunked prefill)",
+       [](const std::string& v, SimOptions& o) {
+         return parse_num<uint32_t>(v, o.engine.max_num_batched_tokens, 1, 1u << 24);
+       }},
+      {"--num-gpu-blocks-override", true, "number of KV blocks",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.num_gpu_blocks, 1, 1u << 26); }},
+      {"--enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens",
+       [](const std::string&, SimOptions& o) { o.enable_prompt_tokens_details = true; return std::string(); }},
+      {"--no-enable-prefix-caching", false, "disable prefix caching",
+       [](const std::string&, SimOptions& o) { o.engine.enable_prefix_caching = false; return std::string(); }},
+      {"--kv-events-config", true, "vLLM KV-events config JSON",
+       [](const std::string& v, SimOptions& o) {
+         std::string e = parse_kv_events_config(v, o.kv);
+         return e.empty() ? e : "--kv-events-config: " + e;
+       }},
+      {"--data-parallel-rank", true, "DP rank: offsets KV-event ports and labels metrics",
+       [](const std::string& v, SimOptions& o) { return parse_num<int>(v, o.kv.data_parallel_rank, 0, 1024); }},
+      {"--preset", true, "engine preset (timing and pool); flags given after it override",
+       [](const std::string&, SimOptions&) { return std::string(); }},  // applied first, see parse_options
+      {"--speed", true, "virtual-time scale: N runs N times faster than real time (default 1)",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.speed, 0.001, 1e6); }},
+      {"--speculative-tokens", true, "MTP draft tokens per step (0 = standard decoding)",
+       [](const std::string& v, SimOptions& o) {
+         return parse_num<uint32_t>(v, o.engine.timing.speculative_tokens, 0, 16);
+       }},
+      {"--kv-events-format", true, "array (vLLM < 0.26) | map (default)",
+       [](const std::string& v, SimOptions& o) {
+         if (v == "array") o.kv.format = KvEventsFormat::kArray;
+         else if (v == "map") o.kv.format = KvEventsFormat::kMap;
+         else return std::string("--kv-events-format: array|map");
+         return std::string();
+       }},
+      {"--kv-events-hash", true, "u64 (default) | bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0)",
+       [](const std::string& v, SimOptions& o) {
+         if (v == "u64") o.kv.hash_type = BlockHashType::kU64;
+         else if (v == "bytes") o.kv.hash_type = BlockHashType::kBytes;
+         else return std::string("--kv-events-hash: u64|bytes");
+         return std::string();
+       }},
+      {"--kv-events-replay-layout", true, "topic (vLLM >= 0.26, default) | legacy",
+       [](const std::string& v, SimOptions& o) {
+         if (v == "topic") o.kv.replay_layout = ReplayLayout::kWithTopic;
+         else if (v == "legacy") o.kv.replay_layout = ReplayLayout::kLegacy;
+         else return std::string("--kv-events-replay-layout: topic|legacy");
+         return std::string();
+       }},
+      {"--hash-seed", true, "like PYTHONHASHSEED: seeds the block-hash chain (default 0)",
+       [](const std::string& v, SimOptions& o) { o.engine.hash_seed = v; return std::string(); }},
+      {"--default-max-tokens", true, "output length when a request sets none (default 256)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.default_max_tokens, 1, 1u << 24); }},
+      {"--gpus", true, "expose N synthetic GPUs as DCGM-format series on /metrics",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.gpus, 0, 64); }},
+      {"--seed", true, "seed for speculative acceptance and error-rate draws",
+       [](const std::string& v, SimOptions& o) {
+         std::string e = parse_num<uint64_t>(v, o.seed, 0, UINT64_MAX);
+         o.engine.random_seed = o.seed;
+         return e;
+       }},
+      {"--fault-refuse-seconds", true, "refuse connections for this long after start",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.faults.refuse_s, 0, 3600); }},
+      {"--fault-crash-after-seconds", true, "exit(1) after this long",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.faults.crash_after_s, 0, 1e6); }},
+      {"--fault-hang", false, "accept and read requests but never answer",
+       [](const std::string&, SimOptions& o) { o.faults.hang = true; return std::string(); }},
+      {"--fault-slow-ms", true, "extra milliseconds per engine step",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.faults.slow_ms, 0, 600000); }},
+      {"--fault-error-rate", true, "share of inference requests answered with an error (0..1)",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.faults.error_rate, 0, 1); }},
+      {"--fault-error-status", true, "status of injected errors (default 503)",
+       [](const std::string& v, SimOptions& o) { return parse_num<unsigned>(v, o.faults.error_status, 400, 599); }},
+      {"--fault-health-fail", false, "GET /health answers 503",
+       [](const std::string&, SimOptions& o) { o.faults.health_fail = true; return std::string(); }},
+      {"--help", false, "this text", [](const std::string&, SimOptions& o) { o.help = true; return std::string(); }},
+  };
+  return f;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_options(const std::vector<std::string>& args, SimOptions& out) {
+  std::vector<std::string> errors;
+  // The preset comes first whatever its position, so explicit flags override it.
+  std::string preset_name = "tiny";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--preset" && i + 1 < args.size()) preset_name = args[i + 1];
+    if (args[i].rfind("--preset=", 0) == 0) preset_name = args[i].substr(9);
+  }
+  if (auto p = preset(preset_name)) {
+    out.engine = *p;
+  } else {
+    std::string known;
+    for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    errors.push_back("--preset: unknown preset '" + preset_name + "' (known: " + known + ")");
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    bool has_value = false;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const auto& f : flags())
+      if (f.name == a) flag = &f;
+    if (!flag) {
+      errors.push_back("unknown argument: " + a);
+      continue;
+    }
+    if (flag->takes_value && !has_value) {
+      if (i + 1 >= args.size()) {
+        errors.push_back(a + ": missing value");
+        continue;
+      }
+      value = args[++i];
+    } else if (!flag->takes_value && has_value) {
+      errors.push_back(a + ": takes no value");
+      continue;
+    }
+    if (std::string e = flag->apply(value, out); !e.empty()) errors.push_back(a + ": " + e);
+  }
+  return errors;
+}
+
+std::string usage_text() {
+  std::string s = "usage: ramjet-sim [options]\n  A vLLM-compatible engine simulator (OpenAI HTTP + SSE, prefix-cache block pool,\n"
+                  "  KV events over ZeroMQ, vLLM /metrics, faults). Presets: ";
+  for (const auto& n : preset_names()) s += n + " ";
+  s += "\n\n";
+  for (const auto& f : flags()) {
+    std::string left = f.name + (f.takes_value ? " V" : "");
+    s += "  " + left + std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') + f.doc + "\n";
+  }
+  return s;
+}
+
+}  // namespace ramjet::sim

@@ -1,0 +1,44 @@
+// ramjet-sim command line: vLLM's `vllm serve` flags where vLLM has the option, plus our own
+// (--preset, --speed, --speculative-tokens, --kv-events-format, --gpus, fault flags).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/engine/engine.h"
+#include "sim/kv/publisher.h"
+
+namespace ramjet::sim {
+
+struct Faults {
+  double refuse_s = 0;          // --fault-refuse-seconds: no listener for this long after start
+  double crash_after_s = 0;     // --fault-crash-after-seconds: exit(1) after this long (0 = never)
+  bool hang = false;            // --fault-hang: accept and read requests, never answer
+  uint32_t slow_ms = 0;         // --fault-slow-ms: extra time added to every engine step
+  double error_rate = 0;        // --fault-error-rate: share of inference requests answered with an error
+  unsigned error_status = 503;  // --fault-error-status
+  bool health_fail = false;     // --fault-health-fail: GET /health answers 503
+};
+
+struct SimOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 8000;
+  std::string served_model_name = "ramjet-sim";
+  std::string model_root = "ramjet-sim";
+  EngineConfig engine;
+  bool enable_prompt_tokens_details = false;
+  uint32_t default_max_tokens = 256;  // the sim never emits EOS; real models stop on their own
+  double speed = 1.0;                 // virtual time runs this many times faster than real time
+  PublisherConfig kv;
+  uint32_t gpus = 0;                  // synthetic DCGM-format GPU series on /metrics
+  uint64_t seed = 1;
+  Faults faults;
+  bool help = false;
+};
+
+// Parses argv (without the program name). Returns every error found.
+std::vector<std::string> parse_options(const std::vector<std::string>& args, SimOptions& out);
+std::string usage_text();
+
+}  // namespace ramjet::sim

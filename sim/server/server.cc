@@ -1,0 +1,625 @@
+#include "sim/server/server.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+
+#include "sim/engine/tokenizer.h"
+
+namespace ramjet::sim {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string vllm_error(std::string_view message, std::string_view type, unsigned code) {
+  json::object e{{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}};
+  return json::serialize(json::object{{"error", std::move(e)}});
+}
+
+std::string_view error_type(unsigned status) {
+  switch (status) {
+    case 400: return "BadRequestError";
+    case 404: return "NotFoundError";
+    case 429: return "TooManyRequestsError";
+    case 500: return "InternalServerError";
+    case 503: return "ServiceUnavailableError";
+    default: return "APIError";
+  }
+}
+
+std::string_view finish_label(FinishReason f) {
+  switch (f) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+// Text of generated tokens [from, from + n).
+std::string filler(uint32_t from, uint32_t n) {
+  std::string s;
+  for (uint32_t i = 0; i < n; ++i) s += filler_token(from + i);
+  return s;
+}
+
+const json::value* find(const json::object& o, std::string_view k) {
+  auto it = o.find(k);
+  return it == o.end() || it->value().is_null() ? nullptr : &it->value();
+}
+
+std::optional<uint64_t> as_u64(const json::value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_uint64()) return v->as_uint64();
+  if (v->is_int64() && v->as_int64() >= 0) return static_cast<uint64_t>(v->as_int64());
+  return std::nullopt;
+}
+
+}  // namespace
+
+// One request in flight: the driver appends engine outputs, the HTTP coroutine consumes them.
+struct SimServer::Live {
+  explicit Live(asio::io_context& ctx) : wake(ctx) {}
+  uint64_t id = 0;
+  std::deque<RequestOutput> updates;
+  asio::steady_timer wake;
+  bool client_gone = false;
+  bool done = false;
+};
+
+SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher)
+    : ctx_(ctx),
+      opt_(std::move(options)),
+      publisher_(publisher),
+      engine_(opt_.engine, publisher),
+      idle_wake_(ctx),
+      rng_(opt_.seed),
+      hang_(opt_.faults.hang),
+      slow_ms_(opt_.faults.slow_ms),
+      error_rate_(opt_.faults.error_rate),
+      error_status_(opt_.faults.error_status),
+      health_fail_(opt_.faults.health_fail),
+      started_unix_(static_cast<int64_t>(wall_now())) {}
+
+SimServer::~SimServer() = default;
+
+void SimServer::start() { asio::co_spawn(ctx_, drive(), asio::detached); }
+
+void SimServer::wake_driver() { idle_wake_.cancel(); }
+
+asio::awaitable<void> SimServer::drive() {
+  using clock = std::chrono::steady_clock;
+  asio::steady_timer timer(ctx_);
+  auto due = clock::now();
+  for (;;) {
+    boost::system::error_code ec;
+    if (engine_.idle()) {
+      idle_wake_.expires_at(clock::time_point::max());
+      co_await idle_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      due = clock::now();
+      continue;
+    }
+    StepResult r = engine_.step(wall_now());
+    ++steps_;
+    double step_s = r.duration_s + slow_ms_ / 1000.0;
+    virtual_s_ += r.duration_s;
+    due += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(step_s / opt_.speed));
+    auto now = clock::now();
+    if (now > due) {
+      double lag = std::chrono::duration<double>(now - due).count();
+      if (lag > 0.001) ++late_steps_;
+      max_lag_s_ = std::max(max_lag_s_, lag);
+      if (lag > 0.25) due = now;  // far behind (e.g. a paused process): do not try to catch up
+    } else {
+      timer.expires_at(due);
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    for (auto& out : r.outputs) {
+      if (out.finish != FinishReason::kNone) {
+        size_t k = out.finish == FinishReason::kStop ? 0 : out.finish == FinishReason::kLength ? 1 : 2;
+        ++success_by_reason_[k];
+      }
+      auto it = live_.find(out.id);
+      if (it == live_.end()) continue;
+      it->second->updates.push_back(out);
+      it->second->wake.cancel();
+    }
+  }
+}
+
+namespace {
+
+struct ParsedInference {
+  bool chat = true;
+  bool stream = false;
+  bool include_usage = false;
+  bool continuous_usage = false;
+  std::optional<uint64_t> max_tokens;
+  std::string model;
+  std::vector<uint32_t> prompt;
+};
+
+// Returns "" or an error message (400).
+std::string parse_inference(bool chat, const std::string& body, ParsedInference& p) {
+  p.chat = chat;
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return "request body must be a JSON object";
+  const auto& o = v.as_object();
+  if (auto* m = find(o, "model"); m && m->is_string()) p.model = m->as_string();
+  if (auto* s = find(o, "stream"); s && s->is_bool()) p.stream = s->as_bool();
+  if (auto* so = find(o, "stream_options"); so && so->is_object()) {
+    auto* iu = find(so->as_object(), "include_usage");
+    p.include_usage = !iu || (iu->is_bool() && iu->as_bool());
+    auto* cu = find(so->as_object(), "continuous_usage_stats");
+    p.continuous_usage = cu && cu->is_bool() && cu->as_bool();
+  }
+  auto* mct = find(o, "max_completion_tokens");
+  auto* mt = find(o, "max_tokens");
+  if (mct) {
+    if (!(p.max_tokens = as_u64(mct))) return "max_completion_tokens must be a non-negative integer";
+  } else if (mt) {
+    if (!(p.max_tokens = as_u64(mt))) return "max_tokens must be a non-negative integer";
+  }
+  if (p.max_tokens && *p.max_tokens == 0) return "max_tokens must be at least 1";
+  if (chat) {
+    auto* msgs = find(o, "messages");
+    if (!msgs || !msgs->is_array() || msgs->as_array().empty()) return "messages must be a non-empty array";
+    bool agp = true;
+    if (auto* g = find(o, "add_generation_prompt"); g && g->is_bool()) agp = g->as_bool();
+    p.prompt = tokenize(render_chat(json::serialize(*msgs), agp));
+  } else {
+    auto* pr = find(o, "prompt");
+    if (!pr) return "prompt is required";
+    if (pr->is_string()) {
+      p.prompt = tokenize(pr->as_string());
+    } else if (pr->is_array()) {
+      for (const auto& t : pr->as_array()) {
+        if (auto id = as_u64(&t)) p.prompt.push_back(static_cast<uint32_t>(*id));
+        else return "prompt must be a string or an array of token ids";
+      }
+    } else {
+      return "prompt must be a string or an array of token ids";
+    }
+  }
+  if (p.prompt.empty()) return "prompt is empty";
+  return "";
+}
+
+json::object usage_json(uint32_t prompt, uint32_t completion, uint32_t cached, bool details) {
+  json::object u{{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
+  if (details && cached > 0) u["prompt_tokens_details"] = json::object{{"cached_tokens", cached}};
+  return u;
+}
+
+asio::awaitable<void> watch_disconnect(tcp::socket& sock, std::shared_ptr<bool> done,
+                                       SimServer::Live* live, Engine* engine,
+                                       std::shared_ptr<asio::cancellation_signal> cancel) {
+  for (;;) {
+    boost::system::error_code ec;
+    co_await sock.async_wait(tcp::socket::wait_read,
+                             asio::bind_cancellation_slot(cancel->slot(), asio::redirect_error(asio::use_awaitable, ec)));
+    if (*done || ec == asio::error::operation_aborted) co_return;
+    if (!ec) {
+      char b;
+      ssize_t n = ::recv(sock.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) co_return;
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    }
+    live->client_gone = true;
+    engine->abort(live->id);
+    live->wake.cancel();
+    co_return;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> SimServer::serve(tcp::socket socket) {
+  beast::flat_buffer buffer;
+  for (;;) {
+    boost::system::error_code ec;
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(256u << 20);
+    co_await http::async_read(socket, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;
+    auto req = parser.release();
+    const bool keep_alive = req.keep_alive();
+    std::string target(req.target());
+    std::string path = target.substr(0, target.find('?'));
+
+    auto reply = [&](unsigned status, std::string body, std::string_view ctype) -> asio::awaitable<bool> {
+      http::response<http::string_body> res{static_cast<http::status>(status), req.version()};
+      res.set(http::field::server, "uvicorn");
+      if (!ctype.empty()) res.set(http::field::content_type, ctype);
+      res.keep_alive(keep_alive);
+      res.body() = std::move(body);
+      res.prepare_payload();
+      boost::system::error_code wec;
+      co_await http::async_write(socket, res, asio::redirect_error(asio::use_awaitable, wec));
+      co_return !wec && keep_alive;
+    };
+
+    if (hang_) {  // fault: read requests, never answer
+      asio::steady_timer forever(ctx_, std::chrono::steady_clock::time_point::max());
+      co_await forever.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      break;
+    }
+
+    const bool get = req.method() == http::verb::get;
+    const bool post = req.method() == http::verb::post;
+    bool more = true;
+    if (get && path == "/health") {
+      more = co_await reply(health_fail_ ? 503 : 200, "", "");
+    } else if (get && path == "/version") {
+      more = co_await reply(200, R"({"version":"0.26.0+ramjet.sim"})", "application/json");
+    } else if (get && path == "/v1/models") {
+      json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", started_unix_},
+                        {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
+                        {"max_model_len", opt_.engine.max_model_len}, {"permission", json::array{}}};
+      json::object list{{"object", "list"}, {"data", json::array{card}}};
+      more = co_await reply(200, json::serialize(list), "application/json");
+    } else if (get && path == "/metrics") {
+      more = co_await reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    } else if (get && path == "/kv_event_sources") {
+      json::array sources;
+      if (publisher_ && opt_.kv.enabled) {
+        sources.push_back(json::object{{"data_parallel_rank", opt_.kv.data_parallel_rank},
+                                       {"endpoint", publisher_->bound_endpoint()},
+                                       {"replay_endpoint", publisher_->bound_replay_endpoint()},
+                                       {"topic", opt_.kv.topic}});
+      }
+      // (built outside the co_await expression: GCC 12 rejects an initializer list there)
+      std::string body = json::serialize(json::object{{"sources", sources}});
+      more = co_await reply(200, std::move(body), "application/json");
+    } else if (post && path == "/reset_prefix_cache") {
+      bool ok = engine_.reset_prefix_cache(wall_now());
+      more = co_await reply(ok ? 200 : 400, ok ? "" : vllm_error("requests are running", "BadRequestError", 400),
+                            ok ? "" : "application/json");
+    } else if (post && path == "/tokenize") {
+      boost::system::error_code jec;
+      json::value v = json::parse(req.body(), jec);
+      std::vector<uint32_t> tokens;
+      std::string err;
+      if (jec || !v.is_object()) {
+        err = "request body must be a JSON object";
+      } else if (auto* msgs = find(v.as_object(), "messages")) {
+        bool agp = true;
+        if (auto* g = find(v.as_object(), "add_generation_prompt"); g && g->is_bool()) agp = g->as_bool();
+        tokens = tokenize(render_chat(json::serialize(*msgs), agp));
+      } else if (auto* pr = find(v.as_object(), "prompt"); pr && pr->is_string()) {
+        tokens = tokenize(pr->as_string());
+      } else {
+        err = "prompt or messages is required";
+      }
+      if (!err.empty()) {
+        more = co_await reply(400, vllm_error(err, "BadRequestError", 400), "application/json");
+      } else {
+        json::array ids;
+        for (auto t : tokens) ids.push_back(t);
+        json::object o{{"count", tokens.size()}, {"max_model_len", opt_.engine.max_model_len}, {"tokens", ids},
+                       {"token_strs", nullptr}};
+        more = co_await reply(200, json::serialize(o), "application/json");
+      }
+    } else if (path.rfind("/sim/", 0) == 0) {
+      unsigned status = 200;
+      std::string body = handle_admin(path, req.body(), status);
+      more = co_await reply(status, body, "application/json");
+    } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+      const bool chat = path == "/v1/chat/completions";
+      ParsedInference p;
+      std::string err = parse_inference(chat, req.body(), p);
+      if (err.empty() && !p.model.empty() && p.model != opt_.served_model_name) {
+        more = co_await reply(404, vllm_error("The model `" + p.model + "` does not exist.", "NotFoundError", 404),
+                              "application/json");
+        if (!more) break;
+        continue;
+      }
+      if (!err.empty()) {
+        more = co_await reply(400, vllm_error(err, "BadRequestError", 400), "application/json");
+        if (!more) break;
+        continue;
+      }
+      if (error_rate_ > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < error_rate_) {
+        more = co_await reply(error_status_, vllm_error("injected fault", error_type(error_status_), error_status_),
+                              "application/json");
+        if (!more) break;
+        continue;
+      }
+      const uint32_t prompt_len = static_cast<uint32_t>(p.prompt.size());
+      uint64_t max_tokens = p.max_tokens.value_or(
+          std::min<uint64_t>(opt_.default_max_tokens,
+                             opt_.engine.max_model_len > prompt_len ? opt_.engine.max_model_len - prompt_len : 1));
+      if (prompt_len + max_tokens > opt_.engine.max_model_len) {
+        std::string m = "This model's maximum context length is " + std::to_string(opt_.engine.max_model_len) +
+                        " tokens. However, you requested " + std::to_string(prompt_len + max_tokens) +
+                        " tokens (" + std::to_string(prompt_len) + " in the messages, " +
+                        std::to_string(max_tokens) + " in the completion). Please reduce the length of the "
+                        "messages or completion.";
+        more = co_await reply(400, vllm_error(m, "BadRequestError", 400), "application/json");
+        if (!more) break;
+        continue;
+      }
+      Live live(ctx_);
+      live.id = next_id_++;
+      if (!engine_.add_request(live.id, p.prompt, static_cast<uint32_t>(max_tokens))) {
+        more = co_await reply(400, vllm_error("request rejected by the engine", "BadRequestError", 400),
+                              "application/json");
+        if (!more) break;
+        continue;
+      }
+      live_[live.id] = &live;
+      wake_driver();
+      auto done = std::make_shared<bool>(false);
+      auto cancel = std::make_shared<asio::cancellation_signal>();
+      asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
+
+      const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(live.id);
+      const int64_t created = static_cast<int64_t>(wall_now());
+      const std::string_view object = chat ? (p.stream ? "chat.completion.chunk" : "chat.completion")
+                                           : "text_completion";
+      uint32_t generated = 0, cached = 0;
+      FinishReason finish = FinishReason::kNone;
+      bool write_failed = false;
+
+      auto chunk_json = [&](std::string_view text, bool role, std::optional<std::string_view> fin) {
+        json::object choice{{"index", 0}};
+        if (chat) {
+          json::object delta;
+          if (role) delta["role"] = "assistant";
+          if (role || !text.empty()) delta["content"] = text;
+          choice["delta"] = std::move(delta);
+        } else {
+          choice["text"] = text;
+        }
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = fin ? json::value(*fin) : json::value(nullptr);
+        if (fin) choice["stop_reason"] = nullptr;
+        json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", opt_.served_model_name},
+                       {"choices", json::array{std::move(choice)}}};
+        if (p.continuous_usage && p.include_usage) c["usage"] = usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details);
+        return "data: " + json::serialize(c) + "\n\n";
+      };
+      auto write_chunk = [&](const std::string& s) -> asio::awaitable<void> {
+        if (write_failed) co_return;
+        boost::system::error_code wec;
+        co_await asio::async_write(socket, http::make_chunk(asio::buffer(s)),
+                                   asio::redirect_error(asio::use_awaitable, wec));
+        if (wec) write_failed = true;
+      };
+
+      if (p.stream) {
+        http::response<http::empty_body> res{http::status::ok, req.version()};
+        res.set(http::field::server, "uvicorn");
+        res.set(http::field::content_type, "text/event-stream; charset=utf-8");
+        res.chunked(true);
+        res.keep_alive(keep_alive);
+        http::response_serializer<http::empty_body> sr{res};
+        boost::system::error_code wec;
+        co_await http::async_write_header(socket, sr, asio::redirect_error(asio::use_awaitable, wec));
+        if (wec) write_failed = true;
+      }
+      bool sent_role = false;
+      while (finish == FinishReason::kNone && !live.client_gone && !write_failed) {
+        if (live.updates.empty()) {
+          live.wake.expires_at(std::chrono::steady_clock::time_point::max());
+          boost::system::error_code wec;
+          co_await live.wake.async_wait(asio::redirect_error(asio::use_awaitable, wec));
+          continue;
+        }
+        RequestOutput out = live.updates.front();
+        live.updates.pop_front();
+        if (out.prefill_done || out.new_tokens) cached = std::max(cached, out.cached_tokens);
+        if (p.stream && chat && !sent_role && (out.prefill_done || out.new_tokens)) {
+          sent_role = true;
+          co_await write_chunk(chunk_json("", true, std::nullopt));
+        }
+        if (out.new_tokens) {
+          std::string text = filler(generated, out.new_tokens);
+          generated += out.new_tokens;
+          if (p.stream && out.finish == FinishReason::kNone) co_await write_chunk(chunk_json(text, false, std::nullopt));
+          else if (p.stream) co_await write_chunk(chunk_json(text, false, std::nullopt));
+        }
+        finish = out.finish;
+      }
+      *done = true;
+      cancel->emit(asio::cancellation_type::terminal);
+      live_.erase(live.id);
+      if (live.client_gone || write_failed) {
+        engine_.abort(live.id);
+        break;
+      }
+      const std::string fin(finish_label(finish));
+      if (p.stream) {
+        co_await write_chunk(chunk_json("", false, std::string_view(fin)));
+        if (p.include_usage) {
+          json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", opt_.served_model_name},
+                         {"choices", json::array{}},
+                         {"usage", usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details)}};
+          co_await write_chunk("data: " + json::serialize(c) + "\n\n");
+        }
+        co_await write_chunk("data: [DONE]\n\n");
+        if (!write_failed) {
+          boost::system::error_code wec;
+          co_await asio::async_write(socket, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
+          if (wec) write_failed = true;
+        }
+        more = !write_failed && keep_alive;
+      } else {
+        const std::string text = filler(0, generated);
+        json::object choice{{"index", 0}};
+        if (chat) {
+          choice["message"] = json::object{{"role", "assistant"}, {"content", text}, {"reasoning_content", nullptr},
+                                           {"tool_calls", json::array{}}};
+        } else {
+          choice["text"] = text;
+        }
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = fin;
+        choice["stop_reason"] = nullptr;
+        json::object o{{"id", id}, {"object", object}, {"created", created}, {"model", opt_.served_model_name},
+                       {"choices", json::array{std::move(choice)}},
+                       {"usage", usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details)}};
+        more = co_await reply(200, json::serialize(o), "application/json");
+      }
+    } else {
+      more = co_await reply(404, R"({"detail":"Not Found"})", "application/json");
+    }
+    if (!more) break;
+  }
+  boost::system::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
+}
+
+std::string SimServer::handle_admin(const std::string& path, const std::string& body, unsigned& status) {
+  boost::system::error_code ec;
+  json::value v = body.empty() ? json::value(json::object{}) : json::parse(body, ec);
+  if (ec || !v.is_object()) {
+    status = 400;
+    return vllm_error("admin body must be a JSON object", "BadRequestError", 400);
+  }
+  const auto& o = v.as_object();
+  if (path == "/sim/resident") {
+    std::vector<uint32_t> tokens;
+    if (auto* t = find(o, "tokens"); t && t->is_array()) {
+      for (const auto& x : t->as_array())
+        if (auto id = as_u64(&x)) tokens.push_back(static_cast<uint32_t>(*id));
+    } else if (auto* m = find(o, "messages")) {
+      tokens = tokenize(render_chat(json::serialize(*m), true));
+    } else if (auto* pr = find(o, "prompt"); pr && pr->is_string()) {
+      tokens = tokenize(pr->as_string());
+    }
+    json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", engine_.resident_prefix_tokens(tokens)}};
+    auto st = engine_.stats();
+    r["running"] = st.running;
+    r["waiting"] = st.waiting;
+    return json::serialize(r);
+  }
+  if (path == "/sim/fault") {
+    if (auto* x = find(o, "crash"); x && x->is_bool() && x->as_bool()) {
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+    if (auto* x = find(o, "hang"); x && x->is_bool()) hang_ = x->as_bool();
+    if (auto* x = find(o, "health_fail"); x && x->is_bool()) health_fail_ = x->as_bool();
+    if (auto x = as_u64(find(o, "slow_ms"))) slow_ms_ = static_cast<uint32_t>(*x);
+    if (auto* x = find(o, "error_rate"); x && x->is_number()) error_rate_ = x->to_number<double>();
+    if (auto x = as_u64(find(o, "error_status"))) error_status_ = static_cast<unsigned>(*x);
+    if (publisher_) {
+      if (auto x = as_u64(find(o, "kv_drop"))) publisher_->fault_drop(static_cast<uint32_t>(*x));
+      if (auto x = as_u64(find(o, "kv_skip"))) publisher_->fault_skip(static_cast<uint32_t>(*x));
+      if (auto* x = find(o, "kv_restart"); x && x->is_bool() && x->as_bool()) publisher_->fault_restart();
+    }
+    if (auto* x = find(o, "reset_prefix_cache"); x && x->is_bool() && x->as_bool()) {
+      if (!engine_.reset_prefix_cache(wall_now())) {
+        status = 409;
+        return vllm_error("requests are running", "ConflictError", 409);
+      }
+    }
+    return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", slow_ms_},
+                                        {"error_rate", error_rate_}, {"error_status", error_status_}});
+  }
+  if (path == "/sim/stats") {
+    auto st = engine_.stats();
+    return json::serialize(json::object{
+        {"running", st.running}, {"waiting", st.waiting}, {"kv_cache_usage", st.kv_cache_usage},
+        {"free_blocks", st.free_blocks}, {"cached_blocks", st.cached_blocks}, {"steps", steps_},
+        {"virtual_seconds", virtual_s_}, {"late_steps", late_steps_}, {"max_lag_seconds", max_lag_s_},
+        {"generation_tokens", st.generation_tokens}, {"prompt_tokens", st.prompt_tokens},
+        {"prefix_cache_hits", st.prefix_cache_hits}, {"prefix_cache_queries", st.prefix_cache_queries},
+        {"kv_next_sequence", publisher_ ? publisher_->next_sequence() : 0}});
+  }
+  status = 404;
+  return vllm_error("unknown admin path", "NotFoundError", 404);
+}
+
+std::string SimServer::metrics_text() const {
+  auto st = engine_.stats();
+  std::string out;
+  const std::string labels = "model_name=\"" + opt_.served_model_name + "\",engine=\"" +
+                             std::to_string(opt_.kv.data_parallel_rank) + "\"";
+  auto metric = [&](std::string_view name, std::string_view type, std::string_view help, double v,
+                    const std::string& extra = "") {
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    out += help;
+    out += "\n# TYPE ";
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+    out += name;
+    out += '{' + labels + extra + "} ";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g\n", v);
+    out += buf;
+  };
+  metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", st.running);
+  metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", st.waiting);
+  metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", st.kv_cache_usage);
+  metric("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+         static_cast<double>(st.prefix_cache_queries));
+  metric("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+         static_cast<double>(st.prefix_cache_hits));
+  metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", static_cast<double>(st.prompt_tokens));
+  metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+         static_cast<double>(st.generation_tokens));
+  metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+         static_cast<double>(st.preemptions));
+  out += "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+         "# TYPE vllm:request_success_total counter\n";
+  const char* reasons[] = {"stop", "length", "abort"};
+  for (int i = 0; i < 3; ++i) {
+    out += "vllm:request_success_total{" + labels + ",finished_reason=\"" + reasons[i] + "\"} " +
+           std::to_string(success_by_reason_[i]) + "\n";
+  }
+  if (opt_.engine.timing.speculative_tokens > 0) {
+    metric("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", static_cast<double>(st.spec_drafts));
+    metric("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+           static_cast<double>(st.spec_draft_tokens));
+    metric("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+           static_cast<double>(st.spec_accepted_tokens));
+    out += "# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.\n"
+           "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+    for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i) {
+      out += "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + labels + ",position=\"" + std::to_string(i) +
+             "\"} " + std::to_string(st.spec_accepted_per_pos[i]) + "\n";
+    }
+  }
+  metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", 1,
+         ",block_size=\"" + std::to_string(st.block_size) + "\",enable_prefix_caching=\"" +
+             (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
+             std::to_string(st.num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"");
+  // Simulator's own health of its clock (not a vLLM metric).
+  metric("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.", max_lag_s_);
+  metric("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.",
+         static_cast<double>(late_steps_));
+  return out;
+}
+
+}  // namespace ramjet::sim

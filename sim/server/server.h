@@ -1,0 +1,61 @@
+// sim/server: the simulator's HTTP face, as vLLM serves it (vllm-contracts.md §4–5): OpenAI chat
+// and completions (JSON and SSE), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
+// names, /reset_prefix_cache, /kv_event_sources, plus /sim/* admin (faults, resident-prefix
+// oracle, stats). Drives the engine model on virtual time; everything runs on one io thread.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+#include "sim/engine/engine.h"
+#include "sim/kv/publisher.h"
+#include "sim/server/options.h"
+
+namespace ramjet::sim {
+
+class SimServer {
+ public:
+  SimServer(boost::asio::io_context& ctx, SimOptions options, KvPublisher* publisher);
+  ~SimServer();
+
+  void start();  // starts the engine driver
+  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
+
+  struct Live;
+
+ private:
+  boost::asio::awaitable<void> drive();
+  std::string handle_admin(const std::string& path, const std::string& body, unsigned& status);
+  std::string metrics_text() const;
+  void wake_driver();
+
+  boost::asio::io_context& ctx_;
+  SimOptions opt_;
+  KvPublisher* publisher_;
+  Engine engine_;
+  boost::asio::steady_timer idle_wake_;
+  std::unordered_map<uint64_t, Live*> live_;
+  uint64_t next_id_ = 1;
+  std::mt19937_64 rng_;
+  // Driver bookkeeping (virtual time vs wall time).
+  double virtual_s_ = 0;
+  double max_lag_s_ = 0;
+  uint64_t late_steps_ = 0;
+  uint64_t steps_ = 0;
+  uint64_t success_by_reason_[3] = {0, 0, 0};  // stop, length, abort
+  bool hang_ = false;
+  uint32_t slow_ms_ = 0;
+  double error_rate_ = 0;
+  unsigned error_status_ = 503;
+  bool health_fail_ = false;
+  int64_t started_unix_ = 0;
+};
+
+}  // namespace ramjet::sim

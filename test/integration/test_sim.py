@@ -1,0 +1,266 @@
+"""ramjet-sim speaks vLLM's HTTP, SSE, metrics and KV-event wire formats, and its faults work.
+
+Runs real ramjet-sim processes on loopback (and ramjet in front of two of them)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from support.ramjet_proc import RawClient, RamjetProc, http_request, poll
+from support.sim_proc import SimProc
+
+MSGS = [{"role": "system", "content": "You are a careful assistant. " * 20},
+        {"role": "user", "content": "Tell me about prefix caches."}]
+
+
+def chat(**kw):
+    body = {"model": "ramjet-sim", "messages": MSGS, "max_tokens": 8}
+    body.update(kw)
+    return body
+
+
+@pytest.fixture
+def sim():
+    s = SimProc("--speed", "50", "--enable-prompt-tokens-details")
+    yield s
+    s.stop()
+
+
+def sse_datas(raw: bytes) -> list:
+    out = []
+    for line in raw.decode().split("\n"):
+        if line.startswith("data: "):
+            out.append(line[6:])
+    return out
+
+
+def test_chat_json_has_vllm_shape_and_honours_max_tokens(sim):
+    r = sim.request("POST", "/v1/chat/completions", chat(max_tokens=7))
+    assert r.status == 200, r.body
+    o = r.json()
+    assert o["object"] == "chat.completion" and o["id"].startswith("chatcmpl-")
+    assert o["choices"][0]["message"]["role"] == "assistant"
+    assert o["choices"][0]["finish_reason"] == "length"
+    assert o["usage"]["completion_tokens"] == 7
+    assert o["usage"]["prompt_tokens"] > 50
+    assert o["usage"]["total_tokens"] == o["usage"]["prompt_tokens"] + 7
+
+
+def test_chat_stream_has_role_content_finish_usage_and_done(sim):
+    r = sim.request("POST", "/v1/chat/completions",
+                    chat(stream=True, max_tokens=5, stream_options={"include_usage": True}))
+    assert r.status == 200
+    assert r.header("Content-Type").startswith("text/event-stream")
+    datas = sse_datas(r.body)
+    assert datas[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in datas[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text.strip()
+    finals = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert finals and finals[-1]["choices"][0]["finish_reason"] == "length"
+    usage = chunks[-1]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 5
+
+
+def test_stream_without_stream_options_has_no_usage_chunk(sim):
+    r = sim.request("POST", "/v1/chat/completions", chat(stream=True, max_tokens=3))
+    chunks = [json.loads(d) for d in sse_datas(r.body)[:-1]]
+    assert all("usage" not in c for c in chunks)
+
+
+def test_completions_endpoint_json_and_stream(sim):
+    r = sim.request("POST", "/v1/completions", {"prompt": "hello " * 40, "max_tokens": 4})
+    o = r.json()
+    assert o["object"] == "text_completion" and o["usage"]["completion_tokens"] == 4
+    r = sim.request("POST", "/v1/completions", {"prompt": "hello " * 40, "max_tokens": 4, "stream": True})
+    assert sse_datas(r.body)[-1] == "[DONE]"
+
+
+def test_repeated_prompt_reports_cached_tokens_only_when_enabled(sim):
+    first = sim.request("POST", "/v1/chat/completions", chat()).json()
+    assert "prompt_tokens_details" not in first["usage"]  # cold: the key is omitted for 0
+    second = sim.request("POST", "/v1/chat/completions", chat()).json()
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert 16 <= cached < second["usage"]["prompt_tokens"]
+    plain = SimProc("--speed", "50")
+    try:
+        plain.request("POST", "/v1/chat/completions", chat())
+        again = plain.request("POST", "/v1/chat/completions", chat()).json()
+        assert "prompt_tokens_details" not in again["usage"]
+    finally:
+        plain.stop()
+
+
+def test_models_version_health_and_tokenize(sim):
+    m = sim.request("GET", "/v1/models").json()
+    assert m["object"] == "list" and m["data"][0]["id"] == "ramjet-sim"
+    assert m["data"][0]["max_model_len"] > 0 and m["data"][0]["owned_by"] == "vllm"
+    assert "version" in sim.request("GET", "/version").json()
+    assert sim.request("GET", "/health").status == 200
+    t = sim.request("POST", "/tokenize", {"prompt": "hello world"}).json()
+    assert t["count"] == len(t["tokens"]) > 0 and t["max_model_len"] == m["data"][0]["max_model_len"]
+    c = sim.request("POST", "/tokenize", {"messages": MSGS}).json()
+    full = sim.request("POST", "/v1/chat/completions", chat(max_tokens=1)).json()
+    assert c["count"] == full["usage"]["prompt_tokens"]
+
+
+def test_context_overflow_is_a_vllm_400(sim):
+    r = sim.request("POST", "/v1/chat/completions", chat(max_tokens=10_000_000))
+    assert r.status == 400
+    e = r.json()["error"]
+    assert e["type"] == "BadRequestError" and e["code"] == 400 and "maximum context length" in e["message"]
+
+
+def test_unknown_model_is_404(sim):
+    r = sim.request("POST", "/v1/chat/completions", chat(model="nope"))
+    assert r.status == 404 and r.json()["error"]["code"] == 404
+
+
+def test_metrics_use_vllm_names(sim):
+    sim.request("POST", "/v1/chat/completions", chat())
+    text = sim.request("GET", "/metrics").body.decode()
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_total",
+                 "vllm:generation_tokens_total", "vllm:cache_config_info"):
+        assert f"\n{name}{{" in text, name
+    assert "spec_decode" not in text
+    spec = SimProc("--speed", "50", "--speculative-tokens", "2")
+    try:
+        spec.request("POST", "/v1/chat/completions", chat(max_tokens=20))
+        t = spec.request("GET", "/metrics").body.decode()
+        assert "vllm:spec_decode_num_drafts_total{" in t
+        assert 'vllm:spec_decode_num_accepted_tokens_per_pos_total{' in t and 'position="1"' in t
+    finally:
+        spec.stop()
+
+
+def test_resident_oracle_sees_the_cached_prefix(sim):
+    before = sim.admin("/sim/resident", {"messages": MSGS})
+    assert before["resident_tokens"] == 0
+    sim.request("POST", "/v1/chat/completions", chat())
+    after = sim.admin("/sim/resident", {"messages": MSGS})
+    assert 16 <= after["resident_tokens"] <= after["prompt_tokens"]
+
+
+def test_client_disconnect_aborts_the_request(sim):
+    c = RawClient(sim.port)
+    c.send_request("POST", "/v1/chat/completions", json.dumps(chat(stream=True, max_tokens=100000 // 10)).encode(),
+                   {"Content-Type": "application/json"})
+    poll(lambda: sim.admin("/sim/stats", {})["running"] == 1, what="request running")
+    c.s.close()
+    poll(lambda: sim.admin("/sim/stats", {})["running"] == 0, timeout=2, what="request aborted")
+
+
+def test_fault_error_rate_answers_vllm_error_json():
+    s = SimProc("--fault-error-rate", "1", "--fault-error-status", "503")
+    try:
+        r = s.request("POST", "/v1/chat/completions", chat())
+        assert r.status == 503 and r.json()["error"]["code"] == 503
+        s.admin("/sim/fault", {"error_rate": 0})
+        assert s.request("POST", "/v1/chat/completions", chat()).status == 200
+    finally:
+        s.stop()
+
+
+def test_fault_health_fail_and_hang():
+    s = SimProc("--speed", "50")
+    try:
+        s.admin("/sim/fault", {"health_fail": True})
+        assert s.request("GET", "/health").status == 503
+        s.admin("/sim/fault", {"health_fail": False, "hang": True})
+        with pytest.raises((socket.timeout, TimeoutError)):
+            http_request(s.port, "GET", "/health", timeout=0.5)
+    finally:
+        s.stop()
+
+
+def test_fault_refuse_then_serve():
+    s = SimProc("--fault-refuse-seconds", "0.6", wait_ready=False)
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+        poll(lambda: _connects(s.port), timeout=5, what="listening after the refuse window")
+    finally:
+        s.stop()
+
+
+def _connects(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_fault_crash_exits_nonzero():
+    s = SimProc()
+    try:
+        with pytest.raises(Exception):
+            s.request("POST", "/sim/fault", {"crash": True}, timeout=2)
+        assert s.proc.wait(5) == 1
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("fmt", ["map", "array"])
+def test_kv_events_reach_a_zmq_subscriber_and_replay_returns_them(fmt):
+    cfg = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:0",
+           "replay_endpoint": "tcp://*:0", "topic": "kv"}
+    s = SimProc("--speed", "50", "--kv-events-config", json.dumps(cfg), "--kv-events-format", fmt)
+    ctx = zmq.Context()
+    try:
+        pub_port = s.kv_endpoint.rsplit(":", 1)[1]
+        rep_port = s.kv_replay.rsplit(":", 1)[1]
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"kv")
+        sub.connect(f"tcp://127.0.0.1:{pub_port}")
+        time.sleep(0.3)  # slow joiner
+        s.request("POST", "/v1/chat/completions", chat(max_tokens=2))
+        assert sub.poll(5000), "no KV event received"
+        topic, seq, payload = sub.recv_multipart()
+        assert topic == b"kv" and int.from_bytes(seq, "big") == 0
+        batch = msgpack.unpackb(payload, raw=False)
+        assert isinstance(batch, list) and len(batch) == 3 and isinstance(batch[0], float)
+        ev = batch[1][0]
+        if fmt == "map":
+            assert ev["type"] == "BlockStored" and ev["block_size"] == 16 and ev["parent_block_hash"] is None
+            assert len(ev["token_ids"]) == 16 * len(ev["block_hashes"]) and ev["medium"] == "GPU"
+        else:
+            assert ev[0] == "BlockStored" and ev[4] == 16 and ev[2] is None
+            assert len(ev[3]) == 16 * len(ev[1])
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.connect(f"tcp://127.0.0.1:{rep_port}")
+        dealer.send_multipart([b"", (0).to_bytes(8, "big")])
+        assert dealer.poll(5000)
+        first = dealer.recv_multipart()
+        assert first[0] == b"" and first[1] == b"kv" and int.from_bytes(first[2], "big") == 0
+        assert first[3] == payload
+    finally:
+        ctx.destroy(linger=0)
+        s.stop()
+
+
+def test_ramjet_streams_through_two_sims_and_spreads_load():
+    sims = [SimProc("--speed", "50"), SimProc("--speed", "50")]
+    rj = RamjetProc(sims).start()
+    try:
+        seen = set()
+        for _ in range(6):
+            r = http_request(rj.api_port, "POST", "/v1/chat/completions",
+                             json.dumps(chat(stream=True, max_tokens=4)).encode(),
+                             {"Content-Type": "application/json"})
+            assert r.status == 200 and sse_datas(r.body)[-1] == "[DONE]"
+            seen.add(r.header("X-Ramjet-Upstream"))
+        assert seen == {"0", "1"}
+    finally:
+        rj.stop()
+        for s in sims:
+            s.stop()
