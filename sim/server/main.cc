@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
               "kv_replay=%s\n",
               port, opt.served_model_name.c_str(), opt.engine.preset.c_str(), opt.engine.block_size,
               publisher ? "on" : "off", publisher ? publisher->bound_endpoint().c_str() : "-",
-              publisher ? publisher->bound_replay_endpoint().c_str() : "-");
+              publisher && !publisher->bound_replay_endpoint().empty() ? publisher->bound_replay_endpoint().c_str()
+                                                                       : "-");
   std::fflush(stdout);
 
   auto signals = std::make_unique<asio::signal_set>(io.at(0), SIGTERM, SIGINT);

@@ -215,6 +215,26 @@ json::object usage_json(uint32_t prompt, uint32_t completion, uint32_t cached, b
   return u;
 }
 
+asio::awaitable<bool> write_response(tcp::socket& socket, unsigned version, bool keep_alive, unsigned status,
+                                     std::string body, std::string ctype) {
+  http::response<http::string_body> res{static_cast<http::status>(status), version};
+  res.set(http::field::server, "uvicorn");
+  if (!ctype.empty()) res.set(http::field::content_type, ctype);
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  boost::system::error_code ec;
+  co_await http::async_write(socket, res, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec && keep_alive;
+}
+
+asio::awaitable<void> write_sse_chunk(tcp::socket& socket, std::string s, bool& failed) {
+  if (failed) co_return;
+  boost::system::error_code ec;
+  co_await asio::async_write(socket, http::make_chunk(asio::buffer(s)), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) failed = true;
+}
+
 asio::awaitable<void> watch_disconnect(tcp::socket& sock, std::shared_ptr<bool> done,
                                        SimServer::Live* live, Engine* engine,
                                        std::shared_ptr<asio::cancellation_signal> cancel) {
@@ -251,16 +271,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
     std::string target(req.target());
     std::string path = target.substr(0, target.find('?'));
 
-    auto reply = [&](unsigned status, std::string body, std::string_view ctype) -> asio::awaitable<bool> {
-      http::response<http::string_body> res{static_cast<http::status>(status), req.version()};
-      res.set(http::field::server, "uvicorn");
-      if (!ctype.empty()) res.set(http::field::content_type, ctype);
-      res.keep_alive(keep_alive);
-      res.body() = std::move(body);
-      res.prepare_payload();
-      boost::system::error_code wec;
-      co_await http::async_write(socket, res, asio::redirect_error(asio::use_awaitable, wec));
-      co_return !wec && keep_alive;
+    // Plain lambdas returning free coroutines: GCC 12 miscompiles coroutine lambdas whose
+    // by-value parameters are moved from (a frame address was freed as heap).
+    auto reply = [&](unsigned status, std::string body, std::string_view ctype) {
+      return write_response(socket, req.version(), keep_alive, status, std::move(body), std::string(ctype));
     };
 
     if (hang_) {  // fault: read requests, never answer
@@ -296,9 +310,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string body = json::serialize(json::object{{"sources", sources}});
       more = co_await reply(200, std::move(body), "application/json");
     } else if (post && path == "/reset_prefix_cache") {
-      bool ok = engine_.reset_prefix_cache(wall_now());
-      more = co_await reply(ok ? 200 : 400, ok ? "" : vllm_error("requests are running", "BadRequestError", 400),
-                            ok ? "" : "application/json");
+      const bool ok = engine_.reset_prefix_cache(wall_now());
+      std::string body = ok ? std::string() : vllm_error("requests are running", "BadRequestError", 400);
+      std::string ctype = ok ? std::string() : std::string("application/json");
+      more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
     } else if (post && path == "/tokenize") {
       boost::system::error_code jec;
       json::value v = json::parse(req.body(), jec);
@@ -403,13 +418,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
         if (p.continuous_usage && p.include_usage) c["usage"] = usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details);
         return "data: " + json::serialize(c) + "\n\n";
       };
-      auto write_chunk = [&](const std::string& s) -> asio::awaitable<void> {
-        if (write_failed) co_return;
-        boost::system::error_code wec;
-        co_await asio::async_write(socket, http::make_chunk(asio::buffer(s)),
-                                   asio::redirect_error(asio::use_awaitable, wec));
-        if (wec) write_failed = true;
-      };
+      auto write_chunk = [&](std::string s) { return write_sse_chunk(socket, std::move(s), write_failed); };
 
       if (p.stream) {
         http::response<http::empty_body> res{http::status::ok, req.version()};
@@ -557,6 +566,50 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
   return vllm_error("unknown admin path", "NotFoundError", 404);
 }
 
+// Synthetic GPU telemetry in DCGM-exporter format (--gpus N), derived from the engine's load so
+// a dashboard shows bursts and per-device differences. Not a vLLM metric: real deployments
+// scrape dcgm-exporter. Labels follow dcgm-exporter's (gpu, UUID, device, modelName).
+std::string SimServer::dcgm_text(const EngineStats& st) const {
+  const double busy = std::min(1.0, (st.running + 0.25 * st.waiting) / std::max(1.0, opt_.engine.max_num_seqs / 8.0));
+  const double total_mib = 97887;  // a 96 GB card
+  std::string out;
+  struct Field {
+    const char* name;
+    const char* help;
+  };
+  const Field fields[] = {
+      {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."},
+      {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."},
+      {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."},
+      {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."},
+      {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."},
+      {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."},
+      {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."},
+  };
+  for (const auto& f : fields) {
+    out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " gauge\n";
+    for (uint32_t g = 0; g < opt_.gpus; ++g) {
+      // Devices differ a little (the hot card of the seed's node06 ran ~5 C warmer).
+      const double skew = 1.0 + 0.03 * g;
+      double v = 0;
+      std::string_view n = f.name;
+      if (n == "DCGM_FI_DEV_GPU_UTIL") v = std::round(std::min(100.0, 100 * busy * skew));
+      if (n == "DCGM_FI_DEV_FB_USED") v = std::round(total_mib * (0.45 + 0.5 * st.kv_cache_usage));
+      if (n == "DCGM_FI_DEV_FB_FREE") v = std::round(total_mib * (0.55 - 0.5 * st.kv_cache_usage));
+      if (n == "DCGM_FI_DEV_POWER_USAGE") v = 80 + 500 * busy * skew;
+      if (n == "DCGM_FI_DEV_GPU_TEMP") v = std::round(34 + 45 * busy + (g == 1 ? 5 : 0));
+      if (n == "DCGM_FI_DEV_SM_CLOCK") v = busy > 0.01 ? 2430 : 345;
+      if (n == "DCGM_FI_DEV_MEM_CLOCK") v = busy > 0.01 ? 14001 : 405;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g\n", v);
+      out += std::string(f.name) + "{gpu=\"" + std::to_string(g) + "\",UUID=\"GPU-sim-" +
+             std::to_string(opt_.kv.data_parallel_rank) + "-" + std::to_string(g) + "\",device=\"nvidia" +
+             std::to_string(g) + "\",modelName=\"ramjet-sim GPU\"} " + buf;
+    }
+  }
+  return out;
+}
+
 std::string SimServer::metrics_text() const {
   auto st = engine_.stats();
   std::string out;
@@ -615,6 +668,7 @@ std::string SimServer::metrics_text() const {
          ",block_size=\"" + std::to_string(st.block_size) + "\",enable_prefix_caching=\"" +
              (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
              std::to_string(st.num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"");
+  if (opt_.gpus > 0) out += dcgm_text(st);
   // Simulator's own health of its clock (not a vLLM metric).
   metric("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.", max_lag_s_);
   metric("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.",

@@ -34,6 +34,7 @@ class SimServer {
   boost::asio::awaitable<void> drive();
   std::string handle_admin(const std::string& path, const std::string& body, unsigned& status);
   std::string metrics_text() const;
+  std::string dcgm_text(const EngineStats& st) const;
   void wake_driver();
 
   boost::asio::io_context& ctx_;

@@ -264,3 +264,39 @@ def test_ramjet_streams_through_two_sims_and_spreads_load():
         rj.stop()
         for s in sims:
             s.stop()
+
+
+def test_reset_prefix_cache_clears_residency_and_emits_all_blocks_cleared():
+    cfg = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:0", "topic": ""}
+    s = SimProc("--speed", "50", "--kv-events-config", json.dumps(cfg))
+    ctx = zmq.Context()
+    try:
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect("tcp://127.0.0.1:" + s.kv_endpoint.rsplit(":", 1)[1])
+        time.sleep(0.3)
+        s.request("POST", "/v1/chat/completions", chat())
+        assert s.admin("/sim/resident", {"messages": MSGS})["resident_tokens"] > 0
+        assert s.request("POST", "/reset_prefix_cache").status == 200
+        assert s.admin("/sim/resident", {"messages": MSGS})["resident_tokens"] == 0
+        assert s.request("GET", "/health").status == 200  # still alive
+        kinds = []
+        while sub.poll(2000):
+            batch = msgpack.unpackb(sub.recv_multipart()[2], raw=False)
+            kinds += [e["type"] for e in batch[1]]
+            if "AllBlocksCleared" in kinds:
+                break
+        assert kinds[0] == "BlockStored" and kinds[-1] == "AllBlocksCleared"
+    finally:
+        ctx.destroy(linger=0)
+        assert s.stop() == 0
+
+
+def test_gpus_flag_exposes_dcgm_series():
+    s = SimProc("--gpus", "2")
+    try:
+        t = s.request("GET", "/metrics").body.decode()
+        for name in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP"):
+            assert f'{name}{{gpu="1"' in t, name
+    finally:
+        s.stop()
