@@ -130,8 +130,9 @@ wait_for() {  # wait_for <seconds> <command...>: poll until the command succeeds
 free_port() {  # a TCP port nobody listens on (nginx cannot report an ephemeral port back)
   local p
   for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 40000))
-    if [[ -z $(ss -Htln "sport = :$p" 2>/dev/null) ]]; then echo "$p"; return; fi
+    # Below the kernel's ephemeral range (32768+), so no client socket can hold the port either.
+    p=$((20000 + RANDOM % 12000))
+    if [[ -z $(ss -Htan "sport = :$p" 2>/dev/null) ]]; then echo "$p"; return; fi
   done
   die "no free port found"
 }
