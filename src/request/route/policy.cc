@@ -6,6 +6,7 @@ namespace ramjet::route {
 
 std::unique_ptr<Policy> make_least_load_policy(const RouteConfig& config);
 std::unique_ptr<Policy> make_round_robin_policy(const RouteConfig& config);
+std::unique_ptr<Policy> make_prefix_load_policy(const RouteConfig& config);
 
 FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
   FleetSnapshot s;
@@ -22,8 +23,19 @@ std::string_view outcome_label(Outcome o) {
     case Outcome::kSingle: return "single";
     case Outcome::kLoad: return "load";
     case Outcome::kRoundRobin: return "rr";
+    case Outcome::kOverlap: return "overlap";
+    case Outcome::kProfile: return "profile";
   }
   return "rr";
+}
+
+std::string_view profile_label(Profile p) {
+  switch (p) {
+    case Profile::kNone: return "none";
+    case Profile::kMtp: return "mtp";
+    case Profile::kStandard: return "standard";
+  }
+  return "none";
 }
 
 std::vector<CandidateTerms> Decision::dispatch_order() const {
@@ -45,7 +57,21 @@ uint32_t request_load_units(uint64_t uncached_bytes, const RouteConfig& c) {
   return static_cast<uint32_t>(units);
 }
 
+uint32_t request_load_units_with_overlap(uint64_t body_bytes, uint32_t overlap, const RouteConfig& c) {
+  const uint64_t cached =
+      c.chunk_bytes != 0 && overlap > UINT64_MAX / c.chunk_bytes ? UINT64_MAX : overlap * c.chunk_bytes;
+  return request_load_units(body_bytes > cached ? body_bytes - cached : 0, c);
+}
+
+Profile preferred_profile(const request::PreparedRequest& req, const RouteConfig& c) {
+  if (req.endpoint == request::Endpoint::kOther) return Profile::kNone;
+  const bool short_output =
+      req.max_output_tokens && *req.max_output_tokens >= 1 && *req.max_output_tokens <= c.short_max_tokens;
+  return short_output ? Profile::kMtp : Profile::kStandard;
+}
+
 std::unique_ptr<Policy> make_policy(std::string_view name, const RouteConfig& config) {
+  if (name == "prefix") return make_prefix_load_policy(config);
   if (name == "load") return make_least_load_policy(config);
   if (name == "round_robin") return make_round_robin_policy(config);
   return nullptr;
