@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
@@ -15,11 +16,43 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+// Closes a socket when the deadline passes, so whatever is pending on it fails at once; fired()
+// tells a timeout from other failures. Disarmed on destruction.
+class SocketTimeout {
+ public:
+  SocketTimeout(tcp::socket& socket, std::chrono::milliseconds after)
+      : state_(std::make_shared<State>()), timer_(socket.get_executor()) {
+    timer_.expires_after(after);
+    timer_.async_wait([st = state_, &socket](boost::system::error_code ec) {
+      if (ec || !st->armed) return;
+      st->fired = true;
+      boost::system::error_code ignored;
+      socket.close(ignored);
+    });
+  }
+  ~SocketTimeout() {
+    state_->armed = false;
+    timer_.cancel();
+  }
+  SocketTimeout(const SocketTimeout&) = delete;
+  SocketTimeout& operator=(const SocketTimeout&) = delete;
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    bool armed = true;
+    bool fired = false;
+  };
+  std::shared_ptr<State> state_;
+  asio::steady_timer timer_;
+};
+
 // True when the peer has not closed the idle connection and sent nothing unexpected.
 bool looks_open(UpstreamConnection& c) {
-  if (!c.stream.socket().is_open()) return false;
+  if (!c.socket.is_open()) return false;
   char byte;
-  ssize_t n = ::recv(c.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return false;                                     // orderly close
   if (n > 0) return false;                                      // unsolicited bytes: unusable
   return errno == EAGAIN || errno == EWOULDBLOCK;               // nothing to read: still open
@@ -39,8 +72,7 @@ ConnectionPtr IdlePool::take() {
 }
 
 void IdlePool::put(ConnectionPtr c) {
-  if (!c || idle_.size() >= max_idle_ || !c->stream.socket().is_open()) return;
-  c->stream.expires_never();
+  if (!c || idle_.size() >= max_idle_ || !c->socket.is_open()) return;
   c->buffer.consume(c->buffer.size());
   idle_.push_back(std::move(c));
 }
@@ -61,31 +93,38 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
   auto conn = std::make_unique<UpstreamConnection>(ex);
   if (out) *out = conn.get();
   boost::system::error_code ec;
-  conn->stream.expires_after(timeout);
+  SocketTimeout deadline(conn->socket, timeout);
   // IP literals skip the resolver (Asio resolves on a helper thread: a thread hop per connect).
   auto address = asio::ip::make_address(url.host, ec);
   if (!ec) {
-    co_await conn->stream.async_connect(tcp::endpoint(address, url.port),
+    co_await conn->socket.async_connect(tcp::endpoint(address, url.port),
                                         asio::redirect_error(asio::use_awaitable, ec));
   } else {
     ec = {};
     tcp::resolver resolver(ex);
     auto results = co_await resolver.async_resolve(url.host, std::to_string(url.port),
                                                    asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      failure = ConnectFailure::kConnect;
+    if (ec || results.empty()) {
+      failure = deadline.fired() ? ConnectFailure::kTimeout : ConnectFailure::kConnect;
       co_return nullptr;
     }
-    co_await conn->stream.async_connect(results, asio::redirect_error(asio::use_awaitable, ec));
+    for (const auto& entry : results) {
+      if (deadline.fired()) break;
+      boost::system::error_code ignored;
+      conn->socket.close(ignored);
+      co_await conn->socket.async_connect(entry.endpoint(), asio::redirect_error(asio::use_awaitable, ec));
+      if (!ec || ec == asio::error::operation_aborted) break;
+    }
   }
+  if (!ec && deadline.fired()) ec = asio::error::timed_out;
   if (ec) {
-    failure = ec == beast::error::timeout        ? ConnectFailure::kTimeout
+    failure = deadline.fired()                        ? ConnectFailure::kTimeout
               : ec == asio::error::operation_aborted ? ConnectFailure::kCancelled
                                                      : ConnectFailure::kConnect;
     co_return nullptr;
   }
-  conn->stream.socket().set_option(tcp::no_delay(true), ec);
-  conn->stream.expires_never();
+  conn->socket.set_option(tcp::no_delay(true), ec);
+  conn->socket.non_blocking(true, ec);
   co_return conn;
 }
 
@@ -105,18 +144,22 @@ asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::
   req.set(http::field::connection, "close");
   if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
   boost::system::error_code ec;
-  conn->stream.expires_after(timeout);
-  co_await http::async_write(conn->stream, req, asio::redirect_error(asio::use_awaitable, ec));
   http::response_parser<http::string_body> parser;
   parser.body_limit(max_body);
-  if (!ec) {
-    co_await http::async_read(conn->stream, conn->buffer, parser,
-                              asio::redirect_error(asio::use_awaitable, ec));
+  bool timed_out = false;
+  {
+    SocketTimeout deadline(conn->socket, timeout);
+    co_await http::async_write(conn->socket, req, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) {
+      co_await http::async_read(conn->socket, conn->buffer, parser,
+                                asio::redirect_error(asio::use_awaitable, ec));
+    }
+    timed_out = deadline.fired();
   }
   boost::system::error_code ignored;
-  conn->stream.socket().close(ignored);
-  if (ec) {
-    failure = ec == beast::error::timeout       ? GetFailure::kTimeout
+  conn->socket.close(ignored);
+  if (ec || timed_out) {
+    failure = timed_out                         ? GetFailure::kTimeout
               : ec == http::error::body_limit   ? GetFailure::kTooLarge
                                                 : GetFailure::kProtocol;
     co_return out;

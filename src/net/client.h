@@ -6,7 +6,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
 #include <chrono>
 #include <memory>
@@ -18,11 +17,12 @@
 
 namespace ramjet::net {
 
+// A plain socket in non-blocking mode (writes are tried synchronously first) and its read buffer.
 struct UpstreamConnection {
-  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex) {
-    buffer.reserve(16 * 1024);  // Beast reads at most the free capacity (512 B by default)
+  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : socket(ex) {
+    buffer.reserve(16 * 1024);  // reads fill at most the free capacity
   }
-  boost::beast::tcp_stream stream;
+  boost::asio::ip::tcp::socket socket;
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
 };

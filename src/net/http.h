@@ -1,16 +1,174 @@
-// net/http: small HTTP helpers shared by the proxy, the probes and the simulator:
-// hop-by-hop header filtering and address parsing. Boost.Beast types only.
+// net/http: small HTTP/1.1 helpers for the proxy and the probes: hop-by-hop header filtering,
+// message heads kept in one reusable arena (Beast's parser underneath, no allocation per
+// field), and the bits of HTTP/1.1 serialisation the data plane writes itself.
 #pragma once
 
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/field.hpp>
 #include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/verb.hpp>
 
+#include <array>
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace ramjet::net {
+
+namespace http = boost::beast::http;
+using beast_sv = boost::beast::string_view;
 
 // Removes hop-by-hop headers (RFC 9110 §7.6.1: Connection and every header it names,
 // Keep-Alive, Proxy-Authenticate, Proxy-Authorization, TE, Trailer(s), Transfer-Encoding,
 // Upgrade), plus Content-Length and Host, which the proxy sets itself.
-void strip_hop_by_hop(boost::beast::http::fields& fields);
+void strip_hop_by_hop(http::fields& fields);
+
+// The header fields of one message head, in arrival order with their original case, stored in
+// one arena that keeps its capacity across messages (clear() between them).
+class HeadFields {
+ public:
+  void clear() {
+    arena_.clear();
+    fields_.clear();
+  }
+  void add(http::field id, std::string_view name, std::string_view value);
+  size_t size() const { return fields_.size(); }
+  http::field id(size_t i) const { return fields_[i].id; }
+  std::string_view name(size_t i) const { return {arena_.data() + fields_[i].name_off, fields_[i].name_len}; }
+  std::string_view value(size_t i) const { return {arena_.data() + fields_[i].value_off, fields_[i].value_len}; }
+  // The first value of a known field, or "" when absent.
+  std::string_view get(http::field id) const;
+
+ private:
+  struct Entry {
+    http::field id;
+    uint32_t name_off, name_len, value_off, value_len;
+  };
+  std::string arena_;
+  std::vector<Entry> fields_;
+};
+
+// Decides which fields of a head are hop-by-hop, with the same rules as strip_hop_by_hop
+// (including every header named in Connection), plus `also` (compared case-insensitively).
+class HopByHop {
+ public:
+  explicit HopByHop(const HeadFields& fields, std::string_view also = {});
+  bool drop(const HeadFields& fields, size_t i) const;
+
+ private:
+  std::string_view also_;
+  std::array<std::string_view, 8> named_{};
+  size_t count_ = 0;
+  std::vector<std::string_view> more_;  // Connection naming more than 8 headers (rare)
+};
+
+// A request head: the request line and its fields.
+struct RequestHead {
+  http::verb method = http::verb::unknown;
+  std::string method_string;
+  std::string target;
+  unsigned version = 11;
+  HeadFields fields;
+};
+
+// A response head: the status line and its fields.
+struct ResponseHead {
+  unsigned status = 0;
+  std::string reason;
+  unsigned version = 11;
+  HeadFields fields;
+};
+
+// Beast's request parser writing the head into a RequestHead and the body into a string (both
+// reused across requests). Trailer fields of a chunked body are ignored.
+class RequestParser final : public http::basic_parser<true> {
+ public:
+  RequestParser(RequestHead& head, std::string& body) : head_(head), body_(body) {
+    head_.fields.clear();
+    body_.clear();
+  }
+
+ private:
+  void on_request_impl(http::verb method, beast_sv method_str, beast_sv target,
+                       int version, boost::system::error_code&) override;
+  void on_response_impl(int, beast_sv, int, boost::system::error_code&) override {}
+  void on_field_impl(http::field id, beast_sv name, beast_sv value,
+                     boost::system::error_code&) override {
+    if (!header_done_) head_.fields.add(id, name, value);
+  }
+  void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length, boost::system::error_code&) override {
+    if (length) body_.reserve(static_cast<size_t>(*length));
+  }
+  size_t on_body_impl(beast_sv s, boost::system::error_code&) override {
+    body_.append(s);
+    return s.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast_sv, boost::system::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast_sv s, boost::system::error_code&) override {
+    body_.append(s);
+    return s.size();
+  }
+  void on_finish_impl(boost::system::error_code&) override {}
+
+  RequestHead& head_;
+  std::string& body_;
+  bool header_done_ = false;
+};
+
+// Beast's response parser writing the head into a ResponseHead. Body bytes are not copied: each
+// piece is recorded as a view into the caller's input buffer (valid until that buffer is
+// modified), up to kMaxPieces per put(); then put() stops with error::need_buffer.
+class ResponseParser final : public http::basic_parser<false> {
+ public:
+  static constexpr size_t kMaxPieces = 32;
+  explicit ResponseParser(ResponseHead& head) : head_(head) { head_.fields.clear(); }
+
+  const std::string_view* pieces() const { return pieces_.data(); }
+  size_t piece_count() const { return count_; }
+  size_t piece_bytes() const { return bytes_; }
+  void clear_pieces() {
+    count_ = 0;
+    bytes_ = 0;
+  }
+
+ private:
+  void on_request_impl(http::verb, beast_sv, beast_sv, int, boost::system::error_code&) override {}
+  void on_response_impl(int code, beast_sv reason, int version, boost::system::error_code&) override;
+  void on_field_impl(http::field id, beast_sv name, beast_sv value,
+                     boost::system::error_code&) override {
+    if (!header_done_) head_.fields.add(id, name, value);
+  }
+  void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, boost::system::error_code&) override {}
+  size_t on_body_impl(beast_sv s, boost::system::error_code& ec) override { return piece(s, ec); }
+  void on_chunk_header_impl(std::uint64_t, beast_sv, boost::system::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast_sv s, boost::system::error_code& ec) override {
+    return piece(s, ec);
+  }
+  void on_finish_impl(boost::system::error_code&) override {}
+  size_t piece(std::string_view s, boost::system::error_code& ec);
+
+  ResponseHead& head_;
+  bool header_done_ = false;
+  std::array<std::string_view, kMaxPieces> pieces_;
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+};
+
+// --- serialisation -------------------------------------------------------------------------
+
+// "HTTP/1.x <code> <reason>\r\n": the standard reason for a known code, else `fallback`.
+void append_status_line(std::string& out, unsigned version, unsigned code, std::string_view fallback);
+// "<name>: <value>\r\n"
+void append_field(std::string& out, std::string_view name, std::string_view value);
+void append_decimal(std::string& out, uint64_t v);
+// Lower-case hex, no leading zeros (chunk sizes).
+void append_hex(std::string& out, uint64_t v);
+// Connection header for a response to an HTTP/1.`version` client, as Beast's keep_alive() does
+// on a message without one: HTTP/1.1 says "close" when not keeping alive, HTTP/1.0 says
+// "keep-alive" when keeping alive; otherwise nothing.
+void append_connection(std::string& out, unsigned version, bool keep_alive);
 
 }  // namespace ramjet::net

@@ -1,13 +1,19 @@
 // The upstream side of the data plane: prepare, route, dispatch with retry before the first
 // response byte, relay chunk by chunk, usage accounting, and cancellation on client disconnect.
+//
+// Heads are serialised here into the session's reused string and written together with the
+// body bytes in one gather write (tried synchronously first: the sockets are non-blocking);
+// responses are parsed with Beast's parser, and their body bytes are relayed straight from the
+// upstream connection's read buffer, without a copy.
 #include <sys/socket.h>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
+#include <charconv>
+
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/read_size.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include "common/log.h"
 #include "net/http.h"
@@ -25,29 +31,36 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr size_t kRelayBuffer = 16 * 1024;
+constexpr size_t kReadMax = 64 * 1024;
+constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
 
-// Returns when the client closes (then closes the current upstream connection) or when the
-// exchange ends (cancelled through w->cancel). Pipelined bytes mean the client is alive.
-asio::awaitable<void> watch_client(tcp::socket& client, std::shared_ptr<ClientWatch> w) {
-  for (;;) {
-    boost::system::error_code ec;
-    co_await client.async_wait(
-        tcp::socket::wait_read,
-        asio::bind_cancellation_slot(w->cancel.slot(), asio::redirect_error(asio::use_awaitable, ec)));
-    if (w->done || ec == asio::error::operation_aborted) co_return;
-    if (!ec) {
-      char byte;
-      ssize_t n = ::recv(client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) co_return;  // pipelined request bytes: alive
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec);
+
+void wait_client(const std::shared_ptr<ClientWatch>& w) {
+  w->waiting = true;
+  w->client->async_wait(tcp::socket::wait_read,
+                        [w](boost::system::error_code ec) { on_client_event(w, ec); });
+}
+
+// The client socket became readable (or the wait failed). A FIN or reset while an exchange is
+// active marks the client gone and closes the current upstream connection; pipelined bytes
+// (peeked, not consumed) mean the client is alive.
+void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec) {
+  w->waiting = false;
+  if (!w->active || w->client == nullptr || ec == asio::error::operation_aborted) return;
+  if (!ec) {
+    char byte;
+    ssize_t n = ::recv(w->client->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;  // pipelined request bytes: alive
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      wait_client(w);
+      return;
     }
-    w->gone = true;
-    if (w->upstream) {
-      boost::system::error_code ignored;
-      w->upstream->stream.socket().close(ignored);
-    }
-    co_return;
+  }
+  w->gone = true;
+  if (w->upstream) {
+    boost::system::error_code ignored;
+    w->upstream->socket.close(ignored);
   }
 }
 
@@ -75,29 +88,45 @@ size_t cache_index(std::string_view outcome) {
   return 3;
 }
 
-// Parses body bytes already in the connection's buffer into the parser's body buffer, without
-// I/O, until the buffer is drained, the body buffer is full or the message is complete.
-void parse_buffered(net::UpstreamConnection& conn, http::response_parser<http::buffer_body>& p,
-                    boost::system::error_code& ec) {
-  while (!p.is_done() && p.get().body().size > 0 && conn.buffer.size() > 0) {
-    size_t used = p.put(conn.buffer.data(), ec);
-    conn.buffer.consume(used);
-    if (ec == http::error::need_more || ec == http::error::need_buffer) {
-      ec = {};
-      break;
-    }
-    if (ec || used == 0) break;
+// Parses what the connection's buffer holds, without I/O: the head, or body pieces (views into
+// the buffer, valid until the next read) until the buffer is drained, the piece list is full or
+// the message is complete.
+void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost::system::error_code& ec) {
+  if (p.is_done() || conn.buffer.size() == 0) return;
+  size_t used = p.put(conn.buffer.data(), ec);
+  conn.buffer.consume(used);
+  if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
+}
+
+// After a read from the engine failed with `ec`: end of stream completes a close-delimited
+// body and is end_of_stream before any byte, as Beast's read operations report it.
+void on_read_error(net::ResponseParser& p, boost::system::error_code& ec) {
+  if (ec != asio::error::eof) return;
+  ec = {};
+  if (p.got_some()) {
+    p.put_eof(ec);
+  } else {
+    ec = http::error::end_of_stream;
   }
 }
 
-void copy_response_headers(const http::fields& from, http::fields& to, const std::string& ordinal) {
-  for (const auto& f : from) to.insert(f.name_string(), f.value());
-  net::strip_hop_by_hop(to);
-  to.erase("X-Ramjet-Upstream");
-  to.set("X-Ramjet-Upstream", ordinal);
+// Response head fields as relayed: hop-by-hop headers (and those named in Connection) and any
+// X-Ramjet-Upstream removed, then X-Ramjet-Upstream: <ordinal>.
+void append_response_fields(std::string& out, const net::HeadFields& fields, std::string_view ordinal) {
+  const net::HopByHop hop(fields, kRouteHeader);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (!hop.drop(fields, i)) net::append_field(out, fields.name(i), fields.value(i));
+  }
+  net::append_field(out, kRouteHeader, ordinal);
 }
 
 }  // namespace
+
+void watch_client(const std::shared_ptr<ClientWatch>& w) {
+  w->active = true;
+  w->gone = false;
+  if (!w->waiting && w->client != nullptr) wait_client(w);
+}
 
 asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   metrics_.inflight.add(1);
@@ -109,7 +138,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   // Parse once: only inference endpoints are parsed, and only here.
   PreparedRequest prep;
   if (is_inference(x.endpoint)) {
-    prep = prepare(x.endpoint, std::move(x.req.body()), config_.prepare);
+    prep = prepare(x.endpoint, std::move(s.body), config_.prepare);
     if (prep.malformed_json) metrics_.malformed_json[ep_index(x.endpoint)].inc();
     if (prep.shims.max_tokens_stripped) metrics_.shim_rewrites[0].inc();
     if (prep.shims.max_completion_tokens_stripped) metrics_.shim_rewrites[1].inc();
@@ -117,14 +146,16 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     if (prep.shims.reasoning_effort_dropped) metrics_.shim_rewrites[3].inc();
   } else {
     prep.endpoint = x.endpoint;
-    prep.body = std::move(x.req.body());
+    prep.body = std::move(s.body);
   }
+  // The body's allocation goes back to the session for the next request.
+  struct GiveBack {
+    std::string& to;
+    std::string& from;
+    ~GiveBack() { to = std::move(from); }
+  } give_back{s.body, prep.body};
   x.stream_kind = stream_kind_of(prep);
   metrics_.request_body_bytes.inc(prep.body.size());
-
-  auto& fields = x.req.base();
-  net::strip_hop_by_hop(fields);
-  fields.erase("X-Ramjet-Upstream");
 
   route::Decision d = policy_.decide(prep, route::FleetSnapshot::of(fleet_));
   metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
@@ -139,16 +170,22 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     co_return;
   }
 
-  auto watch = std::make_shared<ClientWatch>();
-  asio::co_spawn(co_await asio::this_coro::executor, watch_client(s.client, watch), asio::detached);
+  ClientWatch& watch = *s.watch;
+  watch_client(s.watch);
   struct StopWatch {
     ClientWatch& w;
     ~StopWatch() {
-      w.done = true;
+      w.active = false;
       w.upstream = nullptr;
-      w.cancel.emit(asio::cancellation_type::terminal);
     }
-  } stop_watch{*watch};
+  } stop_watch{watch};
+
+  const net::RequestHead& req = s.req;
+  // Hop-by-hop headers, inbound X-Ramjet-Upstream and Expect are not forwarded; Host and
+  // Content-Length are set here.
+  const net::HopByHop hop(req.fields, kRouteHeader);
+  const bool send_length = !prep.body.empty() || req.method == http::verb::post ||
+                           req.method == http::verb::put || req.method == http::verb::patch;
 
   UpstreamError last_error = UpstreamError::kConnect;
   for (size_t k = 0; k < order.size(); ++k) {
@@ -158,15 +195,15 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     if (d.fail_open) metrics_.fail_open_dispatches[u].inc();
     route::LoadReservation reservation(engine, order[k].request_load_units);
     for (int attempt = 0; attempt < 2; ++attempt) {
-      if (watch->gone) break;
+      if (watch.gone) break;
       boost::system::error_code ec;
       net::ConnectionPtr conn = pools_.at(s.thread, u).take();
       if (!conn) {
         net::ConnectFailure cf = net::ConnectFailure::kNone;
-        conn = co_await net::connect(engine.url(), config_.connect_timeout, cf, &watch->upstream);
-        watch->upstream = nullptr;
+        conn = co_await net::connect(engine.url(), config_.connect_timeout, cf, &watch.upstream);
+        watch.upstream = nullptr;
         if (!conn) {
-          if (watch->gone) break;
+          if (watch.gone) break;
           last_error = cf == net::ConnectFailure::kTimeout ? UpstreamError::kTimeout : UpstreamError::kConnect;
           metrics_.upstream_errors[ep_index(x.endpoint)][static_cast<size_t>(last_error)].inc();
           fleet_.fence(u, last_error == UpstreamError::kTimeout ? upstream::FenceReason::kTimeout
@@ -174,32 +211,52 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
           break;  // next candidate
         }
       }
-      watch->upstream = conn.get();
+      watch.upstream = conn.get();
 
-      http::request<http::buffer_body> up{x.req.method(), engine.url().base_path + std::string(x.req.target()), 11};
-      for (const auto& f : fields) up.insert(f.name_string(), f.value());
-      up.set(http::field::host, engine.url().host_header());
-      up.keep_alive(true);
-      if (!prep.body.empty() || x.req.method() == http::verb::post || x.req.method() == http::verb::put ||
-          x.req.method() == http::verb::patch) {
-        up.content_length(prep.body.size());
+      s.out.clear();
+      s.out.append(req.method_string);
+      s.out.push_back(' ');
+      s.out.append(engine.url().base_path);
+      s.out.append(req.target);
+      s.out.append(" HTTP/1.1\r\n");
+      for (size_t i = 0; i < req.fields.size(); ++i) {
+        if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect) continue;
+        net::append_field(s.out, req.fields.name(i), req.fields.value(i));
       }
-      up.body().data = prep.body.empty() ? nullptr : const_cast<char*>(prep.body.data());
-      up.body().size = prep.body.size();
-      up.body().more = false;
-      co_await http::async_write(conn->stream, up, asio::redirect_error(asio::use_awaitable, ec));
+      net::append_field(s.out, "Host", host_headers_[u]);
+      if (send_length) {
+        s.out.append("Content-Length: ");
+        net::append_decimal(s.out, prep.body.size());
+        s.out.append("\r\n");
+      }
+      s.out.append("\r\n");
+      OutBuffers out;
+      out.add(s.out);
+      out.add(prep.body);
+      if (!out.send_now(conn->socket, ec) && !ec) {
+        co_await asio::async_write(conn->socket, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+      }
 
-      http::response_parser<http::buffer_body> parser;
+      net::ResponseParser parser(s.res);
       parser.body_limit(boost::none);
       parser.header_limit(256 * 1024);
-      if (x.req.method() == http::verb::head) parser.skip(true);
-      if (!ec) {
-        co_await http::async_read_header(conn->stream, conn->buffer, parser,
-                                         asio::redirect_error(asio::use_awaitable, ec));
+      if (req.method == http::verb::head) parser.skip(true);
+      while (!ec) {
+        parse_buffered(*conn, parser, ec);
+        if (ec || parser.is_header_done()) break;
+        size_t n = co_await conn->socket.async_read_some(
+            conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
+            asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          on_read_error(parser, ec);
+          if (!ec) ec = http::error::partial_message;  // the head cannot end at EOF
+          break;
+        }
+        conn->buffer.commit(n);
       }
       if (ec) {
-        watch->upstream = nullptr;
-        if (watch->gone) break;
+        watch.upstream = nullptr;
+        if (watch.gone) break;
         // A pooled connection the engine closed while idle: retry once on a fresh one.
         if (conn->reused && attempt == 0 &&
             (ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -212,9 +269,9 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
         break;
       }
 
-      const unsigned status = parser.get().result_int();
+      const unsigned status = s.res.status;
       if ((status == 502 || status == 503) && !last) {
-        watch->upstream = nullptr;
+        watch.upstream = nullptr;
         last_error = UpstreamError::kRetryableStatus;
         metrics_.upstream_errors[ep_index(x.endpoint)][static_cast<size_t>(last_error)].inc();
         fleet_.fence(u, upstream::FenceReason::kRetryableStatus);
@@ -222,17 +279,17 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       }
       fleet_.on_response(u, status);
 
-      Attempt a{*conn, parser, engine, *watch, prep, reservation};
+      Attempt a{*conn, parser, engine, watch, prep, reservation};
       RelayResult r = (x.endpoint == Endpoint::kModels && status == 200)
                           ? co_await relay_models(s, x, a)
                           : co_await relay(s, x, a);
-      watch->upstream = nullptr;
+      watch.upstream = nullptr;
       const double seconds = static_cast<double>(clock_.now_ns() - x.start_ns) / 1e9;
       metrics_.request_duration.observe(seconds);
       switch (r) {
         case RelayResult::kComplete:
           if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
-          if (parser.get().keep_alive() && parser.is_done()) pools_.at(s.thread, u).put(std::move(conn));
+          if (parser.keep_alive() && parser.is_done()) pools_.at(s.thread, u).put(std::move(conn));
           break;
         case RelayResult::kClientGone:
           metrics_.client_disconnects[ep_index(x.endpoint)].inc();
@@ -248,10 +305,10 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       }
       co_return;
     }
-    if (watch->gone) break;
+    if (watch.gone) break;
   }
 
-  if (watch->gone) {
+  if (watch.gone) {
     metrics_.client_disconnects[ep_index(x.endpoint)].inc();
     metrics_.count_request(x.endpoint, x.stream_kind, 499);
     s.close_after = true;
@@ -263,72 +320,105 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
 }
 
 asio::awaitable<Proxy::RelayResult> Proxy::relay(Session& s, Exchange& x, Attempt& a) {
-  auto& up = a.parser.get();
-  const unsigned status = up.result_int();
+  const net::ResponseHead& up = s.res;
+  const unsigned status = up.status;
   x.status = status;
-  http::response<http::buffer_body> res{up.result(), x.req.version()};
-  copy_response_headers(up.base(), res.base(), a.engine.label());
-  const bool has_body = response_has_body(x.req.method(), status);
-  if (a.parser.content_length()) {
-    res.content_length(*a.parser.content_length());
-  } else if (has_body) {
-    if (x.req.version() >= 11) {
-      res.chunked(true);
+  const unsigned version = s.req.version;
+  const bool has_body = response_has_body(s.req.method, status);
+  const auto length = a.parser.content_length();
+  bool chunked = false;
+  if (!length && has_body) {
+    if (version >= 11) {
+      chunked = true;
     } else {
       s.close_after = true;  // HTTP/1.0: the body ends when the connection does
     }
   }
-  res.keep_alive(x.keep_alive && !draining_ && !s.close_after);
+
+  s.out.clear();
+  net::append_status_line(s.out, version, status, up.reason);
+  append_response_fields(s.out, up.fields, a.engine.label());
+  if (length) {
+    s.out.append("Content-Length: ");
+    net::append_decimal(s.out, *length);
+    s.out.append("\r\n");
+  } else if (chunked) {
+    s.out.append("Transfer-Encoding: chunked\r\n");
+  }
+  net::append_connection(s.out, version, x.keep_alive && !draining_ && !s.close_after);
+  s.out.append("\r\n");
 
   const bool account = is_inference(x.endpoint) && status == 200;
-  const bool sse = up[http::field::content_type].find("text/event-stream") != std::string_view::npos;
+  const bool sse = up.fields.get(http::field::content_type).find("text/event-stream") != std::string_view::npos;
   UsageAccumulator usage(x.endpoint, sse);
   int64_t first_token_ns = 0;
 
   boost::system::error_code ec;
-  http::response_serializer<http::buffer_body> sr{res};
-  if (!has_body) {
-    co_await http::async_write_header(s.client, sr, asio::redirect_error(asio::use_awaitable, ec));
-    co_return ec ? RelayResult::kClientGone : RelayResult::kComplete;
-  }
+  OutBuffers out;
+  bool head_pending = true;
   // Headers go out at once when no body bytes are waiting (an SSE stream still in prefill);
   // otherwise they leave together with the first piece of the body, in one write.
-  if (a.conn.buffer.size() == 0 && !a.parser.is_done()) {
-    co_await http::async_write_header(s.client, sr, asio::redirect_error(asio::use_awaitable, ec));
+  if (!has_body || (a.conn.buffer.size() == 0 && !a.parser.is_done())) {
+    out.add(s.out);
+    if (!out.send_now(s.client, ec) && !ec) {
+      co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+    }
     if (ec) co_return RelayResult::kClientGone;
+    if (!has_body) co_return RelayResult::kComplete;
+    head_pending = false;
   }
 
-  char buf[kRelayBuffer];
+  a.parser.eager(true);
+  char chunk_size[24];
   for (;;) {
-    size_t n = 0;
+    a.parser.clear_pieces();
     if (!a.parser.is_done()) {
-      up.body().data = buf;
-      up.body().size = sizeof buf;
       // Everything the engine has already sent is relayed in one write (several SSE events
       // often arrive together); the socket is read only when nothing is buffered.
       parse_buffered(a.conn, a.parser, ec);
-      if (!ec && up.body().size == sizeof buf && !a.parser.is_done()) {
-        co_await http::async_read_some(a.conn.stream, a.conn.buffer, a.parser,
-                                       asio::redirect_error(asio::use_awaitable, ec));
-        if (ec == http::error::need_buffer) ec = {};
-        if (!ec) parse_buffered(a.conn, a.parser, ec);
+      if (!ec && a.parser.piece_count() == 0 && !a.parser.is_done()) {
+        size_t n = co_await a.conn.socket.async_read_some(
+            a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)),
+            asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          on_read_error(a.parser, ec);
+        } else {
+          a.conn.buffer.commit(n);
+          parse_buffered(a.conn, a.parser, ec);
+        }
       }
       if (ec) co_return a.watch.gone ? RelayResult::kClientGone : RelayResult::kUpstreamError;
-      n = sizeof buf - up.body().size;
-      if (n == 0 && !a.parser.is_done()) continue;
+      if (a.parser.piece_count() == 0 && !a.parser.is_done()) continue;
     }
+    const size_t n = a.parser.piece_bytes();
+    const std::string_view* pieces = a.parser.pieces();
     if (n && account) {
-      if (usage.feed(std::string_view(buf, n)) && first_token_ns == 0) {
-        first_token_ns = clock_.now_ns();
-        metrics_.ttft.observe(static_cast<double>(first_token_ns - x.start_ns) / 1e9);
+      for (size_t i = 0; i < a.parser.piece_count(); ++i) {
+        if (usage.feed(pieces[i]) && first_token_ns == 0) {
+          first_token_ns = clock_.now_ns();
+          metrics_.ttft.observe(static_cast<double>(first_token_ns - x.start_ns) / 1e9);
+        }
       }
     }
     metrics_.response_body_bytes.inc(n);
-    res.body().data = n ? buf : nullptr;
-    res.body().size = n;
-    res.body().more = !a.parser.is_done();
-    co_await http::async_write(s.client, sr, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
+
+    out.clear();
+    if (head_pending) {
+      out.add(s.out);
+      head_pending = false;
+    }
+    if (chunked && n) {  // one chunk carries everything relayed in this write
+      char* end = std::to_chars(chunk_size, chunk_size + sizeof chunk_size - 2, n, 16).ptr;
+      *end++ = '\r';
+      *end++ = '\n';
+      out.add(std::string_view(chunk_size, static_cast<size_t>(end - chunk_size)));
+    }
+    for (size_t i = 0; i < a.parser.piece_count(); ++i) out.add(pieces[i]);
+    if (chunked && n) out.add("\r\n");
+    if (chunked && a.parser.is_done()) out.add("0\r\n\r\n");
+    if (!out.empty() && !out.send_now(s.client, ec) && !ec) {
+      co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+    }
     if (ec) co_return RelayResult::kClientGone;
     if (a.parser.is_done()) break;
   }
@@ -353,18 +443,26 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay(Session& s, Exchange& x, Attemp
 }
 
 asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x, Attempt& a) {
-  auto& up = a.parser.get();
+  const net::ResponseHead& up = s.res;
   std::string body;
-  char buf[kRelayBuffer];
   boost::system::error_code ec;
+  a.parser.eager(true);
   while (!a.parser.is_done()) {
-    up.body().data = buf;
-    up.body().size = sizeof buf;
-    co_await http::async_read_some(a.conn.stream, a.conn.buffer, a.parser,
-                                   asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
+    a.parser.clear_pieces();
+    parse_buffered(a.conn, a.parser, ec);
+    if (!ec && a.parser.piece_count() == 0 && !a.parser.is_done()) {
+      size_t n = co_await a.conn.socket.async_read_some(
+          a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)),
+          asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        on_read_error(a.parser, ec);
+      } else {
+        a.conn.buffer.commit(n);
+        parse_buffered(a.conn, a.parser, ec);
+      }
+    }
     if (ec) co_return a.watch.gone ? RelayResult::kClientGone : RelayResult::kUpstreamError;
-    body.append(buf, sizeof buf - up.body().size);
+    for (size_t i = 0; i < a.parser.piece_count(); ++i) body.append(a.parser.pieces()[i]);
     if (body.size() > config_.max_models_body) {
       s.close_after = true;
       co_await send_error(s, x, 502, "upstream model list too large", "upstream_error");
@@ -372,13 +470,21 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
     }
   }
   if (auto rewritten = rewrite_models_context(body, config_.advertise_ctx_margin)) body = std::move(*rewritten);
-  http::response<http::string_body> res{up.result(), x.req.version()};
-  copy_response_headers(up.base(), res.base(), a.engine.label());
-  res.keep_alive(x.keep_alive && !draining_ && !s.close_after);
-  if (x.req.method() != http::verb::head) res.body() = std::move(body);
-  res.prepare_payload();
-  x.status = res.result_int();
-  co_await http::async_write(s.client, res, asio::redirect_error(asio::use_awaitable, ec));
+  if (s.req.method == http::verb::head) body.clear();
+  x.status = up.status;
+  s.out.clear();
+  net::append_status_line(s.out, s.req.version, up.status, up.reason);
+  append_response_fields(s.out, up.fields, a.engine.label());
+  net::append_connection(s.out, s.req.version, x.keep_alive && !draining_ && !s.close_after);
+  s.out.append("Content-Length: ");
+  net::append_decimal(s.out, body.size());
+  s.out.append("\r\n\r\n");
+  OutBuffers out;
+  out.add(s.out);
+  out.add(body);
+  if (!out.send_now(s.client, ec) && !ec) {
+    co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+  }
   co_return ec ? RelayResult::kClientGone : RelayResult::kComplete;
 }
 

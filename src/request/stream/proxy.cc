@@ -1,12 +1,13 @@
 // The client side of the data plane: connection loop, limits and timeouts, local answers.
 #include "request/stream/proxy.h"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/read_size.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include "common/log.h"
 #include "request/stream/session.h"
@@ -18,21 +19,89 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-Deadline::Deadline(tcp::socket& socket, std::chrono::milliseconds after)
-    : state_(std::make_shared<State>()), timer_(socket.get_executor()) {
-  timer_.expires_after(after);
-  timer_.async_wait([st = state_, &socket](boost::system::error_code ec) {
-    if (ec || !st->armed) return;
+namespace {
+
+constexpr size_t kReadMax = 64 * 1024;
+
+}  // namespace
+
+// --- ConnectionDeadline ----------------------------------------------------------------------
+
+ConnectionDeadline::ConnectionDeadline(tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
+
+ConnectionDeadline::~ConnectionDeadline() {
+  state_->socket = nullptr;
+  state_->deadline = Clock::time_point::max();
+  if (state_->waiting) state_->timer.cancel();
+}
+
+void ConnectionDeadline::arm(std::chrono::milliseconds after) {
+  State& st = *state_;
+  st.expired = false;
+  st.deadline = Clock::now() + after;
+  if (!st.waiting || st.scheduled > st.deadline) wait(state_, st.deadline);
+}
+
+void ConnectionDeadline::wait(const std::shared_ptr<State>& st, Clock::time_point at) {
+  st->scheduled = at;
+  st->waiting = true;
+  const uint64_t generation = ++st->generation;
+  st->timer.expires_at(at);  // cancels a pending wait; its completion is ignored
+  st->timer.async_wait([st, generation](boost::system::error_code ec) {
+    if (generation != st->generation) return;  // superseded by a nearer deadline
+    st->waiting = false;
+    if (ec || st->socket == nullptr || st->deadline == Clock::time_point::max()) return;
+    if (Clock::now() < st->deadline) {  // re-armed since this wait began
+      wait(st, st->deadline);
+      return;
+    }
     st->expired = true;
+    st->deadline = Clock::time_point::max();
     boost::system::error_code ignored;
-    socket.cancel(ignored);
+    st->socket->cancel(ignored);
   });
 }
 
-Deadline::~Deadline() {
-  state_->armed = false;
-  timer_.cancel();
+// --- OutBuffers ------------------------------------------------------------------------------
+
+bool OutBuffers::send_now(tcp::socket& socket, boost::system::error_code& ec) {
+  ec = {};
+  while (first_ < count_) {
+    size_t n = socket.write_some(rest(), ec);
+    if (ec) {
+      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+      return false;
+    }
+    while (n > 0 && first_ < count_) {
+      const size_t size = bufs_[first_].size();
+      if (n < size) {
+        bufs_[first_] += n;
+        break;
+      }
+      n -= size;
+      ++first_;
+    }
+  }
+  return true;
 }
+
+// --- Session ---------------------------------------------------------------------------------
+
+Proxy::Session::Session(tcp::socket s)
+    : client(std::move(s)), deadline(client), watch(std::make_shared<ClientWatch>()) {
+  buffer.reserve(16 * 1024);
+  watch->client = &client;
+  boost::system::error_code ignored;
+  client.non_blocking(true, ignored);
+}
+
+Proxy::Session::~Session() {
+  watch->client = nullptr;
+  watch->active = false;
+  watch->upstream = nullptr;
+}
+
+// --- Proxy -----------------------------------------------------------------------------------
 
 Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Policy& policy, net::IoPool& io,
              net::PoolSet& pools, const Clock& clock)
@@ -43,15 +112,38 @@ Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Policy& policy, 
       pools_(pools),
       clock_(clock),
       metrics_(fleet.size()),
-      idle_(io.size()) {}
+      idle_(io.size(), nullptr) {
+  host_headers_.reserve(fleet.size());
+  for (size_t i = 0; i < fleet.size(); ++i) host_headers_.push_back(fleet.at(i).url().host_header());
+}
 
 Proxy::~Proxy() = default;
+
+void Proxy::set_idle(Session& s, bool idle) {
+  if (s.idle == idle) return;
+  Session*& head = idle_[s.thread];
+  if (idle) {
+    s.idle_prev = nullptr;
+    s.idle_next = head;
+    if (head) head->idle_prev = &s;
+    head = &s;
+  } else {
+    if (s.idle_prev) {
+      s.idle_prev->idle_next = s.idle_next;
+    } else {
+      head = s.idle_next;
+    }
+    if (s.idle_next) s.idle_next->idle_prev = s.idle_prev;
+    s.idle_prev = s.idle_next = nullptr;
+  }
+  s.idle = idle;
+}
 
 void Proxy::begin_drain() {
   draining_ = true;
   for (size_t t = 0; t < io_.size(); ++t) {
     asio::post(io_.at(t), [this, t] {
-      for (Session* s : idle_[t]) {
+      for (Session* s = idle_[t]; s != nullptr; s = s->idle_next) {
         boost::system::error_code ignored;
         s->client.cancel(ignored);
       }
@@ -62,16 +154,21 @@ void Proxy::begin_drain() {
 namespace {
 
 // A bare response for requests rejected before they were fully read; always closes.
-asio::awaitable<void> reject(tcp::socket& client, unsigned status, std::string_view message,
-                             std::string_view type) {
-  http::response<http::string_body> res{static_cast<http::status>(status), 11};
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::connection, "close");
-  res.body() = error_json(message, type, static_cast<int>(status));
-  res.prepare_payload();
+asio::awaitable<void> reject(tcp::socket& client, std::string& out, ConnectionDeadline& deadline,
+                             unsigned status, std::string_view message, std::string_view type) {
+  const std::string body = error_json(message, type, static_cast<int>(status));
+  out.clear();
+  net::append_status_line(out, 11, status, "");
+  net::append_field(out, "Content-Type", "application/json");
+  net::append_field(out, "Connection", "close");
+  out.append("Content-Length: ");
+  net::append_decimal(out, body.size());
+  out.append("\r\n\r\n");
+  out.append(body);
   boost::system::error_code ec;
-  Deadline d(client, std::chrono::seconds(5));
-  co_await http::async_write(client, res, asio::redirect_error(asio::use_awaitable, ec));
+  deadline.arm(std::chrono::seconds(5));
+  co_await asio::async_write(client, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+  deadline.disarm();
 }
 
 bool is_quiet_close(const boost::system::error_code& ec) {
@@ -91,6 +188,30 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   Session s(std::move(socket));
   s.thread = net::IoPool::current_index();
   if (s.thread >= io_.size()) s.thread = 0;
+  struct NotIdle {
+    Proxy& p;
+    Session& s;
+    ~NotIdle() { p.set_idle(s, false); }
+  } not_idle{*this, s};
+
+  // Reads more bytes from the client into s.buffer. End of stream is reported as Beast does:
+  // end_of_stream before any byte of the message, else whatever put_eof() says.
+  auto read_more = [&s](net::RequestParser& parser, boost::system::error_code& ec) -> asio::awaitable<void> {
+    size_t n = co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)),
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == asio::error::eof) {
+      ec = {};
+      if (parser.got_some()) {
+        parser.put_eof(ec);
+        if (!ec) ec = http::error::end_of_stream;  // cannot happen for a request: treat as closed
+      } else {
+        ec = http::error::end_of_stream;
+      }
+      co_return;
+    }
+    if (!ec) s.buffer.commit(n);
+  };
+
   try {
     bool first = true;
     for (;;) {
@@ -98,88 +219,116 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       if (s.buffer.size() == 0) {
         // Wait for the next request; an idle keep-alive connection closes quietly.
         if (draining_) break;
-        idle_[s.thread].insert(&s);
-        size_t n = 0;
-        {
-          Deadline d(s.client, first ? config_.header_timeout : config_.keepalive_timeout);
-          n = co_await s.client.async_read_some(s.buffer.prepare(16 * 1024),
-                                                asio::redirect_error(asio::use_awaitable, ec));
-        }
-        idle_[s.thread].erase(&s);
+        set_idle(s, true);
+        s.deadline.arm(first ? config_.header_timeout : config_.keepalive_timeout);
+        size_t n = co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+        set_idle(s, false);
         if (ec) break;
         s.buffer.commit(n);
       }
       first = false;
 
-      http::request_parser<http::string_body> parser;
+      net::RequestParser parser(s.req, s.body);
       parser.header_limit(config_.max_header_bytes);
       parser.body_limit(config_.max_body_bytes);
       bool expired = false;
       {
         // Beast's header_limit bounds one parse step, not the whole header: count what the
         // parser consumed so many small header lines cannot exceed RJ_MAX_HEADER_BYTES either.
-        Deadline d(s.client, config_.header_timeout);
+        s.deadline.arm(config_.header_timeout);
         size_t header_bytes = 0;
-        while (!ec && !parser.is_header_done()) {
-          header_bytes += co_await http::async_read_some(s.client, s.buffer, parser,
-                                                         asio::redirect_error(asio::use_awaitable, ec));
-          if (!ec && header_bytes > config_.max_header_bytes) ec = http::error::header_limit;
+        for (;;) {
+          if (s.buffer.size() > 0) {
+            size_t used = parser.put(s.buffer.data(), ec);
+            s.buffer.consume(used);
+            header_bytes += used;
+            if (ec == http::error::need_more) ec = {};
+            if (!ec && header_bytes > config_.max_header_bytes) ec = http::error::header_limit;
+            if (ec || parser.is_header_done()) break;
+          }
+          if (s.deadline.expired()) {
+            ec = asio::error::operation_aborted;
+            break;
+          }
+          co_await read_more(parser, ec);
+          if (ec) break;
         }
-        expired = d.expired();
+        expired = s.deadline.expired();
       }
       if (ec) {
+        s.deadline.disarm();
         if (ec == http::error::body_limit) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBodyTooLarge)].inc();
-          co_await reject(s.client, 413, "request body too large", "invalid_request_error");
+          co_await reject(s.client, s.out, s.deadline, 413, "request body too large", "invalid_request_error");
         } else if (expired) {
           metrics_.rejections[static_cast<size_t>(Rejection::kHeaderTimeout)].inc();
-          co_await reject(s.client, 408, "request header timeout", "timeout_error");
+          co_await reject(s.client, s.out, s.deadline, 408, "request header timeout", "timeout_error");
         } else if (ec == http::error::header_limit) {
           metrics_.rejections[static_cast<size_t>(Rejection::kHeaderTooLarge)].inc();
-          co_await reject(s.client, 431, "request header fields too large", "invalid_request_error");
+          co_await reject(s.client, s.out, s.deadline, 431, "request header fields too large", "invalid_request_error");
         } else if (!is_quiet_close(ec)) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBadRequest)].inc();
-          co_await reject(s.client, 400, "malformed HTTP request", "invalid_request_error");
+          co_await reject(s.client, s.out, s.deadline, 400, "malformed HTTP request", "invalid_request_error");
         }
         break;
       }
-      auto& head = parser.get();
       if (parser.content_length() && *parser.content_length() > config_.max_body_bytes) {
+        s.deadline.disarm();
         metrics_.rejections[static_cast<size_t>(Rejection::kBodyTooLarge)].inc();
-        co_await reject(s.client, 413, "request body too large", "invalid_request_error");
+        co_await reject(s.client, s.out, s.deadline, 413, "request body too large", "invalid_request_error");
         break;
       }
-      if (beast::iequals(head[http::field::expect], "100-continue")) {
+      if (beast::iequals(s.req.fields.get(http::field::expect), "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         co_await asio::async_write(s.client, asio::buffer(kContinue.data(), kContinue.size()),
                                    asio::redirect_error(asio::use_awaitable, ec));
         if (ec) break;
       }
-      head.erase(http::field::expect);
       if (!parser.is_done()) {
-        Deadline d(s.client, config_.body_timeout);
-        co_await http::async_read(s.client, s.buffer, parser,
-                                  asio::redirect_error(asio::use_awaitable, ec));
-        expired = d.expired();
+        s.deadline.arm(config_.body_timeout);
+        parser.eager(true);
+        for (;;) {
+          if (s.buffer.size() > 0) {
+            size_t used = parser.put(s.buffer.data(), ec);
+            s.buffer.consume(used);
+            if (ec == http::error::need_more) ec = {};
+            if (ec || parser.is_done()) break;
+          }
+          if (s.deadline.expired()) {
+            ec = asio::error::operation_aborted;
+            break;
+          }
+          co_await read_more(parser, ec);
+          if (ec) break;
+        }
+        expired = s.deadline.expired();
       }
+      s.deadline.disarm();
       if (ec) {
         if (ec == http::error::body_limit) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBodyTooLarge)].inc();
-          co_await reject(s.client, 413, "request body too large", "invalid_request_error");
+          co_await reject(s.client, s.out, s.deadline, 413, "request body too large", "invalid_request_error");
         } else if (expired) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBodyTimeout)].inc();
-          co_await reject(s.client, 408, "request body timeout", "timeout_error");
+          co_await reject(s.client, s.out, s.deadline, 408, "request body timeout", "timeout_error");
         } else if (!is_quiet_close(ec)) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBadRequest)].inc();
-          co_await reject(s.client, 400, "malformed HTTP request body", "invalid_request_error");
+          co_await reject(s.client, s.out, s.deadline, 400, "malformed HTTP request body", "invalid_request_error");
         }
         break;
       }
 
       Exchange x;
-      x.req = parser.release();
-      x.keep_alive = x.req.keep_alive();
-      co_await handle(s, x);
+      x.keep_alive = parser.keep_alive();
+      x.endpoint = classify(s.req.method_string, s.req.target);
+      x.start_ns = clock_.now_ns();
+      if (x.endpoint == Endpoint::kHealth) {
+        unsigned status = fleet_.healthy_count() > 0 ? 200 : 503;
+        co_await send_local(s, x, status, "application/json", fleet_.health_json());
+      } else {
+        co_await forward(s, x);
+      }
       if (!x.keep_alive || s.close_after || draining_) break;
     }
   } catch (const std::exception& e) {
@@ -190,36 +339,33 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   s.client.close(ignored);
 }
 
-asio::awaitable<void> Proxy::handle(Session& s, Exchange& x) {
-  x.endpoint = classify(x.req.method_string(), x.req.target());
-  x.start_ns = clock_.now_ns();
-  if (x.endpoint == Endpoint::kHealth) {
-    unsigned status = fleet_.healthy_count() > 0 ? 200 : 503;
-    co_await send_local(s, x, status, "application/json", fleet_.health_json());
-    co_return;
-  }
-  co_await forward(s, x);
-}
-
 asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status,
-                                        std::string content_type, std::string body) {
-  http::response<http::string_body> res{static_cast<http::status>(status), x.req.version()};
-  res.set(http::field::content_type, content_type);
-  res.keep_alive(x.keep_alive && !draining_ && !s.close_after);
-  if (x.req.method() != http::verb::head) res.body() = std::move(body);
-  res.prepare_payload();
+                                        std::string_view content_type, std::string_view body) {
+  const bool head = s.req.method == http::verb::head;
+  s.out.clear();
+  net::append_status_line(s.out, s.req.version, status, "");
+  net::append_field(s.out, "Content-Type", content_type);
+  net::append_connection(s.out, s.req.version, x.keep_alive && !draining_ && !s.close_after);
+  s.out.append("Content-Length: ");
+  net::append_decimal(s.out, head ? 0 : body.size());
+  s.out.append("\r\n\r\n");
+  if (!head) s.out.append(body);
   x.status = status;
   if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
   x.counted = true;
   boost::system::error_code ec;
-  co_await http::async_write(s.client, res, asio::redirect_error(asio::use_awaitable, ec));
+  OutBuffers out;
+  out.add(s.out);
+  if (!out.send_now(s.client, ec) && !ec) {
+    co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+  }
   if (ec) s.close_after = true;
 }
 
 asio::awaitable<void> Proxy::send_error(Session& s, Exchange& x, unsigned status,
                                         std::string_view message, std::string_view type) {
-  co_await send_local(s, x, status, "application/json",
-                      error_json(message, type, static_cast<int>(status)));
+  const std::string body = error_json(message, type, static_cast<int>(status));
+  co_await send_local(s, x, status, "application/json", body);
 }
 
 }  // namespace ramjet::request

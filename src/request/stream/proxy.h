@@ -11,8 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
-#include <unordered_set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -60,12 +60,11 @@ class Proxy {
   struct Exchange;
   struct Attempt;
   enum class RelayResult { kComplete, kClientGone, kUpstreamError };
-  boost::asio::awaitable<void> handle(Session& s, Exchange& x);
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
   boost::asio::awaitable<RelayResult> relay(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<void> send_local(Session& s, Exchange& x, unsigned status,
-                                          std::string content_type, std::string body);
+                                          std::string_view content_type, std::string_view body);
   boost::asio::awaitable<void> send_error(Session& s, Exchange& x, unsigned status,
                                           std::string_view message, std::string_view type);
 
@@ -78,8 +77,11 @@ class Proxy {
   ProxyMetrics metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> connections_{0};
-  // Sessions waiting for their next request, per io thread (touched only on that thread).
-  std::vector<std::unordered_set<Session*>> idle_;
+  // Sessions waiting for their next request: an intrusive list per io thread (touched only on
+  // that thread).
+  std::vector<Session*> idle_;
+  void set_idle(Session& s, bool idle);
+  std::vector<std::string> host_headers_;  // per engine ordinal: the Host header sent upstream
 };
 
 }  // namespace ramjet::request
