@@ -88,8 +88,8 @@ class alignas(64) ApproxIndex::Shard {
 
   void unlink(uint32_t slot) {
     Node& n = nodes_[slot];
-    if (n.prev != kNil) nodes_[n.prev].next = n.next; else head_ = n.next;
-    if (n.next != kNil) nodes_[n.next].prev = n.prev; else tail_ = n.prev;
+    (n.prev != kNil ? nodes_[n.prev].next : head_) = n.next;
+    (n.next != kNil ? nodes_[n.next].prev : tail_) = n.prev;
     n.prev = n.next = kNil;
   }
 
@@ -131,12 +131,16 @@ void ApproxIndex::observe(size_t engine, std::span<const uint64_t> chain) {
   shard(engine).observe(chain);
 }
 
-size_t ApproxIndex::entries(size_t engine) const { return shard(engine).entries(); }
+size_t ApproxIndex::entries(size_t engine) const {
+  return shard(engine).entries();
+}
 
 bool ApproxIndex::contains(size_t engine, uint64_t fingerprint) const {
   return shard(engine).contains(fingerprint);
 }
 
-void ApproxIndex::clear(size_t engine) { shard(engine).clear(); }
+void ApproxIndex::clear(size_t engine) {
+  shard(engine).clear();
+}
 
 }  // namespace ramjet::cache

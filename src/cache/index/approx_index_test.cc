@@ -161,14 +161,16 @@ TEST(ApproxIndex, BehavesExactlyLikeANaiveLruModelOverRandomOperations) {
         model[e].observe(c);
       } else if (kind < 99) {
         Chain c = random_chain();
-        ASSERT_EQ(index.overlap(e, c), model[e].overlap(c)) << "capacity " << capacity << " op " << op;
+        ASSERT_EQ(index.overlap(e, c), model[e].overlap(c))
+            << "capacity " << capacity << " op " << op;
       } else {
         index.clear(e);
         model[e].clear();
       }
       ASSERT_EQ(index.entries(e), model[e].entries());
       if (op % 500 == 0) {
-        for (uint64_t fp = 0; fp < 96; ++fp) ASSERT_EQ(index.contains(e, fp), model[e].contains(fp)) << fp;
+        for (uint64_t fp = 0; fp < 96; ++fp)
+          ASSERT_EQ(index.contains(e, fp), model[e].contains(fp)) << fp;
       }
     }
   }
@@ -190,7 +192,8 @@ TEST(ApproxIndex, ReadersOnOtherThreadsSeeOnlyPrefixesOfWhatWritersObserved) {
     threads.emplace_back([&, e] {
       for (int r = 0; r < kRounds; ++r) {
         Chain c(100);
-        for (size_t i = 0; i < c.size(); ++i) c[i] = (e << 40) + static_cast<uint64_t>(r % 50) * 1000 + i;
+        for (size_t i = 0; i < c.size(); ++i)
+          c[i] = (e << 40) + static_cast<uint64_t>(r % 50) * 1000 + i;
         index.observe(e, c);
       }
     });

@@ -52,13 +52,27 @@ inline size_t escape_sequence(unsigned char c, char* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   out[0] = '\\';
   switch (c) {
-    case '"': out[1] = '"'; return 2;
-    case '\\': out[1] = '\\'; return 2;
-    case '\b': out[1] = 'b'; return 2;
-    case '\f': out[1] = 'f'; return 2;
-    case '\n': out[1] = 'n'; return 2;
-    case '\r': out[1] = 'r'; return 2;
-    case '\t': out[1] = 't'; return 2;
+    case '"':
+      out[1] = '"';
+      return 2;
+    case '\\':
+      out[1] = '\\';
+      return 2;
+    case '\b':
+      out[1] = 'b';
+      return 2;
+    case '\f':
+      out[1] = 'f';
+      return 2;
+    case '\n':
+      out[1] = 'n';
+      return 2;
+    case '\r':
+      out[1] = 'r';
+      return 2;
+    case '\t':
+      out[1] = 't';
+      return 2;
     default:
       out[1] = 'u';
       out[2] = '0';
@@ -102,12 +116,15 @@ class ChainSink {
   void put_escaped(const char* p, size_t n) {
     auto* bytes = reinterpret_cast<const unsigned char*>(p);
     while (n > 0 && total_ < max_) {
-      const size_t limit = static_cast<size_t>(std::min<uint64_t>({n, chunk_ - in_chunk_, max_ - total_}));
+      const size_t limit =
+          static_cast<size_t>(std::min<uint64_t>({n, chunk_ - in_chunk_, max_ - total_}));
       uint64_t h = h_;
       size_t i = 0;
       for (; i < limit; ++i) {
         const unsigned char c = bytes[i];
-        if (kNeedsEscape[c]) [[unlikely]] break;
+        if (kNeedsEscape[c]) [[unlikely]] {
+          break;
+        }
         h = (h ^ c) * kFnvPrime;
       }
       h_ = h;
@@ -167,7 +184,9 @@ class StringSink {
     const char* const end = p + n;
     for (; p < end && !full(); ++p) {
       const auto c = static_cast<unsigned char>(*p);
-      if (!kNeedsEscape[c]) [[likely]] continue;
+      if (!kNeedsEscape[c]) [[likely]] {
+        continue;
+      }
       put(run, static_cast<size_t>(p - run));
       char seq[6];
       put(seq, escape_sequence(c, seq));
@@ -183,11 +202,13 @@ class StringSink {
   std::string& out_;
 };
 
-constexpr std::string_view kMessageKeys[] = {"role",      "name",       "content",       "reasoning_content",
-                                             "reasoning", "tool_calls", "function_call", "tool_call_id"};
-constexpr std::string_view kTopLevelKeys[] = {"tools",          "functions", "tool_choice",
-                                              "function_call",  "parallel_tool_calls",
-                                              "reasoning_effort", "thinking", "response_format"};
+constexpr std::string_view kMessageKeys[] = {
+    "role",      "name",       "content",       "reasoning_content",
+    "reasoning", "tool_calls", "function_call", "tool_call_id"};
+constexpr std::string_view kTopLevelKeys[] = {
+    "tools",         "functions",           "tool_choice",
+    "function_call", "parallel_tool_calls", "reasoning_effort",
+    "thinking",      "response_format"};
 
 // ryu/serde_json layout from the shortest round-trip digits that std::to_chars produces.
 size_t format_double(double d, char* out) {

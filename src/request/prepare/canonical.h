@@ -21,8 +21,8 @@ struct FingerprintLimits {
 };
 
 struct FingerprintConfig {
-  uint64_t chunk_bytes = 2048;            // RJ_ROUTE_CHUNK_BYTES (0 yields no fingerprints)
-  uint64_t max_prefix_bytes = 2u << 20;   // RJ_ROUTE_MAX_PREFIX_BYTES
+  uint64_t chunk_bytes = 2048;           // RJ_ROUTE_CHUNK_BYTES (0 yields no fingerprints)
+  uint64_t max_prefix_bytes = 2u << 20;  // RJ_ROUTE_MAX_PREFIX_BYTES
   FingerprintLimits limits;
 };
 

@@ -10,9 +10,9 @@
 //   BM_CopyBody              the body copy BM_Prepare pays
 #include <benchmark/benchmark.h>
 
+#include <simdjson.h>
 #include <array>
 #include <boost/json.hpp>
-#include <simdjson.h>
 #include <string>
 
 #include "request/prepare/canonical.h"
@@ -39,17 +39,21 @@ std::string chat_body(size_t target) {
     text.resize(want);
     std::string escaped;
     for (char c : text) {
-      if (c == '"') escaped += "\\\"";
-      else if (c == '\n') escaped += "\\n";
-      else escaped += c;
+      if (c == '"')
+        escaped += "\\\"";
+      else if (c == '\n')
+        escaped += "\\n";
+      else
+        escaped += c;
     }
     b += turn % 2 == 0 ? R"(,{"role":"user","content":")" : R"(,{"role":"assistant","content":")";
     b += escaped + "\"}";
     ++turn;
   }
-  b += R"(],"tools":[{"type":"function","function":{"name":"lookup","description":"Find a record",)"
-       R"("parameters":{"type":"object","properties":{"id":{"type":"string"},"limit":{"type":"integer"}}}}}],)"
-       R"("temperature":0.7,"top_p":0.95,"stream":true,"max_tokens":256})";
+  b +=
+      R"(],"tools":[{"type":"function","function":{"name":"lookup","description":"Find a record",)"
+      R"("parameters":{"type":"object","properties":{"id":{"type":"string"},"limit":{"type":"integer"}}}}}],)"
+      R"("temperature":0.7,"top_p":0.95,"stream":true,"max_tokens":256})";
   return b;
 }
 
@@ -58,7 +62,8 @@ json::value boost_parse(const std::string& body, json::monotonic_resource& mr) {
 }
 
 void bytes_processed(benchmark::State& state, const std::string& body) {
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(body.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(body.size()));
   state.counters["body_bytes"] = static_cast<double>(body.size());
 }
 
@@ -119,8 +124,8 @@ void BM_Fingerprint(benchmark::State& state) {
 
 void BM_FnvChainOnly(benchmark::State& state) {
   const std::string body = chat_body(static_cast<size_t>(state.range(0)));
-  const std::string canonical =
-      ramjet::request::canonical_prompt_bytes(json::parse(body), body, ramjet::request::FingerprintConfig{});
+  const std::string canonical = ramjet::request::canonical_prompt_bytes(
+      json::parse(body), body, ramjet::request::FingerprintConfig{});
   for (auto _ : state) {
     auto chain = ramjet::request::chain_fingerprints(canonical, 2048);
     benchmark::DoNotOptimize(chain);

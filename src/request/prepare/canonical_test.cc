@@ -28,11 +28,13 @@ FingerprintConfig golden_config() {
   return c;
 }
 
-std::vector<uint64_t> fingerprints_of(std::string_view body, const FingerprintConfig& c = golden_config()) {
+std::vector<uint64_t> fingerprints_of(std::string_view body,
+                                      const FingerprintConfig& c = golden_config()) {
   return fingerprint_request(Endpoint::kChat, parse(body), body, c).chain;
 }
 
-std::string canonical_of(std::string_view body, const FingerprintConfig& c = {}, bool* raw = nullptr) {
+std::string canonical_of(std::string_view body, const FingerprintConfig& c = {},
+                         bool* raw = nullptr) {
   return canonical_prompt_bytes(parse(body), body, c, raw);
 }
 
@@ -54,21 +56,30 @@ std::vector<uint64_t> naive_chain(std::string_view bytes, size_t chunk) {
 // ---- §2.3 golden vectors (chunk 64 B), frozen in the reference's router tests ----
 
 TEST(ChainFingerprints, OpenAiSystemPromptMatchesTheReferenceGolden) {
-  EXPECT_EQ(fingerprints_of(R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
-            (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
+  EXPECT_EQ(
+      fingerprints_of(
+          R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
+      (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
 }
 
 TEST(ChainFingerprints, AnthropicTopLevelSystemMatchesTheSameGolden) {
-  EXPECT_EQ(fingerprints_of(R"({"system":"shared system","messages":[{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
-            (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
+  EXPECT_EQ(
+      fingerprints_of(
+          R"({"system":"shared system","messages":[{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
+      (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
   // The reference's own spelling of the Anthropic case: fields and nested keys reordered.
-  EXPECT_EQ(fingerprints_of(R"({"system":"shared system","tools":[{"description":"x","name":"lookup"}],"messages":[{"content":"hello","role":"user"}]})"),
-            (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
+  EXPECT_EQ(
+      fingerprints_of(
+          R"({"system":"shared system","tools":[{"description":"x","name":"lookup"}],"messages":[{"content":"hello","role":"user"}]})"),
+      (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
 }
 
 TEST(ChainFingerprints, AssistantReasoningAndToolCallsMatchTheReferenceGolden) {
-  EXPECT_EQ(fingerprints_of(R"({"messages":[{"role":"assistant","content":"","reasoning":"think","tool_calls":[{"id":"call-1","function":{"name":"lookup","arguments":"{}"}}]}],"reasoning_effort":"high"})"),
-            (std::vector<uint64_t>{1364963793087020995ULL, 7759282652774235360ULL, 15258068751277170983ULL}));
+  EXPECT_EQ(
+      fingerprints_of(
+          R"({"messages":[{"role":"assistant","content":"","reasoning":"think","tool_calls":[{"id":"call-1","function":{"name":"lookup","arguments":"{}"}}]}],"reasoning_effort":"high"})"),
+      (std::vector<uint64_t>{1364963793087020995ULL, 7759282652774235360ULL,
+                             15258068751277170983ULL}));
 }
 
 TEST(ChainFingerprints, RawFallbackMatchesTheReferenceGolden) {
@@ -125,16 +136,20 @@ TEST(CanonicalPrompt, EncodesMessagesAndFieldsAsKeyNulCanonicalJsonNul) {
       "tools\0[{\"description\":\"x\",\"name\":\"lookup\"}]\0"
       "message\0role\0\"user\"\0content\0\"hello\"\0"s;
   bool raw = true;
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})",
-                         {}, &raw),
-            expected);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})",
+          {}, &raw),
+      expected);
   EXPECT_FALSE(raw);
 }
 
 TEST(CanonicalPrompt, MessageKeysFollowTheFixedOrderAndSkipNullAndUnknownKeys) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"tool_call_id":"t1","id":"x","name":null,"content":"c","role":"tool","reasoning_content":"r","function_call":{"b":1,"a":2}}]})"),
-            "message\0role\0\"tool\"\0content\0\"c\"\0reasoning_content\0\"r\"\0"
-            "function_call\0{\"a\":2,\"b\":1}\0tool_call_id\0\"t1\"\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"tool_call_id":"t1","id":"x","name":null,"content":"c","role":"tool","reasoning_content":"r","function_call":{"b":1,"a":2}}]})"),
+      "message\0role\0\"tool\"\0content\0\"c\"\0reasoning_content\0\"r\"\0"
+      "function_call\0{\"a\":2,\"b\":1}\0tool_call_id\0\"t1\"\0"s);
 }
 
 TEST(CanonicalPrompt, TopLevelFieldsComeInTheListedOrderWhateverTheBodyOrder) {
@@ -142,32 +157,40 @@ TEST(CanonicalPrompt, TopLevelFieldsComeInTheListedOrderWhateverTheBodyOrder) {
       R"({"response_format":{"type":"json_object"},"thinking":{"type":"enabled"},"reasoning_effort":"low",)"
       R"("parallel_tool_calls":false,"function_call":"auto","tool_choice":"none","functions":[],"tools":[1],)"
       R"("temperature":0.5,"model":"m","stream":true,"messages":[{"role":"user","content":"u"}]})";
-  EXPECT_EQ(canonical_of(body),
-            "tools\0[1]\0functions\0[]\0tool_choice\0\"none\"\0function_call\0\"auto\"\0"
-            "parallel_tool_calls\0false\0reasoning_effort\0\"low\"\0thinking\0{\"type\":\"enabled\"}\0"
-            "response_format\0{\"type\":\"json_object\"}\0message\0role\0\"user\"\0content\0\"u\"\0"s);
+  EXPECT_EQ(
+      canonical_of(body),
+      "tools\0[1]\0functions\0[]\0tool_choice\0\"none\"\0function_call\0\"auto\"\0"
+      "parallel_tool_calls\0false\0reasoning_effort\0\"low\"\0thinking\0{\"type\":\"enabled\"}\0"
+      "response_format\0{\"type\":\"json_object\"}\0message\0role\0\"user\"\0content\0\"u\"\0"s);
 }
 
 TEST(CanonicalPrompt, NullTopLevelFieldsAreSkipped) {
-  EXPECT_EQ(canonical_of(R"({"tools":null,"tool_choice":null,"messages":[{"role":"user","content":"u"}]})"),
+  EXPECT_EQ(canonical_of(
+                R"({"tools":null,"tool_choice":null,"messages":[{"role":"user","content":"u"}]})"),
             canonical_of(R"({"messages":[{"role":"user","content":"u"}]})"));
 }
 
 TEST(CanonicalPrompt, DeveloperMessagesJoinTheLeadingRunBeforeTheTools) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"system","content":"s"},{"role":"developer","content":"d"},{"role":"user","content":"u"}],"tools":[1]})"),
-            "message\0role\0\"system\"\0content\0\"s\"\0message\0role\0\"developer\"\0content\0\"d\"\0"
-            "tools\0[1]\0message\0role\0\"user\"\0content\0\"u\"\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"system","content":"s"},{"role":"developer","content":"d"},{"role":"user","content":"u"}],"tools":[1]})"),
+      "message\0role\0\"system\"\0content\0\"s\"\0message\0role\0\"developer\"\0content\0\"d\"\0"
+      "tools\0[1]\0message\0role\0\"user\"\0content\0\"u\"\0"s);
 }
 
 TEST(CanonicalPrompt, SystemMessagesAfterTheFirstOtherMessageStayInPlace) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"user","content":"u"},{"role":"system","content":"s"}],"tools":[1]})"),
-            "tools\0[1]\0message\0role\0\"user\"\0content\0\"u\"\0message\0role\0\"system\"\0content\0\"s\"\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"user","content":"u"},{"role":"system","content":"s"}],"tools":[1]})"),
+      "tools\0[1]\0message\0role\0\"user\"\0content\0\"u\"\0message\0role\0\"system\"\0content\0\"s\"\0"s);
 }
 
 TEST(CanonicalPrompt, NonObjectMessagesAreSkippedAndEndTheLeadingRun) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"system","content":"s"},7,{"role":"system","content":"t"},null,"x",{"role":"user","content":"u"}],"tools":[1]})"),
-            "message\0role\0\"system\"\0content\0\"s\"\0tools\0[1]\0"
-            "message\0role\0\"system\"\0content\0\"t\"\0message\0role\0\"user\"\0content\0\"u\"\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"system","content":"s"},7,{"role":"system","content":"t"},null,"x",{"role":"user","content":"u"}],"tools":[1]})"),
+      "message\0role\0\"system\"\0content\0\"s\"\0tools\0[1]\0"
+      "message\0role\0\"system\"\0content\0\"t\"\0message\0role\0\"user\"\0content\0\"u\"\0"s);
 }
 
 TEST(CanonicalPrompt, NonStringRoleDoesNotLead) {
@@ -176,9 +199,11 @@ TEST(CanonicalPrompt, NonStringRoleDoesNotLead) {
 }
 
 TEST(CanonicalPrompt, AnthropicSystemComesFirstEvenBeforeSystemMessages) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"system","content":"m"}],"system":[{"type":"text","text":"a"}]})"),
-            "message\0role\0\"system\"\0content\0[{\"text\":\"a\",\"type\":\"text\"}]\0"
-            "message\0role\0\"system\"\0content\0\"m\"\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"system","content":"m"}],"system":[{"type":"text","text":"a"}]})"),
+      "message\0role\0\"system\"\0content\0[{\"text\":\"a\",\"type\":\"text\"}]\0"
+      "message\0role\0\"system\"\0content\0\"m\"\0"s);
 }
 
 TEST(CanonicalPrompt, SystemWithNullOrMissingMessagesIsStillAPrompt) {
@@ -186,7 +211,8 @@ TEST(CanonicalPrompt, SystemWithNullOrMissingMessagesIsStillAPrompt) {
   EXPECT_EQ(canonical_of(R"({"system":"s","messages":null,"tools":[2]})", {}, &raw),
             "message\0role\0\"system\"\0content\0\"s\"\0tools\0[2]\0"s);
   EXPECT_FALSE(raw);
-  EXPECT_EQ(canonical_of(R"({"system":"s"})", {}, &raw), "message\0role\0\"system\"\0content\0\"s\"\0"s);
+  EXPECT_EQ(canonical_of(R"({"system":"s"})", {}, &raw),
+            "message\0role\0\"system\"\0content\0\"s\"\0"s);
   EXPECT_FALSE(raw);
 }
 
@@ -199,13 +225,18 @@ TEST(CanonicalPrompt, EmptyMessagesGiveEmptyBytesAndNoFingerprints) {
 }
 
 TEST(CanonicalPrompt, NestedKeyOrderNeverMatters) {
-  EXPECT_EQ(fingerprints_of(R"({"messages":[{"role":"user","content":"hello"}],"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"string"}}}}}]})"),
-            fingerprints_of(R"({"tools":[{"function":{"parameters":{"properties":{"a":{"type":"string"},"z":{"type":"integer"}},"type":"object"},"name":"lookup"},"type":"function"}],"messages":[{"content":"hello","role":"user"}]})"));
+  EXPECT_EQ(
+      fingerprints_of(
+          R"({"messages":[{"role":"user","content":"hello"}],"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"string"}}}}}]})"),
+      fingerprints_of(
+          R"({"tools":[{"function":{"parameters":{"properties":{"a":{"type":"string"},"z":{"type":"integer"}},"type":"object"},"name":"lookup"},"type":"function"}],"messages":[{"content":"hello","role":"user"}]})"));
 }
 
 TEST(CanonicalPrompt, KeysSortByBytesNotByLocaleOrLength) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"user","content":{"b":1,"aa":2,"a":3,"B":4,"é":5,"_":6}}]})"),
-            "message\0role\0\"user\"\0content\0{\"B\":4,\"_\":6,\"a\":3,\"aa\":2,\"b\":1,\"é\":5}\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"user","content":{"b":1,"aa":2,"a":3,"B":4,"é":5,"_":6}}]})"),
+      "message\0role\0\"user\"\0content\0{\"B\":4,\"_\":6,\"a\":3,\"aa\":2,\"b\":1,\"é\":5}\0"s);
 }
 
 TEST(CanonicalPrompt, DuplicateKeysKeepTheLastValueLikeSerdeJson) {
@@ -218,8 +249,9 @@ TEST(CanonicalPrompt, DuplicateKeysKeepTheLastValueLikeSerdeJson) {
 TEST(CanonicalJson, StringsUseSerdeJsonCompactEscaping) {
   const std::string body =
       R"({"messages":[{"role":"user","content":"q\" b\\ s/ \b\f\n\r\t \u0001\u001f\u007f é 😀 \u00e9"}]})";
-  EXPECT_EQ(canonical_of(body),
-            "message\0role\0\"user\"\0content\0\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f\x7f é 😀 é\"\0"s);
+  EXPECT_EQ(
+      canonical_of(body),
+      "message\0role\0\"user\"\0content\0\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f\x7f é 😀 é\"\0"s);
 }
 
 TEST(CanonicalJson, NulInsideAStringIsEscaped) {
@@ -228,13 +260,17 @@ TEST(CanonicalJson, NulInsideAStringIsEscaped) {
 }
 
 TEST(CanonicalJson, IntegersAreWrittenAsIs) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"user","content":[0,-1,9223372036854775807,-9223372036854775808,18446744073709551615]}]})"),
-            "message\0role\0\"user\"\0content\0[0,-1,9223372036854775807,-9223372036854775808,18446744073709551615]\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"user","content":[0,-1,9223372036854775807,-9223372036854775808,18446744073709551615]}]})"),
+      "message\0role\0\"user\"\0content\0[0,-1,9223372036854775807,-9223372036854775808,18446744073709551615]\0"s);
 }
 
 TEST(CanonicalJson, LiteralsAndNestedContainersAreCompact) {
-  EXPECT_EQ(canonical_of(R"({"messages":[{"role":"user","content":[ true , false , null , [ ] , { } , [[1]] ]}]})"),
-            "message\0role\0\"user\"\0content\0[true,false,null,[],{},[[1]]]\0"s);
+  EXPECT_EQ(
+      canonical_of(
+          R"({"messages":[{"role":"user","content":[ true , false , null , [ ] , { } , [[1]] ]}]})"),
+      "message\0role\0\"user\"\0content\0[true,false,null,[],{},[[1]]]\0"s);
 }
 
 TEST(CanonicalJson, DoublesUseShortestRoundTripDigitsInRyuLayout) {
@@ -292,8 +328,9 @@ TEST(CanonicalFallback, MessagesThatAreNeitherArrayNorNullFallBack) {
 }
 
 TEST(CanonicalFallback, CompletionsPromptAndResponsesInputHashTheWholeRawBody) {
-  for (std::string body : {R"({"model":"m","prompt":"p","stream":true})"s, R"({"model":"m","input":"i"})"s,
-                           R"({"messages":null,"system":null,"prompt":"p"})"s}) {
+  for (std::string body :
+       {R"({"model":"m","prompt":"p","stream":true})"s, R"({"model":"m","input":"i"})"s,
+        R"({"messages":null,"system":null,"prompt":"p"})"s}) {
     const auto fp = fingerprint_request(Endpoint::kCompletions, parse(body), body, golden_config());
     EXPECT_TRUE(fp.raw_fallback);
     EXPECT_EQ(fp.chain, naive_chain(body, 64));
@@ -327,7 +364,8 @@ TEST(CanonicalFallback, NestingBeyondTheLimitFallsBack) {
 }
 
 TEST(CanonicalTruncation, CanonicalBytesStopAtMaxPrefixBytes) {
-  const std::string body = R"({"messages":[{"role":"user","content":")" + std::string(5000, 'z') + R"("}]})";
+  const std::string body =
+      R"({"messages":[{"role":"user","content":")" + std::string(5000, 'z') + R"("}]})";
   FingerprintConfig c;
   c.chunk_bytes = 64;
   c.max_prefix_bytes = 1000;
@@ -355,20 +393,29 @@ TEST(CanonicalTruncation, RawFallbackIsTruncatedToo) {
 std::string random_json_value(std::mt19937_64& rng, int depth) {
   std::uniform_int_distribution<int> kind(0, depth > 3 ? 5 : 7);
   auto str = [&] {
-    static const char* pieces[] = {"a", "b", "\\\"", "\\\\", "\\n", "\\u0003", "é", "😀", "/", "zz", " "};
+    static const char* pieces[] = {"a", "b", "\\\"", "\\\\", "\\n", "\\u0003",
+                                   "é", "😀", "/",    "zz",   " "};
     std::string s = "\"";
-    for (int n = std::uniform_int_distribution<int>(0, 12)(rng); n > 0; --n) s += pieces[rng() % 11];
+    for (int n = std::uniform_int_distribution<int>(0, 12)(rng); n > 0; --n)
+      s += pieces[rng() % 11];
     return s + "\"";
   };
   switch (kind(rng)) {
-    case 0: return "null";
-    case 1: return rng() % 2 ? "true" : "false";
-    case 2: return std::to_string(static_cast<int64_t>(rng()));
-    case 3: return std::to_string(std::uniform_real_distribution<double>(-1e6, 1e6)(rng));
-    case 4: case 5: return str();
+    case 0:
+      return "null";
+    case 1:
+      return rng() % 2 ? "true" : "false";
+    case 2:
+      return std::to_string(static_cast<int64_t>(rng()));
+    case 3:
+      return std::to_string(std::uniform_real_distribution<double>(-1e6, 1e6)(rng));
+    case 4:
+    case 5:
+      return str();
     case 6: {
       std::string a = "[";
-      for (int n = static_cast<int>(rng() % 4); n > 0; --n) a += random_json_value(rng, depth + 1) + (n > 1 ? "," : "");
+      for (int n = static_cast<int>(rng() % 4); n > 0; --n)
+        a += random_json_value(rng, depth + 1) + (n > 1 ? "," : "");
       return a + "]";
     }
     default: {
@@ -383,8 +430,9 @@ std::string random_json_value(std::mt19937_64& rng, int depth) {
 TEST(CanonicalStreaming, HashingWhileSerialisingEqualsHashingTheBytesForRandomBodies) {
   std::mt19937_64 rng(42);
   static const char* roles[] = {"system", "developer", "user", "assistant", "tool"};
-  static const char* keys[] = {"role", "name", "content", "reasoning_content", "reasoning",
-                               "tool_calls", "function_call", "tool_call_id", "other"};
+  static const char* keys[] = {"role",      "name",       "content",       "reasoning_content",
+                               "reasoning", "tool_calls", "function_call", "tool_call_id",
+                               "other"};
   for (int iter = 0; iter < 400; ++iter) {
     std::string body = "{";
     if (rng() % 3 == 0) body += "\"system\":" + random_json_value(rng, 1) + ",";

@@ -45,11 +45,12 @@ class PrefixLoadPolicy final : public Policy {
     auto key = [&](const CandidateTerms& t) {
       return std::make_tuple(t.eligible, t.score, t.overlap, -profile_rank(t.profile, wanted));
     };
-    std::sort(d.ranked.begin(), d.ranked.end(), [&](const CandidateTerms& a, const CandidateTerms& b) {
-      const auto ka = key(a), kb = key(b);
-      if (ka != kb) return ka > kb;
-      return a.ordinal < b.ordinal;
-    });
+    std::sort(d.ranked.begin(), d.ranked.end(),
+              [&](const CandidateTerms& a, const CandidateTerms& b) {
+                const auto ka = key(a), kb = key(b);
+                if (ka != kb) return ka > kb;
+                return a.ordinal < b.ordinal;
+              });
     // Rotation within each group of equal keys, so tied engines share traffic evenly wherever
     // they sit in the fleet. (The reference rotated all ordinals instead, which gives a tied
     // engine a share proportional to the gap before it: two adjacent warm engines among five
@@ -58,9 +59,10 @@ class PrefixLoadPolicy final : public Policy {
       size_t end = begin + 1;
       while (end < n && key(d.ranked[end]) == key(d.ranked[begin])) ++end;
       if (end - begin > 1) {
-        std::rotate(d.ranked.begin() + static_cast<std::ptrdiff_t>(begin),
-                    d.ranked.begin() + static_cast<std::ptrdiff_t>(begin + rotation % (end - begin)),
-                    d.ranked.begin() + static_cast<std::ptrdiff_t>(end));
+        std::rotate(
+            d.ranked.begin() + static_cast<std::ptrdiff_t>(begin),
+            d.ranked.begin() + static_cast<std::ptrdiff_t>(begin + rotation % (end - begin)),
+            d.ranked.begin() + static_cast<std::ptrdiff_t>(end));
       }
       begin = end;
     }

@@ -34,7 +34,8 @@ FleetSnapshot fleet(const std::vector<Engine>& engines) {
   return s;
 }
 
-request::PreparedRequest chat(size_t bytes = 1000, std::optional<uint64_t> max_tokens = std::nullopt) {
+request::PreparedRequest chat(size_t bytes = 1000,
+                              std::optional<uint64_t> max_tokens = std::nullopt) {
   request::PreparedRequest r;
   r.endpoint = request::Endpoint::kChat;
   r.body.assign(bytes, 'x');
@@ -42,7 +43,9 @@ request::PreparedRequest chat(size_t bytes = 1000, std::optional<uint64_t> max_t
   return r;
 }
 
-std::unique_ptr<Policy> prefix(RouteConfig c = {}) { return make_policy("prefix", c); }
+std::unique_ptr<Policy> prefix(RouteConfig c = {}) {
+  return make_policy("prefix", c);
+}
 
 size_t winner(Policy& p, const request::PreparedRequest& r, const std::vector<Engine>& engines) {
   return p.decide(r, fleet(engines)).ranked.front().ordinal;
@@ -92,7 +95,8 @@ TEST(PrefixLoadPolicy, ModestLoadDoesNotPullARequestOffItsWarmEngine) {
 }
 
 TEST(PrefixLoadPolicy, WarmTieBreaksOnRawOverlap) {
-  // Both above the cap: equal affinity and score; the longer raw overlap wins, whatever the rotation.
+  // Both above the cap: equal affinity and score; the longer raw overlap wins, whatever the
+  // rotation.
   auto p = prefix({.max_overlap_blocks = 4});
   for (int i = 0; i < 10; ++i) {
     auto d = p->decide(chat(), fleet({{.overlap = 5}, {.overlap = 30}, {.overlap = 6}}));
@@ -147,7 +151,8 @@ TEST(RequestLoadUnitsWithOverlap, SaturateInsteadOfOverflowing) {
 
 TEST(PrefixLoadPolicy, ServingEligibleEnginesComeFirstEvenWhenAFencedOneIsWarmer) {
   auto p = prefix();
-  auto d = p->decide(chat(), fleet({{.overlap = 30, .eligible = false}, {.overlap = 0, .load = 5}}));
+  auto d =
+      p->decide(chat(), fleet({{.overlap = 30, .eligible = false}, {.overlap = 0, .load = 5}}));
   EXPECT_EQ(d.ranked[0].ordinal, 1u);
   EXPECT_FALSE(d.fail_open);
   ASSERT_EQ(d.dispatch_order().size(), 1u);
@@ -180,7 +185,8 @@ TEST(PrefixLoadPolicy, ShortOutputsPreferMtpWhenScoresTie) {
   auto p = prefix();
   for (uint64_t tokens : {1u, 64u, 256u}) {
     for (int i = 0; i < 6; ++i) {
-      auto d = p->decide(chat(1000, tokens), fleet({{.profile = Profile::kStandard}, {.profile = Profile::kMtp},
+      auto d = p->decide(chat(1000, tokens), fleet({{.profile = Profile::kStandard},
+                                                    {.profile = Profile::kMtp},
                                                     {.profile = Profile::kStandard}}));
       EXPECT_EQ(d.ranked[0].ordinal, 1u) << tokens;
       EXPECT_EQ(d.outcome, Outcome::kProfile);
@@ -190,10 +196,11 @@ TEST(PrefixLoadPolicy, ShortOutputsPreferMtpWhenScoresTie) {
 
 TEST(PrefixLoadPolicy, LongOrUnsetOutputsPreferStandardWhenScoresTie) {
   auto p = prefix();
-  for (std::optional<uint64_t> tokens : {std::optional<uint64_t>(257), std::optional<uint64_t>(),
-                                         std::optional<uint64_t>(0)}) {
+  for (std::optional<uint64_t> tokens :
+       {std::optional<uint64_t>(257), std::optional<uint64_t>(), std::optional<uint64_t>(0)}) {
     for (int i = 0; i < 6; ++i) {
-      auto d = p->decide(chat(1000, tokens), fleet({{.profile = Profile::kMtp}, {.profile = Profile::kStandard}}));
+      auto d = p->decide(chat(1000, tokens),
+                         fleet({{.profile = Profile::kMtp}, {.profile = Profile::kStandard}}));
       EXPECT_EQ(d.ranked[0].ordinal, 1u);
       EXPECT_EQ(d.outcome, Outcome::kProfile);
     }
@@ -202,22 +209,34 @@ TEST(PrefixLoadPolicy, LongOrUnsetOutputsPreferStandardWhenScoresTie) {
 
 TEST(PrefixLoadPolicy, ShortMaxTokensIsConfigurable) {
   auto p = prefix({.short_max_tokens = 1024});
-  EXPECT_EQ(winner(*p, chat(1000, 1000), {{.profile = Profile::kStandard}, {.profile = Profile::kMtp}}), 1u);
+  EXPECT_EQ(
+      winner(*p, chat(1000, 1000), {{.profile = Profile::kStandard}, {.profile = Profile::kMtp}}),
+      1u);
 }
 
 TEST(PrefixLoadPolicy, ProfileNeverOverridesCacheOrLoad) {
   auto p = prefix();
   // Warmer standard engine beats an idle cold MTP engine for a short request...
-  EXPECT_EQ(winner(*p, chat(1000, 16), {{.overlap = 1, .profile = Profile::kStandard}, {.profile = Profile::kMtp}}), 0u);
+  EXPECT_EQ(winner(*p, chat(1000, 16),
+                   {{.overlap = 1, .profile = Profile::kStandard}, {.profile = Profile::kMtp}}),
+            0u);
   // ...and so does a less loaded one.
-  EXPECT_EQ(winner(*p, chat(1000, 16), {{.load = 0, .profile = Profile::kStandard}, {.load = 1, .profile = Profile::kMtp}}), 0u);
+  EXPECT_EQ(
+      winner(*p, chat(1000, 16),
+             {{.load = 0, .profile = Profile::kStandard}, {.load = 1, .profile = Profile::kMtp}}),
+      0u);
   // Equal score but more raw overlap also comes before the profile.
-  EXPECT_EQ(winner(*p, chat(1000, 16), {{.overlap = 40, .profile = Profile::kStandard}, {.overlap = 35, .profile = Profile::kMtp}}), 0u);
+  EXPECT_EQ(winner(*p, chat(1000, 16),
+                   {{.overlap = 40, .profile = Profile::kStandard},
+                    {.overlap = 35, .profile = Profile::kMtp}}),
+            0u);
 }
 
 TEST(PrefixLoadPolicy, EnginesWithoutADeclaredProfileSitBetweenPreferredAndOther) {
   auto p = prefix();
-  auto d = p->decide(chat(1000, 16), fleet({{.profile = Profile::kStandard}, {.profile = Profile::kNone}, {.profile = Profile::kMtp}}));
+  auto d = p->decide(chat(1000, 16), fleet({{.profile = Profile::kStandard},
+                                            {.profile = Profile::kNone},
+                                            {.profile = Profile::kMtp}}));
   EXPECT_EQ(d.ranked[0].ordinal, 2u);
   EXPECT_EQ(d.ranked[1].ordinal, 1u);
   EXPECT_EQ(d.ranked[2].ordinal, 0u);
@@ -285,17 +304,21 @@ TEST(PrefixLoadPolicy, OutcomeIsProfileOnlyWhenTheProfileSeparatedTheTopTwo) {
   EXPECT_EQ(warm.outcome, Outcome::kProfile);
   EXPECT_EQ(outcome_label(warm.outcome), "profile");
   // Two MTP engines tie and rotation picks: the profile decided nothing between them.
-  auto tie = p->decide(chat(1000, 16), fleet({{.profile = Profile::kMtp}, {.profile = Profile::kMtp},
+  auto tie = p->decide(chat(1000, 16), fleet({{.profile = Profile::kMtp},
+                                              {.profile = Profile::kMtp},
                                               {.profile = Profile::kStandard}}));
   EXPECT_EQ(tie.outcome, Outcome::kRoundRobin);
   // Load decided before the profile could.
-  auto load = p->decide(chat(1000, 16), fleet({{.load = 1, .profile = Profile::kMtp}, {.profile = Profile::kStandard}}));
+  auto load =
+      p->decide(chat(1000, 16),
+                fleet({{.load = 1, .profile = Profile::kMtp}, {.profile = Profile::kStandard}}));
   EXPECT_EQ(load.outcome, Outcome::kLoad);
 }
 
 TEST(PrefixLoadPolicy, DecisionCarriesEveryCandidatesTerms) {
-  auto d = prefix()->decide(chat(70000, 8), fleet({{.overlap = 40, .load = 2, .profile = Profile::kMtp},
-                                                   {.overlap = 0, .load = 0, .eligible = false}}));
+  auto d =
+      prefix()->decide(chat(70000, 8), fleet({{.overlap = 40, .load = 2, .profile = Profile::kMtp},
+                                              {.overlap = 0, .load = 0, .eligible = false}}));
   ASSERT_EQ(d.ranked.size(), 2u);
   const CandidateTerms& a = d.ranked[0];
   EXPECT_EQ(a.ordinal, 0u);
@@ -316,8 +339,8 @@ TEST(PrefixLoadPolicy, DecisionCarriesEveryCandidatesTerms) {
 
 constexpr int kPicks = 30000;
 
-std::map<size_t, int> shares(Policy& p, const request::PreparedRequest& r, const std::vector<Engine>& engines,
-                             int picks = kPicks) {
+std::map<size_t, int> shares(Policy& p, const request::PreparedRequest& r,
+                             const std::vector<Engine>& engines, int picks = kPicks) {
   std::map<size_t, int> out;
   const FleetSnapshot s = fleet(engines);
   for (int i = 0; i < picks; ++i) out[p.decide(r, s).ranked[0].ordinal]++;
@@ -329,13 +352,15 @@ TEST(PrefixLoadSimulation, EqualEnginesEachGetOneNthWithinOnePercent) {
     auto p = prefix();
     auto got = shares(*p, chat(), std::vector<Engine>(n));
     ASSERT_EQ(got.size(), n);
-    for (auto& [ordinal, count] : got) EXPECT_NEAR(count, kPicks / static_cast<double>(n), kPicks / 100.0) << n << " " << ordinal;
+    for (auto& [ordinal, count] : got)
+      EXPECT_NEAR(count, kPicks / static_cast<double>(n), kPicks / 100.0) << n << " " << ordinal;
   }
 }
 
 TEST(PrefixLoadSimulation, TiedWarmEnginesSplitEvenlyWhereverTheySitInTheFleet) {
   // Adjacent (1,2) and spread (0,3) warm pairs among five engines, and a warm trio.
-  for (std::set<size_t> warm : {std::set<size_t>{1, 2}, std::set<size_t>{0, 3}, std::set<size_t>{0, 1, 4}}) {
+  for (std::set<size_t> warm :
+       {std::set<size_t>{1, 2}, std::set<size_t>{0, 3}, std::set<size_t>{0, 1, 4}}) {
     std::vector<Engine> engines(5);
     for (size_t w : warm) engines[w].overlap = 6;
     auto p = prefix();
@@ -390,7 +415,8 @@ TEST(PrefixLoadSimulation, RandomFleetsAreAlwaysRankedByThePromisedOrder) {
       const Engine& e = engines[t.ordinal];
       ASSERT_EQ(t.affinity, std::min(e.overlap, c.max_overlap_blocks));
       ASSERT_EQ(t.score, static_cast<double>(t.affinity) - c.alpha * static_cast<double>(e.load));
-      ASSERT_EQ(t.request_load_units, request_load_units_with_overlap(req.body.size(), e.overlap, c));
+      ASSERT_EQ(t.request_load_units,
+                request_load_units_with_overlap(req.body.size(), e.overlap, c));
       if (i > 0) {
         ASSERT_GE(promised_key(d.ranked[i - 1], wanted), promised_key(t, wanted)) << trial;
       }
@@ -423,7 +449,8 @@ TEST(PrefixLoadSimulation, InRandomFleetsEnginesTiedForTheLeadShareItEvenly) {
     auto got = shares(*p, req, engines, picks);
     for (auto& [ordinal, count] : got) {
       ASSERT_TRUE(tied.count(ordinal)) << fleet_no;
-      EXPECT_NEAR(count, picks / static_cast<double>(tied.size()), picks / 100.0) << fleet_no << " " << ordinal;
+      EXPECT_NEAR(count, picks / static_cast<double>(tied.size()), picks / 100.0)
+          << fleet_no << " " << ordinal;
     }
     EXPECT_EQ(got.size(), tied.size());
   }
@@ -436,12 +463,16 @@ struct LoopResult {
   int warm_hits = 0;  // requests placed on an engine that already held their app's prefix
 };
 
-LoopResult closed_loop(int apps, size_t engines, size_t window, int requests, uint32_t prefix_blocks,
-                       size_t body_bytes) {
+LoopResult closed_loop(int apps, size_t engines, size_t window, int requests,
+                       uint32_t prefix_blocks, size_t body_bytes) {
   auto p = prefix();
   std::vector<std::set<int>> learned(engines);
   std::vector<int64_t> load(engines, 0);
-  struct InFlight { size_t engine; uint32_t units; int app; };
+  struct InFlight {
+    size_t engine;
+    uint32_t units;
+    int app;
+  };
   std::deque<InFlight> inflight;
   LoopResult out;
   for (int i = 0; i < requests; ++i) {
