@@ -1,6 +1,7 @@
 // request/prepare: one Boost.JSON parse of the request body, the chat/completions shims, and
-// the request facts (stream, output limit). The DOM lives in a per-call monotonic arena and
-// never leaves this file; an unchanged body is returned as the caller's original bytes.
+// the request facts (stream, output limit). The DOM lives in a per-call monotonic arena over a
+// per-thread buffer and never leaves this file; an unchanged body is returned as the caller's
+// original bytes.
 #include "request/prepare/prepare.h"
 
 #include <array>
@@ -8,6 +9,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -25,13 +28,41 @@ constexpr std::size_t kModelsMaxDepth = 64;
 constexpr std::array<std::string_view, 7> kReasoningEfforts = {"none", "minimal", "low", "medium",
                                                                "high", "xhigh",   "max"};
 
-// Parses `text` with its nodes in `mr`; false on any syntax, UTF-8 or depth error.
-bool parse_into(std::string_view text, json::memory_resource* mr, std::size_t max_depth,
+// The parse arena and parser, one per thread: a DOM never outlives the prepare() or
+// rewrite_models_context() call that built it (neither suspends nor nests), so small and
+// medium bodies parse without touching the heap. Larger DOMs grow the arena with heap blocks
+// that are freed when the call returns.
+constexpr std::size_t kArenaBytes = 64 * 1024;
+
+unsigned char* thread_arena() {
+  thread_local const std::unique_ptr<unsigned char[]> arena(new unsigned char[kArenaBytes]);
+  return arena.get();
+}
+
+// The parser keeps its internal stack between parses; it is rebuilt when the depth limit changes.
+json::parser& thread_parser(std::size_t max_depth) {
+  thread_local std::optional<json::parser> parser;
+  thread_local std::size_t depth = 0;
+  if (!parser || depth != max_depth) {
+    json::parse_options opts;
+    opts.max_depth = max_depth;
+    parser.emplace(json::storage_ptr(), opts);
+    depth = max_depth;
+  }
+  return *parser;
+}
+
+// Parses `text` with its nodes in `mr`; false on any syntax, UTF-8 or depth error. `out` must
+// already use `mr` (a value moved into one with another storage is deep-copied). The storage is
+// a monotonic resource by type, so destroying the DOM does not walk it.
+bool parse_into(std::string_view text, json::monotonic_resource& mr, std::size_t max_depth,
                 json::value& out) {
-  json::parse_options opts;
-  opts.max_depth = max_depth;
+  json::parser& p = thread_parser(max_depth);
+  p.reset(json::storage_ptr(&mr));
   boost::system::error_code ec;
-  out = json::parse(text, ec, json::storage_ptr(mr), opts);
+  p.write(text.data(), text.size(), ec);
+  if (!ec) out = p.release();
+  p.reset();  // drop any partial DOM and the reference to `mr` now
   return !ec;
 }
 
@@ -212,11 +243,9 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
   PreparedRequest out;
   out.endpoint = endpoint;
 
-  // Small bodies parse without touching the heap; large ones grow the arena geometrically.
-  std::array<unsigned char, 4096> arena;
-  json::monotonic_resource mr(arena.data(), arena.size());
-  json::value root;
-  if (!parse_into(body, &mr, config.limits.max_json_depth, root) || !root.is_object()) {
+  json::monotonic_resource mr(thread_arena(), kArenaBytes);
+  json::value root = json::value(json::storage_ptr(&mr));
+  if (!parse_into(body, mr, config.limits.max_json_depth, root) || !root.is_object()) {
     out.malformed_json = is_inference(endpoint);
     out.body = std::move(body);
     return out;
@@ -229,7 +258,7 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
       // Rare: the body can only be forwarded as sent, so the facts come from the unshimmed
       // body too (this parse cannot fail: the same bytes parsed a moment ago).
       out.shims = ShimReport{};
-      if (!parse_into(body, &mr, config.limits.max_json_depth, root) || !root.is_object()) {
+      if (!parse_into(body, mr, config.limits.max_json_depth, root) || !root.is_object()) {
         std::abort();  // impossible: these bytes parsed as an object a moment ago
       }
     }
@@ -251,10 +280,9 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
 
 std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {
   if (margin == 0) return std::nullopt;
-  std::array<unsigned char, 4096> arena;
-  json::monotonic_resource mr(arena.data(), arena.size());
-  json::value root;
-  if (!parse_into(body, &mr, kModelsMaxDepth, root) || !root.is_object()) return std::nullopt;
+  json::monotonic_resource mr(thread_arena(), kArenaBytes);
+  json::value root = json::value(json::storage_ptr(&mr));
+  if (!parse_into(body, mr, kModelsMaxDepth, root) || !root.is_object()) return std::nullopt;
   json::value* data = root.get_object().if_contains("data");
   if (data == nullptr || !data->is_array()) return std::nullopt;
   bool changed = false;
