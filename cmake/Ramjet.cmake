@@ -2,6 +2,10 @@
 
 function(ramjet_target_options target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC 12 false positive on Asio's coroutine-frame operator new/delete pair at -O2.
+    target_compile_options(${target} PRIVATE -Wno-mismatched-new-delete)
+  endif()
   if(RAMJET_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
                                              -fno-sanitize-recover=undefined)

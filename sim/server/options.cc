@@ -117,7 +117,7 @@ const std::vector<Flag>& flags() {
        [](const std::string& v, SimOptions& o) { return parse_double(v, o.faults.crash_after_s, 0, 1e6); }},
       {"--fault-hang", false, "accept and read requests but never answer",
        [](const std::string&, SimOptions& o) { o.faults.hang = true; return std::string(); }},
-      {"--fault-slow-ms", true, "extra milliseconds per engine step",
+      {"--fault-slow-ms", true, "extra wall-clock milliseconds per engine step",
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.faults.slow_ms, 0, 600000); }},
       {"--fault-error-rate", true, "share of inference requests answered with an error (0..1)",
        [](const std::string& v, SimOptions& o) { return parse_double(v, o.faults.error_rate, 0, 1); }},

@@ -124,10 +124,11 @@ asio::awaitable<void> SimServer::drive() {
     }
     StepResult r = engine_.step(wall_now());
     ++steps_;
-    double step_s = r.duration_s + slow_ms_ / 1000.0;
     virtual_s_ += r.duration_s;
-    due += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(step_s / opt_.speed));
+    due += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(r.duration_s / opt_.speed));
     auto now = clock::now();
+    // The slow fault is wall time on top of the model: a degraded engine, whatever --speed says.
+    if (slow_ms_) due = std::max(due, now) + std::chrono::milliseconds(slow_ms_);
     if (now > due) {
       double lag = std::chrono::duration<double>(now - due).count();
       if (lag > 0.001) ++late_steps_;

@@ -300,3 +300,40 @@ def test_gpus_flag_exposes_dcgm_series():
             assert f'{name}{{gpu="1"' in t, name
     finally:
         s.stop()
+
+
+def test_fault_slow_makes_steps_longer():
+    s = SimProc("--speed", "50")
+    try:
+        t = time.monotonic()
+        s.request("POST", "/v1/chat/completions", chat(max_tokens=5))
+        fast = time.monotonic() - t
+        s.admin("/sim/fault", {"slow_ms": 40})
+        t = time.monotonic()
+        s.request("POST", "/v1/chat/completions", chat(max_tokens=5))
+        slow = time.monotonic() - t
+        assert slow >= fast + 5 * 0.040, (fast, slow)  # at least 5 decode steps, 40 ms each
+    finally:
+        s.stop()
+
+
+def test_fault_kv_restart_resets_the_sequence():
+    cfg = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:0"}
+    s = SimProc("--speed", "50", "--kv-events-config", json.dumps(cfg))
+    ctx = zmq.Context()
+    try:
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect("tcp://127.0.0.1:" + s.kv_endpoint.rsplit(":", 1)[1])
+        time.sleep(0.3)
+        seqs = []
+        for i in range(2):
+            s.request("POST", "/v1/chat/completions", chat(messages=[{"role": "user", "content": f"turn {i} " * 40}]))
+        s.admin("/sim/fault", {"kv_restart": True})
+        s.request("POST", "/v1/chat/completions", chat(messages=[{"role": "user", "content": "after " * 40}]))
+        while sub.poll(1000):
+            seqs.append(int.from_bytes(sub.recv_multipart()[1], "big"))
+        assert seqs[0] == 0 and seqs[1] == 1 and 0 in seqs[2:], seqs
+    finally:
+        ctx.destroy(linger=0)
+        s.stop()
