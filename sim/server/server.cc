@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <deque>
 
+#include "observe/metrics.h"
 #include "sim/engine/tokenizer.h"
 
 namespace ramjet::sim {
@@ -570,10 +571,9 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
 // Synthetic GPU telemetry in DCGM-exporter format (--gpus N), derived from the engine's load so
 // a dashboard shows bursts and per-device differences. Not a vLLM metric: real deployments
 // scrape dcgm-exporter. Labels follow dcgm-exporter's (gpu, UUID, device, modelName).
-std::string SimServer::dcgm_text(const EngineStats& st) const {
+void SimServer::write_dcgm(observe::Exposition& x, const EngineStats& st) const {
   const double busy = std::min(1.0, (st.running + 0.25 * st.waiting) / std::max(1.0, opt_.engine.max_num_seqs / 8.0));
   const double total_mib = 97887;  // a 96 GB card
-  std::string out;
   struct Field {
     const char* name;
     const char* help;
@@ -588,7 +588,7 @@ std::string SimServer::dcgm_text(const EngineStats& st) const {
       {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."},
   };
   for (const auto& f : fields) {
-    out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " gauge\n";
+    x.family(f.name, "gauge", f.help);
     for (uint32_t g = 0; g < opt_.gpus; ++g) {
       // Devices differ a little (the hot card of the seed's node06 ran ~5 C warmer).
       const double skew = 1.0 + 0.03 * g;
@@ -601,80 +601,61 @@ std::string SimServer::dcgm_text(const EngineStats& st) const {
       if (n == "DCGM_FI_DEV_GPU_TEMP") v = std::round(34 + 45 * busy + (g == 1 ? 5 : 0));
       if (n == "DCGM_FI_DEV_SM_CLOCK") v = busy > 0.01 ? 2430 : 345;
       if (n == "DCGM_FI_DEV_MEM_CLOCK") v = busy > 0.01 ? 14001 : 405;
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17g\n", v);
-      out += std::string(f.name) + "{gpu=\"" + std::to_string(g) + "\",UUID=\"GPU-sim-" +
-             std::to_string(opt_.kv.data_parallel_rank) + "-" + std::to_string(g) + "\",device=\"nvidia" +
-             std::to_string(g) + "\",modelName=\"ramjet-sim GPU\"} " + buf;
+      const std::string id = std::to_string(g);
+      x.sample(f.name,
+               "gpu=\"" + id + "\",UUID=\"GPU-sim-" + std::to_string(opt_.kv.data_parallel_rank) + "-" + id +
+                   "\",device=\"nvidia" + id + "\",modelName=\"ramjet-sim GPU\"",
+               v);
     }
   }
-  return out;
 }
 
 std::string SimServer::metrics_text() const {
-  auto st = engine_.stats();
-  std::string out;
+  const auto st = engine_.stats();
   const std::string labels = "model_name=\"" + opt_.served_model_name + "\",engine=\"" +
                              std::to_string(opt_.kv.data_parallel_rank) + "\"";
-  auto metric = [&](std::string_view name, std::string_view type, std::string_view help, double v,
-                    const std::string& extra = "") {
-    out += "# HELP ";
-    out += name;
-    out += ' ';
-    out += help;
-    out += "\n# TYPE ";
-    out += name;
-    out += ' ';
-    out += type;
-    out += '\n';
-    out += name;
-    out += '{' + labels + extra + "} ";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g\n", v);
-    out += buf;
+  observe::Exposition x;
+  auto one = [&](std::string_view name, std::string_view type, std::string_view help, double v) {
+    x.family(name, type, help);
+    x.sample(name, labels, v);
   };
-  metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", st.running);
-  metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", st.waiting);
-  metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", st.kv_cache_usage);
-  metric("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
-         static_cast<double>(st.prefix_cache_queries));
-  metric("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
-         static_cast<double>(st.prefix_cache_hits));
-  metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", static_cast<double>(st.prompt_tokens));
-  metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
-         static_cast<double>(st.generation_tokens));
-  metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
-         static_cast<double>(st.preemptions));
-  out += "# HELP vllm:request_success_total Count of successfully processed requests.\n"
-         "# TYPE vllm:request_success_total counter\n";
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  one("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", st.running);
+  one("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", st.waiting);
+  one("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", st.kv_cache_usage);
+  one("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+      d(st.prefix_cache_queries));
+  one("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+      d(st.prefix_cache_hits));
+  one("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", d(st.prompt_tokens));
+  one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", d(st.generation_tokens));
+  one("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", d(st.preemptions));
+  x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   const char* reasons[] = {"stop", "length", "abort"};
   for (int i = 0; i < 3; ++i) {
-    out += "vllm:request_success_total{" + labels + ",finished_reason=\"" + reasons[i] + "\"} " +
-           std::to_string(success_by_reason_[i]) + "\n";
+    x.sample("vllm:request_success_total", labels + ",finished_reason=\"" + reasons[i] + "\"", success_by_reason_[i]);
   }
   if (opt_.engine.timing.speculative_tokens > 0) {
-    metric("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", static_cast<double>(st.spec_drafts));
-    metric("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
-           static_cast<double>(st.spec_draft_tokens));
-    metric("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
-           static_cast<double>(st.spec_accepted_tokens));
-    out += "# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.\n"
-           "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+    one("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", d(st.spec_drafts));
+    one("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", d(st.spec_draft_tokens));
+    one("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", d(st.spec_accepted_tokens));
+    x.family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.");
     for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i) {
-      out += "vllm:spec_decode_num_accepted_tokens_per_pos_total{" + labels + ",position=\"" + std::to_string(i) +
-             "\"} " + std::to_string(st.spec_accepted_per_pos[i]) + "\n";
+      x.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+               labels + ",position=\"" + std::to_string(i) + "\"", st.spec_accepted_per_pos[i]);
     }
   }
-  metric("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", 1,
-         ",block_size=\"" + std::to_string(st.block_size) + "\",enable_prefix_caching=\"" +
-             (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
-             std::to_string(st.num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"");
-  if (opt_.gpus > 0) out += dcgm_text(st);
-  // Simulator's own health of its clock (not a vLLM metric).
-  metric("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.", max_lag_s_);
-  metric("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.",
-         static_cast<double>(late_steps_));
-  return out;
+  x.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+  x.sample("vllm:cache_config_info",
+           labels + ",block_size=\"" + std::to_string(st.block_size) + "\",enable_prefix_caching=\"" +
+               (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
+               std::to_string(st.num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"",
+           1.0);
+  if (opt_.gpus > 0) write_dcgm(x, st);
+  // The simulator's own health of its clock (not a vLLM metric).
+  one("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.", max_lag_s_);
+  one("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.", d(late_steps_));
+  return x.take();
 }
 
 }  // namespace ramjet::sim

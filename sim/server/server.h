@@ -14,6 +14,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "observe/metrics.h"
 #include "sim/engine/engine.h"
 #include "sim/kv/publisher.h"
 #include "sim/server/options.h"
@@ -34,7 +35,7 @@ class SimServer {
   boost::asio::awaitable<void> drive();
   std::string handle_admin(const std::string& path, const std::string& body, unsigned& status);
   std::string metrics_text() const;
-  std::string dcgm_text(const EngineStats& st) const;
+  void write_dcgm(observe::Exposition& x, const EngineStats& st) const;
   void wake_driver();
 
   boost::asio::io_context& ctx_;

@@ -11,12 +11,22 @@ import time
 import msgpack
 import pytest
 import zmq
+from prometheus_client.parser import text_string_to_metric_families
 
 from support.ramjet_proc import RawClient, RamjetProc, http_request, poll
 from support.sim_proc import SimProc
 
 MSGS = [{"role": "system", "content": "You are a careful assistant. " * 20},
         {"role": "user", "content": "Tell me about prefix caches."}]
+
+
+def subscribe(ctx, sim, topic=b""):
+    """A SUB socket on the sim's KV-event PUB endpoint, past the ZMQ slow-joiner window."""
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, topic)
+    sub.connect("tcp://127.0.0.1:" + sim.kv_endpoint.rsplit(":", 1)[1])
+    time.sleep(0.3)
+    return sub
 
 
 def chat(**kw):
@@ -132,6 +142,8 @@ def test_metrics_use_vllm_names(sim):
                  "vllm:generation_tokens_total", "vllm:cache_config_info"):
         assert f"\n{name}{{" in text, name
     assert "spec_decode" not in text
+    families = {f.name for f in text_string_to_metric_families(text)}  # parses cleanly
+    assert "vllm:num_requests_running" in families and "vllm:prompt_tokens" in families
     spec = SimProc("--speed", "50", "--speculative-tokens", "2")
     try:
         spec.request("POST", "/v1/chat/completions", chat(max_tokens=20))
@@ -217,12 +229,8 @@ def test_kv_events_reach_a_zmq_subscriber_and_replay_returns_them(fmt):
     s = SimProc("--speed", "50", "--kv-events-config", json.dumps(cfg), "--kv-events-format", fmt)
     ctx = zmq.Context()
     try:
-        pub_port = s.kv_endpoint.rsplit(":", 1)[1]
         rep_port = s.kv_replay.rsplit(":", 1)[1]
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.SUBSCRIBE, b"kv")
-        sub.connect(f"tcp://127.0.0.1:{pub_port}")
-        time.sleep(0.3)  # slow joiner
+        sub = subscribe(ctx, s, b"kv")
         s.request("POST", "/v1/chat/completions", chat(max_tokens=2))
         assert sub.poll(5000), "no KV event received"
         topic, seq, payload = sub.recv_multipart()
@@ -271,10 +279,7 @@ def test_reset_prefix_cache_clears_residency_and_emits_all_blocks_cleared():
     s = SimProc("--speed", "50", "--kv-events-config", json.dumps(cfg))
     ctx = zmq.Context()
     try:
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
-        sub.connect("tcp://127.0.0.1:" + s.kv_endpoint.rsplit(":", 1)[1])
-        time.sleep(0.3)
+        sub = subscribe(ctx, s)
         s.request("POST", "/v1/chat/completions", chat())
         assert s.admin("/sim/resident", {"messages": MSGS})["resident_tokens"] > 0
         assert s.request("POST", "/reset_prefix_cache").status == 200
@@ -322,10 +327,7 @@ def test_fault_kv_restart_resets_the_sequence():
     s = SimProc("--speed", "50", "--kv-events-config", json.dumps(cfg))
     ctx = zmq.Context()
     try:
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
-        sub.connect("tcp://127.0.0.1:" + s.kv_endpoint.rsplit(":", 1)[1])
-        time.sleep(0.3)
+        sub = subscribe(ctx, s)
         seqs = []
         for i in range(2):
             s.request("POST", "/v1/chat/completions", chat(messages=[{"role": "user", "content": f"turn {i} " * 40}]))
