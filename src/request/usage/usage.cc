@@ -4,6 +4,7 @@
 #include "request/usage/usage.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
@@ -55,18 +56,6 @@ std::optional<object> object_field(const object& o, std::string_view key) {
   auto e = field(o, key);
   if (!e || e->get_object().get(r) != simdjson::SUCCESS) return std::nullopt;
   return r;
-}
-
-std::optional<std::string_view> string_field(const object& o, std::string_view key) {
-  std::string_view s;
-  auto e = field(o, key);
-  if (!e || e->get_string().get(s) != simdjson::SUCCESS) return std::nullopt;
-  return s;
-}
-
-bool non_empty_string_field(const object& o, std::string_view key) {
-  auto s = string_field(o, key);
-  return s && !s->empty();
 }
 
 bool non_empty(const object& o) {
@@ -137,13 +126,6 @@ void set_finish_reason(std::string& out, std::string_view v) {
   out.assign(v);
 }
 
-void set_status(std::string& out, const object& o) {
-  auto status = string_field(o, "status");
-  if (status && (*status == "completed" || *status == "incomplete" || *status == "cancelled")) {
-    set_finish_reason(out, *status);
-  }
-}
-
 void apply_usage(const object& usage, Usage& u) {
   if (auto v = first_count(usage, {"prompt_tokens", "input_tokens"})) u.prompt_tokens = v;
   if (auto v = first_count(usage, {"completion_tokens", "output_tokens"})) u.completion_tokens = v;
@@ -160,11 +142,59 @@ void apply_usage(const object& usage, Usage& u) {
   if (cached) u.cached_tokens = cached;
 }
 
-// OpenAI chat/completions chunk or body. Returns whether a choice carried generated output.
-bool extract_choices(const object& root, Endpoint endpoint, Usage& u) {
-  auto choices_el = field(root, "choices");
+// One pass over an object's members keeping, for each wanted key, the value at_key() would
+// return (its first occurrence): an event is read with a few passes instead of one linear scan
+// per lookup.
+template <size_t N>
+std::array<std::optional<element>, N> pick(const object& o, const std::array<std::string_view, N>& keys) {
+  std::array<std::optional<element>, N> out;
+  size_t found = 0;
+  for (const auto& member : o) {
+    const std::string_view key = member.key;
+    if (key.empty()) continue;
+    for (size_t i = 0; i < N; ++i) {
+      // Length and first byte first: most members match no wanted key.
+      if (!out[i] && key.size() == keys[i].size() && key[0] == keys[i][0] && key == keys[i]) {
+        out[i] = member.value;
+        if (++found == N) return out;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<object> as_object(const std::optional<element>& e) {
+  object r;
+  if (!e || e->get_object().get(r) != simdjson::SUCCESS) return std::nullopt;
+  return r;
+}
+
+std::optional<std::string_view> as_string(const std::optional<element>& e) {
+  std::string_view s;
+  if (!e || e->get_string().get(s) != simdjson::SUCCESS) return std::nullopt;
+  return s;
+}
+
+bool non_empty_string(const std::optional<element>& e) {
+  auto s = as_string(e);
+  return s && !s->empty();
+}
+
+void set_status(std::string& out, const std::optional<std::string_view>& status) {
+  if (status && (*status == "completed" || *status == "incomplete" || *status == "cancelled")) {
+    set_finish_reason(out, *status);
+  }
+}
+
+// OpenAI chat/completions chunk or body (`choices` is the event's choices member). Returns
+// whether a choice carried generated output.
+bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint, Usage& u) {
   array choices;
   if (!choices_el || choices_el->get_array().get(choices) != simdjson::SUCCESS) return false;
+  static constexpr std::array<std::string_view, 4> kChoiceKeys = {"finish_reason", "delta", "message", "text"};
+  static constexpr std::array<std::string_view, 4> kNodeKeys = {"content", "reasoning_content", "reasoning",
+                                                                "tool_calls"};
   bool generated = false;
   bool first = true;
   for (element choice_el : choices) {
@@ -172,46 +202,45 @@ bool extract_choices(const object& root, Endpoint endpoint, Usage& u) {
     const bool is_first = first;
     first = false;
     if (choice_el.get_object().get(choice) != simdjson::SUCCESS) continue;
+    const auto f = pick(choice, kChoiceKeys);
     if (is_first) {
-      if (auto reason = string_field(choice, "finish_reason"))
-        set_finish_reason(u.finish_reason, *reason);
+      if (auto reason = as_string(f[0])) set_finish_reason(u.finish_reason, *reason);
     }
     // The non-empty delta (streaming) or else the message (non-streaming).
-    std::optional<object> node = object_field(choice, "delta");
-    if (!node || !non_empty(*node)) node = object_field(choice, "message");
+    std::optional<object> node = as_object(f[1]);
+    if (!node || !non_empty(*node)) node = as_object(f[2]);
     if (node) {
-      if (non_empty_string_field(*node, "content") ||
-          non_empty_string_field(*node, "reasoning_content") ||
-          non_empty_string_field(*node, "reasoning")) {
-        generated = true;
-      }
-      if (auto tool_calls = field(*node, "tool_calls"); tool_calls && truthy(*tool_calls)) {
-        generated = true;
-      }
+      const auto n = pick(*node, kNodeKeys);
+      if (non_empty_string(n[0]) || non_empty_string(n[1]) || non_empty_string(n[2])) generated = true;
+      if (n[3] && truthy(*n[3])) generated = true;
     }
     // /v1/completions carries its text on the choice itself (not in reference 6.1, which
     // would otherwise never see a first token on this endpoint).
-    if (endpoint == Endpoint::kCompletions && non_empty_string_field(choice, "text")) {
-      generated = true;
-    }
+    if (endpoint == Endpoint::kCompletions && non_empty_string(f[3])) generated = true;
   }
   return generated;
 }
 
 // One event (or body): every shape is tried, as the reference does; they do not overlap.
 bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
-  bool generated = extract_choices(root, endpoint, u);
+  static constexpr std::array<std::string_view, 7> kRootKeys = {"choices", "stop_reason", "delta", "response",
+                                                                "status",  "message",     "usage"};
+  const auto r = pick(root, kRootKeys);
+  bool generated = extract_choices(r[0], endpoint, u);
 
   // Anthropic: stop_reason at the top (body) or in message_delta's delta; text-ish deltas.
   // Responses: the delta is a string.
-  if (auto reason = string_field(root, "stop_reason")) set_finish_reason(u.finish_reason, *reason);
-  if (auto delta = field(root, "delta")) {
+  if (auto reason = as_string(r[1])) set_finish_reason(u.finish_reason, *reason);
+  if (const auto& delta = r[2]) {
     object d;
     std::string_view s;
     if (delta->get_object().get(d) == simdjson::SUCCESS) {
-      if (auto reason = string_field(d, "stop_reason")) set_finish_reason(u.finish_reason, *reason);
-      for (std::string_view key : {"text", "thinking", "reasoning", "partial_json"}) {
-        if (non_empty_string_field(d, key)) generated = true;
+      static constexpr std::array<std::string_view, 5> kDeltaKeys = {"stop_reason", "text", "thinking",
+                                                                     "reasoning", "partial_json"};
+      const auto df = pick(d, kDeltaKeys);
+      if (auto reason = as_string(df[0])) set_finish_reason(u.finish_reason, *reason);
+      for (size_t i = 1; i < df.size(); ++i) {
+        if (non_empty_string(df[i])) generated = true;
       }
     } else if (delta->get_string().get(s) == simdjson::SUCCESS && !s.empty()) {
       generated = true;
@@ -219,20 +248,24 @@ bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
   }
 
   // Responses: status at the top (body) or in the event's response object.
-  auto response = object_field(root, "response");
-  set_status(u.finish_reason, root);
-  if (response) set_status(u.finish_reason, *response);
+  const std::optional<object> response = as_object(r[3]);
+  std::optional<object> response_usage;
+  set_status(u.finish_reason, as_string(r[4]));
+  if (response) {
+    static constexpr std::array<std::string_view, 2> kResponseKeys = {"status", "usage"};
+    const auto rf = pick(*response, kResponseKeys);
+    set_status(u.finish_reason, as_string(rf[0]));
+    response_usage = as_object(rf[1]);
+  }
 
   // Usage: message.usage (Anthropic message_start) if non-empty, else response.usage
   // (Responses events) if non-empty, else the top-level usage.
   std::optional<object> usage;
-  if (auto message = object_field(root, "message")) {
+  if (auto message = as_object(r[5])) {
     if (auto mu = object_field(*message, "usage"); mu && non_empty(*mu)) usage = mu;
   }
-  if (!usage && response) {
-    if (auto ru = object_field(*response, "usage"); ru && non_empty(*ru)) usage = ru;
-  }
-  if (!usage) usage = object_field(root, "usage");
+  if (!usage && response_usage && non_empty(*response_usage)) usage = response_usage;
+  if (!usage) usage = as_object(r[6]);
   if (usage) apply_usage(*usage, u);
 
   if (generated) u.generated = true;
@@ -356,8 +389,8 @@ void UsageAccumulator::on_line(std::string_view line) {
 
 bool UsageAccumulator::on_json(std::string_view json) {
   const bool retained = json.size() <= kRetainedParserBytes;
-  simdjson::dom::parser one_shot;
-  simdjson::dom::parser& parser = retained ? thread_parser() : one_shot;
+  std::optional<simdjson::dom::parser> one_shot;
+  simdjson::dom::parser& parser = retained ? thread_parser() : one_shot.emplace();
   const size_t max_depth = std::max<size_t>(1, limits_.max_json_depth);
   element root;
   if (!reserve(parser, json.size(), max_depth, retained) ||
