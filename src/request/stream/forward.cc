@@ -5,8 +5,6 @@
 // body bytes in one gather write (tried synchronously first: the sockets are non-blocking);
 // responses are parsed with Beast's parser, and their body bytes are relayed straight from the
 // upstream connection's read buffer, without a copy.
-#include <sys/socket.h>
-
 #include <charconv>
 
 #include <boost/asio/redirect_error.hpp>
@@ -34,29 +32,23 @@ namespace {
 constexpr size_t kReadMax = 64 * 1024;
 constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
 
-void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec);
+void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec, size_t n);
 
+// A one-byte MSG_PEEK receive: it completes when the client sends bytes (which stay in the
+// socket for the connection loop), closes, or resets. Unlike a wait for readability, queueing
+// it needs no epoll_ctl when the socket was drained by the last read.
 void wait_client(const std::shared_ptr<ClientWatch>& w) {
   w->waiting = true;
-  w->client->async_wait(tcp::socket::wait_read,
-                        [w](boost::system::error_code ec) { on_client_event(w, ec); });
+  w->client->async_receive(asio::buffer(&w->peek, 1), tcp::socket::message_peek,
+                           [w](boost::system::error_code ec, size_t n) { on_client_event(w, ec, n); });
 }
 
-// The client socket became readable (or the wait failed). A FIN or reset while an exchange is
-// active marks the client gone and closes the current upstream connection; pipelined bytes
-// (peeked, not consumed) mean the client is alive.
-void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec) {
+// A FIN or reset while an exchange is active marks the client gone and closes the current
+// upstream connection; pipelined bytes mean the client is alive.
+void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec, size_t n) {
   w->waiting = false;
   if (!w->active || w->client == nullptr || ec == asio::error::operation_aborted) return;
-  if (!ec) {
-    char byte;
-    ssize_t n = ::recv(w->client->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return;  // pipelined request bytes: alive
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      wait_client(w);
-      return;
-    }
-  }
+  if (!ec && n > 0) return;  // pipelined request bytes: alive
   w->gone = true;
   if (w->upstream) {
     boost::system::error_code ignored;
@@ -128,6 +120,15 @@ void watch_client(const std::shared_ptr<ClientWatch>& w) {
   if (!w->waiting && w->client != nullptr) wait_client(w);
 }
 
+void unwatch_client(ClientWatch& w) {
+  w.active = false;
+  w.upstream = nullptr;
+  if (w.waiting && w.client != nullptr) {
+    boost::system::error_code ignored;
+    w.client->cancel(ignored);  // only the watch is pending on the client socket now
+  }
+}
+
 asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   metrics_.inflight.add(1);
   struct Inflight {
@@ -174,10 +175,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   watch_client(s.watch);
   struct StopWatch {
     ClientWatch& w;
-    ~StopWatch() {
-      w.active = false;
-      w.upstream = nullptr;
-    }
+    ~StopWatch() { unwatch_client(w); }
   } stop_watch{watch};
 
   const net::RequestHead& req = s.req;

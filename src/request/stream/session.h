@@ -78,17 +78,18 @@ class OutBuffers {
 
 // Watches the client socket while a request is forwarded: when the client closes (FIN or
 // reset), it closes the current upstream connection at once so the engine stops working.
-// One per connection; the wait is left pending between exchanges (a completion while no
-// exchange is active is ignored), so watching costs at most one wait per request.
+// One per connection (shared with the pending receive, which may complete after the session).
 struct ClientWatch {
   boost::asio::ip::tcp::socket* client = nullptr;  // null once the connection is gone
   bool active = false;   // an exchange is being forwarded
   bool gone = false;     // the client went away during the active exchange
-  bool waiting = false;  // a wait on the client socket is pending
+  bool waiting = false;  // the peek is pending on the client socket
+  char peek = 0;
   net::UpstreamConnection* upstream = nullptr;  // current upstream connection, if any
 };
-// Starts watching for the current exchange (active, not gone).
+// Starts watching for the current exchange (active, not gone); unwatch_client() ends it.
 void watch_client(const std::shared_ptr<ClientWatch>& w);
+void unwatch_client(ClientWatch& w);
 
 struct Proxy::Session {
   explicit Session(boost::asio::ip::tcp::socket s);
