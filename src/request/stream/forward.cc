@@ -32,30 +32,6 @@ namespace {
 constexpr size_t kReadMax = 64 * 1024;
 constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
 
-void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec, size_t n);
-
-// A one-byte MSG_PEEK receive: it completes when the client sends bytes (which stay in the
-// socket for the connection loop), closes, or resets. Unlike a wait for readability, queueing
-// it needs no epoll_ctl when the socket was drained by the last read.
-void wait_client(const std::shared_ptr<ClientWatch>& w) {
-  w->waiting = true;
-  w->client->async_receive(asio::buffer(&w->peek, 1), tcp::socket::message_peek,
-                           [w](boost::system::error_code ec, size_t n) { on_client_event(w, ec, n); });
-}
-
-// A FIN or reset while an exchange is active marks the client gone and closes the current
-// upstream connection; pipelined bytes mean the client is alive.
-void on_client_event(const std::shared_ptr<ClientWatch>& w, boost::system::error_code ec, size_t n) {
-  w->waiting = false;
-  if (!w->active || w->client == nullptr || ec == asio::error::operation_aborted) return;
-  if (!ec && n > 0) return;  // pipelined request bytes: alive
-  w->gone = true;
-  if (w->upstream) {
-    boost::system::error_code ignored;
-    w->upstream->socket.close(ignored);
-  }
-}
-
 StreamKind stream_kind_of(const PreparedRequest& p) {
   if (!p.stream) return StreamKind::kUnknown;
   return *p.stream ? StreamKind::kTrue : StreamKind::kFalse;
@@ -114,30 +90,48 @@ void append_response_fields(std::string& out, const net::HeadFields& fields, std
 
 }  // namespace
 
+void start_client_read(const std::shared_ptr<ClientWatch>& w) {
+  if (w->reading || w->has_result || w->client == nullptr) return;
+  w->reading = true;
+  w->client->async_read_some(
+      w->buffer->prepare(beast::read_size(*w->buffer, kReadMax)),
+      [w](boost::system::error_code ec, size_t n) {
+        w->reading = false;
+        if (w->client == nullptr) return;  // the connection is gone
+        if (!ec) w->buffer->commit(n);
+        w->has_result = true;
+        w->result = ec;
+        // A FIN or reset while forwarding: stop the engine now. Bytes mean the client is alive.
+        if (w->active && ec && ec != asio::error::operation_aborted) {
+          w->gone = true;
+          if (w->upstream) {
+            boost::system::error_code ignored;
+            w->upstream->socket.close(ignored);
+          }
+        }
+        if (w->waiter) {  // resume the connection loop
+          ClientWatch::Waiter waiter = std::move(*w->waiter);
+          w->waiter.reset();
+          waiter();
+        }
+      });
+}
+
 void watch_client(const std::shared_ptr<ClientWatch>& w) {
   w->active = true;
   w->gone = false;
-  if (!w->waiting && w->client != nullptr) wait_client(w);
+  // Bytes already buffered (a pipelined request) mean the client is alive: nothing to watch.
+  if (w->buffer->size() == 0) start_client_read(w);
 }
 
 void unwatch_client(ClientWatch& w) {
   w.active = false;
   w.upstream = nullptr;
-  if (w.waiting && w.client != nullptr) {
-    boost::system::error_code ignored;
-    w.client->cancel(ignored);  // only the watch is pending on the client socket now
-  }
 }
 
-asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
-  metrics_.inflight.add(1);
-  struct Inflight {
-    observe::Gauge& g;
-    ~Inflight() { g.sub(1); }
-  } inflight{metrics_.inflight};
-
-  // Parse once: only inference endpoints are parsed, and only here.
-  PreparedRequest prep;
+// Prepares the exchange's body (parse, shims, facts) into s.prep and counts it.
+void Proxy::prepare_exchange(Session& s, Exchange& x) {
+  PreparedRequest& prep = s.prep;
   if (is_inference(x.endpoint)) {
     prep = prepare(x.endpoint, std::move(s.body), config_.prepare);
     if (prep.malformed_json) metrics_.malformed_json[ep_index(x.endpoint)].inc();
@@ -146,19 +140,120 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     if (prep.shims.contents_flattened) metrics_.shim_rewrites[2].inc(prep.shims.contents_flattened);
     if (prep.shims.reasoning_effort_dropped) metrics_.shim_rewrites[3].inc();
   } else {
+    prep = PreparedRequest{};
     prep.endpoint = x.endpoint;
     prep.body = std::move(s.body);
   }
-  // The body's allocation goes back to the session for the next request.
-  struct GiveBack {
-    std::string& to;
-    std::string& from;
-    ~GiveBack() { to = std::move(from); }
-  } give_back{s.body, prep.body};
   x.stream_kind = stream_kind_of(prep);
   metrics_.request_body_bytes.inc(prep.body.size());
+}
 
-  route::Decision d = policy_.decide(prep, route::FleetSnapshot::of(fleet_));
+// The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream and
+// Expect are not forwarded; Host and Content-Length are set here.
+void Proxy::build_request_head(Session& s, size_t u) {
+  const net::RequestHead& req = s.req;
+  std::string& out = s.out;
+  out.clear();
+  out.append(req.method_string);
+  out.push_back(' ');
+  out.append(fleet_.at(u).url().base_path);
+  out.append(req.target);
+  out.append(" HTTP/1.1\r\n");
+  const net::HopByHop hop(req.fields, kRouteHeader);
+  for (size_t i = 0; i < req.fields.size(); ++i) {
+    if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect) continue;
+    net::append_field(out, req.fields.name(i), req.fields.value(i));
+  }
+  net::append_field(out, "Host", host_headers_[u]);
+  if (!s.prep.body.empty() || req.method == http::verb::post || req.method == http::verb::put ||
+      req.method == http::verb::patch) {
+    out.append("Content-Length: ");
+    net::append_decimal(out, s.prep.body.size());
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+}
+
+// Decides the client response's framing and serialises its head into s.out. Returns whether
+// the response has a body; sets *chunked.
+bool Proxy::build_response_head(Session& s, Exchange& x, const upstream::Engine& engine, bool* chunked) {
+  const net::ResponseHead& up = s.res;
+  const unsigned version = s.req.version;
+  const bool has_body = response_has_body(s.req.method, up.status);
+  const auto length = s.parser->content_length();
+  *chunked = false;
+  if (!length && has_body) {
+    if (version >= 11) {
+      *chunked = true;
+    } else {
+      s.close_after = true;  // HTTP/1.0: the body ends when the connection does
+    }
+  }
+  x.status = up.status;
+  std::string& out = s.out;
+  out.clear();
+  net::append_status_line(out, version, up.status, up.reason);
+  append_response_fields(out, up.fields, engine.label());
+  if (length) {
+    out.append("Content-Length: ");
+    net::append_decimal(out, *length);
+    out.append("\r\n");
+  } else if (*chunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  }
+  net::append_connection(out, version, x.keep_alive && !draining_ && !s.close_after);
+  out.append("\r\n");
+  return has_body;
+}
+
+// Usage accounting at the end of a complete 200 response on an inference endpoint.
+void Proxy::finish_usage(Session& s, Exchange& x, int64_t first_token_ns) {
+  UsageAccumulator& usage = *s.usage;
+  usage.finish();
+  const Usage& u = usage.usage();
+  metrics_.usage_parse_failures.inc(usage.parse_failures());
+  if (u.prompt_tokens) metrics_.prompt_tokens.inc(*u.prompt_tokens);
+  if (u.cached_tokens) metrics_.cached_prompt_tokens.inc(*u.cached_tokens);
+  if (u.completion_tokens) metrics_.completion_tokens.inc(*u.completion_tokens);
+  if (!u.finish_reason.empty()) {
+    metrics_.finish_reasons[ep_index(x.endpoint)][finish_index(finish_bucket(u.finish_reason))].inc();
+  }
+  metrics_.cache_requests[ep_index(x.endpoint)][cache_index(cache_outcome(u))].inc();
+  if (first_token_ns && u.completion_tokens && *u.completion_tokens > 8) {
+    double decode_s = static_cast<double>(clock_.now_ns() - first_token_ns) / 1e9;
+    if (decode_s > 0.5) metrics_.decode_rate.observe(static_cast<double>(*u.completion_tokens - 1) / decode_s);
+  }
+}
+
+// Feeds one relayed batch of body pieces to usage accounting; returns the first-token time.
+void Proxy::account_pieces(Session& s, Exchange& x, int64_t& first_token_ns) {
+  const net::ResponseParser& p = *s.parser;
+  for (size_t i = 0; i < p.piece_count(); ++i) {
+    if (s.usage->feed(p.pieces()[i]) && first_token_ns == 0) {
+      first_token_ns = clock_.now_ns();
+      metrics_.ttft.observe(static_cast<double>(first_token_ns - x.start_ns) / 1e9);
+    }
+  }
+}
+
+// One coroutine for dispatch and relay (its frame stays small; per-exchange state lives in the
+// session): Asio recycles coroutine frames only when they are under ~1 KB.
+asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
+  metrics_.inflight.add(1);
+  struct Inflight {
+    observe::Gauge& g;
+    ~Inflight() { g.sub(1); }
+  } inflight{metrics_.inflight};
+
+  // Parse once: only inference endpoints are parsed, and only here.
+  prepare_exchange(s, x);
+  // The body's allocation goes back to the session for the next request.
+  struct GiveBack {
+    Session& s;
+    ~GiveBack() { s.body = std::move(s.prep.body); }
+  } give_back{s};
+
+  route::Decision d = policy_.decide(s.prep, route::FleetSnapshot::of(fleet_));
   metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
   int64_t was_open = metrics_.route_fail_open.get();
   metrics_.route_fail_open.set(d.fail_open ? 1 : 0);
@@ -178,13 +273,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     ~StopWatch() { unwatch_client(w); }
   } stop_watch{watch};
 
-  const net::RequestHead& req = s.req;
-  // Hop-by-hop headers, inbound X-Ramjet-Upstream and Expect are not forwarded; Host and
-  // Content-Length are set here.
-  const net::HopByHop hop(req.fields, kRouteHeader);
-  const bool send_length = !prep.body.empty() || req.method == http::verb::post ||
-                           req.method == http::verb::put || req.method == http::verb::patch;
-
+  OutBuffers& out = s.out_buffers;
   UpstreamError last_error = UpstreamError::kConnect;
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t u = order[k].ordinal;
@@ -211,34 +300,18 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       }
       watch.upstream = conn.get();
 
-      s.out.clear();
-      s.out.append(req.method_string);
-      s.out.push_back(' ');
-      s.out.append(engine.url().base_path);
-      s.out.append(req.target);
-      s.out.append(" HTTP/1.1\r\n");
-      for (size_t i = 0; i < req.fields.size(); ++i) {
-        if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect) continue;
-        net::append_field(s.out, req.fields.name(i), req.fields.value(i));
-      }
-      net::append_field(s.out, "Host", host_headers_[u]);
-      if (send_length) {
-        s.out.append("Content-Length: ");
-        net::append_decimal(s.out, prep.body.size());
-        s.out.append("\r\n");
-      }
-      s.out.append("\r\n");
-      OutBuffers out;
+      build_request_head(s, u);
+      out.clear();
       out.add(s.out);
-      out.add(prep.body);
+      out.add(s.prep.body);
       if (!out.send_now(conn->socket, ec) && !ec) {
         co_await asio::async_write(conn->socket, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
       }
 
-      net::ResponseParser parser(s.res);
+      net::ResponseParser& parser = s.parser.emplace(s.res);
       parser.body_limit(boost::none);
       parser.header_limit(256 * 1024);
-      if (req.method == http::verb::head) parser.skip(true);
+      if (s.req.method == http::verb::head) parser.skip(true);
       while (!ec) {
         parse_buffered(*conn, parser, ec);
         if (ec || parser.is_header_done()) break;
@@ -277,10 +350,81 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       }
       fleet_.on_response(u, status);
 
-      Attempt a{*conn, parser, engine, watch, prep, reservation};
-      RelayResult r = (x.endpoint == Endpoint::kModels && status == 200)
-                          ? co_await relay_models(s, x, a)
-                          : co_await relay(s, x, a);
+      RelayResult r = RelayResult::kComplete;
+      if (x.endpoint == Endpoint::kModels && status == 200) {
+        Attempt a{*conn, parser, engine, watch, s.prep, reservation};
+        r = co_await relay_models(s, x, a);
+      } else {
+        // Relay: the head goes out at once when no body bytes are waiting (an SSE stream still
+        // in prefill), otherwise with the first piece of the body, in one write. Then every
+        // read from the engine is written to the client before the next read (backpressure);
+        // everything already buffered is relayed together (several SSE events often arrive
+        // at once), as one chunk when the client response is chunked.
+        bool chunked = false;
+        const bool has_body = build_response_head(s, x, engine, &chunked);
+        const bool account = is_inference(x.endpoint) && status == 200;
+        if (account) {
+          const bool sse = s.res.fields.get(http::field::content_type).find("text/event-stream") !=
+                           std::string_view::npos;
+          s.usage.emplace(x.endpoint, sse);
+        }
+        int64_t first_token_ns = 0;
+        bool head_pending = true;
+        if (!has_body || (conn->buffer.size() == 0 && !parser.is_done())) {
+          out.clear();
+          out.add(s.out);
+          if (!out.send_now(s.client, ec) && !ec) {
+            co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+          }
+          head_pending = false;
+        }
+        parser.eager(true);
+        while (!ec && has_body) {
+          parser.clear_pieces();
+          if (!parser.is_done()) {
+            parse_buffered(*conn, parser, ec);
+            if (!ec && parser.piece_count() == 0 && !parser.is_done()) {
+              size_t n = co_await conn->socket.async_read_some(
+                  conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
+                  asio::redirect_error(asio::use_awaitable, ec));
+              if (ec) {
+                on_read_error(parser, ec);
+              } else {
+                conn->buffer.commit(n);
+                parse_buffered(*conn, parser, ec);
+              }
+            }
+            if (ec) {
+              r = watch.gone ? RelayResult::kClientGone : RelayResult::kUpstreamError;
+              break;
+            }
+            if (parser.piece_count() == 0 && !parser.is_done()) continue;
+          }
+          const size_t n = parser.piece_bytes();
+          if (n && account) account_pieces(s, x, first_token_ns);
+          metrics_.response_body_bytes.inc(n);
+          out.clear();
+          if (head_pending) {
+            out.add(s.out);
+            head_pending = false;
+          }
+          if (chunked && n) {  // one chunk carries everything relayed in this write
+            char* end = std::to_chars(s.chunk_size, s.chunk_size + sizeof s.chunk_size - 2, n, 16).ptr;
+            *end++ = '\r';
+            *end++ = '\n';
+            out.add(std::string_view(s.chunk_size, static_cast<size_t>(end - s.chunk_size)));
+          }
+          for (size_t i = 0; i < parser.piece_count(); ++i) out.add(parser.pieces()[i]);
+          if (chunked && n) out.add("\r\n");
+          if (chunked && parser.is_done()) out.add("0\r\n\r\n");
+          if (!out.empty() && !out.send_now(s.client, ec) && !ec) {
+            co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+          }
+          if (ec || parser.is_done()) break;
+        }
+        if (ec && r == RelayResult::kComplete) r = RelayResult::kClientGone;  // a client write failed
+        if (r == RelayResult::kComplete && account) finish_usage(s, x, first_token_ns);
+      }
       watch.upstream = nullptr;
       const double seconds = static_cast<double>(clock_.now_ns() - x.start_ns) / 1e9;
       metrics_.request_duration.observe(seconds);
@@ -315,129 +459,6 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   const unsigned status = last_error == UpstreamError::kTimeout ? 504 : 502;
   co_await send_error(s, x, status, "upstream unavailable",
                       last_error == UpstreamError::kTimeout ? "upstream_timeout" : "upstream_error");
-}
-
-asio::awaitable<Proxy::RelayResult> Proxy::relay(Session& s, Exchange& x, Attempt& a) {
-  const net::ResponseHead& up = s.res;
-  const unsigned status = up.status;
-  x.status = status;
-  const unsigned version = s.req.version;
-  const bool has_body = response_has_body(s.req.method, status);
-  const auto length = a.parser.content_length();
-  bool chunked = false;
-  if (!length && has_body) {
-    if (version >= 11) {
-      chunked = true;
-    } else {
-      s.close_after = true;  // HTTP/1.0: the body ends when the connection does
-    }
-  }
-
-  s.out.clear();
-  net::append_status_line(s.out, version, status, up.reason);
-  append_response_fields(s.out, up.fields, a.engine.label());
-  if (length) {
-    s.out.append("Content-Length: ");
-    net::append_decimal(s.out, *length);
-    s.out.append("\r\n");
-  } else if (chunked) {
-    s.out.append("Transfer-Encoding: chunked\r\n");
-  }
-  net::append_connection(s.out, version, x.keep_alive && !draining_ && !s.close_after);
-  s.out.append("\r\n");
-
-  const bool account = is_inference(x.endpoint) && status == 200;
-  const bool sse = up.fields.get(http::field::content_type).find("text/event-stream") != std::string_view::npos;
-  UsageAccumulator usage(x.endpoint, sse);
-  int64_t first_token_ns = 0;
-
-  boost::system::error_code ec;
-  OutBuffers out;
-  bool head_pending = true;
-  // Headers go out at once when no body bytes are waiting (an SSE stream still in prefill);
-  // otherwise they leave together with the first piece of the body, in one write.
-  if (!has_body || (a.conn.buffer.size() == 0 && !a.parser.is_done())) {
-    out.add(s.out);
-    if (!out.send_now(s.client, ec) && !ec) {
-      co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (ec) co_return RelayResult::kClientGone;
-    if (!has_body) co_return RelayResult::kComplete;
-    head_pending = false;
-  }
-
-  a.parser.eager(true);
-  char chunk_size[24];
-  for (;;) {
-    a.parser.clear_pieces();
-    if (!a.parser.is_done()) {
-      // Everything the engine has already sent is relayed in one write (several SSE events
-      // often arrive together); the socket is read only when nothing is buffered.
-      parse_buffered(a.conn, a.parser, ec);
-      if (!ec && a.parser.piece_count() == 0 && !a.parser.is_done()) {
-        size_t n = co_await a.conn.socket.async_read_some(
-            a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)),
-            asio::redirect_error(asio::use_awaitable, ec));
-        if (ec) {
-          on_read_error(a.parser, ec);
-        } else {
-          a.conn.buffer.commit(n);
-          parse_buffered(a.conn, a.parser, ec);
-        }
-      }
-      if (ec) co_return a.watch.gone ? RelayResult::kClientGone : RelayResult::kUpstreamError;
-      if (a.parser.piece_count() == 0 && !a.parser.is_done()) continue;
-    }
-    const size_t n = a.parser.piece_bytes();
-    const std::string_view* pieces = a.parser.pieces();
-    if (n && account) {
-      for (size_t i = 0; i < a.parser.piece_count(); ++i) {
-        if (usage.feed(pieces[i]) && first_token_ns == 0) {
-          first_token_ns = clock_.now_ns();
-          metrics_.ttft.observe(static_cast<double>(first_token_ns - x.start_ns) / 1e9);
-        }
-      }
-    }
-    metrics_.response_body_bytes.inc(n);
-
-    out.clear();
-    if (head_pending) {
-      out.add(s.out);
-      head_pending = false;
-    }
-    if (chunked && n) {  // one chunk carries everything relayed in this write
-      char* end = std::to_chars(chunk_size, chunk_size + sizeof chunk_size - 2, n, 16).ptr;
-      *end++ = '\r';
-      *end++ = '\n';
-      out.add(std::string_view(chunk_size, static_cast<size_t>(end - chunk_size)));
-    }
-    for (size_t i = 0; i < a.parser.piece_count(); ++i) out.add(pieces[i]);
-    if (chunked && n) out.add("\r\n");
-    if (chunked && a.parser.is_done()) out.add("0\r\n\r\n");
-    if (!out.empty() && !out.send_now(s.client, ec) && !ec) {
-      co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (ec) co_return RelayResult::kClientGone;
-    if (a.parser.is_done()) break;
-  }
-
-  if (account) {
-    usage.finish();
-    const Usage& u = usage.usage();
-    metrics_.usage_parse_failures.inc(usage.parse_failures());
-    if (u.prompt_tokens) metrics_.prompt_tokens.inc(*u.prompt_tokens);
-    if (u.cached_tokens) metrics_.cached_prompt_tokens.inc(*u.cached_tokens);
-    if (u.completion_tokens) metrics_.completion_tokens.inc(*u.completion_tokens);
-    if (!u.finish_reason.empty()) {
-      metrics_.finish_reasons[ep_index(x.endpoint)][finish_index(finish_bucket(u.finish_reason))].inc();
-    }
-    metrics_.cache_requests[ep_index(x.endpoint)][cache_index(cache_outcome(u))].inc();
-    if (first_token_ns && u.completion_tokens && *u.completion_tokens > 8) {
-      double decode_s = static_cast<double>(clock_.now_ns() - first_token_ns) / 1e9;
-      if (decode_s > 0.5) metrics_.decode_rate.observe(static_cast<double>(*u.completion_tokens - 1) / decode_s);
-    }
-  }
-  co_return RelayResult::kComplete;
 }
 
 asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x, Attempt& a) {
@@ -477,7 +498,8 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
   s.out.append("Content-Length: ");
   net::append_decimal(s.out, body.size());
   s.out.append("\r\n\r\n");
-  OutBuffers out;
+  OutBuffers& out = s.out_buffers;
+  out.clear();
   out.add(s.out);
   out.add(body);
   if (!out.send_now(s.client, ec) && !ec) {

@@ -91,14 +91,17 @@ Proxy::Session::Session(tcp::socket s)
     : client(std::move(s)), deadline(client), watch(std::make_shared<ClientWatch>()) {
   buffer.reserve(16 * 1024);
   watch->client = &client;
+  watch->buffer = &buffer;
   boost::system::error_code ignored;
   client.non_blocking(true, ignored);
 }
 
 Proxy::Session::~Session() {
   watch->client = nullptr;
+  watch->buffer = nullptr;
   watch->active = false;
   watch->upstream = nullptr;
+  watch->waiter.reset();
 }
 
 // --- Proxy -----------------------------------------------------------------------------------
@@ -214,18 +217,27 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
 
   try {
     bool first = true;
+    ClientWatch& w = *s.watch;
     for (;;) {
       boost::system::error_code ec;
+      if (w.has_result) {  // the client read finished while the last exchange was forwarded
+        w.has_result = false;
+        if (w.result) break;  // closed or reset (its bytes, if any, are in s.buffer)
+      }
       if (s.buffer.size() == 0) {
         // Wait for the next request; an idle keep-alive connection closes quietly.
         if (draining_) break;
         set_idle(s, true);
         s.deadline.arm(first ? config_.header_timeout : config_.keepalive_timeout);
-        size_t n = co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)),
-                                                     asio::redirect_error(asio::use_awaitable, ec));
+        // The read may already be pending (started while the last exchange was forwarded).
+        start_client_read(s.watch);
+        if (!w.has_result) {
+          co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+              [&w](ClientWatch::Waiter handler) { w.waiter.emplace(std::move(handler)); }, asio::use_awaitable);
+        }
         set_idle(s, false);
-        if (ec) break;
-        s.buffer.commit(n);
+        w.has_result = false;
+        if (w.result) break;
       }
       first = false;
 
@@ -354,7 +366,8 @@ asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status
   if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
   x.counted = true;
   boost::system::error_code ec;
-  OutBuffers out;
+  OutBuffers& out = s.out_buffers;
+  out.clear();
   out.add(s.out);
   if (!out.send_now(s.client, ec) && !ec) {
     co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));

@@ -61,7 +61,11 @@ class Proxy {
   struct Attempt;
   enum class RelayResult { kComplete, kClientGone, kUpstreamError };
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
-  boost::asio::awaitable<RelayResult> relay(Session& s, Exchange& x, Attempt& a);
+  void prepare_exchange(Session& s, Exchange& x);
+  void build_request_head(Session& s, size_t engine);
+  bool build_response_head(Session& s, Exchange& x, const upstream::Engine& engine, bool* chunked);
+  void account_pieces(Session& s, Exchange& x, int64_t& first_token_ns);
+  void finish_usage(Session& s, Exchange& x, int64_t first_token_ns);
   boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<void> send_local(Session& s, Exchange& x, unsigned status,
                                           std::string_view content_type, std::string_view body);

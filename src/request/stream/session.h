@@ -4,11 +4,13 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +21,7 @@
 #include "request/stream/metrics.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
+#include "request/usage/usage.h"
 
 namespace ramjet::request {
 
@@ -76,18 +79,31 @@ class OutBuffers {
   size_t first_ = 0;
 };
 
-// Watches the client socket while a request is forwarded: when the client closes (FIN or
-// reset), it closes the current upstream connection at once so the engine stops working.
-// One per connection (shared with the pending receive, which may complete after the session).
+// Reads from one client connection on behalf of both the connection loop and the exchange in
+// flight. While a request is forwarded, a read is kept pending on the client socket: a FIN or
+// reset marks the client gone and closes the current upstream connection at once (so the
+// engine stops working); bytes (a pipelined request) mean the client is alive and are kept in
+// the session's buffer. The same read, still pending when the exchange ends, is the connection
+// loop's wait for the next request: one read per request serves both (Asio tries every read
+// once before waiting, so a separate watch would cost a syscall more per request).
+// Shared with the pending read's handler, which may run after the session is gone.
 struct ClientWatch {
   boost::asio::ip::tcp::socket* client = nullptr;  // null once the connection is gone
-  bool active = false;   // an exchange is being forwarded
-  bool gone = false;     // the client went away during the active exchange
-  bool waiting = false;  // the peek is pending on the client socket
-  char peek = 0;
+  boost::beast::flat_buffer* buffer = nullptr;     // the session's read buffer
+  bool active = false;      // an exchange is being forwarded
+  bool gone = false;        // the client went away during the active exchange
+  bool reading = false;     // a read into *buffer is pending
+  bool has_result = false;  // a read completed; `result` is for the connection loop
+  boost::system::error_code result;
   net::UpstreamConnection* upstream = nullptr;  // current upstream connection, if any
+  // The connection loop's coroutine, suspended until the read completes.
+  using Waiter = boost::asio::async_result<boost::asio::use_awaitable_t<>, void()>::handler_type;
+  std::optional<Waiter> waiter;
 };
-// Starts watching for the current exchange (active, not gone); unwatch_client() ends it.
+// Starts the read unless one is pending or its result is waiting.
+void start_client_read(const std::shared_ptr<ClientWatch>& w);
+// Starts watching for the current exchange (active, not gone); unwatch_client() ends it and
+// leaves the read pending for the connection loop.
 void watch_client(const std::shared_ptr<ClientWatch>& w);
 void unwatch_client(ClientWatch& w);
 
@@ -105,6 +121,13 @@ struct Proxy::Session {
   std::string body;
   net::ResponseHead res;
   std::string out;  // serialised heads
+  // Per-exchange state kept here rather than in coroutine frames (Asio recycles a frame's
+  // memory only when it is under ~1 KB).
+  PreparedRequest prep;
+  OutBuffers out_buffers;
+  std::optional<net::ResponseParser> parser;
+  std::optional<UsageAccumulator> usage;
+  char chunk_size[24];
   // Intrusive list of the sessions idle on this io thread (waiting for their next request).
   Session* idle_prev = nullptr;
   Session* idle_next = nullptr;
