@@ -189,10 +189,11 @@ void set_status(std::string& out, const std::optional<std::string_view>& status)
 
 // OpenAI chat/completions chunk or body (`choices` is the event's choices member). Returns
 // whether a choice carried generated output.
-bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint, Usage& u) {
+bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint, Usage& u, bool detect) {
   array choices;
   if (!choices_el || choices_el->get_array().get(choices) != simdjson::SUCCESS) return false;
   static constexpr std::array<std::string_view, 4> kChoiceKeys = {"finish_reason", "delta", "message", "text"};
+  static constexpr std::array<std::string_view, 1> kFinishKey = {"finish_reason"};
   static constexpr std::array<std::string_view, 4> kNodeKeys = {"content", "reasoning_content", "reasoning",
                                                                 "tool_calls"};
   bool generated = false;
@@ -201,7 +202,12 @@ bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint
     object choice;
     const bool is_first = first;
     first = false;
+    if (!detect && !is_first) break;  // only the first choice's finish_reason can still matter
     if (choice_el.get_object().get(choice) != simdjson::SUCCESS) continue;
+    if (!detect) {
+      if (auto reason = as_string(pick(choice, kFinishKey)[0])) set_finish_reason(u.finish_reason, *reason);
+      break;
+    }
     const auto f = pick(choice, kChoiceKeys);
     if (is_first) {
       if (auto reason = as_string(f[0])) set_finish_reason(u.finish_reason, *reason);
@@ -222,11 +228,14 @@ bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint
 }
 
 // One event (or body): every shape is tried, as the reference does; they do not overlap.
+// Generated output is only looked for until it has been seen (`u.generated`): after that an
+// event can only change the finish reason and the usage.
 bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
+  const bool detect = !u.generated;
   static constexpr std::array<std::string_view, 7> kRootKeys = {"choices", "stop_reason", "delta", "response",
                                                                 "status",  "message",     "usage"};
   const auto r = pick(root, kRootKeys);
-  bool generated = extract_choices(r[0], endpoint, u);
+  bool generated = extract_choices(r[0], endpoint, u, detect);
 
   // Anthropic: stop_reason at the top (body) or in message_delta's delta; text-ish deltas.
   // Responses: the delta is a string.
@@ -239,10 +248,10 @@ bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
                                                                      "reasoning", "partial_json"};
       const auto df = pick(d, kDeltaKeys);
       if (auto reason = as_string(df[0])) set_finish_reason(u.finish_reason, *reason);
-      for (size_t i = 1; i < df.size(); ++i) {
+      for (size_t i = 1; detect && i < df.size(); ++i) {
         if (non_empty_string(df[i])) generated = true;
       }
-    } else if (delta->get_string().get(s) == simdjson::SUCCESS && !s.empty()) {
+    } else if (detect && delta->get_string().get(s) == simdjson::SUCCESS && !s.empty()) {
       generated = true;
     }
   }
