@@ -64,6 +64,15 @@ void strip_hop_by_hop(http::fields& fields) {
   fields.erase("Proxy-Connection");
 }
 
+void HeadBuffer::grow(size_t n) {
+  size_t cap = cap_ < 256 ? 256 : cap_ * 2;
+  while (cap - size_ < n) cap *= 2;
+  std::unique_ptr<char[]> bigger(new char[cap]);
+  if (size_ > 0) std::memcpy(bigger.get(), data_.get(), size_);
+  data_ = std::move(bigger);
+  cap_ = cap;
+}
+
 void HeadFields::add(http::field id, std::string_view name, std::string_view value) {
   Entry e{id, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(name.size()), 0,
           static_cast<uint32_t>(value.size())};
@@ -136,19 +145,12 @@ size_t ResponseParser::piece(std::string_view s, boost::system::error_code& ec) 
   return s.size();
 }
 
-void append_decimal(std::string& out, uint64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+void append_decimal(HeadBuffer& out, uint64_t v) {
+  char* p = out.prepare(20);
+  out.advance(static_cast<size_t>(std::to_chars(p, p + 20, v).ptr - p));
 }
 
-void append_hex(std::string& out, uint64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, 16);
-  out.append(buf, r.ptr);
-}
-
-void append_status_line(std::string& out, unsigned version, unsigned code, std::string_view fallback) {
+void append_status_line(HeadBuffer& out, unsigned version, unsigned code, std::string_view fallback) {
   out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
   append_decimal(out, code);
   out.push_back(' ');
@@ -161,14 +163,7 @@ void append_status_line(std::string& out, unsigned version, unsigned code, std::
   out.append("\r\n");
 }
 
-void append_field(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name);
-  out.append(": ");
-  out.append(value);
-  out.append("\r\n");
-}
-
-void append_connection(std::string& out, unsigned version, bool keep_alive) {
+void append_connection(HeadBuffer& out, unsigned version, bool keep_alive) {
   if (version >= 11) {
     if (!keep_alive) out.append("Connection: close\r\n");
   } else if (keep_alive) {

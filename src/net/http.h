@@ -10,6 +10,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,39 @@ using beast_sv = boost::beast::string_view;
 // Keep-Alive, Proxy-Authenticate, Proxy-Authorization, TE, Trailer(s), Transfer-Encoding,
 // Upgrade), plus Content-Length and Host, which the proxy sets itself.
 void strip_hop_by_hop(http::fields& fields);
+
+// A growable byte buffer for serialised heads and header arenas. Its capacity is kept across
+// clear(), and appending is a bounds check and a memcpy (no per-append bookkeeping of
+// std::string, no zero-filling).
+class HeadBuffer {
+ public:
+  void clear() { size_ = 0; }
+  size_t size() const { return size_; }
+  const char* data() const { return data_.get(); }
+  std::string_view view() const { return {data_.get(), size_}; }
+  operator std::string_view() const { return view(); }
+  void append(std::string_view s) {
+    if (s.empty()) return;
+    std::memcpy(prepare(s.size()), s.data(), s.size());
+    size_ += s.size();
+  }
+  void push_back(char c) {
+    *prepare(1) = c;
+    ++size_;
+  }
+  // Room for n more bytes at the returned pointer; commit what was written with advance().
+  char* prepare(size_t n) {
+    if (cap_ - size_ < n) grow(n);
+    return data_.get() + size_;
+  }
+  void advance(size_t n) { size_ += n; }
+
+ private:
+  void grow(size_t n);
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t cap_ = 0;
+};
 
 // The header fields of one message head, in arrival order with their original case, stored in
 // one arena that keeps its capacity across messages (clear() between them).
@@ -45,7 +80,7 @@ class HeadFields {
     http::field id;
     uint32_t name_off, name_len, value_off, value_len;
   };
-  std::string arena_;
+  HeadBuffer arena_;
   std::vector<Entry> fields_;
 };
 
@@ -160,15 +195,24 @@ class ResponseParser final : public http::basic_parser<false> {
 // --- serialisation -------------------------------------------------------------------------
 
 // "HTTP/1.x <code> <reason>\r\n": the standard reason for a known code, else `fallback`.
-void append_status_line(std::string& out, unsigned version, unsigned code, std::string_view fallback);
+void append_status_line(HeadBuffer& out, unsigned version, unsigned code, std::string_view fallback);
 // "<name>: <value>\r\n"
-void append_field(std::string& out, std::string_view name, std::string_view value);
-void append_decimal(std::string& out, uint64_t v);
-// Lower-case hex, no leading zeros (chunk sizes).
-void append_hex(std::string& out, uint64_t v);
+inline void append_field(HeadBuffer& out, std::string_view name, std::string_view value) {
+  char* p = out.prepare(name.size() + value.size() + 4);
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = ':';
+  *p++ = ' ';
+  if (!value.empty()) std::memcpy(p, value.data(), value.size());
+  p += value.size();
+  *p++ = '\r';
+  *p = '\n';
+  out.advance(name.size() + value.size() + 4);
+}
+void append_decimal(HeadBuffer& out, uint64_t v);
 // Connection header for a response to an HTTP/1.`version` client, as Beast's keep_alive() does
 // on a message without one: HTTP/1.1 says "close" when not keeping alive, HTTP/1.0 says
 // "keep-alive" when keeping alive; otherwise nothing.
-void append_connection(std::string& out, unsigned version, bool keep_alive);
+void append_connection(HeadBuffer& out, unsigned version, bool keep_alive);
 
 }  // namespace ramjet::net

@@ -80,7 +80,7 @@ void on_read_error(net::ResponseParser& p, boost::system::error_code& ec) {
 
 // Response head fields as relayed: hop-by-hop headers (and those named in Connection) and any
 // X-Ramjet-Upstream removed, then X-Ramjet-Upstream: <ordinal>.
-void append_response_fields(std::string& out, const net::HeadFields& fields, std::string_view ordinal) {
+void append_response_fields(net::HeadBuffer& out, const net::HeadFields& fields, std::string_view ordinal) {
   const net::HopByHop hop(fields, kRouteHeader);
   for (size_t i = 0; i < fields.size(); ++i) {
     if (!hop.drop(fields, i)) net::append_field(out, fields.name(i), fields.value(i));
@@ -152,7 +152,7 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
 // Expect are not forwarded; Host and Content-Length are set here.
 void Proxy::build_request_head(Session& s, size_t u) {
   const net::RequestHead& req = s.req;
-  std::string& out = s.out;
+  net::HeadBuffer& out = s.out;
   out.clear();
   out.append(req.method_string);
   out.push_back(' ');
@@ -190,7 +190,7 @@ bool Proxy::build_response_head(Session& s, Exchange& x, const upstream::Engine&
     }
   }
   x.status = up.status;
-  std::string& out = s.out;
+  net::HeadBuffer& out = s.out;
   out.clear();
   net::append_status_line(out, version, up.status, up.reason);
   append_response_fields(out, up.fields, engine.label());

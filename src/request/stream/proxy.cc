@@ -157,7 +157,7 @@ void Proxy::begin_drain() {
 namespace {
 
 // A bare response for requests rejected before they were fully read; always closes.
-asio::awaitable<void> reject(tcp::socket& client, std::string& out, ConnectionDeadline& deadline,
+asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, ConnectionDeadline& deadline,
                              unsigned status, std::string_view message, std::string_view type) {
   const std::string body = error_json(message, type, static_cast<int>(status));
   out.clear();
@@ -170,7 +170,7 @@ asio::awaitable<void> reject(tcp::socket& client, std::string& out, ConnectionDe
   out.append(body);
   boost::system::error_code ec;
   deadline.arm(std::chrono::seconds(5));
-  co_await asio::async_write(client, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(client, asio::buffer(out.data(), out.size()), asio::redirect_error(asio::use_awaitable, ec));
   deadline.disarm();
 }
 

@@ -120,7 +120,7 @@ struct Proxy::Session {
   net::RequestHead req;
   std::string body;
   net::ResponseHead res;
-  std::string out;  // serialised heads
+  net::HeadBuffer out;  // serialised heads
   // Per-exchange state kept here rather than in coroutine frames (Asio recycles a frame's
   // memory only when it is under ~1 KB).
   PreparedRequest prep;
