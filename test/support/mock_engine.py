@@ -51,6 +51,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from support.headers import HeaderLookup
 from typing import Optional
 
 INFERENCE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")
@@ -86,7 +87,7 @@ class ConnRecord:
 
 
 @dataclass
-class Request:
+class Request(HeaderLookup):
     id: int
     conn_id: int
     engine: str
@@ -104,16 +105,6 @@ class Request:
     def path(self) -> str:
         return self.target.split("?", 1)[0]
 
-    def header(self, name: str) -> Optional[str]:
-        n = name.lower()
-        for k, v in self.headers:
-            if k.lower() == n:
-                return v
-        return None
-
-    def header_all(self, name: str) -> list:
-        n = name.lower()
-        return [v for k, v in self.headers if k.lower() == n]
 
     def header_names(self) -> set:
         return {k.lower() for k, _ in self.headers}

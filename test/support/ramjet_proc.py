@@ -20,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+from support.headers import HeaderLookup
 from typing import Iterable, Optional
 
 DEFAULT_BIN = "/work/main/build/dev/src/app/ramjet"
@@ -231,23 +232,13 @@ class RamjetProc:
 
 
 # ---------------------------------------------------------------------------- http.client helper
-class Response:
+class Response(HeaderLookup):
     def __init__(self, status: int, reason: str, headers: list, body: bytes):
         self.status = status
         self.reason = reason
         self.headers = headers
         self.body = body
 
-    def header(self, name: str) -> Optional[str]:
-        n = name.lower()
-        for k, v in self.headers:
-            if k.lower() == n:
-                return v
-        return None
-
-    def header_all(self, name: str) -> list:
-        n = name.lower()
-        return [v for k, v in self.headers if k.lower() == n]
 
     def json(self):
         return json.loads(self.body)
