@@ -124,6 +124,18 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
     co_return nullptr;
   }
   conn->socket.set_option(tcp::no_delay(true), ec);
+  // Asio registered the socket for writability to complete the connect, and would keep
+  // EPOLLOUT for good: every ACK from the engine would then be an event to process. The
+  // request path writes synchronously first, so re-register the connected socket for reads.
+  const tcp::endpoint local = conn->socket.local_endpoint(ec);
+  if (!ec) {
+    auto fd = conn->socket.release(ec);
+    if (!ec) conn->socket.assign(local.protocol(), fd, ec);
+    if (ec) {
+      failure = ConnectFailure::kConnect;
+      co_return nullptr;
+    }
+  }
   conn->socket.non_blocking(true, ec);
   co_return conn;
 }
