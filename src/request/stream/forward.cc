@@ -401,8 +401,6 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
             if (parser.piece_count() == 0 && !parser.is_done()) continue;
           }
           const size_t n = parser.piece_bytes();
-          if (n && account) account_pieces(s, x, first_token_ns);
-          metrics_.response_body_bytes.inc(n);
           out.clear();
           if (head_pending) {
             out.add(s.out);
@@ -420,6 +418,10 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
           if (!out.empty() && !out.send_now(s.client, ec) && !ec) {
             co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
           }
+          // Accounting reads the pieces after they went out (they stay valid until the next
+          // read), so parsing SSE events never delays the bytes on their way to the client.
+          metrics_.response_body_bytes.inc(n);
+          if (n && account) account_pieces(s, x, first_token_ns);
           if (ec || parser.is_done()) break;
         }
         if (ec && r == RelayResult::kComplete) r = RelayResult::kClientGone;  // a client write failed
