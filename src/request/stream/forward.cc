@@ -1,7 +1,7 @@
 // The upstream side of the data plane: prepare, route, dispatch with retry before the first
 // response byte, relay chunk by chunk, usage accounting, and cancellation on client disconnect.
 //
-// Heads are serialised here into the session's reused string and written together with the
+// Heads are serialised here into the session's reused buffer and written together with the
 // body bytes in one gather write (tried synchronously first: the sockets are non-blocking);
 // responses are parsed with Beast's parser, and their body bytes are relayed straight from the
 // upstream connection's read buffer, without a copy.
@@ -225,7 +225,7 @@ void Proxy::finish_usage(Session& s, Exchange& x, int64_t first_token_ns) {
   }
 }
 
-// Feeds one relayed batch of body pieces to usage accounting; returns the first-token time.
+// Feeds one relayed batch of body pieces to usage accounting; records the first-token time.
 void Proxy::account_pieces(Session& s, Exchange& x, int64_t& first_token_ns) {
   const net::ResponseParser& p = *s.parser;
   for (size_t i = 0; i < p.piece_count(); ++i) {

@@ -78,6 +78,8 @@ class OutBuffers {
   size_t count_ = 0;
   size_t first_ = 0;
 };
+// A relayed batch: head, chunk size line, the body pieces, CRLF, last chunk.
+static_assert(OutBuffers::kMax >= net::ResponseParser::kMaxPieces + 4);
 
 // Reads from one client connection on behalf of both the connection loop and the exchange in
 // flight. While a request is forwarded, a read is kept pending on the client socket: a FIN or
