@@ -154,27 +154,83 @@ void apply_shims(json::object& obj, uint64_t threshold, ShimReport& report) {
   }
 }
 
+// The top-level members prepare() reads, found in one pass over the object (a json::object's
+// keys are unique, so this is what a lookup per name would return).
+struct TopLevel {
+  const json::value* stream = nullptr;
+  const json::value* messages = nullptr;
+  const json::value* max_tokens = nullptr;
+  const json::value* reasoning_effort = nullptr;
+  const json::value* max_output_tokens = nullptr;
+  const json::value* max_completion_tokens = nullptr;
+};
+
+TopLevel top_level(const json::object& obj) {
+  TopLevel t;
+  for (const json::key_value_pair& member : obj) {
+    const std::string_view key = member.key();
+    const json::value* v = &member.value();
+    switch (key.size()) {
+      case 6:
+        if (key == "stream") t.stream = v;
+        break;
+      case 8:
+        if (key == "messages") t.messages = v;
+        break;
+      case 10:
+        if (key == "max_tokens") t.max_tokens = v;
+        break;
+      case 16:
+        if (key == "reasoning_effort") t.reasoning_effort = v;
+        break;
+      case 17:
+        if (key == "max_output_tokens") t.max_output_tokens = v;
+        break;
+      case 21:
+        if (key == "max_completion_tokens") t.max_completion_tokens = v;
+        break;
+      default:
+        break;
+    }
+  }
+  return t;
+}
+
+// Whether apply_shims() would change anything, read-only (the same conditions, in one pass).
+bool shims_apply(const TopLevel& top, uint64_t threshold) {
+  if (top.max_tokens && number_at_least(*top.max_tokens, threshold)) return true;
+  if (top.max_completion_tokens && number_at_least(*top.max_completion_tokens, threshold)) return true;
+  if (top.reasoning_effort && !valid_reasoning_effort(*top.reasoning_effort)) return true;
+  if (top.messages && top.messages->is_array()) {
+    for (const json::value& message : top.messages->get_array()) {
+      const json::object* m = message.if_object();
+      if (m == nullptr) continue;
+      const json::value* content = m->if_contains("content");
+      if (content != nullptr && content->is_array() && all_text_parts(content->get_array())) return true;
+    }
+  }
+  return false;
+}
+
 // Reference 2.7: the first present, non-null field decides; a malformed one is "invalid"
 // (nullopt) with no fallback to the next field.
-std::optional<uint64_t> output_limit(const json::object& obj,
-                                     std::initializer_list<std::string_view> fields) {
-  for (std::string_view field : fields) {
-    const json::value* v = obj.if_contains(field);
+std::optional<uint64_t> output_limit(std::initializer_list<const json::value*> fields) {
+  for (const json::value* v : fields) {
     if (v == nullptr || v->is_null()) continue;
     return non_negative_integer(*v);
   }
   return std::nullopt;
 }
 
-std::optional<uint64_t> requested_output_limit(Endpoint endpoint, const json::object& obj) {
+std::optional<uint64_t> requested_output_limit(Endpoint endpoint, const TopLevel& top) {
   switch (endpoint) {
     case Endpoint::kChat:
-      return output_limit(obj, {"max_completion_tokens", "max_tokens"});
+      return output_limit({top.max_completion_tokens, top.max_tokens});
     case Endpoint::kCompletions:
     case Endpoint::kMessages:
-      return output_limit(obj, {"max_tokens"});
+      return output_limit({top.max_tokens});
     case Endpoint::kResponses:
-      return output_limit(obj, {"max_output_tokens"});
+      return output_limit({top.max_output_tokens});
     default:
       return std::nullopt;
   }
@@ -252,7 +308,9 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
   }
   out.json_object = true;
 
-  if (endpoint == Endpoint::kChat || endpoint == Endpoint::kCompletions) {
+  TopLevel top = top_level(root.get_object());
+  if ((endpoint == Endpoint::kChat || endpoint == Endpoint::kCompletions) &&
+      shims_apply(top, config.max_tokens_strip)) {
     apply_shims(root.get_object(), config.max_tokens_strip, out.shims);
     if (out.shims.any() && !all_numbers_finite(root)) {
       // Rare: the body can only be forwarded as sent, so the facts come from the unshimmed
@@ -262,12 +320,11 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
         std::abort();  // impossible: these bytes parsed as an object a moment ago
       }
     }
+    top = top_level(root.get_object());  // the facts come from the post-shim object
   }
   const json::object& obj = root.get_object();
-  if (const json::value* stream = obj.if_contains("stream"); stream && stream->is_bool()) {
-    out.stream = stream->get_bool();
-  }
-  out.max_output_tokens = requested_output_limit(endpoint, obj);
+  if (top.stream && top.stream->is_bool()) out.stream = top.stream->get_bool();
+  out.max_output_tokens = requested_output_limit(endpoint, top);
 
   if (out.shims.any()) {
     out.body = json::serialize(obj);
