@@ -164,6 +164,46 @@ std::array<std::optional<element>, N> pick(const object& o, const std::array<std
   return out;
 }
 
+// pick() for the event root's members (choices, stop_reason, delta, response, status, message,
+// usage), dispatched on the name's length: it runs for every SSE event.
+std::array<std::optional<element>, 7> pick_root(const object& o) {
+  std::array<std::optional<element>, 7> out;
+  auto keep = [&out](size_t i, const element& v) {
+    if (!out[i]) out[i] = v;
+  };
+  for (const auto& member : o) {
+    const std::string_view key = member.key;
+    switch (key.size()) {
+      case 5:
+        if (key == "delta") {
+          keep(2, member.value);
+        } else if (key == "usage") {
+          keep(6, member.value);
+        }
+        break;
+      case 6:
+        if (key == "status") keep(4, member.value);
+        break;
+      case 7:
+        if (key == "choices") {
+          keep(0, member.value);
+        } else if (key == "message") {
+          keep(5, member.value);
+        }
+        break;
+      case 8:
+        if (key == "response") keep(3, member.value);
+        break;
+      case 11:
+        if (key == "stop_reason") keep(1, member.value);
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
 std::optional<object> as_object(const std::optional<element>& e) {
   object r;
   if (!e || e->get_object().get(r) != simdjson::SUCCESS) return std::nullopt;
@@ -232,9 +272,7 @@ bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint
 // event can only change the finish reason and the usage.
 bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
   const bool detect = !u.generated;
-  static constexpr std::array<std::string_view, 7> kRootKeys = {"choices", "stop_reason", "delta", "response",
-                                                                "status",  "message",     "usage"};
-  const auto r = pick(root, kRootKeys);
+  const auto r = pick_root(root);
   bool generated = extract_choices(r[0], endpoint, u, detect);
 
   // Anthropic: stop_reason at the top (body) or in message_delta's delta; text-ish deltas.
