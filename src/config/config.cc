@@ -75,6 +75,11 @@ void apply(const Option& o, std::string_view text, const std::string& label, Con
         }
       }
       break;
+    case Type::kDecimal:
+      if (auto v = parse_decimal(text, o.dmin, o.dmax, problems)) {
+        c.*member<double Config::*>(o) = *v;
+      }
+      break;
     case Type::kBool:
       if (auto v = parse_bool(text, problems)) c.*member<bool Config::*>(o) = *v;
       break;
@@ -84,7 +89,7 @@ void apply(const Option& o, std::string_view text, const std::string& label, Con
       }
       break;
     case Type::kList:
-      if (auto v = parse_list(text, o.min, o.max, problems)) {
+      if (auto v = parse_list(text, o.min, o.max, problems, o.choices)) {
         c.*member<std::vector<std::string> Config::*>(o) = std::move(*v);
       }
       break;
@@ -176,6 +181,9 @@ std::string value_text(const Option& o, const Config& c) {
       v = std::holds_alternative<uint32_t Config::*>(o.field)
               ? std::to_string(c.*member<uint32_t Config::*>(o))
               : std::to_string(c.*member<uint64_t Config::*>(o));
+      break;
+    case Type::kDecimal:
+      v = format_decimal(c.*member<double Config::*>(o));
       break;
     case Type::kBool:
       v = c.*member<bool Config::*>(o) ? "true" : "false";
@@ -297,7 +305,16 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     provided[static_cast<size_t>(o - table.data())] = !blank(value);
   }
 
-  // 4. Required options (not when only help is wanted).
+  // 4. Checks across options. Skipped while either side is unset or invalid (already reported).
+  const Config& c = r.config;
+  if (!c.upstream_profiles.empty() && !c.upstreams.empty() &&
+      c.upstream_profiles.size() != c.upstreams.size()) {
+    r.errors.push_back("RJ_UPSTREAM_PROFILES: " + std::to_string(c.upstream_profiles.size()) +
+                       " profiles for " + std::to_string(c.upstreams.size()) +
+                       " RJ_UPSTREAM entries; give one profile per upstream, in the same order");
+  }
+
+  // 5. Required options (not when only help is wanted).
   if (r.action == Action::kRun) {
     for (size_t i = 0; i < table.size(); ++i) {
       if (table[i].required && !provided[i]) {

@@ -24,6 +24,9 @@ struct Config {
   // --- upstreams ---
   std::vector<UpstreamUrl> upstreams;   // RJ_UPSTREAM (comma list, required, 1..256)
   std::string upstream_token;           // RJ_UPSTREAM_TOKEN (secret; LB-originated calls only)
+  // RJ_UPSTREAM_PROFILES: "mtp" or "standard" per upstream, in RJ_UPSTREAM order (lowercase);
+  // empty, or exactly one per upstream (checked).
+  std::vector<std::string> upstream_profiles;
   // --- listeners ---
   std::string listen_host = "0.0.0.0";  // RJ_LISTEN host:port
   uint16_t listen_port = 8000;
@@ -47,10 +50,25 @@ struct Config {
   uint32_t probe_interval_ms = 5000;       // RJ_PROBE_INTERVAL_MS (100..3600000)
   uint32_t probe_timeout_ms = 5000;        // RJ_PROBE_TIMEOUT_MS (10..120000)
   uint32_t recent_success_ms = 30000;      // RJ_PROBE_RECENT_SUCCESS_MS (0..3600000)
-  // --- routing (load) ---
-  std::string affinity = "load";           // RJ_AFFINITY (load; more policies come with routing)
+  uint32_t ready_successes = 3;            // RJ_READY_SUCCESSES (1..100) passing probes to readmit
+  uint32_t ready_stable_seconds = 30;      // RJ_READY_STABLE_SECONDS (0..3600) warming period
+  // --- routing ---
+  std::string affinity = "prefix";         // RJ_AFFINITY prefix|load|round_robin (policy.h)
+  double route_alpha = 4;                  // RJ_ROUTE_ALPHA (0..1000) score per reserved load unit
+  uint32_t route_max_overlap_blocks = 32;  // RJ_ROUTE_MAX_OVERLAP_BLOCKS (0..65536) affinity cap
+  uint64_t route_chunk_bytes = 2048;       // RJ_ROUTE_CHUNK_BYTES (64..1 MiB) per fingerprint block
+  uint64_t route_max_prefix_bytes = 2ull << 20;  // RJ_ROUTE_MAX_PREFIX_BYTES (0..1 GiB; 0 = none)
+  uint32_t route_index_capacity = 100000;  // RJ_ROUTE_INDEX_CAPACITY (0..2^26) per engine; 0 = off
   uint64_t route_load_unit_bytes = 32768;  // RJ_ROUTE_LOAD_UNIT_BYTES (1..2^31)
   uint32_t route_max_load_units = 8;       // RJ_ROUTE_MAX_LOAD_UNITS (1..1024)
+  bool route_phase_aware_load = true;      // RJ_ROUTE_PHASE_AWARE_LOAD
+  bool route_single_flight = true;         // RJ_ROUTE_SINGLE_FLIGHT
+  // RJ_ROUTE_SINGLE_FLIGHT_TIMEOUT_MS (100..3600000), RJ_ROUTE_SINGLE_FLIGHT_CAPACITY (1..2^20)
+  uint32_t route_single_flight_timeout_ms = 60000;
+  uint32_t route_single_flight_capacity = 1024;  // new prefixes tracked at once
+  uint64_t profile_short_max_tokens = 256;  // RJ_PROFILE_SHORT_MAX_TOKENS (1..2^31) <= prefers mtp
+  bool route_journal = false;               // RJ_ROUTE_JOURNAL: JSONL decision journal
+  std::string route_journal_file;           // RJ_ROUTE_JOURNAL_FILE ("" = stderr)
 };
 
 // Environment lookup: returns the value of a variable or nullopt. Injected for tests.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -78,11 +79,11 @@ TEST(Config, AValidEnvironmentHasNoErrors) {
 }
 
 TEST(Config, UnknownRjNameFailsStartup) {
-  auto r = run(valid({{"RJ_UPSTREAMS", "http://x"}, {"RJ_ROUTE_ALPHA", "4"}}));
+  auto r = run(valid({{"RJ_UPSTREAMS", "http://x"}, {"RJ_ROUTE_BETA_FACTOR", "4"}}));
   ASSERT_EQ(r.errors.size(), 2u) << all(r.errors);
   EXPECT_EQ(count(r, "unknown variable RJ_UPSTREAMS; did you mean RJ_UPSTREAM?"), 1u)
       << all(r.errors);
-  EXPECT_EQ(count(r, "unknown variable RJ_ROUTE_ALPHA"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "unknown variable RJ_ROUTE_BETA_FACTOR"), 1u) << all(r.errors);
 }
 
 TEST(Config, RetiredPrefixesListEveryStaleKey) {
@@ -240,11 +241,32 @@ TEST(Config, DefaultsMatchTheReference) {
   EXPECT_EQ(c.max_tokens_strip, 100000u);
   EXPECT_EQ(c.advertise_ctx_margin, 16384u);
   EXPECT_EQ(c.max_body_bytes, 64u << 20);
-  EXPECT_EQ(c.affinity, "load");
+  EXPECT_EQ(c.affinity, "prefix");
   EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.route_alpha, 4.0);
+  EXPECT_EQ(c.route_max_overlap_blocks, 32u);
+  EXPECT_EQ(c.route_chunk_bytes, 2048u);
+  EXPECT_EQ(c.route_max_prefix_bytes, 2u << 20);
+  EXPECT_EQ(c.route_index_capacity, 100000u);
   EXPECT_EQ(c.route_load_unit_bytes, 32768u);
   EXPECT_EQ(c.route_max_load_units, 8u);
+  EXPECT_TRUE(c.route_phase_aware_load);
+  EXPECT_TRUE(c.route_single_flight);
+  EXPECT_EQ(c.route_single_flight_timeout_ms, 60000u);
+  EXPECT_EQ(c.route_single_flight_capacity, 1024u);
+  EXPECT_EQ(c.profile_short_max_tokens, 256u);
+  EXPECT_FALSE(c.route_journal);
+  EXPECT_TRUE(c.route_journal_file.empty());
+  EXPECT_EQ(c.ready_successes, 3u);
+  EXPECT_EQ(c.ready_stable_seconds, 30u);
+  EXPECT_TRUE(c.upstream_profiles.empty());
   EXPECT_TRUE(c.upstream_token.empty());
+}
+
+TEST(Config, TheDefaultAffinityIsPrefix) {
+  EXPECT_EQ(Config{}.affinity, "prefix");
+  EXPECT_EQ(find_by_env("RJ_AFFINITY")->default_text, "prefix");
+  EXPECT_EQ(bounds_text(*find_by_env("RJ_AFFINITY")), "prefix, load, round_robin");
 }
 
 TEST(Config, TableDefaultsAreTheConfigDefaults) {
@@ -266,6 +288,16 @@ TEST(Config, BoundsAreEnforced) {
     EXPECT_EQ(count(value(o.max + 1), "out of bounds"), 1u) << o.env;
     if (o.min > 0) {
       EXPECT_EQ(count(value(o.min - 1), "out of bounds"), 1u) << o.env;
+    }
+  }
+  for (const Option& o : options()) {
+    if (o.type != Type::kDecimal) continue;
+    auto value = [&](double v) { return run(valid({{std::string(o.env), format_decimal(v)}})); };
+    EXPECT_TRUE(value(o.dmin).errors.empty()) << o.env << " min: " << all(value(o.dmin).errors);
+    EXPECT_TRUE(value(o.dmax).errors.empty()) << o.env << " max: " << all(value(o.dmax).errors);
+    EXPECT_EQ(count(value(o.dmax + 0.5), "out of bounds"), 1u) << o.env;
+    if (o.dmin > 0) {
+      EXPECT_EQ(count(value(o.dmin / 2), "out of bounds"), 1u) << o.env;
     }
   }
   EXPECT_EQ(count(run({{"RJ_THREADS", "99999999999999999999999"}}), "out of bounds"), 1u);
@@ -298,8 +330,109 @@ TEST(Config, EnumValuesAreCaseInsensitiveAndCanonical) {
   ASSERT_TRUE(r.errors.empty()) << all(r.errors);
   EXPECT_EQ(r.config.log_level, "warn");
   EXPECT_EQ(r.config.affinity, "load");
-  auto prefix = run(valid({{"RJ_AFFINITY", "prefix"}}));
-  EXPECT_EQ(count(prefix, "expected one of: load"), 1u) << all(prefix.errors);
+  for (std::string policy : {"prefix", "load", "round_robin"}) {
+    auto p = run(valid({{"RJ_AFFINITY", policy}}));
+    EXPECT_TRUE(p.errors.empty()) << policy << ": " << all(p.errors);
+    EXPECT_EQ(p.config.affinity, policy);
+  }
+  auto bad = run(valid({{"RJ_AFFINITY", "kv"}}));
+  EXPECT_EQ(count(bad, "expected one of: prefix, load, round_robin"), 1u) << all(bad.errors);
+}
+
+TEST(Config, DecimalsAcceptPlainNumbersWithAnOptionalFraction) {
+  Problems p;
+  for (auto [text, want] :
+       std::initializer_list<std::pair<std::string_view, double>>{{"0", 0},
+                                                                  {"4", 4},
+                                                                  {"2.5", 2.5},
+                                                                  {"0.125", 0.125},
+                                                                  {" 1000 ", 1000},
+                                                                  {"007.50", 7.5},
+                                                                  {"0.0", 0}}) {
+    auto v = parse_decimal(text, 0, 1000, p);
+    ASSERT_TRUE(v.has_value()) << text << ": " << all(p);
+    EXPECT_EQ(*v, want) << text;
+  }
+  EXPECT_TRUE(p.empty()) << all(p);
+}
+
+TEST(Config, DecimalsRefuseSignsExponentsHexInfNanAndABarePoint) {
+  for (std::string_view bad : {"-1", "+1", "1e3", "1E3", "inf", "nan", "INF", "0x10", "4.", ".5",
+                               ".", "", " ", "1.2.3", "1,5", "4 5", "2.5x", "-0"}) {
+    Problems p;
+    EXPECT_FALSE(parse_decimal(bad, 0, 1000, p).has_value()) << bad;
+    ASSERT_EQ(p.size(), 1u) << bad << ": " << all(p);
+    EXPECT_TRUE(p[0].starts_with("not a decimal number") || p[0].starts_with("empty"))
+        << bad << ": " << p[0];
+  }
+}
+
+TEST(Config, DecimalBoundsAreInclusiveAndReportedAsNumbers) {
+  Problems p;
+  EXPECT_EQ(parse_decimal("0.5", 0.5, 2.5, p), 0.5);
+  EXPECT_EQ(parse_decimal("2.5", 0.5, 2.5, p), 2.5);
+  EXPECT_TRUE(p.empty()) << all(p);
+  EXPECT_FALSE(parse_decimal("0.499", 0.5, 2.5, p).has_value());
+  EXPECT_FALSE(parse_decimal("2.5000001", 0.5, 2.5, p).has_value());
+  std::string huge(400, '9');  // beyond any double
+  EXPECT_FALSE(parse_decimal(huge, 0.5, 2.5, p).has_value());
+  ASSERT_EQ(p.size(), 3u) << all(p);
+  for (const std::string& problem : p) EXPECT_EQ(problem, "out of bounds; expected 0.5..2.5");
+
+  auto r = run(valid({{"RJ_ROUTE_ALPHA", "1000.5"}}));
+  EXPECT_EQ(count(r, "RJ_ROUTE_ALPHA=\"1000.5\": out of bounds; expected 0..1000"), 1u)
+      << all(r.errors);
+  auto ok = run(valid(), {"--route-alpha=0.25"});
+  EXPECT_TRUE(ok.errors.empty()) << all(ok.errors);
+  EXPECT_EQ(ok.config.route_alpha, 0.25);
+  EXPECT_NE(all(describe(ok.config)).find("RJ_ROUTE_ALPHA=0.25\n"), std::string::npos);
+}
+
+TEST(Config, DecimalsFormatWithoutExponentOrTrailingZeros) {
+  EXPECT_EQ(format_decimal(0), "0");
+  EXPECT_EQ(format_decimal(4), "4");
+  EXPECT_EQ(format_decimal(2.5), "2.5");
+  EXPECT_EQ(format_decimal(0.125), "0.125");
+  EXPECT_EQ(format_decimal(1e20), "100000000000000000000");
+}
+
+TEST(Config, UpstreamProfilesAreMtpOrStandardStoredLowercase) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},
+                {"RJ_UPSTREAM_PROFILES", " MTP ,standard,Standard"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.upstream_profiles, (std::vector<std::string>{"mtp", "standard", "standard"}));
+  EXPECT_NE(all(describe(r.config)).find("RJ_UPSTREAM_PROFILES=mtp,standard,standard\n"),
+            std::string::npos);
+}
+
+TEST(Config, AnUnknownUpstreamProfileIsNamedByItsPosition) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},
+                {"RJ_UPSTREAM_PROFILES", "mtp,standard,eagle"}});
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  EXPECT_EQ(r.errors[0], "RJ_UPSTREAM_PROFILES: item 3: expected mtp or standard");
+  EXPECT_TRUE(r.config.upstream_profiles.empty());
+
+  auto empty_item =
+      run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_PROFILES", "mtp,"}});
+  ASSERT_EQ(empty_item.errors.size(), 1u) << all(empty_item.errors);
+  EXPECT_EQ(empty_item.errors[0], "RJ_UPSTREAM_PROFILES: item 2 is empty");
+}
+
+TEST(Config, UpstreamProfilesMustMatchTheUpstreamCount) {
+  auto more =
+      run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_PROFILES", "mtp,standard,mtp"}});
+  ASSERT_EQ(more.errors.size(), 1u) << all(more.errors);
+  EXPECT_NE(more.errors[0].find("RJ_UPSTREAM_PROFILES: 3 profiles for 2 RJ_UPSTREAM entries"),
+            std::string::npos)
+      << more.errors[0];
+  auto fewer = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}}, {"--upstream-profiles=mtp"});
+  EXPECT_EQ(count(fewer, "1 profiles for 2 RJ_UPSTREAM entries"), 1u) << all(fewer.errors);
+  // Empty means "no profiles"; a missing or invalid upstream list is reported on its own.
+  EXPECT_TRUE(
+      run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_PROFILES", ""}}).errors.empty());
+  auto missing = run({{"RJ_UPSTREAM_PROFILES", "mtp"}});
+  ASSERT_EQ(missing.errors.size(), 1u) << all(missing.errors);
+  EXPECT_TRUE(missing.errors[0].starts_with("RJ_UPSTREAM is required")) << missing.errors[0];
 }
 
 TEST(Config, FlagSyntaxRejectsPositionalArgumentsAndValuesOnHelp) {
@@ -353,6 +486,12 @@ TEST(Config, TableRowsAreWellFormed) {
             (std::holds_alternative<uint32_t Config::*>(o.field) && o.max <= UINT32_MAX);
         EXPECT_LE(o.min, o.max);
         break;
+      case Type::kDecimal:
+        field_matches = std::holds_alternative<double Config::*>(o.field);
+        EXPECT_TRUE(std::isfinite(o.dmin) && std::isfinite(o.dmax));
+        EXPECT_LE(0, o.dmin);
+        EXPECT_LE(o.dmin, o.dmax);
+        break;
       case Type::kBool:
         field_matches = std::holds_alternative<bool Config::*>(o.field);
         break;
@@ -367,7 +506,15 @@ TEST(Config, TableRowsAreWellFormed) {
         break;
     }
     EXPECT_TRUE(field_matches);
-    EXPECT_EQ(o.type == Type::kEnum, !o.choices.empty());
+    // Choices: required for an enum, optional for a list (allowed items), unused elsewhere.
+    if (o.type == Type::kEnum) {
+      EXPECT_FALSE(o.choices.empty());
+    } else if (o.type != Type::kList) {
+      EXPECT_TRUE(o.choices.empty());
+    }
+    if (o.type != Type::kDecimal) {
+      EXPECT_TRUE(o.dmin == 0 && o.dmax == 0);
+    }
     if (o.required) {
       EXPECT_TRUE(o.default_text.empty());
     } else if (o.type != Type::kString) {
@@ -402,6 +549,14 @@ TEST(Config, MarkdownReferenceHasOneRowPerOption) {
                     "1 KiB..1 GiB |"),
             std::string::npos)
       << md;
+  EXPECT_NE(md.find("| `RJ_ROUTE_ALPHA` | `--route-alpha` | decimal | `4` | 0..1000 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| `RJ_UPSTREAM_PROFILES` | `--upstream-profiles` | list | (none) | "
+                    "0..256 items, each mtp or standard |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- **decimal**: "), std::string::npos) << md;
 }
 
 TEST(Config, ParseProcessReadsEnvironAndArgv) {

@@ -15,9 +15,9 @@
 
 namespace ramjet::config {
 
-enum class Type { kString, kUint, kBool, kEnum, kList, kHostPort, kUrlList };
+enum class Type { kString, kUint, kDecimal, kBool, kEnum, kList, kHostPort, kUrlList };
 
-// "string", "uint", "bool", "enum", "list", "host:port", "url-list".
+// "string", "uint", "decimal", "bool", "enum", "list", "host:port", "url-list".
 std::string_view type_name(Type t);
 // One line on how a value of this type is written (the value-syntax section of the docs).
 std::string_view type_syntax(Type t);
@@ -29,11 +29,12 @@ struct HostPortField {
 
 // Where a row's parsed value lands in Config: the row's setter (describe() reads it back).
 // The alternative must match the row's Type (string/enum: string; uint: uint32_t or uint64_t;
-// bool: bool; list: vector<string>; host:port: HostPortField; url-list: vector<UpstreamUrl>);
-// the table test checks every row.
-using Field = std::variant<std::monostate, std::string Config::*, uint32_t Config::*,
-                           uint64_t Config::*, bool Config::*, std::vector<std::string> Config::*,
-                           HostPortField, std::vector<UpstreamUrl> Config::*>;
+// decimal: double; bool: bool; list: vector<string>; host:port: HostPortField; url-list:
+// vector<UpstreamUrl>); the table test checks every row.
+using Field =
+    std::variant<std::monostate, std::string Config::*, uint32_t Config::*, uint64_t Config::*,
+                 double Config::*, bool Config::*, std::vector<std::string> Config::*,
+                 HostPortField, std::vector<UpstreamUrl> Config::*>;
 
 struct Option {
   std::string_view env{};   // RJ_UPSTREAM_TOKEN
@@ -42,8 +43,11 @@ struct Option {
   std::string_view default_text{};  // written as a user would write it; "" = none
   uint64_t min = 0;                 // uint: value bounds; list/url-list: item count
   uint64_t max = 0;
-  std::span<const std::string_view> choices{};  // enum: every accepted value
-  bool bytes = false;                           // docs show numbers as KiB/MiB/GiB
+  double dmin = 0;  // decimal: value bounds (finite, 0 <= dmin <= dmax)
+  double dmax = 0;
+  // enum: every accepted value; list: when set, every item must be one of these
+  std::span<const std::string_view> choices{};
+  bool bytes = false;      // docs show numbers as KiB/MiB/GiB
   bool secret = false;     // never printed: describe() shows <redacted>, errors omit the value
   bool required = false;   // must be non-empty unless the action is --help / --help-markdown
   std::string_view doc{};  // one line
@@ -57,8 +61,11 @@ const Option* find_by_flag(std::string_view flag);  // "--threads"
 
 // "64 MiB" for whole KiB/MiB/GiB when `bytes`, "2^53" for large powers of two, else decimal.
 std::string format_number(uint64_t v, bool bytes);
+// The shortest plain decimal that reads back as `v`: "4", "2.5", "0.125" (never an exponent).
+std::string format_decimal(double v);
 
-// Docs rendering of a row: "1 KiB..1 GiB", "0..256", "1..256 items", "trace, debug, ...".
+// Docs rendering of a row: "1 KiB..1 GiB", "0..256", "0..1000" (decimal), "1..256 items",
+// "0..256 items, each mtp or standard", "trace, debug, ...".
 std::string bounds_text(const Option& o);
 // "(required)", "(none)", "67108864 (64 MiB)"; with `markdown` the value is in backticks.
 std::string default_display(const Option& o, bool markdown);
@@ -75,6 +82,10 @@ struct HostPort {
 
 std::optional<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max, bool bytes,
                                    Problems& problems);
+// Strict non-negative decimal: digits, optionally '.' and more digits ("4", "2.5", "0.125").
+// Refused: a sign, an exponent, hex, inf/nan, and a bare point on either side ("4.", ".5").
+std::optional<double> parse_decimal(std::string_view text, double min, double max,
+                                    Problems& problems);
 std::optional<bool> parse_bool(std::string_view text, Problems& problems);
 // Case-insensitive; returns the canonical spelling from `choices`.
 std::optional<std::string> parse_enum(std::string_view text,
@@ -82,9 +93,12 @@ std::optional<std::string> parse_enum(std::string_view text,
                                       Problems& problems);
 // host:port with an IPv4 literal, "localhost" or a hostname; port 0..65535 (0 = ephemeral).
 std::optional<HostPort> parse_host_port(std::string_view text, Problems& problems);
-// Comma list; items trimmed, empty items rejected; a blank text is an empty list.
+// Comma list; items trimmed, empty items rejected; a blank text is an empty list. With
+// `choices`, every item must be one of them (case-insensitive) and is stored in the canonical
+// spelling; a bad item is named by its 1-based position ("item 3: expected mtp or standard").
 std::optional<std::vector<std::string>> parse_list(std::string_view text, uint64_t min,
-                                                   uint64_t max, Problems& problems);
+                                                   uint64_t max, Problems& problems,
+                                                   std::span<const std::string_view> choices = {});
 // Comma list of http://host[:port][/base-path]; items are named by 1-based ordinal, never by
 // content (hosts stay out of logs). A blank text is an empty list.
 std::optional<std::vector<UpstreamUrl>> parse_upstreams(std::string_view text, uint64_t min,

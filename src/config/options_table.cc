@@ -14,8 +14,10 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = kKiB * 1024;
 constexpr uint64_t kGiB = kMiB * 1024;
 
-// Routing policies; more values arrive with the routing policies themselves.
-constexpr std::array<std::string_view, 2> kAffinities = {"load", "round_robin"};
+// Routing policies (src/request/route/policy.h: make_policy).
+constexpr std::array<std::string_view, 3> kAffinities = {"prefix", "load", "round_robin"};
+// Decode profiles of an engine: speculative decoding (MTP) or standard decoding.
+constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 
@@ -37,6 +39,16 @@ const std::array kOptions = {
            .doc = "Bearer token for calls ramjet makes itself (probes, /v1/models); proxied "
                   "requests keep the client's own Authorization.",
            .field = &Config::upstream_token},
+    Option{.env = "RJ_UPSTREAM_PROFILES",
+           .flag = "--upstream-profiles",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .choices = kProfiles,
+           .doc = "Decode profile of each engine, one per RJ_UPSTREAM entry in the same order: "
+                  "mtp (speculative decoding) or standard, case-insensitive; empty = no profile "
+                  "preference.",
+           .field = &Config::upstream_profiles},
     // --- listeners ---
     Option{.env = "RJ_LISTEN",
            .flag = "--listen",
@@ -179,15 +191,82 @@ const std::array kOptions = {
            .doc = "A probe that times out or cannot connect does not fence an engine that "
                   "served a request this recently (0 = off).",
            .field = &Config::recent_success_ms},
-    // --- routing (load) ---
+    Option{.env = "RJ_READY_SUCCESSES",
+           .flag = "--ready-successes",
+           .type = Type::kUint,
+           .default_text = "3",
+           .min = 1,
+           .max = 100,
+           .doc = "Consecutive passing health probes a fenced engine needs before it can be "
+                  "readmitted.",
+           .field = &Config::ready_successes},
+    Option{.env = "RJ_READY_STABLE_SECONDS",
+           .flag = "--ready-stable-seconds",
+           .type = Type::kUint,
+           .default_text = "30",
+           .min = 0,
+           .max = 3600,
+           .doc = "After those probes, how long a readmitted engine must stay stable (probes "
+                  "keep passing) before it receives traffic; /health shows it as warming "
+                  "meanwhile.",
+           .field = &Config::ready_stable_seconds},
+    // --- routing ---
     Option{.env = "RJ_AFFINITY",
            .flag = "--affinity",
            .type = Type::kEnum,
-           .default_text = "load",
+           .default_text = "prefix",
            .choices = kAffinities,
-           .doc = "Routing policy. load: least reserved load, then rotation; round_robin: "
-                  "load-blind rotation (a baseline).",
+           .doc = "Routing policy. prefix: prefix-cache affinity minus reserved load (the "
+                  "default); load: least reserved load, then rotation; round_robin: load-blind "
+                  "rotation (a baseline).",
            .field = &Config::affinity},
+    Option{.env = "RJ_ROUTE_ALPHA",
+           .flag = "--route-alpha",
+           .type = Type::kDecimal,
+           .default_text = "4",
+           .dmin = 0,
+           .dmax = 1000,
+           .doc = "Prefix policy: score units (affinity blocks) subtracted per load unit an "
+                  "engine has reserved; higher values let load override cache affinity sooner.",
+           .field = &Config::route_alpha},
+    Option{.env = "RJ_ROUTE_MAX_OVERLAP_BLOCKS",
+           .flag = "--route-max-overlap-blocks",
+           .type = Type::kUint,
+           .default_text = "32",
+           .min = 0,
+           .max = 65536,
+           .doc = "Prefix policy: cap, in fingerprint blocks, on the affinity an engine's cached "
+                  "prefix can earn, so a long shared prefix cannot outweigh any amount of load.",
+           .field = &Config::route_max_overlap_blocks},
+    Option{.env = "RJ_ROUTE_CHUNK_BYTES",
+           .flag = "--route-chunk-bytes",
+           .type = Type::kUint,
+           .default_text = "2048",
+           .min = 64,
+           .max = kMiB,
+           .bytes = true,
+           .doc = "Canonical prompt bytes per fingerprint block, the unit of prefix affinity.",
+           .field = &Config::route_chunk_bytes},
+    Option{.env = "RJ_ROUTE_MAX_PREFIX_BYTES",
+           .flag = "--route-max-prefix-bytes",
+           .type = Type::kUint,
+           .default_text = "2097152",
+           .min = 0,
+           .max = kGiB,
+           .bytes = true,
+           .doc = "Most canonical prompt bytes fingerprinted per request; bytes beyond it earn "
+                  "no affinity (0 = no fingerprints).",
+           .field = &Config::route_max_prefix_bytes},
+    Option{.env = "RJ_ROUTE_INDEX_CAPACITY",
+           .flag = "--route-index-capacity",
+           .type = Type::kUint,
+           .default_text = "100000",
+           .min = 0,
+           .max = 67108864,
+           .doc = "Prefix fingerprints remembered per engine, least recently used evicted first "
+                  "(one block of prompt each, 2 KiB at the default chunk size); 0 disables the "
+                  "index.",
+           .field = &Config::route_index_capacity},
     Option{.env = "RJ_ROUTE_LOAD_UNIT_BYTES",
            .flag = "--route-load-unit-bytes",
            .type = Type::kUint,
@@ -205,6 +284,58 @@ const std::array kOptions = {
            .max = 1024,
            .doc = "Largest load one request can reserve, in load units.",
            .field = &Config::route_max_load_units},
+    Option{.env = "RJ_ROUTE_PHASE_AWARE_LOAD",
+           .flag = "--route-phase-aware-load",
+           .type = Type::kBool,
+           .default_text = "true",
+           .doc = "At a streaming response's first generated token, its reservation shrinks to "
+                  "one decode unit (the prefill is done).",
+           .field = &Config::route_phase_aware_load},
+    Option{.env = "RJ_ROUTE_SINGLE_FLIGHT",
+           .flag = "--route-single-flight",
+           .type = Type::kBool,
+           .default_text = "true",
+           .doc = "Concurrent requests with the same new prefix follow the first one's engine "
+                  "while it prefills, instead of prefilling the prefix on several engines.",
+           .field = &Config::route_single_flight},
+    Option{.env = "RJ_ROUTE_SINGLE_FLIGHT_TIMEOUT_MS",
+           .flag = "--route-single-flight-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "60000",
+           .min = 100,
+           .max = 3600000,
+           .doc = "Longest a new prefix keeps later requests on the first one's engine; after "
+                  "it they are routed normally.",
+           .field = &Config::route_single_flight_timeout_ms},
+    Option{.env = "RJ_ROUTE_SINGLE_FLIGHT_CAPACITY",
+           .flag = "--route-single-flight-capacity",
+           .type = Type::kUint,
+           .default_text = "1024",
+           .min = 1,
+           .max = 1048576,
+           .doc = "New prefixes tracked for single-flight at once.",
+           .field = &Config::route_single_flight_capacity},
+    Option{.env = "RJ_PROFILE_SHORT_MAX_TOKENS",
+           .flag = "--profile-short-max-tokens",
+           .type = Type::kUint,
+           .default_text = "256",
+           .min = 1,
+           .max = uint64_t{1} << 31,
+           .doc = "Requests asking for at most this many output tokens prefer mtp engines; "
+                  "larger or unset limits prefer standard engines (see RJ_UPSTREAM_PROFILES).",
+           .field = &Config::profile_short_max_tokens},
+    Option{.env = "RJ_ROUTE_JOURNAL",
+           .flag = "--route-journal",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "Write a privacy-bounded JSONL decision journal: a start and a finish record "
+                  "per routed request.",
+           .field = &Config::route_journal},
+    Option{.env = "RJ_ROUTE_JOURNAL_FILE",
+           .flag = "--route-journal-file",
+           .type = Type::kString,
+           .doc = "Decision journal file, opened for appending; empty = stderr.",
+           .field = &Config::route_journal_file},
 };
 
 }  // namespace
@@ -221,6 +352,12 @@ std::string format_number(uint64_t v, bool bytes) {
     return "2^" + std::to_string(std::countr_zero(v));
   }
   return std::to_string(v);
+}
+
+std::string format_decimal(double v) {
+  char buf[400];  // fixed notation of any finite double fits
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
 }
 
 std::span<const Option> options() {
@@ -247,6 +384,8 @@ std::string_view type_name(Type t) {
       return "string";
     case Type::kUint:
       return "uint";
+    case Type::kDecimal:
+      return "decimal";
     case Type::kBool:
       return "bool";
     case Type::kEnum:
@@ -267,6 +406,9 @@ std::string_view type_syntax(Type t) {
       return "any text, taken as is.";
     case Type::kUint:
       return "a decimal integer without sign or separators.";
+    case Type::kDecimal:
+      return "a non-negative decimal number such as `4` or `2.5`: digits with an optional "
+             "fractional part (`4.` and `.5` are refused); no sign, exponent, `inf` or `nan`.";
     case Type::kBool:
       return "true/false, 1/0, yes/no or on/off.";
     case Type::kEnum:
@@ -288,9 +430,17 @@ std::string bounds_text(const Option& o) {
   switch (o.type) {
     case Type::kUint:
       return format_number(o.min, o.bytes) + ".." + format_number(o.max, o.bytes);
+    case Type::kDecimal:
+      return format_decimal(o.dmin) + ".." + format_decimal(o.dmax);
     case Type::kList:
-    case Type::kUrlList:
-      return std::to_string(o.min) + ".." + std::to_string(o.max) + " items";
+    case Type::kUrlList: {
+      std::string s = std::to_string(o.min) + ".." + std::to_string(o.max) + " items";
+      for (size_t i = 0; i < o.choices.size(); ++i) {
+        s += i == 0 ? ", each " : i + 1 == o.choices.size() ? " or " : ", ";
+        s += o.choices[i];
+      }
+      return s;
+    }
     case Type::kEnum: {
       std::string s;
       for (std::string_view c : o.choices) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <string>
 
 #include "config/options.h"
@@ -110,6 +111,16 @@ bool check_host(std::string_view host, std::string_view prefix, Problems& proble
   return true;
 }
 
+// "a or b", "a, b or c".
+std::string alternatives(std::span<const std::string_view> choices) {
+  std::string s;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) s += i + 1 == choices.size() ? " or " : ", ";
+    s += choices[i];
+  }
+  return s;
+}
+
 std::string count_problem(size_t n, uint64_t min, uint64_t max) {
   return std::to_string(n) + " items; expected " + std::to_string(min) + ".." + std::to_string(max);
 }
@@ -209,6 +220,39 @@ std::optional<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t
   return v;
 }
 
+std::optional<double> parse_decimal(std::string_view text, double min, double max,
+                                    Problems& problems) {
+  std::string_view t = trim(text);
+  std::string range = format_decimal(min) + ".." + format_decimal(max);
+  if (t.empty()) {
+    problems.push_back("empty; expected a decimal number in " + range);
+    return std::nullopt;
+  }
+  // digits [ '.' digits ]: checked here so that from_chars never sees a sign, exponent, hex,
+  // inf or nan, and "4." / ".5" are refused rather than guessed at.
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
+  };
+  size_t point = t.find('.');
+  bool plain = point == std::string_view::npos
+                   ? digits(t)
+                   : digits(t.substr(0, point)) && digits(t.substr(point + 1));
+  if (!plain) {
+    problems.push_back(
+        "not a decimal number (digits with an optional fractional part, e.g. 4 or 2.5; no "
+        "sign, exponent or unit); expected " +
+        range);
+    return std::nullopt;
+  }
+  double v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v, std::chars_format::fixed);
+  if (ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v) || v < min || v > max) {
+    problems.push_back("out of bounds; expected " + range);
+    return std::nullopt;
+  }
+  return v;
+}
+
 std::optional<bool> parse_bool(std::string_view text, Problems& problems) {
   std::string_view t = trim(text);
   for (std::string_view yes : {"true", "1", "yes", "on"}) {
@@ -268,7 +312,8 @@ std::optional<HostPort> parse_host_port(std::string_view text, Problems& problem
 }
 
 std::optional<std::vector<std::string>> parse_list(std::string_view text, uint64_t min,
-                                                   uint64_t max, Problems& problems) {
+                                                   uint64_t max, Problems& problems,
+                                                   std::span<const std::string_view> choices) {
   std::vector<std::string> out;
   if (trim(text).empty()) return out;
   size_t before = problems.size();
@@ -276,8 +321,16 @@ std::optional<std::vector<std::string>> parse_list(std::string_view text, uint64
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].empty()) {
       problems.push_back("item " + std::to_string(i + 1) + " is empty");
-    } else {
+    } else if (choices.empty()) {
       out.emplace_back(items[i]);
+    } else {
+      auto it = std::find_if(choices.begin(), choices.end(),
+                             [&](std::string_view c) { return iequals(items[i], c); });
+      if (it == choices.end()) {
+        problems.push_back("item " + std::to_string(i + 1) + ": expected " + alternatives(choices));
+      } else {
+        out.emplace_back(*it);
+      }
     }
   }
   if (items.size() < min || items.size() > max) {

@@ -35,6 +35,29 @@ def test_invalid_value_aborts_startup(engines, ramjet_factory):
     assert "RJ_PROBE_INTERVAL_MS" in out, out
 
 
+def test_profile_count_must_match_the_upstreams(engines, ramjet_factory):
+    p = ramjet_factory(engines, start=False, env={"RJ_UPSTREAM_PROFILES": "mtp,standard,mtp"})
+    rc, out = p.run_to_exit(10)
+    assert rc != 0, out
+    assert "RJ_UPSTREAM_PROFILES: 3 profiles for 2 RJ_UPSTREAM entries" in out, out
+    assert not LISTEN_RE.search(out)
+
+
+def test_bad_profile_and_decimal_are_reported_together(engines, ramjet_factory):
+    p = ramjet_factory(engines, start=False,
+                       env={"RJ_UPSTREAM_PROFILES": "mtp,eagle", "RJ_ROUTE_ALPHA": "1e3"})
+    rc, out = p.run_to_exit(10)
+    assert rc != 0, out
+    assert "RJ_UPSTREAM_PROFILES: item 2: expected mtp or standard" in out, out
+    assert 'RJ_ROUTE_ALPHA="1e3": not a decimal number' in out, out
+
+
+def test_routing_options_are_accepted(engines, ramjet_factory):
+    rj = ramjet_factory(engines, env={"RJ_UPSTREAM_PROFILES": "MTP,standard", "RJ_ROUTE_ALPHA": "2.5",
+                                      "RJ_AFFINITY": "prefix"})
+    assert rj.health()[0] == 200
+
+
 def test_listening_line_gives_both_ephemeral_ports(rj):
     assert rj.api_port and rj.metrics_port and rj.api_port != rj.metrics_port
     r = http_request(rj.api_port, "GET", "/health")
