@@ -190,7 +190,8 @@ def test_failed_probe_fences_and_passing_probe_readmits(rj, engines):
     e0.health = 200
     rj.wait_replica(0, True)
     assert rj.metrics().get("ramjet_upstream_up", upstream="0") == 1
-    ups = {rj.chat(chat()).header("X-Ramjet-Upstream") for _ in range(6)}
+    # Distinct prompts: no cache affinity, so equal engines share the traffic.
+    ups = {rj.chat(chat(f"question {i}")).header("X-Ramjet-Upstream") for i in range(6)}
     assert ups == {"0", "1"}
 
 
@@ -286,7 +287,8 @@ def test_dead_engine_fenced_then_revived(rj, engines):
         assert rj.chat(chat()).header("X-Ramjet-Upstream") == "1"
     e0.revive()
     rj.wait_replica(0, True)
-    ups = {rj.chat(chat()).header("X-Ramjet-Upstream") for _ in range(6)}
+    # Distinct prompts: no cache affinity, so equal engines share the traffic.
+    ups = {rj.chat(chat(f"question {i}")).header("X-Ramjet-Upstream") for i in range(6)}
     assert ups == {"0", "1"}
 
 

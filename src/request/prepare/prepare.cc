@@ -304,6 +304,9 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
   if (!parse_into(body, mr, config.limits.max_json_depth, root) || !root.is_object()) {
     out.malformed_json = is_inference(endpoint);
     out.body = std::move(body);
+    if (config.fingerprint && is_inference(endpoint)) {
+      out.fingerprints = fingerprint_request(endpoint, json::value(), out.body, config.fingerprints);
+    }
     return out;
   }
   out.json_object = true;
@@ -331,6 +334,10 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
     out.rewritten = true;
   } else {
     out.body = std::move(body);
+  }
+  // The same parse feeds the fingerprints: the post-shim DOM and the bytes that are forwarded.
+  if (config.fingerprint && is_inference(endpoint)) {
+    out.fingerprints = fingerprint_request(endpoint, root, out.body, config.fingerprints);
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "request/ingress/endpoint.h"
+#include "request/prepare/canonical.h"
 
 namespace ramjet::request {
 
@@ -19,6 +20,10 @@ struct PrepareLimits {
 struct PrepareConfig {
   uint64_t max_tokens_strip = 100000;  // RJ_MAX_TOKENS_STRIP
   PrepareLimits limits;
+  // Fingerprint inference requests from the same parse (the prefix policy needs them; the
+  // others do not, and skip the cost).
+  bool fingerprint = false;
+  FingerprintConfig fingerprints;  // RJ_ROUTE_CHUNK_BYTES, RJ_ROUTE_MAX_PREFIX_BYTES
 };
 
 // What the shims did (for counters; never contains payload).
@@ -44,6 +49,9 @@ struct PreparedRequest {
   // and messages max_tokens; responses max_output_tokens. nullopt when absent/null/invalid.
   std::optional<uint64_t> max_output_tokens;
   ShimReport shims;
+  // Chain fingerprints of the post-shim canonical prompt (empty unless config.fingerprint and an
+  // inference endpoint); a body that is not a JSON object is fingerprinted raw.
+  Fingerprints fingerprints;
 };
 
 // Shims (chat and completions only), exactly as the reference:

@@ -1,7 +1,6 @@
 // Least-load policy: serving-eligible first, then fewest reserved load units, then a rotating
 // tie-break so equal engines share traffic evenly. Knows nothing about prefixes.
 #include <algorithm>
-#include <atomic>
 
 #include "request/route/policy.h"
 
@@ -10,14 +9,14 @@ namespace {
 
 class LeastLoadPolicy final : public Policy {
  public:
-  explicit LeastLoadPolicy(const RouteConfig& c) : config_(c) {}
+  explicit LeastLoadPolicy(const RouteConfig& c) : Policy(c) {}
   std::string_view name() const override { return "load"; }
 
-  Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) override {
+  Decision decide(const RouteRequest& req, const FleetSnapshot& fleet, uint64_t rotation) const override {
     Decision d;
+    d.rotation = rotation;
     const size_t n = fleet.candidates.size();
-    const uint64_t rotation = counter_.fetch_add(1, std::memory_order_relaxed);
-    const uint32_t units = request_load_units(req.body.size(), config_);
+    const uint32_t units = request_load_units(req.body_bytes, config_);
     d.ranked.reserve(n);
     for (const auto& c : fleet.candidates) {
       d.ranked.push_back(CandidateTerms{c.ordinal, c.eligible, c.load_units, units});
@@ -39,10 +38,6 @@ class LeastLoadPolicy final : public Policy {
     }
     return d;
   }
-
- private:
-  RouteConfig config_;
-  std::atomic<uint64_t> counter_{0};
 };
 
 }  // namespace

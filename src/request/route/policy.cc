@@ -25,6 +25,8 @@ std::string_view outcome_label(Outcome o) {
     case Outcome::kRoundRobin: return "rr";
     case Outcome::kOverlap: return "overlap";
     case Outcome::kProfile: return "profile";
+    case Outcome::kSingleFlight: return "single_flight";
+    case Outcome::kCount: break;
   }
   return "rr";
 }
@@ -68,6 +70,10 @@ Profile preferred_profile(const request::PreparedRequest& req, const RouteConfig
   const bool short_output =
       req.max_output_tokens && *req.max_output_tokens >= 1 && *req.max_output_tokens <= c.short_max_tokens;
   return short_output ? Profile::kMtp : Profile::kStandard;
+}
+
+RouteRequest RouteRequest::of(const request::PreparedRequest& req, const RouteConfig& c) {
+  return RouteRequest{req.endpoint, req.body.size(), preferred_profile(req, c)};
 }
 
 std::unique_ptr<Policy> make_policy(std::string_view name, const RouteConfig& config) {

@@ -1,6 +1,8 @@
 // request/route: routing policies behind one narrow interface. A policy is a pure function
-// (PreparedRequest, FleetSnapshot) -> Decision; it never performs I/O or mutates load.
-// Dispatch (request/stream) reserves load with LoadReservation and walks Decision::order.
+// (RouteRequest, FleetSnapshot, rotation) -> Decision; it never performs I/O, reads the index or
+// mutates load. route/router.h fills the snapshot (health, load, overlap, single-flight,
+// profiles); dispatch (request/stream) reserves load with LoadReservation and walks
+// Decision::dispatch_order().
 #pragma once
 
 #include <atomic>
@@ -31,6 +33,9 @@ struct CandidateState {
   // Leading request fingerprints this engine holds. The caller fills it from cache/index before
   // deciding (0 everywhere under RJ_AFFINITY=load); policies never read the index themselves.
   uint32_t overlap = 0;
+  // Leading request fingerprints a concurrent leader with the same new prefix is prefilling on
+  // this engine right now (route/single_flight.h); 0 unless the request is cold everywhere.
+  uint32_t single_flight = 0;
   Profile profile = Profile::kNone;
 };
 
@@ -39,8 +44,8 @@ struct FleetSnapshot {
   static FleetSnapshot of(const upstream::Fleet& fleet);
 };
 
-// What decided the winner (metric label): single|load|rr|overlap|profile.
-enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile };
+// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight.
+enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kCount };
 std::string_view outcome_label(Outcome o);
 
 struct CandidateTerms {
@@ -49,7 +54,8 @@ struct CandidateTerms {
   int64_t load_units = 0;
   uint32_t request_load_units = 1;  // what this request would reserve on this candidate
   uint32_t overlap = 0;             // raw leading blocks held (prefix policy)
-  uint32_t affinity = 0;            // min(overlap, max_overlap_blocks)
+  uint32_t single_flight = 0;       // leading blocks a concurrent leader prefills here
+  uint32_t affinity = 0;            // min(max(overlap, single_flight), max_overlap_blocks)
   double score = 0;                 // affinity - alpha * load_units (prefix policy)
   Profile profile = Profile::kNone;
 };
@@ -57,6 +63,7 @@ struct CandidateTerms {
 struct Decision {
   std::vector<CandidateTerms> ranked;  // every candidate, best first
   Outcome outcome = Outcome::kSingle;
+  uint64_t rotation = 0;               // the tie-break counter value this decision used
   bool fail_open = false;              // nothing eligible: dispatch to at most two candidates
   // The candidates dispatch may try, in order: eligible ones, or (fail-open) the first two.
   std::vector<CandidateTerms> dispatch_order() const;
@@ -74,6 +81,15 @@ struct RouteConfig {
 // clamp(ceil(bytes / unit), 1, max)
 uint32_t request_load_units(uint64_t uncached_bytes, const RouteConfig& c);
 
+// What routing needs to know about a request (no payload): a journal record carries exactly
+// this, so decisions can be recomputed offline (tools/route_replay).
+struct RouteRequest {
+  request::Endpoint endpoint = request::Endpoint::kOther;
+  uint64_t body_bytes = 0;                // post-shim body length
+  Profile wanted = Profile::kNone;        // preferred_profile()
+  static RouteRequest of(const request::PreparedRequest& req, const RouteConfig& c);
+};
+
 // What a request would reserve on a candidate holding `overlap` of its blocks: the load units of
 // body_bytes - overlap * chunk_bytes (saturating at 0).
 uint32_t request_load_units_with_overlap(uint64_t body_bytes, uint32_t overlap, const RouteConfig& c);
@@ -84,9 +100,28 @@ Profile preferred_profile(const request::PreparedRequest& req, const RouteConfig
 
 class Policy {
  public:
+  explicit Policy(const RouteConfig& config) : config_(config) {}
   virtual ~Policy() = default;
   virtual std::string_view name() const = 0;
-  virtual Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) = 0;
+  // Whether the policy reads CandidateState::overlap/single_flight (the caller skips filling
+  // them, and fingerprinting, when it does not).
+  virtual bool uses_prefix() const { return false; }
+  // Pure: the same inputs give the same Decision. `rotation` breaks exact ties (a counter the
+  // caller advances once per decision).
+  virtual Decision decide(const RouteRequest& req, const FleetSnapshot& fleet, uint64_t rotation) const = 0;
+
+  // Convenience: advances this policy's own rotation counter.
+  Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) {
+    return decide(RouteRequest::of(req, config_), fleet, next_rotation());
+  }
+  uint64_t next_rotation() { return counter_.fetch_add(1, std::memory_order_relaxed); }
+  const RouteConfig& config() const { return config_; }
+
+ protected:
+  RouteConfig config_;
+
+ private:
+  std::atomic<uint64_t> counter_{0};
 };
 
 // Known names: "prefix" (prefix affinity minus load, prefix_load.cc), "load" (least load, then

@@ -2,8 +2,12 @@
 // min(overlap, cap) - alpha * load_units, so a warm prefix cache attracts a request until the
 // engine's live load outweighs it. Order: serving-eligible, score, raw overlap, decode-profile
 // preference, rotation. Overlaps arrive in the snapshot (cache/index is read by the caller).
+//
+// Single-flight: blocks a concurrent leader is prefilling on an engine count like blocks it
+// holds (the cache will have them by the time this request's prefill reaches them), so
+// identical cold prefixes follow their leader, and load still wins once the leader's engine
+// falls behind by more than the affinity those blocks earn.
 #include <algorithm>
-#include <atomic>
 #include <tuple>
 
 #include "request/route/policy.h"
@@ -20,14 +24,15 @@ int profile_rank(Profile engine, Profile wanted) {
 
 class PrefixLoadPolicy final : public Policy {
  public:
-  explicit PrefixLoadPolicy(const RouteConfig& c) : config_(c) {}
+  explicit PrefixLoadPolicy(const RouteConfig& c) : Policy(c) {}
   std::string_view name() const override { return "prefix"; }
+  bool uses_prefix() const override { return true; }
 
-  Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) override {
+  Decision decide(const RouteRequest& req, const FleetSnapshot& fleet, uint64_t rotation) const override {
     Decision d;
+    d.rotation = rotation;
     const size_t n = fleet.candidates.size();
-    const uint64_t rotation = counter_.fetch_add(1, std::memory_order_relaxed);
-    const Profile wanted = preferred_profile(req, config_);
+    const Profile wanted = req.wanted;
     d.ranked.reserve(n);
     for (const CandidateState& c : fleet.candidates) {
       CandidateTerms t;
@@ -35,15 +40,17 @@ class PrefixLoadPolicy final : public Policy {
       t.eligible = c.eligible;
       t.load_units = c.load_units;
       t.overlap = c.overlap;
-      t.affinity = std::min(c.overlap, config_.max_overlap_blocks);
+      t.single_flight = c.single_flight;
+      t.affinity = std::min(std::max(c.overlap, c.single_flight), config_.max_overlap_blocks);
       t.score = static_cast<double>(t.affinity) - config_.alpha * static_cast<double>(c.load_units);
       t.profile = c.profile;
-      t.request_load_units = request_load_units_with_overlap(req.body.size(), c.overlap, config_);
+      t.request_load_units = request_load_units_with_overlap(req.body_bytes, c.overlap, config_);
       d.ranked.push_back(t);
     }
     // Larger key = better. Exact double comparison is intended: equal terms give equal scores.
     auto key = [&](const CandidateTerms& t) {
-      return std::make_tuple(t.eligible, t.score, t.overlap, -profile_rank(t.profile, wanted));
+      return std::make_tuple(t.eligible, t.score, std::max(t.overlap, t.single_flight),
+                             -profile_rank(t.profile, wanted));
     };
     std::sort(d.ranked.begin(), d.ranked.end(),
               [&](const CandidateTerms& a, const CandidateTerms& b) {
@@ -73,25 +80,25 @@ class PrefixLoadPolicy final : public Policy {
 
  private:
   // Reference §2.5 (single, overlap, load, rr) plus `profile` when the decode-profile preference
-  // separated the two best candidates that tied on everything before it. `load` considers only
+  // separated the two best candidates that tied on everything before it, and `single_flight`
+  // when the winner was chosen for blocks its leader is still prefilling. `load` considers only
   // candidates of the winner's eligibility: a fenced engine's score decided nothing.
   static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted) {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
     const CandidateTerms& s = ranked[1];
-    if (s.eligible == w.eligible && s.score == w.score && s.overlap == w.overlap &&
+    if (s.eligible == w.eligible && s.score == w.score &&
+        std::max(s.overlap, s.single_flight) == std::max(w.overlap, w.single_flight) &&
         profile_rank(s.profile, wanted) != profile_rank(w.profile, wanted)) {
       return Outcome::kProfile;
     }
+    if (w.single_flight > w.overlap) return Outcome::kSingleFlight;
     if (w.overlap > 0) return Outcome::kOverlap;
     const bool differs = std::any_of(ranked.begin(), ranked.end(), [&](const CandidateTerms& c) {
       return c.eligible == w.eligible && c.score != w.score;
     });
     return differs ? Outcome::kLoad : Outcome::kRoundRobin;
   }
-
-  RouteConfig config_;
-  std::atomic<uint64_t> counter_{0};
 };
 
 }  // namespace

@@ -18,6 +18,7 @@ struct Engine {
   int64_t load = 0;
   bool eligible = true;
   Profile profile = Profile::kNone;
+  uint32_t single_flight = 0;
 };
 
 FleetSnapshot fleet(const std::vector<Engine>& engines) {
@@ -29,6 +30,7 @@ FleetSnapshot fleet(const std::vector<Engine>& engines) {
     c.load_units = engines[i].load;
     c.overlap = engines[i].overlap;
     c.profile = engines[i].profile;
+    c.single_flight = engines[i].single_flight;
     s.candidates.push_back(c);
   }
   return s;
@@ -120,6 +122,54 @@ TEST(PrefixLoadPolicy, ABigColdPrefillRepelsSmallRequests) {
   std::vector<Engine> after(2);
   after[big.ranked[0].ordinal].load = big.ranked[0].request_load_units;
   EXPECT_NE(winner(*p, chat(100), after), big.ranked[0].ordinal);
+}
+
+// ---- single-flight ----
+
+TEST(PrefixLoadPolicy, AColdRequestFollowsTheEngineWhereItsPrefixIsBeingPrefilled) {
+  auto p = prefix();
+  for (int i = 0; i < 6; ++i) {
+    auto d = p->decide(chat(), fleet({{}, {.load = 1, .single_flight = 12}, {}}));
+    EXPECT_EQ(d.ranked[0].ordinal, 1u);
+    EXPECT_EQ(d.ranked[0].affinity, 12u);
+    EXPECT_EQ(d.outcome, Outcome::kSingleFlight);
+  }
+}
+
+TEST(PrefixLoadPolicy, SingleFlightBlocksDoNotLowerTheRequestsOwnLoadEstimate) {
+  // The blocks are not cached yet: the follower still reserves its whole uncached size.
+  auto p = prefix();
+  auto d = p->decide(chat(100 * 1024), fleet({{.single_flight = 40}, {}}));
+  EXPECT_EQ(d.ranked[0].request_load_units, 4u);
+}
+
+TEST(PrefixLoadPolicy, LoadWinsOverSingleFlightOnceTheLeadersEngineFallsBehindByMoreThanTheCap) {
+  // 32 pending blocks are worth the cap (32); alpha 4: 8 units of load tie, 9 lose.
+  auto p = prefix();
+  EXPECT_EQ(winner(*p, chat(), {{.load = 8, .single_flight = 40}, {}}), 0u);
+  auto d = p->decide(chat(), fleet({{.load = 9, .single_flight = 40}, {}}));
+  EXPECT_EQ(d.ranked[0].ordinal, 1u);
+  EXPECT_EQ(d.outcome, Outcome::kLoad);
+}
+
+TEST(PrefixLoadPolicy, CachedBlocksAndPendingBlocksCountAlikeAndTheOutcomeSaysWhich) {
+  auto p = prefix();
+  auto cached = p->decide(chat(), fleet({{.overlap = 10}, {.single_flight = 6}}));
+  EXPECT_EQ(cached.ranked[0].ordinal, 0u);
+  EXPECT_EQ(cached.outcome, Outcome::kOverlap);
+  auto pending = p->decide(chat(), fleet({{.overlap = 4}, {.single_flight = 6}}));
+  EXPECT_EQ(pending.ranked[0].ordinal, 1u);
+  EXPECT_EQ(pending.outcome, Outcome::kSingleFlight);
+}
+
+TEST(PrefixLoadPolicy, TheDecisionRecordsTheRotationItUsed) {
+  auto p = prefix();
+  const RouteRequest r = RouteRequest::of(chat(), p->config());
+  auto d = p->decide(r, fleet({{}, {}, {}}), 7);
+  EXPECT_EQ(d.rotation, 7u);
+  // Pure: the same inputs give the same ranking.
+  auto again = p->decide(r, fleet({{}, {}, {}}), 7);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(d.ranked[i].ordinal, again.ranked[i].ordinal);
 }
 
 // ---- per-candidate request load units ----

@@ -253,7 +253,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     ~GiveBack() { s.body = std::move(s.prep.body); }
   } give_back{s};
 
-  route::Decision d = policy_.decide(s.prep, route::FleetSnapshot::of(fleet_));
+  const route::Routed routed = router_.decide(s.prep);
+  const route::Decision& d = routed.decision;
   metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
   int64_t was_open = metrics_.route_fail_open.get();
   metrics_.route_fail_open.set(d.fail_open ? 1 : 0);
@@ -281,6 +282,9 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     upstream::Engine& engine = fleet_.at(u);
     if (d.fail_open) metrics_.fail_open_dispatches[u].inc();
     route::LoadReservation reservation(engine, order[k].request_load_units);
+    // A new prefix: concurrent requests with the same leading blocks follow this one here
+    // while it prefills (released when this attempt ends, complete or not).
+    const route::SingleFlight::Lease lead = router_.lead(u, routed, s.prep);
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (watch.gone) break;
       boost::system::error_code ec;
@@ -363,11 +367,12 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
         bool chunked = false;
         const bool has_body = build_response_head(s, x, engine, &chunked);
         const bool account = is_inference(x.endpoint) && status == 200;
-        if (account) {
-          const bool sse = s.res.fields.get(http::field::content_type).find("text/event-stream") !=
-                           std::string_view::npos;
-          s.usage.emplace(x.endpoint, sse);
-        }
+        const bool sse = s.res.fields.get(http::field::content_type).find("text/event-stream") !=
+                         std::string_view::npos;
+        if (account) s.usage.emplace(x.endpoint, sse);
+        // Phase-aware load: once a streaming response generates, the engine is decoding this
+        // request, no longer reading its prompt: keep one decode unit until the end.
+        const bool shrink_at_first_token = account && sse && config_.phase_aware_load;
         int64_t first_token_ns = 0;
         bool head_pending = true;
         if (!has_body || (conn->buffer.size() == 0 && !parser.is_done())) {
@@ -421,7 +426,11 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
           // Accounting reads the pieces after they went out (they stay valid until the next
           // read), so parsing SSE events never delays the bytes on their way to the client.
           metrics_.response_body_bytes.inc(n);
-          if (n && account) account_pieces(s, x, first_token_ns);
+          if (n && account) {
+            const bool had_token = first_token_ns != 0;
+            account_pieces(s, x, first_token_ns);
+            if (!had_token && first_token_ns != 0 && shrink_at_first_token) reservation.shrink_to(1);
+          }
           if (ec || parser.is_done()) break;
         }
         if (ec && r == RelayResult::kComplete) r = RelayResult::kClientGone;  // a client write failed
@@ -433,6 +442,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       switch (r) {
         case RelayResult::kComplete:
           if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
+          // Only a complete 200 on an inference endpoint teaches the index.
+          if (status == 200 && is_inference(x.endpoint)) router_.observe(u, s.prep);
           if (parser.keep_alive() && parser.is_done()) pools_.at(s.thread, u).put(std::move(conn));
           break;
         case RelayResult::kClientGone:

@@ -10,7 +10,6 @@ constexpr std::array<std::string_view, 5> kFinish = {"stop", "length", "tool_cal
 constexpr std::array<std::string_view, 4> kCache = {"full", "partial", "cold", "unknown"};
 constexpr std::array<std::string_view, 4> kShims = {"max_tokens", "max_completion_tokens",
                                                     "content_flatten", "reasoning_effort"};
-constexpr std::array<std::string_view, 3> kOutcomes = {"single", "load", "rr"};
 
 std::string ep_label(size_t e) {
   return "endpoint=\"" + std::string(endpoint_label(static_cast<Endpoint>(e))) + "\"";
@@ -118,8 +117,11 @@ void ProxyMetrics::write(observe::Exposition& x) const {
     x.sample("ramjet_route_fail_open_dispatches_total", "upstream=\"" + std::to_string(u) + "\"",
              fail_open_dispatches[u].get());
   x.family("ramjet_route_decisions_total", "counter", "Routing decisions by outcome.");
-  for (size_t o = 0; o < kOutcomes.size(); ++o)
-    x.sample("ramjet_route_decisions_total", "outcome=\"" + std::string(kOutcomes[o]) + "\"", route_decisions[o].get());
+  for (size_t o = 0; o < route_decisions.size(); ++o) {
+    x.sample("ramjet_route_decisions_total",
+             "outcome=\"" + std::string(route::outcome_label(static_cast<route::Outcome>(o))) + "\"",
+             route_decisions[o].get());
+  }
 
   x.family("ramjet_request_duration_seconds", "histogram", "Request duration from routing to the last byte.");
   request_duration.write(x, "ramjet_request_duration_seconds", "");

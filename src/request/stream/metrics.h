@@ -9,6 +9,7 @@
 #include "observe/histogram.h"
 #include "observe/metrics.h"
 #include "request/ingress/endpoint.h"
+#include "request/route/policy.h"
 
 namespace ramjet::request {
 
@@ -43,7 +44,7 @@ struct ProxyMetrics {
   std::array<observe::Counter, 4> shim_rewrites;  // max_tokens,max_completion_tokens,content_flatten,reasoning_effort
   observe::Gauge route_fail_open;
   std::unique_ptr<observe::Counter[]> fail_open_dispatches;  // per upstream
-  std::array<observe::Counter, 3> route_decisions;          // single, load, rr
+  std::array<observe::Counter, static_cast<size_t>(route::Outcome::kCount)> route_decisions;
   observe::Histogram request_duration;  // seconds
   observe::Histogram ttft;              // seconds to first generated token (streaming)
   observe::Histogram decode_rate;       // generated tokens per second after the first token

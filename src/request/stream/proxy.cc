@@ -106,16 +106,17 @@ Proxy::Session::~Session() {
 
 // --- Proxy -----------------------------------------------------------------------------------
 
-Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Policy& policy, net::IoPool& io,
+Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, net::IoPool& io,
              net::PoolSet& pools, const Clock& clock)
     : config_(std::move(config)),
       fleet_(fleet),
-      policy_(policy),
+      router_(router),
       io_(io),
       pools_(pools),
       clock_(clock),
       metrics_(fleet.size()),
       idle_(io.size(), nullptr) {
+  config_.prepare.fingerprint = router_.uses_prefix();
   host_headers_.reserve(fleet.size());
   for (size_t i = 0; i < fleet.size(); ++i) host_headers_.push_back(fleet.at(i).url().host_header());
 }

@@ -19,7 +19,7 @@
 #include "net/client.h"
 #include "net/io_pool.h"
 #include "request/prepare/prepare.h"
-#include "request/route/policy.h"
+#include "request/route/router.h"
 #include "request/stream/metrics.h"
 #include "upstream/fleet.h"
 
@@ -35,11 +35,14 @@ struct ProxyConfig {
   uint64_t advertise_ctx_margin = 16384;
   size_t max_models_body = 16u << 20;
   PrepareConfig prepare;
+  // RJ_ROUTE_PHASE_AWARE_LOAD: at a streaming response's first generated token the request's
+  // reservation shrinks to one decode unit.
+  bool phase_aware_load = true;
 };
 
 class Proxy {
  public:
-  Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Policy& policy, net::IoPool& io,
+  Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, net::IoPool& io,
         net::PoolSet& pools, const Clock& clock);
   ~Proxy();
 
@@ -74,7 +77,7 @@ class Proxy {
 
   ProxyConfig config_;
   upstream::Fleet& fleet_;
-  route::Policy& policy_;
+  route::Router& router_;
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;

@@ -1,0 +1,77 @@
+#include "request/route/router.h"
+
+#include "upstream/fleet.h"
+
+namespace ramjet::route {
+
+Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, cache::ApproxIndex& index,
+               SingleFlight& single_flight, std::vector<Profile> profiles)
+    : policy_(std::move(policy)),
+      fleet_(fleet),
+      index_(index),
+      single_flight_(single_flight),
+      profiles_(std::move(profiles)) {
+  if (!profiles_.empty()) profiles_.resize(fleet_.size(), Profile::kNone);
+}
+
+Routed Router::decide(const request::PreparedRequest& req) {
+  FleetSnapshot snap = FleetSnapshot::of(fleet_);
+  for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
+  const std::vector<uint64_t>& chain = req.fingerprints.chain;
+  bool warm = false;
+  if (policy_->uses_prefix() && !chain.empty()) {
+    for (CandidateState& c : snap.candidates) {
+      c.overlap = index_.overlap(c.ordinal, chain);
+      warm = warm || c.overlap > 0;
+    }
+    if (!warm) {
+      // Cold everywhere in the index: is a concurrent leader prefilling the same prefix?
+      std::vector<uint32_t> pending(snap.candidates.size(), 0);
+      single_flight_.pending(chain, pending);
+      for (CandidateState& c : snap.candidates) {
+        c.single_flight = pending[c.ordinal];
+        warm = warm || c.single_flight > 0;
+      }
+    }
+  }
+  Routed r;
+  r.decision = policy_->decide(RouteRequest::of(req, policy_->config()), snap, policy_->next_rotation());
+  r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
+  return r;
+}
+
+SingleFlight::Lease Router::lead(size_t engine, const Routed& routed, const request::PreparedRequest& req) {
+  if (!routed.cold) return {};
+  return single_flight_.lead(engine, req.fingerprints.chain);
+}
+
+void Router::observe(size_t engine, const request::PreparedRequest& req) {
+  if (!policy_->uses_prefix() || req.fingerprints.chain.empty()) return;
+  index_.observe(engine, req.fingerprints.chain);
+}
+
+}  // namespace ramjet::route
+
+namespace ramjet::route {
+
+void Router::write_metrics(observe::Exposition& x) const {
+  x.family("ramjet_route_index_entries", "gauge",
+           "Prefix fingerprints in the approximate index per upstream ordinal.");
+  for (size_t i = 0; i < index_.engines(); ++i) {
+    x.sample("ramjet_route_index_entries", "upstream=\"" + std::to_string(i) + "\"",
+             static_cast<int64_t>(index_.entries(i)));
+  }
+  const SingleFlight::Stats st = single_flight_.stats();
+  x.family("ramjet_route_single_flight_leaders", "gauge", "New prefixes being prefilled by a single-flight leader.");
+  x.sample("ramjet_route_single_flight_leaders", "", static_cast<int64_t>(single_flight_.leaders()));
+  x.family("ramjet_route_single_flight_leads_total", "counter", "Cold requests registered as single-flight leaders.");
+  x.sample("ramjet_route_single_flight_leads_total", "", static_cast<int64_t>(st.leads));
+  x.family("ramjet_route_single_flight_refused_total", "counter",
+           "Cold requests not registered because the single-flight table was full.");
+  x.sample("ramjet_route_single_flight_refused_total", "", static_cast<int64_t>(st.refused_full));
+  x.family("ramjet_route_single_flight_expired_total", "counter",
+           "Single-flight leaders that expired before their response ended.");
+  x.sample("ramjet_route_single_flight_expired_total", "", static_cast<int64_t>(st.expired));
+}
+
+}  // namespace ramjet::route

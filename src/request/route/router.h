@@ -1,0 +1,67 @@
+// request/route/router: everything a routing decision reads, in one place. It fills the fleet
+// snapshot (health and live load from upstream/, overlaps from the approximate index, blocks a
+// single-flight leader is prefilling, declared decode profiles), advances the rotation counter
+// and asks the policy. It also applies what a served request teaches: only a complete 200
+// response on an inference endpoint is observed into the index (request/stream decides when).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cache/index/approx_index.h"
+#include "observe/metrics.h"
+#include "request/prepare/prepare.h"
+#include "request/route/policy.h"
+#include "request/route/single_flight.h"
+
+namespace ramjet::upstream {
+class Fleet;
+}
+
+namespace ramjet::route {
+
+// A decision plus what the router learned while making it.
+struct Routed {
+  Decision decision;
+  // The request's prefix is new: no engine holds or is prefilling any of its blocks. The engine
+  // it is dispatched to becomes the single-flight leader for it (lead()).
+  bool cold = false;
+};
+
+class Router {
+ public:
+  // `profiles` is empty or has one entry per engine. `index` and `single_flight` are shared
+  // with nobody else and must outlive the router.
+  Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, cache::ApproxIndex& index,
+         SingleFlight& single_flight, std::vector<Profile> profiles);
+
+  const Policy& policy() const { return *policy_; }
+  const RouteConfig& config() const { return policy_->config(); }
+  // Whether requests need fingerprints (PrepareConfig::fingerprint).
+  bool uses_prefix() const { return policy_->uses_prefix(); }
+  Profile profile(size_t engine) const { return profiles_.empty() ? Profile::kNone : profiles_[engine]; }
+
+  Routed decide(const request::PreparedRequest& req);
+
+  // Registers a cold request's prefix as being prefilled on `engine` (an empty lease when the
+  // request was not cold or single-flight is off). Keep the lease until the response ends.
+  SingleFlight::Lease lead(size_t engine, const Routed& routed, const request::PreparedRequest& req);
+
+  // A complete 200 response on an inference endpoint: `engine` now holds the request's prefix.
+  void observe(size_t engine, const request::PreparedRequest& req);
+
+  // ramjet_route_index_entries{upstream}, ramjet_route_single_flight_* (no payload, ordinals).
+  void write_metrics(observe::Exposition& x) const;
+
+  cache::ApproxIndex& index() { return index_; }
+  SingleFlight& single_flight() { return single_flight_; }
+
+ private:
+  std::unique_ptr<Policy> policy_;
+  upstream::Fleet& fleet_;
+  cache::ApproxIndex& index_;
+  SingleFlight& single_flight_;
+  std::vector<Profile> profiles_;
+};
+
+}  // namespace ramjet::route

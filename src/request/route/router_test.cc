@@ -1,0 +1,130 @@
+#include "request/route/router.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/clock.h"
+#include "upstream/fleet.h"
+
+namespace ramjet::route {
+namespace {
+
+std::vector<config::UpstreamUrl> urls(size_t n) {
+  std::vector<config::UpstreamUrl> v(n);
+  for (size_t i = 0; i < n; ++i) v[i].host = "engine-" + std::to_string(i);
+  return v;
+}
+
+// A chat request whose system prompt is `prefix_kib` KiB of `fill`, then one user turn.
+request::PreparedRequest chat(char fill, size_t prefix_kib, std::string_view user,
+                              std::optional<uint64_t> max_tokens = std::nullopt) {
+  std::string body = R"({"model":"m","messages":[{"role":"system","content":")" +
+                     std::string(prefix_kib * 1024, fill) + R"("},{"role":"user","content":")" +
+                     std::string(user) + "\"}]";
+  if (max_tokens) body += R"(,"max_tokens":)" + std::to_string(*max_tokens);
+  body += "}";
+  request::PrepareConfig pc;
+  pc.fingerprint = true;
+  return request::prepare(request::Endpoint::kChat, std::move(body), pc);
+}
+
+struct Rig {
+  explicit Rig(size_t n, std::string_view policy = "prefix", std::vector<Profile> profiles = {})
+      : fleet(urls(n), clock, 30000),
+        index(n),
+        single_flight(n, SingleFlightConfig{}, clock),
+        router(make_policy(policy, RouteConfig{}), fleet, index, single_flight, std::move(profiles)) {}
+  ManualClock clock;
+  upstream::Fleet fleet;
+  cache::ApproxIndex index;
+  SingleFlight single_flight;
+  Router router;
+};
+
+TEST(Router, ARequestNoEngineHasSeenIsColdAndAfterAServedResponseItIsWarmThere) {
+  Rig rig(3);
+  auto req = chat('a', 24, "hello");
+  ASSERT_GE(req.fingerprints.chain.size(), 12u);
+  Routed first = rig.router.decide(req);
+  EXPECT_TRUE(first.cold);
+  rig.router.observe(2, req);
+  for (int i = 0; i < 5; ++i) {
+    Routed again = rig.router.decide(chat('a', 24, "a different turn"));
+    EXPECT_FALSE(again.cold);
+    EXPECT_EQ(again.decision.ranked[0].ordinal, 2u);
+    EXPECT_EQ(again.decision.outcome, Outcome::kOverlap);
+    EXPECT_GE(again.decision.ranked[0].overlap, 12u);
+  }
+}
+
+TEST(Router, ConcurrentIdenticalColdRequestsFollowTheirLeaderUntilItsLeaseEnds) {
+  Rig rig(4);
+  auto req = chat('b', 16, "same");
+  Routed leader = rig.router.decide(req);
+  ASSERT_TRUE(leader.cold);
+  {
+    SingleFlight::Lease lease = rig.router.lead(3, leader, req);
+    for (int i = 0; i < 8; ++i) {
+      Routed follower = rig.router.decide(req);
+      EXPECT_FALSE(follower.cold);
+      EXPECT_EQ(follower.decision.ranked[0].ordinal, 3u);
+      EXPECT_EQ(follower.decision.outcome, Outcome::kSingleFlight);
+      // A follower does not lead.
+      EXPECT_FALSE(rig.router.lead(follower.decision.ranked[0].ordinal, follower, req).active());
+    }
+  }
+  EXPECT_TRUE(rig.router.decide(req).cold);
+}
+
+TEST(Router, TheLoadPolicyNeitherReadsTheIndexNorMarksRequestsCold) {
+  Rig rig(2, "load");
+  auto req = chat('c', 8, "x");
+  rig.router.observe(1, req);  // ignored: the load policy keeps no index
+  Routed r = rig.router.decide(req);
+  EXPECT_FALSE(r.cold);
+  for (const auto& t : r.decision.ranked) EXPECT_EQ(t.overlap, 0u);
+  EXPECT_EQ(rig.index.entries(1), 0u);
+}
+
+TEST(Router, AShortRequestPrefersTheMtpEngineWhenCacheAndLoadTie) {
+  Rig rig(4, "prefix", {Profile::kStandard, Profile::kMtp, Profile::kStandard, Profile::kMtp});
+  for (int i = 0; i < 8; ++i) {
+    Routed s = rig.router.decide(chat('d', 1, "q", 128));
+    EXPECT_EQ(s.decision.ranked[0].profile, Profile::kMtp);
+    // Two MTP engines tie on everything: rotation between them decided.
+    EXPECT_EQ(s.decision.outcome, Outcome::kRoundRobin);
+    Routed l = rig.router.decide(chat('d', 1, "q", 1024));
+    EXPECT_EQ(l.decision.ranked[0].profile, Profile::kStandard);
+  }
+}
+
+TEST(Router, TheOutcomeIsProfileWhenOnlyTheProfileSeparatedTheTwoBest) {
+  Rig rig(2, "prefix", {Profile::kStandard, Profile::kMtp});
+  Routed s = rig.router.decide(chat('d', 1, "q", 256));
+  EXPECT_EQ(s.decision.ranked[0].ordinal, 1u);
+  EXPECT_EQ(s.decision.outcome, Outcome::kProfile);
+  Routed l = rig.router.decide(chat('d', 1, "q", 257));
+  EXPECT_EQ(l.decision.ranked[0].ordinal, 0u);
+  EXPECT_EQ(l.decision.outcome, Outcome::kProfile);
+}
+
+TEST(Router, CacheLocalityComesBeforeTheProfilePreference) {
+  Rig rig(2, "prefix", {Profile::kStandard, Profile::kMtp});
+  auto req = chat('e', 8, "q", 64);
+  rig.router.observe(0, req);
+  EXPECT_EQ(rig.router.decide(req).decision.ranked[0].ordinal, 0u);
+}
+
+TEST(Router, AFencedEngineGetsNothingEvenWhenItHoldsThePrefix) {
+  Rig rig(2);
+  auto req = chat('f', 8, "q");
+  rig.router.observe(0, req);
+  rig.fleet.fence(0, upstream::FenceReason::kConnect);
+  Routed r = rig.router.decide(req);
+  ASSERT_EQ(r.decision.dispatch_order().size(), 1u);
+  EXPECT_EQ(r.decision.dispatch_order()[0].ordinal, 1u);
+}
+
+}  // namespace
+}  // namespace ramjet::route
