@@ -15,7 +15,8 @@
 #include "net/client.h"
 #include "net/io_pool.h"
 #include "net/listener.h"
-#include "request/route/policy.h"
+#include "cache/index/approx_index.h"
+#include "request/route/router.h"
 #include "request/stream/proxy.h"
 #include "upstream/fleet.h"
 #include "upstream/probe.h"
@@ -73,12 +74,29 @@ int main(int argc, char** argv) {
   net::IoPool io(threads);
   const Clock& clock = SteadyClock::instance();
   upstream::Fleet fleet(cfg.upstreams, clock, cfg.recent_success_ms);
-  auto policy = route::make_policy(cfg.affinity,
-                                   route::RouteConfig{cfg.route_load_unit_bytes, cfg.route_max_load_units});
+  route::RouteConfig rc;
+  rc.load_unit_bytes = cfg.route_load_unit_bytes;
+  rc.max_load_units = cfg.route_max_load_units;
+  rc.alpha = cfg.route_alpha;
+  rc.max_overlap_blocks = cfg.route_max_overlap_blocks;
+  rc.chunk_bytes = cfg.route_chunk_bytes;
+  rc.short_max_tokens = cfg.profile_short_max_tokens;
+  auto policy = route::make_policy(cfg.affinity, rc);
   if (!policy) {
     std::fprintf(stderr, "ramjet: unknown routing policy\n");
     return 2;
   }
+  cache::ApproxIndex index(fleet.size(), cache::ApproxIndexLimits{cfg.route_index_capacity});
+  route::SingleFlight single_flight(
+      fleet.size(),
+      route::SingleFlightConfig{cfg.route_single_flight, cfg.route_max_overlap_blocks,
+                                cfg.route_single_flight_capacity, cfg.route_single_flight_timeout_ms},
+      clock);
+  std::vector<route::Profile> profiles;
+  for (const std::string& p : cfg.upstream_profiles) {
+    profiles.push_back(p == "mtp" ? route::Profile::kMtp : route::Profile::kStandard);
+  }
+  route::Router router(std::move(policy), fleet, index, single_flight, std::move(profiles));
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
 
   request::ProxyConfig pc;
@@ -90,11 +108,15 @@ int main(int argc, char** argv) {
   pc.connect_timeout = milliseconds(cfg.connect_timeout_ms);
   pc.advertise_ctx_margin = cfg.advertise_ctx_margin;
   pc.prepare.max_tokens_strip = cfg.max_tokens_strip;
-  request::Proxy proxy(pc, fleet, *policy, io, pools, clock);
+  pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;
+  pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
+  pc.phase_aware_load = cfg.route_phase_aware_load;
+  request::Proxy proxy(pc, fleet, router, io, pools, clock);
 
   observe::Registry registry;
   registry.add([&](observe::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](observe::Exposition& x) { fleet.write_metrics(x); });
+  registry.add([&](observe::Exposition& x) { router.write_metrics(x); });
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });
