@@ -28,6 +28,8 @@ class LeastLoadPolicy final : public Policy {
       return (a.ordinal + n - r) % n < (b.ordinal + n - r) % n;
     });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
+    d.rotated = n > 1 && d.ranked[0].eligible == d.ranked[1].eligible &&
+                d.ranked[0].load_units == d.ranked[1].load_units;
     if (n <= 1) {
       d.outcome = Outcome::kSingle;
     } else {

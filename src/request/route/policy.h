@@ -64,6 +64,7 @@ struct Decision {
   std::vector<CandidateTerms> ranked;  // every candidate, best first
   Outcome outcome = Outcome::kSingle;
   uint64_t rotation = 0;               // the tie-break counter value this decision used
+  bool rotated = false;                // the winner tied with another candidate: rotation chose
   bool fail_open = false;              // nothing eligible: dispatch to at most two candidates
   // The candidates dispatch may try, in order: eligible ones, or (fail-open) the first two.
   std::vector<CandidateTerms> dispatch_order() const;
@@ -110,11 +111,18 @@ class Policy {
   // caller advances once per decision).
   virtual Decision decide(const RouteRequest& req, const FleetSnapshot& fleet, uint64_t rotation) const = 0;
 
-  // Convenience: advances this policy's own rotation counter.
-  Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) {
-    return decide(RouteRequest::of(req, config_), fleet, next_rotation());
+  // Decides with this policy's rotation counter, which advances only when a decision was
+  // settled by rotation: tied engines then take turns however many untied decisions come in
+  // between (a counter advanced by every decision gave every cold prefix of a steady
+  // 1-cold-in-4 workload the same engine of two). Concurrent decisions may share a value.
+  Decision decide_next(const RouteRequest& req, const FleetSnapshot& fleet) {
+    Decision d = decide(req, fleet, counter_.load(std::memory_order_relaxed));
+    if (d.rotated) counter_.fetch_add(1, std::memory_order_relaxed);
+    return d;
   }
-  uint64_t next_rotation() { return counter_.fetch_add(1, std::memory_order_relaxed); }
+  Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) {
+    return decide_next(RouteRequest::of(req, config_), fleet);
+  }
   const RouteConfig& config() const { return config_; }
 
  protected:

@@ -74,6 +74,7 @@ class PrefixLoadPolicy final : public Policy {
       begin = end;
     }
     d.fail_open = n > 0 && !d.ranked.front().eligible;
+    d.rotated = n > 1 && key(d.ranked[0]) == key(d.ranked[1]);
     d.outcome = outcome(d.ranked, wanted);
     return d;
   }

@@ -24,6 +24,7 @@ class RoundRobinPolicy final : public Policy {
       return (a.ordinal + n - r) % n < (b.ordinal + n - r) % n;
     });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
+    d.rotated = n > 1;
     d.outcome = n <= 1 ? Outcome::kSingle : Outcome::kRoundRobin;
     return d;
   }

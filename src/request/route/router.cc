@@ -35,7 +35,7 @@ Routed Router::decide(const request::PreparedRequest& req) {
     }
   }
   Routed r;
-  r.decision = policy_->decide(RouteRequest::of(req, policy_->config()), snap, policy_->next_rotation());
+  r.decision = policy_->decide_next(RouteRequest::of(req, policy_->config()), snap);
   r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
   return r;
 }

@@ -77,6 +77,29 @@ TEST(Router, ConcurrentIdenticalColdRequestsFollowTheirLeaderUntilItsLeaseEnds) 
   EXPECT_TRUE(rig.router.decide(req).cold);
 }
 
+TEST(Router, NewPrefixesTakeTurnsAcrossEnginesEvenWithWarmRequestsInBetween) {
+  // Four apps, one after another, each a cold first turn then three warm turns: rotation
+  // advances only on tied decisions, so the cold turns land on 0, 1, 0, 1 (a counter advanced
+  // by every decision would put all four on one engine).
+  Rig rig(2);
+  std::vector<size_t> homes;
+  for (char app : {'p', 'q', 'r', 's'}) {
+    auto first = chat(app, 24, "turn 0");
+    Routed r = rig.router.decide(first);
+    ASSERT_TRUE(r.cold);
+    EXPECT_TRUE(r.decision.rotated);
+    const size_t home = r.decision.ranked[0].ordinal;
+    rig.router.observe(home, first);
+    homes.push_back(home);
+    for (int t = 1; t < 4; ++t) {
+      Routed w = rig.router.decide(chat(app, 24, "turn " + std::to_string(t)));
+      EXPECT_EQ(w.decision.ranked[0].ordinal, home);
+      EXPECT_FALSE(w.decision.rotated);
+    }
+  }
+  EXPECT_EQ(homes, (std::vector<size_t>{0, 1, 0, 1}));
+}
+
 TEST(Router, TheLoadPolicyNeitherReadsTheIndexNorMarksRequestsCold) {
   Rig rig(2, "load");
   auto req = chat('c', 8, "x");
