@@ -27,12 +27,28 @@ std::string_view fence_reason_label(FenceReason f) {
   return "unknown";
 }
 
+std::string_view engine_state_label(EngineState s) {
+  switch (s) {
+    case EngineState::kHealthy: return "healthy";
+    case EngineState::kWarming: return "warming";
+    case EngineState::kUnhealthy: return "unhealthy";
+  }
+  return "unknown";
+}
+
+namespace {
+constexpr EngineState kStates[] = {EngineState::kHealthy, EngineState::kWarming,
+                                   EngineState::kUnhealthy};
+}  // namespace
+
 Engine::Engine(size_t ordinal, config::UpstreamUrl url)
     : ordinal_(ordinal), label_(std::to_string(ordinal)), url_(std::move(url)) {}
 
 Fleet::Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock,
-             int64_t recent_success_ms)
-    : clock_(clock), recent_success_ms_(recent_success_ms) {
+             int64_t recent_success_ms, Readiness readiness)
+    : clock_(clock), recent_success_ms_(recent_success_ms), readiness_(readiness) {
+  if (readiness_.successes == 0) readiness_.successes = 1;
+  if (readiness_.stable_ms < 0) readiness_.stable_ms = 0;
   engines_.reserve(urls.size());
   for (size_t i = 0; i < urls.size(); ++i) engines_.push_back(std::make_unique<Engine>(i, urls[i]));
 }
@@ -43,55 +59,96 @@ size_t Fleet::healthy_count() const {
   return n;
 }
 
-void Fleet::set_healthy(size_t i, bool healthy, std::string_view why) {
-  bool was = engines_[i]->healthy_.exchange(healthy, std::memory_order_acq_rel);
-  if (was != healthy) {
-    spdlog::info("upstream {} {} ({})", i, healthy ? "healthy" : "fenced", why);
-  }
+void Fleet::transition(Engine& e, EngineState to, std::string_view source, std::string_view reason) {
+  if (to != EngineState::kWarming) e.passes_ = 0;  // the gate count restarts
+  EngineState from = e.state_.load(std::memory_order_relaxed);
+  if (from == to) return;
+  e.state_.store(to, std::memory_order_release);
+  if (to == EngineState::kHealthy) e.readmissions_.inc();
+  spdlog::info("upstream {} {} -> {} ({}{}{})", e.ordinal(), engine_state_label(from),
+               engine_state_label(to), source, reason.empty() ? "" : " ", reason);
 }
 
 void Fleet::on_response(size_t i, unsigned status) {
   if (status >= 500) return;  // 5xx never counts as liveness
-  engines_[i]->last_success_ms_.store(clock_.now_ms(), std::memory_order_release);
-  set_healthy(i, true, "response");
+  Engine& e = *engines_[i];
+  e.last_success_ms_.store(clock_.now_ms(), std::memory_order_release);
+  if (e.healthy() || readiness_.gated()) return;  // with the gate on, only probes readmit
+  std::lock_guard lock(e.mu_);
+  transition(e, EngineState::kHealthy, "response");
 }
 
 void Fleet::fence(size_t i, FenceReason why) {
-  engines_[i]->fences_[static_cast<int>(why)].inc();
-  set_healthy(i, false, fence_reason_label(why));
+  Engine& e = *engines_[i];
+  e.fences_[static_cast<int>(why)].inc();
+  std::lock_guard lock(e.mu_);
+  transition(e, EngineState::kUnhealthy, "fence", fence_reason_label(why));
 }
 
 void Fleet::on_probe_success(size_t i) {
-  engines_[i]->probes_ok_.inc();
-  set_healthy(i, true, "probe");
+  Engine& e = *engines_[i];
+  e.probes_ok_.inc();
+  std::lock_guard lock(e.mu_);
+  const int64_t now = clock_.now_ms();
+  switch (e.state_.load(std::memory_order_relaxed)) {
+    case EngineState::kHealthy: return;
+    case EngineState::kUnhealthy:
+      if (++e.passes_ < readiness_.successes) return;
+      if (readiness_.stable_ms == 0) {
+        transition(e, EngineState::kHealthy, "probe", "passed");
+      } else {
+        e.warming_since_ms_ = now;
+        transition(e, EngineState::kWarming, "probe", "passed");
+      }
+      return;
+    case EngineState::kWarming:
+      if (now - e.warming_since_ms_ >= readiness_.stable_ms) {
+        transition(e, EngineState::kHealthy, "probe", "stable");
+      }
+      return;
+  }
 }
 
 void Fleet::on_probe_failure(size_t i, ProbeFailure why) {
   Engine& e = *engines_[i];
   e.probe_failures_[static_cast<int>(why)].inc();
-  bool starvable = why == ProbeFailure::kTimeout || why == ProbeFailure::kConnect;
-  int64_t since = clock_.now_ms() - e.last_success_ms_.load(std::memory_order_acquire);
-  if (starvable && since <= recent_success_ms_) {
-    e.probe_suppressed_.inc();  // busy, not dead: it served successfully moments ago
-    return;
+  std::lock_guard lock(e.mu_);
+  if (e.state_.load(std::memory_order_relaxed) == EngineState::kHealthy) {
+    bool starvable = why == ProbeFailure::kTimeout || why == ProbeFailure::kConnect;
+    int64_t since = clock_.now_ms() - e.last_success_ms_.load(std::memory_order_acquire);
+    if (starvable && since <= recent_success_ms_) {
+      e.probe_suppressed_.inc();  // busy, not dead: it served successfully moments ago
+      return;
+    }
   }
-  set_healthy(i, false, probe_failure_label(why));
+  // A warming engine serves no traffic, so the recent-success rule cannot speak for it.
+  transition(e, EngineState::kUnhealthy, "probe", probe_failure_label(why));
 }
 
 std::string Fleet::health_json() const {
-  size_t healthy = healthy_count();
+  // One read of each state, so the counts and the replicas agree.
+  std::vector<EngineState> states(engines_.size());
+  size_t healthy = 0, warming = 0;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    states[i] = engines_[i]->state();
+    healthy += states[i] == EngineState::kHealthy ? 1 : 0;
+    warming += states[i] == EngineState::kWarming ? 1 : 0;
+  }
   const char* status = healthy == engines_.size() ? "ok" : healthy > 0 ? "degraded" : "unhealthy";
   std::string out = R"({"status":")";
   out += status;
   out += R"(","admission_mode":"http","healthy_replicas":)" + std::to_string(healthy);
+  out += R"(,"warming_replicas":)" + std::to_string(warming);
   out += R"(,"total_replicas":)" + std::to_string(engines_.size()) + R"(,"replicas":[)";
   for (size_t i = 0; i < engines_.size(); ++i) {
     const Engine& e = *engines_[i];
     if (i) out += ',';
     out += R"({"index":)" + std::to_string(i);
     out += R"(,"healthy":)";
-    out += e.healthy() ? "true" : "false";
-    out += R"(,"inflight":)" + std::to_string(e.inflight());
+    out += states[i] == EngineState::kHealthy ? "true" : "false";
+    out += R"(,"state":")";
+    out += engine_state_label(states[i]);
+    out += R"(","inflight":)" + std::to_string(e.inflight());
     out += R"(,"load_units":)" + std::to_string(e.load_units()) + "}";
   }
   out += "]}";
@@ -103,8 +160,22 @@ void Fleet::write_metrics(observe::Exposition& x) const {
     x.family(name, type, help);
     for (const auto& e : engines_) x.sample(name, "upstream=\"" + e->label() + "\"", value(*e));
   };
-  each("ramjet_upstream_up", "gauge", "1 when the upstream is healthy (ordinal label).",
+  each("ramjet_upstream_up", "gauge",
+       "1 when the upstream is healthy, i.e. serving-eligible (ordinal label).",
        [](const Engine& e) { return int64_t{e.healthy() ? 1 : 0}; });
+  x.family("ramjet_upstream_state", "gauge",
+           "1 for the upstream's health state (healthy, warming or unhealthy), 0 for the others.");
+  for (const auto& e : engines_) {
+    const EngineState now = e->state();
+    for (EngineState s : kStates) {
+      x.sample("ramjet_upstream_state",
+               "upstream=\"" + e->label() + "\",state=\"" + std::string(engine_state_label(s)) + "\"",
+               int64_t{now == s ? 1 : 0});
+    }
+  }
+  each("ramjet_upstream_readmissions_total", "counter",
+       "Upstreams readmitted to serving after being fenced (passed the readiness gate).",
+       [](const Engine& e) { return e.readmissions_.get(); });
   each("ramjet_upstream_inflight", "gauge", "Requests in flight per upstream.",
        [](const Engine& e) { return e.inflight(); });
   each("ramjet_upstream_load_units", "gauge", "Reserved load units per upstream.",

@@ -1,11 +1,12 @@
 // upstream/fleet: the engine registry and each engine's health state (active probe results,
-// passive fencing, the recent-success rule), its live load, and /health JSON.
+// passive fencing, the recent-success rule, the readiness gate), its live load, and /health JSON.
 // Probing itself (I/O) is in probe.h; routing reads snapshots; reservations live in route/.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,21 @@ std::string_view probe_failure_label(ProbeFailure f);
 enum class FenceReason { kConnect, kTimeout, kProtocol, kRetryableStatus, kCount };
 std::string_view fence_reason_label(FenceReason f);
 
+// An engine's health state. Only kHealthy is serving-eligible. A fenced (unhealthy) engine must
+// pass the readiness gate before it is healthy again: `successes` consecutive passing probes
+// make it kWarming; it becomes kHealthy on the first passing probe at least `stable_ms` after the
+// last of those, with no failure in between. Reachable is not the same as ready.
+enum class EngineState { kHealthy, kWarming, kUnhealthy };
+std::string_view engine_state_label(EngineState s);
+
+struct Readiness {
+  uint32_t successes = 3;     // RJ_READY_SUCCESSES (0 is treated as 1)
+  int64_t stable_ms = 30000;  // RJ_READY_STABLE_SECONDS * 1000
+  // successes <= 1 and stable_ms == 0: one passing probe or one non-5xx response readmits
+  // (the reference behaviour).
+  bool gated() const { return successes > 1 || stable_ms > 0; }
+};
+
 class Engine {
  public:
   Engine(size_t ordinal, config::UpstreamUrl url);
@@ -31,7 +47,9 @@ class Engine {
   const std::string& label() const { return label_; }  // opaque ordinal, "0", "1", ...
   const config::UpstreamUrl& url() const { return url_; }
 
-  bool healthy() const { return healthy_.load(std::memory_order_acquire); }
+  // Serving-eligible (routing reads this): state() == kHealthy.
+  bool healthy() const { return state() == EngineState::kHealthy; }
+  EngineState state() const { return state_.load(std::memory_order_acquire); }
   int64_t inflight() const { return inflight_.get(); }
   int64_t load_units() const { return load_units_.get(); }
 
@@ -46,7 +64,10 @@ class Engine {
   size_t ordinal_;
   std::string label_;
   config::UpstreamUrl url_;
-  std::atomic<bool> healthy_{true};
+  std::atomic<EngineState> state_{EngineState::kHealthy};
+  std::mutex mu_;                 // serialises state transitions and the fields below
+  uint32_t passes_ = 0;           // consecutive passing probes while not healthy
+  int64_t warming_since_ms_ = 0;  // when the gate's success count was reached
   std::atomic<int64_t> last_success_ms_{INT64_MIN / 2};
   observe::Gauge inflight_;
   observe::Gauge load_units_;
@@ -54,34 +75,44 @@ class Engine {
   observe::Counter probe_suppressed_;
   observe::Counter fences_[static_cast<int>(FenceReason::kCount)];
   observe::Counter probes_ok_;
+  observe::Counter readmissions_;  // transitions into kHealthy from warming or unhealthy
 };
 
 class Fleet {
  public:
-  Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock, int64_t recent_success_ms);
+  Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock, int64_t recent_success_ms,
+        Readiness readiness = {});
 
   size_t size() const { return engines_.size(); }
   Engine& at(size_t i) { return *engines_[i]; }
   const Engine& at(size_t i) const { return *engines_[i]; }
-  size_t healthy_count() const;
+  size_t healthy_count() const;  // serving-eligible engines
+  const Readiness& readiness() const { return readiness_; }
 
-  // Passive signals from the data plane.
-  void on_response(size_t i, unsigned status);  // a non-5xx answer is liveness: healthy again
+  // Passive signals from the data plane. A non-5xx answer is liveness for the recent-success
+  // rule; it readmits a fenced engine only when the readiness gate is off (with the gate on,
+  // only probes readmit: a fail-open dispatch must not bypass the gate). fence() makes any
+  // state unhealthy and restarts the gate.
+  void on_response(size_t i, unsigned status);
   void fence(size_t i, FenceReason why);
 
-  // Active probe results. A timeout/connect failure does not fence an engine that answered a
-  // non-5xx response within the recent-success window; it is counted as suppressed instead.
+  // Active probe results. A timeout/connect failure does not fence a healthy engine that
+  // answered a non-5xx response within the recent-success window; it is counted as suppressed
+  // instead. A warming engine serves no traffic, so any failure sends it back to unhealthy.
   void on_probe_success(size_t i);
   void on_probe_failure(size_t i, ProbeFailure why);
 
-  // /health JSON (reference §6.4): status ok|degraded|unhealthy, opaque ordinals, no hosts.
+  // /health JSON (reference §6.4): status ok|degraded|unhealthy (counting serving-eligible
+  // engines only), per-replica state healthy|warming|unhealthy, opaque ordinals, no hosts.
   std::string health_json() const;
   void write_metrics(observe::Exposition& e) const;
 
  private:
-  void set_healthy(size_t i, bool healthy, std::string_view why);
+  // Moves e to `to` (the caller holds e.mu_) and logs the change by ordinal, never by host.
+  void transition(Engine& e, EngineState to, std::string_view source, std::string_view reason = {});
   const Clock& clock_;
   int64_t recent_success_ms_;
+  Readiness readiness_;
   std::vector<std::unique_ptr<Engine>> engines_;
 };
 

@@ -24,7 +24,8 @@ void Prober::stop() {
 
 asio::awaitable<void> Prober::loop() {
   while (!stopped_) {
-    // Unhealthy engines first, so a recovering engine is readmitted as early as possible.
+    // Engines not serving (unhealthy or warming) first, so a recovering engine passes the
+    // readiness gate and is readmitted as early as possible.
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t i = 0; i < fleet_.size(); ++i) {
         bool healthy = fleet_.at(i).healthy();

@@ -1,6 +1,6 @@
 // upstream/probe: the active health probe loop. Every interval, each engine gets GET /health
 // (falling back to GET /v1/models when /health answers 404); healthy iff 200 with a body of at
-// most 64 KiB. Results go to Fleet, which applies the fencing rules.
+// most 64 KiB. Results go to Fleet, which applies the fencing rules and the readiness gate.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
