@@ -39,6 +39,10 @@ TEST_DEFAULTS = {
     "RJ_UPSTREAM_CONNECT_TIMEOUT_MS": "1000",
     "RJ_SHUTDOWN_GRACE_MS": "3000",
     "RJ_THREADS": "2",
+    # The readiness gate off (one passing probe readmits, as the older tests assume);
+    # test_readiness.py turns it on.
+    "RJ_READY_SUCCESSES": "1",
+    "RJ_READY_STABLE_SECONDS": "0",
 }
 
 
