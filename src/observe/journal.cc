@@ -1,0 +1,323 @@
+#include "observe/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+#include "request/ingress/endpoint.h"
+
+namespace ramjet::observe {
+namespace {
+
+// A small JSON object writer: keys are our own literals, string values are closed-set labels
+// (escaped anyway).
+class Line {
+ public:
+  Line() { out_.reserve(512); }
+  void open() {
+    out_ += '{';
+    first_ = true;
+  }
+  void close() {
+    out_ += '}';
+    first_ = false;
+  }
+  void key(std::string_view k) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_ += k;
+    out_ += "\":";
+  }
+  void str(std::string_view k, std::string_view v) {
+    key(k);
+    out_ += '"';
+    out_ += log::json_escape(v);
+    out_ += '"';
+  }
+  void u64(std::string_view k, uint64_t v) {
+    key(k);
+    num(v);
+  }
+  void i64(std::string_view k, int64_t v) {
+    key(k);
+    num(v);
+  }
+  void boolean(std::string_view k, bool v) {
+    key(k);
+    out_ += v ? "true" : "false";
+  }
+  void null(std::string_view k) {
+    key(k);
+    out_ += "null";
+  }
+  template <typename T>
+  void opt_u64(std::string_view k, const std::optional<T>& v) {
+    if (v)
+      u64(k, static_cast<uint64_t>(*v));
+    else
+      null(k);
+  }
+  // Shortest representation that reads back as the same double (alpha, scores: replay needs
+  // them exact). Non-finite values are not JSON: null.
+  void exact(std::string_view k, double v) {
+    key(k);
+    if (!std::isfinite(v)) {
+      out_ += "null";
+      return;
+    }
+    char buf[32];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out_.append(buf, r.ptr);
+  }
+  // Milliseconds: fixed, three decimals (microsecond resolution).
+  void ms(std::string_view k, std::optional<double> v) {
+    key(k);
+    if (!v || !std::isfinite(*v)) {
+      out_ += "null";
+      return;
+    }
+    char buf[48];
+    auto r = std::to_chars(buf, buf + sizeof buf, *v, std::chars_format::fixed, 3);
+    if (r.ec != std::errc()) {
+      out_ += "null";
+      return;
+    }
+    out_.append(buf, r.ptr);
+  }
+  void array(std::string_view k) {
+    key(k);
+    out_ += '[';
+    first_ = true;
+  }
+  void end_array() {
+    out_ += ']';
+    first_ = false;
+  }
+  void element() {
+    if (!first_) out_ += ',';
+    first_ = true;
+    out_ += '{';
+  }
+  std::string take() {
+    out_ += '\n';
+    return std::move(out_);
+  }
+
+ private:
+  template <typename T>
+  void num(T v) {
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out_.append(buf, r.ptr);
+  }
+  std::string out_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+std::string_view output_limit_bucket(std::optional<uint64_t> n) {
+  if (!n) return "unset";
+  if (*n == 0) return "invalid";
+  if (*n <= 64) return "1_64";
+  if (*n <= 256) return "65_256";
+  if (*n <= 1024) return "257_1024";
+  if (*n <= 4096) return "1025_4096";
+  return "4097_plus";
+}
+
+std::string format_start(const JournalStart& s) {
+  const route::Decision& d = s.decision;
+  const route::RouteConfig& c = s.config;
+  Line l;
+  l.open();
+  l.u64("v", kJournalVersion);
+  l.str("event", "start");
+  l.u64("seq", s.seq);
+  l.i64("unix_ms", s.unix_ms);
+  l.str("endpoint", request::endpoint_label(s.request.endpoint));
+  l.str("policy", s.policy);
+  l.u64("request_bytes", s.request.body_bytes);
+  l.u64("total_blocks", s.total_blocks);
+  if (d.ranked.empty())
+    l.null("chosen");
+  else
+    l.u64("chosen", d.ranked.front().ordinal);
+  l.str("outcome", route::outcome_label(d.outcome));
+  l.u64("rotation", d.rotation);
+  l.exact("alpha", c.alpha);
+  l.u64("max_affinity_blocks", c.max_overlap_blocks);
+  l.u64("chunk_bytes", c.chunk_bytes);
+  l.u64("load_unit_bytes", c.load_unit_bytes);
+  l.u64("max_load_units", c.max_load_units);
+  l.u64("short_max_tokens", c.short_max_tokens);
+  l.boolean("phase_aware_load", s.phase_aware_load);
+  l.boolean("single_flight", s.single_flight);
+  l.boolean("cold", s.cold);
+  l.boolean("fail_open", d.fail_open);
+  l.str("wanted_profile", route::profile_label(s.request.wanted));
+  l.str("output_limit", output_limit_bucket(s.max_output_tokens));
+  l.str("score_tie_break", "overlap");
+  l.array("candidates");
+  for (size_t rank = 0; rank < d.ranked.size(); ++rank) {
+    const route::CandidateTerms& t = d.ranked[rank];
+    l.element();
+    l.u64("upstream", t.ordinal);
+    l.u64("rank", rank);
+    l.u64("overlap_blocks", t.overlap);
+    l.u64("single_flight_blocks", t.single_flight);
+    l.u64("affinity_blocks", t.affinity);
+    l.i64("load_units", t.load_units);
+    l.u64("request_load_units", t.request_load_units);
+    l.boolean("healthy", t.eligible);
+    l.str("profile", route::profile_label(t.profile));
+    l.exact("score", t.score);
+    l.close();
+  }
+  l.end_array();
+  l.close();
+  return l.take();
+}
+
+std::string format_finish(const JournalFinish& f) {
+  Line l;
+  l.open();
+  l.u64("v", kJournalVersion);
+  l.str("event", "finish");
+  l.u64("seq", f.seq);
+  l.i64("unix_ms", f.unix_ms);
+  l.str("result", f.result);
+  l.opt_u64("upstream", f.upstream);
+  l.u64("request_load_units", f.request_load_units);
+  l.u64("status", f.status);
+  l.ms("duration_ms", f.duration_ms);
+  l.ms("first_byte_ms", f.first_byte_ms);
+  l.ms("ttft_ms", f.ttft_ms);
+  l.u64("response_bytes", f.response_bytes);
+  l.opt_u64("prompt_tokens", f.prompt_tokens);
+  l.opt_u64("cached_tokens", f.cached_tokens);
+  l.opt_u64("completion_tokens", f.completion_tokens);
+  l.close();
+  return l.take();
+}
+
+std::unique_ptr<Journal> Journal::open(const JournalConfig& config, std::string* error) {
+  int fd = -1;
+  if (!config.path.empty()) {
+    fd = ::open(config.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0) {
+      if (error)
+        *error = "cannot open route journal file " + config.path + ": " + std::strerror(errno);
+      return nullptr;
+    }
+  }
+  return std::unique_ptr<Journal>(new Journal(config, fd));
+}
+
+Journal::Journal(const JournalConfig& config, int fd) : config_(config), fd_(fd) {
+  writer_ = std::thread([this] { run(); });
+}
+
+Journal::~Journal() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+  flush();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Journal::append(std::string&& line) {
+  bool kick = false;
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.size() + line.size() > config_.max_pending_bytes) {
+      dropped_.inc();
+      return;
+    }
+    if (pending_.empty() && pending_.capacity() < line.size() * 4) pending_.reserve(64 * 1024);
+    pending_ += line;
+    records_.inc();
+    // Wake the writer early once the backlog reaches half the bound, so a burst is written
+    // before it has to be dropped.
+    if (!kicked_ && pending_.size() * 2 >= config_.max_pending_bytes) kick = kicked_ = true;
+  }
+  if (kick) cv_.notify_one();
+}
+
+void Journal::run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, config_.flush_interval, [this] { return stop_ || kicked_; });
+    if (stop_) break;
+    lock.unlock();
+    flush();
+    lock.lock();
+  }
+}
+
+void Journal::flush() {
+  std::lock_guard write_lock(write_mu_);
+  std::string batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(pending_);
+    kicked_ = false;
+  }
+  if (!batch.empty()) write_out(batch);
+}
+
+void Journal::write_out(const std::string& batch) {
+  if (fd_ < 0) {
+    // One fwrite per line: stdio's stream lock keeps each line whole against the logger's
+    // lines on the same stream.
+    size_t pos = 0;
+    while (pos < batch.size()) {
+      size_t end = batch.find('\n', pos);
+      end = end == std::string::npos ? batch.size() : end + 1;
+      if (std::fwrite(batch.data() + pos, 1, end - pos, stderr) != end - pos) write_errors_.inc();
+      pos = end;
+    }
+    std::fflush(stderr);
+    return;
+  }
+  const char* p = batch.data();
+  size_t left = batch.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      write_errors_.inc();
+      return;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+Journal::Stats Journal::stats() const {
+  return Stats{records_.get(), dropped_.get(), write_errors_.get()};
+}
+
+void Journal::write_metrics(Exposition& out) const {
+  out.family("ramjet_journal_records_total", "counter",
+             "Route journal records accepted for writing.");
+  out.sample("ramjet_journal_records_total", "", records_.get());
+  out.family("ramjet_journal_dropped_total", "counter",
+             "Route journal records dropped because the write backlog was full.");
+  out.sample("ramjet_journal_dropped_total", "", dropped_.get());
+  out.family("ramjet_journal_write_errors_total", "counter",
+             "Failed writes to the route journal sink.");
+  out.sample("ramjet_journal_write_errors_total", "", write_errors_.get());
+}
+
+}  // namespace ramjet::observe

@@ -1,0 +1,129 @@
+// observe/journal: the routing decision journal (RJ_ROUTE_JOURNAL). One JSON object per line
+// (JSONL): a `start` record right after each routing decision with every term the policy saw,
+// and a `finish` record when the request ends, joined by `seq`. tools/route_replay recomputes
+// the decisions offline under other parameters. Schema and privacy rules: docs/journal.md.
+//
+// Privacy: a record carries closed-set labels, ordinals, sizes, counts and timings only. It
+// never carries prompts, text, request ids, fingerprints, token ids, hosts or URLs; the types
+// below hold nothing from which such a value could be written.
+//
+// The data plane never waits for the disk: start()/finish() format the line on the calling
+// thread and append it to a bounded in-memory buffer under a short lock; a writer thread writes
+// the buffer every flush_interval. When the buffer is full the record is dropped and counted.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "observe/metrics.h"
+#include "request/route/policy.h"
+
+namespace ramjet::observe {
+
+inline constexpr int kJournalVersion = 9;
+
+struct JournalConfig {
+  bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)
+  std::string path;                     // RJ_ROUTE_JOURNAL_FILE; "" = stderr
+  size_t max_pending_bytes = 8u << 20;  // records beyond this wait-to-write backlog are dropped
+  std::chrono::milliseconds flush_interval{200};
+};
+
+// One per routed request, written right after the decision. endpoint and request_bytes come
+// from `request` (RouteRequest::body_bytes is the post-shim body length).
+struct JournalStart {
+  uint64_t seq = 0;  // Journal::next_seq()
+  int64_t unix_ms = 0;
+  size_t total_blocks = 0;  // fingerprint blocks of the request's prompt
+  bool cold = false;        // new prefix: the dispatched engine leads single-flight
+  // The request's output limit (PreparedRequest::max_output_tokens), journalled as a bucket only:
+  // unset|invalid|1_64|65_256|257_1024|1025_4096|4097_plus (0 = invalid). The preference it
+  // produced is journalled exactly as wanted_profile (from `request`).
+  std::optional<uint64_t> max_output_tokens;
+  const route::Decision& decision;
+  const route::RouteConfig& config;
+  route::RouteRequest request;  // endpoint, body_bytes, wanted profile
+  std::string_view policy;      // Policy::name(): prefix|load|round_robin
+  bool phase_aware_load = false;
+  bool single_flight = false;  // RJ_ROUTE_SINGLE_FLIGHT was on
+};
+
+// One per routed request, when its response (or its failure) is over.
+struct JournalFinish {
+  uint64_t seq = 0;
+  int64_t unix_ms = 0;
+  std::string_view
+      result;  // complete|client_disconnect|upstream_read_error|upstream_error|no_upstream
+  std::optional<size_t> upstream;   // the ordinal that served (or failed) last
+  uint32_t request_load_units = 0;  // units actually reserved on `upstream`
+  unsigned status = 0;              // HTTP status sent to the client (0: none)
+  double duration_ms = 0;
+  std::optional<double> first_byte_ms, ttft_ms;
+  uint64_t response_bytes = 0;
+  std::optional<uint64_t> prompt_tokens, cached_tokens, completion_tokens;
+};
+
+// The output-limit bucket label for a requested limit (reference §2.7).
+std::string_view output_limit_bucket(std::optional<uint64_t> max_output_tokens);
+
+// The JSON lines (with the trailing '\n'); exposed for tests and tools.
+std::string format_start(const JournalStart& s);
+std::string format_finish(const JournalFinish& f);
+
+class Journal {
+ public:
+  // Opens the sink (the file in append mode, created 0640 when missing; stderr for an empty path)
+  // and starts the writer thread. nullptr and *error set when the file cannot be opened.
+  static std::unique_ptr<Journal> open(const JournalConfig& config, std::string* error);
+  ~Journal();  // flushes what is buffered and joins the writer thread
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }  // 1, 2, ...
+
+  // Thread-safe; never blocks on I/O.
+  void start(const JournalStart& s) { append(format_start(s)); }
+  void finish(const JournalFinish& f) { append(format_finish(f)); }
+  // Writes what is buffered now, on the calling thread (tests, shutdown).
+  void flush();
+
+  struct Stats {
+    uint64_t records = 0;       // records accepted into the buffer
+    uint64_t dropped = 0;       // records dropped because the buffer was full
+    uint64_t write_errors = 0;  // failed writes to the sink (their records are lost)
+  };
+  Stats stats() const;
+  // ramjet_journal_records_total, ramjet_journal_dropped_total, ramjet_journal_write_errors_total
+  void write_metrics(Exposition& out) const;
+
+ private:
+  Journal(const JournalConfig& config, int fd);
+  void append(std::string&& line);
+  void run();
+  void write_out(const std::string& batch);
+
+  const JournalConfig config_;
+  const int fd_;  // -1 = stderr (through stdio, so lines do not tear against log lines)
+  std::atomic<uint64_t> seq_{0};
+
+  mutable std::mutex mu_;  // guards pending_, kicked_, stop_
+  std::condition_variable cv_;
+  std::string pending_;
+  bool kicked_ = false;  // the writer was woken early for a half-full buffer
+  bool stop_ = false;
+
+  std::mutex write_mu_;  // one batch at a time, in order (writer thread vs flush())
+  Counter records_, dropped_, write_errors_;
+  std::thread writer_;
+};
+
+}  // namespace ramjet::observe
