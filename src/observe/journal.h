@@ -61,8 +61,8 @@ struct JournalStart {
 struct JournalFinish {
   uint64_t seq = 0;
   int64_t unix_ms = 0;
-  std::string_view
-      result;  // complete|client_disconnect|upstream_read_error|upstream_error|no_upstream
+  // complete|client_disconnect|upstream_read_error|upstream_error|no_upstream
+  std::string_view result;
   std::optional<size_t> upstream;   // the ordinal that served (or failed) last
   uint32_t request_load_units = 0;  // units actually reserved on `upstream`
   unsigned status = 0;              // HTTP status sent to the client (0: none)
