@@ -15,6 +15,7 @@
 #include "net/client.h"
 #include "net/io_pool.h"
 #include "net/listener.h"
+#include "observe/journal.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
 #include "request/stream/proxy.h"
@@ -114,11 +115,22 @@ int main(int argc, char** argv) {
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;
   request::Proxy proxy(pc, fleet, router, io, pools, clock);
+  std::unique_ptr<observe::Journal> journal;
+  if (cfg.route_journal) {
+    std::string error;
+    journal = observe::Journal::open(observe::JournalConfig{.enabled = true, .path = cfg.route_journal_file}, &error);
+    if (!journal) {
+      spdlog::error("route journal: {}", log::json_escape(error));
+      return 1;
+    }
+    proxy.set_journal(journal.get());
+  }
 
   observe::Registry registry;
   registry.add([&](observe::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](observe::Exposition& x) { fleet.write_metrics(x); });
   registry.add([&](observe::Exposition& x) { router.write_metrics(x); });
+  if (journal) registry.add([&](observe::Exposition& x) { journal->write_metrics(x); });
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });

@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "net/http.h"
+#include "observe/journal.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
 #include "request/stream/session.h"
@@ -207,7 +208,7 @@ bool Proxy::build_response_head(Session& s, Exchange& x, const upstream::Engine&
 }
 
 // Usage accounting at the end of a complete 200 response on an inference endpoint.
-void Proxy::finish_usage(Session& s, Exchange& x, int64_t first_token_ns) {
+void Proxy::finish_usage(Session& s, Exchange& x) {
   UsageAccumulator& usage = *s.usage;
   usage.finish();
   const Usage& u = usage.usage();
@@ -219,21 +220,75 @@ void Proxy::finish_usage(Session& s, Exchange& x, int64_t first_token_ns) {
     metrics_.finish_reasons[ep_index(x.endpoint)][finish_index(finish_bucket(u.finish_reason))].inc();
   }
   metrics_.cache_requests[ep_index(x.endpoint)][cache_index(cache_outcome(u))].inc();
-  if (first_token_ns && u.completion_tokens && *u.completion_tokens > 8) {
-    double decode_s = static_cast<double>(clock_.now_ns() - first_token_ns) / 1e9;
+  if (x.first_token_ns && u.completion_tokens && *u.completion_tokens > 8) {
+    double decode_s = static_cast<double>(clock_.now_ns() - x.first_token_ns) / 1e9;
     if (decode_s > 0.5) metrics_.decode_rate.observe(static_cast<double>(*u.completion_tokens - 1) / decode_s);
   }
 }
 
 // Feeds one relayed batch of body pieces to usage accounting; records the first-token time.
-void Proxy::account_pieces(Session& s, Exchange& x, int64_t& first_token_ns) {
+void Proxy::account_pieces(Session& s, Exchange& x) {
   const net::ResponseParser& p = *s.parser;
   for (size_t i = 0; i < p.piece_count(); ++i) {
-    if (s.usage->feed(p.pieces()[i]) && first_token_ns == 0) {
-      first_token_ns = clock_.now_ns();
-      metrics_.ttft.observe(static_cast<double>(first_token_ns - x.start_ns) / 1e9);
+    if (s.usage->feed(p.pieces()[i]) && x.first_token_ns == 0) {
+      x.first_token_ns = clock_.now_ns();
+      metrics_.ttft.observe(static_cast<double>(x.first_token_ns - x.start_ns) / 1e9);
     }
   }
+}
+
+namespace {
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Proxy::journal_start(Session& s, const route::Routed& routed, uint64_t seq) {
+  const route::RouteConfig& rc = router_.config();
+  journal_->start(observe::JournalStart{
+      .seq = seq,
+      .unix_ms = unix_ms_now(),
+      .total_blocks = s.prep.fingerprints.chain.size(),
+      .cold = routed.cold,
+      .max_output_tokens = s.prep.max_output_tokens,
+      .decision = routed.decision,
+      .config = rc,
+      .request = route::RouteRequest::of(s.prep, rc),
+      .policy = router_.policy().name(),
+      .phase_aware_load = config_.phase_aware_load,
+      .single_flight = router_.single_flight().config().enabled,
+  });
+}
+
+void Proxy::journal_finish(Session& s, const Exchange& x, uint64_t seq, std::string_view result,
+                           std::optional<size_t> upstream, uint32_t units) {
+  const int64_t now = clock_.now_ns();
+  auto ms_since_start = [&](int64_t at) -> std::optional<double> {
+    if (at == 0) return std::nullopt;
+    return static_cast<double>(at - x.start_ns) / 1e6;
+  };
+  observe::JournalFinish f;
+  f.seq = seq;
+  f.unix_ms = unix_ms_now();
+  f.result = result;
+  f.upstream = upstream;
+  f.request_load_units = units;
+  f.status = x.status;
+  f.duration_ms = static_cast<double>(now - x.start_ns) / 1e6;
+  f.first_byte_ms = ms_since_start(x.head_ns);
+  f.ttft_ms = ms_since_start(x.first_token_ns);
+  f.response_bytes = x.response_bytes;
+  if (x.accounted && s.usage) {
+    const Usage& u = s.usage->usage();
+    f.prompt_tokens = u.prompt_tokens;
+    f.cached_tokens = u.cached_tokens;
+    f.completion_tokens = u.completion_tokens;
+  }
+  journal_->finish(f);
 }
 
 // One coroutine for dispatch and relay (its frame stays small; per-exchange state lives in the
@@ -255,6 +310,23 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
 
   const route::Routed routed = router_.decide(s.prep);
   const route::Decision& d = routed.decision;
+  // The journal's finish record, written however this exchange ends (set as it goes).
+  struct JournalEnd {
+    Proxy& p;
+    Session& s;
+    Exchange& x;
+    uint64_t seq = 0;
+    std::string_view result = "upstream_error";
+    std::optional<size_t> upstream;
+    uint32_t units = 0;
+    ~JournalEnd() {
+      if (seq != 0) p.journal_finish(s, x, seq, result, upstream, units);
+    }
+  } journal_end{*this, s, x, 0, "upstream_error", std::nullopt, 0};
+  if (journal_) {
+    journal_end.seq = journal_->next_seq();
+    journal_start(s, routed, journal_end.seq);
+  }
   metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
   int64_t was_open = metrics_.route_fail_open.get();
   metrics_.route_fail_open.set(d.fail_open ? 1 : 0);
@@ -263,6 +335,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   }
   auto order = d.dispatch_order();
   if (order.empty()) {
+    journal_end.result = "no_upstream";
     co_await send_error(s, x, 503, "upstream unavailable", "no_healthy_upstream");
     co_return;
   }
@@ -282,6 +355,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     upstream::Engine& engine = fleet_.at(u);
     if (d.fail_open) metrics_.fail_open_dispatches[u].inc();
     route::LoadReservation reservation(engine, order[k].request_load_units);
+    journal_end.upstream = u;
+    journal_end.units = order[k].request_load_units;
     // A new prefix: concurrent requests with the same leading blocks follow this one here
     // while it prefills (released when this attempt ends, complete or not).
     const route::SingleFlight::Lease lead = router_.lead(u, routed, s.prep);
@@ -345,6 +420,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       }
 
       const unsigned status = s.res.status;
+      x.head_ns = clock_.now_ns();
       if ((status == 502 || status == 503) && !last) {
         watch.upstream = nullptr;
         last_error = UpstreamError::kRetryableStatus;
@@ -370,10 +446,10 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
         const bool sse = s.res.fields.get(http::field::content_type).find("text/event-stream") !=
                          std::string_view::npos;
         if (account) s.usage.emplace(x.endpoint, sse);
+        x.accounted = account;
         // Phase-aware load: once a streaming response generates, the engine is decoding this
         // request, no longer reading its prompt: keep one decode unit until the end.
         const bool shrink_at_first_token = account && sse && config_.phase_aware_load;
-        int64_t first_token_ns = 0;
         bool head_pending = true;
         if (!has_body || (conn->buffer.size() == 0 && !parser.is_done())) {
           out.clear();
@@ -426,32 +502,36 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
           // Accounting reads the pieces after they went out (they stay valid until the next
           // read), so parsing SSE events never delays the bytes on their way to the client.
           metrics_.response_body_bytes.inc(n);
+          x.response_bytes += n;
           if (n && account) {
-            const bool had_token = first_token_ns != 0;
-            account_pieces(s, x, first_token_ns);
-            if (!had_token && first_token_ns != 0 && shrink_at_first_token) reservation.shrink_to(1);
+            const bool had_token = x.first_token_ns != 0;
+            account_pieces(s, x);
+            if (!had_token && x.first_token_ns != 0 && shrink_at_first_token) reservation.shrink_to(1);
           }
           if (ec || parser.is_done()) break;
         }
         if (ec && r == RelayResult::kComplete) r = RelayResult::kClientGone;  // a client write failed
-        if (r == RelayResult::kComplete && account) finish_usage(s, x, first_token_ns);
+        if (r == RelayResult::kComplete && account) finish_usage(s, x);
       }
       watch.upstream = nullptr;
       const double seconds = static_cast<double>(clock_.now_ns() - x.start_ns) / 1e9;
       metrics_.request_duration.observe(seconds);
       switch (r) {
         case RelayResult::kComplete:
+          journal_end.result = "complete";
           if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
           // Only a complete 200 on an inference endpoint teaches the index.
           if (status == 200 && is_inference(x.endpoint)) router_.observe(u, s.prep);
           if (parser.keep_alive() && parser.is_done()) pools_.at(s.thread, u).put(std::move(conn));
           break;
         case RelayResult::kClientGone:
+          journal_end.result = "client_disconnect";
           metrics_.client_disconnects[ep_index(x.endpoint)].inc();
           metrics_.count_request(x.endpoint, x.stream_kind, 499);
           s.close_after = true;
           break;
         case RelayResult::kUpstreamError:
+          journal_end.result = "upstream_read_error";
           metrics_.upstream_errors[ep_index(x.endpoint)][static_cast<size_t>(UpstreamError::kReadError)].inc();
           metrics_.count_request(x.endpoint, x.stream_kind, status);
           fleet_.fence(u, upstream::FenceReason::kProtocol);
@@ -464,6 +544,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   }
 
   if (watch.gone) {
+    journal_end.result = "client_disconnect";
     metrics_.client_disconnects[ep_index(x.endpoint)].inc();
     metrics_.count_request(x.endpoint, x.stream_kind, 499);
     s.close_after = true;

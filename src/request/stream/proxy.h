@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,10 @@
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
 #include "upstream/fleet.h"
+
+namespace ramjet::observe {
+class Journal;
+}
 
 namespace ramjet::request {
 
@@ -55,6 +60,10 @@ class Proxy {
   int64_t active_requests() const { return metrics_.inflight.get(); }
   int64_t open_connections() const { return connections_.load(); }
 
+  // RJ_ROUTE_JOURNAL: a start record per routed request, a finish record when it ends. Set
+  // before serving; the journal must outlive the proxy's connections.
+  void set_journal(observe::Journal* journal) { journal_ = journal; }
+
   ProxyMetrics& metrics() { return metrics_; }
   const ProxyMetrics& metrics() const { return metrics_; }
 
@@ -67,8 +76,11 @@ class Proxy {
   void prepare_exchange(Session& s, Exchange& x);
   void build_request_head(Session& s, size_t engine);
   bool build_response_head(Session& s, Exchange& x, const upstream::Engine& engine, bool* chunked);
-  void account_pieces(Session& s, Exchange& x, int64_t& first_token_ns);
-  void finish_usage(Session& s, Exchange& x, int64_t first_token_ns);
+  void account_pieces(Session& s, Exchange& x);
+  void finish_usage(Session& s, Exchange& x);
+  void journal_start(Session& s, const route::Routed& routed, uint64_t seq);
+  void journal_finish(Session& s, const Exchange& x, uint64_t seq, std::string_view result,
+                      std::optional<size_t> upstream, uint32_t units);
   boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<void> send_local(Session& s, Exchange& x, unsigned status,
                                           std::string_view content_type, std::string_view body);
@@ -78,6 +90,7 @@ class Proxy {
   ProxyConfig config_;
   upstream::Fleet& fleet_;
   route::Router& router_;
+  observe::Journal* journal_ = nullptr;
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;

@@ -143,6 +143,11 @@ struct Proxy::Exchange {
   StreamKind stream_kind = StreamKind::kUnknown;
   bool keep_alive = true;
   bool counted = false;  // ramjet_requests_total already counted this exchange
+  // What the journal's finish record reports (kept here, not in the forward() frame).
+  int64_t head_ns = 0;         // the upstream response head arrived
+  int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
+  uint64_t response_bytes = 0;
+  bool accounted = false;      // s.usage belongs to this exchange
 };
 
 // One upstream attempt whose response headers have arrived.
