@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "request/route/policy.h"
+#include "request/route/rank.h"
 
 namespace ramjet::route {
 namespace {
@@ -21,15 +22,10 @@ class LeastLoadPolicy final : public Policy {
     for (const auto& c : fleet.candidates) {
       d.ranked.push_back(CandidateTerms{c.ordinal, c.eligible, c.load_units, units});
     }
-    const size_t r = n ? rotation % n : 0;
-    std::sort(d.ranked.begin(), d.ranked.end(), [&](const CandidateTerms& a, const CandidateTerms& b) {
-      if (a.eligible != b.eligible) return a.eligible;
-      if (a.load_units != b.load_units) return a.load_units < b.load_units;
-      return (a.ordinal + n - r) % n < (b.ordinal + n - r) % n;
+    d.rotated = rank_with_rotation(d.ranked, rotation, [](const CandidateTerms& t) {
+      return std::make_pair(t.eligible, -t.load_units);
     });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
-    d.rotated = n > 1 && d.ranked[0].eligible == d.ranked[1].eligible &&
-                d.ranked[0].load_units == d.ranked[1].load_units;
     if (n <= 1) {
       d.outcome = Outcome::kSingle;
     } else {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "common/clock.h"
 #include "request/route/policy.h"
@@ -45,6 +46,42 @@ TEST(LeastLoadPolicy, EqualEnginesShareTrafficEvenlyThroughRotation) {
   const int n = 30000;
   for (int i = 0; i < n; ++i) picks[p->decide(req_of(1), snap({{true, 0}, {true, 0}, {true, 0}})).ranked[0].ordinal]++;
   for (auto& [ordinal, count] : picks) EXPECT_NEAR(count, n / 3, n / 100) << ordinal;
+}
+
+TEST(LeastLoadSimulation, EnginesTiedForTheLeastLoadShareEvenlyWhereverTheySit) {
+  // Engines 1 and 3 tie at the least load; 0 is busier and 2 fenced. Each of 1 and 3 gets half.
+  auto p = make_policy("load", {});
+  std::map<size_t, int> picks;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i)
+    picks[p->decide(req_of(1), snap({{true, 5}, {true, 2}, {false, 0}, {true, 2}})).ranked[0].ordinal]++;
+  ASSERT_EQ(picks.size(), 2u);
+  EXPECT_NEAR(picks[1], n / 2, n / 100);
+  EXPECT_NEAR(picks[3], n / 2, n / 100);
+}
+
+TEST(LeastLoadSimulation, ClosedLoopRequestsKeepEveryEngineWithinOneUnitOfTheOthers) {
+  // Requests of random sizes arrive and finish in random order; every decision sees the live
+  // reservations. Least load keeps the spread of reserved units within one request's units.
+  ManualClock clock;
+  std::vector<config::UpstreamUrl> urls(5);
+  for (size_t i = 0; i < urls.size(); ++i) urls[i].host = "e" + std::to_string(i);
+  upstream::Fleet fleet(urls, clock, 30000);
+  auto p = make_policy("load", {});
+  std::mt19937 rng(42);
+  std::vector<LoadReservation> live;
+  for (int step = 0; step < 20000; ++step) {
+    if (!live.empty() && (live.size() > 40 || rng() % 2 == 0)) {
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(rng() % live.size()));
+    } else {
+      auto d = p->decide(req_of(1 + rng() % (64 * 1024)), FleetSnapshot::of(fleet));
+      const auto& w = d.ranked[0];
+      int64_t lo = INT64_MAX;
+      for (size_t i = 0; i < fleet.size(); ++i) lo = std::min(lo, fleet.at(i).load_units());
+      ASSERT_EQ(fleet.at(w.ordinal).load_units(), lo) << "step " << step;
+      live.emplace_back(fleet.at(w.ordinal), w.request_load_units);
+    }
+  }
 }
 
 TEST(LeastLoadPolicy, NothingHealthyFailsOpenToAtMostTwoCandidates) {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "request/route/policy.h"
+#include "request/route/rank.h"
 
 namespace ramjet::route {
 namespace {
@@ -52,29 +53,8 @@ class PrefixLoadPolicy final : public Policy {
       return std::make_tuple(t.eligible, t.score, std::max(t.overlap, t.single_flight),
                              -profile_rank(t.profile, wanted));
     };
-    std::sort(d.ranked.begin(), d.ranked.end(),
-              [&](const CandidateTerms& a, const CandidateTerms& b) {
-                const auto ka = key(a), kb = key(b);
-                if (ka != kb) return ka > kb;
-                return a.ordinal < b.ordinal;
-              });
-    // Rotation within each group of equal keys, so tied engines share traffic evenly wherever
-    // they sit in the fleet. (The reference rotated all ordinals instead, which gives a tied
-    // engine a share proportional to the gap before it: two adjacent warm engines among five
-    // split 80/20.)
-    for (size_t begin = 0; begin < n;) {
-      size_t end = begin + 1;
-      while (end < n && key(d.ranked[end]) == key(d.ranked[begin])) ++end;
-      if (end - begin > 1) {
-        std::rotate(
-            d.ranked.begin() + static_cast<std::ptrdiff_t>(begin),
-            d.ranked.begin() + static_cast<std::ptrdiff_t>(begin + rotation % (end - begin)),
-            d.ranked.begin() + static_cast<std::ptrdiff_t>(end));
-      }
-      begin = end;
-    }
+    d.rotated = rank_with_rotation(d.ranked, rotation, key);
     d.fail_open = n > 0 && !d.ranked.front().eligible;
-    d.rotated = n > 1 && key(d.ranked[0]) == key(d.ranked[1]);
     d.outcome = outcome(d.ranked, wanted);
     return d;
   }

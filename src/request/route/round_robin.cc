@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "request/route/policy.h"
+#include "request/route/rank.h"
 
 namespace ramjet::route {
 namespace {
@@ -16,15 +17,10 @@ class RoundRobinPolicy final : public Policy {
     Decision d;
     d.rotation = rotation;
     const size_t n = fleet.candidates.size();
-    const size_t r = n ? rotation % n : 0;
     const uint32_t units = request_load_units(req.body_bytes, config_);
     for (const auto& c : fleet.candidates) d.ranked.push_back(CandidateTerms{c.ordinal, c.eligible, c.load_units, units});
-    std::sort(d.ranked.begin(), d.ranked.end(), [&](const CandidateTerms& a, const CandidateTerms& b) {
-      if (a.eligible != b.eligible) return a.eligible;
-      return (a.ordinal + n - r) % n < (b.ordinal + n - r) % n;
-    });
+    d.rotated = rank_with_rotation(d.ranked, rotation, [](const CandidateTerms& t) { return t.eligible; });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
-    d.rotated = n > 1;
     d.outcome = n <= 1 ? Outcome::kSingle : Outcome::kRoundRobin;
     return d;
   }

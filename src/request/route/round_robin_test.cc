@@ -33,5 +33,20 @@ TEST(RoundRobinPolicy, SkipsFencedEnginesAndFailsOpenWhenNoneIsHealthy) {
   EXPECT_EQ(d.outcome, Outcome::kRoundRobin);
 }
 
+TEST(RoundRobinSimulation, WithAFencedEngineTheOthersShareEvenlyWithinOnePercent) {
+  // Rotation runs within the eligible group: the engine after the fenced one gets no extra turn.
+  for (size_t fenced = 0; fenced < 4; ++fenced) {
+    auto p = make_policy("round_robin", {});
+    request::PreparedRequest req;
+    std::vector<std::pair<bool, int64_t>> engines(4, {true, 0});
+    engines[fenced].first = false;
+    std::map<size_t, int> picks;
+    const int n = 30000;
+    for (int i = 0; i < n; ++i) picks[p->decide(req, snap(engines)).ranked[0].ordinal]++;
+    EXPECT_EQ(picks.count(fenced), 0u);
+    for (auto& [ordinal, count] : picks) EXPECT_NEAR(count, n / 3, n / 100) << "fenced " << fenced;
+  }
+}
+
 }  // namespace
 }  // namespace ramjet::route
