@@ -273,9 +273,14 @@ def test_usage_metrics_completions_without_cached(rj, engines):
 
 
 # ------------------------------------------------------------------------------------ routing
-def test_rotation_spreads_sequential_requests(rj, engines):
-    ups = [rj.chat(chat()).header("X-Ramjet-Upstream") for _ in range(10)]
+def test_rotation_spreads_sequential_new_prompts(rj, engines):
+    ups = [rj.chat(chat(f"new prompt {i}")).header("X-Ramjet-Upstream") for i in range(10)]
     assert ups.count("0") >= 3 and ups.count("1") >= 3, ups
+
+
+def test_a_repeated_prompt_stays_on_the_engine_that_served_it(rj, engines):
+    ups = [rj.chat(chat("the same prompt")).header("X-Ramjet-Upstream") for _ in range(6)]
+    assert len(set(ups)) == 1, ups
 
 
 def test_least_load_avoids_busy_engine(rj, engines):

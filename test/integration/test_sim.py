@@ -261,9 +261,11 @@ def test_ramjet_streams_through_two_sims_and_spreads_load():
     rj = RamjetProc(sims).start()
     try:
         seen = set()
-        for _ in range(6):
-            r = http_request(rj.api_port, "POST", "/v1/chat/completions",
-                             json.dumps(chat(stream=True, max_tokens=4)).encode(),
+        for i in range(6):
+            # Distinct prompts: new prefixes take turns (identical ones would stick to one engine).
+            body = chat(stream=True, max_tokens=4,
+                        messages=[*MSGS[:-1], {"role": "user", "content": f"a new question {i}"}])
+            r = http_request(rj.api_port, "POST", "/v1/chat/completions", json.dumps(body).encode(),
                              {"Content-Type": "application/json"})
             assert r.status == 200 and sse_datas(r.body)[-1] == "[DONE]"
             seen.add(r.header("X-Ramjet-Upstream"))
