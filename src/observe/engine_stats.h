@@ -1,0 +1,97 @@
+// observe/engine_stats: what ramjet reads from the engines themselves, for the dashboard and
+// the ramjet_engine_* metrics. Every RJ_ENGINE_SCRAPE_INTERVAL_MS the scraper GETs each
+// engine's own /metrics (vLLM series, plus DCGM-exporter series when the engine's text carries
+// them, as ramjet-sim --gpus N does), optional separate DCGM-exporter URLs (RJ_GPU_METRICS_URLS,
+// one per engine in order), or, when neither names a GPU and nvidia-smi exists locally, the
+// host's GPUs from `nvidia-smi --query-gpu=... --format=csv`.
+//
+// Snapshots are copied out under a mutex that only the scraper (one write per engine per
+// interval) and readers (the dashboard, a /metrics scrape) take; the request path never does.
+// Nothing here feeds routing (an engine-load routing signal is not implemented).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "observe/metrics.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace ramjet::observe {
+
+struct EngineSample {            // one engine's own /metrics, read every RJ_ENGINE_SCRAPE_INTERVAL_MS
+  int64_t unix_ms = 0; bool ok = false;            // ok: the last scrape succeeded and parsed
+  std::optional<double> running, waiting;          // vllm:num_requests_running / vllm:num_requests_waiting
+  std::optional<double> kv_usage;                  // vllm:kv_cache_usage_perc (0..1)
+  std::optional<double> prefix_queries, prefix_hits;  // vllm:prefix_cache_queries_total / _hits_total (tokens, counters)
+  std::optional<double> prompt_tokens, generation_tokens;  // vllm:prompt_tokens_total / vllm:generation_tokens_total
+};
+
+struct GpuSample {               // one device, from DCGM-exporter text or nvidia-smi
+  size_t engine = 0; std::string device;           // engine ordinal ("host" GPUs from nvidia-smi use engine SIZE_MAX); device = the `gpu` label ("0","1",..)
+  std::optional<double> util_pct, fb_used_mib, fb_free_mib, power_w, temp_c, sm_clock_mhz, mem_clock_mhz;
+};
+
+// Why a scrape of one engine failed (ramjet_engine_scrape_errors_total{upstream,reason}).
+enum class ScrapeError { kConnect, kTimeout, kHttp, kTooLarge, kProtocol, kParse, kCount };
+std::string_view scrape_error_label(ScrapeError e);
+
+struct EngineScrapeConfig {
+  std::chrono::milliseconds interval{2000};  // RJ_ENGINE_SCRAPE_INTERVAL_MS; 0 = off
+  std::chrono::milliseconds timeout{2000};   // per GET (at most the interval)
+  std::string bearer;                        // RJ_UPSTREAM_TOKEN
+  size_t max_body = 4 * 1024 * 1024;         // a larger /metrics answer is a scrape error
+  std::vector<config::UpstreamUrl> engines;  // RJ_UPSTREAM, in order
+  std::vector<config::UpstreamUrl> gpu_urls;  // RJ_GPU_METRICS_URLS: DCGM exporter per engine
+  bool nvidia_smi = true;  // try nvidia-smi when no GPU URLs are set and an engine shows no GPU
+};
+
+class EngineScraper {
+ public:
+  explicit EngineScraper(EngineScrapeConfig config);
+  ~EngineScraper();
+  EngineScraper(const EngineScraper&) = delete;
+  EngineScraper& operator=(const EngineScraper&) = delete;
+
+  // Starts the scrape loop on `ctx` (no-op when the interval is 0). stop() is thread-safe.
+  void start(boost::asio::io_context& ctx);
+  void stop();
+  bool enabled() const { return config_.interval.count() > 0; }
+  const EngineScrapeConfig& config() const { return config_; }
+
+  // Thread-safe snapshots for the dashboard and metrics.
+  std::vector<EngineSample> engines() const;  // one per engine ordinal
+  std::vector<GpuSample> gpus() const;        // engines' devices in ordinal order, then host GPUs
+
+  // ramjet_engine_* families (see observe/metric_families).
+  void write_metrics(Exposition& x) const;
+
+  // Results of one scrape, applied by the loop (public so tests can drive the store directly).
+  void record(size_t engine, EngineSample sample, std::vector<GpuSample> gpus);
+  void record_error(size_t engine, ScrapeError why);
+  void record_gpu_url(size_t engine, std::vector<GpuSample> gpus);
+  void record_host_gpus(std::vector<GpuSample> gpus);
+
+ private:
+  struct Loop;
+  EngineScrapeConfig config_;
+  mutable std::mutex mu_;
+  std::vector<EngineSample> samples_;
+  std::vector<std::vector<GpuSample>> engine_gpus_;  // from the engine's own /metrics
+  std::vector<std::vector<GpuSample>> url_gpus_;     // from RJ_GPU_METRICS_URLS
+  std::vector<GpuSample> host_gpus_;                 // from nvidia-smi
+  std::unique_ptr<Counter[]> errors_;                // [engine][ScrapeError]
+  std::shared_ptr<Loop> loop_;
+};
+
+}  // namespace ramjet::observe
