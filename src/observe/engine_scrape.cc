@@ -1,18 +1,485 @@
-// The EngineScraper's I/O: the scrape loop (skeleton; the loop lands in a following commit).
-#include <boost/asio/io_context.hpp>
+// The EngineScraper's I/O and text readers: the scrape loop on an io context (engine /metrics
+// and optional DCGM-exporter URLs through net::simple_get), nvidia-smi on a thread of its own,
+// and the ramjet_engine_* metric families.
+#include "observe/engine_scrape.h"
 
-#include "observe/engine_stats.h"
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <condition_variable>
+#include <cstdlib>
+#include <thread>
+
+#include "common/log.h"
+#include "net/client.h"
+
+extern char** environ;
 
 namespace ramjet::observe {
 
-struct EngineScraper::Loop {};
+namespace asio = boost::asio;
+
+// ---------------------------------------------------------------------------- text readers
+
+namespace {
+
+enum class Vllm { kRunning, kWaiting, kKvUsage, kKvUsageOld, kQueries, kHits, kQueriesOld, kHitsOld,
+                  kPrompt, kGeneration, kCount };
+constexpr std::array<std::string_view, static_cast<size_t>(Vllm::kCount)> kVllmNames = {
+    "vllm:num_requests_running",   "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",    "vllm:gpu_cache_usage_perc",
+    "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total",
+    "vllm:prompt_tokens_total",    "vllm:generation_tokens_total",
+};
+
+enum class Dcgm { kUtil, kFbUsed, kFbFree, kPower, kTemp, kSmClock, kMemClock, kCount };
+constexpr std::array<std::string_view, static_cast<size_t>(Dcgm::kCount)> kDcgmNames = {
+    "DCGM_FI_DEV_GPU_UTIL",  "DCGM_FI_DEV_FB_USED",  "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
+};
+
+std::optional<double>& gpu_field(GpuSample& g, size_t field) {
+  switch (static_cast<Dcgm>(field)) {
+    case Dcgm::kUtil: return g.util_pct;
+    case Dcgm::kFbUsed: return g.fb_used_mib;
+    case Dcgm::kFbFree: return g.fb_free_mib;
+    case Dcgm::kPower: return g.power_w;
+    case Dcgm::kTemp: return g.temp_c;
+    case Dcgm::kSmClock: return g.sm_clock_mhz;
+    case Dcgm::kMemClock:
+    case Dcgm::kCount: break;
+  }
+  return g.mem_clock_mhz;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<double> csv_number(std::string_view s) {
+  s = trim(s);
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PromTextResult read_engine_metrics(std::string_view text, const PromTextLimits& limits,
+                                   EngineSample& sample, std::vector<GpuSample>& gpus, size_t max_gpus) {
+  std::array<double, kVllmNames.size()> sum{};
+  std::array<uint32_t, kVllmNames.size()> seen{};
+  std::vector<GpuSample> found;
+  PromTextResult r = parse_prom_text(text, limits, [&](const PromSample& s) {
+    if (s.name.starts_with("vllm:")) {
+      for (size_t i = 0; i < kVllmNames.size(); ++i) {
+        if (s.name == kVllmNames[i]) {
+          if (std::isfinite(s.value)) sum[i] += s.value;
+          ++seen[i];
+          return;
+        }
+      }
+      return;
+    }
+    if (!s.name.starts_with("DCGM_FI_DEV_")) return;
+    size_t field = kDcgmNames.size();
+    for (size_t i = 0; i < kDcgmNames.size(); ++i) {
+      if (s.name == kDcgmNames[i]) field = i;
+    }
+    const PromLabel* gpu = s.label("gpu");
+    if (field == kDcgmNames.size() || gpu == nullptr || gpu->value.empty() || gpu->value.size() > 16) return;
+    auto it = std::find_if(found.begin(), found.end(), [&](const GpuSample& g) { return g.device == gpu->value; });
+    if (it == found.end()) {
+      if (found.size() >= max_gpus) return;
+      found.push_back(GpuSample{});
+      found.back().device = std::string(gpu->value);
+      it = found.end() - 1;
+    }
+    if (std::isfinite(s.value)) gpu_field(*it, field) = s.value;
+  });
+  if (!r.ok()) return r;
+  auto get = [&](Vllm v) -> std::optional<double> {
+    const size_t i = static_cast<size_t>(v);
+    if (seen[i] == 0) return std::nullopt;
+    return sum[i];
+  };
+  EngineSample out;
+  out.unix_ms = unix_ms_now();
+  out.ok = true;
+  out.running = get(Vllm::kRunning);
+  out.waiting = get(Vllm::kWaiting);
+  const Vllm kv = seen[static_cast<size_t>(Vllm::kKvUsage)] ? Vllm::kKvUsage : Vllm::kKvUsageOld;
+  if (auto total = get(kv)) out.kv_usage = *total / seen[static_cast<size_t>(kv)];
+  const bool current = seen[static_cast<size_t>(Vllm::kQueries)] > 0;
+  out.prefix_queries = get(current ? Vllm::kQueries : Vllm::kQueriesOld);
+  out.prefix_hits = get(current ? Vllm::kHits : Vllm::kHitsOld);
+  out.prompt_tokens = get(Vllm::kPrompt);
+  out.generation_tokens = get(Vllm::kGeneration);
+  // Devices in numeric order of their gpu label ("2" before "10").
+  std::sort(found.begin(), found.end(), [](const GpuSample& a, const GpuSample& b) {
+    return a.device.size() != b.device.size() ? a.device.size() < b.device.size() : a.device < b.device;
+  });
+  sample = std::move(out);
+  gpus = std::move(found);
+  return r;
+}
+
+std::vector<GpuSample> parse_nvidia_smi_csv(std::string_view csv, size_t max_gpus) {
+  std::vector<GpuSample> out;
+  while (!csv.empty() && out.size() < max_gpus) {
+    const size_t nl = csv.find('\n');
+    std::string_view line = csv.substr(0, nl);
+    csv.remove_prefix(nl == std::string_view::npos ? csv.size() : nl + 1);
+    std::array<std::string_view, 8> f;
+    size_t n = 0;
+    while (n < f.size()) {
+      const size_t comma = line.find(',');
+      f[n++] = trim(line.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      line.remove_prefix(comma + 1);
+    }
+    if (n != f.size() || line.find(',') != std::string_view::npos) continue;  // not 8 fields
+    auto index = csv_number(f[0]);
+    if (!index || *index < 0 || *index > 1e6 || *index != std::floor(*index)) continue;
+    GpuSample g;
+    g.engine = SIZE_MAX;
+    g.device = std::to_string(static_cast<int64_t>(*index));
+    g.util_pct = csv_number(f[1]);
+    g.fb_used_mib = csv_number(f[2]);
+    g.fb_free_mib = csv_number(f[3]);
+    g.power_w = csv_number(f[4]);
+    g.temp_c = csv_number(f[5]);
+    g.sm_clock_mhz = csv_number(f[6]);
+    g.mem_clock_mhz = csv_number(f[7]);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::string find_executable(std::string_view name, std::string_view path) {
+  while (true) {
+    const size_t colon = path.find(':');
+    std::string dir(path.substr(0, colon));
+    if (!dir.empty()) {
+      std::string candidate = dir + "/" + std::string(name);
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    if (colon == std::string_view::npos) return {};
+    path.remove_prefix(colon + 1);
+  }
+}
+
+std::optional<std::string> run_bounded(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                                       size_t max_bytes) {
+  if (argv.empty()) return std::nullopt;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return std::nullopt;
+  }
+  std::string out;
+  bool ok = true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ok = false;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      ok = false;
+      break;
+    }
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF (or an error): the child closed its stdout
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      ok = false;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  if (!ok) ::kill(pid, SIGKILL);
+  // The child has closed stdout (or was killed): it is exiting; a bounded wait for the rest.
+  for (int i = 0; i < 200; ++i) {
+    const pid_t w = ::waitpid(pid, &status, ok ? 0 : WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (w == 0) {
+      ::kill(pid, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return out;
+}
+
+// ---------------------------------------------------------------------------- fetching
+
+namespace {
+
+std::optional<ScrapeError> from_get_failure(net::GetFailure f) {
+  switch (f) {
+    case net::GetFailure::kNone: return std::nullopt;
+    case net::GetFailure::kTimeout: return ScrapeError::kTimeout;
+    case net::GetFailure::kConnect: return ScrapeError::kConnect;
+    case net::GetFailure::kProtocol: return ScrapeError::kProtocol;
+    case net::GetFailure::kTooLarge: return ScrapeError::kTooLarge;
+  }
+  return ScrapeError::kProtocol;
+}
+
+asio::awaitable<EngineMetricsFetch> fetch(const config::UpstreamUrl& url, std::string path,
+                                          const EngineScrapeConfig& config) {
+  EngineMetricsFetch out;
+  net::GetFailure failure = net::GetFailure::kNone;
+  auto res = co_await net::simple_get(url, std::move(path), config.bearer, config.timeout, config.max_body, failure);
+  out.error = from_get_failure(failure);
+  if (out.error) co_return out;
+  out.status = res.status;
+  if (res.status != 200) {
+    out.error = ScrapeError::kHttp;
+    co_return out;
+  }
+  out.ok = true;
+  out.body = std::move(res.body);
+  co_return out;
+}
+
+PromTextLimits limits_for(const EngineScrapeConfig& c) {
+  PromTextLimits l;
+  l.max_bytes = c.max_body;
+  return l;
+}
+
+}  // namespace
+
+asio::awaitable<EngineMetricsFetch> fetch_engine_metrics(const EngineScrapeConfig& config, size_t engine) {
+  co_return co_await fetch(config.engines.at(engine), "/metrics", config);
+}
+
+// ---------------------------------------------------------------------------- the loop
+
+struct EngineScraper::Loop {
+  explicit Loop(asio::io_context& c) : ctx(c), timer(c) {}
+  asio::io_context& ctx;
+  asio::steady_timer timer;
+  std::atomic<bool> stopped{false};
+  std::vector<char> busy, gpu_busy;  // one fetch per engine (and per GPU URL) at a time; ctx only
+  // nvidia-smi, on its own thread.
+  std::thread smi;
+  std::mutex smi_mu;
+  std::condition_variable smi_cv;
+};
+
+namespace {
+
+asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i);
+asio::awaitable<void> scrape_gpu_url(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i);
+
+}  // namespace
 
 EngineScraper::~EngineScraper() { stop(); }
 
-void EngineScraper::start(boost::asio::io_context&) {}
+void EngineScraper::start(asio::io_context& ctx) {
+  if (!enabled() || loop_ || config_.engines.empty()) return;
+  loop_ = std::make_shared<Loop>(ctx);
+  loop_->busy.assign(config_.engines.size(), 0);
+  loop_->gpu_busy.assign(config_.engines.size(), 0);
+  std::shared_ptr<Loop> loop = loop_;
+  asio::co_spawn(
+      ctx,
+      [this, loop]() -> asio::awaitable<void> {
+        while (!loop->stopped) {
+          for (size_t i = 0; i < config_.engines.size(); ++i) {
+            if (!loop->busy[i]) {
+              loop->busy[i] = 1;
+              asio::co_spawn(loop->ctx, scrape_engine(this, loop, i), asio::detached);
+            }
+            if (i < config_.gpu_urls.size() && !loop->gpu_busy[i]) {
+              loop->gpu_busy[i] = 1;
+              asio::co_spawn(loop->ctx, scrape_gpu_url(this, loop, i), asio::detached);
+            }
+          }
+          loop->timer.expires_after(config_.interval);
+          boost::system::error_code ec;
+          co_await loop->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+      },
+      asio::detached);
 
-void EngineScraper::stop() {}
+  // Host GPUs: nvidia-smi when it exists and no DCGM exporter URLs are configured.
+  if (!config_.nvidia_smi || !config_.gpu_urls.empty()) return;
+  const char* path = std::getenv("PATH");
+  std::string smi = find_executable("nvidia-smi", path ? path : "/usr/bin:/bin");
+  if (smi.empty()) return;
+  spdlog::info("engine scrape: reading host GPUs with nvidia-smi every {} ms", config_.interval.count());
+  loop->smi = std::thread([this, loop, smi] {
+    const auto timeout = std::min(config_.interval, std::chrono::milliseconds(5000));
+    std::unique_lock lock(loop->smi_mu);
+    while (!loop->stopped) {
+      lock.unlock();
+      auto out = run_bounded({smi, kNvidiaSmiQuery, "--format=csv,noheader,nounits"}, timeout, 64 * 1024);
+      record_host_gpus(out ? parse_nvidia_smi_csv(*out) : std::vector<GpuSample>{});
+      lock.lock();
+      loop->smi_cv.wait_for(lock, config_.interval, [&] { return loop->stopped.load(); });
+    }
+  });
+}
 
-void EngineScraper::write_metrics(Exposition&) const {}
+void EngineScraper::stop() {
+  std::shared_ptr<Loop> loop = std::move(loop_);
+  if (!loop) return;
+  {
+    std::lock_guard lock(loop->smi_mu);
+    loop->stopped = true;
+  }
+  loop->smi_cv.notify_all();
+  if (loop->smi.joinable()) loop->smi.join();
+  // The timer belongs to the context's thread: cancel it there (the handler holds the loop).
+  asio::post(loop->ctx, [loop] { loop->timer.cancel(); });
+}
+
+namespace {
+
+asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {
+  EngineMetricsFetch f = co_await fetch_engine_metrics(self->config(), i);
+  loop->busy[i] = 0;
+  if (loop->stopped) co_return;
+  if (!f.ok) {
+    self->record_error(i, f.error.value_or(ScrapeError::kProtocol));
+    co_return;
+  }
+  EngineSample sample;
+  std::vector<GpuSample> gpus;
+  if (!read_engine_metrics(f.body, limits_for(self->config()), sample, gpus).ok()) {
+    self->record_error(i, ScrapeError::kParse);
+    co_return;
+  }
+  self->record(i, std::move(sample), std::move(gpus));
+}
+
+asio::awaitable<void> scrape_gpu_url(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {
+  const config::UpstreamUrl& url = self->config().gpu_urls[i];
+  // http://host:9400/metrics: the URL's path is the target; a bare host means /metrics.
+  EngineMetricsFetch f = co_await fetch(url, url.base_path.empty() ? "/metrics" : "", self->config());
+  loop->gpu_busy[i] = 0;
+  if (loop->stopped) co_return;
+  EngineSample ignored;
+  std::vector<GpuSample> gpus;
+  if (!f.ok || !read_engine_metrics(f.body, limits_for(self->config()), ignored, gpus).ok()) {
+    self->record_gpu_url(i, {});  // no stale devices
+    co_return;
+  }
+  self->record_gpu_url(i, std::move(gpus));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- metrics
+
+namespace {
+
+enum class EngineFamily { kScrapeUp, kScrapeErrors, kRunning, kWaiting, kKvUsage, kPrefixHitRatio, kCount };
+
+constexpr std::array<Family, static_cast<size_t>(EngineFamily::kCount)> kEngineFamilies = {{
+    {"ramjet_engine_scrape_up", MetricKind::kGauge, "upstream",
+     "1 when the last scrape of the engine's own /metrics succeeded and parsed, else 0."},
+    {"ramjet_engine_scrape_errors_total", MetricKind::kCounter, "upstream,reason",
+     "Failed scrapes of the engine's /metrics by reason: connect, timeout, http (not 200), "
+     "too_large, protocol, parse."},
+    {"ramjet_engine_requests_running", MetricKind::kGauge, "upstream",
+     "The engine's vllm:num_requests_running (summed over its label sets) at the last scrape."},
+    {"ramjet_engine_requests_waiting", MetricKind::kGauge, "upstream",
+     "The engine's vllm:num_requests_waiting (summed over its label sets) at the last scrape."},
+    {"ramjet_engine_kv_cache_usage", MetricKind::kGauge, "upstream",
+     "The engine's vllm:kv_cache_usage_perc (0..1, averaged over its label sets) at the last "
+     "scrape."},
+    {"ramjet_engine_prefix_cache_hit_ratio", MetricKind::kGauge, "upstream",
+     "The engine's prefix cache hits / queries (tokens) since the engine started, from "
+     "vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total."},
+}};
+
+const Family& family(EngineFamily f) { return kEngineFamilies[static_cast<size_t>(f)]; }
+
+}  // namespace
+
+std::span<const Family> engine_families() { return kEngineFamilies; }
+
+void EngineScraper::write_metrics(Exposition& x) const {
+  using F = EngineFamily;
+  const size_t n = config_.engines.size();
+  std::vector<EngineSample> samples = engines();
+  auto label = [](size_t i) { return "upstream=\"" + std::to_string(i) + "\""; };
+  x.family(family(F::kScrapeUp));
+  for (size_t i = 0; i < n; ++i) x.sample(family(F::kScrapeUp).name, label(i), int64_t{samples[i].ok ? 1 : 0});
+  x.family(family(F::kScrapeErrors));
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t r = 0; r < static_cast<size_t>(ScrapeError::kCount); ++r) {
+      x.sample(family(F::kScrapeErrors).name,
+               label(i) + ",reason=\"" + std::string(scrape_error_label(static_cast<ScrapeError>(r))) + "\"",
+               errors_[i * static_cast<size_t>(ScrapeError::kCount) + r].get());
+    }
+  }
+  // Engine-reported values: a sample only while the engine reports the series (absent before
+  // the first successful scrape, or when the engine does not export it).
+  auto gauge = [&](F f, auto value) {
+    x.family(family(f));
+    for (size_t i = 0; i < n; ++i) {
+      if (std::optional<double> v = value(samples[i])) x.sample(family(f).name, label(i), *v);
+    }
+  };
+  gauge(F::kRunning, [](const EngineSample& s) { return s.running; });
+  gauge(F::kWaiting, [](const EngineSample& s) { return s.waiting; });
+  gauge(F::kKvUsage, [](const EngineSample& s) { return s.kv_usage; });
+  gauge(F::kPrefixHitRatio, [](const EngineSample& s) -> std::optional<double> {
+    if (!s.prefix_queries || !s.prefix_hits || *s.prefix_queries <= 0) return std::nullopt;
+    return std::clamp(*s.prefix_hits / *s.prefix_queries, 0.0, 1.0);
+  });
+}
 
 }  // namespace ramjet::observe

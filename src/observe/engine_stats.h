@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,11 @@ struct EngineScrapeConfig {
   bool nvidia_smi = true;  // try nvidia-smi when no GPU URLs are set and an engine shows no GPU
 };
 
+// The ramjet_engine_* families EngineScraper::write_metrics writes (docs/metrics.md).
+std::span<const Family> engine_families();
+
+// Scrapes every engine's /metrics on an interval and keeps the latest values. Construct, then
+// start() on an io context; call stop() before that context is destroyed.
 class EngineScraper {
  public:
   explicit EngineScraper(EngineScrapeConfig config);
@@ -82,8 +88,9 @@ class EngineScraper {
   void record_gpu_url(size_t engine, std::vector<GpuSample> gpus);
   void record_host_gpus(std::vector<GpuSample> gpus);
 
+  struct Loop;  // the running loop's state (engine_scrape.cc)
+
  private:
-  struct Loop;
   EngineScrapeConfig config_;
   mutable std::mutex mu_;
   std::vector<EngineSample> samples_;

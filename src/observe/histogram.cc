@@ -35,6 +35,16 @@ void Histogram::write(Exposition& e, std::string_view name, std::string_view lab
   e.sample(std::string(name) + "_count", labels, std::max(total, cumulative));
 }
 
+void Histogram::read(std::vector<uint64_t>& per_bucket, uint64_t& total) const {
+  per_bucket.resize(bounds_.size());
+  uint64_t sum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    per_bucket[i] = buckets_[i].load(std::memory_order_relaxed);
+    sum += per_bucket[i];
+  }
+  total = std::max(count_.load(std::memory_order_relaxed), sum);
+}
+
 std::vector<double> exponential_buckets(double start, double factor, size_t count) {
   std::vector<double> b;
   double v = start;

@@ -18,6 +18,12 @@ class Histogram {
   // Writes name_bucket/_sum/_count samples (the family header is the caller's).
   void write(Exposition& e, std::string_view name, std::string_view labels) const;
   uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  double sum() const { return static_cast<double>(sum_micro_.load(std::memory_order_relaxed)) / 1e6; }
+  const std::vector<double>& bounds() const { return bounds_; }
+  // Per-bucket (not cumulative) counts, one per bound, and the total including the overflow
+  // bucket (at least the sum of the buckets). Relaxed reads: a concurrent observe() may show
+  // in some counts and not others.
+  void read(std::vector<uint64_t>& per_bucket, uint64_t& total) const;
 
  private:
   std::vector<double> bounds_;

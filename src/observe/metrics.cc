@@ -5,6 +5,15 @@
 
 namespace ramjet::observe {
 
+std::string_view metric_kind_name(MetricKind k) {
+  switch (k) {
+    case MetricKind::kCounter: return "counter";
+    case MetricKind::kGauge: return "gauge";
+    case MetricKind::kHistogram: return "histogram";
+  }
+  return "untyped";
+}
+
 void Exposition::family(std::string_view name, std::string_view type, std::string_view help) {
   out_ += "# HELP ";
   out_ += name;

@@ -33,11 +33,25 @@ class Gauge {
   std::atomic<int64_t> v_{0};
 };
 
+enum class MetricKind : uint8_t { kCounter, kGauge, kHistogram };
+std::string_view metric_kind_name(MetricKind k);  // counter|gauge|histogram
+
+// One metric family as declared: every component lists its families in one constexpr table,
+// its writer takes names and headers from that table, and docs/metrics.md is generated from the
+// tables (observe/metric_docs.h).
+struct Family {
+  std::string_view name;
+  MetricKind kind = MetricKind::kCounter;
+  std::string_view labels;  // label names, comma-separated ("" for none; histograms: without le)
+  std::string_view help;    // one sentence or two; closed label values are named here
+};
+
 // Builds Prometheus text exposition. Families are written whole: header, then samples.
 class Exposition {
  public:
   // type: counter|gauge
   void family(std::string_view name, std::string_view type, std::string_view help);
+  void family(const Family& f) { family(f.name, metric_kind_name(f.kind), f.help); }
   // labels: already-formatted `k="v",k2="v2"` (may be empty).
   void sample(std::string_view name, std::string_view labels, double value);
   void sample(std::string_view name, std::string_view labels, uint64_t value);
