@@ -1,0 +1,172 @@
+#include "observe/decision_log.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+
+namespace ramjet::observe {
+
+DecisionLog::DecisionLog(size_t capacity, size_t engines)
+    : slots_(std::max<size_t>(capacity, 1)), engines_(engines), routed_(new std::atomic<uint64_t>[engines ? engines : 1]) {
+  for (size_t i = 0; i < (engines ? engines : 1); ++i) routed_[i].store(0, std::memory_order_relaxed);
+}
+
+void DecisionLog::push(const route::Routed& routed, const route::RouteRequest& request, std::string_view policy) {
+  push(routed, request, policy,
+       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+           .count());
+}
+
+void DecisionLog::push(const route::Routed& routed, const route::RouteRequest& request, std::string_view policy,
+                       int64_t unix_ms) {
+  const route::Decision& d = routed.decision;
+  // The first candidate dispatch tries (Decision::dispatch_order()[0], without its copy).
+  std::optional<uint32_t> chosen;
+  if (d.fail_open) {
+    if (!d.ranked.empty()) chosen = static_cast<uint32_t>(d.ranked.front().ordinal);
+  } else {
+    for (const auto& c : d.ranked) {
+      if (c.eligible) {
+        chosen = static_cast<uint32_t>(c.ordinal);
+        break;
+      }
+    }
+  }
+  if (chosen && *chosen < engines_) routed_[*chosen].fetch_add(1, std::memory_order_relaxed);
+
+  const uint64_t seq = next_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  Slot& slot = slots_[(seq - 1) % slots_.size()];
+  std::lock_guard lock(slot.mu);
+  // A writer a whole ring ahead already filled this slot with a newer record: keep that one.
+  if (slot.rec.seq > seq) return;
+  DecisionRecord& r = slot.rec;
+  r.seq = seq;
+  r.unix_ms = unix_ms;
+  r.endpoint = request.endpoint;
+  r.policy = policy;
+  r.outcome = d.outcome;
+  r.chosen = chosen;
+  r.request_bytes = request.body_bytes;
+  r.cold = routed.cold;
+  r.fail_open = d.fail_open;
+  r.candidates.resize(d.ranked.size());  // keeps its capacity from earlier records
+  for (size_t i = 0; i < d.ranked.size(); ++i) {
+    const route::CandidateTerms& c = d.ranked[i];
+    r.candidates[i] = DecisionCandidate{
+        .ordinal = static_cast<uint32_t>(c.ordinal),
+        .eligible = c.eligible,
+        .overlap = c.overlap,
+        .single_flight = c.single_flight,
+        .affinity = c.affinity,
+        .load_units = c.load_units,
+        .request_load_units = c.request_load_units,
+        .score = c.score,
+        .profile = c.profile,
+    };
+  }
+}
+
+std::vector<DecisionRecord> DecisionLog::last(size_t n) const {
+  std::vector<DecisionRecord> out;
+  const uint64_t newest = next_.load(std::memory_order_acquire);
+  n = std::min<uint64_t>({n, slots_.size(), newest});
+  out.reserve(n);
+  for (uint64_t seq = newest; seq > 0 && out.size() < n && newest - seq < slots_.size(); --seq) {
+    const Slot& slot = slots_[(seq - 1) % slots_.size()];
+    std::lock_guard lock(slot.mu);
+    // 0: the ticket was taken but its writer has not filled the slot yet; a larger seq: the slot
+    // was overwritten by a newer decision since `newest` was read. Either way, skip it.
+    if (slot.rec.seq != seq) continue;
+    out.push_back(slot.rec);
+  }
+  return out;
+}
+
+uint64_t DecisionLog::routed_to(size_t engine) const {
+  return engine < engines_ ? routed_[engine].load(std::memory_order_relaxed) : 0;
+}
+
+void append_json_number(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    char buf[32];
+    auto [p, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<int64_t>(v));
+    out.append(buf, p);
+    return;
+  }
+  char buf[32];
+  // Dashboard values need no more than 6 significant digits.
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
+  out.append(buf, p);
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  out += '"';
+}
+
+void append_decision_json(std::string& out, const DecisionRecord& r) {
+  out += "{\"seq\":";
+  out += std::to_string(r.seq);
+  out += ",\"unix_ms\":";
+  out += std::to_string(r.unix_ms);
+  out += ",\"endpoint\":";
+  append_json_string(out, request::endpoint_label(r.endpoint));
+  out += ",\"policy\":";
+  append_json_string(out, r.policy);
+  out += ",\"outcome\":";
+  append_json_string(out, route::outcome_label(r.outcome));
+  out += ",\"chosen\":";
+  out += r.chosen ? std::to_string(*r.chosen) : "null";
+  out += ",\"request_bytes\":";
+  out += std::to_string(r.request_bytes);
+  out += r.cold ? ",\"cold\":true" : ",\"cold\":false";
+  out += r.fail_open ? ",\"fail_open\":true" : ",\"fail_open\":false";
+  out += ",\"candidates\":[";
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const DecisionCandidate& c = r.candidates[i];
+    if (i) out += ',';
+    out += "{\"ordinal\":";
+    out += std::to_string(c.ordinal);
+    out += c.eligible ? ",\"eligible\":true" : ",\"eligible\":false";
+    out += ",\"overlap\":";
+    out += std::to_string(c.overlap);
+    out += ",\"single_flight\":";
+    out += std::to_string(c.single_flight);
+    out += ",\"affinity\":";
+    out += std::to_string(c.affinity);
+    out += ",\"load_units\":";
+    out += std::to_string(c.load_units);
+    out += ",\"request_load_units\":";
+    out += std::to_string(c.request_load_units);
+    out += ",\"score\":";
+    append_json_number(out, c.score);
+    out += ",\"profile\":";
+    append_json_string(out, route::profile_label(c.profile));
+    out += '}';
+  }
+  out += "]}";
+}
+
+std::string DecisionLog::json(size_t n) const {
+  std::vector<DecisionRecord> recs = last(n);
+  std::string out = "{\"total\":" + std::to_string(total()) + ",\"capacity\":" + std::to_string(capacity()) +
+                    ",\"decisions\":[";
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (i) out += ',';
+    append_decision_json(out, recs[i]);
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace ramjet::observe

@@ -1,0 +1,135 @@
+#include "observe/decision_log.h"
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace ramjet::observe {
+namespace {
+
+route::Routed make(size_t engines, size_t winner, bool fail_open = false) {
+  route::Routed r;
+  r.cold = winner % 2 == 0;
+  r.decision.outcome = route::Outcome::kOverlap;
+  r.decision.fail_open = fail_open;
+  for (size_t i = 0; i < engines; ++i) {
+    route::CandidateTerms c;
+    c.ordinal = (winner + i) % engines;
+    c.eligible = !fail_open && c.ordinal != 3;
+    c.overlap = static_cast<uint32_t>(10 - i);
+    c.affinity = c.overlap;
+    c.load_units = static_cast<int64_t>(i);
+    c.request_load_units = 2;
+    c.score = c.affinity - 4.0 * c.load_units;
+    c.profile = i % 2 ? route::Profile::kMtp : route::Profile::kStandard;
+    r.decision.ranked.push_back(c);
+  }
+  return r;
+}
+
+route::RouteRequest req(uint64_t bytes) {
+  return route::RouteRequest{.endpoint = request::Endpoint::kChat, .body_bytes = bytes};
+}
+
+TEST(DecisionLog, KeepsTheNewestNewestFirst) {
+  DecisionLog log(4, 2);
+  for (int i = 0; i < 10; ++i) log.push(make(2, i % 2), req(100 + i), "prefix", 1000 + i);
+  EXPECT_EQ(log.total(), 10u);
+  auto recs = log.last(50);
+  ASSERT_EQ(recs.size(), 4u);  // bounded by the capacity
+  EXPECT_EQ(recs[0].seq, 10u);
+  EXPECT_EQ(recs[3].seq, 7u);
+  EXPECT_EQ(recs[0].request_bytes, 109u);
+  EXPECT_EQ(recs[0].unix_ms, 1009);
+  EXPECT_EQ(recs[0].chosen, 1u);
+  EXPECT_EQ(recs[0].policy, "prefix");
+  ASSERT_EQ(recs[0].candidates.size(), 2u);
+  EXPECT_EQ(recs[0].candidates[0].ordinal, 1u);
+  EXPECT_EQ(log.last(2).size(), 2u);
+  EXPECT_EQ(log.routed_to(0), 5u);
+  EXPECT_EQ(log.routed_to(1), 5u);
+  EXPECT_EQ(log.routed_to(7), 0u);  // out of range: not counted, no crash
+}
+
+TEST(DecisionLog, ChosenIsTheFirstEligibleOrTheFailOpenHead) {
+  DecisionLog log(8, 4);
+  log.push(make(4, 3), req(1), "prefix", 1);  // ranked 3 (ineligible), 0, 1, 2
+  EXPECT_EQ(log.last(1)[0].chosen, 0u);
+  log.push(make(4, 3, /*fail_open=*/true), req(1), "prefix", 2);
+  EXPECT_EQ(log.last(1)[0].chosen, 3u);
+  EXPECT_TRUE(log.last(1)[0].fail_open);
+  route::Routed none;
+  log.push(none, req(1), "load", 3);
+  EXPECT_FALSE(log.last(1)[0].chosen.has_value());
+}
+
+TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
+  DecisionLog log(8, 4);
+  log.push(make(4, 1), req(4096), "prefix", 1234);
+  auto v = boost::json::parse(log.json(10));
+  auto& d = v.at("decisions").as_array().at(0).as_object();
+  EXPECT_EQ(d.at("seq").as_int64(), 1);
+  EXPECT_EQ(d.at("unix_ms").as_int64(), 1234);
+  EXPECT_EQ(d.at("endpoint").as_string(), "chat");
+  EXPECT_EQ(d.at("policy").as_string(), "prefix");
+  EXPECT_EQ(d.at("outcome").as_string(), "overlap");
+  EXPECT_EQ(d.at("chosen").as_int64(), 1);
+  EXPECT_EQ(d.at("request_bytes").as_int64(), 4096);
+  EXPECT_EQ(d.at("cold").as_bool(), false);
+  const auto& cands = d.at("candidates").as_array();
+  ASSERT_EQ(cands.size(), 4u);
+  const auto& c = cands.at(1).as_object();
+  EXPECT_EQ(c.at("ordinal").as_int64(), 2);
+  EXPECT_EQ(c.at("overlap").as_int64(), 9);
+  EXPECT_EQ(c.at("load_units").as_int64(), 1);
+  EXPECT_EQ(c.at("request_load_units").as_int64(), 2);
+  EXPECT_DOUBLE_EQ(c.at("score").to_number<double>(), 5.0);
+  EXPECT_EQ(c.at("profile").as_string(), "mtp");
+  std::vector<std::string> keys;
+  for (const auto& kv : c) keys.emplace_back(kv.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"ordinal", "eligible", "overlap", "single_flight", "affinity",
+                                            "load_units", "request_load_units", "score", "profile"}));
+  EXPECT_EQ(v.at("total").as_int64(), 1);
+  EXPECT_EQ(v.at("capacity").as_int64(), 8);
+}
+
+TEST(DecisionLog, ConcurrentWritersAndReaders) {
+  DecisionLog log(16, 4);
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      auto recs = log.last(16);
+      for (size_t i = 1; i < recs.size(); ++i) ASSERT_GT(recs[i - 1].seq, recs[i].seq);
+      for (const auto& r : recs) ASSERT_EQ(r.candidates.size(), 4u);
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 3; ++w)
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 2000; ++i) log.push(make(4, (w + i) % 4), req(i), "prefix", i);
+    });
+  for (auto& t : writers) t.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(log.total(), 6000u);
+  EXPECT_EQ(log.last(100).size(), 16u);
+  uint64_t routed = 0;
+  for (size_t e = 0; e < 4; ++e) routed += log.routed_to(e);
+  EXPECT_EQ(routed, 6000u);  // ordinal 3 is never eligible, but the others always are
+}
+
+TEST(JsonNumber, ShortestForms) {
+  std::string s;
+  append_json_number(s, 3);
+  s += ',';
+  append_json_number(s, 0.125);
+  s += ',';
+  append_json_number(s, std::nan(""));
+  s += ',';
+  append_json_number(s, -2.5);
+  EXPECT_EQ(s, "3,0.125,null,-2.5");
+}
+
+}  // namespace
+}  // namespace ramjet::observe
