@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "net/http.h"
+#include "observe/decision_log.h"
 #include "observe/journal.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
@@ -327,6 +328,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     journal_end.seq = journal_->next_seq();
     journal_start(s, routed, journal_end.seq);
   }
+  if (decisions_) decisions_->push(routed, route::RouteRequest::of(s.prep, router_.config()), router_.policy().name());
   metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
   int64_t was_open = metrics_.route_fail_open.get();
   metrics_.route_fail_open.set(d.fail_open ? 1 : 0);

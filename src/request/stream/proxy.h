@@ -26,6 +26,7 @@
 
 namespace ramjet::observe {
 class Journal;
+class DecisionLog;
 }
 
 namespace ramjet::request {
@@ -63,6 +64,8 @@ class Proxy {
   // RJ_ROUTE_JOURNAL: a start record per routed request, a finish record when it ends. Set
   // before serving; the journal must outlive the proxy's connections.
   void set_journal(observe::Journal* journal) { journal_ = journal; }
+  // The dashboard's in-memory log of the last routing decisions (set before serving).
+  void set_decision_log(observe::DecisionLog* log) { decisions_ = log; }
 
   ProxyMetrics& metrics() { return metrics_; }
   const ProxyMetrics& metrics() const { return metrics_; }
@@ -91,6 +94,7 @@ class Proxy {
   upstream::Fleet& fleet_;
   route::Router& router_;
   observe::Journal* journal_ = nullptr;
+  observe::DecisionLog* decisions_ = nullptr;
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;
