@@ -1,12 +1,23 @@
 #include "app/admin.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <memory>
+#include <optional>
+
+#include "observe/web/assets.h"
 #include "request/ingress/endpoint.h"
 
 namespace ramjet::app {
@@ -15,8 +26,230 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+// ------------------------------------------------------------------------------ dashboard
+
+observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy) {
+  observe::DashboardConfig c;
+  c.ttft_bounds = proxy.ttft.bounds();
+  c.decode_bounds = proxy.decode_rate.bounds();
+  return c;
+}
+
+observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, const upstream::Fleet& fleet,
+                                            const route::Router& router, const observe::DecisionLog* decisions,
+                                            const observe::EngineScraper* scraper) {
+  observe::DashboardSources s;
+  s.ramjet = [&m, decisions](observe::Reading& r) {
+    r.completion_tokens = m.completion_tokens.get();
+    r.prompt_tokens = m.prompt_tokens.get();
+    r.cached_prompt_tokens = m.cached_prompt_tokens.get();
+    r.requests = decisions ? decisions->total() : 0;  // routed requests
+    m.ttft.read(r.ttft.counts, r.ttft.total);
+    m.decode_rate.read(r.decode_rate.counts, r.decode_rate.total);
+    r.inflight = m.inflight.get();
+    r.fail_open = m.route_fail_open.get() != 0;
+  };
+  s.fleet = [&m, &fleet, &router, decisions](observe::Reading& r) {
+    r.engines.resize(fleet.size());
+    for (size_t i = 0; i < fleet.size(); ++i) {
+      const upstream::Engine& e = fleet.at(i);
+      observe::EngineReading& er = r.engines[i];
+      er.profile = route::profile_label(router.profile(i));
+      er.state = upstream::engine_state_label(e.state());
+      er.inflight = e.inflight();
+      er.load_units = e.load_units();
+      er.routed = decisions ? decisions->routed_to(i) : 0;
+      er.fail_open_dispatches = i < m.upstreams ? m.fail_open_dispatches[i].get() : 0;
+    }
+  };
+  if (scraper && scraper->enabled()) {
+    s.engine_samples = [scraper] { return scraper->engines(); };
+    s.gpu_samples = [scraper] { return scraper->gpus(); };
+  }
+  return s;
+}
+
+namespace {
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+asio::awaitable<void> sample_loop(observe::Dashboard& dashboard, observe::DashboardSources sources) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  auto next = std::chrono::steady_clock::now();
+  while (!dashboard.stopped()) {
+    dashboard.tick(observe::read_sources(sources, unix_ms_now()));
+    next += std::chrono::seconds(1);
+    const auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now + std::chrono::seconds(1);  // fell behind: skip, do not burst
+    timer.expires_at(next);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+// `name=<integer>` from the query string of `target`.
+std::optional<int64_t> query_int(std::string_view target, std::string_view name) {
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == name) {
+      int64_t v = 0;
+      std::string_view num = pair.substr(eq + 1);
+      auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+      if (ec == std::errc() && p == num.data() + num.size()) return v;
+      return std::nullopt;
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<bool> write_chunk(beast::tcp_stream& stream, std::string_view data) {
+  boost::system::error_code ec;
+  stream.expires_after(std::chrono::seconds(10));  // a client that stops reading is dropped
+  co_await asio::async_write(stream, http::make_chunk(asio::const_buffer(data.data(), data.size())),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+// GET /api/v1/stream: an SSE `state` event after every dashboard tick (once a second), a comment
+// when nothing happened for 15 s, and `event: bye` plus the end of the chunked body on shutdown.
+asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, bool keep_alive,
+                                observe::Dashboard& dashboard) {
+  struct Waker {
+    explicit Waker(const asio::any_io_executor& ex) : timer(ex) {}
+    asio::steady_timer timer;
+    std::atomic<bool> pending{false};
+  };
+  auto waker = std::make_shared<Waker>(co_await asio::this_coro::executor);
+  std::weak_ptr<Waker> weak = waker;
+  // Called from the sampler's thread: the timer is cancelled on its own thread.
+  auto id = dashboard.add_client([weak] {
+    if (auto w = weak.lock()) {
+      w->pending.store(true);
+      asio::post(w->timer.get_executor(), [weak] {
+        if (auto w2 = weak.lock()) w2->timer.cancel();
+      });
+    }
+  });
+  boost::system::error_code ec;
+  if (!id) {
+    http::response<http::string_body> busy{http::status::service_unavailable, version};
+    busy.set(http::field::content_type, "application/json");
+    busy.set(http::field::retry_after, "5");
+    busy.body() = request::error_json("too many dashboard streams", "too_many_streams", 503);
+    busy.keep_alive(false);
+    busy.prepare_payload();
+    stream.expires_after(std::chrono::seconds(10));
+    co_await http::async_write(stream, busy, asio::redirect_error(asio::use_awaitable, ec));
+    co_return;
+  }
+  struct Remove {
+    observe::Dashboard& d;
+    uint64_t id;
+    ~Remove() { d.remove_client(id); }
+  } remove{dashboard, *id};
+
+  http::response<http::empty_body> res{http::status::ok, version};
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-store");
+  res.keep_alive(keep_alive);
+  res.chunked(true);
+  http::response_serializer<http::empty_body> sr{res};
+  stream.expires_after(std::chrono::seconds(10));
+  co_await http::async_write_header(stream, sr, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || !co_await write_chunk(stream, "retry: 2000\n\n")) co_return;
+  uint64_t sent = UINT64_MAX;
+  for (;;) {
+    if (dashboard.stopped()) {
+      if (co_await write_chunk(stream, "event: bye\ndata: {}\n\n")) {
+        stream.expires_after(std::chrono::seconds(2));
+        co_await asio::async_write(stream, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, ec));
+      }
+      co_return;
+    }
+    const uint64_t ticks = dashboard.ticks();
+    if (ticks != sent) {
+      std::shared_ptr<const std::string> state = dashboard.state_json();
+      std::string event;
+      event.reserve(state->size() + 32);
+      event += "event: state\ndata: ";
+      event += *state;  // one line: the JSON has no newline
+      event += "\n\n";
+      if (!co_await write_chunk(stream, event)) co_return;
+      sent = ticks;
+    }
+    if (waker->pending.exchange(false)) continue;
+    waker->timer.expires_after(std::chrono::seconds(15));
+    co_await waker->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec && !co_await write_chunk(stream, ": keep-alive\n\n")) co_return;
+  }
+}
+
+// /, /ui, /ui/<file> and /api/v1/{state,series,decisions}. False when `path` is not one of them.
+bool serve_dashboard(const http::request<http::string_body>& req, std::string_view target, std::string_view path,
+                     const DashboardRoutes& ui, http::response<http::string_body>& res) {
+  if (path == "/" || path == "/ui") {
+    res.result(http::status::found);
+    res.set(http::field::location, "/ui/");
+    return true;
+  }
+  if (path.starts_with("/ui/")) {
+    std::string_view name = path.substr(4);
+    if (name.empty()) name = "index.html";
+    const observe::web::Asset* a = observe::web::find_asset(name);
+    if (!a) return false;
+    res.set(http::field::etag, a->etag);
+    res.set(http::field::cache_control, "no-cache");  // revalidate: the ETag answers 304
+    res.set("X-Content-Type-Options", "nosniff");
+    if (req[http::field::if_none_match] == a->etag) {
+      res.result(http::status::not_modified);
+      return true;
+    }
+    res.set(http::field::content_type, a->content_type);
+    res.body() = std::string(a->bytes);
+    return true;
+  }
+  auto json = [&](std::string body) {
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::cache_control, "no-store");
+    res.body() = std::move(body);
+  };
+  if (path == "/api/v1/state") {
+    json(*ui.dashboard->state_json());
+    return true;
+  }
+  if (path == "/api/v1/series") {
+    json(ui.dashboard->series_json(query_int(target, "window").value_or(900)));
+    return true;
+  }
+  if (path == "/api/v1/decisions") {
+    int64_t n = std::clamp<int64_t>(query_int(target, "n").value_or(50), 0, 100000);
+    json(ui.decisions ? ui.decisions->json(static_cast<size_t>(n)) : std::string("{\"total\":0,\"capacity\":0,\"decisions\":[]}"));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void start_dashboard_sampler(asio::io_context& ctx, observe::Dashboard& dashboard, observe::DashboardSources sources) {
+  asio::co_spawn(ctx, sample_loop(dashboard, std::move(sources)), asio::detached);
+}
+
+// ------------------------------------------------------------------------------ the listener
+
 asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const observe::Registry& registry,
-                                  const upstream::Fleet& fleet) {
+                                  const upstream::Fleet& fleet, DashboardRoutes ui) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {
@@ -30,8 +263,14 @@ asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const observe::R
     auto& req = parser.get();
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
+    if (ui.dashboard && req.method() == http::verb::get && path == "/api/v1/stream") {
+      co_await serve_sse(stream, req.version(), req.keep_alive(), *ui.dashboard);
+      break;  // an event stream ends its connection
+    }
     http::response<http::string_body> res{http::status::ok, req.version()};
-    if (req.method() == http::verb::get && path == "/metrics") {
+    if (ui.dashboard && req.method() == http::verb::get && serve_dashboard(req, target, path, ui, res)) {
+      // answered by the dashboard
+    } else if (req.method() == http::verb::get && path == "/metrics") {
       res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       res.body() = registry.render();
     } else if (req.method() == http::verb::get && path == "/health") {

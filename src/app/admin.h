@@ -1,17 +1,43 @@
-// app/admin: the metrics listener (RJ_METRICS_LISTEN): GET /metrics (Prometheus text) and
-// GET /health. The dashboard and per-engine metric passthrough come with observability.
+// app/admin: the metrics listener (RJ_METRICS_LISTEN): GET /metrics (Prometheus text),
+// GET /health, and the dashboard: the static UI at /ui/ (/ and /ui redirect there) and its JSON
+// API (/api/v1/state, /api/v1/series?window=s, /api/v1/decisions?n=k, /api/v1/stream as SSE).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "observe/dashboard.h"
+#include "observe/decision_log.h"
+#include "observe/engine_stats.h"
 #include "observe/metrics.h"
+#include "request/route/router.h"
+#include "request/stream/metrics.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::app {
 
+// The dashboard's pieces on the metrics listener (nullptr: /ui and /api/v1/* answer 404).
+struct DashboardRoutes {
+  observe::Dashboard* dashboard = nullptr;
+  const observe::DecisionLog* decisions = nullptr;
+};
+
+// The dashboard's configuration for this process's histograms (bucket bounds).
+observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy);
+
+// What the dashboard samples: ramjet's own counters and histograms, the fleet (state, load,
+// declared profiles), the decisions routed to each engine, and the engine scrape (optional).
+observe::DashboardSources dashboard_sources(const request::ProxyMetrics& proxy, const upstream::Fleet& fleet,
+                                            const route::Router& router, const observe::DecisionLog* decisions,
+                                            const observe::EngineScraper* scraper);
+
+// Samples `sources` into `dashboard` once a second on `ctx` until dashboard.stop().
+void start_dashboard_sampler(boost::asio::io_context& ctx, observe::Dashboard& dashboard,
+                             observe::DashboardSources sources);
+
 boost::asio::awaitable<void> serve_admin(boost::asio::ip::tcp::socket socket,
                                          const observe::Registry& registry,
-                                         const upstream::Fleet& fleet);
+                                         const upstream::Fleet& fleet, DashboardRoutes ui = {});
 
 }  // namespace ramjet::app

@@ -15,6 +15,8 @@
 #include "net/client.h"
 #include "net/io_pool.h"
 #include "net/listener.h"
+#include "observe/dashboard.h"
+#include "observe/decision_log.h"
 #include "observe/journal.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
@@ -28,13 +30,16 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// Waits until every client connection has finished (or the grace period ends), then stops.
-void drain_then_stop(net::IoPool& io, request::Proxy& proxy, milliseconds grace) {
+// Waits until every client connection and dashboard stream has finished (or the grace period
+// ends), then stops.
+void drain_then_stop(net::IoPool& io, request::Proxy& proxy, const observe::Dashboard& dashboard,
+                     milliseconds grace) {
   auto timer = std::make_shared<asio::steady_timer>(io.at(0));
   auto deadline = std::chrono::steady_clock::now() + grace;
   auto tick = std::make_shared<std::function<void()>>();
-  *tick = [&io, &proxy, timer, deadline, tick] {
-    if (proxy.open_connections() == 0 || std::chrono::steady_clock::now() >= deadline) {
+  *tick = [&io, &proxy, &dashboard, timer, deadline, tick] {
+    if ((proxy.open_connections() == 0 && dashboard.clients() == 0) ||
+        std::chrono::steady_clock::now() >= deadline) {
       if (proxy.open_connections() > 0) {
         spdlog::warn("shutdown grace period over with {} connections open", proxy.open_connections());
       }
@@ -125,6 +130,10 @@ int main(int argc, char** argv) {
     }
     proxy.set_journal(journal.get());
   }
+  // The dashboard (/ui on the metrics listener): the last routing decisions and 15 min of series.
+  observe::DecisionLog decisions(200, fleet.size());
+  proxy.set_decision_log(&decisions);
+  observe::Dashboard dashboard(app::dashboard_config(proxy.metrics()));
 
   observe::Registry registry;
   registry.add([&](observe::Exposition& x) { proxy.metrics().write(x); });
@@ -139,7 +148,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto admin = net::Listener::bind(io, cfg.metrics_host, cfg.metrics_port, [&](asio::ip::tcp::socket s) {
-    return app::serve_admin(std::move(s), registry, fleet);
+    return app::serve_admin(std::move(s), registry, fleet, app::DashboardRoutes{&dashboard, &decisions});
   });
   if (!admin) {
     spdlog::error("metrics listener: {}", log::json_escape(admin.error().message));
@@ -163,13 +172,16 @@ int main(int argc, char** argv) {
     (*api)->close();
     proxy.begin_drain();
     prober->stop();
-    drain_then_stop(io, proxy, milliseconds(cfg.shutdown_grace_ms));
+    dashboard.stop();
+    drain_then_stop(io, proxy, dashboard, milliseconds(cfg.shutdown_grace_ms));
     signals->async_wait(on_signal);
   };
   signals->async_wait(on_signal);
   std::signal(SIGPIPE, SIG_IGN);
 
   prober->start();
+  app::start_dashboard_sampler(io.at(0), dashboard,
+                               app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, nullptr));
   (*api)->start();
   (*admin)->start();
   auto a = (*api)->local_endpoint();
