@@ -1,0 +1,468 @@
+#!/usr/bin/env bash
+# routing.sh: does ramjet's routing pay off? The routing benchmarks of the routing-core issue, on
+# simulated Qwen3.8-27B TP4 engines (ramjet-sim), policies side by side in one run.
+#
+#   A  shared prefix: 4 apps x 24 KiB system prompt, multi-turn sessions, on 4 standard sims, at
+#      each CONCURRENCY: RJ_AFFINITY=prefix, load, round_robin, and ramjet-bench's oracle (the
+#      bench asks every sim which one holds most of the prompt). Targets: prefix >= 1.5x
+#      round_robin output tok/s; prefix cached % >= 95 % of the oracle's.
+#   B  same-app concurrency: B_SESSIONS sessions of ONE app at concurrency B_SESSIONS on 4
+#      standard sims: prefix (alpha 4), a load-blind sticky baseline (prefix with
+#      RJ_ROUTE_ALPHA=0: everything follows the cached prefix) and round_robin. Target: prefix
+#      spreads, and beats the sticky baseline by more than 1.57x (the earlier Rust version's mark).
+#   C  decode profiles: 2 MTP sims + 2 standard sims, short (C_SHORT_TOKENS) and long
+#      (C_LONG_TOKENS) outputs, C_CONCURRENCY/2 sessions of each, run as two ramjet-bench
+#      processes at once so each class is measured on its own: prefix with
+#      RJ_UPSTREAM_PROFILES=mtp,mtp,standard,standard vs the same without profiles. Target:
+#      profile routing > profile-blind.
+#   D  preparation cost: ramjet-micro-canonical (parse + shims + canonical bytes + fingerprints
+#      against a bare simdjson parse of the same 256 KiB and 2 MiB bodies).
+#
+# Every run starts fresh sims (cold prefix caches) and a fresh ramjet; the policy order rotates
+# from cell to cell so background noise hits every policy alike. Prints Markdown and writes
+# bench/results/routing-<UTC date-time>.md.
+#
+# Usage (from anywhere, after scripts/setup):
+#   bench/routing.sh [--no-build] [--sections A,B,C,D]
+# Environment:
+#   DURATION=30        seconds of issuing per run (in-flight requests then finish)
+#   SPEED=6            sim --speed (virtual time runs SPEED x wall time; tok/s are wall-clock,
+#                      divide by SPEED for the modelled engines, multiply times by SPEED)
+#   CONCURRENCY=8,32,64  section A ladder (one run per policy and concurrency)
+#   B_SESSIONS=12      section B sessions (= concurrency) of the one app
+#   C_CONCURRENCY=16   section C total concurrency (half short, half long)
+#   C_SHORT_TOKENS=128 C_LONG_TOKENS=1024   section C output lengths
+#   PRESET=qwen3.8-27b-tp4  MTP_PRESET=qwen3.8-27b-tp4-mtp   sim presets
+#   APPS=4 PREFIX_KIB=24 TURNS=4 USER_WORDS=48 MAX_TOKENS=128 SEED=7   the shared-prefix workload
+#                      (A, B, C; B uses one app, C its own output lengths)
+#   MICRO_REPS=3 MICRO_MIN_TIME=0.5   section D repetitions (median) and min time per benchmark
+#   BUILD_DIR=build/release   where the binaries are (built there unless --no-build)
+#   COMMIT             what the report names as the code measured (default: the tree's HEAD)
+#   RESULTS_DIR=bench/results
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=1
+SECTIONS=A,B,C,D
+DURATION=${DURATION:-30}
+SPEED=${SPEED:-6}
+CONCURRENCY=${CONCURRENCY:-8,32,64}
+B_SESSIONS=${B_SESSIONS:-12}
+C_CONCURRENCY=${C_CONCURRENCY:-16}
+C_SHORT_TOKENS=${C_SHORT_TOKENS:-128}
+C_LONG_TOKENS=${C_LONG_TOKENS:-1024}
+PRESET=${PRESET:-qwen3.8-27b-tp4}
+MTP_PRESET=${MTP_PRESET:-qwen3.8-27b-tp4-mtp}
+APPS=${APPS:-4}
+PREFIX_KIB=${PREFIX_KIB:-24}
+TURNS=${TURNS:-4}
+USER_WORDS=${USER_WORDS:-48}
+MAX_TOKENS=${MAX_TOKENS:-128}
+SEED=${SEED:-7}
+MICRO_REPS=${MICRO_REPS:-3}
+MICRO_MIN_TIME=${MICRO_MIN_TIME:-0.5}
+BUILD_DIR=${BUILD_DIR:-build/release}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+[[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
+
+die() { echo "routing: $*" >&2; exit 1; }
+log() { echo "routing: $*" >&2; }
+
+while (($#)); do
+  case $1 in
+    --no-build) BUILD=0; shift ;;
+    --sections) SECTIONS=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+has_section() { [[ ",$SECTIONS," == *",$1,"* ]]; }
+IFS=, read -ra concs <<<"$CONCURRENCY"
+for c in "${concs[@]}"; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "bad concurrency: $c"; done
+for v in DURATION SPEED B_SESSIONS C_CONCURRENCY C_SHORT_TOKENS C_LONG_TOKENS APPS TURNS USER_WORDS MAX_TOKENS MICRO_REPS; do
+  [[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$v must be a number (got '${!v}')"
+done
+((C_CONCURRENCY >= 2)) || die "C_CONCURRENCY must be >= 2 (half short, half long)"
+for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
+
+# ---------------------------------------------------------------- build
+if ((BUILD)); then
+  log "building ramjet ramjet-sim ramjet-bench ramjet-micro-canonical in $BUILD_DIR"
+  (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" -DRAMJET_BUILD_BENCH=ON >/dev/null &&
+    cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench ramjet-micro-canonical)
+fi
+RAMJET=$BUILD_DIR/src/app/ramjet
+SIM=$BUILD_DIR/sim/server/ramjet-sim
+BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
+MICRO=$BUILD_DIR/src/request/prepare/ramjet-micro-canonical
+for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
+if has_section D; then [[ -x $MICRO ]] || die "$MICRO not found (needs RAMJET_BUILD_BENCH=ON and libbenchmark)"; fi
+if ldd "$RAMJET" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)'; then
+  log "warning: $RAMJET is a sanitizer build; use the release preset for real numbers"
+fi
+
+# ---------------------------------------------------------------- processes and cleanup
+WORK=$(mktemp -d /tmp/ramjet-routing.XXXXXX)
+pids=()
+stop_pids() {  # stop every process in pids (TERM, then KILL after 5 s), then forget them
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=()
+}
+cleanup() { stop_pids; rm -rf "$WORK"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'log "failed (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
+
+wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
+  local f=$1 re=$2
+  for _ in $(seq 150); do
+    if grep -oE "$re" "$f" 2>/dev/null | head -n1; then return 0; fi
+    sleep 0.1
+  done
+  tail -5 "$f" >&2 2>/dev/null || true
+  return 1
+}
+
+engines=()
+start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per preset
+  local i=0 p port
+  engines=()
+  for p in "$@"; do
+    "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$p" --speed "$SPEED" \
+      --enable-prompt-tokens-details --seed $((i + 1)) >"$WORK/sim$i.log" 2>&1 &
+    pids+=($!)
+    port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i ($p) did not start"
+    engines+=("http://127.0.0.1:$port")
+    i=$((i + 1))
+  done
+}
+
+api="" metrics=""
+start_ramjet() {  # start_ramjet NAME [VAR=VALUE...] -> api, metrics (host:port)
+  local name=$1; shift
+  env RJ_UPSTREAM="$(IFS=,; echo "${engines[*]}")" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 "$@" \
+    "$RAMJET" >"$WORK/$name.ramjet.out" 2>"$WORK/$name.ramjet.err" &
+  pids+=($!)
+  api=$(wait_grep "$WORK/$name.ramjet.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet ($name) did not start"
+  metrics=$(wait_grep "$WORK/$name.ramjet.err" 'metrics=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet ($name): no metrics address"
+  # every engine healthy before the clock starts
+  for _ in $(seq 100); do
+    [[ $(curl -s "http://$api/health" 2>/dev/null) == *'"status":"ok"'* ]] && return 0
+    sleep 0.1
+  done
+  die "ramjet ($name): /health never answered ok: $(curl -s "http://$api/health")"
+}
+
+collect() {  # collect NAME: sim stats and ramjet's routing counters, for the report
+  local name=$1 i=0 e
+  for e in "${engines[@]}"; do
+    curl -s -XPOST "$e/sim/stats" -d '{}' >"$WORK/$name.sim$i.json" || echo '{}' >"$WORK/$name.sim$i.json"
+    i=$((i + 1))
+  done
+  if [[ -n $metrics ]]; then
+    curl -s "http://$metrics/metrics" | grep -E '^ramjet_route_decisions_total' >"$WORK/$name.route.txt" || true
+  fi
+}
+
+# bench_run NAME TARGET-ARGS... -- BENCH-ARGS...: one ramjet-bench process, --out-json NAME.json
+bench_args_common=(--ignore-eos --quiet)
+shared_prefix() {  # the shared-prefix workload arguments: shared_prefix APPS SEED MAX_TOKENS
+  echo --workload shared-prefix --apps "$1" --prefix-kib "$PREFIX_KIB" --turns "$TURNS" --user-words "$USER_WORDS" \
+    --seed "$2" --max-tokens "$3"
+}
+
+# run_policy NAME POLICY... : POLICY is "oracle" or a list of RJ_* settings; fleet already set in
+# FLEET; workload args in WL (array); concurrency in CONC. One fresh fleet + ramjet per run.
+run_policy() {
+  local name=$1; shift
+  start_sims "${FLEET[@]}"
+  metrics=""
+  local target
+  if [[ $1 == oracle ]]; then
+    target=(--target oracle --engines "$(IFS=,; echo "${engines[*]}")")
+  else
+    start_ramjet "$name" "$@"
+    target=(--target "http://$api")
+  fi
+  log "  $name: ${*} (c=$CONC, ${DURATION}s)"
+  "$BENCH" "${target[@]}" "${WL[@]}" --concurrency "$CONC" --duration "$DURATION" \
+    "${bench_args_common[@]}" --label "$name" --out-json "$WORK/$name.json" >/dev/null \
+    || die "ramjet-bench failed ($name)"
+  collect "$name"
+  stop_pids
+}
+
+# run_classes NAME POLICY...: section C, two bench processes at once (short and long outputs)
+run_classes() {
+  local name=$1; shift
+  start_sims "${FLEET[@]}"
+  start_ramjet "$name" "$@"
+  local half=$((C_CONCURRENCY / 2)) bpids=()
+  log "  $name: ${*} (c=$half short + $((C_CONCURRENCY - half)) long, ${DURATION}s)"
+  "$BENCH" --target "http://$api" $(shared_prefix "$APPS" "$SEED" "$C_SHORT_TOKENS") --concurrency "$half" \
+    --duration "$DURATION" "${bench_args_common[@]}" --label "$name-short" --out-json "$WORK/$name-short.json" >/dev/null &
+  bpids+=($!)
+  "$BENCH" --target "http://$api" $(shared_prefix "$APPS" "$((SEED + 1))" "$C_LONG_TOKENS") \
+    --concurrency "$((C_CONCURRENCY - half))" --duration "$DURATION" "${bench_args_common[@]}" \
+    --label "$name-long" --out-json "$WORK/$name-long.json" >/dev/null &
+  bpids+=($!)
+  for p in "${bpids[@]}"; do wait "$p" || die "ramjet-bench failed ($name)"; done
+  collect "$name"
+  stop_pids
+}
+
+rotate() {  # rotate K ITEM...: print the items rotated left by K
+  local k=$1; shift
+  local a=("$@") n=$#
+  k=$((k % n))
+  printf '%s\n' "${a[@]:k}" "${a[@]:0:k}"
+}
+
+START_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+T0=$SECONDS
+
+# ---------------------------------------------------------------- A: shared prefix ladder
+if has_section A; then
+  log "A: $APPS apps x $PREFIX_KIB KiB shared prefix, 4 x $PRESET, concurrency $CONCURRENCY"
+  FLEET=("$PRESET" "$PRESET" "$PRESET" "$PRESET")
+  read -ra WL <<<"$(shared_prefix "$APPS" "$SEED" "$MAX_TOKENS")"
+  cell=0
+  for CONC in "${concs[@]}"; do
+    mapfile -t order < <(rotate "$cell" prefix load round_robin oracle)
+    for p in "${order[@]}"; do
+      if [[ $p == oracle ]]; then run_policy "A-c$CONC-oracle" oracle
+      else run_policy "A-c$CONC-$p" RJ_AFFINITY="$p"; fi
+    done
+    cell=$((cell + 1))
+  done
+fi
+
+# ---------------------------------------------------------------- B: one app, many sessions
+if has_section B; then
+  log "B: 1 app x $PREFIX_KIB KiB, $B_SESSIONS sessions at concurrency $B_SESSIONS, 4 x $PRESET"
+  FLEET=("$PRESET" "$PRESET" "$PRESET" "$PRESET")
+  read -ra WL <<<"$(shared_prefix 1 "$SEED" "$MAX_TOKENS") --sessions $B_SESSIONS"
+  CONC=$B_SESSIONS
+  run_policy B-prefix RJ_AFFINITY=prefix
+  run_policy B-sticky RJ_AFFINITY=prefix RJ_ROUTE_ALPHA=0
+  run_policy B-round_robin RJ_AFFINITY=round_robin
+fi
+
+# ---------------------------------------------------------------- C: decode profiles
+if has_section C; then
+  log "C: 2 x $MTP_PRESET + 2 x $PRESET, $C_SHORT_TOKENS/$C_LONG_TOKENS-token outputs, concurrency $C_CONCURRENCY"
+  FLEET=("$MTP_PRESET" "$MTP_PRESET" "$PRESET" "$PRESET")
+  run_classes C-profiles RJ_AFFINITY=prefix RJ_UPSTREAM_PROFILES=mtp,mtp,standard,standard
+  run_classes C-blind RJ_AFFINITY=prefix
+fi
+
+# ---------------------------------------------------------------- D: preparation cost
+if has_section D; then
+  log "D: ramjet-micro-canonical (256 KiB, 2 MiB; $MICRO_REPS repetitions, median)"
+  "$MICRO" --benchmark_filter='/(262144|2097152)$' --benchmark_repetitions="$MICRO_REPS" \
+    --benchmark_min_time="$MICRO_MIN_TIME" --benchmark_report_aggregates_only=true \
+    --benchmark_format=json --benchmark_out="$WORK/micro.json" --benchmark_out_format=json >/dev/null 2>"$WORK/micro.err" \
+    || { cat "$WORK/micro.err" >&2; die "ramjet-micro-canonical failed"; }
+fi
+ELAPSED=$((SECONDS - T0))
+
+# ---------------------------------------------------------------- report
+CPU_MODEL=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+if [[ -z ${COMMIT:-} ]]; then
+  COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git -C "$ROOT" diff --quiet HEAD -- src sim bench/loadgen 2>/dev/null || COMMIT+=" (+ uncommitted changes in the tree)"
+fi
+STAMP=$(date -u +%Y-%m-%d-%H%M%S)
+mkdir -p "$RESULTS_DIR"
+REPORT=$RESULTS_DIR/routing-$STAMP.md
+{
+  echo "# Routing benchmarks"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT, binaries ${BUILD_DIR#"$ROOT"/}"
+  echo "- machine: $(nproc) CPU(s), $CPU_MODEL, kernel $(uname -r); load average at start $START_LOAD, at end $(cut -d' ' -f1-3 /proc/loadavg); no pinning (sims, ramjet and the bench share every CPU)"
+  echo "- command: \`DURATION=$DURATION SPEED=$SPEED CONCURRENCY=$CONCURRENCY B_SESSIONS=$B_SESSIONS C_CONCURRENCY=$C_CONCURRENCY TURNS=$TURNS USER_WORDS=$USER_WORDS MAX_TOKENS=$MAX_TOKENS PRESET=$PRESET MTP_PRESET=$MTP_PRESET bench/routing.sh --sections $SECTIONS\` ($((ELAPSED / 60)) min $((ELAPSED % 60)) s of runs)"
+  echo "- sims: ramjet-sim --speed $SPEED (tok/s below are wall-clock: divide by $SPEED for the modelled engines; times are wall-clock: multiply by $SPEED), fresh sims (cold caches) and a fresh ramjet per run, policy order rotated per cell"
+  echo
+  python3 - "$WORK" "$SECTIONS" "$SPEED" "$CONCURRENCY" "$APPS" "$PREFIX_KIB" "$TURNS" "$MAX_TOKENS" \
+    "$B_SESSIONS" "$C_CONCURRENCY" "$C_SHORT_TOKENS" "$C_LONG_TOKENS" "$PRESET" "$MTP_PRESET" "$DURATION" "$USER_WORDS" <<'PY'
+import json, os, re, sys
+(work, sections, speed, concs, apps, prefix_kib, turns, max_tokens, b_sessions, c_conc, c_short,
+ c_long, preset, mtp_preset, duration, user_words) = sys.argv[1:]
+sections = sections.split(",")
+
+def step(name):
+    p = os.path.join(work, name + ".json")
+    if not os.path.exists(p):
+        return None
+    runs = json.load(open(p))["runs"]
+    return runs[0]["steps"][0]
+
+def sims(name):
+    out, i = [], 0
+    while os.path.exists(os.path.join(work, f"{name}.sim{i}.json")):
+        try:
+            out.append(json.load(open(os.path.join(work, f"{name}.sim{i}.json"))))
+        except Exception:
+            out.append({})
+        i += 1
+    return out
+
+def route(name):
+    p = os.path.join(work, name + ".route.txt")
+    if not os.path.exists(p):
+        return "-"
+    d = {}
+    for line in open(p):
+        m = re.match(r'ramjet_route_decisions_total\{outcome="([a-z_]+)"\} (\d+)', line)
+        if m and int(m.group(2)) > 0:
+            d[m.group(1)] = int(m.group(2))
+    return " ".join(f"{k}:{v}" for k, v in d.items()) or "-"
+
+def late(name):
+    s = sims(name)
+    steps = sum(x.get("steps", 0) for x in s)
+    late = sum(x.get("late_steps", 0) for x in s)
+    lag = max([x.get("max_lag_seconds", 0) for x in s] or [0])
+    return (f"{100.0 * late / steps:.0f} %" if steps else "-"), f"{lag * 1000:.0f} ms"
+
+def split(st):
+    e = st.get("engines", {})
+    tot = sum(e.values()) or 1
+    return " ".join(f"{k}:{100.0 * v / tot:.0f}%" for k, v in sorted(e.items()))
+
+def f(v, nd=0):
+    if v is None:
+        return "-"
+    return f"{v:,.{nd}f}"
+
+def ratio(a, b):
+    return a / b if a and b else float("nan")
+
+verdicts = []
+
+if "A" in sections:
+    print(f"## A. Shared prefix: {apps} apps × {prefix_kib} KiB system prompt, {turns} turns of {user_words} "
+          f"user words, max_tokens {max_tokens}, 4 × {preset}\n")
+    print("| c | policy | out tok/s | vs round_robin | cached % | vs oracle | TTFT p50 ms | TTFT p99 ms "
+          "| TPOT p50 ms | requests | engine split | route outcomes | sim late steps / max lag |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+    for c in concs.split(","):
+        rr = step(f"A-c{c}-round_robin")
+        orc = step(f"A-c{c}-oracle")
+        for p in ("prefix", "load", "round_robin", "oracle"):
+            n = f"A-c{c}-{p}"
+            st = step(n)
+            if st is None:
+                continue
+            lt, lag = late(n)
+            print(f"| {c} | {p} | {f(st['output_tok_s'])} | {ratio(st['output_tok_s'], rr and rr['output_tok_s']):.2f}× "
+                  f"| {f(st['cached_pct'], 1)} | {ratio(st['cached_pct'], orc and orc['cached_pct']) * 100:.1f} % "
+                  f"| {f(st['ttft_p50_ms'], 1)} | {f(st['ttft_p99_ms'], 1)} | {f(st['tpot_p50_ms'], 2)} "
+                  f"| {st['ok']}{' (' + str(st['errors']) + ' errors)' if st['errors'] else ''} | {split(st)} | {route(n)} | {lt} / {lag} |")
+        pf = step(f"A-c{c}-prefix")
+        if pf and rr and orc:
+            t = ratio(pf["output_tok_s"], rr["output_tok_s"])
+            k = ratio(pf["cached_pct"], orc["cached_pct"])
+            verdicts.append(f"A c={c}: prefix/round_robin throughput {t:.2f}× (target ≥ 1.5×: "
+                            f"{'met' if t >= 1.5 else 'not met'}); prefix cached {pf['cached_pct']:.1f} % = "
+                            f"{k * 100:.1f} % of the oracle's {orc['cached_pct']:.1f} % (target ≥ 95 %: "
+                            f"{'met' if k >= 0.95 else 'not met'})")
+    print()
+
+if "B" in sections:
+    print(f"## B. One app, {b_sessions} sessions at concurrency {b_sessions}: {prefix_kib} KiB prefix, "
+          f"{turns} turns, max_tokens {max_tokens}, 4 × {preset}\n")
+    print("| policy | out tok/s | vs sticky (α 0) | cached % | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | requests "
+          "| engine split | route outcomes | sim late steps / max lag |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+    sticky = step("B-sticky")
+    for p, label in (("prefix", "prefix (α 4)"), ("sticky", "sticky: prefix, α 0"), ("round_robin", "round_robin")):
+        st = step(f"B-{p}")
+        if st is None:
+            continue
+        lt, lag = late(f"B-{p}")
+        print(f"| {label} | {f(st['output_tok_s'])} | {ratio(st['output_tok_s'], sticky and sticky['output_tok_s']):.2f}× "
+              f"| {f(st['cached_pct'], 1)} | {f(st['ttft_p50_ms'], 1)} | {f(st['ttft_p99_ms'], 1)} | {f(st['tpot_p50_ms'], 2)} "
+              f"| {st['ok']} | {split(st)} | {route('B-' + p)} | {lt} / {lag} |")
+    pf = step("B-prefix")
+    if pf and sticky:
+        t = ratio(pf["output_tok_s"], sticky["output_tok_s"])
+        busiest = max(pf["engines"].values()) / max(1, sum(pf["engines"].values()))
+        verdicts.append(f"B: prefix/sticky throughput {t:.2f}× (mark to beat 1.57×: {'met' if t > 1.57 else 'not met'}); "
+                        f"prefix spreads: busiest engine took {busiest * 100:.0f} % of requests "
+                        f"({'spread' if busiest < 0.5 else 'NOT spread'})")
+    print()
+
+if "C" in sections:
+    print(f"## C. Decode profiles: 2 × {mtp_preset} (ordinals 0, 1) + 2 × {preset} (2, 3), "
+          f"{int(c_conc) // 2} sessions with max_tokens {c_short} + {int(c_conc) - int(c_conc) // 2} with {c_long}, "
+          f"{apps} apps × {prefix_kib} KiB per class\n")
+    print("| policy | class | out tok/s | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | TPOT p95 ms | requests | cached % | engine split |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    tot = {}
+    for p, label in (("profiles", "prefix + RJ_UPSTREAM_PROFILES=mtp,mtp,standard,standard"), ("blind", "prefix, no profiles")):
+        s, l = step(f"C-{p}-short"), step(f"C-{p}-long")
+        if s is None or l is None:
+            continue
+        for cls, st in ((f"short ({c_short})", s), (f"long ({c_long})", l)):
+            print(f"| {label} | {cls} | {f(st['output_tok_s'])} | {f(st['ttft_p50_ms'], 1)} | {f(st['ttft_p99_ms'], 1)} "
+                  f"| {f(st['tpot_p50_ms'], 2)} | {f(st['tpot_p95_ms'], 2)} | {st['ok']} | {f(st['cached_pct'], 1)} | {split(st)} |")
+        both = (s["output_tokens"] + l["output_tokens"]) / max(s["elapsed_s"], l["elapsed_s"])
+        tot[p] = both
+        lt, lag = late(f"C-{p}")
+        print(f"| {label} | **both** | **{f(both)}** | | | | | {s['ok'] + l['ok']} | | route: {route('C-' + p)}; sim late {lt} / {lag} |")
+    if "profiles" in tot and "blind" in tot:
+        t = tot["profiles"] / tot["blind"]
+        verdicts.append(f"C: profile routing / profile-blind total output throughput {t:.2f}× "
+                        f"(target > 1: {'met' if t >= 1.05 else 'within noise (±5 %), not shown' if t > 0.95 else 'not met'})")
+    print()
+
+if "D" in sections:
+    p = os.path.join(work, "micro.json")
+    if os.path.exists(p):
+        data = json.load(open(p))
+        med = {}
+        for b in data["benchmarks"]:  # the median aggregate, or the single run when there is one
+            if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+                continue
+            name = b.get("run_name", b["name"])
+            if b.get("run_type") == "iteration" and name in med:
+                continue
+            med[name] = b["cpu_time"] * {"us": 1, "ms": 1000, "ns": 0.001}[b["time_unit"]]
+        print("## D. Preparation cost (ramjet-micro-canonical, CPU time, median)\n")
+        print("| body | simdjson parse | Boost parse | prepare() (parse + shims) | canonical + FNV chain | FNV chain only "
+              "| parse + canonical + FNV | full: prepare + fingerprints | full / simdjson | FNV / simdjson |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for size, label in ((262144, "256 KiB"), (2097152, "2 MiB")):
+            g = lambda n: med.get(f"BM_{n}/{size}")
+            sj, bp, pr, fp, fnv, pf, cp = (g("SimdjsonParse"), g("BoostParse"), g("Prepare"), g("Fingerprint"),
+                                           g("FnvChainOnly"), g("ParseAndFingerprint"), g("CopyBody"))
+            if None in (sj, bp, pr, fp, fnv, pf, cp):
+                continue
+            full = pr - cp + fp
+            print(f"| {label} | {sj:,.0f} µs | {bp:,.0f} µs ({bp / sj:.1f}×) | {pr - cp:,.0f} µs ({(pr - cp) / sj:.1f}×) "
+                  f"| {fp:,.0f} µs ({fp / sj:.1f}×) | {fnv:,.0f} µs ({fnv / sj:.1f}×) | {pf:,.0f} µs ({pf / sj:.1f}×) "
+                  f"| {full:,.0f} µs | **{full / sj:.1f}×** | {fnv / sj:.1f}× |")
+            shims = (pr - cp - bp) / sj
+            verdicts.append(f"D {label}: parse + shims + canonical + fingerprints = {full / sj:.1f}× a simdjson parse "
+                            f"(prepare() incl. its Boost parse {(pr - cp) / sj:.1f}×, of which shims "
+                            f"{f'{shims:.1f}×' if shims >= 0.05 else '≈ 0 (prepare() ≤ the bare Boost parse within noise)'}; "
+                            f"canonical bytes {(fp - fnv) / sj:.1f}×; FNV chain {fnv / sj:.1f}×)")
+        print("\nprepare() excludes the body copy the benchmark makes (BM_CopyBody subtracted); shims = prepare() − Boost parse; "
+              "canonical bytes = canonical + FNV − FNV only; full = prepare() + canonical + FNV (what a request pays with "
+              "RJ_AFFINITY=prefix).\n")
+
+print("## Verdicts\n")
+for v in verdicts:
+    print("- " + v)
+PY
+} >"$REPORT"
+
+cat "$REPORT"
+log "report written to $REPORT (runs took $((ELAPSED / 60)) min $((ELAPSED % 60)) s)"
