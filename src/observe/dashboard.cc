@@ -151,6 +151,18 @@ void Dashboard::tick(const Reading& r) {
     const Reading* win = back(config_.window_s);
     const Reading* fast = back(kEngineRateWindowS);
     const Reading* prev = readings_.size() >= 2 ? readings_.ago(1) : nullptr;
+    // Engine counters come from the engine scrape, which has its own interval and may have
+    // failed: a delta over a window starts at the oldest scrape in the window that succeeded
+    // and was taken before the newest one.
+    auto first_scrape = [&](size_t e, int64_t window) -> const EngineSample* {
+      const EngineSample* now = scraped(r, e);
+      if (!now) return nullptr;
+      for (size_t a = std::min<size_t>(static_cast<size_t>(window), readings_.size() - 1); a >= 1; --a) {
+        const EngineSample* then = scraped(*readings_.ago(a), e);
+        if (then && then->unix_ms < now->unix_ms) return then;
+      }
+      return nullptr;
+    };
 
     Point p;
     p.t = r.unix_ms;
@@ -183,7 +195,7 @@ void Dashboard::tick(const Reading& r) {
       bool any = false;
       for (size_t e = 0; e < r.engines.size(); ++e) {
         const EngineSample* now = scraped(r, e);
-        const EngineSample* then = scraped(*win, e);
+        const EngineSample* then = first_scrape(e, config_.window_s);
         if (!now || !then) continue;
         auto h = odelta(now->prefix_hits, then->prefix_hits);
         auto q = odelta(now->prefix_queries, then->prefix_queries);
@@ -223,16 +235,16 @@ void Dashboard::tick(const Reading& r) {
         const int64_t dt = r.unix_ms - fast->unix_ms;
         ep.req_rate = f(counter_rate(er.routed, fast->engines[e].routed, dt));
         const EngineSample* now = scraped(r, e);
-        const EngineSample* then = scraped(*fast, e);
-        if (now && then && dt > 0) {
+        const EngineSample* then = first_scrape(e, kEngineRateWindowS);
+        if (now && then) {
           if (auto g = odelta(now->generation_tokens, then->generation_tokens)) {
-            ep.gen_tps = static_cast<float>(*g * 1000.0 / static_cast<double>(dt));
+            ep.gen_tps = static_cast<float>(*g * 1000.0 / static_cast<double>(now->unix_ms - then->unix_ms));
           }
         }
       }
       if (win && e < win->engines.size()) {
         const EngineSample* now = scraped(r, e);
-        const EngineSample* then = scraped(*win, e);
+        const EngineSample* then = first_scrape(e, config_.window_s);
         if (now && then) {
           ep.cache_hit = f(pct(odelta(now->prefix_hits, then->prefix_hits),
                                odelta(now->prefix_queries, then->prefix_queries)));

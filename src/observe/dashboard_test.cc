@@ -134,6 +134,9 @@ struct Sim {
   Reading& next() {
     t += 1000;
     r.unix_ms = t;
+    for (auto& e : r.engines) {
+      if (e.scrape) e.scrape->unix_ms = t - 300;  // scraped a little before the tick
+    }
     return r;
   }
 };
@@ -206,6 +209,34 @@ TEST(Dashboard, TilesFromASteadyWorkload) {
   uint64_t sum = 0;
   for (const auto& h : state.at("hours").as_array()) sum += h.at("tokens").to_number<uint64_t>();
   EXPECT_EQ(sum, 44u * 300);
+}
+
+TEST(Dashboard, EngineDeltasStartAtTheFirstGoodScrapeInTheWindow) {
+  Dashboard d(config());
+  Sim sim(1);
+  // The first 10 s the engine scrape fails (the engine was still starting); then 100 queries and
+  // 80 hits a second. The 30 s window is not full of good scrapes yet, but the hit rate is known.
+  for (int i = 0; i < 20; ++i) {
+    Reading& r = sim.next();
+    EngineSample& s = *r.engines[0].scrape;
+    s.ok = i >= 10;
+    if (s.ok) {
+      *s.prefix_queries += 100;
+      *s.prefix_hits += 80;
+      *s.generation_tokens += 50;
+    }
+    d.tick(r);
+  }
+  auto state = boost::json::parse(*d.state_json());
+  const auto& e0 = state.at("engines").as_array()[0];
+  EXPECT_DOUBLE_EQ(e0.at("cache_hit").to_number<double>(), 80);
+  EXPECT_DOUBLE_EQ(e0.at("gen_tps").to_number<double>(), 50);
+  EXPECT_DOUBLE_EQ(state.at("tiles").at("cache_hit_engine").to_number<double>(), 80);
+  // A scrape that did not advance (the same sample seen by two ticks) is not a zero rate.
+  Reading& r = sim.next();
+  r.engines[0].scrape->unix_ms -= 1000;
+  d.tick(r);
+  EXPECT_DOUBLE_EQ(boost::json::parse(*d.state_json()).at("engines").as_array()[0].at("gen_tps").to_number<double>(), 50);
 }
 
 TEST(Dashboard, QuantilesForgetObservationsOlderThanTheWindow) {

@@ -189,7 +189,7 @@ function lineChart(el, lines, opts) {
   for (const ln of shown) {
     let last = null;
     for (let i = ln.values.length - 1; i >= 0; i--) if (isNum(ln.values[i])) { last = ln.values[i]; break; }
-    legend += `<span><i style="background:${ln.color}"></i>${esc(ln.label)}<b>${esc(f(last))}</b></span>`;
+    legend += `<span><i style="background:${ln.color}"></i>${esc(ln.label)}<b>${esc(isNum(last) ? f(last) : '—')}</b></span>`;
   }
   el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" height="${H}"><g class="axis">${g}</g>${paths}</svg><div class="legend">${legend}</div>`;
 }
@@ -316,7 +316,7 @@ function renderServing() {
 }
 
 // ------------------------------------------------------------------ topology
-const NODE_W = 176, NODE_H = 112, GAP_X = 18, GAP_Y = 26, HUB_H = 62;
+const NODE_W = 200, NODE_H = 116, GAP_X = 18, GAP_Y = 26, HUB_H = 62;
 let topoShape = '';
 
 function topoLayout(n) {
@@ -385,12 +385,12 @@ function renderTopology() {
     badge.setAttribute('class', 'badge ' + e.profile);
     $('.badge text', g).textContent = profileShort(e.profile);
     $('.state', g).textContent = stateLabel(e.state) + (e.fail_open ? ' · fail-open' : '');
-    $('.load', g).textContent = `in flight ${e.inflight} · load ${e.load_units} u · ${fmt(e.req_rate)} req/s`;
+    $('.load', g).textContent = `${e.inflight} in flight · ${e.load_units} load units · ${fmt(e.req_rate)} req/s`;
     const kv = isNum(e.kv_usage) ? e.kv_usage : 0;
     $('.kv', g).setAttribute('width', ((NODE_W - 20) * Math.min(kv, 1)).toFixed(1));
     $('.kvtext', g).textContent = isNum(e.kv_usage)
       ? `KV ${(e.kv_usage * 100).toFixed(0)}% · run ${fmt(e.running, 0)} · wait ${fmt(e.waiting, 0)}`
-      : `KV — ${e.scrape_ok ? '' : '(no scrape)'}`;
+      : `KV — ${e.scrape_ok ? '' : '· no engine scrape'}`;
     $('.hit', g).textContent = `cache hit ${fmtPct(e.cache_hit)} · ${fmt(e.gen_tps)} tok/s`;
     // Edge: animated while traffic flows; faster and thicker with more of it.
     const busy = (isNum(e.req_rate) && e.req_rate > 0.01) || e.inflight > 0;
