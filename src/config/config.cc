@@ -201,8 +201,10 @@ std::string value_text(const Option& o, const Config& c) {
     case Type::kUrlList: {
       // Hosts never reach logs (privacy): upstreams are known by ordinal.
       size_t n = (c.*member<std::vector<UpstreamUrl> Config::*>(o)).size();
+      const bool upstreams = o.env == "RJ_UPSTREAM";
       if (n > 0)
-        v = std::to_string(n) + (n == 1 ? " upstream" : " upstreams") + " (hosts not logged)";
+        v = std::to_string(n) + (upstreams ? (n == 1 ? " upstream" : " upstreams") : (n == 1 ? " URL" : " URLs")) +
+            " (hosts not logged)";
       break;
     }
   }
@@ -270,6 +272,10 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
       r.action = Action::kHelpMarkdown;
       continue;
     }
+    if (arg == "--help-metrics") {
+      r.action = Action::kHelpMetrics;
+      continue;
+    }
     if (!arg.starts_with("--") || arg == "--") {
       r.errors.push_back("argument " + std::to_string(k + 1) +
                          " is not a --flag (ramjet takes no positional arguments)");
@@ -279,7 +285,7 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     std::string_view name = arg.substr(0, eq);
     const Option* o = find_by_flag(name);
     if (o == nullptr) {
-      if (name == "--help" || name == "--help-markdown") {
+      if (name == "--help" || name == "--help-markdown" || name == "--help-metrics") {
         r.errors.push_back(std::string(name) + " takes no value");
       } else {
         r.errors.push_back("unknown flag " + std::string(name) + suggestion(name, true));
@@ -312,6 +318,13 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     r.errors.push_back("RJ_UPSTREAM_PROFILES: " + std::to_string(c.upstream_profiles.size()) +
                        " profiles for " + std::to_string(c.upstreams.size()) +
                        " RJ_UPSTREAM entries; give one profile per upstream, in the same order");
+  }
+  if (!c.gpu_metrics_urls.empty() && !c.upstreams.empty() &&
+      c.gpu_metrics_urls.size() != c.upstreams.size()) {
+    r.errors.push_back("RJ_GPU_METRICS_URLS: " + std::to_string(c.gpu_metrics_urls.size()) +
+                       " URLs for " + std::to_string(c.upstreams.size()) +
+                       " RJ_UPSTREAM entries; give one DCGM-exporter URL per upstream, in the "
+                       "same order");
   }
 
   // 5. Required options (not when only help is wanted).
@@ -363,12 +376,13 @@ std::string help_text() {
   }
   std::string out =
       "Usage: ramjet [--flag=VALUE | --flag VALUE]...\n"
-      "       ramjet --help | --help-markdown\n"
+      "       ramjet --help | --help-markdown | --help-metrics\n"
       "\n"
       "ramjet is a KV-cache-aware load balancer for vLLM. Every option is an RJ_* environment\n"
       "variable with a matching --flag; flags override the environment. Unknown RJ_* names,\n"
       "retired MD_*/DS4_* names and invalid values stop startup, all reported at once.\n"
-      "--help-markdown prints this table as docs/configuration.md.\n"
+      "--help-markdown prints this table as docs/configuration.md; --help-metrics prints\n"
+      "the metric families as docs/metrics.md.\n"
       "\n";
   // One row per option, its description on the next line so the table fits a terminal.
   for (const Row& row : rows) {

@@ -69,12 +69,18 @@ struct Config {
   uint64_t profile_short_max_tokens = 256;  // RJ_PROFILE_SHORT_MAX_TOKENS (1..2^31) <= prefers mtp
   bool route_journal = false;               // RJ_ROUTE_JOURNAL: JSONL decision journal
   std::string route_journal_file;           // RJ_ROUTE_JOURNAL_FILE ("" = stderr)
+  // --- observability ---
+  uint32_t engine_scrape_interval_ms = 2000;  // RJ_ENGINE_SCRAPE_INTERVAL_MS (0..3600000; 0 = off)
+  uint32_t engine_scrape_timeout_ms = 2000;   // RJ_ENGINE_SCRAPE_TIMEOUT_MS (10..120000)
+  uint64_t engine_scrape_max_bytes = 4ull << 20;  // RJ_ENGINE_SCRAPE_MAX_BYTES (64 KiB..64 MiB)
+  // RJ_GPU_METRICS_URLS: DCGM-exporter URLs, empty or exactly one per upstream (checked).
+  std::vector<UpstreamUrl> gpu_metrics_urls;
 };
 
 // Environment lookup: returns the value of a variable or nullopt. Injected for tests.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
 
-enum class Action { kRun, kHelp, kHelpMarkdown };
+enum class Action { kRun, kHelp, kHelpMarkdown, kHelpMetrics };
 
 struct ParseResult {
   Config config;
@@ -84,7 +90,7 @@ struct ParseResult {
 
 // Parses env (all names in `env_names`, i.e. the keys of the process environment) and argv
 // (flags override env). Unknown RJ_* names and any MD_* / DS4_* name are errors, listed in full.
-// Flag syntax: --upstream=URL or --upstream URL; --help; --help-markdown.
+// Flag syntax: --upstream=URL or --upstream URL; --help; --help-markdown; --help-metrics.
 ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& env,
                   const std::vector<std::string>& args);
 

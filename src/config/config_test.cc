@@ -261,6 +261,44 @@ TEST(Config, DefaultsMatchTheReference) {
   EXPECT_EQ(c.ready_stable_seconds, 30u);
   EXPECT_TRUE(c.upstream_profiles.empty());
   EXPECT_TRUE(c.upstream_token.empty());
+  EXPECT_EQ(c.engine_scrape_interval_ms, 2000u);
+  EXPECT_EQ(c.engine_scrape_timeout_ms, 2000u);
+  EXPECT_EQ(c.engine_scrape_max_bytes, 4u << 20);
+  EXPECT_TRUE(c.gpu_metrics_urls.empty());
+}
+
+TEST(Config, GpuMetricsUrlsAreOnePerUpstreamAndNeverEchoed) {
+  auto ok = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
+                 {"RJ_GPU_METRICS_URLS", "http://dcgm-a:9400/metrics, http://dcgm-b:9400"}});
+  ASSERT_TRUE(ok.errors.empty()) << all(ok.errors);
+  ASSERT_EQ(ok.config.gpu_metrics_urls.size(), 2u);
+  EXPECT_EQ(ok.config.gpu_metrics_urls[0].host, "dcgm-a");
+  EXPECT_EQ(ok.config.gpu_metrics_urls[0].base_path, "/metrics");
+  EXPECT_EQ(ok.config.gpu_metrics_urls[1].base_path, "");
+  const std::string described = all(describe(ok.config));
+  EXPECT_NE(described.find("RJ_GPU_METRICS_URLS=2 URLs (hosts not logged)\n"), std::string::npos) << described;
+  EXPECT_EQ(described.find("dcgm-a"), std::string::npos) << described;
+
+  auto short_list = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},
+                         {"RJ_GPU_METRICS_URLS", "http://secret-dcgm:9400"}});
+  ASSERT_EQ(short_list.errors.size(), 1u) << all(short_list.errors);
+  EXPECT_NE(short_list.errors[0].find("RJ_GPU_METRICS_URLS: 1 URLs for 3 RJ_UPSTREAM entries"), std::string::npos)
+      << short_list.errors[0];
+  EXPECT_EQ(all(short_list.errors).find("secret-dcgm"), std::string::npos);
+}
+
+TEST(Config, EngineScrapeIntervalZeroTurnsTheScrapeOff) {
+  auto r = run(valid({{"RJ_ENGINE_SCRAPE_INTERVAL_MS", "0"}}));
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.engine_scrape_interval_ms, 0u);
+  EXPECT_EQ(count(run(valid({{"RJ_ENGINE_SCRAPE_MAX_BYTES", "1024"}})), "out of bounds"), 1u);
+}
+
+TEST(Config, HelpMetricsIsAnActionThatSkipsTheRequiredCheck) {
+  auto r = run({}, {"--help-metrics"});
+  EXPECT_EQ(r.action, Action::kHelpMetrics);
+  EXPECT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(count(run({}, {"--help-metrics=1"}), "--help-metrics takes no value"), 1u);
 }
 
 TEST(Config, TheDefaultAffinityIsPrefix) {

@@ -336,6 +336,48 @@ const std::array kOptions = {
            .type = Type::kString,
            .doc = "Decision journal file, opened for appending; empty = stderr.",
            .field = &Config::route_journal_file},
+    // --- observability ---
+    Option{.env = "RJ_ENGINE_SCRAPE_INTERVAL_MS",
+           .flag = "--engine-scrape-interval-ms",
+           .type = Type::kUint,
+           .default_text = "2000",
+           .min = 0,
+           .max = 3600000,
+           .doc = "Interval between reads of each engine's own /metrics (running and waiting "
+                  "requests, KV-cache usage, prefix-cache hits, DCGM GPU series) for the "
+                  "dashboard and the ramjet_engine_* metrics; 0 = off. Routing does not use "
+                  "them.",
+           .field = &Config::engine_scrape_interval_ms},
+    Option{.env = "RJ_ENGINE_SCRAPE_TIMEOUT_MS",
+           .flag = "--engine-scrape-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "2000",
+           .min = 10,
+           .max = 120000,
+           .doc = "Timeout of one read of an engine's /metrics (the scrape, and GET "
+                  "/metrics/upstream/{i} on the metrics listener).",
+           .field = &Config::engine_scrape_timeout_ms},
+    Option{.env = "RJ_ENGINE_SCRAPE_MAX_BYTES",
+           .flag = "--engine-scrape-max-bytes",
+           .type = Type::kUint,
+           .default_text = "4194304",
+           .min = 64 * kKiB,
+           .max = 64 * kMiB,
+           .bytes = true,
+           .doc = "Largest engine /metrics answer read; a larger one is a scrape error (and a "
+                  "502 from /metrics/upstream/{i}).",
+           .field = &Config::engine_scrape_max_bytes},
+    Option{.env = "RJ_GPU_METRICS_URLS",
+           .flag = "--gpu-metrics-urls",
+           .type = Type::kUrlList,
+           .min = 0,
+           .max = 256,
+           .doc = "DCGM-exporter URLs, one per RJ_UPSTREAM entry in the same order "
+                  "(http://host:port[/path]; the path defaults to /metrics), read on the engine "
+                  "scrape interval for the dashboard's GPU view. Empty: GPU series come from the "
+                  "engines' own /metrics when they carry DCGM series, and from nvidia-smi when "
+                  "it is installed here.",
+           .field = &Config::gpu_metrics_urls},
 };
 
 }  // namespace
