@@ -310,10 +310,13 @@ struct EngineScraper::Loop {
   asio::steady_timer timer;
   std::atomic<bool> stopped{false};
   std::vector<char> busy, gpu_busy;  // one fetch per engine (and per GPU URL) at a time; ctx only
-  // nvidia-smi, on its own thread.
-  std::thread smi;
-  std::mutex smi_mu;
-  std::condition_variable smi_cv;
+};
+
+struct EngineScraper::Smi {
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopped = false;
 };
 
 namespace {
@@ -323,7 +326,19 @@ asio::awaitable<void> scrape_gpu_url(EngineScraper* self, std::shared_ptr<Engine
 
 }  // namespace
 
-EngineScraper::~EngineScraper() { stop(); }
+// Here rather than in engine_stats.cc: members need Loop and Smi complete.
+EngineScraper::EngineScraper(EngineScrapeConfig config)
+    : config_(std::move(config)),
+      samples_(config_.engines.size()),
+      engine_gpus_(config_.engines.size()),
+      url_gpus_(config_.engines.size()),
+      errors_(new Counter[(config_.engines.size() ? config_.engines.size() : 1) *
+                          static_cast<size_t>(ScrapeError::kCount)]) {}
+
+EngineScraper::~EngineScraper() {
+  stop();
+  if (smi_ && smi_->thread.joinable()) smi_->thread.join();
+}
 
 void EngineScraper::start(asio::io_context& ctx) {
   if (!enabled() || loop_ || config_.engines.empty()) return;
@@ -358,28 +373,32 @@ void EngineScraper::start(asio::io_context& ctx) {
   std::string smi = find_executable("nvidia-smi", path ? path : "/usr/bin:/bin");
   if (smi.empty()) return;
   spdlog::info("engine scrape: reading host GPUs with nvidia-smi every {} ms", config_.interval.count());
-  loop->smi = std::thread([this, loop, smi] {
+  smi_ = std::make_unique<Smi>();
+  Smi* st = smi_.get();
+  st->thread = std::thread([this, st, smi] {
     const auto timeout = std::min(config_.interval, std::chrono::milliseconds(5000));
-    std::unique_lock lock(loop->smi_mu);
-    while (!loop->stopped) {
+    std::unique_lock lock(st->mu);
+    while (!st->stopped) {
       lock.unlock();
       auto out = run_bounded({smi, kNvidiaSmiQuery, "--format=csv,noheader,nounits"}, timeout, 64 * 1024);
       record_host_gpus(out ? parse_nvidia_smi_csv(*out) : std::vector<GpuSample>{});
       lock.lock();
-      loop->smi_cv.wait_for(lock, config_.interval, [&] { return loop->stopped.load(); });
+      st->cv.wait_for(lock, config_.interval, [&] { return st->stopped; });
     }
   });
 }
 
 void EngineScraper::stop() {
+  if (smi_) {
+    {
+      std::lock_guard lock(smi_->mu);
+      smi_->stopped = true;
+    }
+    smi_->cv.notify_all();
+  }
   std::shared_ptr<Loop> loop = std::move(loop_);
   if (!loop) return;
-  {
-    std::lock_guard lock(loop->smi_mu);
-    loop->stopped = true;
-  }
-  loop->smi_cv.notify_all();
-  if (loop->smi.joinable()) loop->smi.join();
+  loop->stopped = true;
   // The timer belongs to the context's thread: cancel it there (the handler holds the loop).
   asio::post(loop->ctx, [loop] { loop->timer.cancel(); });
 }

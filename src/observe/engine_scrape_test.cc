@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -251,6 +254,47 @@ TEST(EngineScrape, MetricsShowEveryErrorReasonAndOnlyReportedValues) {
   EXPECT_EQ(text.find("ramjet_engine_requests_waiting{"), std::string::npos) << text;
   EXPECT_NE(text.find("ramjet_engine_kv_cache_usage{upstream=\"0\"} 0.5\n"), std::string::npos) << text;
   EXPECT_NE(text.find("ramjet_engine_prefix_cache_hit_ratio{upstream=\"0\"} 0.25\n"), std::string::npos) << text;
+}
+
+TEST(EngineScrape, TheLoopCountsErrorsForADeadEngineAndReadsHostGpusWithNvidiaSmi) {
+  TempScript smi("echo '0, 12, 100, 200, 50.5, 40, 1000, 2000'; echo '1, 13, 100, 200, 51, 41, 1000, 2000'");
+  // A port nothing listens on: bind, read the port, close.
+  boost::asio::io_context ctx;
+  uint16_t port = 0;
+  {
+    boost::asio::ip::tcp::acceptor a(ctx, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    port = a.local_endpoint().port();
+  }
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path ? old_path : "";
+  ::setenv("PATH", (smi.dir() + ":" + saved).c_str(), 1);
+  EngineScrapeConfig c;
+  c.interval = milliseconds(50);
+  c.timeout = milliseconds(200);
+  c.engines = {config::UpstreamUrl{"127.0.0.1", port, ""}};
+  {
+    EngineScraper scraper(c);
+    scraper.start(ctx);
+    ::setenv("PATH", saved.c_str(), 1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline && scraper.gpus().size() < 2) ctx.run_for(milliseconds(50));
+    ctx.run_for(milliseconds(200));
+    const auto gpus = scraper.gpus();
+    ASSERT_EQ(gpus.size(), 2u);
+    EXPECT_EQ(gpus[0].engine, SIZE_MAX);
+    EXPECT_EQ(gpus[1].device, "1");
+    EXPECT_EQ(gpus[1].power_w, 51);
+    EXPECT_FALSE(scraper.engines()[0].ok);
+    Exposition x;
+    scraper.write_metrics(x);
+    const std::string text = x.take();
+    EXPECT_EQ(text.find("ramjet_engine_scrape_errors_total{upstream=\"0\",reason=\"connect\"} 0\n"), std::string::npos)
+        << "connect errors are counted: " << text;
+    scraper.stop();
+    ctx.run_for(milliseconds(100));  // the loop ends after the cancelled wait
+  }
+  ctx.restart();
+  ctx.run();
 }
 
 }  // namespace

@@ -19,14 +19,6 @@ std::string_view scrape_error_label(ScrapeError e) {
   return "protocol";
 }
 
-EngineScraper::EngineScraper(EngineScrapeConfig config)
-    : config_(std::move(config)),
-      samples_(config_.engines.size()),
-      engine_gpus_(config_.engines.size()),
-      url_gpus_(config_.engines.size()),
-      errors_(new Counter[(config_.engines.size() ? config_.engines.size() : 1) *
-                          static_cast<size_t>(ScrapeError::kCount)]) {}
-
 std::vector<EngineSample> EngineScraper::engines() const {
   std::lock_guard lock(mu_);
   return samples_;

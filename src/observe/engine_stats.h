@@ -69,7 +69,8 @@ class EngineScraper {
   EngineScraper(const EngineScraper&) = delete;
   EngineScraper& operator=(const EngineScraper&) = delete;
 
-  // Starts the scrape loop on `ctx` (no-op when the interval is 0). stop() is thread-safe.
+  // Starts the scrape loop on `ctx` (no-op when the interval is 0). stop() is thread-safe and
+  // does not block; call it before `ctx` is destroyed (the destructor joins the nvidia-smi thread).
   void start(boost::asio::io_context& ctx);
   void stop();
   bool enabled() const { return config_.interval.count() > 0; }
@@ -89,6 +90,7 @@ class EngineScraper {
   void record_host_gpus(std::vector<GpuSample> gpus);
 
   struct Loop;  // the running loop's state (engine_scrape.cc)
+  struct Smi;   // the nvidia-smi thread
 
  private:
   EngineScrapeConfig config_;
@@ -99,6 +101,7 @@ class EngineScraper {
   std::vector<GpuSample> host_gpus_;                 // from nvidia-smi
   std::unique_ptr<Counter[]> errors_;                // [engine][ScrapeError]
   std::shared_ptr<Loop> loop_;
+  std::unique_ptr<Smi> smi_;
 };
 
 }  // namespace ramjet::observe
