@@ -1,5 +1,8 @@
 #include "upstream/fleet.h"
 
+#include <array>
+#include <chrono>
+
 #include "common/log.h"
 
 namespace ramjet::upstream {
@@ -155,52 +158,88 @@ std::string Fleet::health_json() const {
   return out;
 }
 
+namespace {
+
+enum class F {
+  kUp, kState, kReadmissions, kInflight, kLoadUnits, kProbeFailures, kProbeSuppressed, kFences,
+  kLastSuccess, kCount
+};
+
+using observe::Family;
+using observe::MetricKind;
+
+constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
+    {"ramjet_upstream_up", MetricKind::kGauge, "upstream",
+     "1 when the upstream is healthy, i.e. serving-eligible (ordinal label)."},
+    {"ramjet_upstream_state", MetricKind::kGauge, "upstream,state",
+     "1 for the upstream's health state (healthy, warming or unhealthy), 0 for the others."},
+    {"ramjet_upstream_readmissions_total", MetricKind::kCounter, "upstream",
+     "Upstreams readmitted to serving after being fenced (passed the readiness gate)."},
+    {"ramjet_upstream_inflight", MetricKind::kGauge, "upstream", "Requests in flight per upstream."},
+    {"ramjet_upstream_load_units", MetricKind::kGauge, "upstream", "Reserved load units per upstream."},
+    {"ramjet_upstream_probe_failures_total", MetricKind::kCounter, "upstream,reason",
+     "Failed health probes by reason: timeout, connect, protocol, http, response_too_large."},
+    {"ramjet_upstream_probe_suppressed_total", MetricKind::kCounter, "upstream",
+     "Probe failures not fenced because the upstream served within the recent-success window."},
+    {"ramjet_upstream_fences_total", MetricKind::kCounter, "upstream,reason",
+     "Upstreams fenced by the data plane, by reason: connect, timeout, protocol, retryable_status."},
+    {"ramjet_last_upstream_success_timestamp_seconds", MetricKind::kGauge, "upstream",
+     "Unix time of the upstream's last non-5xx response to a proxied request (0: none yet)."},
+}};
+
+const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
+
+}  // namespace
+
+std::span<const observe::Family> fleet_families() { return kFamilies; }
+
 void Fleet::write_metrics(observe::Exposition& x) const {
-  auto each = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
-    x.family(name, type, help);
-    for (const auto& e : engines_) x.sample(name, "upstream=\"" + e->label() + "\"", value(*e));
+  auto each = [&](F f, auto value) {
+    x.family(fam(f));
+    for (const auto& e : engines_) x.sample(fam(f).name, "upstream=\"" + e->label() + "\"", value(*e));
   };
-  each("ramjet_upstream_up", "gauge",
-       "1 when the upstream is healthy, i.e. serving-eligible (ordinal label).",
-       [](const Engine& e) { return int64_t{e.healthy() ? 1 : 0}; });
-  x.family("ramjet_upstream_state", "gauge",
-           "1 for the upstream's health state (healthy, warming or unhealthy), 0 for the others.");
+  each(F::kUp, [](const Engine& e) { return int64_t{e.healthy() ? 1 : 0}; });
+  x.family(fam(F::kState));
   for (const auto& e : engines_) {
     const EngineState now = e->state();
     for (EngineState s : kStates) {
-      x.sample("ramjet_upstream_state",
+      x.sample(fam(F::kState).name,
                "upstream=\"" + e->label() + "\",state=\"" + std::string(engine_state_label(s)) + "\"",
                int64_t{now == s ? 1 : 0});
     }
   }
-  each("ramjet_upstream_readmissions_total", "counter",
-       "Upstreams readmitted to serving after being fenced (passed the readiness gate).",
-       [](const Engine& e) { return e.readmissions_.get(); });
-  each("ramjet_upstream_inflight", "gauge", "Requests in flight per upstream.",
-       [](const Engine& e) { return e.inflight(); });
-  each("ramjet_upstream_load_units", "gauge", "Reserved load units per upstream.",
-       [](const Engine& e) { return e.load_units(); });
-  x.family("ramjet_upstream_probe_failures_total", "counter", "Failed health probes by reason.");
+  each(F::kReadmissions, [](const Engine& e) { return e.readmissions_.get(); });
+  each(F::kInflight, [](const Engine& e) { return e.inflight(); });
+  each(F::kLoadUnits, [](const Engine& e) { return e.load_units(); });
+  x.family(fam(F::kProbeFailures));
   for (const auto& e : engines_) {
     for (int r = 0; r < static_cast<int>(ProbeFailure::kCount); ++r) {
-      x.sample("ramjet_upstream_probe_failures_total",
+      x.sample(fam(F::kProbeFailures).name,
                "upstream=\"" + e->label() + "\",reason=\"" +
                    std::string(probe_failure_label(static_cast<ProbeFailure>(r))) + "\"",
                e->probe_failures_[r].get());
     }
   }
-  each("ramjet_upstream_probe_suppressed_total", "counter",
-       "Probe failures not fenced because the upstream served within the recent-success window.",
-       [](const Engine& e) { return e.probe_suppressed_.get(); });
-  x.family("ramjet_upstream_fences_total", "counter", "Upstreams fenced by the data plane, by reason.");
+  each(F::kProbeSuppressed, [](const Engine& e) { return e.probe_suppressed_.get(); });
+  x.family(fam(F::kFences));
   for (const auto& e : engines_) {
     for (int r = 0; r < static_cast<int>(FenceReason::kCount); ++r) {
-      x.sample("ramjet_upstream_fences_total",
+      x.sample(fam(F::kFences).name,
                "upstream=\"" + e->label() + "\",reason=\"" +
                    std::string(fence_reason_label(static_cast<FenceReason>(r))) + "\"",
                e->fences_[r].get());
     }
   }
+  // last_success_ms_ is on the fleet's (steady) clock: place it on the wall clock by its age.
+  const int64_t now_ms = clock_.now_ms();
+  const int64_t unix_now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  each(F::kLastSuccess, [&](const Engine& e) {
+    const int64_t last = e.last_success_ms_.load(std::memory_order_acquire);
+    if (last <= INT64_MIN / 4) return 0.0;  // never
+    return static_cast<double>(unix_now_ms - (now_ms - last)) / 1000.0;
+  });
 }
 
 }  // namespace ramjet::upstream

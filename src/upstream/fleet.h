@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,9 @@
 #include "observe/metrics.h"
 
 namespace ramjet::upstream {
+
+// The families Fleet::write_metrics writes (ramjet_upstream_*; docs/metrics.md).
+std::span<const observe::Family> fleet_families();
 
 enum class ProbeFailure { kTimeout, kConnect, kProtocol, kHttp, kTooLarge, kCount };
 std::string_view probe_failure_label(ProbeFailure f);

@@ -4,17 +4,128 @@
 
 namespace ramjet::request {
 namespace {
+
 constexpr size_t kCodes = 500;  // 100..599
 constexpr std::array<std::string_view, 3> kStream = {"false", "true", "unknown"};
 constexpr std::array<std::string_view, 5> kFinish = {"stop", "length", "tool_calls", "cancelled", "other"};
 constexpr std::array<std::string_view, 4> kCache = {"full", "partial", "cold", "unknown"};
 constexpr std::array<std::string_view, 4> kShims = {"max_tokens", "max_completion_tokens",
                                                     "content_flatten", "reasoning_effort"};
+constexpr std::array<std::string_view, 5> kClasses = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+constexpr std::array<route::Profile, 3> kProfiles = {route::Profile::kNone, route::Profile::kMtp,
+                                                     route::Profile::kStandard};
+
+using observe::Family;
+using observe::MetricKind;
+
+enum class F {
+  kRequests, kInflight, kClientDisconnects, kUpstreamErrors, kMalformedJson, kRejections,
+  kUsageParseFailures, kPromptTokens, kCachedPromptTokens, kCompletionTokens, kFinishReasons,
+  kCacheRequests, kShimRewrites, kRouteFailOpen, kFailOpenDispatches, kRouteDecisions,
+  kProfileChoices, kSingleFlightFollowers, kRouteOverlap, kRouteAffinity, kUpstreamRequests,
+  kUpstreamInfo, kRequestDuration, kTtft, kTpot, kCacheTtft, kDecodeRate, kContextTokens,
+  kOutputTokens, kRequestBodyBytes, kResponseBodyBytes, kCount
+};
+
+constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
+    {"ramjet_requests_total", MetricKind::kCounter, "endpoint,code,stream",
+     "Requests answered, by endpoint (chat, completions, responses, messages, models, health, "
+     "other), status code (499: the client went away) and stream flag (true, false, unknown). "
+     "Codes appear once seen."},
+    {"ramjet_requests_inflight", MetricKind::kGauge, "", "Requests being served right now."},
+    {"ramjet_client_disconnects_total", MetricKind::kCounter, "endpoint",
+     "Clients that went away before the response completed."},
+    {"ramjet_upstream_errors_total", MetricKind::kCounter, "endpoint,reason",
+     "Upstream attempts that failed, by reason: connect, timeout, protocol, retryable_status "
+     "(502/503 retried on another engine), read_error."},
+    {"ramjet_malformed_json_total", MetricKind::kCounter, "endpoint",
+     "Inference request bodies that are not a JSON object (forwarded unchanged)."},
+    {"ramjet_request_rejections_total", MetricKind::kCounter, "reason",
+     "Requests rejected by ramjet before routing, by reason: body_too_large, header_too_large, "
+     "header_timeout, body_timeout, bad_request."},
+    {"ramjet_usage_parse_failures_total", MetricKind::kCounter, "",
+     "Response bodies or SSE events whose usage could not be parsed."},
+    {"ramjet_prompt_tokens_total", MetricKind::kCounter, "", "Prompt tokens reported by engines."},
+    {"ramjet_cached_prompt_tokens_total", MetricKind::kCounter, "",
+     "Prompt tokens served from the engines' prefix cache."},
+    {"ramjet_completion_tokens_total", MetricKind::kCounter, "", "Completion tokens reported by engines."},
+    {"ramjet_finish_reasons_total", MetricKind::kCounter, "endpoint,reason",
+     "Finish reasons of complete responses, bucketed: stop, length, tool_calls, cancelled, other."},
+    {"ramjet_cache_requests_total", MetricKind::kCounter, "endpoint,outcome",
+     "Complete responses by prompt-cache outcome: full, partial, cold, unknown (no cached-token "
+     "count reported)."},
+    {"ramjet_shim_rewrites_total", MetricKind::kCounter, "shim",
+     "Request shims applied, by shim: max_tokens, max_completion_tokens, content_flatten, "
+     "reasoning_effort."},
+    {"ramjet_route_fail_open", MetricKind::kGauge, "", "1 while no upstream is healthy and requests fail open."},
+    {"ramjet_route_fail_open_dispatches_total", MetricKind::kCounter, "upstream",
+     "Fail-open dispatches per upstream ordinal."},
+    {"ramjet_route_decisions_total", MetricKind::kCounter, "outcome",
+     "Routing decisions by what decided the winner: single, load, rr, overlap, profile, "
+     "single_flight."},
+    {"ramjet_route_profile_choices_total", MetricKind::kCounter, "profile",
+     "Routing decisions by the winner's declared decode profile: none, mtp, standard."},
+    {"ramjet_route_single_flight_followers_total", MetricKind::kCounter, "",
+     "Requests whose prefix was new to the index but already being prefilled by a single-flight "
+     "leader (they saw the leader's pending blocks)."},
+    {"ramjet_route_overlap_blocks", MetricKind::kHistogram, "",
+     "Leading prefix blocks the winner holds (raw, uncapped), per prefix-routed request."},
+    {"ramjet_route_affinity_blocks", MetricKind::kHistogram, "",
+     "The winner's affinity term in blocks (overlap or single-flight blocks, capped at "
+     "RJ_ROUTE_MAX_OVERLAP_BLOCKS), per prefix-routed request."},
+    {"ramjet_upstream_requests_total", MetricKind::kCounter, "upstream,class",
+     "Response heads received from each upstream, by status class: 1xx, 2xx, 3xx, 4xx, 5xx "
+     "(retried 502/503 included)."},
+    {"ramjet_upstream_info", MetricKind::kGauge, "upstream,profile",
+     "1 for each upstream ordinal with its declared decode profile (none, mtp, standard)."},
+    {"ramjet_request_duration_seconds", MetricKind::kHistogram, "",
+     "Request duration from routing to the last byte."},
+    {"ramjet_ttft_seconds", MetricKind::kHistogram, "",
+     "Time to first generated token (streaming responses)."},
+    {"ramjet_time_per_output_token_seconds", MetricKind::kHistogram, "",
+     "Time per output token after the first: (end - first token) / (completion tokens - 1), per "
+     "complete streamed response with at least 2 completion tokens."},
+    {"ramjet_cache_ttft_seconds", MetricKind::kHistogram, "endpoint,outcome",
+     "Time to first generated token by prompt-cache outcome (full, partial, cold, unknown), per "
+     "complete streamed inference response (chat, completions, responses, messages)."},
+    {"ramjet_decode_tokens_per_second", MetricKind::kHistogram, "",
+     "Per-request decode rate after the first token (responses with more than 8 tokens that "
+     "decoded for over 0.5 s)."},
+    {"ramjet_context_tokens", MetricKind::kHistogram, "",
+     "Prompt tokens per complete inference response that reported them."},
+    {"ramjet_output_tokens", MetricKind::kHistogram, "",
+     "Completion tokens per complete inference response that reported them."},
+    {"ramjet_request_body_bytes_total", MetricKind::kCounter, "", "Request body bytes forwarded."},
+    {"ramjet_response_body_bytes_total", MetricKind::kCounter, "", "Response body bytes relayed."},
+}};
+
+const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
+std::string_view name(F f) { return fam(f).name; }
 
 std::string ep_label(size_t e) {
   return "endpoint=\"" + std::string(endpoint_label(static_cast<Endpoint>(e))) + "\"";
 }
+std::string up_label(size_t u) { return "upstream=\"" + std::to_string(u) + "\""; }
+
+size_t cache_slot(std::string_view outcome) {
+  for (size_t i = 0; i < kCache.size(); ++i) {
+    if (kCache[i] == outcome) return i;
+  }
+  return 3;
+}
+
+size_t profile_slot(route::Profile p) {
+  switch (p) {
+    case route::Profile::kNone: return 0;
+    case route::Profile::kMtp: return 1;
+    case route::Profile::kStandard: return 2;
+  }
+  return 0;
+}
+
 }  // namespace
+
+std::span<const observe::Family> proxy_families() { return kFamilies; }
 
 std::string_view rejection_label(Rejection r) {
   switch (r) {
@@ -43,96 +154,172 @@ std::string_view upstream_error_label(UpstreamError r) {
 ProxyMetrics::ProxyMetrics(size_t n)
     : requests(new observe::Counter[kEndpoints * 3 * kCodes]),
       fail_open_dispatches(new observe::Counter[n ? n : 1]),
+      route_overlap({0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
+      route_affinity({0, 1, 2, 4, 8, 16, 32, 64, 128}),
+      upstream_requests(new observe::Counter[(n ? n : 1) * kClasses.size()]),
       request_duration({0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}),
       ttft(observe::exponential_buckets(0.01, 2, 19)),  // 0.01 .. 2621 s
+      tpot({0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
+            0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5}),
       decode_rate({1, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200, 240}),
-      upstreams(n) {}
+      context_tokens(observe::exponential_buckets(256, 2, 10)),  // 256 .. 131072
+      output_tokens(observe::exponential_buckets(64, 2, 11)),    // 64 .. 65536
+      upstreams(n) {
+  for (auto& per_endpoint : cache_ttft) {
+    for (auto& h : per_endpoint) h = std::make_unique<observe::Histogram>(ttft.bounds());
+  }
+}
 
 void ProxyMetrics::count_request(Endpoint e, StreamKind s, unsigned code) {
   if (code < 100 || code > 599) code = 599;
   requests[(ep_index(e) * 3 + static_cast<size_t>(s)) * kCodes + (code - 100)].inc();
 }
 
+void ProxyMetrics::count_route(const route::Routed& routed, const route::CandidateTerms* winner, bool prefix) {
+  if (winner == nullptr) return;
+  profile_choices[profile_slot(winner->profile)].inc();
+  if (!prefix) return;
+  route_overlap.observe(winner->overlap);
+  route_affinity.observe(winner->affinity);
+  // Pending blocks are looked up only for a prefix cold in the index: any means a leader.
+  for (const route::CandidateTerms& c : routed.decision.ranked) {
+    if (c.single_flight > 0) {
+      single_flight_followers.inc();
+      break;
+    }
+  }
+}
+
+void ProxyMetrics::count_upstream_response(size_t u, unsigned status) {
+  if (u >= upstreams) return;
+  size_t cls = status < 100 ? 4 : status >= 600 ? 4 : status / 100 - 1;
+  upstream_requests[u * kClasses.size() + cls].inc();
+}
+
+void ProxyMetrics::observe_usage(Endpoint e, const Usage& u, int64_t start_ns, int64_t first_token_ns,
+                                 int64_t now_ns) {
+  if (u.prompt_tokens) context_tokens.observe(static_cast<double>(*u.prompt_tokens));
+  if (u.completion_tokens) output_tokens.observe(static_cast<double>(*u.completion_tokens));
+  if (first_token_ns == 0) return;  // not streamed (or nothing generated)
+  if (u.completion_tokens && *u.completion_tokens >= 2 && now_ns > first_token_ns) {
+    tpot.observe(static_cast<double>(now_ns - first_token_ns) / 1e9 / static_cast<double>(*u.completion_tokens - 1));
+  }
+  const size_t ep = ep_index(e);
+  if (ep < kInferenceEndpoints) {
+    cache_ttft[ep][cache_slot(cache_outcome(u))]->observe(static_cast<double>(first_token_ns - start_ns) / 1e9);
+  }
+}
+
 void ProxyMetrics::write(observe::Exposition& x) const {
-  x.family("ramjet_requests_total", "counter", "Requests answered, by endpoint, status code and stream flag.");
+  x.family(fam(F::kRequests));
   for (size_t e = 0; e < kEndpoints; ++e)
     for (size_t s = 0; s < 3; ++s)
       for (size_t c = 0; c < kCodes; ++c) {
         uint64_t v = requests[(e * 3 + s) * kCodes + c].get();
         if (v) {
-          x.sample("ramjet_requests_total",
+          x.sample(name(F::kRequests),
                    ep_label(e) + ",code=\"" + std::to_string(c + 100) + "\",stream=\"" +
                        std::string(kStream[s]) + "\"",
                    v);
         }
       }
-  x.family("ramjet_requests_inflight", "gauge", "Requests being served right now.");
-  x.sample("ramjet_requests_inflight", "", inflight.get());
+  x.family(fam(F::kInflight));
+  x.sample(name(F::kInflight), "", inflight.get());
 
-  x.family("ramjet_client_disconnects_total", "counter", "Clients that went away before the response completed.");
-  for (size_t e = 0; e < kEndpoints; ++e) x.sample("ramjet_client_disconnects_total", ep_label(e), client_disconnects[e].get());
+  x.family(fam(F::kClientDisconnects));
+  for (size_t e = 0; e < kEndpoints; ++e) x.sample(name(F::kClientDisconnects), ep_label(e), client_disconnects[e].get());
 
-  x.family("ramjet_upstream_errors_total", "counter", "Upstream attempts that failed, by reason.");
+  x.family(fam(F::kUpstreamErrors));
   for (size_t e = 0; e < kEndpoints; ++e)
     for (size_t r = 0; r < static_cast<size_t>(UpstreamError::kCount); ++r)
-      x.sample("ramjet_upstream_errors_total",
+      x.sample(name(F::kUpstreamErrors),
                ep_label(e) + ",reason=\"" + std::string(upstream_error_label(static_cast<UpstreamError>(r))) + "\"",
                upstream_errors[e][r].get());
 
-  x.family("ramjet_malformed_json_total", "counter", "Inference request bodies that are not a JSON object (forwarded unchanged).");
-  for (size_t e = 0; e < kEndpoints; ++e) x.sample("ramjet_malformed_json_total", ep_label(e), malformed_json[e].get());
+  x.family(fam(F::kMalformedJson));
+  for (size_t e = 0; e < kEndpoints; ++e) x.sample(name(F::kMalformedJson), ep_label(e), malformed_json[e].get());
 
-  x.family("ramjet_request_rejections_total", "counter", "Requests rejected by ramjet before routing, by reason.");
+  x.family(fam(F::kRejections));
   for (size_t r = 0; r < rejections.size(); ++r)
-    x.sample("ramjet_request_rejections_total",
-             "reason=\"" + std::string(rejection_label(static_cast<Rejection>(r))) + "\"", rejections[r].get());
+    x.sample(name(F::kRejections), "reason=\"" + std::string(rejection_label(static_cast<Rejection>(r))) + "\"",
+             rejections[r].get());
 
-  x.family("ramjet_usage_parse_failures_total", "counter", "Response bodies or SSE events whose usage could not be parsed.");
-  x.sample("ramjet_usage_parse_failures_total", "", usage_parse_failures.get());
-  x.family("ramjet_prompt_tokens_total", "counter", "Prompt tokens reported by engines.");
-  x.sample("ramjet_prompt_tokens_total", "", prompt_tokens.get());
-  x.family("ramjet_cached_prompt_tokens_total", "counter", "Prompt tokens served from the engines' prefix cache.");
-  x.sample("ramjet_cached_prompt_tokens_total", "", cached_prompt_tokens.get());
-  x.family("ramjet_completion_tokens_total", "counter", "Completion tokens reported by engines.");
-  x.sample("ramjet_completion_tokens_total", "", completion_tokens.get());
+  x.family(fam(F::kUsageParseFailures));
+  x.sample(name(F::kUsageParseFailures), "", usage_parse_failures.get());
+  x.family(fam(F::kPromptTokens));
+  x.sample(name(F::kPromptTokens), "", prompt_tokens.get());
+  x.family(fam(F::kCachedPromptTokens));
+  x.sample(name(F::kCachedPromptTokens), "", cached_prompt_tokens.get());
+  x.family(fam(F::kCompletionTokens));
+  x.sample(name(F::kCompletionTokens), "", completion_tokens.get());
 
-  x.family("ramjet_finish_reasons_total", "counter", "Finish reasons of complete responses, bucketed.");
+  x.family(fam(F::kFinishReasons));
   for (size_t e = 0; e < kEndpoints; ++e)
     for (size_t r = 0; r < kFinish.size(); ++r)
-      x.sample("ramjet_finish_reasons_total", ep_label(e) + ",reason=\"" + std::string(kFinish[r]) + "\"",
+      x.sample(name(F::kFinishReasons), ep_label(e) + ",reason=\"" + std::string(kFinish[r]) + "\"",
                finish_reasons[e][r].get());
-  x.family("ramjet_cache_requests_total", "counter", "Complete responses by prompt-cache outcome.");
+  x.family(fam(F::kCacheRequests));
   for (size_t e = 0; e < kEndpoints; ++e)
     for (size_t r = 0; r < kCache.size(); ++r)
-      x.sample("ramjet_cache_requests_total", ep_label(e) + ",outcome=\"" + std::string(kCache[r]) + "\"",
+      x.sample(name(F::kCacheRequests), ep_label(e) + ",outcome=\"" + std::string(kCache[r]) + "\"",
                cache_requests[e][r].get());
-  x.family("ramjet_shim_rewrites_total", "counter", "Request shims applied, by shim.");
+  x.family(fam(F::kShimRewrites));
   for (size_t s = 0; s < kShims.size(); ++s)
-    x.sample("ramjet_shim_rewrites_total", "shim=\"" + std::string(kShims[s]) + "\"", shim_rewrites[s].get());
+    x.sample(name(F::kShimRewrites), "shim=\"" + std::string(kShims[s]) + "\"", shim_rewrites[s].get());
 
-  x.family("ramjet_route_fail_open", "gauge", "1 while no upstream is healthy and requests fail open.");
-  x.sample("ramjet_route_fail_open", "", route_fail_open.get());
-  x.family("ramjet_route_fail_open_dispatches_total", "counter", "Fail-open dispatches per upstream ordinal.");
-  for (size_t u = 0; u < upstreams; ++u)
-    x.sample("ramjet_route_fail_open_dispatches_total", "upstream=\"" + std::to_string(u) + "\"",
-             fail_open_dispatches[u].get());
-  x.family("ramjet_route_decisions_total", "counter", "Routing decisions by outcome.");
+  x.family(fam(F::kRouteFailOpen));
+  x.sample(name(F::kRouteFailOpen), "", route_fail_open.get());
+  x.family(fam(F::kFailOpenDispatches));
+  for (size_t u = 0; u < upstreams; ++u) x.sample(name(F::kFailOpenDispatches), up_label(u), fail_open_dispatches[u].get());
+  x.family(fam(F::kRouteDecisions));
   for (size_t o = 0; o < route_decisions.size(); ++o) {
-    x.sample("ramjet_route_decisions_total",
+    x.sample(name(F::kRouteDecisions),
              "outcome=\"" + std::string(route::outcome_label(static_cast<route::Outcome>(o))) + "\"",
              route_decisions[o].get());
   }
+  x.family(fam(F::kProfileChoices));
+  for (size_t p = 0; p < kProfiles.size(); ++p) {
+    x.sample(name(F::kProfileChoices), "profile=\"" + std::string(route::profile_label(kProfiles[p])) + "\"",
+             profile_choices[p].get());
+  }
+  x.family(fam(F::kSingleFlightFollowers));
+  x.sample(name(F::kSingleFlightFollowers), "", single_flight_followers.get());
+  x.family(fam(F::kRouteOverlap));
+  route_overlap.write(x, name(F::kRouteOverlap), "");
+  x.family(fam(F::kRouteAffinity));
+  route_affinity.write(x, name(F::kRouteAffinity), "");
+  x.family(fam(F::kUpstreamRequests));
+  for (size_t u = 0; u < upstreams; ++u)
+    for (size_t c = 0; c < kClasses.size(); ++c)
+      x.sample(name(F::kUpstreamRequests), up_label(u) + ",class=\"" + std::string(kClasses[c]) + "\"",
+               upstream_requests[u * kClasses.size() + c].get());
+  x.family(fam(F::kUpstreamInfo));
+  for (size_t u = 0; u < upstreams; ++u) {
+    route::Profile p = u < upstream_profiles.size() ? upstream_profiles[u] : route::Profile::kNone;
+    x.sample(name(F::kUpstreamInfo), up_label(u) + ",profile=\"" + std::string(route::profile_label(p)) + "\"",
+             int64_t{1});
+  }
 
-  x.family("ramjet_request_duration_seconds", "histogram", "Request duration from routing to the last byte.");
-  request_duration.write(x, "ramjet_request_duration_seconds", "");
-  x.family("ramjet_ttft_seconds", "histogram", "Time to first generated token (streaming responses).");
-  ttft.write(x, "ramjet_ttft_seconds", "");
-  x.family("ramjet_decode_tokens_per_second", "histogram", "Per-request decode rate after the first token.");
-  decode_rate.write(x, "ramjet_decode_tokens_per_second", "");
-  x.family("ramjet_request_body_bytes_total", "counter", "Request body bytes forwarded.");
-  x.sample("ramjet_request_body_bytes_total", "", request_body_bytes.get());
-  x.family("ramjet_response_body_bytes_total", "counter", "Response body bytes relayed.");
-  x.sample("ramjet_response_body_bytes_total", "", response_body_bytes.get());
+  x.family(fam(F::kRequestDuration));
+  request_duration.write(x, name(F::kRequestDuration), "");
+  x.family(fam(F::kTtft));
+  ttft.write(x, name(F::kTtft), "");
+  x.family(fam(F::kTpot));
+  tpot.write(x, name(F::kTpot), "");
+  x.family(fam(F::kCacheTtft));
+  for (size_t e = 0; e < kInferenceEndpoints; ++e)
+    for (size_t o = 0; o < kCache.size(); ++o)
+      cache_ttft[e][o]->write(x, name(F::kCacheTtft), ep_label(e) + ",outcome=\"" + std::string(kCache[o]) + "\"");
+  x.family(fam(F::kDecodeRate));
+  decode_rate.write(x, name(F::kDecodeRate), "");
+  x.family(fam(F::kContextTokens));
+  context_tokens.write(x, name(F::kContextTokens), "");
+  x.family(fam(F::kOutputTokens));
+  output_tokens.write(x, name(F::kOutputTokens), "");
+  x.family(fam(F::kRequestBodyBytes));
+  x.sample(name(F::kRequestBodyBytes), "", request_body_bytes.get());
+  x.family(fam(F::kResponseBodyBytes));
+  x.sample(name(F::kResponseBodyBytes), "", response_body_bytes.get());
 }
 
 }  // namespace ramjet::request

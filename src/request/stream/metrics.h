@@ -1,19 +1,26 @@
-// request/stream/metrics: the data plane's metric families, declared in one place with closed
-// label sets (pre-initialised to zero). Status codes are indexed, so no lock on the hot path.
+// request/stream/metrics: the data plane's metric families, declared in one table
+// (proxy_families(), docs/metrics.md) with closed label sets pre-initialised to zero. Status
+// codes, endpoints, outcomes and upstream ordinals are array indexes, so updates on the request
+// path are relaxed atomic increments: no lock, no allocation.
 #pragma once
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "observe/histogram.h"
 #include "observe/metrics.h"
 #include "request/ingress/endpoint.h"
 #include "request/route/policy.h"
+#include "request/route/router.h"
+#include "request/usage/usage.h"
 
 namespace ramjet::request {
 
 inline constexpr size_t kEndpoints = 7;
+inline constexpr size_t kInferenceEndpoints = 4;  // chat, completions, responses, messages
 inline size_t ep_index(Endpoint e) { return static_cast<size_t>(e); }
 
 enum class Rejection { kBodyTooLarge, kHeaderTooLarge, kHeaderTimeout, kBodyTimeout, kBadRequest, kCount };
@@ -24,10 +31,25 @@ std::string_view upstream_error_label(UpstreamError r);
 
 enum class StreamKind { kFalse, kTrue, kUnknown, kCount };
 
+// The families ProxyMetrics::write() writes, in order.
+std::span<const observe::Family> proxy_families();
+
 struct ProxyMetrics {
   explicit ProxyMetrics(size_t upstreams);
 
   void count_request(Endpoint e, StreamKind s, unsigned code);
+  // A routing decision's winner (the first candidate dispatch tries; nullptr when nothing can
+  // serve) and whether prefix affinity applied (a prefix policy and a fingerprinted body):
+  // profile choices, overlap/affinity histograms, single-flight followers. (route_decisions is
+  // counted by the caller.)
+  void count_route(const route::Routed& routed, const route::CandidateTerms* winner, bool prefix);
+  // A response head from upstream `u` (every attempt that got one, retried 502/503 included).
+  void count_upstream_response(size_t u, unsigned status);
+  // A complete 200 inference response's usage: TPOT, context/output tokens, TTFT by cache
+  // outcome. Times are the exchange's clock_ns values (first_token_ns 0: not streamed).
+  void observe_usage(Endpoint e, const Usage& u, int64_t start_ns, int64_t first_token_ns, int64_t now_ns);
+  // ramjet_upstream_info{upstream,profile}: the declared profile of each upstream ordinal.
+  void set_profiles(std::vector<route::Profile> profiles) { upstream_profiles = std::move(profiles); }
   void write(observe::Exposition& x) const;
 
   // requests_total[endpoint][stream][code - 100]
@@ -45,9 +67,20 @@ struct ProxyMetrics {
   observe::Gauge route_fail_open;
   std::unique_ptr<observe::Counter[]> fail_open_dispatches;  // per upstream
   std::array<observe::Counter, static_cast<size_t>(route::Outcome::kCount)> route_decisions;
+  std::array<observe::Counter, 3> profile_choices;  // the winner's declared profile: none,mtp,standard
+  observe::Counter single_flight_followers;
+  observe::Histogram route_overlap;   // the winner's raw overlap, blocks (prefix routing)
+  observe::Histogram route_affinity;  // the winner's capped affinity, blocks (prefix routing)
+  std::unique_ptr<observe::Counter[]> upstream_requests;  // [upstream][1xx..5xx]
+  std::vector<route::Profile> upstream_profiles;          // empty: every upstream "none"
   observe::Histogram request_duration;  // seconds
   observe::Histogram ttft;              // seconds to first generated token (streaming)
+  observe::Histogram tpot;              // seconds per output token after the first (streaming)
+  // [inference endpoint][full,partial,cold,unknown]: TTFT by prompt-cache outcome (streaming)
+  std::array<std::array<std::unique_ptr<observe::Histogram>, 4>, kInferenceEndpoints> cache_ttft;
   observe::Histogram decode_rate;       // generated tokens per second after the first token
+  observe::Histogram context_tokens;    // prompt tokens per response
+  observe::Histogram output_tokens;     // completion tokens per response
   observe::Counter request_body_bytes, response_body_bytes;
   size_t upstreams;
 };

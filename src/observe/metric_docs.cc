@@ -1,0 +1,199 @@
+#include "observe/metric_docs.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+
+#include "cache/index/approx_index.h"
+#include "common/clock.h"
+#include "observe/engine_stats.h"
+#include "observe/prom_text.h"
+#include "request/route/router.h"
+#include "request/stream/metrics.h"
+#include "upstream/fleet.h"
+
+namespace ramjet::observe {
+namespace {
+
+constexpr std::array<Family, 5> kRouteFamilies = {{
+    {"ramjet_route_index_entries", MetricKind::kGauge, "upstream",
+     "Prefix fingerprints in the approximate index per upstream ordinal."},
+    {"ramjet_route_single_flight_leaders", MetricKind::kGauge, "",
+     "New prefixes being prefilled by a single-flight leader."},
+    {"ramjet_route_single_flight_leads_total", MetricKind::kCounter, "",
+     "Cold requests registered as single-flight leaders."},
+    {"ramjet_route_single_flight_refused_total", MetricKind::kCounter, "",
+     "Cold requests not registered because the single-flight table was full."},
+    {"ramjet_route_single_flight_expired_total", MetricKind::kCounter, "",
+     "Single-flight leaders that expired before their response ended."},
+}};
+
+constexpr std::array<Family, 3> kJournalFamilies = {{
+    {"ramjet_journal_records_total", MetricKind::kCounter, "", "Route journal records accepted for writing."},
+    {"ramjet_journal_dropped_total", MetricKind::kCounter, "",
+     "Route journal records dropped because the write backlog was full."},
+    {"ramjet_journal_write_errors_total", MetricKind::kCounter, "", "Failed writes to the route journal sink."},
+}};
+
+std::string md_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// What one rendered section shows per family: label values (in order of appearance) and the
+// histogram's bucket bounds.
+struct Seen {
+  std::map<std::string, std::vector<std::string>> values;
+  std::vector<std::string> buckets;
+};
+
+std::map<std::string, Seen> inspect(const std::string& text, std::span<const Family> families) {
+  std::map<std::string, Seen> out;
+  parse_prom_text(text, PromTextLimits{}, [&](const PromSample& s) {
+    for (const Family& f : families) {
+      std::string_view n = s.name;
+      if (f.kind == MetricKind::kHistogram) {
+        if (!n.starts_with(f.name)) continue;
+        std::string_view suffix = n.substr(f.name.size());
+        if (suffix != "_bucket" && suffix != "_sum" && suffix != "_count") continue;
+      } else if (n != f.name) {
+        continue;
+      }
+      Seen& seen = out[std::string(f.name)];
+      for (const PromLabel& l : s.labels) {
+        if (l.name == "le") {
+          if (l.value != "+Inf" &&
+              std::find(seen.buckets.begin(), seen.buckets.end(), l.value) == seen.buckets.end()) {
+            seen.buckets.emplace_back(l.value);
+          }
+          continue;
+        }
+        auto& v = seen.values[std::string(l.name)];
+        if (std::find(v.begin(), v.end(), l.value) == v.end()) v.emplace_back(l.value);
+      }
+      return;
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+std::span<const Family> route_families() { return kRouteFamilies; }
+std::span<const Family> journal_families() { return kJournalFamilies; }
+
+std::vector<MetricSection> metric_sections() {
+  return {
+      {"Data plane", "request::ProxyMetrics::write (src/request/stream/metrics.cc)", "always",
+       request::proxy_families()},
+      {"Upstreams", "upstream::Fleet::write_metrics (src/upstream/fleet.cc)", "always",
+       upstream::fleet_families()},
+      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route_families()},
+      {"Engine scrape", "observe::EngineScraper::write_metrics (src/observe/engine_scrape.cc)",
+       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", engine_families()},
+      {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
+       journal_families()},
+  };
+}
+
+std::vector<std::string> render_sections_for_docs() {
+  // Three upstreams, one per declared profile, so the info gauge shows every profile value.
+  const std::vector<config::UpstreamUrl> urls = {{"engine-a", 8000, ""}, {"engine-b", 8000, ""}, {"engine-c", 8000, ""}};
+  const Clock& clock = SteadyClock::instance();
+  upstream::Fleet fleet(urls, clock, 30000);
+  cache::ApproxIndex index(urls.size());
+  route::SingleFlight single_flight(urls.size(), route::SingleFlightConfig{}, clock);
+  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, index, single_flight, {});
+  request::ProxyMetrics proxy(urls.size());
+  proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
+  EngineScrapeConfig sc;
+  sc.engines = urls;
+  EngineScraper scraper(sc);
+
+  std::vector<std::string> out;
+  Exposition a;
+  proxy.write(a);
+  out.push_back(a.take());
+  Exposition b;
+  fleet.write_metrics(b);
+  out.push_back(b.take());
+  Exposition c;
+  router.write_metrics(c);
+  out.push_back(c.take());
+  Exposition d;
+  scraper.write_metrics(d);
+  out.push_back(d.take());
+  out.emplace_back();  // the journal (not opened here)
+  return out;
+}
+
+std::string metrics_markdown() {
+  const std::vector<MetricSection> sections = metric_sections();
+  const std::vector<std::string> rendered = render_sections_for_docs();
+  std::string out =
+      "# Metrics\n"
+      "\n"
+      "This file is generated by `ramjet --help-metrics` from the metric family lists in the "
+      "source (one list per component; each writer takes its names and help from its list); do "
+      "not edit it by hand. `metric_docs_test` fails when the two disagree; regenerate with "
+      "`build/dev/src/app/ramjet --help-metrics > docs/metrics.md`.\n"
+      "\n"
+      "`GET /metrics` on the metrics listener (`RJ_METRICS_LISTEN`, default `:9090`) answers "
+      "Prometheus text format 0.0.4. Upstream labels are opaque ordinals (`0`, `1`, ... in "
+      "`RJ_UPSTREAM` order); hosts never appear. Every closed label set is exported from the "
+      "start with zero values, so a rate over any series works before its first event; the "
+      "open ones (`code` of `ramjet_requests_total`) appear once seen, and engine-reported "
+      "gauges (`ramjet_engine_*`) once the engine reports them. Updates on the request path "
+      "are relaxed atomic increments (no lock).\n"
+      "\n"
+      "`GET /metrics/upstream/{i}` on the same listener answers engine `i`'s own `/metrics`, "
+      "passed through (bounded by `RJ_ENGINE_SCRAPE_MAX_BYTES` and "
+      "`RJ_ENGINE_SCRAPE_TIMEOUT_MS`; 404 for an ordinal that does not exist, 502 with a JSON "
+      "error when the engine does not answer).\n";
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const MetricSection& s = sections[i];
+    const auto seen = inspect(i < rendered.size() ? rendered[i] : std::string(), s.families);
+    out += "\n## " + std::string(s.title) + "\n\n";
+    out += "Written by `" + std::string(s.source.substr(0, s.source.find(" ("))) + "` (" +
+           std::string(s.source.substr(s.source.find('(') + 1, s.source.find(')') - s.source.find('(') - 1)) +
+           "); exported " + std::string(s.when) + ".\n\n";
+    out += "| Family | Type | Labels | Description |\n| --- | --- | --- | --- |\n";
+    for (const Family& f : s.families) {
+      auto it = seen.find(std::string(f.name));
+      std::string labels;
+      std::string_view rest = f.labels;
+      while (!rest.empty()) {
+        const size_t comma = rest.find(',');
+        const std::string key(rest.substr(0, comma));
+        rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+        if (!labels.empty()) labels += "; ";
+        labels += "`" + key + "`";
+        if (key == "upstream") {
+          labels += " (ordinal)";
+        } else if (it != seen.end()) {
+          auto v = it->second.values.find(key);
+          if (v != it->second.values.end() && !v->second.empty()) {
+            labels += ": ";
+            for (size_t k = 0; k < v->second.size(); ++k) labels += (k ? ", " : "") + v->second[k];
+          }
+        }
+      }
+      std::string doc(f.help);
+      if (f.kind == MetricKind::kHistogram && it != seen.end() && !it->second.buckets.empty()) {
+        doc += " Buckets (`le`): ";
+        for (size_t k = 0; k < it->second.buckets.size(); ++k) doc += (k ? ", " : "") + it->second.buckets[k];
+        doc += ".";
+      }
+      out += "| `" + std::string(f.name) + "` | " + std::string(metric_kind_name(f.kind)) + " | " +
+             md_escape(labels.empty() ? "—" : labels) + " | " + md_escape(doc) + " |\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ramjet::observe
