@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 
+#include "observe/engine_scrape.h"
 #include "observe/web/assets.h"
 #include "request/ingress/endpoint.h"
 
@@ -248,8 +249,41 @@ void start_dashboard_sampler(asio::io_context& ctx, observe::Dashboard& dashboar
 
 // ------------------------------------------------------------------------------ the listener
 
+namespace {
+
+// GET /metrics/upstream/{i}: engine i's own /metrics (the engine scrape's timeout, size cap and
+// bearer token). 404 for an ordinal that does not exist; 502 JSON when the engine does not answer
+// 200 within the bounds.
+asio::awaitable<void> engine_metrics(std::string_view ordinal, const upstream::Fleet& fleet,
+                                     const observe::EngineScraper& engines, http::response<http::string_body>& res) {
+  size_t i = 0;
+  auto [end, ec] = std::from_chars(ordinal.data(), ordinal.data() + ordinal.size(), i);
+  if (ordinal.empty() || ec != std::errc() || end != ordinal.data() + ordinal.size() || i >= fleet.size() ||
+      i >= engines.config().engines.size()) {
+    res.result(http::status::not_found);
+    res.set(http::field::content_type, "application/json");
+    res.body() = request::error_json("no such upstream", "not_found_error", 404);
+    co_return;
+  }
+  observe::EngineMetricsFetch f = co_await observe::fetch_engine_metrics(engines.config(), i);
+  if (!f.ok) {
+    std::string why = f.error == observe::ScrapeError::kHttp
+                          ? "answered " + std::to_string(f.status)
+                          : std::string(observe::scrape_error_label(f.error.value_or(observe::ScrapeError::kProtocol)));
+    res.result(http::status::bad_gateway);
+    res.set(http::field::content_type, "application/json");
+    res.body() = request::error_json("upstream " + std::to_string(i) + " /metrics: " + why, "upstream_error", 502);
+    co_return;
+  }
+  res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res.body() = std::move(f.body);
+}
+
+}  // namespace
+
 asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const observe::Registry& registry,
-                                  const upstream::Fleet& fleet, DashboardRoutes ui) {
+                                  const upstream::Fleet& fleet, DashboardRoutes ui,
+                                  const observe::EngineScraper* engines) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {
@@ -273,6 +307,8 @@ asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const observe::R
     } else if (req.method() == http::verb::get && path == "/metrics") {
       res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       res.body() = registry.render();
+    } else if (engines && req.method() == http::verb::get && path.starts_with("/metrics/upstream/")) {
+      co_await engine_metrics(path.substr(std::string_view("/metrics/upstream/").size()), fleet, *engines, res);
     } else if (req.method() == http::verb::get && path == "/health") {
       res.result(fleet.healthy_count() > 0 ? http::status::ok : http::status::service_unavailable);
       res.set(http::field::content_type, "application/json");

@@ -1,6 +1,7 @@
 // app/admin: the metrics listener (RJ_METRICS_LISTEN): GET /metrics (Prometheus text),
 // GET /health, and the dashboard: the static UI at /ui/ (/ and /ui redirect there) and its JSON
-// API (/api/v1/state, /api/v1/series?window=s, /api/v1/decisions?n=k, /api/v1/stream as SSE).
+// API (/api/v1/state, /api/v1/series?window=s, /api/v1/decisions?n=k, /api/v1/stream as SSE);
+// GET /metrics/upstream/{i}: engine i's own /metrics passed through (bounded size and time).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -38,6 +39,7 @@ void start_dashboard_sampler(boost::asio::io_context& ctx, observe::Dashboard& d
 
 boost::asio::awaitable<void> serve_admin(boost::asio::ip::tcp::socket socket,
                                          const observe::Registry& registry,
-                                         const upstream::Fleet& fleet, DashboardRoutes ui = {});
+                                         const upstream::Fleet& fleet, DashboardRoutes ui = {},
+                                         const observe::EngineScraper* engines = nullptr);
 
 }  // namespace ramjet::app

@@ -17,6 +17,8 @@
 #include "net/listener.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
+#include "observe/engine_stats.h"
+#include "observe/metric_docs.h"
 #include "observe/journal.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
   auto parsed = config::parse_process(argc, argv);
   if (parsed.action == config::Action::kHelp) {
     std::cout << config::help_text();
+    return 0;
+  }
+  if (parsed.action == config::Action::kHelpMetrics) {
+    std::cout << observe::metrics_markdown();
     return 0;
   }
   if (parsed.action == config::Action::kHelpMarkdown) {
@@ -135,11 +141,27 @@ int main(int argc, char** argv) {
   proxy.set_decision_log(&decisions);
   observe::Dashboard dashboard(app::dashboard_config(proxy.metrics()));
 
+  // Engines' own /metrics (load, KV usage, prefix cache, GPUs) for the dashboard and metrics.
+  observe::EngineScraper engine_scraper(observe::EngineScrapeConfig{
+      .interval = milliseconds(cfg.engine_scrape_interval_ms),
+      .timeout = milliseconds(cfg.engine_scrape_timeout_ms),
+      .bearer = cfg.upstream_token,
+      .max_body = cfg.engine_scrape_max_bytes,
+      .engines = cfg.upstreams,
+      .gpu_urls = cfg.gpu_metrics_urls,
+  });
+  {
+    std::vector<route::Profile> declared;
+    for (size_t i = 0; i < fleet.size(); ++i) declared.push_back(router.profile(i));
+    proxy.metrics().set_profiles(std::move(declared));
+  }
+
   observe::Registry registry;
   registry.add([&](observe::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](observe::Exposition& x) { fleet.write_metrics(x); });
   registry.add([&](observe::Exposition& x) { router.write_metrics(x); });
   if (journal) registry.add([&](observe::Exposition& x) { journal->write_metrics(x); });
+  if (engine_scraper.enabled()) registry.add([&](observe::Exposition& x) { engine_scraper.write_metrics(x); });
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });
@@ -148,7 +170,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto admin = net::Listener::bind(io, cfg.metrics_host, cfg.metrics_port, [&](asio::ip::tcp::socket s) {
-    return app::serve_admin(std::move(s), registry, fleet, app::DashboardRoutes{&dashboard, &decisions});
+    return app::serve_admin(std::move(s), registry, fleet, app::DashboardRoutes{&dashboard, &decisions},
+                             &engine_scraper);
   });
   if (!admin) {
     spdlog::error("metrics listener: {}", log::json_escape(admin.error().message));
@@ -172,6 +195,7 @@ int main(int argc, char** argv) {
     (*api)->close();
     proxy.begin_drain();
     prober->stop();
+    engine_scraper.stop();
     dashboard.stop();
     drain_then_stop(io, proxy, dashboard, milliseconds(cfg.shutdown_grace_ms));
     signals->async_wait(on_signal);
@@ -180,8 +204,9 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   prober->start();
+  engine_scraper.start(io.at(0));
   app::start_dashboard_sampler(io.at(0), dashboard,
-                               app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, nullptr));
+                               app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper));
   (*api)->start();
   (*admin)->start();
   auto a = (*api)->local_endpoint();
@@ -194,6 +219,7 @@ int main(int argc, char** argv) {
   // pending coroutine frame (which may still reference the proxy, pools and fleet), then the rest.
   signals.reset();
   prober.reset();
+  engine_scraper.stop();  // releases its timer before the io contexts go
   api->reset();
   admin->reset();
   pools.clear();
