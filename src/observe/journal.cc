@@ -145,7 +145,7 @@ std::string format_start(const JournalStart& s) {
   l.str("endpoint", request::endpoint_label(s.request.endpoint));
   l.str("policy", s.policy);
   l.u64("request_bytes", s.request.body_bytes);
-  l.u64("total_blocks", s.total_blocks);
+  l.u64("total_blocks", s.request.total_blocks);
   if (d.ranked.empty())
     l.null("chosen");
   else

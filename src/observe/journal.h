@@ -43,7 +43,6 @@ struct JournalConfig {
 struct JournalStart {
   uint64_t seq = 0;  // Journal::next_seq()
   int64_t unix_ms = 0;
-  size_t total_blocks = 0;  // fingerprint blocks of the request's prompt
   bool cold = false;        // new prefix: the dispatched engine leads single-flight
   // The request's output limit (PreparedRequest::max_output_tokens), journalled as a bucket only:
   // unset|invalid|1_64|65_256|257_1024|1025_4096|4097_plus (0 = invalid). The preference it

@@ -56,12 +56,12 @@ struct Fixture {
     req.endpoint = request::Endpoint::kChat;
     req.body = std::move(body);
     req.max_output_tokens = max_tokens;
+    req.fingerprints.chain = {11, 22, 33};  // three blocks (their values are never journalled)
     decision = policy->decide(route::RouteRequest::of(req, config), three_engines(), 7);
   }
   JournalStart start(uint64_t seq = 1) const {
     return JournalStart{.seq = seq,
                         .unix_ms = 1700000000123,
-                        .total_blocks = 3,
                         .cold = false,
                         .max_output_tokens = req.max_output_tokens,
                         .decision = decision,

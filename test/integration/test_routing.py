@@ -317,10 +317,9 @@ def test_a_load_spike_on_the_warm_engine_sends_the_next_request_for_its_prefix_e
 # ----------------------------------------------------------------------- 5. single-flight
 SF_ENV = {
     "RJ_THREADS": "1",  # decisions in arrival order, one at a time
-    # With the default alpha (4) the leader's own followers outweigh a 16 KiB prefix's ~8
-    # pending blocks after two of them (each follower reserves 1 unit): load then spills the
-    # burst (by design). alpha 1 keeps 8 followers' load (7) under the pending affinity.
-    "RJ_ROUTE_ALPHA": "1",
+    # Default alpha (4) and cap (32): a follower whose whole prompt its leader is prefilling
+    # earns the full cap there and reserves 1 unit, so the burst stays together until the
+    # leader's engine is 8 units behind (32 - 4 x 8 = 0 still ties and wins on raw blocks).
 }
 
 
@@ -355,12 +354,13 @@ def test_short_outputs_go_to_mtp_engines_long_ones_to_standard_and_a_warm_cache_
     mtp = sim_factory(2, "--preset", "tiny-mtp", "--speed", "20", "--default-max-tokens", "64")
     std = sim_factory(2, "--preset", "tiny", "--speed", "20", "--default-max-tokens", "64")
     rj = ramjet_factory(mtp + std, env={"RJ_UPSTREAM_PROFILES": "mtp,mtp,standard,standard"})
+    before = outcomes(rj)
     short = [send(rj, [user(f"short {i}")], max_tokens=128).ordinal for i in range(6)]
     long_ = [send(rj, [user(f"long {i}")], max_tokens=1024 if i % 2 else None).ordinal for i in range(6)]
     assert set(short) == {0, 1}, short
     assert set(long_) == {2, 3}, long_
-    # (On this 2+2 fleet these decisions count as outcome `rr`, not `profile`: the runner-up
-    # is always the other engine of the preferred profile, and rotation settled that tie.)
+    # The profile decided each of them (rotation then picked within the preferred pair).
+    assert outcome_delta(before, outcomes(rj)) == {"profile": 12}
 
     doc = system("profile-doc", 8 * 1024)
     s = send(rj, [doc, user("summarise at length")], max_tokens=None).ordinal

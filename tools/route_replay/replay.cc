@@ -325,7 +325,7 @@ std::optional<route::Decision> recompute(const StartRecord& r, const Overrides& 
   if (r.candidates.empty()) return std::nullopt;
   auto policy = route::make_policy(r.policy, config_for(r, o));
   if (!policy) return std::nullopt;
-  const route::RouteRequest req{r.endpoint, r.request_bytes, r.wanted};
+  const route::RouteRequest req{r.endpoint, r.request_bytes, r.wanted, r.total_blocks};
   return policy->decide(req, snapshot_of(r), r.rotation);
 }
 

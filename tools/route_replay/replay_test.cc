@@ -54,7 +54,6 @@ std::string journal_line(uint64_t seq, const route::Policy& policy, const route:
   return observe::format_start(
       observe::JournalStart{.seq = seq,
                             .unix_ms = 1700000000000 + static_cast<int64_t>(seq),
-                            .total_blocks = req.body_bytes / policy.config().chunk_bytes,
                             .max_output_tokens = std::nullopt,
                             .decision = d,
                             .config = policy.config(),
@@ -99,6 +98,7 @@ RandomCase random_case(std::mt19937_64& rng) {
                                          request::Endpoint::kMessages, request::Endpoint::kOther};
   c.req.endpoint = endpoints[uniform(0, 4)];
   c.req.body_bytes = uniform(0, 400000);
+  c.req.total_blocks = uniform(0, 3) == 0 ? 0 : uniform(1, 200);
   c.req.wanted = c.req.endpoint == request::Endpoint::kOther ? Profile::kNone
                                                              : static_cast<Profile>(uniform(1, 2));
   c.rotation = uniform(0, 3) == 0 ? uniform(0, UINT64_MAX) : uniform(0, 1000);
@@ -134,7 +134,6 @@ TEST(RouteReplay, ReplayingAJournalOfTheRealPoliciesAgreesWithEveryRecordedChoic
       const uint64_t seq = journal->next_seq();
       journal->start(observe::JournalStart{.seq = seq,
                                            .unix_ms = 1700000000000,
-                                           .total_blocks = 3,
                                            .cold = false,
                                            .max_output_tokens = 100,
                                            .decision = d,

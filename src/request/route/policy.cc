@@ -1,5 +1,7 @@
 #include "request/route/policy.h"
 
+#include <algorithm>
+
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -65,6 +67,13 @@ uint32_t request_load_units_with_overlap(uint64_t body_bytes, uint32_t overlap, 
   return request_load_units(body_bytes > cached ? body_bytes - cached : 0, c);
 }
 
+uint32_t single_flight_affinity(uint32_t pending, uint64_t total_blocks, uint32_t cap) {
+  if (pending == 0 || cap == 0) return 0;
+  const uint64_t span = std::min<uint64_t>(std::max<uint64_t>(total_blocks, pending), cap);
+  const uint64_t earned = (uint64_t{cap} * std::min<uint64_t>(pending, span) + span - 1) / span;
+  return static_cast<uint32_t>(std::min<uint64_t>(earned, cap));
+}
+
 Profile preferred_profile(const request::PreparedRequest& req, const RouteConfig& c) {
   if (req.endpoint == request::Endpoint::kOther) return Profile::kNone;
   const bool short_output =
@@ -73,7 +82,7 @@ Profile preferred_profile(const request::PreparedRequest& req, const RouteConfig
 }
 
 RouteRequest RouteRequest::of(const request::PreparedRequest& req, const RouteConfig& c) {
-  return RouteRequest{req.endpoint, req.body.size(), preferred_profile(req, c)};
+  return RouteRequest{req.endpoint, req.body.size(), preferred_profile(req, c), req.fingerprints.chain.size()};
 }
 
 std::unique_ptr<Policy> make_policy(std::string_view name, const RouteConfig& config) {

@@ -55,7 +55,7 @@ struct CandidateTerms {
   uint32_t request_load_units = 1;  // what this request would reserve on this candidate
   uint32_t overlap = 0;             // raw leading blocks held (prefix policy)
   uint32_t single_flight = 0;       // leading blocks a concurrent leader prefills here
-  uint32_t affinity = 0;            // min(max(overlap, single_flight), max_overlap_blocks)
+  uint32_t affinity = 0;            // max(min(overlap, cap), single_flight_affinity(...))
   double score = 0;                 // affinity - alpha * load_units (prefix policy)
   Profile profile = Profile::kNone;
 };
@@ -88,12 +88,20 @@ struct RouteRequest {
   request::Endpoint endpoint = request::Endpoint::kOther;
   uint64_t body_bytes = 0;                // post-shim body length
   Profile wanted = Profile::kNone;        // preferred_profile()
+  uint64_t total_blocks = 0;              // fingerprint blocks of the request's prompt
   static RouteRequest of(const request::PreparedRequest& req, const RouteConfig& c);
 };
 
 // What a request would reserve on a candidate holding `overlap` of its blocks: the load units of
 // body_bytes - overlap * chunk_bytes (saturating at 0).
 uint32_t request_load_units_with_overlap(uint64_t body_bytes, uint32_t overlap, const RouteConfig& c);
+
+// The affinity a single-flight follower earns on its leader's engine: the cap scaled by the share
+// of the follower's leading blocks (up to the cap) that the leader is prefilling there. A burst
+// of identical new prefixes thus follows its leader until that engine falls behind by more than
+// the cap (alpha * load > cap), while a request that merely shares a short preamble with a
+// leader earns little.
+uint32_t single_flight_affinity(uint32_t pending, uint64_t total_blocks, uint32_t cap);
 
 // The decode profile a request prefers: kMtp for an output limit of 1..short_max_tokens,
 // kStandard for a larger, unset or invalid (0) one, kNone for `other` endpoints.

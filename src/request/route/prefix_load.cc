@@ -42,10 +42,14 @@ class PrefixLoadPolicy final : public Policy {
       t.load_units = c.load_units;
       t.overlap = c.overlap;
       t.single_flight = c.single_flight;
-      t.affinity = std::min(std::max(c.overlap, c.single_flight), config_.max_overlap_blocks);
+      const uint32_t cap = config_.max_overlap_blocks;
+      t.affinity = std::max(std::min(c.overlap, cap), single_flight_affinity(c.single_flight, req.total_blocks, cap));
       t.score = static_cast<double>(t.affinity) - config_.alpha * static_cast<double>(c.load_units);
       t.profile = c.profile;
-      t.request_load_units = request_load_units_with_overlap(req.body_bytes, c.overlap, config_);
+      // Blocks the leader is prefilling here will be cached when this request's prefill reaches
+      // them: the follower reserves only what is left.
+      t.request_load_units =
+          request_load_units_with_overlap(req.body_bytes, std::max(c.overlap, c.single_flight), config_);
       d.ranked.push_back(t);
     }
     // Larger key = better. Exact double comparison is intended: equal terms give equal scores.
@@ -61,18 +65,20 @@ class PrefixLoadPolicy final : public Policy {
 
  private:
   // Reference §2.5 (single, overlap, load, rr) plus `profile` when the decode-profile preference
-  // separated the two best candidates that tied on everything before it, and `single_flight`
-  // when the winner was chosen for blocks its leader is still prefilling. `load` considers only
-  // candidates of the winner's eligibility: a fenced engine's score decided nothing.
+  // separated the winner from a candidate that tied with it on everything before it (another
+  // engine of the winner's own profile may tie too: that one rotation decides, the profile still
+  // decided against the others), and `single_flight` when the winner was chosen for blocks its
+  // leader is still prefilling. `load` considers only candidates of the winner's eligibility: a
+  // fenced engine's score decided nothing.
   static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted) {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
-    const CandidateTerms& s = ranked[1];
-    if (s.eligible == w.eligible && s.score == w.score &&
-        std::max(s.overlap, s.single_flight) == std::max(w.overlap, w.single_flight) &&
-        profile_rank(s.profile, wanted) != profile_rank(w.profile, wanted)) {
-      return Outcome::kProfile;
-    }
+    const bool profile_decided = std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
+      return c.eligible == w.eligible && c.score == w.score &&
+             std::max(c.overlap, c.single_flight) == std::max(w.overlap, w.single_flight) &&
+             profile_rank(c.profile, wanted) != profile_rank(w.profile, wanted);
+    });
+    if (profile_decided) return Outcome::kProfile;
     if (w.single_flight > w.overlap) return Outcome::kSingleFlight;
     if (w.overlap > 0) return Outcome::kOverlap;
     const bool differs = std::any_of(ranked.begin(), ranked.end(), [&](const CandidateTerms& c) {

@@ -129,37 +129,72 @@ TEST(PrefixLoadPolicy, ABigColdPrefillRepelsSmallRequests) {
 TEST(PrefixLoadPolicy, AColdRequestFollowsTheEngineWhereItsPrefixIsBeingPrefilled) {
   auto p = prefix();
   for (int i = 0; i < 6; ++i) {
-    auto d = p->decide(chat(), fleet({{}, {.load = 1, .single_flight = 12}, {}}));
+    auto d = p->decide(RouteRequest{request::Endpoint::kChat, 1000, Profile::kStandard, 12},
+                       fleet({{}, {.load = 1, .single_flight = 12}, {}}), i);
     EXPECT_EQ(d.ranked[0].ordinal, 1u);
-    EXPECT_EQ(d.ranked[0].affinity, 12u);
+    EXPECT_EQ(d.ranked[0].affinity, 32u);  // its whole prompt is being prefilled there: the cap
     EXPECT_EQ(d.outcome, Outcome::kSingleFlight);
   }
 }
 
-TEST(PrefixLoadPolicy, SingleFlightBlocksDoNotLowerTheRequestsOwnLoadEstimate) {
-  // The blocks are not cached yet: the follower still reserves its whole uncached size.
+TEST(SingleFlightAffinity, IsTheCapScaledByTheShareOfTheFollowersLeadingBlocksBeingPrefilled) {
+  EXPECT_EQ(single_flight_affinity(0, 10, 32), 0u);
+  EXPECT_EQ(single_flight_affinity(8, 8, 32), 32u);    // identical 16 KiB prompts
+  EXPECT_EQ(single_flight_affinity(12, 13, 32), 30u);  // same system prompt, own last turn
+  EXPECT_EQ(single_flight_affinity(1, 13, 32), 3u);    // a shared 2 KiB preamble earns little
+  EXPECT_EQ(single_flight_affinity(32, 500, 32), 32u); // a leader registers at most the cap
+  EXPECT_EQ(single_flight_affinity(5, 0, 32), 32u);    // unknown length: the pending blocks
+  EXPECT_EQ(single_flight_affinity(5, 10, 0), 0u);     // cap 0: no affinity at all
+}
+
+TEST(PrefixLoadPolicy, AFollowerReservesOnlyWhatItsLeaderIsNotAlreadyPrefilling) {
   auto p = prefix();
-  auto d = p->decide(chat(100 * 1024), fleet({{.single_flight = 40}, {}}));
-  EXPECT_EQ(d.ranked[0].request_load_units, 4u);
+  const RouteRequest r{request::Endpoint::kChat, 100 * 1024, Profile::kStandard, 50};
+  auto d = p->decide(r, fleet({{.single_flight = 40}, {}}), 0);
+  std::map<size_t, uint32_t> units;
+  for (const auto& t : d.ranked) units[t.ordinal] = t.request_load_units;
+  EXPECT_EQ(units[0], 1u);  // 100 KiB - 40 blocks of 2 KiB pending = 20 KiB uncached
+  EXPECT_EQ(units[1], 4u);
+}
+
+TEST(PrefixLoadPolicy, ABurstOfIdenticalNewPrefixesFollowsItsLeaderUntilItFallsBehindByTheCap) {
+  // Defaults: cap 32, alpha 4. Each follower reserves 1 unit on the leader's engine; the k-th
+  // follower sees k units there (leader included): it follows while 32 - 4k >= 0.
+  auto p = prefix();
+  const RouteRequest r{request::Endpoint::kChat, 16 * 1024, Profile::kStandard, 8};
+  for (int64_t k = 1; k <= 9; ++k) {
+    auto d = p->decide(r, fleet({{.load = k, .single_flight = 8}, {}, {}, {}}), 0);
+    EXPECT_EQ(d.ranked[0].ordinal == 0, k <= 8) << k;
+  }
 }
 
 TEST(PrefixLoadPolicy, LoadWinsOverSingleFlightOnceTheLeadersEngineFallsBehindByMoreThanTheCap) {
-  // 32 pending blocks are worth the cap (32); alpha 4: 8 units of load tie, 9 lose.
   auto p = prefix();
-  EXPECT_EQ(winner(*p, chat(), {{.load = 8, .single_flight = 40}, {}}), 0u);
-  auto d = p->decide(chat(), fleet({{.load = 9, .single_flight = 40}, {}}));
+  const RouteRequest r{request::Endpoint::kChat, 1000, Profile::kStandard, 40};
+  EXPECT_EQ(p->decide(r, fleet({{.load = 8, .single_flight = 40}, {}}), 0).ranked[0].ordinal, 0u);
+  auto d = p->decide(r, fleet({{.load = 9, .single_flight = 40}, {}}), 0);
   EXPECT_EQ(d.ranked[0].ordinal, 1u);
   EXPECT_EQ(d.outcome, Outcome::kLoad);
 }
 
 TEST(PrefixLoadPolicy, CachedBlocksAndPendingBlocksCountAlikeAndTheOutcomeSaysWhich) {
   auto p = prefix();
-  auto cached = p->decide(chat(), fleet({{.overlap = 10}, {.single_flight = 6}}));
+  const RouteRequest r{request::Endpoint::kChat, 1000, Profile::kStandard, 40};
+  auto cached = p->decide(r, fleet({{.overlap = 40}, {.single_flight = 6}}), 0);
   EXPECT_EQ(cached.ranked[0].ordinal, 0u);
   EXPECT_EQ(cached.outcome, Outcome::kOverlap);
-  auto pending = p->decide(chat(), fleet({{.overlap = 4}, {.single_flight = 6}}));
+  auto pending = p->decide(r, fleet({{.overlap = 4}, {.single_flight = 40}}), 0);
   EXPECT_EQ(pending.ranked[0].ordinal, 1u);
   EXPECT_EQ(pending.outcome, Outcome::kSingleFlight);
+}
+
+TEST(PrefixLoadPolicy, TheOutcomeIsProfileEvenWhenTwoEnginesOfThePreferredProfileTie) {
+  auto p = prefix();
+  const RouteRequest r{request::Endpoint::kChat, 1000, Profile::kMtp, 1};
+  auto d = p->decide(r, fleet({{.profile = Profile::kMtp}, {.profile = Profile::kMtp},
+                               {.profile = Profile::kStandard}, {.profile = Profile::kStandard}}), 0);
+  EXPECT_EQ(d.ranked[0].profile, Profile::kMtp);
+  EXPECT_EQ(d.outcome, Outcome::kProfile);
 }
 
 TEST(PrefixLoadPolicy, TheDecisionRecordsTheRotationItUsed) {
@@ -345,7 +380,7 @@ TEST(PrefixLoadPolicy, OutcomeIsOverlapWhenTheWinnerHoldsAPrefixEvenIfTiedWithAn
   EXPECT_EQ(outcome_label(d.outcome), "overlap");
 }
 
-TEST(PrefixLoadPolicy, OutcomeIsProfileOnlyWhenTheProfileSeparatedTheTopTwo) {
+TEST(PrefixLoadPolicy, OutcomeIsProfileOnlyWhenTheProfileSeparatedTheWinnerFromATiedCandidate) {
   auto p = prefix();
   // Profile separated two equally warm engines: `profile`, not `overlap`.
   auto warm = p->decide(chat(1000, 16), fleet({{.overlap = 3, .profile = Profile::kStandard},
@@ -353,11 +388,15 @@ TEST(PrefixLoadPolicy, OutcomeIsProfileOnlyWhenTheProfileSeparatedTheTopTwo) {
   EXPECT_EQ(warm.ranked[0].ordinal, 1u);
   EXPECT_EQ(warm.outcome, Outcome::kProfile);
   EXPECT_EQ(outcome_label(warm.outcome), "profile");
-  // Two MTP engines tie and rotation picks: the profile decided nothing between them.
+  // Two MTP engines tie and rotation picks between them, but the profile decided against the
+  // standard engine that tied on everything else: still `profile`.
   auto tie = p->decide(chat(1000, 16), fleet({{.profile = Profile::kMtp},
                                               {.profile = Profile::kMtp},
                                               {.profile = Profile::kStandard}}));
-  EXPECT_EQ(tie.outcome, Outcome::kRoundRobin);
+  EXPECT_EQ(tie.outcome, Outcome::kProfile);
+  // Only engines of one profile: rotation decided.
+  auto same = p->decide(chat(1000, 16), fleet({{.profile = Profile::kMtp}, {.profile = Profile::kMtp}}));
+  EXPECT_EQ(same.outcome, Outcome::kRoundRobin);
   // Load decided before the profile could.
   auto load =
       p->decide(chat(1000, 16),

@@ -115,8 +115,8 @@ TEST(Router, AShortRequestPrefersTheMtpEngineWhenCacheAndLoadTie) {
   for (int i = 0; i < 8; ++i) {
     Routed s = rig.router.decide(chat('d', 1, "q", 128));
     EXPECT_EQ(s.decision.ranked[0].profile, Profile::kMtp);
-    // Two MTP engines tie on everything: rotation between them decided.
-    EXPECT_EQ(s.decision.outcome, Outcome::kRoundRobin);
+    // The profile separated the MTP pair from the standard pair (rotation then picked one).
+    EXPECT_EQ(s.decision.outcome, Outcome::kProfile);
     Routed l = rig.router.decide(chat('d', 1, "q", 1024));
     EXPECT_EQ(l.decision.ranked[0].profile, Profile::kStandard);
   }

@@ -253,7 +253,6 @@ void Proxy::journal_start(Session& s, const route::Routed& routed, uint64_t seq)
   journal_->start(observe::JournalStart{
       .seq = seq,
       .unix_ms = unix_ms_now(),
-      .total_blocks = s.prep.fingerprints.chain.size(),
       .cold = routed.cold,
       .max_output_tokens = s.prep.max_output_tokens,
       .decision = routed.decision,
@@ -361,7 +360,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     journal_end.units = order[k].request_load_units;
     // A new prefix: concurrent requests with the same leading blocks follow this one here
     // while it prefills (released when this attempt ends, complete or not).
-    const route::SingleFlight::Lease lead = router_.lead(u, routed, s.prep);
+    route::SingleFlight::Lease lead = router_.lead(u, routed, s.prep);
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (watch.gone) break;
       boost::system::error_code ec;
@@ -488,6 +487,15 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
           if (head_pending) {
             out.add(s.out);
             head_pending = false;
+          if (parser.is_done()) {
+            // The engine's work is over: release its load, and after a 200 teach the index
+            // (the engine holds the prefix now) and end any single-flight lead, all before the
+            // last bytes go out, so the client's next request (which may be decided on another
+            // thread the moment those bytes arrive) sees the engine as it now is.
+            if (account) router_.observe(u, s.prep);
+            reservation.release();
+            lead.end();
+          }
           }
           if (chunked && n) {  // one chunk carries everything relayed in this write
             char* end = std::to_chars(s.chunk_size, s.chunk_size + sizeof s.chunk_size - 2, n, 16).ptr;
@@ -522,8 +530,6 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
         case RelayResult::kComplete:
           journal_end.result = "complete";
           if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
-          // Only a complete 200 on an inference endpoint teaches the index.
-          if (status == 200 && is_inference(x.endpoint)) router_.observe(u, s.prep);
           if (parser.keep_alive() && parser.is_done()) pools_.at(s.thread, u).put(std::move(conn));
           break;
         case RelayResult::kClientGone:
