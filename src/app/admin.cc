@@ -33,6 +33,7 @@ observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy) {
   observe::DashboardConfig c;
   c.ttft_bounds = proxy.ttft.bounds();
   c.decode_bounds = proxy.decode_rate.bounds();
+  c.tpot_bounds = proxy.tpot.bounds();
   return c;
 }
 
@@ -47,6 +48,7 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
     r.requests = decisions ? decisions->total() : 0;  // routed requests
     m.ttft.read(r.ttft.counts, r.ttft.total);
     m.decode_rate.read(r.decode_rate.counts, r.decode_rate.total);
+    m.tpot.read(r.tpot.counts, r.tpot.total);
     r.inflight = m.inflight.get();
     r.fail_open = m.route_fail_open.get() != 0;
   };

@@ -36,6 +36,8 @@ function fmtSec(v) {
   return v.toFixed(v < 10 ? 2 : 1) + ' s';
 }
 const fmtPct = (v, d = 0) => (isNum(v) ? v.toFixed(d) + '%' : '—');
+// A 0..1 fraction as a percentage: one decimal below 10 % (a lightly used KV cache is not "0").
+const pctOf = (f) => { const p = f * 100; return p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0); };
 const engineColor = (i, n) => `hsl(${Math.round((i * 360) / Math.max(n, 1) + 200) % 360} 75% 62%)`;
 const stateLabel = (s) => (s === 'unhealthy' ? 'fenced' : s);
 const profileShort = (p) => (p === 'mtp' ? 'MTP' : p === 'standard' ? 'STD' : '—');
@@ -158,9 +160,10 @@ function lineChart(el, lines, opts) {
     el.innerHTML = `<div class="empty">${esc(opts.empty || 'no data yet')}</div>`;
     return;
   }
-  max = opts.fixedMax || niceMax(max * 1.05);
+  max = opts.fixedMax || (opts.integer ? Math.max(4, Math.ceil((max * 1.05) / 4) * 4) : niceMax(max * 1.05));
   const t1 = t[t.length - 1];
-  const span = Math.max(opts.span || 900000, 1);
+  // The time axis covers the data (at least a minute, at most the 15 min kept).
+  const span = Math.min(MAX_POINTS * 1000, Math.max(60000, t1 - t[0]));
   const x = (ti) => L + pw * (1 - (t1 - ti) / span);
   const y = (v) => T + ph * (1 - Math.min(v, max) / max);
   const f = opts.fmt || ((v) => fmt(v));
@@ -169,9 +172,11 @@ function lineChart(el, lines, opts) {
     const v = (max * i) / 4, yy = y(v);
     g += `<line x1="${L}" x2="${W - R}" y1="${yy}" y2="${yy}"/><text x="${L - 6}" y="${yy + 3}" text-anchor="end">${esc(f(v))}</text>`;
   }
-  for (let m = 0; m <= span / 60000; m += span > 600000 ? 5 : 1) {
-    const xx = L + pw * (1 - (m * 60000) / span);
-    g += `<text x="${xx}" y="${H - 5}" text-anchor="middle">${m === 0 ? 'now' : '−' + m + 'm'}</text>`;
+  const step = [10, 15, 30, 60, 120, 300].find((st) => span / 1000 / st <= 6) || 300;
+  for (let sec = 0; sec * 1000 <= span; sec += step) {
+    const xx = Math.max(L + 12, L + pw * (1 - (sec * 1000) / span));
+    const label = sec === 0 ? 'now' : sec < 60 ? `−${sec}s` : `−${sec / 60}m`;
+    g += `<text x="${xx.toFixed(1)}" y="${H - 5}" text-anchor="middle">${label}</text>`;
   }
   let paths = '';
   for (const ln of lines) {
@@ -227,8 +232,8 @@ function renderOverview() {
     tile('stream_tps', 'Per-stream tok/s', fmt(k.stream_p50), 'p50', `p05 <b class="v">${esc(fmt(k.stream_p05))}</b> tok/s · 30 s`),
     tile('ttft_p95', 'TTFT p95', fmtSec(k.ttft_p95), '', `p50 ${esc(fmtSec(k.ttft_p50))} · 30 s`),
     tile('inflight', 'In flight', fmt(k.inflight, 0), 'req', `${esc(fmt(k.req_rate))} req/s completed`),
-    tile('kv_usage', 'KV cache usage', isNum(k.kv_usage) ? (k.kv_usage * 100).toFixed(0) : '—', isNum(k.kv_usage) ? '%' : '',
-      kvMax === null ? 'mean over engines' : `mean · max ${(kvMax * 100).toFixed(0)}% (engine ${kvAt})`),
+    tile('kv_usage', 'KV cache usage', isNum(k.kv_usage) ? pctOf(k.kv_usage) : '—', isNum(k.kv_usage) ? '%' : '',
+      kvMax === null ? 'mean over engines' : `mean · max ${pctOf(kvMax)}% (engine ${kvAt})`),
     tile('cache_hit', 'Cache hit', isNum(k.cache_hit_lb) ? k.cache_hit_lb.toFixed(0) : '—', isNum(k.cache_hit_lb) ? '%' : '',
       `cached prompt tokens · engines' view ${esc(fmtPct(k.cache_hit_engine))}`),
     tile('engines', 'Engines healthy', `${st.healthy} / ${st.total}`, '',
@@ -285,7 +290,6 @@ function renderServing() {
   lineChart($('#ch-tps'), [
     { label: 'generated (1 s)', color: '#38bdf8', values: s.gen_tps, width: 1 },
     { label: 'generated (30 s)', color: '#22c55e', values: s.gen_tps_30s, width: 2 },
-    { label: 'prompt (30 s)', color: '#a78bfa', values: s.prompt_tps },
   ], o);
   lineChart($('#ch-stream'), [
     { label: 'p50', color: '#22c55e', values: s.stream_p50, width: 2 },
@@ -301,11 +305,11 @@ function renderServing() {
   lineChart($('#ch-inflight'), [
     { label: 'ramjet', color: '#38bdf8', values: s.inflight, width: 2 },
     ...perEngine('inflight'),
-  ], Object.assign({ fmt: (v) => fmt(v, 0) }, o));
+  ], Object.assign({ fmt: (v) => fmt(v, 0), integer: true }, o));
   lineChart($('#ch-runwait'), [
     ...perEngine('running', { suffix: ' running' }),
     ...perEngine('waiting', { suffix: ' waiting', dash: true }),
-  ], Object.assign({ fmt: (v) => fmt(v, 0), empty: 'no engine scrape yet' }, o));
+  ], Object.assign({ fmt: (v) => fmt(v, 0), integer: true, empty: 'no engine scrape yet' }, o));
   lineChart($('#ch-kv'), perEngine('kv_usage', { scale: 100 }),
     Object.assign({ fmt: (v) => v.toFixed(0) + '%', fixedMax: 100, empty: 'no engine scrape yet' }, o));
   lineChart($('#ch-hit'), [
@@ -321,19 +325,23 @@ let topoShape = '';
 
 function topoLayout(n) {
   // At most 8 nodes a row; the SVG scales down to the page width (64 engines: 8 rows of 8).
+  // Several rows are fed by buses (one a row, joined by a trunk on the left) and each node's
+  // edge is its drop from its row's bus; one row gets a curve per node from ramjet.
   const perRow = Math.max(1, Math.min(n, 8));
   const rows = Math.ceil(n / perRow);
-  const W = Math.max(perRow * (NODE_W + GAP_X) - GAP_X, 260) + 20;
-  const top = 20 + HUB_H + 70;
-  const H = top + rows * (NODE_H + GAP_Y);
+  const gapY = rows > 1 ? GAP_Y + 16 : GAP_Y;
+  const W = Math.max(perRow * (NODE_W + GAP_X) - GAP_X, 260) + 40;
+  const top = 20 + HUB_H + (rows > 1 ? 50 : 70);
+  const H = top + rows * (NODE_H + gapY);
   const pos = [];
   for (let i = 0; i < n; i++) {
     const r = Math.floor(i / perRow), c = i % perRow;
     const inRow = Math.min(perRow, n - r * perRow);
     const rowW = inRow * (NODE_W + GAP_X) - GAP_X;
-    pos.push({ x: (W - rowW) / 2 + c * (NODE_W + GAP_X), y: top + r * (NODE_H + GAP_Y) });
+    pos.push({ x: (W - rowW) / 2 + c * (NODE_W + GAP_X), y: top + r * (NODE_H + gapY), row: r });
   }
-  return { W, H, pos, hub: { x: W / 2 - 110, y: 20, w: 220, h: HUB_H } };
+  const busY = (r) => top + r * (NODE_H + gapY) - gapY / 2 - 2;
+  return { W, H, pos, rows, busY, hub: { x: W / 2 - 110, y: 20, w: 220, h: HUB_H } };
 }
 
 function buildTopology(engines) {
@@ -341,11 +349,21 @@ function buildTopology(engines) {
   const L = topoLayout(engines.length);
   const hubX = L.hub.x + L.hub.w / 2, hubY = L.hub.y + L.hub.h;
   let edges = '', nodes = '';
+  if (L.rows > 1) {
+    // Buses: hub -> down to row 0's bus; a trunk on the left joins every row's bus.
+    const left = 12, right = L.W - 12, last = L.busY(L.rows - 1);
+    edges += `<path class="bus" d="M${hubX} ${hubY} V${L.busY(0)} M${left} ${L.busY(0)} V${last}"/>`;
+    for (let r = 0; r < L.rows; r++) edges += `<path class="bus" d="M${left} ${L.busY(r)} H${right}"/>`;
+  }
   engines.forEach((e, i) => {
     const p = L.pos[i];
     const ex = p.x + NODE_W / 2, ey = p.y;
-    const midY = hubY + (ey - hubY) * 0.45;
-    edges += `<path class="edge" data-ordinal="${e.ordinal}" d="M${hubX} ${hubY} C${hubX} ${midY}, ${ex} ${midY}, ${ex} ${ey}"/>`;
+    if (L.rows > 1) {
+      edges += `<path class="edge" data-ordinal="${e.ordinal}" d="M${ex} ${L.busY(p.row)} V${ey}"/>`;
+    } else {
+      const midY = hubY + (ey - hubY) * 0.45;
+      edges += `<path class="edge" data-ordinal="${e.ordinal}" d="M${hubX} ${hubY} C${hubX} ${midY}, ${ex} ${midY}, ${ex} ${ey}"/>`;
+    }
     nodes += `<g class="node" data-ordinal="${e.ordinal}" transform="translate(${p.x},${p.y})">` +
       `<rect class="box" width="${NODE_W}" height="${NODE_H}"/>` +
       `<text class="title" x="10" y="20">engine ${e.ordinal}</text>` +
@@ -385,11 +403,11 @@ function renderTopology() {
     badge.setAttribute('class', 'badge ' + e.profile);
     $('.badge text', g).textContent = profileShort(e.profile);
     $('.state', g).textContent = stateLabel(e.state) + (e.fail_open ? ' · fail-open' : '');
-    $('.load', g).textContent = `${e.inflight} in flight · ${e.load_units} load units · ${fmt(e.req_rate)} req/s`;
+    $('.load', g).textContent = `${e.inflight} in flight · load ${e.load_units} · ${fmt(e.req_rate)} req/s`;
     const kv = isNum(e.kv_usage) ? e.kv_usage : 0;
     $('.kv', g).setAttribute('width', ((NODE_W - 20) * Math.min(kv, 1)).toFixed(1));
     $('.kvtext', g).textContent = isNum(e.kv_usage)
-      ? `KV ${(e.kv_usage * 100).toFixed(0)}% · run ${fmt(e.running, 0)} · wait ${fmt(e.waiting, 0)}`
+      ? `KV ${pctOf(e.kv_usage)}% · run ${fmt(e.running, 0)} · wait ${fmt(e.waiting, 0)}`
       : `KV — ${e.scrape_ok ? '' : '· no engine scrape'}`;
     $('.hit', g).textContent = `cache hit ${fmtPct(e.cache_hit)} · ${fmt(e.gen_tps)} tok/s`;
     // Edge: animated while traffic flows; faster and thicker with more of it.
@@ -432,7 +450,7 @@ function renderGpus() {
   for (const [key, list] of groups) {
     const e = key === 'host' ? null : (st.engines || [])[key];
     const title = e ? `engine ${e.ordinal} <span class="muted">· ${esc(e.profile)}</span><span class="state ${e.state}">${esc(stateLabel(e.state))}</span>` : 'host GPUs <span class="muted">(nvidia-smi)</span>';
-    html += `<div class="card engine-group" data-engine="${key}"><h2>${title} <span class="muted">· ${list.length} device${list.length === 1 ? '' : 's'}</span></h2><div class="gpu-grid">`;
+    html += `<div class="card engine-group${list.length > 4 ? ' wide' : ''}" data-engine="${key}"><h2>${title} <span class="muted">· ${list.length} device${list.length === 1 ? '' : 's'}</span></h2><div class="gpu-grid">`;
     for (const g of list) {
       const total = isNum(g.fb_used_mib) && isNum(g.fb_free_mib) ? g.fb_used_mib + g.fb_free_mib : null;
       const memPct = total ? (100 * g.fb_used_mib) / total : null;
@@ -447,7 +465,7 @@ function renderGpus() {
         `<div class="meter mem"><div style="width:${memPct ? memPct.toFixed(0) : 0}%"></div></div>` +
         `<div class="row"><span>power</span><span>${isNum(g.power_w) ? g.power_w.toFixed(0) + ' W' : '—'}</span></div>` +
         `<div class="row"><span>temperature</span><span class="${tempCls}">${isNum(g.temp_c) ? g.temp_c.toFixed(0) + ' °C' : '—'}</span></div>` +
-        `<div class="row"><span>clocks SM / mem</span><span>${isNum(g.sm_clock_mhz) ? g.sm_clock_mhz.toFixed(0) : '—'} / ${isNum(g.mem_clock_mhz) ? g.mem_clock_mhz.toFixed(0) : '—'} MHz</span></div>` +
+        `<div class="row"><span>clocks</span><span>${isNum(g.sm_clock_mhz) ? g.sm_clock_mhz.toFixed(0) : '—'} / ${isNum(g.mem_clock_mhz) ? g.mem_clock_mhz.toFixed(0) : '—'} MHz</span></div>` +
         '</div>';
     }
     html += '</div></div>';
@@ -526,6 +544,7 @@ function selectTab() {
   for (const t of TABS) $('#tab-' + t).hidden = t !== S.tab;
   for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.tab === S.tab);
   topoShape = '';
+  window.scrollTo(0, 0);
   if (S.tab === 'decisions') refreshDecisions(true);
   render();
 }
