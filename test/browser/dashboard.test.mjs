@@ -1,0 +1,273 @@
+// The dashboard in a real browser: Debian's chromium driven by playwright-core (no browser
+// download), against ramjet in front of four ramjet-sim engines (two MTP, two standard, two
+// synthetic GPUs each) with a little streaming traffic. Every tab must render live data; the
+// topology shows the four engines with their profiles; killing one engine turns its node red;
+// the GPU grid shows eight devices. Screenshots go to $ARTIFACTS_DIR (default build/dev/test-artifacts/browser).
+//
+// Environment: RAMJET_BIN, SIM_BIN (the binaries), CHROMIUM (default /usr/bin/chromium),
+// ARTIFACTS_DIR. Exit 77 (ctest: skipped) when chromium or playwright-core is missing.
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, '..', '..');
+const RAMJET = process.env.RAMJET_BIN || join(repo, 'build/dev/src/app/ramjet');
+const SIM = process.env.SIM_BIN || join(repo, 'build/dev/sim/server/ramjet-sim');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = process.env.ARTIFACTS_DIR || join(repo, 'build/dev/test-artifacts/browser');
+const SKIP = 77;
+// ENGINES=64 runs the same checks at scale (the default, 4, is the ctest).
+const N = Math.max(1, Number(process.env.ENGINES || 4));
+const shot = (name) => join(ARTIFACTS, (N === 4 ? '' : `e${N}-`) + name + '.png');
+
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (e) {
+  console.log(`SKIP: playwright-core is not installed (npm ci --prefix test/browser): ${e.message}`);
+  process.exit(SKIP);
+}
+if (!existsSync(CHROMIUM)) {
+  console.log(`SKIP: ${CHROMIUM} not found (apt-get install chromium)`);
+  process.exit(SKIP);
+}
+for (const b of [RAMJET, SIM]) {
+  if (!existsSync(b)) {
+    console.error(`FAIL: ${b} not built`);
+    process.exit(1);
+  }
+}
+mkdirSync(ARTIFACTS, { recursive: true });
+
+// ------------------------------------------------------------------ processes
+const procs = [];
+const logs = new Map();
+function start(name, cmd, args, env, ready) {
+  return new Promise((resolvePromise, reject) => {
+    const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    procs.push(p);
+    let out = '';
+    logs.set(name, () => out);
+    const timer = setTimeout(() => reject(new Error(`${name} did not start:\n${out.slice(-2000)}`)), 20000);
+    const onData = (d) => {
+      out += d.toString();
+      const m = out.match(ready);
+      if (m && timer) {
+        clearTimeout(timer);
+        resolvePromise({ proc: p, match: m });
+      }
+    };
+    p.stdout.on('data', onData);
+    p.stderr.on('data', onData);
+    p.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${code}) before it was ready:\n${out.slice(-2000)}`));
+    });
+  });
+}
+
+function cleanEnv(extra) {
+  const env = { PATH: process.env.PATH || '/usr/bin:/bin' };
+  for (const k of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS']) if (process.env[k]) env[k] = process.env[k];
+  return Object.assign(env, extra);
+}
+
+let stopping = false;
+async function cleanup() {
+  stopping = true;
+  for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+}
+process.on('exit', () => { for (const p of procs) try { p.kill('SIGKILL'); } catch (e) { /* gone */ } });
+
+// ------------------------------------------------------------------ checks
+let failures = 0, passes = 0;
+function check(cond, what) {
+  if (cond) { passes++; console.log(`ok   ${what}`); } else { failures++; console.log(`FAIL ${what}`); }
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(fn, timeoutMs, what) {
+  const t0 = Date.now();
+  let last;
+  while (Date.now() - t0 < timeoutMs) {
+    try { last = await fn(); if (last) return { value: last, ms: Date.now() - t0 }; } catch (e) { last = e.message; }
+    await sleep(200);
+  }
+  console.log(`  (timed out after ${timeoutMs} ms waiting for ${what}; last: ${JSON.stringify(last)})`);
+  return { value: null, ms: Date.now() - t0 };
+}
+
+// ------------------------------------------------------------------ traffic
+const SYSTEM = [0, 1, 2].map((a) => `You are the assistant of app ${a}. ` + 'Follow the house rules carefully. '.repeat(120));
+function traffic(apiPort, workers) {
+  let n = 0;
+  const one = async (w) => {
+    while (!stopping) {
+      const body = {
+        model: 'ramjet-sim', stream: true, max_tokens: 40 + ((n * 7) % 60),
+        stream_options: { include_usage: true },
+        messages: [{ role: 'system', content: SYSTEM[(w + n) % 3] }, { role: 'user', content: `question ${n++} from ${w}` }],
+      };
+      try {
+        const r = await fetch(`http://127.0.0.1:${apiPort}/v1/chat/completions`, {
+          method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+          signal: AbortSignal.timeout(20000),
+        });
+        await r.text();
+      } catch (e) {
+        await sleep(100);
+      }
+    }
+  };
+  return Promise.all(Array.from({ length: workers }, (_, w) => one(w)));
+}
+
+// ------------------------------------------------------------------ main
+let browser;
+let code = 0;
+try {
+  // The first half MTP, the second half standard (4 engines: mtp,mtp,standard,standard).
+  const profiles = Array.from({ length: N }, (_, i) => (i < Math.ceil(N / 2) ? 'mtp' : 'standard'));
+  const presets = profiles.map((p) => (p === 'mtp' ? 'qwen3.8-27b-tp4-mtp' : 'qwen3.8-27b-tp4'));
+  const sims = [];
+  for (let i = 0; i < N; i++) {
+    const s = await start(`sim${i}`, SIM, ['--host', '127.0.0.1', '--port', '0', '--preset', presets[i], '--speed', '2',
+      '--enable-prompt-tokens-details', '--gpus', '2', '--seed', String(i + 1)], cleanEnv({}), /listening port=(\d+)/);
+    sims.push({ proc: s.proc, port: Number(s.match[1]) });
+  }
+  const upstreams = sims.map((s) => `http://127.0.0.1:${s.port}`).join(',');
+  const env = {
+    RJ_UPSTREAM: upstreams, RJ_UPSTREAM_PROFILES: profiles.join(','),
+    RJ_LISTEN: '127.0.0.1:0', RJ_METRICS_LISTEN: '127.0.0.1:0', RJ_THREADS: '2',
+    RJ_PROBE_INTERVAL_MS: '200', RJ_PROBE_TIMEOUT_MS: '500', RJ_PROBE_RECENT_SUCCESS_MS: '300',
+    RJ_READY_SUCCESSES: '1', RJ_READY_STABLE_SECONDS: '0', RJ_SHUTDOWN_GRACE_MS: '3000',
+  };
+  // The engine scrape interval, when this build has the option (1 s keeps the test short).
+  const help = execFileSync(RAMJET, ['--help'], { env: cleanEnv({}) }).toString();
+  if (help.includes('RJ_ENGINE_SCRAPE_INTERVAL_MS')) env.RJ_ENGINE_SCRAPE_INTERVAL_MS = '1000';
+  const rj = await start('ramjet', RAMJET, [], cleanEnv(env), /listening api=[0-9.]+:(\d+) metrics=[0-9.]+:(\d+)/);
+  const apiPort = Number(rj.match[1]), metricsPort = Number(rj.match[2]);
+  const base = `http://127.0.0.1:${metricsPort}`;
+  console.log(`ramjet api :${apiPort} metrics :${metricsPort}; engines ${upstreams}`);
+  const load = traffic(apiPort, Math.max(6, Math.min(N, 24)));
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  const external = [];
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.protocol !== 'data:' && u.host !== `127.0.0.1:${metricsPort}`) external.push(r.url());
+  });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+
+  await page.goto(base + '/');
+  check(new URL(page.url()).pathname === '/ui/', `/ redirects to /ui/ (${page.url()})`);
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+
+  // ---- Overview: tiles with live values (the 30 s windows fill as traffic flows).
+  const tileValue = (key) => page.$eval(`[data-tile="${key}"] .value`, (e) => e.textContent.trim());
+  const live = await until(async () => {
+    const v = {};
+    for (const k of ['gen_tps', 'stream_tps', 'ttft_p95', 'inflight', 'kv_usage', 'cache_hit']) v[k] = await tileValue(k);
+    const sub = await page.$eval('[data-tile="stream_tps"] .sub', (e) => e.textContent);
+    return Object.values(v).every((x) => x && !x.startsWith('—')) && !sub.includes('—') ? v : null;
+  }, 45000, 'every overview tile to show a value');
+  check(live.value, `overview tiles live: ${JSON.stringify(live.value)}`);
+  const bars = await page.$$eval('#hours rect[height]', (rs) => rs.filter((r) => Number(r.getAttribute('height')) > 2).length);
+  check(bars >= 1, `tokens-per-hour strip has a bar for this hour (${bars})`);
+  await sleep(1500);
+  await page.screenshot({ path: shot('overview'), fullPage: true });
+
+  // ---- Serving: every chart drew lines.
+  await page.goto(base + '/ui/#serving');
+  await page.waitForSelector('body[data-ready="1"]');
+  await sleep(1500);
+  for (const id of ['ch-tps', 'ch-stream', 'ch-ttft', 'ch-tpot', 'ch-inflight', 'ch-runwait', 'ch-kv', 'ch-hit', 'ch-rate']) {
+    const paths = await page.$$eval(`#${id} svg path`, (p) => p.length);
+    check(paths > 0, `serving chart #${id} has ${paths} line(s)`);
+  }
+  await page.screenshot({ path: shot('serving'), fullPage: true });
+
+  // ---- Topology: every engine, its declared profile, all healthy.
+  await page.goto(base + '/ui/#topology');
+  await page.waitForSelector('g.node[data-state]');
+  const nodes = await page.$$eval('g.node', (gs) => gs.map((g) => ({ o: g.dataset.ordinal, p: g.dataset.profile, s: g.dataset.state })));
+  check(nodes.length === N, `topology shows ${N} engine nodes (${nodes.length})`);
+  check(JSON.stringify(nodes.map((n) => n.p)) === JSON.stringify(profiles),
+    `topology profiles ${N > 8 ? '(' + N + ')' : profiles} (${N > 8 ? 'as declared' : nodes.map((n) => n.p)})`);
+  check(nodes.every((n) => n.s === 'healthy'), `all nodes healthy (${nodes.map((n) => n.s)})`);
+  const active = await until(() => page.$$eval('path.edge.active', (e) => e.length), 10000, 'an animated edge');
+  check(active.value > 0, `edges animate with traffic (${active.value} active)`);
+  await sleep(1000);
+  await page.screenshot({ path: shot('topology'), fullPage: true });
+
+  // ---- GPUs: every engine's 2 synthetic devices.
+  await page.goto(base + '/ui/#gpus');
+  const gpus = await until(() => page.$$eval('.gpu', (g, want) => (g.length === want ? g.length : 0), 2 * N), 15000,
+    `${2 * N} GPU cards`);
+  check(gpus.value === 2 * N, `GPU grid shows ${2 * N} devices (${gpus.value})`);
+  const groups = await page.$$eval('.engine-group', (g) => g.length);
+  check(groups === N, `GPU devices grouped by engine (${groups} groups)`);
+  const utils = await page.$$eval('.gpu .util', (u) => u.map((e) => e.textContent));
+  check(utils.length === 2 * N && utils.every((u) => u !== '—'), `every GPU shows utilization (${N > 8 ? utils.length : utils})`);
+  await page.screenshot({ path: shot('gpus'), fullPage: true });
+
+  // ---- Decisions: rows with each candidate's terms.
+  await page.goto(base + '/ui/#decisions');
+  const rows = await until(() => page.$$eval('tr.decision', (r) => r.length), 10000, 'decision rows');
+  check(rows.value > 0, `decisions table has ${rows.value} rows`);
+  const cands = await page.$$eval('tr.decision', (r) => r[0].querySelectorAll('table.cands tr').length);
+  check(cands === N, `a decision lists its ${N} candidates (${cands})`);
+  const text = await page.$eval('#decisions tbody', (t) => t.textContent);
+  check(!text.includes('house rules') && !text.includes('127.0.0.1'), 'no prompt text or hosts in the decisions table');
+  await page.screenshot({ path: shot('decisions'), fullPage: false });
+
+  // ---- Fencing: kill the last engine; its node turns red within a few seconds.
+  await page.goto(base + '/ui/#topology');
+  await page.waitForSelector('g.node[data-state]');
+  const t0 = Date.now();
+  const victim = String(N - 1);
+  sims[N - 1].proc.kill('SIGKILL');
+  const red = await until(() => page.$eval(`g.node[data-ordinal="${victim}"]`, (g) => {
+    const stroke = getComputedStyle(g.querySelector('rect.box')).stroke;
+    return g.dataset.state === 'unhealthy' ? stroke : null;
+  }), 8000, `node ${victim} fenced`);
+  check(red.value === 'rgb(239, 68, 68)', `killed engine's node is red (stroke ${red.value}) after ${Date.now() - t0} ms`);
+  const others = await page.$$eval('g.node', (gs, v) => gs.filter((g) => g.dataset.ordinal !== v).map((g) => g.dataset.state), victim);
+  check(others.every((s) => s === 'healthy'), `the other nodes stay healthy (${N > 8 ? others.length : others})`);
+  await sleep(1200);
+  await page.screenshot({ path: shot('topology-fenced'), fullPage: true });
+
+  check(external.length === 0, `no request left the dashboard's origin (${external.slice(0, 3)})`);
+  check(errors.length === 0, `no page errors (${errors.slice(0, 3)})`);
+
+  // ---- Shutdown: SIGTERM ends the SSE stream and ramjet exits 0.
+  await browser.close();
+  browser = null;
+  stopping = true;
+  const exited = new Promise((r) => rj.proc.on('exit', (c, sig) => r({ c, sig })));
+  rj.proc.kill('SIGTERM');
+  const ex = await Promise.race([exited, sleep(10000).then(() => ({ c: 'timeout' }))]);
+  check(ex.c === 0, `ramjet exits 0 on SIGTERM (${JSON.stringify(ex)})`);
+  await Promise.race([load, sleep(3000)]);
+  const out = logs.get('ramjet')();
+  check(!/AddressSanitizer|runtime error:|LeakSanitizer/.test(out), 'no sanitizer report from ramjet');
+  writeFileSync(join(ARTIFACTS, 'ramjet.log'), out);
+} catch (e) {
+  console.error(e);
+  failures++;
+  code = 1;
+} finally {
+  if (browser) await browser.close().catch(() => {});
+  await cleanup();
+}
+console.log(`screenshots: ${ARTIFACTS}`);
+console.log(`${passes} passed, ${failures} failed`);
+process.exit(failures ? 1 : code);
