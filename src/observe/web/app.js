@@ -311,7 +311,7 @@ function renderServing() {
     ...perEngine('waiting', { suffix: ' waiting', dash: true }),
   ], Object.assign({ fmt: (v) => fmt(v, 0), integer: true, empty: 'no engine scrape yet' }, o));
   lineChart($('#ch-kv'), perEngine('kv_usage', { scale: 100 }),
-    Object.assign({ fmt: (v) => v.toFixed(0) + '%', fixedMax: 100, empty: 'no engine scrape yet' }, o));
+    Object.assign({ fmt: (v) => pctOf(v / 100) + '%', fixedMax: 100, empty: 'no engine scrape yet' }, o));
   lineChart($('#ch-hit'), [
     { label: 'ramjet view (cached / prompt tokens)', color: '#22c55e', values: s.cache_hit_lb, width: 2 },
     { label: "engines' view (prefix hits / queries)", color: '#a78bfa', values: s.cache_hit_engine, width: 2, dash: true },
@@ -377,7 +377,7 @@ function buildTopology(engines) {
   const hub = `<g class="hub"><rect x="${L.hub.x}" y="${L.hub.y}" width="${L.hub.w}" height="${L.hub.h}"/>` +
     `<text class="title" x="${hubX}" y="${L.hub.y + 24}" text-anchor="middle">ramjet</text>` +
     `<text class="hubtext small" x="${hubX}" y="${L.hub.y + 44}" text-anchor="middle"></text></g>`;
-  el.innerHTML = `<div id="topo-banner"></div><svg viewBox="0 0 ${L.W} ${L.H}" width="${L.W}" height="${L.H}">${edges}${hub}${nodes}</svg>`;
+  el.innerHTML = `<svg viewBox="0 0 ${L.W} ${L.H}" width="${L.W}" height="${L.H}">${edges}${hub}${nodes}</svg>`;
 }
 
 function renderTopology() {
@@ -388,10 +388,6 @@ function renderTopology() {
   if (shape !== topoShape || !$('svg', el)) { buildTopology(engines); topoShape = shape; }
   const k = st.tiles || {};
   $('.hubtext', el).textContent = `${fmt(k.inflight, 0)} in flight · ${fmt(k.gen_tps_30s)} tok/s · ${st.healthy}/${st.total} healthy`;
-  const fo = engines.filter((e) => e.fail_open).map((e) => '#' + e.ordinal);
-  $('#topo-banner', el).innerHTML = st.fail_open
-    ? `<div class="banner">FAIL-OPEN: no engine is healthy; requests go to the best-ranked fenced engines${fo.length ? ' (' + fo.join(', ') + ')' : ''}.</div>`
-    : '';
   for (const e of engines) {
     const g = $(`g.node[data-ordinal="${e.ordinal}"]`, el);
     const edge = $(`path.edge[data-ordinal="${e.ordinal}"]`, el);
@@ -516,8 +512,10 @@ function renderHeader() {
   $('#fleet-summary').textContent = `${st.healthy}/${st.total} engines healthy`;
   const b = $('#banner');
   if (st.fail_open) {
+    const fo = (st.engines || []).filter((e) => e.fail_open).map((e) => '#' + e.ordinal);
     b.hidden = false;
-    b.textContent = 'FAIL-OPEN: no engine is healthy — ramjet is dispatching to fenced engines.';
+    b.textContent = 'FAIL-OPEN: no engine is healthy — requests go to the best-ranked fenced engines' +
+      (fo.length ? ` (${fo.join(', ')})` : '') + '.';
   } else {
     b.hidden = true;
   }
