@@ -35,6 +35,8 @@
 #   PRESET=qwen3.8-27b-tp4  MTP_PRESET=qwen3.8-27b-tp4-mtp   sim presets
 #   APPS=4 PREFIX_KIB=24 TURNS=4 USER_WORDS=48 MAX_TOKENS=128 SEED=7   the shared-prefix workload
 #                      (A, B, C; B uses one app, C its own output lengths)
+#   A_KV_BLOCKS=       section A's KV pool per sim (--num-gpu-blocks-override): empty = the preset's
+#                      pool; one number for every cell; or a list, one per CONCURRENCY entry
 #   MICRO_REPS=3 MICRO_MIN_TIME=0.5   section D repetitions (median) and min time per benchmark
 #   BUILD_DIR=build/release   where the binaries are (built there unless --no-build)
 #   COMMIT             what the report names as the code measured (default: the tree's HEAD)
@@ -59,6 +61,7 @@ TURNS=${TURNS:-4}
 USER_WORDS=${USER_WORDS:-48}
 MAX_TOKENS=${MAX_TOKENS:-128}
 SEED=${SEED:-7}
+A_KV_BLOCKS=${A_KV_BLOCKS:-}
 MICRO_REPS=${MICRO_REPS:-3}
 MICRO_MIN_TIME=${MICRO_MIN_TIME:-0.5}
 BUILD_DIR=${BUILD_DIR:-build/release}
@@ -83,6 +86,9 @@ for v in DURATION SPEED B_SESSIONS C_CONCURRENCY C_SHORT_TOKENS C_LONG_TOKENS AP
   [[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$v must be a number (got '${!v}')"
 done
 ((C_CONCURRENCY >= 2)) || die "C_CONCURRENCY must be >= 2 (half short, half long)"
+IFS=, read -ra a_blocks <<<"$A_KV_BLOCKS"
+for b in "${a_blocks[@]}"; do [[ $b =~ ^[1-9][0-9]*$ ]] || die "bad A_KV_BLOCKS entry: $b"; done
+((${#a_blocks[@]} <= 1 || ${#a_blocks[@]} == ${#concs[@]})) || die "A_KV_BLOCKS: one number, or one per CONCURRENCY entry"
 for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 
 # ---------------------------------------------------------------- build
@@ -130,12 +136,13 @@ wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
 }
 
 engines=()
+SIM_EXTRA=()  # extra ramjet-sim arguments for every sim (section A's --num-gpu-blocks-override)
 start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per preset
   local i=0 p port
   engines=()
   for p in "$@"; do
     "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$p" --speed "$SPEED" \
-      --enable-prompt-tokens-details --seed $((i + 1)) >"$WORK/sim$i.log" 2>&1 &
+      --enable-prompt-tokens-details --seed $((i + 1)) "${SIM_EXTRA[@]}" >"$WORK/sim$i.log" 2>&1 &
     pids+=($!)
     port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i ($p) did not start"
     engines+=("http://127.0.0.1:$port")
@@ -163,6 +170,7 @@ collect() {  # collect NAME: sim stats and ramjet's routing counters, for the re
   local name=$1 i=0 e
   for e in "${engines[@]}"; do
     curl -s -XPOST "$e/sim/stats" -d '{}' >"$WORK/$name.sim$i.json" || echo '{}' >"$WORK/$name.sim$i.json"
+    curl -s "$e/metrics" | grep -E '^vllm:(num_preemptions_total|cache_config_info)' >"$WORK/$name.sim$i.metrics.txt" || true
     i=$((i + 1))
   done
   if [[ -n $metrics ]]; then
@@ -234,6 +242,8 @@ if has_section A; then
   read -ra WL <<<"$(shared_prefix "$APPS" "$SEED" "$MAX_TOKENS")"
   cell=0
   for CONC in "${concs[@]}"; do
+    SIM_EXTRA=()
+    if ((${#a_blocks[@]})); then SIM_EXTRA=(--num-gpu-blocks-override "${a_blocks[$(( ${#a_blocks[@]} > 1 ? cell : 0 ))]}"); fi
     mapfile -t order < <(rotate "$cell" prefix load round_robin oracle)
     for p in "${order[@]}"; do
       if [[ $p == oracle ]]; then run_policy "A-c$CONC-oracle" oracle
@@ -241,6 +251,7 @@ if has_section A; then
     done
     cell=$((cell + 1))
   done
+  SIM_EXTRA=()
 fi
 
 # ---------------------------------------------------------------- B: one app, many sessions
@@ -286,15 +297,17 @@ REPORT=$RESULTS_DIR/routing-$STAMP.md
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT, binaries ${BUILD_DIR#"$ROOT"/}"
   echo "- machine: $(nproc) CPU(s), $CPU_MODEL, kernel $(uname -r); load average at start $START_LOAD, at end $(cut -d' ' -f1-3 /proc/loadavg); no pinning (sims, ramjet and the bench share every CPU)"
-  echo "- command: \`DURATION=$DURATION SPEED=$SPEED CONCURRENCY=$CONCURRENCY B_SESSIONS=$B_SESSIONS C_CONCURRENCY=$C_CONCURRENCY TURNS=$TURNS USER_WORDS=$USER_WORDS MAX_TOKENS=$MAX_TOKENS PRESET=$PRESET MTP_PRESET=$MTP_PRESET bench/routing.sh --sections $SECTIONS\` ($((ELAPSED / 60)) min $((ELAPSED % 60)) s of runs)"
+  echo "- command: \`DURATION=$DURATION SPEED=$SPEED CONCURRENCY=$CONCURRENCY B_SESSIONS=$B_SESSIONS C_CONCURRENCY=$C_CONCURRENCY C_SHORT_TOKENS=$C_SHORT_TOKENS C_LONG_TOKENS=$C_LONG_TOKENS TURNS=$TURNS USER_WORDS=$USER_WORDS MAX_TOKENS=$MAX_TOKENS PRESET=$PRESET MTP_PRESET=$MTP_PRESET${A_KV_BLOCKS:+ A_KV_BLOCKS=$A_KV_BLOCKS} bench/routing.sh --sections $SECTIONS\` ($((ELAPSED / 60)) min $((ELAPSED % 60)) s of runs)"
   echo "- sims: ramjet-sim --speed $SPEED (tok/s below are wall-clock: divide by $SPEED for the modelled engines; times are wall-clock: multiply by $SPEED), fresh sims (cold caches) and a fresh ramjet per run, policy order rotated per cell"
   echo
   python3 - "$WORK" "$SECTIONS" "$SPEED" "$CONCURRENCY" "$APPS" "$PREFIX_KIB" "$TURNS" "$MAX_TOKENS" \
-    "$B_SESSIONS" "$C_CONCURRENCY" "$C_SHORT_TOKENS" "$C_LONG_TOKENS" "$PRESET" "$MTP_PRESET" "$DURATION" "$USER_WORDS" <<'PY'
+    "$B_SESSIONS" "$C_CONCURRENCY" "$C_SHORT_TOKENS" "$C_LONG_TOKENS" "$PRESET" "$MTP_PRESET" "$DURATION" "$USER_WORDS" \
+    "$A_KV_BLOCKS" <<'PY'
 import json, os, re, sys
 (work, sections, speed, concs, apps, prefix_kib, turns, max_tokens, b_sessions, c_conc, c_short,
- c_long, preset, mtp_preset, duration, user_words) = sys.argv[1:]
+ c_long, preset, mtp_preset, duration, user_words, a_kv_blocks) = sys.argv[1:]
 sections = sections.split(",")
+a_blocks = [b for b in a_kv_blocks.split(",") if b]
 
 def step(name):
     p = os.path.join(work, name + ".json")
@@ -331,6 +344,20 @@ def late(name):
     lag = max([x.get("max_lag_seconds", 0) for x in s] or [0])
     return (f"{100.0 * late / steps:.0f} %" if steps else "-"), f"{lag * 1000:.0f} ms"
 
+def sim_metrics(name):
+    """Σ preemptions over the sims and their num_gpu_blocks (from vllm:cache_config_info)."""
+    pre, blocks, i = 0, set(), 0
+    while os.path.exists(os.path.join(work, f"{name}.sim{i}.metrics.txt")):
+        for line in open(os.path.join(work, f"{name}.sim{i}.metrics.txt")):
+            m = re.match(r'vllm:num_preemptions_total(?:\{[^}]*\})? ([0-9.e+]+)', line)
+            if m:
+                pre += int(float(m.group(1)))
+            m = re.search(r'num_gpu_blocks="(\d+)"', line)
+            if m:
+                blocks.add(int(m.group(1)))
+        i += 1
+    return pre, "/".join(str(b) for b in sorted(blocks)) or "-"
+
 def split(st):
     e = st.get("engines", {})
     tot = sum(e.values()) or 1
@@ -347,11 +374,13 @@ def ratio(a, b):
 verdicts = []
 
 if "A" in sections:
+    pool = ("the preset's KV pool" if not a_blocks else
+            f"KV pool {'/'.join(a_blocks)} blocks per sim" + (" (c " + "/".join(concs.split(",")) + ")" if len(a_blocks) > 1 else ""))
     print(f"## A. Shared prefix: {apps} apps × {prefix_kib} KiB system prompt, {turns} turns of {user_words} "
-          f"user words, max_tokens {max_tokens}, 4 × {preset}\n")
+          f"user words, max_tokens {max_tokens}, 4 × {preset}, {pool}\n")
     print("| c | policy | out tok/s | vs round_robin | cached % | vs oracle | TTFT p50 ms | TTFT p99 ms "
-          "| TPOT p50 ms | requests | engine split | route outcomes | sim late steps / max lag |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+          "| TPOT p50 ms | requests | engine split | route outcomes | KV blocks/sim | preemptions | sim late steps / max lag |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|")
     for c in concs.split(","):
         rr = step(f"A-c{c}-round_robin")
         orc = step(f"A-c{c}-oracle")
@@ -364,7 +393,8 @@ if "A" in sections:
             print(f"| {c} | {p} | {f(st['output_tok_s'])} | {ratio(st['output_tok_s'], rr and rr['output_tok_s']):.2f}× "
                   f"| {f(st['cached_pct'], 1)} | {ratio(st['cached_pct'], orc and orc['cached_pct']) * 100:.1f} % "
                   f"| {f(st['ttft_p50_ms'], 1)} | {f(st['ttft_p99_ms'], 1)} | {f(st['tpot_p50_ms'], 2)} "
-                  f"| {st['ok']}{' (' + str(st['errors']) + ' errors)' if st['errors'] else ''} | {split(st)} | {route(n)} | {lt} / {lag} |")
+                  f"| {st['ok']}{' (' + str(st['errors']) + ' errors)' if st['errors'] else ''} | {split(st)} | {route(n)} "
+                  f"| {sim_metrics(n)[1]} | {sim_metrics(n)[0]} | {lt} / {lag} |")
         pf = step(f"A-c{c}-prefix")
         if pf and rr and orc:
             t = ratio(pf["output_tok_s"], rr["output_tok_s"])
