@@ -483,10 +483,6 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
             if (parser.piece_count() == 0 && !parser.is_done()) continue;
           }
           const size_t n = parser.piece_bytes();
-          out.clear();
-          if (head_pending) {
-            out.add(s.out);
-            head_pending = false;
           if (parser.is_done()) {
             // The engine's work is over: release its load, and after a 200 teach the index
             // (the engine holds the prefix now) and end any single-flight lead, all before the
@@ -496,6 +492,10 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
             reservation.release();
             lead.end();
           }
+          out.clear();
+          if (head_pending) {
+            out.add(s.out);
+            head_pending = false;
           }
           if (chunked && n) {  // one chunk carries everything relayed in this write
             char* end = std::to_chars(s.chunk_size, s.chunk_size + sizeof s.chunk_size - 2, n, 16).ptr;
