@@ -225,6 +225,7 @@ void Proxy::finish_usage(Session& s, Exchange& x) {
     double decode_s = static_cast<double>(clock_.now_ns() - x.first_token_ns) / 1e9;
     if (decode_s > 0.5) metrics_.decode_rate.observe(static_cast<double>(*u.completion_tokens - 1) / decode_s);
   }
+  metrics_.observe_usage(x.endpoint, u, x.start_ns, x.first_token_ns, clock_.now_ns());
 }
 
 // Feeds one relayed batch of body pieces to usage accounting; records the first-token time.
@@ -335,6 +336,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     spdlog::warn(d.fail_open ? "no healthy upstream: failing open" : "healthy upstream again: fail-open ended");
   }
   auto order = d.dispatch_order();
+  metrics_.count_route(routed, order.empty() ? nullptr : &order.front(),
+                       router_.uses_prefix() && !s.prep.fingerprints.chain.empty());
   if (order.empty()) {
     journal_end.result = "no_upstream";
     co_await send_error(s, x, 503, "upstream unavailable", "no_healthy_upstream");
@@ -421,6 +424,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
       }
 
       const unsigned status = s.res.status;
+      metrics_.count_upstream_response(u, status);
       x.head_ns = clock_.now_ns();
       if ((status == 502 || status == 503) && !last) {
         watch.upstream = nullptr;
