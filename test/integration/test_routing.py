@@ -226,6 +226,27 @@ def test_a_conversation_stays_on_one_engine_while_unrelated_one_off_requests_spr
     assert outcomes(rj).get("overlap", 0) >= 5
 
 
+def test_a_streamed_conversation_teaches_the_index_like_a_plain_one(sim_factory, ramjet_factory):
+    # Most agent traffic streams: a streamed response (head first, body later) must teach the
+    # index when it completes, exactly as a JSON one does.
+    sims = sim_factory(4, *FAST)
+    rj = ramjet_factory(sims)
+    history = [system("streamed", 16 * 1024)]
+    placed = []
+    before = outcomes(rj)
+    for turn in range(4):
+        history.append(user(f"turn {turn}"))
+        b = body(history, max_tokens=6, stream=True)
+        r = http_request(rj.api_port, "POST", CHAT, json.dumps(b).encode(), {"Content-Type": "application/json"})
+        datas = sse_datas([(0.0, r.body)])
+        assert r.status == 200 and datas[-1] == "[DONE]"
+        placed.append(r.header("X-Ramjet-Upstream"))
+        history.append({"role": "assistant", "content": stream_content(datas)})
+    assert len(set(placed)) == 1, placed
+    assert outcome_delta(before, outcomes(rj)).get("overlap", 0) == 3, outcome_delta(before, outcomes(rj))
+    assert index_entries(rj) >= 8
+
+
 # ----------------------------------------------------------------------------- 2. apps
 def test_each_app_sticks_to_its_first_engine_and_new_apps_are_spread_over_the_fleet(sim_factory, ramjet_factory):
     sims = sim_factory(4, *FAST)
