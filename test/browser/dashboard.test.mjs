@@ -188,10 +188,18 @@ try {
   // ---- Serving: every chart drew lines.
   await page.goto(base + '/ui/#serving');
   await page.waitForSelector('body[data-ready="1"]');
-  await sleep(1500);
-  for (const id of ['ch-tps', 'ch-stream', 'ch-ttft', 'ch-tpot', 'ch-inflight', 'ch-runwait', 'ch-kv', 'ch-hit', 'ch-rate']) {
-    const paths = await page.$$eval(`#${id} svg path`, (p) => p.length);
-    check(paths > 0, `serving chart #${id} has ${paths} line(s)`);
+  // TPOT is charted when ramjet measures it (ramjet_time_per_output_token_seconds has counts).
+  const prom = await (await fetch(base + '/metrics')).text();
+  const tpotCount = Number((prom.match(/^ramjet_time_per_output_token_seconds_count(?:\{\})? (\S+)$/m) || [])[1] || 0);
+  const charts = ['ch-tps', 'ch-stream', 'ch-ttft', 'ch-inflight', 'ch-runwait', 'ch-kv', 'ch-hit', 'ch-rate'];
+  if (tpotCount > 0) charts.push('ch-tpot');
+  const lines = () => Promise.all(charts.map((id) => page.$$eval(`#${id} svg path`, (p) => p.length)));
+  await until(async () => (await lines()).every((n) => n > 0), 20000, 'lines in every serving chart');
+  const counts = await lines();
+  charts.forEach((id, i) => check(counts[i] > 0, `serving chart #${id} has ${counts[i]} line(s)`));
+  if (tpotCount === 0) {
+    const msg = await page.$eval('#ch-tpot', (e) => e.textContent);
+    check(msg.includes('no TPOT'), `TPOT not measured by this ramjet: the chart says so (${msg.trim()})`);
   }
   await page.screenshot({ path: shot('serving'), fullPage: true });
 

@@ -301,7 +301,7 @@ function renderServing() {
   ], Object.assign({ fmt: fmtSec }, o));
   lineChart($('#ch-tpot'), [
     { label: 'p95', color: '#f59e0b', values: s.tpot_p95.map((v) => (isNum(v) ? v * 1000 : v)), width: 2 },
-  ], Object.assign({ empty: 'TPOT is not measured by this build' }, o));
+  ], Object.assign({ empty: 'no TPOT measured yet (streamed responses of 2+ tokens)' }, o));
   lineChart($('#ch-inflight'), [
     { label: 'ramjet', color: '#38bdf8', values: s.inflight, width: 2 },
     ...perEngine('inflight'),
