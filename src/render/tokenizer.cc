@@ -552,13 +552,23 @@ namespace {
 constexpr size_t kCacheMaxWordBytes = 256;
 constexpr size_t kCacheCapacity = 16384;
 
+// One tokenizer's word cache: word bytes -> (offset, count) into ids.
+struct WordCache {
+  uint64_t serial = 0;  // the tokenizer it belongs to (0: free)
+  uint64_t used = 0;
+  boost::unordered_flat_map<std::string, std::pair<uint32_t, uint32_t>, SvHash, SvEq> map;
+  std::vector<uint32_t> ids;
+};
+
 struct Scratch {
-  uint64_t serial = 0;
   pcre2_match_data* md = nullptr;
   pcre2_match_context* mctx = nullptr;
   pcre2_jit_stack* jit_stack = nullptr;
-  boost::unordered_flat_map<std::string, std::pair<uint32_t, uint32_t>, SvHash, SvEq> cache;
-  std::vector<uint32_t> cache_ids;
+  // A thread may serve several tokenizers (one per model): one cache each, least recently used
+  // replaced.
+  std::array<WordCache, 4> caches;
+  WordCache* wc = nullptr;
+  uint64_t tick = 0;
   struct Sym {
     uint32_t id;
     int32_t prev, next;
@@ -586,11 +596,21 @@ struct Scratch {
 
 Scratch& scratch_for(uint64_t serial) {
   thread_local Scratch s;
-  if (s.serial != serial) {
-    s.serial = serial;
-    s.cache.clear();
-    s.cache_ids.clear();
+  WordCache* slot = nullptr;
+  for (WordCache& c : s.caches) {
+    if (c.serial == serial) slot = &c;
   }
+  if (!slot) {
+    slot = &s.caches[0];
+    for (WordCache& c : s.caches) {
+      if (c.used < slot->used) slot = &c;
+    }
+    slot->serial = serial;
+    slot->map.clear();
+    slot->ids.clear();
+  }
+  slot->used = ++s.tick;
+  s.wc = slot;
   return s;
 }
 
@@ -840,23 +860,23 @@ class Encoder {
     }
     const bool cacheable = word.size() <= kCacheMaxWordBytes;
     if (cacheable) {
-      auto it = s_.cache.find(word);
-      if (it != s_.cache.end()) {
+      auto it = s_.wc->map.find(word);
+      if (it != s_.wc->map.end()) {
         const auto [off, n] = it->second;
-        out_.insert(out_.end(), s_.cache_ids.begin() + off, s_.cache_ids.begin() + off + n);
+        out_.insert(out_.end(), s_.wc->ids.begin() + off, s_.wc->ids.begin() + off + n);
         return;
       }
     }
     const size_t before = out_.size();
     if (!merge_word(word)) return;
     if (cacheable) {
-      if (s_.cache.size() >= kCacheCapacity) {
-        s_.cache.clear();
-        s_.cache_ids.clear();
+      if (s_.wc->map.size() >= kCacheCapacity) {
+        s_.wc->map.clear();
+        s_.wc->ids.clear();
       }
-      const auto off = static_cast<uint32_t>(s_.cache_ids.size());
-      s_.cache_ids.insert(s_.cache_ids.end(), out_.begin() + before, out_.end());
-      s_.cache.emplace(std::string(word),
+      const auto off = static_cast<uint32_t>(s_.wc->ids.size());
+      s_.wc->ids.insert(s_.wc->ids.end(), out_.begin() + before, out_.end());
+      s_.wc->map.emplace(std::string(word),
                        std::make_pair(off, static_cast<uint32_t>(out_.size() - before)));
     }
   }

@@ -297,6 +297,26 @@ TEST(Tokenizer, MergesApplyLowestRankFirstAndLeftmostAmongEqualRanks) {
   EXPECT_EQ(enc(*t, "abc"), (std::vector<uint32_t>{'a', 257}));
 }
 
+TEST(Tokenizer, WordCachesOfTokenizersSharingAThreadStaySeparate) {
+  // Same word, different merges: each tokenizer keeps its own answer however calls interleave,
+  // also when more tokenizers than cache slots take turns.
+  std::vector<std::shared_ptr<const Tokenizer>> toks;
+  toks.push_back(*Tokenizer::from_json(small_tokenizer({{"a", "b"}})));
+  toks.push_back(*Tokenizer::from_json(small_tokenizer({{"b", "c"}})));
+  for (int i = 0; i < 5; ++i) toks.push_back(*Tokenizer::from_json(small_tokenizer({})));
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(enc(toks[0], "abc"), (std::vector<uint32_t>{256, 'c'}));
+    EXPECT_EQ(enc(toks[1], "abc"), (std::vector<uint32_t>{'a', 256}));
+    for (size_t k = 2; k < toks.size(); ++k) {
+      EXPECT_EQ(enc(toks[k], "abc"), (std::vector<uint32_t>{'a', 'b', 'c'}));
+    }
+  }
+  // A tokenizer loaded after another was destroyed never sees the old one's cache.
+  toks[0].reset();
+  auto fresh = *Tokenizer::from_json(small_tokenizer({{"c", "a"}}));
+  EXPECT_EQ(enc(fresh, "abca"), (std::vector<uint32_t>{'a', 'b', 256}));
+}
+
 TEST(Tokenizer, LegacyStringMergesAndPairMergesEncodeTheSame) {
   const std::vector<std::pair<std::string, std::string>> merges = {
       {" ", "t"}, {"h", "e"}, {" t", "he"}, {"1", "2"}};
