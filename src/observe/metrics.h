@@ -13,9 +13,17 @@
 
 namespace ramjet::observe {
 
+// RAMJET_METRICS_OFF (CMake option, benchmarks only): counter increments and histogram
+// observations compile to nothing, so bench/metrics_cost.sh can compare a build with and without
+// the request path's metric updates. Gauges stay: load and in-flight gauges are routing and
+// drain state, not only metrics.
 class Counter {
  public:
+#ifdef RAMJET_METRICS_OFF
+  void inc(uint64_t = 1) {}
+#else
   void inc(uint64_t n = 1) { v_.fetch_add(n, std::memory_order_relaxed); }
+#endif
   uint64_t get() const { return v_.load(std::memory_order_relaxed); }
 
  private:

@@ -107,11 +107,14 @@ std::string ep_label(size_t e) {
 }
 std::string up_label(size_t u) { return "upstream=\"" + std::to_string(u) + "\""; }
 
+// full, partial, cold, unknown (request::cache_outcome's values) by their first letter.
 size_t cache_slot(std::string_view outcome) {
-  for (size_t i = 0; i < kCache.size(); ++i) {
-    if (kCache[i] == outcome) return i;
+  switch (outcome.empty() ? 'u' : outcome[0]) {
+    case 'f': return 0;
+    case 'p': return 1;
+    case 'c': return 2;
+    default: return 3;
   }
-  return 3;
 }
 
 size_t profile_slot(route::Profile p) {
@@ -181,13 +184,14 @@ void ProxyMetrics::count_route(const route::Routed& routed, const route::Candida
   if (!prefix) return;
   route_overlap.observe(winner->overlap);
   route_affinity.observe(winner->affinity);
-  // Pending blocks are looked up only for a prefix cold in the index: any means a leader.
-  for (const route::CandidateTerms& c : routed.decision.ranked) {
-    if (c.single_flight > 0) {
-      single_flight_followers.inc();
-      break;
-    }
+  // Pending blocks are looked up only for a prefix cold in the index (no candidate holds any of
+  // it): any pending block means a leader is prefilling it.
+  if (winner->overlap > 0) return;
+  bool follower = winner->single_flight > 0;
+  for (size_t i = 0; !follower && i < routed.decision.ranked.size(); ++i) {
+    follower = routed.decision.ranked[i].single_flight > 0;
   }
+  if (follower) single_flight_followers.inc();
 }
 
 void ProxyMetrics::count_upstream_response(size_t u, unsigned status) {
