@@ -1,0 +1,1260 @@
+// Builtins: attribute/item access (jinja2 sandbox getattr/getitem rules), operators with
+// Python semantics, filters, tests, str/dict/list methods and the globals transformers adds.
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "render/jinja/interp.h"
+
+namespace ramjet::render::jinja {
+
+namespace {
+
+std::string undefined_msg(const Value& v) {
+  std::string n = v.undefined_name();
+  return n.empty() ? "value is undefined" : "'" + n + "' is undefined";
+}
+
+const char* type_name(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined: return "Undefined";
+    case Value::Kind::kNone: return "NoneType";
+    case Value::Kind::kBool: return "bool";
+    case Value::Kind::kInt: return "int";
+    case Value::Kind::kFloat: return "float";
+    case Value::Kind::kString: return "str";
+    case Value::Kind::kList: return v.is_tuple() ? "tuple" : "list";
+    case Value::Kind::kDict: return "dict";
+    case Value::Kind::kNamespace: return "Namespace";
+    case Value::Kind::kCallable: return "function";
+  }
+  return "object";
+}
+
+size_t cp_len(const std::string& s) {
+  size_t n = 0;
+  for (char c : s)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+std::string encode(const std::vector<char32_t>& cps, size_t from = 0, size_t to = SIZE_MAX) {
+  std::string out;
+  to = std::min(to, cps.size());
+  for (size_t i = from; i < to; ++i) utf8_append(out, cps[i]);
+  return out;
+}
+
+// Python str.strip/lstrip/rstrip(chars).
+std::string py_strip(const std::string& s, const Value* chars, bool left, bool right) {
+  std::vector<char32_t> cps = utf8_decode(s);
+  std::vector<char32_t> set;
+  bool ws = !chars || chars->is_none() || chars->is_undefined();
+  if (!ws) set = utf8_decode(chars->is_string() ? chars->str() : chars->to_str());
+  auto strip_it = [&](char32_t c) {
+    return ws ? py_isspace(c) : std::find(set.begin(), set.end(), c) != set.end();
+  };
+  size_t b = 0, e = cps.size();
+  if (left)
+    while (b < e && strip_it(cps[b])) ++b;
+  if (right)
+    while (e > b && strip_it(cps[e - 1])) --e;
+  return encode(cps, b, e);
+}
+
+std::string map_case(const std::string& s, int mode) {  // 0 upper 1 lower 2 title 3 capitalize
+  std::string out;
+  bool prev_cased = false;
+  bool first = true;
+  for (char32_t c : utf8_decode(s)) {
+    auto ci = static_cast<utf8proc_int32_t>(c);
+    char32_t r = c;
+    if (c < 0x110000 && !(c >= 0xD800 && c <= 0xDFFF)) {
+      if (mode == 0) r = static_cast<char32_t>(utf8proc_toupper(ci));
+      else if (mode == 1) r = static_cast<char32_t>(utf8proc_tolower(ci));
+      else if (mode == 2) {
+        r = static_cast<char32_t>(prev_cased ? utf8proc_tolower(ci) : utf8proc_totitle(ci));
+        auto cat = utf8proc_category(ci);
+        prev_cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL ||
+                     cat == UTF8PROC_CATEGORY_LT;
+      } else {
+        r = static_cast<char32_t>(first ? utf8proc_totitle(ci) : utf8proc_tolower(ci));
+      }
+    }
+    first = false;
+    utf8_append(out, r);
+  }
+  return out;
+}
+
+std::vector<std::string> py_split(const std::string& s, const Value* sep, int64_t maxsplit) {
+  std::vector<std::string> parts;
+  if (!sep || sep->is_none() || sep->is_undefined()) {
+    std::vector<char32_t> cps = utf8_decode(s);
+    size_t i = 0;
+    while (i < cps.size()) {
+      while (i < cps.size() && py_isspace(cps[i])) ++i;
+      if (i >= cps.size()) break;
+      if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+        size_t e = cps.size();
+        while (e > i && py_isspace(cps[e - 1])) --e;
+        parts.push_back(encode(cps, i, e));
+        break;
+      }
+      size_t j = i;
+      while (j < cps.size() && !py_isspace(cps[j])) ++j;
+      parts.push_back(encode(cps, i, j));
+      i = j;
+    }
+    return parts;
+  }
+  const std::string& d = sep->str();
+  size_t pos = 0;
+  while (true) {
+    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) break;
+    size_t f = s.find(d, pos);
+    if (f == std::string::npos) break;
+    parts.push_back(s.substr(pos, f - pos));
+    pos = f + d.size();
+  }
+  parts.push_back(s.substr(pos));
+  return parts;
+}
+
+std::string py_replace(const std::string& s, const std::string& old, const std::string& rep,
+                       int64_t count) {
+  std::string out;
+  if (old.empty()) {
+    std::vector<char32_t> cps = utf8_decode(s);
+    int64_t n = 0;
+    for (size_t i = 0; i <= cps.size(); ++i) {
+      if (count < 0 || n < count) { out += rep; ++n; }
+      if (i < cps.size()) utf8_append(out, cps[i]);
+    }
+    return out;
+  }
+  size_t pos = 0;
+  int64_t n = 0;
+  while (count < 0 || n < count) {
+    size_t f = s.find(old, pos);
+    if (f == std::string::npos) break;
+    out.append(s, pos, f - pos);
+    out += rep;
+    pos = f + old.size();
+    ++n;
+  }
+  out.append(s, pos);
+  return out;
+}
+
+Value str_list(const std::vector<std::string>& parts) {
+  List l;
+  for (const auto& p : parts) l.emplace_back(p);
+  return Value::list(std::move(l));
+}
+
+bool need_str(Interp& in, const Value* v, const char* what) {
+  if (!v || !v->is_string()) return in.fail(RenderErrc::kType, std::string(what) + " must be str");
+  return true;
+}
+
+bool int_arg(Interp& in, const Value* v, int64_t& out, int64_t dflt) {
+  if (!v || v->is_none()) { out = dflt; return true; }
+  if (!v->is_int() && !v->is_bool()) return in.fail(RenderErrc::kType, "integer argument expected");
+  out = v->as_int();
+  return true;
+}
+
+bool str_method(Interp& in, const std::string& s, const std::string& name, CallArgs& a, Value& out) {
+  if (name == "startswith" || name == "endswith") {
+    const Value* p = a.arg(0, "prefix");
+    if (!p) return in.fail(RenderErrc::kType, name + "() takes at least 1 argument");
+    auto test = [&](const std::string& x) {
+      if (name == "startswith") return s.compare(0, x.size(), x) == 0 && s.size() >= x.size();
+      return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+    };
+    if (p->is_tuple()) {
+      bool any = false;
+      for (const auto& x : p->items()) {
+        if (!need_str(in, &x, name.c_str())) return false;
+        any = any || test(x.str());
+      }
+      out = Value(any);
+      return true;
+    }
+    if (!need_str(in, p, name.c_str())) return false;
+    out = Value(test(p->str()));
+    return true;
+  }
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    const Value* c = a.arg(0, "chars");
+    if (c && !c->is_none() && !c->is_string()) return in.fail(RenderErrc::kType, "strip arg must be None or str");
+    out = Value(py_strip(s, c, name != "rstrip", name != "lstrip"));
+    return true;
+  }
+  if (name == "split" || name == "rsplit") {
+    const Value* sep = a.arg(0, "sep");
+    if (sep && !sep->is_none() && !need_str(in, sep, "separator")) return false;
+    if (sep && sep->is_string() && sep->str().empty()) return in.fail(RenderErrc::kType, "empty separator");
+    int64_t maxsplit;
+    if (!int_arg(in, a.arg(1, "maxsplit"), maxsplit, -1)) return false;
+    if (name == "rsplit" && maxsplit >= 0) {
+      // rsplit with a limit: split fully, then re-join the leading parts.
+      std::vector<std::string> all = py_split(s, sep, -1);
+      if (sep && sep->is_string() && static_cast<int64_t>(all.size()) > maxsplit + 1) {
+        size_t keep = all.size() - static_cast<size_t>(maxsplit);
+        std::string head;
+        for (size_t i = 0; i < keep; ++i) { if (i) head += sep->str(); head += all[i]; }
+        std::vector<std::string> r{head};
+        r.insert(r.end(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end());
+        out = str_list(r);
+        return true;
+      }
+      if (!sep || !sep->is_string())
+        return in.fail(RenderErrc::kUnsupported, "rsplit on whitespace with maxsplit");
+      out = str_list(all);
+      return true;
+    }
+    out = str_list(py_split(s, sep, maxsplit));
+    return true;
+  }
+  if (name == "replace") {
+    const Value* o = a.arg(0, "old");
+    const Value* n = a.arg(1, "new");
+    if (!need_str(in, o, "replace() old") || !need_str(in, n, "replace() new")) return false;
+    int64_t count;
+    if (!int_arg(in, a.arg(2, "count"), count, -1)) return false;
+    std::string r = py_replace(s, o->str(), n->str(), count);
+    if (r.size() > in.opt_.limits.max_output_bytes) return in.fail(RenderErrc::kLimit, "string too large");
+    out = Value(std::move(r));
+    return true;
+  }
+  if (name == "upper") { out = Value(map_case(s, 0)); return true; }
+  if (name == "lower") { out = Value(map_case(s, 1)); return true; }
+  if (name == "title") { out = Value(map_case(s, 2)); return true; }
+  if (name == "capitalize") { out = Value(map_case(s, 3)); return true; }
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+    const Value* sub = a.arg(0, "sub");
+    if (!need_str(in, sub, name.c_str())) return false;
+    if (name == "count") {
+      int64_t n = 0;
+      if (sub->str().empty()) n = static_cast<int64_t>(cp_len(s)) + 1;
+      else
+        for (size_t p = s.find(sub->str()); p != std::string::npos; p = s.find(sub->str(), p + sub->str().size())) ++n;
+      out = Value(n);
+      return true;
+    }
+    size_t p = (name == "find" || name == "index") ? s.find(sub->str()) : s.rfind(sub->str());
+    if (p == std::string::npos) {
+      if (name == "index" || name == "rindex") return in.fail(RenderErrc::kType, "substring not found");
+      out = Value(int64_t{-1});
+      return true;
+    }
+    out = Value(static_cast<int64_t>(cp_len(s.substr(0, p))));
+    return true;
+  }
+  if (name == "join") {
+    const Value* it = a.arg(0, "iterable");
+    std::vector<Value> items;
+    if (!it || !in.iterate(*it, items)) return it ? false : in.fail(RenderErrc::kType, "join() takes 1 argument");
+    std::string r;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].is_string()) return in.fail(RenderErrc::kType, "sequence item: expected str");
+      if (i) r += s;
+      r += items[i].str();
+    }
+    out = Value(std::move(r));
+    return true;
+  }
+  if (name == "splitlines") {
+    std::vector<std::string> parts;
+    size_t b = 0;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == '\n' || s[i] == '\r') {
+        parts.push_back(s.substr(b, i - b));
+        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+        b = i + 1;
+      }
+    if (b < s.size()) parts.push_back(s.substr(b));
+    out = str_list(parts);
+    return true;
+  }
+  if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum" ||
+      name == "isupper" || name == "islower") {
+    std::vector<char32_t> cps = utf8_decode(s);
+    bool r = !cps.empty();
+    bool cased = false;
+    for (char32_t c : cps) {
+      auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+      bool letter = cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
+      bool digit = cat == UTF8PROC_CATEGORY_ND;
+      if (name == "isdigit") r = r && digit;
+      else if (name == "isalpha") r = r && letter;
+      else if (name == "isalnum") r = r && (letter || digit || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO);
+      else if (name == "isspace") r = r && py_isspace(c);
+      else if (name == "isupper") { if (cat == UTF8PROC_CATEGORY_LL) r = false; if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT) cased = true; }
+      else { if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT) r = false; if (cat == UTF8PROC_CATEGORY_LL) cased = true; }
+    }
+    if (name == "isupper" || name == "islower") r = r && cased;
+    out = Value(r);
+    return true;
+  }
+  return in.fail(RenderErrc::kUnsupported, "str." + name + "() is not supported");
+}
+
+const char* const kStrMethods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split",
+                                   "rsplit", "replace", "upper", "lower", "title", "capitalize",
+                                   "find", "rfind", "index", "rindex", "count", "join", "splitlines",
+                                   "isdigit", "isalpha", "isspace", "isalnum", "isupper", "islower",
+                                   "format", "zfill", "center", "ljust", "rjust", "encode",
+                                   "partition", "rpartition", "casefold", "swapcase", "expandtabs",
+                                   "isnumeric", "isdecimal", "istitle", "isidentifier",
+                                   "isprintable", "isascii", "removeprefix", "removesuffix",
+                                   "translate", "maketrans", "format_map"};
+const char* const kDictMethods[] = {"items", "keys", "values", "get", "copy", "pop", "popitem",
+                                    "setdefault", "update", "clear", "fromkeys"};
+const char* const kListMethods[] = {"index", "count", "copy", "append", "extend", "insert",
+                                    "pop", "remove", "reverse", "sort", "clear"};
+
+template <size_t N>
+bool in_list(const char* const (&arr)[N], const std::string& s) {
+  for (const char* x : arr)
+    if (s == x) return true;
+  return false;
+}
+
+Value dict_items(const Dict& d) {
+  List l;
+  for (const auto& [k, v] : d.items) l.push_back(Value::list({Value(k), v}, true));
+  return Value::list(std::move(l));
+}
+
+bool dict_method(Interp& in, const Value& obj, const std::string& name, CallArgs& a, Value& out) {
+  const Dict& d = obj.dict_ref();
+  if (name == "items") { out = dict_items(d); return true; }
+  if (name == "keys" || name == "values") {
+    List l;
+    for (const auto& [k, v] : d.items) l.push_back(name == "keys" ? Value(k) : v);
+    out = Value::list(std::move(l));
+    return true;
+  }
+  if (name == "get") {
+    const Value* k = a.arg(0, "key");
+    if (!k) return in.fail(RenderErrc::kType, "get expected at least 1 argument");
+    const Value* v = k->is_string() ? d.find(k->str()) : nullptr;
+    const Value* dflt = a.arg(1, "default");
+    out = v ? *v : dflt ? *dflt : Value::none();
+    return true;
+  }
+  if (name == "copy") { out = Value::dict(d); return true; }
+  return in.fail(RenderErrc::kUnsupported, "access to dict." + name + "() is unsafe (immutable sandbox)");
+}
+
+bool list_method(Interp& in, const Value& obj, const std::string& name, CallArgs& a, Value& out) {
+  const List& l = obj.items();
+  if (name == "index" || name == "count") {
+    const Value* x = a.arg(0, "value");
+    if (!x) return in.fail(RenderErrc::kType, name + "() takes exactly one argument");
+    int64_t n = 0;
+    for (size_t i = 0; i < l.size(); ++i)
+      if (py_equal(l[i], *x)) {
+        if (name == "index") { out = Value(static_cast<int64_t>(i)); return true; }
+        ++n;
+      }
+    if (name == "index") return in.fail(RenderErrc::kType, "value is not in list");
+    out = Value(n);
+    return true;
+  }
+  if (name == "copy") { out = Value::list(l); return true; }
+  return in.fail(RenderErrc::kUnsupported, "access to list." + name + "() is unsafe (immutable sandbox)");
+}
+
+Value bound(const Value& obj, const std::string& name) {
+  return Value::callable(name, [obj, name](Interp& in, CallArgs& a, Value& out, RenderError&) {
+    if (obj.is_string()) return str_method(in, obj.str(), name, a, out);
+    if (obj.is_dict()) return dict_method(in, obj, name, a, out);
+    return list_method(in, obj, name, a, out);
+  });
+}
+
+bool check_arith(Interp& in, const Value& a, const Value& b) {
+  if (a.is_undefined()) return in.fail(RenderErrc::kUndefined, undefined_msg(a));
+  if (b.is_undefined()) return in.fail(RenderErrc::kUndefined, undefined_msg(b));
+  return true;
+}
+
+double py_fmod(double a, double b) {
+  double m = std::fmod(a, b);
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+
+}  // namespace
+
+bool Interp::get_attr(const Value& obj, const std::string& name, Value& out) {
+  switch (obj.kind()) {
+    case Value::Kind::kUndefined: return fail(RenderErrc::kUndefined, undefined_msg(obj) + " (attribute '" + name + "')");
+    case Value::Kind::kDict:
+      if (in_list(kDictMethods, name)) { out = bound(obj, name); return true; }
+      if (const Value* v = obj.dict_ref().find(name)) { out = *v; return true; }
+      break;
+    case Value::Kind::kNamespace:
+      if (const Value* v = obj.dict_ref().find(name)) { out = *v; return true; }
+      break;
+    case Value::Kind::kString:
+      if (in_list(kStrMethods, name)) { out = bound(obj, name); return true; }
+      break;
+    case Value::Kind::kList:
+      if (in_list(kListMethods, name) && !(obj.is_tuple() && name != "index" && name != "count")) {
+        out = bound(obj, name);
+        return true;
+      }
+      break;
+    default: break;
+  }
+  out = Value::undefined(name);
+  return true;
+}
+
+bool Interp::get_item(const Value& obj, const Value& key, Value& out) {
+  switch (obj.kind()) {
+    case Value::Kind::kDict:
+      if (key.is_string()) {
+        if (const Value* v = obj.dict_ref().find(key.str())) { out = *v; return true; }
+        if (in_list(kDictMethods, key.str())) { out = bound(obj, key.str()); return true; }
+      }
+      break;
+    case Value::Kind::kList:
+    case Value::Kind::kString:
+      if (key.is_int() || key.is_bool()) {
+        int64_t i = key.as_int();
+        if (obj.is_list()) {
+          auto n = static_cast<int64_t>(obj.items().size());
+          if (i < 0) i += n;
+          if (i >= 0 && i < n) { out = obj.items()[static_cast<size_t>(i)]; return true; }
+        } else {
+          std::vector<char32_t> cps = utf8_decode(obj.str());
+          auto n = static_cast<int64_t>(cps.size());
+          if (i < 0) i += n;
+          if (i >= 0 && i < n) {
+            std::string s;
+            utf8_append(s, cps[static_cast<size_t>(i)]);
+            out = Value(std::move(s));
+            return true;
+          }
+        }
+      } else if (key.is_string()) {
+        return get_attr(obj, key.str(), out);
+      }
+      break;
+    case Value::Kind::kUndefined:
+      if (key.is_string()) return fail(RenderErrc::kUndefined, undefined_msg(obj));
+      break;
+    case Value::Kind::kNamespace:
+      if (key.is_string()) return get_attr(obj, key.str(), out);
+      break;
+    default: break;
+  }
+  out = Value::undefined(key.is_string() ? key.str() : std::string());
+  return true;
+}
+
+bool Interp::slice(const Value& obj, const Value* start, const Value* stop, const Value* step_v,
+                   Value& out) {
+  auto get = [&](const Value* v, bool& present, int64_t& x) {
+    present = v && !v->is_none();
+    if (!present) return true;
+    if (!v->is_int() && !v->is_bool()) return fail(RenderErrc::kType, "slice indices must be integers or None");
+    x = v->as_int();
+    return true;
+  };
+  bool has_a, has_b, has_c;
+  int64_t a = 0, b = 0, c = 1;
+  if (!get(start, has_a, a) || !get(stop, has_b, b) || !get(step_v, has_c, c)) return false;
+  if (!has_c) c = 1;
+  if (c == 0) return fail(RenderErrc::kType, "slice step cannot be zero");
+  if (c == INT64_MIN) c = -INT64_MAX;
+  std::vector<char32_t> cps;
+  int64_t n;
+  if (obj.is_list()) n = static_cast<int64_t>(obj.items().size());
+  else if (obj.is_string()) { cps = utf8_decode(obj.str()); n = static_cast<int64_t>(cps.size()); }
+  else if (obj.is_undefined()) { out = Value::undefined(); return true; }
+  else return fail(RenderErrc::kType, std::string("'") + type_name(obj) + "' object is not subscriptable");
+  auto clamp = [&](bool has, int64_t x, int64_t dflt) {
+    if (!has) return dflt;
+    if (x < 0) { x += n; if (x < 0) x = c < 0 ? -1 : 0; }
+    else if (x >= n) x = c < 0 ? n - 1 : n;
+    return x;
+  };
+  int64_t lo = clamp(has_a, a, c < 0 ? n - 1 : 0);
+  int64_t hi = clamp(has_b, b, c < 0 ? -1 : n);
+  std::vector<size_t> idx;
+  if (c > 0) for (int64_t i = lo; i < hi; i += c) idx.push_back(static_cast<size_t>(i));
+  else for (int64_t i = lo; i > hi; i += c) idx.push_back(static_cast<size_t>(i));
+  if (obj.is_list()) {
+    List l;
+    l.reserve(idx.size());
+    for (size_t i : idx) l.push_back(obj.items()[i]);
+    out = Value::list(std::move(l), obj.is_tuple());
+  } else {
+    std::string s;
+    for (size_t i : idx) utf8_append(s, cps[i]);
+    out = Value(std::move(s));
+  }
+  return true;
+}
+
+bool Interp::iterate(const Value& v, std::vector<Value>& out) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined: out.clear(); return true;
+    case Value::Kind::kList: out = v.items(); return true;
+    case Value::Kind::kDict:
+      out.clear();
+      for (const auto& [k, x] : v.dict_ref().items) out.emplace_back(k);
+      return true;
+    case Value::Kind::kString: {
+      out.clear();
+      for (char32_t c : utf8_decode(v.str())) {
+        std::string s;
+        utf8_append(s, c);
+        out.emplace_back(std::move(s));
+      }
+      return true;
+    }
+    default: return fail(RenderErrc::kType, std::string("'") + type_name(v) + "' object is not iterable");
+  }
+}
+
+bool Interp::contains(const Value& container, const Value& item, bool& out) {
+  switch (container.kind()) {
+    case Value::Kind::kString:
+      if (!item.is_string()) return fail(RenderErrc::kType, "'in <string>' requires string as left operand");
+      out = container.str().find(item.str()) != std::string::npos;
+      return true;
+    case Value::Kind::kList:
+      out = false;
+      for (const auto& x : container.items())
+        if (py_equal(x, item)) { out = true; break; }
+      return true;
+    case Value::Kind::kDict:
+      out = item.is_string() && container.dict_ref().find(item.str()) != nullptr;
+      return true;
+    case Value::Kind::kUndefined: out = false; return true;
+    default: return fail(RenderErrc::kType, std::string("argument of type '") + type_name(container) + "' is not iterable");
+  }
+}
+
+bool Interp::compare(const std::string& op, const Value& a, const Value& b, bool& out) {
+  if (op == "==") { out = py_equal(a, b); return true; }
+  if (op == "!=") { out = !py_equal(a, b); return true; }
+  int c = 0;
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) {
+      double x = a.as_double(), y = b.as_double();
+      if (std::isnan(x) || std::isnan(y)) { out = false; return true; }
+      c = x < y ? -1 : x > y ? 1 : 0;
+    } else {
+      c = a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
+    }
+  } else if (a.is_string() && b.is_string()) {
+    int r = a.str().compare(b.str());
+    c = r < 0 ? -1 : r > 0 ? 1 : 0;
+  } else if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    const auto& x = a.items();
+    const auto& y = b.items();
+    size_t i = 0;
+    while (i < x.size() && i < y.size() && py_equal(x[i], y[i])) ++i;
+    if (i < x.size() && i < y.size()) return compare(op, x[i], y[i], out);
+    c = x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+  } else {
+    if (a.is_undefined()) return fail(RenderErrc::kUndefined, undefined_msg(a));
+    if (b.is_undefined()) return fail(RenderErrc::kUndefined, undefined_msg(b));
+    return fail(RenderErrc::kType, std::string("'") + op + "' not supported between instances of '" +
+                                       type_name(a) + "' and '" + type_name(b) + "'");
+  }
+  out = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
+  return true;
+}
+
+bool Interp::binary(const std::string& op, const Value& a, const Value& b, Value& out) {
+  if (op == "~") {
+    std::string s;
+    a.append_str(s);
+    b.append_str(s);
+    if (s.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
+    out = Value(std::move(s));
+    return true;
+  }
+  if (!check_arith(*this, a, b)) return false;
+  const size_t max_bytes = opt_.limits.max_output_bytes;
+  if (a.is_number() && b.is_number()) {
+    bool fl = a.is_float() || b.is_float();
+    if (op == "/") {
+      if (b.as_double() == 0) return fail(RenderErrc::kType, "division by zero");
+      out = Value(a.as_double() / b.as_double());
+      return true;
+    }
+    if (fl) {
+      double x = a.as_double(), y = b.as_double();
+      if (op == "+") out = Value(x + y);
+      else if (op == "-") out = Value(x - y);
+      else if (op == "*") out = Value(x * y);
+      else if (op == "**") out = Value(std::pow(x, y));
+      else {
+        if (y == 0) return fail(RenderErrc::kType, "float division by zero");
+        if (op == "//") out = Value(std::floor(x / y));
+        else out = Value(py_fmod(x, y));
+      }
+      return true;
+    }
+    int64_t x = a.as_int(), y = b.as_int(), r = 0;
+    bool ovf = false;
+    if (op == "+") ovf = __builtin_add_overflow(x, y, &r);
+    else if (op == "-") ovf = __builtin_sub_overflow(x, y, &r);
+    else if (op == "*") ovf = __builtin_mul_overflow(x, y, &r);
+    else if (op == "//" || op == "%") {
+      if (y == 0) return fail(RenderErrc::kType, "integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) return fail(RenderErrc::kLimit, "integer overflow");
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) { --q; m += y; }
+      r = op == "//" ? q : m;
+    } else if (op == "**") {
+      if (y < 0) { out = Value(std::pow(static_cast<double>(x), static_cast<double>(y))); return true; }
+      r = 1;
+      for (int64_t i = 0; i < y && !ovf; ++i) {
+        ovf = __builtin_mul_overflow(r, x, &r);
+        if (r == 0 || r == 1) break;
+        if (r == -1) { r = (y % 2) ? -1 : 1; break; }
+      }
+    }
+    if (ovf) return fail(RenderErrc::kLimit, "integer overflow");
+    out = Value(r);
+    return true;
+  }
+  if (op == "+") {
+    if (a.is_string() && b.is_string()) {
+      if (a.str().size() + b.str().size() > max_bytes) return fail(RenderErrc::kLimit, "string too large");
+      out = Value(a.str() + b.str());
+      return true;
+    }
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      List l = a.items();
+      l.insert(l.end(), b.items().begin(), b.items().end());
+      out = Value::list(std::move(l), a.is_tuple());
+      return true;
+    }
+  }
+  if (op == "*") {
+    const Value* seq = (a.is_string() || a.is_list()) ? &a : (b.is_string() || b.is_list()) ? &b : nullptr;
+    const Value* cnt = seq == &a ? &b : &a;
+    if (seq && (cnt->is_int() || cnt->is_bool())) {
+      int64_t n = std::max<int64_t>(0, cnt->as_int());
+      size_t unit = seq->is_string() ? seq->str().size() : seq->items().size() * 16;
+      if (unit && static_cast<uint64_t>(n) > max_bytes / unit) return fail(RenderErrc::kLimit, "sequence too large");
+      if (seq->is_string()) {
+        std::string s;
+        for (int64_t i = 0; i < n; ++i) s += seq->str();
+        out = Value(std::move(s));
+      } else {
+        List l;
+        for (int64_t i = 0; i < n; ++i) l.insert(l.end(), seq->items().begin(), seq->items().end());
+        out = Value::list(std::move(l), seq->is_tuple());
+      }
+      return true;
+    }
+  }
+  if (op == "%" && a.is_string()) {
+    std::string s;
+    if (!percent_format(a.str(), b, s)) return false;
+    out = Value(std::move(s));
+    return true;
+  }
+  return fail(RenderErrc::kType, std::string("unsupported operand type(s) for ") + op + ": '" +
+                                     type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+bool Interp::percent_format(const std::string& fmt, const Value& args, std::string& out) {
+  std::vector<Value> pos;
+  const Dict* map = nullptr;
+  if (args.is_tuple()) pos = args.items();
+  else if (args.is_dict()) map = &args.dict_ref();
+  else pos.push_back(args);
+  size_t next_arg = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') { out += fmt[i]; continue; }
+    if (++i >= fmt.size()) return fail(RenderErrc::kType, "incomplete format");
+    const Value* arg = nullptr;
+    if (fmt[i] == '(') {
+      size_t e = fmt.find(')', i);
+      if (e == std::string::npos || !map) return fail(RenderErrc::kType, "format requires a mapping");
+      arg = map->find(fmt.substr(i + 1, e - i - 1));
+      if (!arg) return fail(RenderErrc::kType, "format key not found");
+      i = e + 1;
+    }
+    std::string flags;
+    while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos) flags += fmt[i++];
+    std::string width, prec;
+    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width += fmt[i++];
+    if (i < fmt.size() && fmt[i] == '.') {
+      ++i;
+      prec = "0";
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) prec += fmt[i++];
+    }
+    if (width.size() > 4 || prec.size() > 4) return fail(RenderErrc::kLimit, "format width too large");
+    if (i >= fmt.size()) return fail(RenderErrc::kType, "incomplete format");
+    char conv = fmt[i];
+    if (conv == '%') { out += '%'; continue; }
+    if (!arg) {
+      if (map && !args.is_tuple()) arg = &args;
+      else if (next_arg < pos.size()) arg = &pos[next_arg++];
+      else return fail(RenderErrc::kType, "not enough arguments for format string");
+    }
+    std::string piece;
+    std::string spec = "%" + flags + width + (prec.empty() ? "" : "." + prec.substr(1).insert(0, ""));
+    if (!prec.empty()) spec = "%" + flags + width + "." + prec.substr(1);
+    char buf[512];
+    switch (conv) {
+      case 's': case 'r': {
+        std::string s;
+        if (conv == 's') arg->append_str(s); else arg->append_repr(s);
+        if (!prec.empty()) s = encode(utf8_decode(s), 0, static_cast<size_t>(std::stoi(prec.substr(1).empty() ? "0" : prec.substr(1))));
+        size_t w = width.empty() ? 0 : static_cast<size_t>(std::stoi(width));
+        size_t len = cp_len(s);
+        if (len < w) {
+          if (flags.find('-') != std::string::npos) s.append(w - len, ' ');
+          else s.insert(0, w - len, ' ');
+        }
+        piece = s;
+        break;
+      }
+      case 'd': case 'i': case 'x': case 'X': case 'o': case 'c': {
+        if (!arg->is_number()) return fail(RenderErrc::kType, "%d format: a number is required");
+        auto v = static_cast<long long>(arg->is_float() ? std::trunc(arg->as_double()) : static_cast<double>(arg->as_int()));
+        if (!arg->is_float()) v = arg->as_int();
+        if (conv == 'c') { utf8_append(piece, static_cast<char32_t>(v)); break; }
+        std::string f = spec + "ll" + (conv == 'i' ? 'd' : conv);
+        std::snprintf(buf, sizeof buf, f.c_str(), v);
+        piece = buf;
+        break;
+      }
+      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+        if (!arg->is_number()) return fail(RenderErrc::kType, "must be real number");
+        std::string f = spec + conv;
+        std::snprintf(buf, sizeof buf, f.c_str(), arg->as_double());
+        piece = buf;
+        break;
+      }
+      default: return fail(RenderErrc::kType, "unsupported format character");
+    }
+    out += piece;
+    if (out.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
+  }
+  if (!map && next_arg < pos.size() && args.is_tuple())
+    return fail(RenderErrc::kType, "not all arguments converted during string formatting");
+  return true;
+}
+
+Value Interp::globals_lookup(std::string_view name) {
+  if (name == "range") {
+    return Value::callable("range", [](Interp& in, CallArgs& a, Value& out, RenderError&) {
+      int64_t v[3] = {0, 0, 1};
+      for (const auto& x : a.pos)
+        if (!x.is_int() && !x.is_bool()) return in.fail(RenderErrc::kType, "range() integer arguments expected");
+      if (a.pos.size() == 1) v[1] = a.pos[0].as_int();
+      else if (a.pos.size() == 2 || a.pos.size() == 3) {
+        for (size_t i = 0; i < a.pos.size(); ++i) v[i] = a.pos[i].as_int();
+      } else {
+        return in.fail(RenderErrc::kType, "range expected 1 to 3 arguments");
+      }
+      if (v[2] == 0) return in.fail(RenderErrc::kType, "range() arg 3 must not be zero");
+      double count = std::ceil((static_cast<double>(v[1]) - static_cast<double>(v[0])) / static_cast<double>(v[2]));
+      if (count > static_cast<double>(in.opt_.limits.max_range))
+        return in.fail(RenderErrc::kLimit, "range too large");
+      List l;
+      for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) l.emplace_back(i);
+      out = Value::list(std::move(l));
+      return true;
+    });
+  }
+  if (name == "namespace" || name == "dict") {
+    bool ns = name == "namespace";
+    return Value::callable(std::string(name), [ns](Interp& in, CallArgs& a, Value& out, RenderError&) {
+      Dict d;
+      for (const auto& p : a.pos) {
+        if (!p.is_dict()) return in.fail(RenderErrc::kType, "namespace()/dict() positional argument must be a dict");
+        for (const auto& [k, v] : p.dict_ref().items) d.set(k, v);
+      }
+      for (const auto& [k, v] : a.kw) d.set(k, v);
+      out = ns ? Value::ns(std::move(d)) : Value::dict(std::move(d));
+      return true;
+    });
+  }
+  if (name == "raise_exception") {
+    return Value::callable("raise_exception", [](Interp& in, CallArgs& a, Value&, RenderError&) {
+      std::string msg;
+      if (!a.pos.empty()) a.pos[0].append_str(msg);
+      return in.fail(RenderErrc::kRaised, msg);
+    });
+  }
+  if (name == "strftime_now") {
+    return Value::callable("strftime_now", [](Interp& in, CallArgs& a, Value& out, RenderError&) {
+      if (a.pos.empty() || !a.pos[0].is_string()) return in.fail(RenderErrc::kType, "strftime_now(format)");
+      std::time_t t = in.opt_.now ? static_cast<std::time_t>(in.opt_.now()) : std::time(nullptr);
+      std::tm tm{};
+      gmtime_r(&t, &tm);
+      const std::string& f = a.pos[0].str();
+      if (f.size() > 256) return in.fail(RenderErrc::kLimit, "strftime format too long");
+      char buf[2048];
+      size_t n = std::strftime(buf, sizeof buf, f.c_str(), &tm);
+      out = Value(std::string(buf, n));
+      return true;
+    });
+  }
+  return Value::undefined(std::string(name));
+}
+
+// ---- filters
+
+bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& a, Value& out) {
+  const Value& v = in_v;
+  auto str_of = [&](const Value& x) { std::string s; x.append_str(s); return s; };
+  if (name == "length" || name == "count") {
+    switch (v.kind()) {
+      case Value::Kind::kString: out = Value(static_cast<int64_t>(cp_len(v.str()))); return true;
+      case Value::Kind::kList: out = Value(static_cast<int64_t>(v.items().size())); return true;
+      case Value::Kind::kDict:
+      case Value::Kind::kNamespace: out = Value(static_cast<int64_t>(v.dict_ref().items.size())); return true;
+      case Value::Kind::kUndefined: out = Value(int64_t{0}); return true;
+      default: return fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
+    }
+  }
+  if (name == "string") { out = Value(str_of(v)); return true; }
+  if (name == "safe") { out = v.is_string() ? v : Value(str_of(v)); return true; }
+  if (name == "escape" || name == "e" || name == "forceescape") {
+    std::string s = str_of(v), r;
+    for (char c : s) {
+      switch (c) {
+        case '&': r += "&amp;"; break;
+        case '<': r += "&lt;"; break;
+        case '>': r += "&gt;"; break;
+        case '"': r += "&#34;"; break;
+        case '\'': r += "&#39;"; break;
+        default: r += c;
+      }
+    }
+    out = Value(std::move(r));
+    return true;
+  }
+  if (name == "trim") {
+    const Value* chars = a.arg(0, "chars");
+    out = Value(py_strip(str_of(v), chars, true, true));
+    return true;
+  }
+  if (name == "upper") { out = Value(map_case(str_of(v), 0)); return true; }
+  if (name == "lower") { out = Value(map_case(str_of(v), 1)); return true; }
+  if (name == "title") { out = Value(map_case(str_of(v), 2)); return true; }
+  if (name == "capitalize") { out = Value(map_case(str_of(v), 3)); return true; }
+  if (name == "default" || name == "d") {
+    const Value* dflt = a.arg(0, "default_value");
+    const Value* boolean = a.arg(1, "boolean");
+    bool use = v.is_undefined() || (boolean && boolean->truthy() && !v.truthy());
+    out = use ? (dflt ? *dflt : Value("")) : v;
+    return true;
+  }
+  if (name == "tojson") {
+    const Value* ind = a.arg(0, "indent");
+    const Value* sk = a.get_kw("sort_keys");
+    if (a.get_kw("separators")) return fail(RenderErrc::kUnsupported, "tojson separators");
+    int indent = -1;
+    if (ind && !ind->is_none()) {
+      if (!ind->is_int() || ind->as_int() < 0 || ind->as_int() > 64)
+        return fail(RenderErrc::kUnsupported, "tojson indent must be a small integer");
+      indent = static_cast<int>(ind->as_int());
+    }
+    std::string s, bad;
+    if (!to_json(v, s, indent, sk && sk->truthy(), bad, opt_.limits.max_depth))
+      return fail(RenderErrc::kType, "Object of type " + bad + " is not JSON serializable");
+    if (s.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "output larger than the limit");
+    out = Value(std::move(s));
+    return true;
+  }
+  if (name == "list") {
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    out = Value::list(std::move(items));
+    return true;
+  }
+  if (name == "first" || name == "last") {
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    if (items.empty()) out = Value::undefined();
+    else out = name == "first" ? items.front() : items.back();
+    return true;
+  }
+  if (name == "reverse") {
+    if (v.is_string()) {
+      std::vector<char32_t> cps = utf8_decode(v.str());
+      std::reverse(cps.begin(), cps.end());
+      out = Value(encode(cps));
+      return true;
+    }
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    std::reverse(items.begin(), items.end());
+    out = Value::list(std::move(items));
+    return true;
+  }
+  if (name == "join") {
+    const Value* sep = a.arg(0, "d");
+    const Value* attr = a.arg(1, "attribute");
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    std::string s, sp = sep ? str_of(*sep) : "";
+    for (size_t i = 0; i < items.size(); ++i) {
+      Value x = items[i];
+      if (attr && !attr->is_none()) {
+        Value y;
+        if (!get_item(x, *attr, y)) return false;
+        x = y;
+      }
+      if (i) s += sp;
+      x.append_str(s);
+      if (s.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
+    }
+    out = Value(std::move(s));
+    return true;
+  }
+  if (name == "items") {
+    if (v.is_undefined()) { out = Value::list({}); return true; }
+    if (!v.is_dict()) return fail(RenderErrc::kType, "Can only get item pairs from a mapping.");
+    out = dict_items(v.dict_ref());
+    return true;
+  }
+  if (name == "dictsort") {
+    if (!v.is_dict()) return fail(RenderErrc::kType, "dictsort expects a mapping");
+    auto items = v.dict_ref().items;
+    std::stable_sort(items.begin(), items.end(), [](auto& x, auto& y) { return map_case(x.first, 1) < map_case(y.first, 1); });
+    Dict d;
+    d.items = std::move(items);
+    out = dict_items(d);
+    return true;
+  }
+  if (name == "int") {
+    const Value* dflt = a.arg(0, "default");
+    Value d = dflt ? *dflt : Value(int64_t{0});
+    if (v.is_int() || v.is_bool()) { out = Value(v.as_int()); return true; }
+    if (v.is_float()) {
+      double x = v.as_double();
+      if (!std::isfinite(x) || std::fabs(x) > 9.2e18) { out = d; return true; }
+      out = Value(static_cast<int64_t>(x));
+      return true;
+    }
+    if (v.is_string()) {
+      std::string s = py_strip(v.str(), nullptr, true, true);
+      std::string t;
+      for (char c : s) if (c != '_') t += c;
+      char* end = nullptr;
+      errno = 0;
+      long long r = t.empty() ? 0 : std::strtoll(t.c_str(), &end, 10);
+      if (!t.empty() && end && *end == 0 && errno == 0) { out = Value(static_cast<int64_t>(r)); return true; }
+      double f = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+      if (!t.empty() && end && *end == 0 && std::isfinite(f) && std::fabs(f) < 9.2e18) {
+        out = Value(static_cast<int64_t>(f));
+        return true;
+      }
+    }
+    out = d;
+    return true;
+  }
+  if (name == "float") {
+    const Value* dflt = a.arg(0, "default");
+    if (v.is_number()) { out = Value(v.as_double()); return true; }
+    if (v.is_string()) {
+      std::string t = py_strip(v.str(), nullptr, true, true);
+      char* end = nullptr;
+      double f = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+      if (!t.empty() && end && *end == 0) { out = Value(f); return true; }
+    }
+    out = dflt ? *dflt : Value(0.0);
+    return true;
+  }
+  if (name == "abs") {
+    if (v.is_float()) out = Value(std::fabs(v.as_double()));
+    else if (v.is_int() || v.is_bool()) {
+      if (v.as_int() == INT64_MIN) return fail(RenderErrc::kLimit, "integer overflow");
+      out = Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+    } else return fail(RenderErrc::kType, "bad operand type for abs()");
+    return true;
+  }
+  if (name == "round") {
+    if (!v.is_number()) return fail(RenderErrc::kType, "round expects a number");
+    int64_t prec;
+    if (!int_arg(*this, a.arg(0, "precision"), prec, 0)) return false;
+    prec = std::clamp<int64_t>(prec, -20, 20);
+    const Value* m = a.arg(1, "method");
+    std::string method = m && m->is_string() ? m->str() : "common";
+    double p = std::pow(10.0, static_cast<double>(prec));
+    double x = v.as_double() * p;
+    x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+    out = Value(x / p);
+    return true;
+  }
+  if (name == "format") {
+    std::string s;
+    Value args = Value::list(a.pos, true);
+    if (!a.kw.empty()) {
+      Dict d;
+      for (auto& [k, x] : a.kw) d.set(k, x);
+      args = Value::dict(std::move(d));
+    }
+    if (!percent_format(str_of(v), args, s)) return false;
+    out = Value(std::move(s));
+    return true;
+  }
+  if (name == "replace") {
+    const Value* o = a.arg(0, "old");
+    const Value* n = a.arg(1, "new");
+    if (!o || !n) return fail(RenderErrc::kType, "replace(old, new)");
+    int64_t count;
+    if (!int_arg(*this, a.arg(2, "count"), count, -1)) return false;
+    std::string r = py_replace(str_of(v), str_of(*o), str_of(*n), count);
+    if (r.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
+    out = Value(std::move(r));
+    return true;
+  }
+  if (name == "indent") {
+    int64_t width = 4;
+    const Value* w = a.arg(0, "width");
+    std::string ind(4, ' ');
+    if (w && w->is_string()) ind = w->str();
+    else if (w) {
+      if (!int_arg(*this, w, width, 4)) return false;
+      ind.assign(static_cast<size_t>(std::clamp<int64_t>(width, 0, 256)), ' ');
+    }
+    const Value* first = a.arg(1, "first");
+    const Value* blank = a.arg(2, "blank");
+    std::string s = str_of(v) + "\n";
+    std::vector<std::string> lines;
+    size_t b = 0;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == '\n') { lines.push_back(s.substr(b, i - b)); b = i + 1; }
+    std::string r;
+    if (blank && blank->truthy()) {
+      for (size_t i = 0; i < lines.size(); ++i) { if (i) r += "\n" + ind; r += lines[i]; }
+    } else {
+      r = lines.empty() ? "" : lines[0];
+      for (size_t i = 1; i < lines.size(); ++i) { r += "\n"; if (!lines[i].empty()) r += ind; r += lines[i]; }
+    }
+    if (first && first->truthy()) r = ind + r;
+    if (r.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
+    out = Value(std::move(r));
+    return true;
+  }
+  if (name == "attr") {
+    const Value* n = a.arg(0, "name");
+    if (!n || !n->is_string()) return fail(RenderErrc::kType, "attr(name)");
+    return get_attr(v, n->str(), out);
+  }
+  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
+      name == "rejectattr") {
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    List res;
+    if (name == "map") {
+      const Value* attr = a.get_kw("attribute");
+      if (attr) {
+        const Value* dflt = a.get_kw("default");
+        for (auto& x : items) {
+          Value y = x;
+          std::string path = str_of(*attr);
+          size_t p = 0;
+          while (true) {
+            size_t dot = path.find('.', p);
+            std::string part = path.substr(p, dot == std::string::npos ? std::string::npos : dot - p);
+            Value z;
+            bool digit = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+            if (!get_item(y, digit ? Value(static_cast<int64_t>(std::stoll(part.substr(0, 18)))) : Value(part), z)) return false;
+            y = z;
+            if (dot == std::string::npos) break;
+            p = dot + 1;
+          }
+          if (y.is_undefined() && dflt) y = *dflt;
+          res.push_back(y);
+        }
+      } else {
+        if (a.pos.empty() || !a.pos[0].is_string()) return fail(RenderErrc::kType, "map requires a filter name or attribute=");
+        std::string fname = a.pos[0].str();
+        if (fname == "map" || fname == "select" || fname == "reject" || fname == "selectattr" || fname == "rejectattr")
+          return fail(RenderErrc::kUnsupported, "nested map filter");
+        CallArgs rest;
+        rest.pos.assign(a.pos.begin() + 1, a.pos.end());
+        rest.kw = a.kw;
+        for (auto& x : items) {
+          Value y;
+          if (!step() || !apply_filter(fname, x, rest, y)) return false;
+          res.push_back(y);
+        }
+      }
+      out = Value::list(std::move(res));
+      return true;
+    }
+    bool by_attr = name == "selectattr" || name == "rejectattr";
+    bool keep_true = name == "select" || name == "selectattr";
+    size_t k = 0;
+    std::string attr;
+    if (by_attr) {
+      if (a.pos.empty()) return fail(RenderErrc::kType, "missing attribute");
+      attr = str_of(a.pos[0]);
+      k = 1;
+    }
+    std::string test = a.pos.size() > k && a.pos[k].is_string() ? a.pos[k].str() : "";
+    CallArgs targs;
+    if (a.pos.size() > k + 1) targs.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(k + 1), a.pos.end());
+    for (auto& x : items) {
+      Value y = x;
+      if (by_attr && !get_item(x, Value(attr), y)) return false;
+      bool r;
+      if (test.empty()) r = y.truthy();
+      else if (!step() || !apply_test(test, y, targs, r)) return false;
+      if (r == keep_true) res.push_back(x);
+    }
+    out = Value::list(std::move(res));
+    return true;
+  }
+  if (name == "unique" || name == "sort" || name == "min" || name == "max" || name == "sum") {
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    const Value* attr = a.get_kw("attribute");
+    auto key = [&](const Value& x, Value& y) {
+      if (!attr) { y = x; return true; }
+      return get_item(x, *attr, y);
+    };
+    if (name == "sum") {
+      Value acc = a.get_kw("start") ? *a.get_kw("start") : Value(int64_t{0});
+      for (auto& x : items) {
+        Value y, z;
+        if (!key(x, y) || !binary("+", acc, y, z)) return false;
+        acc = z;
+      }
+      out = acc;
+      return true;
+    }
+    if (name == "unique") {
+      List res;
+      for (auto& x : items) {
+        bool seen = false;
+        for (auto& r : res) if (py_equal(r, x)) { seen = true; break; }
+        if (!seen) res.push_back(x);
+      }
+      out = Value::list(std::move(res));
+      return true;
+    }
+    std::vector<std::pair<Value, Value>> kv;
+    for (auto& x : items) {
+      Value y;
+      if (!key(x, y)) return false;
+      kv.emplace_back(y, x);
+    }
+    bool bad = false;
+    auto less = [&](const std::pair<Value, Value>& p, const std::pair<Value, Value>& q) {
+      bool r = false;
+      if (!bad && !compare("<", p.first, q.first, r)) bad = true;
+      return r;
+    };
+    if (name == "sort") {
+      std::stable_sort(kv.begin(), kv.end(), less);
+      const Value* rev = a.arg(0, "reverse");
+      if (rev && rev->truthy()) std::stable_sort(kv.begin(), kv.end(), [&](auto& p, auto& q) { return less(q, p); });
+      if (bad) return false;
+      List res;
+      for (auto& p : kv) res.push_back(p.second);
+      out = Value::list(std::move(res));
+      return true;
+    }
+    if (kv.empty()) { out = Value::undefined(); return true; }
+    auto it = name == "min" ? std::min_element(kv.begin(), kv.end(), less) : std::max_element(kv.begin(), kv.end(), less);
+    if (bad) return false;
+    out = it->second;
+    return true;
+  }
+  if (name == "wordcount") {
+    out = Value(static_cast<int64_t>(py_split(str_of(v), nullptr, -1).size()));
+    return true;
+  }
+  if (name == "center") {
+    int64_t w;
+    if (!int_arg(*this, a.arg(0, "width"), w, 80)) return false;
+    std::string s = str_of(v);
+    auto len = static_cast<int64_t>(cp_len(s));
+    w = std::min<int64_t>(w, 4096);
+    if (len < w) {
+      int64_t total = w - len, left = total / 2 + (total & w & 1);
+      s = std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' ');
+    }
+    out = Value(std::move(s));
+    return true;
+  }
+  if (name == "batch" || name == "truncate" || name == "striptags") {
+    return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
+  }
+  return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
+}
+
+bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bool& out) {
+  const Value* arg = a.arg(0, "value");
+  using K = Value::Kind;
+  if (name == "defined") { out = !v.is_undefined(); return true; }
+  if (name == "undefined") { out = v.is_undefined(); return true; }
+  if (name == "none") { out = v.is_none(); return true; }
+  if (name == "string") { out = v.is_string(); return true; }
+  if (name == "mapping") { out = v.is_dict(); return true; }
+  if (name == "iterable") { out = v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); return true; }
+  if (name == "sequence") { out = v.is_string() || v.is_list() || v.is_dict(); return true; }
+  if (name == "number") { out = v.is_number(); return true; }
+  if (name == "integer") { out = v.is_int(); return true; }
+  if (name == "float") { out = v.is_float(); return true; }
+  if (name == "boolean") { out = v.is_bool(); return true; }
+  if (name == "true") { out = v.is_bool() && v.as_bool(); return true; }
+  if (name == "false") { out = v.is_bool() && !v.as_bool(); return true; }
+  if (name == "callable") { out = v.is_callable(); return true; }
+  if (name == "escaped") { out = false; return true; }
+  if (name == "filter" || name == "test") {
+    out = v.is_string() && (name == "filter" ? true : true);
+    return true;
+  }
+  if (name == "lower" || name == "upper") {
+    if (!v.is_string()) { std::string s; v.append_str(s); out = s == map_case(s, name == "lower" ? 1 : 0); return true; }
+    out = v.str() == map_case(v.str(), name == "lower" ? 1 : 0);
+    return true;
+  }
+  if (name == "odd" || name == "even" || name == "divisibleby") {
+    if (!v.is_int() && !v.is_bool()) return fail(RenderErrc::kType, "test '" + name + "' expects an integer");
+    if (name == "divisibleby") {
+      if (!arg || !(arg->is_int() || arg->is_bool())) return fail(RenderErrc::kType, "divisibleby(num)");
+      if (arg->as_int() == 0) return fail(RenderErrc::kType, "integer division or modulo by zero");
+      out = arg->as_int() == -1 ? true : v.as_int() % arg->as_int() == 0;
+      return true;
+    }
+    out = (v.as_int() % 2 != 0) == (name == "odd");
+    return true;
+  }
+  if (!arg) return fail(RenderErrc::kType, "test '" + name + "' needs an argument");
+  if (name == "in") return contains(*arg, v, out);
+  if (name == "sameas") {
+    if (v.kind() != arg->kind()) { out = false; return true; }
+    if (v.kind() == K::kNone || v.kind() == K::kBool || v.kind() == K::kUndefined) { out = py_equal(v, *arg); return true; }
+    out = py_equal(v, *arg) && (v.is_int() || v.is_namespace() || v.is_callable());
+    return true;
+  }
+  std::string op = name == "eq" || name == "equalto" || name == "==" ? "=="
+                   : name == "ne" ? "!=" : name == "lt" || name == "lessthan" ? "<"
+                   : name == "le" ? "<=" : name == "gt" || name == "greaterthan" ? ">"
+                   : name == "ge" ? ">=" : "";
+  if (op.empty()) return fail(RenderErrc::kUnsupported, "test '" + name + "' is not supported");
+  return compare(op, v, *arg, out);
+}
+
+}  // namespace ramjet::render::jinja

@@ -1,0 +1,460 @@
+// The tree-walking interpreter: statements, scopes (a for loop and a macro call open one; if
+// does not), loop variables, macros and callers, expression evaluation.
+#include "render/jinja/interp.h"
+
+#include "render/jinja/parser.h"
+
+namespace ramjet::render::jinja {
+
+std::string_view to_string(RenderErrc code) {
+  switch (code) {
+    case RenderErrc::kTooLarge: return "too_large";
+    case RenderErrc::kSyntax: return "syntax";
+    case RenderErrc::kUndefined: return "undefined";
+    case RenderErrc::kType: return "type";
+    case RenderErrc::kRaised: return "raised";
+    case RenderErrc::kLimit: return "limit";
+    case RenderErrc::kUnsupported: return "unsupported";
+    case RenderErrc::kBadRequest: return "bad_request";
+  }
+  return "unknown";
+}
+
+Template::Template() = default;
+Template::~Template() = default;
+
+RenderResult<std::shared_ptr<const Template>> Template::parse(std::string_view source,
+                                                              const Limits& limits) {
+  auto t = std::shared_ptr<Template>(new Template());
+  RenderError err;
+  if (!parse_template(source, limits, *t, err)) return err;
+  return std::shared_ptr<const Template>(std::move(t));
+}
+
+RenderResult<std::string> Template::render(const Value& context,
+                                           const RenderOptions& options) const {
+  std::string out;
+  Interp in(options, out);
+  auto scope = std::make_shared<Scope>();
+  if (context.is_dict()) scope->vars = context.dict_ref();
+  auto flow = in.exec(root_, scope);
+  if (flow == Interp::Flow::kError || in.failed_) {
+    if (!in.failed_) in.fail(RenderErrc::kType, "render failed");
+    return in.err_;
+  }
+  return out;
+}
+
+namespace {
+
+struct DepthGuard {
+  Interp& in;
+  explicit DepthGuard(Interp& i) : in(i) { ++in.depth_; }
+  ~DepthGuard() { --in.depth_; }
+};
+
+bool assign_targets(Interp& in, const std::vector<std::string>& names, const Value& v,
+                    Scope& scope) {
+  if (names.size() == 1) {
+    scope.vars.set(names[0], v);
+    return true;
+  }
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  if (items.size() != names.size())
+    return in.fail(RenderErrc::kType, "cannot unpack " + std::to_string(items.size()) +
+                                          " values into " + std::to_string(names.size()));
+  for (size_t i = 0; i < names.size(); ++i) scope.vars.set(names[i], items[i]);
+  return true;
+}
+
+}  // namespace
+
+bool Interp::capture(const Node* body, const std::shared_ptr<Scope>& scope, std::string& out) {
+  std::string* saved = out_;
+  std::string buf;
+  out_ = &buf;
+  Flow f = exec(body, scope);
+  out_ = saved;
+  if (f == Flow::kError || failed_) return false;
+  if (out_->size() + buf.size() > opt_.limits.max_output_bytes)
+    return fail(RenderErrc::kLimit, "output larger than the limit");
+  out = std::move(buf);
+  return true;
+}
+
+Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
+  if (!step()) return Flow::kError;
+  line_ = n->line;
+  switch (n->kind) {
+    case NK::kBody: {
+      DepthGuard g(*this);
+      if (depth_ > opt_.limits.max_depth) {
+        fail(RenderErrc::kLimit, "nesting too deep");
+        return Flow::kError;
+      }
+      for (const Node* k : n->kids) {
+        Flow f = exec(k, scope);
+        if (f != Flow::kNormal) return f;
+      }
+      return Flow::kNormal;
+    }
+    case NK::kText: return write(n->literal.str()) ? Flow::kNormal : Flow::kError;
+    case NK::kEmit: {
+      Value v;
+      if (!eval(n->a, scope, v)) return Flow::kError;
+      std::string s;
+      v.append_str(s);
+      return write(s) ? Flow::kNormal : Flow::kError;
+    }
+    case NK::kIf: {
+      Value c;
+      if (!eval(n->a, scope, c)) return Flow::kError;
+      if (c.truthy()) return exec(n->b, scope);
+      if (n->c) return exec(n->c, scope);
+      return Flow::kNormal;
+    }
+    case NK::kFor: {
+      Value seq;
+      if (!eval(n->a, scope, seq)) return Flow::kError;
+      std::vector<Value> items;
+      if (!iterate(seq, items)) return Flow::kError;
+      auto inner = std::make_shared<Scope>();
+      inner->parent = scope;
+      if (n->d) {  // for x in xs if cond
+        std::vector<Value> kept;
+        for (auto& it : items) {
+          if (!step() || !assign_targets(*this, n->names, it, *inner)) return Flow::kError;
+          Value c;
+          if (!eval(n->d, inner, c)) return Flow::kError;
+          if (c.truthy()) kept.push_back(std::move(it));
+        }
+        items = std::move(kept);
+        inner->vars.items.clear();
+      }
+      if (items.empty()) return n->c ? exec(n->c, scope) : Flow::kNormal;
+      const auto len = static_cast<int64_t>(items.size());
+      for (int64_t i = 0; i < len; ++i) {
+        if (!step()) return Flow::kError;
+        Dict loop;
+        loop.items.reserve(12);
+        loop.set("index", Value(i + 1));
+        loop.set("index0", Value(i));
+        loop.set("revindex", Value(len - i));
+        loop.set("revindex0", Value(len - i - 1));
+        loop.set("first", Value(i == 0));
+        loop.set("last", Value(i == len - 1));
+        loop.set("length", Value(len));
+        loop.set("depth", Value(int64_t{1}));
+        loop.set("depth0", Value(int64_t{0}));
+        if (i > 0) loop.set("previtem", items[static_cast<size_t>(i - 1)]);
+        if (i + 1 < len) loop.set("nextitem", items[static_cast<size_t>(i + 1)]);
+        loop.set("cycle", Value::callable("cycle", [i](Interp& in, CallArgs& a, Value& out,
+                                                       RenderError&) {
+          if (a.pos.empty()) return in.fail(RenderErrc::kType, "no items for cycling given");
+          out = a.pos[static_cast<size_t>(i) % a.pos.size()];
+          return true;
+        }));
+        inner->vars.set("loop", Value::dict(std::move(loop)));
+        if (!assign_targets(*this, n->names, items[static_cast<size_t>(i)], *inner))
+          return Flow::kError;
+        Flow f = exec(n->b, inner);
+        if (f == Flow::kError) return f;
+        if (f == Flow::kBreak) break;
+      }
+      return Flow::kNormal;
+    }
+    case NK::kSet: {
+      Value v;
+      if (!eval(n->a, scope, v)) return Flow::kError;
+      return assign_targets(*this, n->names, v, *scope) ? Flow::kNormal : Flow::kError;
+    }
+    case NK::kSetAttr: {
+      const Value* target = scope->lookup(n->names[0]);
+      Value ns = target ? *target : globals_lookup(n->names[0]);
+      if (!ns.is_namespace()) {
+        fail(RenderErrc::kType, "cannot assign attribute on non-namespace object");
+        return Flow::kError;
+      }
+      Value v;
+      if (!eval(n->a, scope, v)) return Flow::kError;
+      ns.dict_mut().set(n->names[1], std::move(v));
+      return Flow::kNormal;
+    }
+    case NK::kSetBlock: {
+      std::string s;
+      if (!capture(n->b, scope, s)) return Flow::kError;
+      Value v(std::move(s));
+      if (n->d) {
+        auto tmp = std::make_shared<Scope>();
+        tmp->parent = scope;
+        tmp->vars.set("\x01block", v);
+        if (!eval(n->d, tmp, v)) return Flow::kError;
+      }
+      scope->vars.set(n->names[0], std::move(v));
+      return Flow::kNormal;
+    }
+    case NK::kFilterBlock: {
+      std::string s;
+      if (!capture(n->b, scope, s)) return Flow::kError;
+      auto tmp = std::make_shared<Scope>();
+      tmp->parent = scope;
+      tmp->vars.set("\x01block", Value(std::move(s)));
+      Value v;
+      if (!eval(n->d, tmp, v)) return Flow::kError;
+      std::string o;
+      v.append_str(o);
+      return write(o) ? Flow::kNormal : Flow::kError;
+    }
+    case NK::kMacro: {
+      std::weak_ptr<Scope> weak = scope;  // a macro stored in its own scope must not leak it
+      const Node* def = n;
+      Value fn = Value::callable(n->name, [def, weak](Interp& in, CallArgs& args, Value& out,
+                                                      RenderError&) {
+        auto parent = weak.lock();
+        auto local = std::make_shared<Scope>();
+        local->parent = parent;
+        size_t np = def->names.size();
+        std::vector<Value> varargs;
+        for (size_t i = 0; i < args.pos.size(); ++i) {
+          if (i < np) local->vars.set(def->names[i], args.pos[i]);
+          else varargs.push_back(args.pos[i]);
+        }
+        Dict kwargs;
+        for (auto& [k, v] : args.kw) {
+          bool is_param = false;
+          for (size_t i = 0; i < np; ++i)
+            if (def->names[i] == k) {
+              if (i < args.pos.size())
+                return in.fail(RenderErrc::kType, "macro '" + def->name +
+                                                      "' got multiple values for argument '" + k + "'");
+              is_param = true;
+            }
+          if (is_param) local->vars.set(k, v);
+          else if (k == "caller") local->vars.set(k, v);
+          else kwargs.set(k, v);
+        }
+        for (size_t i = 0; i < np; ++i) {
+          if (local->vars.find(def->names[i])) continue;
+          if (def->kw[i]) {
+            Value d;
+            if (!in.eval(def->kw[i], local, d)) return false;
+            local->vars.set(def->names[i], std::move(d));
+          } else {
+            local->vars.set(def->names[i], Value::undefined(def->names[i]));
+          }
+        }
+        local->vars.set("varargs", Value::list(std::move(varargs), true));
+        local->vars.set("kwargs", Value::dict(std::move(kwargs)));
+        std::string s;
+        if (!in.capture(def->b, local, s)) return false;
+        out = Value(std::move(s));
+        return true;
+      });
+      scope->vars.set(n->name, std::move(fn));
+      return Flow::kNormal;
+    }
+    case NK::kCallBlock: {
+      // {% call m(args) %}body{% endcall %}: m gets caller=<macro rendering body>.
+      const Node* sig = n->b;
+      Node tmp_macro = *sig;
+      auto caller_scope = std::make_shared<Scope>();
+      caller_scope->parent = scope;
+      Flow f = exec(&tmp_macro, caller_scope);
+      if (f != Flow::kNormal) return f;
+      Value caller = *caller_scope->vars.find("caller");
+      const Node* call = n->a;
+      Value callee;
+      if (!eval(call->a, scope, callee)) return Flow::kError;
+      CallArgs args;
+      for (const Node* k : call->kids) {
+        Value v;
+        if (!eval(k, scope, v)) return Flow::kError;
+        args.pos.push_back(std::move(v));
+      }
+      for (size_t i = 0; i < call->kw.size(); ++i) {
+        Value v;
+        if (!eval(call->kw[i], scope, v)) return Flow::kError;
+        args.kw.emplace_back(call->names[i], std::move(v));
+      }
+      args.kw.emplace_back("caller", caller);
+      Value out;
+      if (!this->call(callee, args, out)) return Flow::kError;
+      std::string s;
+      out.append_str(s);
+      return write(s) ? Flow::kNormal : Flow::kError;
+    }
+    case NK::kBreak: return Flow::kBreak;
+    case NK::kContinue: return Flow::kContinue;
+    default: break;
+  }
+  fail(RenderErrc::kUnsupported, "unknown statement");
+  return Flow::kError;
+}
+
+bool Interp::call(const Value& callee, CallArgs& args, Value& out) {
+  if (!step()) return false;
+  if (callee.is_undefined())
+    return fail(RenderErrc::kUndefined, "'" + callee.undefined_name() + "' is undefined");
+  if (!callee.is_callable()) return fail(RenderErrc::kType, "object is not callable");
+  DepthGuard g(*this);
+  if (depth_ > opt_.limits.max_depth) return fail(RenderErrc::kLimit, "call depth exceeded");
+  RenderError e;
+  if (!callee.fn().fn(*this, args, out, e)) {
+    if (!failed_) fail(e.code, e.message);
+    return false;
+  }
+  return true;
+}
+
+bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out) {
+  switch (n->kind) {
+    case NK::kLiteral: out = n->literal; return true;
+    case NK::kName: {
+      const Value* v = scope->lookup(n->name);
+      out = v ? *v : globals_lookup(n->name);
+      return true;
+    }
+    case NK::kAttr: {
+      Value obj;
+      if (!eval(n->a, scope, obj)) return false;
+      return get_attr(obj, n->name, out);
+    }
+    case NK::kItem: {
+      Value obj, key;
+      if (!eval(n->a, scope, obj) || !eval(n->b, scope, key)) return false;
+      return get_item(obj, key, out);
+    }
+    case NK::kSlice: {
+      Value obj, a, b, c;
+      if (!eval(n->a, scope, obj)) return false;
+      if (n->b && !eval(n->b, scope, a)) return false;
+      if (n->c && !eval(n->c, scope, b)) return false;
+      if (n->d && !eval(n->d, scope, c)) return false;
+      return slice(obj, n->b ? &a : nullptr, n->c ? &b : nullptr, n->d ? &c : nullptr, out);
+    }
+    case NK::kCall:
+    case NK::kFilter:
+    case NK::kTest: {
+      Value callee;
+      if (!eval(n->a, scope, callee)) return false;
+      CallArgs args;
+      for (const Node* k : n->kids) {
+        Value v;
+        if (!eval(k, scope, v)) return false;
+        args.pos.push_back(std::move(v));
+      }
+      for (size_t i = 0; i < n->kw.size(); ++i) {
+        Value v;
+        if (!eval(n->kw[i], scope, v)) return false;
+        args.kw.emplace_back(n->names[i], std::move(v));
+      }
+      line_ = n->line;
+      if (n->kind == NK::kCall) return call(callee, args, out);
+      if (n->kind == NK::kFilter) {
+        if (!step()) return false;
+        return apply_filter(n->name, callee, args, out);
+      }
+      bool r = false;
+      if (!apply_test(n->name, callee, args, r)) return false;
+      out = Value(n->flag ? !r : r);
+      return true;
+    }
+    case NK::kNeg:
+    case NK::kPos: {
+      Value x;
+      if (!eval(n->a, scope, x)) return false;
+      if (x.is_int() || x.is_bool()) {
+        if (n->kind == NK::kNeg && x.as_int() == INT64_MIN)
+          return fail(RenderErrc::kLimit, "integer overflow");
+        out = Value(n->kind == NK::kNeg ? -x.as_int() : x.as_int());
+      } else if (x.is_float()) {
+        out = Value(n->kind == NK::kNeg ? -x.as_double() : x.as_double());
+      } else if (x.is_undefined()) {
+        return fail(RenderErrc::kUndefined, "'" + x.undefined_name() + "' is undefined");
+      } else {
+        return fail(RenderErrc::kType, "bad operand type for unary operator");
+      }
+      return true;
+    }
+    case NK::kNot: {
+      Value x;
+      if (!eval(n->a, scope, x)) return false;
+      out = Value(!x.truthy());
+      return true;
+    }
+    case NK::kAnd:
+    case NK::kOr: {
+      Value l;
+      if (!eval(n->a, scope, l)) return false;
+      if (n->kind == NK::kAnd ? !l.truthy() : l.truthy()) {
+        out = std::move(l);
+        return true;
+      }
+      return eval(n->b, scope, out);
+    }
+    case NK::kBinary: {
+      Value l, r;
+      if (!eval(n->a, scope, l) || !eval(n->b, scope, r)) return false;
+      line_ = n->line;
+      return binary(n->name, l, r, out);
+    }
+    case NK::kCompare: {
+      Value l;
+      if (!eval(n->kids[0], scope, l)) return false;
+      for (size_t i = 0; i < n->names.size(); ++i) {
+        Value r;
+        if (!eval(n->kids[i + 1], scope, r)) return false;
+        bool res = false;
+        const std::string& op = n->names[i];
+        if (op == "in" || op == "notin") {
+          if (!contains(r, l, res)) return false;
+          if (op == "notin") res = !res;
+        } else if (!compare(op, l, r, res)) {
+          return false;
+        }
+        if (!res) {
+          out = Value(false);
+          return true;
+        }
+        l = std::move(r);
+      }
+      out = Value(true);
+      return true;
+    }
+    case NK::kCond: {
+      Value c;
+      if (!eval(n->a, scope, c)) return false;
+      if (c.truthy()) return eval(n->b, scope, out);
+      if (n->c) return eval(n->c, scope, out);
+      out = Value::undefined();
+      return true;
+    }
+    case NK::kList:
+    case NK::kTuple: {
+      List items;
+      for (const Node* k : n->kids) {
+        Value v;
+        if (!eval(k, scope, v)) return false;
+        items.push_back(std::move(v));
+      }
+      out = Value::list(std::move(items), n->kind == NK::kTuple);
+      return true;
+    }
+    case NK::kDict: {
+      Dict d;
+      for (size_t i = 0; i < n->kids.size(); ++i) {
+        Value k, v;
+        if (!eval(n->kids[i], scope, k) || !eval(n->kw[i], scope, v)) return false;
+        if (!k.is_string()) return fail(RenderErrc::kUnsupported, "non-string dict keys");
+        d.set(k.str(), std::move(v));
+      }
+      out = Value::dict(std::move(d));
+      return true;
+    }
+    default: break;
+  }
+  return fail(RenderErrc::kUnsupported, "unknown expression");
+}
+
+}  // namespace ramjet::render::jinja

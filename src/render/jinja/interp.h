@@ -1,0 +1,90 @@
+// Internal: the tree-walking interpreter (interp.cc) and the builtins it calls (builtins.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "render/jinja/ast.h"
+#include "render/jinja/template.h"
+
+namespace ramjet::render::jinja {
+
+struct CallArgs {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+  const Value* get_kw(std::string_view name) const {
+    for (const auto& [k, v] : kw)
+      if (k == name) return &v;
+    return nullptr;
+  }
+  // Positional i, else keyword `name`, else nullptr.
+  const Value* arg(size_t i, std::string_view name) const {
+    if (i < pos.size()) return &pos[i];
+    return get_kw(name);
+  }
+};
+
+struct Scope {
+  Dict vars;
+  std::shared_ptr<Scope> parent;
+  const Value* lookup(std::string_view name) const {
+    for (const Scope* s = this; s; s = s->parent.get())
+      if (const Value* v = s->vars.find(name)) return v;
+    return nullptr;
+  }
+};
+
+class Interp {
+ public:
+  Interp(const RenderOptions& options, std::string& out) : opt_(options), out_(&out) {}
+
+  bool fail(RenderErrc code, std::string msg, int line = 0) {
+    if (!failed_) {
+      failed_ = true;
+      err_ = {code, std::move(msg), line ? line : line_};
+    }
+    return false;
+  }
+  bool step() {
+    if (++steps_ > opt_.limits.max_steps) return fail(RenderErrc::kLimit, "step limit exceeded");
+    return true;
+  }
+  bool write(std::string_view s) {
+    if (out_->size() + s.size() > opt_.limits.max_output_bytes)
+      return fail(RenderErrc::kLimit, "output larger than the limit");
+    out_->append(s);
+    return true;
+  }
+
+  enum class Flow { kNormal, kBreak, kContinue, kError };
+  Flow exec(const Node* n, const std::shared_ptr<Scope>& scope);
+  bool eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out);
+  bool call(const Value& callee, CallArgs& args, Value& out);
+  // Renders `body` into a string with output redirected.
+  bool capture(const Node* body, const std::shared_ptr<Scope>& scope, std::string& out);
+
+  // builtins.cc
+  bool apply_filter(const std::string& name, const Value& input, CallArgs& args, Value& out);
+  bool apply_test(const std::string& name, const Value& input, CallArgs& args, bool& out);
+  bool get_attr(const Value& obj, const std::string& name, Value& out);
+  bool get_item(const Value& obj, const Value& key, Value& out);
+  bool binary(const std::string& op, const Value& a, const Value& b, Value& out);
+  bool compare(const std::string& op, const Value& a, const Value& b, bool& out);
+  bool contains(const Value& container, const Value& item, bool& out);
+  bool iterate(const Value& v, std::vector<Value>& out);
+  bool slice(const Value& obj, const Value* start, const Value* stop, const Value* step, Value& out);
+  bool to_string_checked(const Value& v, std::string& out);  // str() ; fails on nothing
+  Value globals_lookup(std::string_view name);
+  bool percent_format(const std::string& fmt, const Value& args, std::string& out);
+
+  const RenderOptions& opt_;
+  std::string* out_;
+  RenderError err_;
+  bool failed_ = false;
+  uint64_t steps_ = 0;
+  int depth_ = 0;
+  int line_ = 0;
+};
+
+}  // namespace ramjet::render::jinja

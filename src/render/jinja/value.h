@@ -1,0 +1,142 @@
+// render::jinja value model: the Python objects a HuggingFace chat template sees (None, bool,
+// int, float, str, list/tuple, dict with insertion order, jinja2 Undefined, namespace, and
+// callables), with Python's truthiness, equality, ordering, str() and repr(), and
+// json.dumps(ensure_ascii=False) for the transformers `tojson` filter.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ramjet::render::jinja {
+
+class Value;
+using List = std::vector<Value>;
+
+// A dict keeps insertion order (Python 3.7+); keys are strings (JSON objects are all a template
+// ever sees; other key types are rejected where they could arise).
+struct Dict {
+  std::vector<std::pair<std::string, Value>> items;
+  const Value* find(std::string_view key) const;
+  Value* find(std::string_view key);
+  void set(std::string key, Value v);
+};
+
+struct CallArgs;
+struct RenderError;
+class Interp;
+// A callable (macro, global function, bound method). Returns false and fills `err` on error.
+using NativeFn = std::function<bool(Interp&, CallArgs&, Value& out, RenderError& err)>;
+struct Callable {
+  std::string name;
+  NativeFn fn;
+};
+
+class Value {
+ public:
+  enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict,
+                              kNamespace, kCallable };
+
+  Value() = default;  // undefined
+  static Value none() { Value v; v.kind_ = Kind::kNone; return v; }
+  static Value undefined(std::string name = {}) {
+    Value v;
+    if (!name.empty()) v.str_ = std::make_shared<const std::string>(std::move(name));
+    return v;
+  }
+  Value(bool b) : kind_(Kind::kBool), i_(b) {}                  // NOLINT
+  Value(int i) : kind_(Kind::kInt), i_(i) {}                    // NOLINT
+  Value(int64_t i) : kind_(Kind::kInt), i_(i) {}                // NOLINT
+  Value(double d) : kind_(Kind::kFloat), d_(d) {}               // NOLINT
+  Value(std::string s)                                           // NOLINT
+      : kind_(Kind::kString), str_(std::make_shared<const std::string>(std::move(s))) {}
+  Value(const char* s) : Value(std::string(s)) {}               // NOLINT
+  Value(std::string_view s) : Value(std::string(s)) {}          // NOLINT
+  static Value list(List items, bool tuple = false) {
+    Value v;
+    v.kind_ = Kind::kList;
+    v.tuple_ = tuple;
+    v.list_ = std::make_shared<List>(std::move(items));
+    return v;
+  }
+  static Value dict(Dict d = {}) {
+    Value v;
+    v.kind_ = Kind::kDict;
+    v.dict_ = std::make_shared<Dict>(std::move(d));
+    return v;
+  }
+  static Value ns(Dict d = {}) {
+    Value v = dict(std::move(d));
+    v.kind_ = Kind::kNamespace;
+    return v;
+  }
+  static Value callable(std::string name, NativeFn fn) {
+    Value v;
+    v.kind_ = Kind::kCallable;
+    v.fn_ = std::make_shared<Callable>(Callable{std::move(name), std::move(fn)});
+    return v;
+  }
+
+  Kind kind() const { return kind_; }
+  bool is_undefined() const { return kind_ == Kind::kUndefined; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_bool() const { return kind_ == Kind::kBool; }
+  bool is_int() const { return kind_ == Kind::kInt; }
+  bool is_float() const { return kind_ == Kind::kFloat; }
+  bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || is_bool(); }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_list() const { return kind_ == Kind::kList; }
+  bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
+  bool is_dict() const { return kind_ == Kind::kDict; }
+  bool is_namespace() const { return kind_ == Kind::kNamespace; }
+  bool is_callable() const { return kind_ == Kind::kCallable; }
+
+  bool as_bool() const { return i_ != 0; }
+  int64_t as_int() const { return i_; }  // int and bool
+  double as_double() const { return kind_ == Kind::kFloat ? d_ : static_cast<double>(i_); }
+  const std::string& str() const { return *str_; }
+  const List& items() const { return *list_; }
+  const Dict& dict_ref() const { return *dict_; }
+  Dict& dict_mut() const { return *dict_; }  // namespaces only (set ns.x = ...)
+  const Callable& fn() const { return *fn_; }
+  // Name of the variable an undefined value came from ("" when unknown).
+  std::string undefined_name() const { return str_ ? *str_ : std::string(); }
+
+  bool truthy() const;
+  // Python str(): what {{ value }} prints (undefined prints nothing).
+  std::string to_str() const;
+  void append_str(std::string& out) const;
+  // Python repr().
+  void append_repr(std::string& out) const;
+
+ private:
+  Kind kind_ = Kind::kUndefined;
+  bool tuple_ = false;
+  int64_t i_ = 0;
+  double d_ = 0;
+  std::shared_ptr<const std::string> str_;
+  std::shared_ptr<List> list_;
+  std::shared_ptr<Dict> dict_;
+  std::shared_ptr<Callable> fn_;
+};
+
+// Python ==.
+bool py_equal(const Value& a, const Value& b);
+// Python float repr (shortest round trip: 1.0, 0.1, 1e-05, 1e+16, inf, nan).
+void append_float_repr(std::string& out, double d);
+// Python json.dumps(v, ensure_ascii=False, indent=indent) with the default separators
+// (", " and ": " without indent, "," and ": " with it). Returns false on a value JSON cannot
+// represent (undefined, callables), with `bad` naming its type; max_depth bounds nesting.
+bool to_json(const Value& v, std::string& out, int indent, bool sort_keys, std::string& bad,
+             int max_depth = 512);
+// UTF-8 helpers shared by the filters and string methods (invalid bytes decode as U+FFFD-like
+// single code points of their byte value so that nothing is lost or crashes).
+std::vector<char32_t> utf8_decode(std::string_view s);
+void utf8_append(std::string& out, char32_t c);
+bool py_isspace(char32_t c);
+
+}  // namespace ramjet::render::jinja
