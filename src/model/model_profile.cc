@@ -1,0 +1,84 @@
+#include "model/model_profile.h"
+
+#include <algorithm>
+
+namespace ramjet::model {
+
+std::string_view to_string(LocalFailure failure) {
+  switch (failure) {
+    case LocalFailure::Unsupported: return "unsupported";
+    case LocalFailure::Multimodal: return "multimodal";
+    case LocalFailure::UnknownKwarg: return "unknown_kwarg";
+    case LocalFailure::BadRequest: return "bad_request";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(FormatterSource source) {
+  switch (source) {
+    case FormatterSource::kNative: return "native";
+    case FormatterSource::kHfChatTemplate: return "hf_chat_template";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Modality modality) {
+  switch (modality) {
+    case Modality::kText: return "text";
+    case Modality::kImageAndVideo: return "image+video";
+  }
+  return "unknown";
+}
+
+const ModelProfile* find_profile(std::string_view label) {
+  for (const ModelProfile* p : PROFILES)
+    if (p->label() == label) return p;
+  return nullptr;
+}
+
+namespace {
+
+// A content part array with anything but text parts (image_url, video_url, input_audio, parts
+// added later, or parts without a type).
+bool has_non_text_part(const boost::json::value& content) {
+  if (!content.is_array()) return false;
+  for (const boost::json::value& part : content.get_array()) {
+    const boost::json::object* o = part.if_object();
+    if (!o) return true;
+    const boost::json::value* type = o->if_contains("type");
+    if (!type || !type->is_string() || type->get_string() != "text") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+ramjet::Result<TemplateArgs, LocalFailure> local_template_args(const ModelProfile& profile,
+                                                               const boost::json::object& request) {
+  const boost::json::value* messages = request.if_contains("messages");
+  if (!messages || !messages->is_array()) return LocalFailure::BadRequest;
+  for (const boost::json::value& m : messages->get_array()) {
+    const boost::json::object* msg = m.if_object();
+    if (!msg) return LocalFailure::BadRequest;
+    if (const boost::json::value* c = msg->if_contains("content"); c && has_non_text_part(*c))
+      return LocalFailure::Multimodal;
+  }
+  TemplateArgs args;
+  if (const boost::json::value* kw = request.if_contains("chat_template_kwargs"); kw && !kw->is_null()) {
+    if (!kw->is_object()) return LocalFailure::BadRequest;
+    const auto keys = profile.template_kwarg_keys();
+    for (const auto& [key, value] : kw->get_object()) {
+      if (std::find(keys.begin(), keys.end(), std::string_view(key)) == keys.end())
+        return LocalFailure::UnknownKwarg;
+      args[key] = value;
+    }
+  }
+  if (const boost::json::value* effort = request.if_contains("reasoning_effort");
+      effort && !effort->is_null() && !args.contains("reasoning_effort"))
+    args["reasoning_effort"] = *effort;
+  auto applied = profile.apply_reasoning(args);
+  if (!applied.ok()) return applied.error();
+  return args;
+}
+
+}  // namespace ramjet::model
