@@ -464,7 +464,8 @@ std::string tools_block(const std::vector<std::string>& schemas) {
   return o;
 }
 
-// The pydantic model_dump() of one request tool's `function`, as json.dumps writes it.
+// The pydantic model_dump() of one request tool's `function` (FunctionDefinition: name,
+// description, parameters; absent ones None), as json.dumps writes it.
 RenderResult<std::string> tool_schema(const JVal& tool) {
   if (tool.kind != JVal::Kind::kObject) return err(RenderErrc::kBadRequest, "a tool is not an object");
   const JVal* type = tool.get("type");
@@ -486,14 +487,11 @@ RenderResult<std::string> tool_schema(const JVal& tool) {
   if (is_null(desc)) o += "null"; else dump_string(o, desc->s);
   o += ", \"parameters\": ";
   if (is_null(params)) o += "null"; else dump(o, *params);
-  for (size_t i = 0; i < fn->keys.size(); ++i) {  // extra="allow": extras follow the fields
-    const std::string& k = fn->keys[i];
-    if (k == "name" || k == "description" || k == "parameters") continue;
-    o += ", ";
-    dump_string(o, k);
-    o += ": ";
-    dump(o, fn->items[i]);
-  }
+  // Other keys (strict, defer_loading, ...) are declared fields in some vLLM versions (dumped as
+  // null when absent, or dropped) and pydantic extras in others: not rendered locally.
+  for (const std::string& k : fn->keys)
+    if (k != "name" && k != "description" && k != "parameters")
+      return err(RenderErrc::kUnsupported, "tool function fields beyond name/description/parameters");
   o += '}';
   return o;
 }
