@@ -43,6 +43,9 @@ TEST_DEFAULTS = {
     # test_readiness.py turns it on.
     "RJ_READY_SUCCESSES": "1",
     "RJ_READY_STABLE_SECONDS": "0",
+    # No engine /metrics scrape: the mock engines would record its GETs next to the requests
+    # the tests count; test_metrics.py and test_dashboard.py turn it on.
+    "RJ_ENGINE_SCRAPE_INTERVAL_MS": "0",
 }
 
 
