@@ -3,11 +3,14 @@
 // to its `token_ids`; the encoder's rules one at a time; bad input is a typed error.
 #include "render/deepseek_v32.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -143,6 +146,57 @@ TEST(DeepseekV32, PythonJsonDumpsFormatting) {
   EXPECT_EQ(dumps(R"("\ud800")"), "error:unsupported");
   EXPECT_EQ(dumps("1e999"), "error:unsupported");
   EXPECT_EQ(dumps("[1,]"), "error:bad_json");
+}
+
+// Differential: /usr/bin/python3's json.loads + json.dumps(ensure_ascii=False) on random floats
+// (all bit patterns, wide exponents, short decimals), non-ASCII strings and duplicate keys.
+TEST(DeepseekV32, JsonDumpsMatchesPythonOnGeneratedDocuments) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  const fs::path dir = fs::temp_directory_path() / ("ds32_dumps_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path script = dir / "gen.py", out = dir / "cases.jsonl";
+  {
+    std::ofstream py(script);
+    py << R"PY(import json, random, struct, sys
+random.seed(7)
+docs = []
+for i in range(6000):
+    k = random.random()
+    if k < 0.4:
+        d = struct.unpack('d', struct.pack('Q', random.getrandbits(64)))[0]
+        if d != d or d in (float('inf'), float('-inf')): continue
+        docs.append(json.dumps(d))
+    elif k < 0.7:
+        docs.append(json.dumps(random.uniform(-1e6, 1e6) * 10 ** random.randint(-25, 25)))
+    elif k < 0.85:
+        docs.append(json.dumps(round(random.uniform(-1000, 1000), random.randint(0, 6))))
+    else:
+        s = "".join(chr(random.choice([random.randint(0, 0x7f), random.randint(0x80, 0xd7ff),
+                                       random.randint(0xe000, 0x10ffff)])) for _ in range(random.randint(0, 8)))
+        docs.append(json.dumps({"s": s, "n": [1, -0, 10 ** 30, 1e300, None, True], "s": s[::-1]}))
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    for d in docs:
+        f.write(json.dumps([d, json.dumps(json.loads(d), ensure_ascii=False)], ensure_ascii=False) + "\n")
+)PY";
+  }
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script.string() + " " + out.string()).c_str()), 0);
+  simdjson::dom::parser parser;
+  std::ifstream in(out);
+  std::string line;
+  size_t n = 0, bad = 0;
+  while (std::getline(in, line)) {
+    simdjson::dom::array pair = parser.parse(line).get_array();
+    const std::string doc(std::string_view(pair.at(0)));
+    const std::string expected(std::string_view(pair.at(1)));
+    auto got = python_json_dumps(doc);
+    ++n;
+    if (!got.ok() || *got != expected) {
+      if (++bad < 5) ADD_FAILURE() << doc << " -> " << (got.ok() ? *got : got.error().message) << " != " << expected;
+    }
+  }
+  fs::remove_all(dir);
+  EXPECT_GT(n, 5000u);
+  EXPECT_EQ(bad, 0u);
 }
 
 TEST(DeepseekV32, ToolMessagesMustAnswerToolCalls) {
