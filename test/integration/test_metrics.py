@@ -128,8 +128,10 @@ class Client:
 
 
 def workload(client: Client) -> list:
-    """Chat and completions, streamed and not, repeated prefixes (cache hits), and a 404."""
-    jobs = []
+    """Chat and completions, streamed and not, repeated prefixes (cache hits), and a 404. The
+    first request of each prefix goes alone, so the repeats that follow concurrently find it in
+    the engines' prefix cache and in ramjet's index."""
+    first, rest = [], []
     for app in range(4):
         system = {"role": "system", "content": filler(f"app{app}", 6 * 1024)}
         for turn in range(4):
@@ -138,17 +140,18 @@ def workload(client: Client) -> list:
             b = {"model": "ramjet-sim", "messages": msgs, "max_tokens": 3 + turn, "stream": stream}
             if stream:
                 b["stream_options"] = {"include_usage": True}
-            jobs.append((CHAT, b))
+            (first if turn == 0 else rest).append((CHAT, b))
     for k in range(4):
         b = {"model": "ramjet-sim", "prompt": filler(f"completion{k % 2}", 5 * 1024), "max_tokens": 5,
              "stream": k % 2 == 1}
         if b["stream"]:
             b["stream_options"] = {"include_usage": True}
-        jobs.append((COMPLETIONS, b))
-    jobs.append((CHAT, {"model": "no-such-model", "stream": False,
+        (first if k < 2 else rest).append((COMPLETIONS, b))
+    rest.append((CHAT, {"model": "no-such-model", "stream": False,
                         "messages": [{"role": "user", "content": filler("unknown", 4096)}]}))
+    replies = [client.send(*j) for j in first]
     with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda j: client.send(*j), jobs))
+        return replies + list(pool.map(lambda j: client.send(*j), rest))
 
 
 # ---------------------------------------------------------------------------------- tests
