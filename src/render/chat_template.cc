@@ -1,6 +1,7 @@
 #include "render/chat_template.h"
 
 #include <boost/json.hpp>
+#include <cctype>
 
 namespace ramjet::render {
 
@@ -100,10 +101,27 @@ RenderResult<SpecialTokens> special_tokens_from_config(std::string_view text) {
 }
 
 bool template_uses_openai_content(std::string_view src) {
-  for (std::string_view pat : {"content is iterable", "in message.content", "in message['content']",
-                               "in message[\"content\"]", "in content %", "in content -%",
-                               "in content|", "in content |"})
-    if (src.find(pat) != std::string_view::npos) return true;
+  // vLLM's content-format detection looks for a loop over a message's content:
+  // `for <name> in message.content | message['content'] | content`.
+  size_t pos = 0;
+  while ((pos = src.find("for ", pos)) != std::string_view::npos) {
+    size_t p = pos + 4;
+    while (p < src.size() && src[p] == ' ') ++p;
+    size_t id = p;
+    while (p < src.size() && (std::isalnum(static_cast<unsigned char>(src[p])) || src[p] == '_')) ++p;
+    pos += 4;
+    if (p == id) continue;
+    while (p < src.size() && src[p] == ' ') ++p;
+    if (src.substr(p, 3) != "in ") continue;
+    p += 3;
+    while (p < src.size() && src[p] == ' ') ++p;
+    for (std::string_view target : {"message.content", "message['content']", "message[\"content\"]", "content"}) {
+      if (src.substr(p, target.size()) != target) continue;
+      size_t e = p + target.size();
+      if (e >= src.size() || !(std::isalnum(static_cast<unsigned char>(src[e])) || src[e] == '_' || src[e] == '.' || src[e] == '['))
+        return true;
+    }
+  }
   return false;
 }
 

@@ -108,3 +108,16 @@ TEST(ChatTemplate, Preprocessing) {
 
 }  // namespace
 }  // namespace ramjet::render
+
+namespace ramjet::render {
+namespace {
+TEST(ChatTemplate, ContentFormatDetection) {
+  EXPECT_FALSE(template_uses_openai_content(slurp(kData + "/models/qwen3/chat_template.jinja")));
+  EXPECT_TRUE(template_uses_openai_content(slurp(kData + "/models/qwen3.6/chat_template.jinja")));
+  EXPECT_FALSE(template_uses_openai_content(slurp(kData + "/models/deepseek-v3.1/chat_template.jinja")));
+  EXPECT_FALSE(template_uses_openai_content(
+      slurp(kData + "/models/deepseek-v3.1/tool_chat_template_deepseekv31.jinja")));
+  EXPECT_TRUE(template_uses_openai_content("{% for part in message['content'] %}{% endfor %}"));
+}
+}  // namespace
+}  // namespace ramjet::render

@@ -124,6 +124,24 @@ std::vector<std::string> py_split(const std::string& s, const Value* sep, int64_
   return parts;
 }
 
+std::vector<std::string> py_splitlines(const std::string& s) {
+  // Python str.splitlines(): \n \r \r\n \v \f \x1c-\x1e \x85 \u2028 \u2029.
+  std::vector<std::string> parts;
+  std::vector<char32_t> cps = utf8_decode(s);
+  size_t b = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    char32_t c = cps[i];
+    if (c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || (c >= 0x1C && c <= 0x1E) ||
+        c == 0x85 || c == 0x2028 || c == 0x2029) {
+      parts.push_back(encode(cps, b, i));
+      if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ++i;
+      b = i + 1;
+    }
+  }
+  if (b < cps.size()) parts.push_back(encode(cps, b));
+  return parts;
+}
+
 std::string py_replace(const std::string& s, const std::string& old, const std::string& rep,
                        int64_t count) {
   std::string out;
@@ -270,16 +288,7 @@ bool str_method(Interp& in, const std::string& s, const std::string& name, CallA
     return true;
   }
   if (name == "splitlines") {
-    std::vector<std::string> parts;
-    size_t b = 0;
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] == '\n' || s[i] == '\r') {
-        parts.push_back(s.substr(b, i - b));
-        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        b = i + 1;
-      }
-    if (b < s.size()) parts.push_back(s.substr(b));
-    out = str_list(parts);
+    out = str_list(py_splitlines(s));
     return true;
   }
   if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum" ||
@@ -997,6 +1006,13 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
     const Value* m = a.arg(1, "method");
     std::string method = m && m->is_string() ? m->str() : "common";
     double p = std::pow(10.0, static_cast<double>(prec));
+    if (method == "common" && prec >= 0 && std::isfinite(v.as_double())) {
+      // Python round(): correctly rounded from the exact binary value, ties to even.
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v.as_double());
+      out = Value(std::strtod(buf, nullptr));
+      return true;
+    }
     double x = v.as_double() * p;
     x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
     out = Value(x / p);
@@ -1037,10 +1053,7 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
     const Value* first = a.arg(1, "first");
     const Value* blank = a.arg(2, "blank");
     std::string s = str_of(v) + "\n";
-    std::vector<std::string> lines;
-    size_t b = 0;
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] == '\n') { lines.push_back(s.substr(b, i - b)); b = i + 1; }
+    std::vector<std::string> lines = py_splitlines(s);
     std::string r;
     if (blank && blank->truthy()) {
       for (size_t i = 0; i < lines.size(); ++i) { if (i) r += "\n" + ind; r += lines[i]; }

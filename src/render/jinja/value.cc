@@ -189,6 +189,7 @@ void Value::append_repr(std::string& out) const {
       out += '}';
       return;
     }
+    case Kind::kUndefined: out += "Undefined"; return;
     default: append_str(out); return;
   }
 }
