@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/engine_scrape.h"
+#include "observe/engine_text.h"
 #include "observe/prom_text.h"
 
 namespace {
