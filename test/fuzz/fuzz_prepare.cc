@@ -1,5 +1,7 @@
 // Fuzz target for request/prepare: the request body is untrusted bytes. Every endpoint, two
-// configurations, plus the /v1/models rewrite. Invariants are checked, not just "no crash".
+// configurations, plus the /v1/models rewrite. Invariants are checked, not just "no crash", and
+// prepare() (simdjson fast path + Boost fallback) must equal the frozen Boost-only
+// implementation (prepare_reference.cc) in every field, fingerprints included.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include <boost/json.hpp>
 
 #include "request/prepare/prepare.h"
+#include "request/prepare/prepare_reference.h"
 
 namespace {
 
@@ -28,8 +31,22 @@ bool is_json_object(std::string_view text) {
   return !ec && v.is_object();
 }
 
+bool same(const PreparedRequest& a, const PreparedRequest& b) {
+  return a.endpoint == b.endpoint && a.body == b.body && a.rewritten == b.rewritten &&
+         a.json_object == b.json_object && a.malformed_json == b.malformed_json &&
+         a.stream == b.stream && a.max_output_tokens == b.max_output_tokens &&
+         a.shims.max_tokens_stripped == b.shims.max_tokens_stripped &&
+         a.shims.max_completion_tokens_stripped == b.shims.max_completion_tokens_stripped &&
+         a.shims.contents_flattened == b.shims.contents_flattened &&
+         a.shims.reasoning_effort_dropped == b.shims.reasoning_effort_dropped &&
+         a.fingerprints.chain == b.fingerprints.chain &&
+         a.fingerprints.canonical_bytes == b.fingerprints.canonical_bytes &&
+         a.fingerprints.raw_fallback == b.fingerprints.raw_fallback;
+}
+
 void check_prepare(Endpoint e, const std::string& input, const PrepareConfig& config) {
   PreparedRequest p = ramjet::request::prepare(e, input, config);
+  check(same(p, ramjet::request::reference::prepare_reference(e, input, config)));
   const bool shimmable = e == Endpoint::kChat || e == Endpoint::kCompletions;
   check(p.endpoint == e);
   check(p.malformed_json == (ramjet::request::is_inference(e) && !p.json_object));
@@ -51,9 +68,13 @@ void check_prepare(Endpoint e, const std::string& input, const PrepareConfig& co
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
   PrepareConfig defaults;
+  defaults.fingerprint = true;
   PrepareConfig tight;
   tight.max_tokens_strip = 16;
   tight.limits.max_json_depth = 8;
+  tight.fingerprint = true;
+  tight.fingerprints.chunk_bytes = 64;
+  tight.fingerprints.max_prefix_bytes = 300;
   for (Endpoint e : {Endpoint::kChat, Endpoint::kCompletions, Endpoint::kResponses,
                      Endpoint::kMessages, Endpoint::kModels, Endpoint::kHealth, Endpoint::kOther}) {
     check_prepare(e, input, defaults);

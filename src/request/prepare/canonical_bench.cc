@@ -2,8 +2,12 @@
 // must stay within 2x a bare simdjson parse of the same 256 KiB and 2 MiB chat bodies. Every
 // piece is measured on its own in one run so the ratios can be read off directly:
 //   BM_SimdjsonParse         the yardstick (dom::parser reused, as a server would)
-//   BM_BoostParse            the Boost.JSON parse prepare() does (per-call monotonic arena)
+//   BM_BoostParse            the Boost.JSON parse the Boost path of prepare() does
 //   BM_Prepare               prepare(): parse + shims + facts (+ one body copy, see BM_CopyBody)
+//   BM_PrepareFingerprinted  prepare() with fingerprints on, what a prefix-policy request pays:
+//                            simdjson parse + facts + canonical bytes + FNV chain (+ body copy)
+//   BM_PrepareFingerprintedReference  the same through the frozen Boost-only implementation
+//                            (prepare_reference.cc), the "before" in the same run
 //   BM_Fingerprint           canonical bytes streamed into the FNV chain, from a parsed value
 //   BM_FnvChainOnly          the chained FNV-1a over the canonical bytes alone (the serial floor)
 //   BM_ParseAndFingerprint   Boost parse + canonical + fingerprints (one parse, no shims)
@@ -17,6 +21,7 @@
 
 #include "request/prepare/canonical.h"
 #include "request/prepare/prepare.h"
+#include "request/prepare/prepare_reference.h"
 
 namespace {
 
@@ -104,6 +109,42 @@ void BM_Prepare(benchmark::State& state) {
   bytes_processed(state, body);
 }
 
+ramjet::request::PrepareConfig fingerprinted() {
+  ramjet::request::PrepareConfig config;
+  config.fingerprint = true;
+  return config;
+}
+
+void BM_PrepareFingerprinted(benchmark::State& state) {
+  const std::string body = chat_body(static_cast<size_t>(state.range(0)));
+  const ramjet::request::PrepareConfig config = fingerprinted();
+  const uint64_t fast_before = ramjet::request::detail::simdjson_path_count();
+  const auto check = ramjet::request::prepare(Endpoint::kChat, body, config);
+  if (check.fingerprints.raw_fallback || check.fingerprints.chain.empty() || check.rewritten) {
+    state.SkipWithError("the generated body did not canonicalise");
+    return;
+  }
+  if (ramjet::request::detail::simdjson_path_count() != fast_before + 1) {
+    state.SkipWithError("prepare() did not take the simdjson path");
+    return;
+  }
+  for (auto _ : state) {
+    auto prepared = ramjet::request::prepare(Endpoint::kChat, body, config);
+    benchmark::DoNotOptimize(prepared);
+  }
+  bytes_processed(state, body);
+}
+
+void BM_PrepareFingerprintedReference(benchmark::State& state) {
+  const std::string body = chat_body(static_cast<size_t>(state.range(0)));
+  const ramjet::request::PrepareConfig config = fingerprinted();
+  for (auto _ : state) {
+    auto prepared = ramjet::request::reference::prepare_reference(Endpoint::kChat, body, config);
+    benchmark::DoNotOptimize(prepared);
+  }
+  bytes_processed(state, body);
+}
+
 void BM_Fingerprint(benchmark::State& state) {
   const std::string body = chat_body(static_cast<size_t>(state.range(0)));
   const json::value root = json::parse(body);
@@ -161,6 +202,8 @@ void BM_CopyBody(benchmark::State& state) {
 BENCHMARK(BM_SimdjsonParse)->RAMJET_SIZES;
 BENCHMARK(BM_BoostParse)->RAMJET_SIZES;
 BENCHMARK(BM_Prepare)->RAMJET_SIZES;
+BENCHMARK(BM_PrepareFingerprinted)->RAMJET_SIZES;
+BENCHMARK(BM_PrepareFingerprintedReference)->RAMJET_SIZES;
 BENCHMARK(BM_Fingerprint)->RAMJET_SIZES;
 BENCHMARK(BM_FnvChainOnly)->RAMJET_SIZES;
 BENCHMARK(BM_ParseAndFingerprint)->RAMJET_SIZES;

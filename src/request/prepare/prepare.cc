@@ -1,7 +1,15 @@
-// request/prepare: one Boost.JSON parse of the request body, the chat/completions shims, and
-// the request facts (stream, output limit). The DOM lives in a per-call monotonic arena over a
-// per-thread buffer and never leaves this file; an unchanged body is returned as the caller's
-// original bytes.
+// request/prepare: one JSON parse of the request body, the chat/completions shims, and the
+// request facts (stream, output limit), then the fingerprints from the same parse.
+//
+// Two parses, one set of rules. The fast path parses with simdjson and reads the facts, the shim
+// conditions and the canonical bytes through a read-only view (json_view.h, canonical_writer.h).
+// When a shim must rewrite the body, or simdjson cannot show what Boost.JSON would have parsed
+// (any simdjson error, a double that is read or serialised, duplicate keys in a serialised
+// object), the request is redone on the Boost.JSON path, which mutates and re-serialises. Both
+// paths give the same bytes and facts as the Boost-only implementation kept in
+// prepare_reference.cc (prepare_differential_test.cc, fuzz_prepare.cc). The Boost DOM lives in a
+// per-call monotonic arena over a per-thread buffer and never leaves this file; an unchanged
+// body is returned as the caller's original bytes.
 #include "request/prepare/prepare.h"
 
 #include <array>
@@ -15,11 +23,18 @@
 #include <vector>
 
 #include <boost/json.hpp>
+#include <simdjson.h>
+
+#include "request/prepare/canonical_writer.h"
+#include "request/prepare/json_view.h"
+#include "request/prepare/prepare_reference.h"
 
 namespace ramjet::request {
 namespace {
 
 namespace json = boost::json;
+using detail::BoostView;
+using detail::JsonKind;
 
 // Depth bound for the /v1/models walk (the parse enforces it, so the recursion is bounded).
 constexpr std::size_t kModelsMaxDepth = 64;
@@ -66,30 +81,121 @@ bool parse_into(std::string_view text, json::monotonic_resource& mr, std::size_t
   return !ec;
 }
 
+// A read-only view of a simdjson DOM value (json_view.h). simdjson keeps every duplicate key
+// where Boost.JSON keeps the last, so find() returns the last match; its doubles are correctly
+// rounded where Boost 1.81's are not, so kExactDoubles is false.
+class SimdView {
+ public:
+  static constexpr bool kUniqueKeys = false;
+  static constexpr bool kExactDoubles = false;
+
+  SimdView() = default;
+  explicit SimdView(simdjson::dom::element e) : e_(e) {}
+
+  JsonKind kind() const {
+    switch (e_.type()) {
+      case simdjson::dom::element_type::ARRAY:
+        return JsonKind::kArray;
+      case simdjson::dom::element_type::OBJECT:
+        return JsonKind::kObject;
+      case simdjson::dom::element_type::INT64:
+        return JsonKind::kInt64;
+      case simdjson::dom::element_type::UINT64:
+        return JsonKind::kUint64;
+      case simdjson::dom::element_type::DOUBLE:
+        return JsonKind::kDouble;
+      case simdjson::dom::element_type::STRING:
+        return JsonKind::kString;
+      case simdjson::dom::element_type::BOOL:
+        return JsonKind::kBool;
+      case simdjson::dom::element_type::NULL_VALUE:
+        return JsonKind::kNull;
+    }
+    return JsonKind::kNull;
+  }
+  bool is(JsonKind k) const { return kind() == k; }
+  bool as_bool() const { return e_.get_bool().value_unsafe(); }
+  int64_t as_int64() const { return e_.get_int64().value_unsafe(); }
+  uint64_t as_uint64() const { return e_.get_uint64().value_unsafe(); }
+  double as_double() const { return e_.get_double().value_unsafe(); }
+  std::string_view as_string() const { return e_.get_string().value_unsafe(); }
+
+  std::optional<SimdView> find(std::string_view key) const {
+    std::optional<SimdView> found;
+    const simdjson::dom::object o = e_.get_object().value_unsafe();
+    for (simdjson::dom::key_value_pair member : o) {
+      if (member.key == key) found = SimdView(member.value);
+    }
+    return found;
+  }
+  auto members() const {
+    const simdjson::dom::object o = e_.get_object().value_unsafe();
+    auto fn = [](const simdjson::dom::key_value_pair& kv) {
+      return std::pair<std::string_view, SimdView>(kv.key, SimdView(kv.value));
+    };
+    return detail::MappedRange<simdjson::dom::object::iterator, decltype(fn)>(o.begin(), o.end(), fn);
+  }
+  auto elements() const {
+    const simdjson::dom::array a = e_.get_array().value_unsafe();
+    auto fn = [](simdjson::dom::element e) { return SimdView(e); };
+    return detail::MappedRange<simdjson::dom::array::iterator, decltype(fn)>(a.begin(), a.end(), fn);
+  }
+  bool array_empty() const { return e_.get_array().value_unsafe().size() == 0; }
+
+ private:
+  simdjson::dom::element e_;
+};
+
+thread_local uint64_t simdjson_answered = 0;  // detail::simdjson_path_count()
+
+// Bodies above this take the Boost path: the per-thread simdjson parser keeps buffers sized for
+// the largest body it has parsed (a padded copy plus tape and string buffers; only the touched
+// pages are resident).
+constexpr std::size_t kFastPathMaxBody = 4u << 20;
+
+// The simdjson parser, one per thread, rebuilt when the depth limit changes. simdjson's depth
+// limit N never accepts a document that Boost.JSON's max_depth N rejects (it counts one more
+// level for a scalar inside an object), so a simdjson depth error just means "ask Boost".
+simdjson::dom::parser* thread_simd_parser(std::size_t max_depth) {
+  thread_local simdjson::dom::parser parser;
+  thread_local std::size_t depth = 0;
+  if (depth != max_depth) {
+    if (parser.allocate(std::max<std::size_t>(parser.capacity(), 4096), max_depth) !=
+        simdjson::SUCCESS) {
+      depth = 0;
+      return nullptr;
+    }
+    depth = max_depth;
+  }
+  return &parser;
+}
+
 // A JSON number at or above the strip threshold (integers compared exactly, doubles as double).
-bool number_at_least(const json::value& v, uint64_t threshold) {
+template <class V>
+bool number_at_least(const V& v, uint64_t threshold) {
   switch (v.kind()) {
-    case json::kind::uint64:
-      return v.get_uint64() >= threshold;
-    case json::kind::int64:
-      return v.get_int64() >= 0 && static_cast<uint64_t>(v.get_int64()) >= threshold;
-    case json::kind::double_:
-      return v.get_double() >= static_cast<double>(threshold);
+    case JsonKind::kUint64:
+      return v.as_uint64() >= threshold;
+    case JsonKind::kInt64:
+      return v.as_int64() >= 0 && static_cast<uint64_t>(v.as_int64()) >= threshold;
+    case JsonKind::kDouble:
+      return v.as_double() >= static_cast<double>(threshold);
     default:
       return false;
   }
 }
 
 // Non-negative JSON integers only (doubles such as 100.0 are "invalid", as in the reference).
-std::optional<uint64_t> non_negative_integer(const json::value& v) {
-  if (v.is_uint64()) return v.get_uint64();
-  if (v.is_int64() && v.get_int64() >= 0) return static_cast<uint64_t>(v.get_int64());
+template <class V>
+std::optional<uint64_t> non_negative_integer(const V& v) {
+  if (v.is(JsonKind::kUint64)) return v.as_uint64();
+  if (v.is(JsonKind::kInt64) && v.as_int64() >= 0) return static_cast<uint64_t>(v.as_int64());
   return std::nullopt;
 }
 
 bool strip_if_oversized(json::object& obj, std::string_view key, uint64_t threshold) {
   auto it = obj.find(key);
-  if (it == obj.end() || !number_at_least(it->value(), threshold)) return false;
+  if (it == obj.end() || !number_at_least(BoostView(it->value()), threshold)) return false;
   obj.stable_erase(it);
   return true;
 }
@@ -97,15 +203,15 @@ bool strip_if_oversized(json::object& obj, std::string_view key, uint64_t thresh
 // A content array whose parts are all {"type":"text","text":<string>} (extra keys allowed);
 // an empty array is not all-text. Any other part (image_url, video_url, input_audio, a bare
 // string, an unknown type) leaves the whole content untouched.
-bool all_text_parts(const json::array& parts) {
-  if (parts.empty()) return false;
-  for (const json::value& part : parts) {
-    const json::object* p = part.if_object();
-    if (p == nullptr) return false;
-    const json::value* type = p->if_contains("type");
-    if (type == nullptr || !type->is_string() || type->get_string() != "text") return false;
-    const json::value* text = p->if_contains("text");
-    if (text == nullptr || !text->is_string()) return false;
+template <class V>
+bool all_text_parts(const V& parts) {
+  if (parts.array_empty()) return false;
+  for (const V part : parts.elements()) {
+    if (!part.is(JsonKind::kObject)) return false;
+    const std::optional<V> type = part.find("type");
+    if (!type || !type->is(JsonKind::kString) || type->as_string() != "text") return false;
+    const std::optional<V> text = part.find("text");
+    if (!text || !text->is(JsonKind::kString)) return false;
   }
   return true;
 }
@@ -120,7 +226,7 @@ uint32_t flatten_contents(json::object& obj) {
     json::object* m = message.if_object();
     if (m == nullptr) continue;
     json::value* content = m->if_contains("content");
-    if (content == nullptr || !content->is_array() || !all_text_parts(content->get_array())) {
+    if (content == nullptr || !content->is_array() || !all_text_parts(BoostView(*content))) {
       continue;
     }
     json::string text(content->storage());
@@ -133,11 +239,12 @@ uint32_t flatten_contents(json::object& obj) {
   return flattened;
 }
 
-bool valid_reasoning_effort(const json::value& v) {
-  if (v.is_null()) return true;  // null means "unset" to vLLM: leave it alone
-  if (!v.is_string()) return false;
+template <class V>
+bool valid_reasoning_effort(const V& v) {
+  if (v.is(JsonKind::kNull)) return true;  // null means "unset" to vLLM: leave it alone
+  if (!v.is(JsonKind::kString)) return false;
   for (std::string_view allowed : kReasoningEfforts) {
-    if (v.get_string() == allowed) return true;
+    if (v.as_string() == allowed) return true;
   }
   return false;
 }
@@ -148,28 +255,28 @@ void apply_shims(json::object& obj, uint64_t threshold, ShimReport& report) {
       strip_if_oversized(obj, "max_completion_tokens", threshold);
   report.contents_flattened = flatten_contents(obj);
   auto effort = obj.find("reasoning_effort");
-  if (effort != obj.end() && !valid_reasoning_effort(effort->value())) {
+  if (effort != obj.end() && !valid_reasoning_effort(BoostView(effort->value()))) {
     obj.stable_erase(effort);
     report.reasoning_effort_dropped = true;
   }
 }
 
-// The top-level members prepare() reads, found in one pass over the object (a json::object's
-// keys are unique, so this is what a lookup per name would return).
+// The top-level members prepare() reads, found in one pass over the object. A later duplicate
+// key overwrites an earlier one, which is the member Boost.JSON keeps.
+template <class V>
 struct TopLevel {
-  const json::value* stream = nullptr;
-  const json::value* messages = nullptr;
-  const json::value* max_tokens = nullptr;
-  const json::value* reasoning_effort = nullptr;
-  const json::value* max_output_tokens = nullptr;
-  const json::value* max_completion_tokens = nullptr;
+  std::optional<V> stream;
+  std::optional<V> messages;
+  std::optional<V> max_tokens;
+  std::optional<V> reasoning_effort;
+  std::optional<V> max_output_tokens;
+  std::optional<V> max_completion_tokens;
 };
 
-TopLevel top_level(const json::object& obj) {
-  TopLevel t;
-  for (const json::key_value_pair& member : obj) {
-    const std::string_view key = member.key();
-    const json::value* v = &member.value();
+template <class V>
+TopLevel<V> top_level(const V& obj) {
+  TopLevel<V> t;
+  for (const auto& [key, v] : obj.members()) {
     switch (key.size()) {
       case 6:
         if (key == "stream") t.stream = v;
@@ -197,16 +304,16 @@ TopLevel top_level(const json::object& obj) {
 }
 
 // Whether apply_shims() would change anything, read-only (the same conditions, in one pass).
-bool shims_apply(const TopLevel& top, uint64_t threshold) {
+template <class V>
+bool shims_apply(const TopLevel<V>& top, uint64_t threshold) {
   if (top.max_tokens && number_at_least(*top.max_tokens, threshold)) return true;
   if (top.max_completion_tokens && number_at_least(*top.max_completion_tokens, threshold)) return true;
   if (top.reasoning_effort && !valid_reasoning_effort(*top.reasoning_effort)) return true;
-  if (top.messages && top.messages->is_array()) {
-    for (const json::value& message : top.messages->get_array()) {
-      const json::object* m = message.if_object();
-      if (m == nullptr) continue;
-      const json::value* content = m->if_contains("content");
-      if (content != nullptr && content->is_array() && all_text_parts(content->get_array())) return true;
+  if (top.messages && top.messages->is(JsonKind::kArray)) {
+    for (const V message : top.messages->elements()) {
+      if (!message.is(JsonKind::kObject)) continue;
+      const std::optional<V> content = message.find("content");
+      if (content && content->is(JsonKind::kArray) && all_text_parts(*content)) return true;
     }
   }
   return false;
@@ -214,23 +321,25 @@ bool shims_apply(const TopLevel& top, uint64_t threshold) {
 
 // Reference 2.7: the first present, non-null field decides; a malformed one is "invalid"
 // (nullopt) with no fallback to the next field.
-std::optional<uint64_t> output_limit(std::initializer_list<const json::value*> fields) {
-  for (const json::value* v : fields) {
-    if (v == nullptr || v->is_null()) continue;
-    return non_negative_integer(*v);
+template <class V>
+std::optional<uint64_t> output_limit(std::initializer_list<const std::optional<V>*> fields) {
+  for (const std::optional<V>* v : fields) {
+    if (!*v || (*v)->is(JsonKind::kNull)) continue;
+    return non_negative_integer(**v);
   }
   return std::nullopt;
 }
 
-std::optional<uint64_t> requested_output_limit(Endpoint endpoint, const TopLevel& top) {
+template <class V>
+std::optional<uint64_t> requested_output_limit(Endpoint endpoint, const TopLevel<V>& top) {
   switch (endpoint) {
     case Endpoint::kChat:
-      return output_limit({top.max_completion_tokens, top.max_tokens});
+      return output_limit<V>({&top.max_completion_tokens, &top.max_tokens});
     case Endpoint::kCompletions:
     case Endpoint::kMessages:
-      return output_limit({top.max_tokens});
+      return output_limit<V>({&top.max_tokens});
     case Endpoint::kResponses:
-      return output_limit({top.max_output_tokens});
+      return output_limit<V>({&top.max_output_tokens});
     default:
       return std::nullopt;
   }
@@ -293,9 +402,8 @@ bool shrink_context(json::value& v, uint64_t margin) {
   return changed;
 }
 
-}  // namespace
-
-PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config) {
+// The Boost.JSON path: parse, shims (mutating the DOM), facts, re-serialisation, fingerprints.
+PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const PrepareConfig& config) {
   PreparedRequest out;
   out.endpoint = endpoint;
 
@@ -311,7 +419,7 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
   }
   out.json_object = true;
 
-  TopLevel top = top_level(root.get_object());
+  TopLevel<BoostView> top = top_level(BoostView(root));
   if ((endpoint == Endpoint::kChat || endpoint == Endpoint::kCompletions) &&
       shims_apply(top, config.max_tokens_strip)) {
     apply_shims(root.get_object(), config.max_tokens_strip, out.shims);
@@ -323,10 +431,10 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
         std::abort();  // impossible: these bytes parsed as an object a moment ago
       }
     }
-    top = top_level(root.get_object());  // the facts come from the post-shim object
+    top = top_level(BoostView(root));  // the facts come from the post-shim object
   }
   const json::object& obj = root.get_object();
-  if (top.stream && top.stream->is_bool()) out.stream = top.stream->get_bool();
+  if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
 
   if (out.shims.any()) {
@@ -340,6 +448,59 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
     out.fingerprints = fingerprint_request(endpoint, root, out.body, config.fingerprints);
   }
   return out;
+}
+
+// The simdjson path, for bodies that no shim changes: the same facts and fingerprints, read
+// through a view of the simdjson DOM. nullopt (and `body` untouched) when the Boost path must
+// decide: a parse error of any kind (Boost.JSON reads some bodies simdjson rejects, e.g. 1e400
+// or a 20-digit integer, and then decides what is malformed), a body that is not an object, a
+// shim to apply, or a value the view cannot vouch for (see SimdView).
+std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& body,
+                                                const PrepareConfig& config) {
+  if (config.limits.max_json_depth == 0 || body.size() > kFastPathMaxBody) return std::nullopt;
+  simdjson::dom::parser* parser = thread_simd_parser(config.limits.max_json_depth);
+  if (parser == nullptr) return std::nullopt;
+  simdjson::dom::element root;
+  if (parser->parse(body).get(root) != simdjson::SUCCESS ||
+      root.type() != simdjson::dom::element_type::OBJECT) {
+    return std::nullopt;
+  }
+  const SimdView view(root);
+  const TopLevel<SimdView> top = top_level(view);
+  // Boost.JSON's value of a double may differ from simdjson's in the last bits.
+  for (const std::optional<SimdView>* limit :
+       {&top.max_tokens, &top.max_completion_tokens, &top.max_output_tokens}) {
+    if (*limit && (*limit)->is(JsonKind::kDouble)) return std::nullopt;
+  }
+  if ((endpoint == Endpoint::kChat || endpoint == Endpoint::kCompletions) &&
+      shims_apply(top, config.max_tokens_strip)) {
+    return std::nullopt;
+  }
+  PreparedRequest out;
+  out.endpoint = endpoint;
+  out.json_object = true;
+  if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
+  out.max_output_tokens = requested_output_limit(endpoint, top);
+  if (config.fingerprint && is_inference(endpoint)) {
+    if (!detail::fingerprint_view(std::optional<SimdView>(view), body, config.fingerprints,
+                                  out.fingerprints)) {
+      return std::nullopt;
+    }
+  }
+  out.body = std::move(body);
+  ++simdjson_answered;
+  return out;
+}
+
+}  // namespace
+
+uint64_t detail::simdjson_path_count() { return simdjson_answered; }
+
+PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config) {
+  if (std::optional<PreparedRequest> fast = prepare_simdjson(endpoint, body, config)) {
+    return std::move(*fast);
+  }
+  return prepare_boost(endpoint, std::move(body), config);
 }
 
 std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {

@@ -1,0 +1,444 @@
+// request/prepare/canonical_writer: the canonical prompt bytes (reference §2.2) and the chained
+// FNV-1a sink (§2.3) as templates over a JSON view (json_view.h), so the Boost.JSON DOM
+// (canonical.cc) and the simdjson DOM (prepare.cc's fast path) share one statement of the rules.
+// Internal to request/prepare. Nothing here allocates per JSON value.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/container/small_vector.hpp>
+
+#include "request/prepare/canonical.h"
+#include "request/prepare/json_view.h"
+
+namespace ramjet::request::detail {
+
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+
+inline uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+// The state of a chunk's hash after the previous fingerprint's 8 little-endian bytes.
+inline uint64_t chunk_seed(uint64_t previous) {
+  uint64_t h = kFnvOffset;
+  for (int i = 0; i < 8; ++i) {
+    h ^= (previous >> (8 * i)) & 0xff;
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+// serde_json escapes '"', '\\' and the C0 controls; '/' , DEL and non-ASCII pass through.
+constexpr std::array<bool, 256> kNeedsEscape = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = true;
+  t['"'] = true;
+  t['\\'] = true;
+  return t;
+}();
+
+// The escape sequence for one byte that kNeedsEscape flags; returns its length.
+inline size_t escape_sequence(unsigned char c, char* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out[0] = '\\';
+  switch (c) {
+    case '"':
+      out[1] = '"';
+      return 2;
+    case '\\':
+      out[1] = '\\';
+      return 2;
+    case '\b':
+      out[1] = 'b';
+      return 2;
+    case '\f':
+      out[1] = 'f';
+      return 2;
+    case '\n':
+      out[1] = 'n';
+      return 2;
+    case '\r':
+      out[1] = 'r';
+      return 2;
+    case '\t':
+      out[1] = 't';
+      return 2;
+    default:
+      out[1] = 'u';
+      out[2] = '0';
+      out[3] = '0';
+      out[4] = kHex[c >> 4];
+      out[5] = kHex[c & 0xf];
+      return 6;
+  }
+}
+
+// Hashes bytes as they arrive; emits one fingerprint per full chunk and stops at `max` bytes.
+class ChainSink {
+ public:
+  ChainSink(uint64_t chunk, uint64_t max, std::vector<uint64_t>& out)
+      : chunk_(chunk), max_(max), out_(out), h_(chunk_seed(0)) {}
+
+  bool full() const { return total_ >= max_; }
+  uint64_t total() const { return total_; }
+
+  void put(const char* p, size_t n) {
+    n = static_cast<size_t>(std::min<uint64_t>(n, max_ - total_));
+    total_ += n;
+    auto* bytes = reinterpret_cast<const unsigned char*>(p);
+    while (n > 0) {
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
+      h_ = fnv1a(h_, bytes, take);
+      in_chunk_ += take;
+      bytes += take;
+      n -= take;
+      if (in_chunk_ == chunk_) emit();
+    }
+  }
+  void put(char c) {
+    if (total_ >= max_) return;
+    ++total_;
+    h_ = (h_ ^ static_cast<unsigned char>(c)) * kFnvPrime;
+    if (++in_chunk_ == chunk_) emit();
+  }
+  // String contents with serde_json escaping, scanned and hashed in one pass: the escape test
+  // is independent of the hash state, so it hides behind the multiply's latency.
+  void put_escaped(const char* p, size_t n) {
+    auto* bytes = reinterpret_cast<const unsigned char*>(p);
+    while (n > 0 && total_ < max_) {
+      const size_t limit =
+          static_cast<size_t>(std::min<uint64_t>({n, chunk_ - in_chunk_, max_ - total_}));
+      uint64_t h = h_;
+      size_t i = 0;
+      for (; i < limit; ++i) {
+        const unsigned char c = bytes[i];
+        if (kNeedsEscape[c]) [[unlikely]] {
+          break;
+        }
+        h = (h ^ c) * kFnvPrime;
+      }
+      h_ = h;
+      in_chunk_ += i;
+      total_ += i;
+      bytes += i;
+      n -= i;
+      if (in_chunk_ == chunk_) emit();
+      if (i < limit) {
+        char seq[6];
+        put(seq, escape_sequence(*bytes, seq));
+        ++bytes;
+        --n;
+      }
+    }
+  }
+  void finish() {
+    if (in_chunk_ > 0) emit();
+  }
+  // Forget everything written so far (the writer gave up: the raw bytes are hashed instead).
+  void reset() {
+    out_.clear();
+    total_ = 0;
+    in_chunk_ = 0;
+    h_ = chunk_seed(0);
+  }
+
+ private:
+  void emit() {
+    out_.push_back(h_);
+    h_ = chunk_seed(h_);
+    in_chunk_ = 0;
+  }
+
+  uint64_t chunk_;
+  uint64_t max_;
+  std::vector<uint64_t>& out_;
+  uint64_t h_;
+  uint64_t total_ = 0;
+  uint64_t in_chunk_ = 0;
+};
+
+// Collects the bytes (truncated at `max`).
+class StringSink {
+ public:
+  StringSink(uint64_t max, std::string& out) : max_(max), out_(out) {}
+  bool full() const { return out_.size() >= max_; }
+  uint64_t total() const { return out_.size(); }
+  void put(const char* p, size_t n) {
+    out_.append(p, static_cast<size_t>(std::min<uint64_t>(n, max_ - out_.size())));
+  }
+  void put(char c) {
+    if (out_.size() < max_) out_.push_back(c);
+  }
+  void put_escaped(const char* p, size_t n) {
+    const char* run = p;
+    const char* const end = p + n;
+    for (; p < end && !full(); ++p) {
+      const auto c = static_cast<unsigned char>(*p);
+      if (!kNeedsEscape[c]) [[likely]] {
+        continue;
+      }
+      put(run, static_cast<size_t>(p - run));
+      char seq[6];
+      put(seq, escape_sequence(c, seq));
+      run = p + 1;
+    }
+    if (!full()) put(run, static_cast<size_t>(end - run));
+  }
+  void finish() {}
+  void reset() { out_.clear(); }
+
+ private:
+  uint64_t max_;
+  std::string& out_;
+};
+
+constexpr std::string_view kMessageKeys[] = {
+    "role",      "name",       "content",       "reasoning_content",
+    "reasoning", "tool_calls", "function_call", "tool_call_id"};
+constexpr std::string_view kTopLevelKeys[] = {
+    "tools",         "functions",           "tool_choice",
+    "function_call", "parallel_tool_calls", "reasoning_effort",
+    "thinking",      "response_format"};
+
+// ryu/serde_json layout of a finite double (canonical.cc).
+size_t format_double(double d, char* out);
+
+// What writing the canonical bytes came to.
+enum class WriteResult {
+  kCanonical,  // canonical bytes written
+  kRaw,        // the rules say raw bytes (non-finite number, nesting beyond the limit)
+  kUnsure,     // the view cannot tell what Boost.JSON would have parsed (a simdjson double or
+               // duplicate keys in a serialised object): redo the request on the Boost path
+};
+
+// Writes canonical bytes into a sink. Stops early once the sink is full.
+template <class Sink, class V>
+class Writer {
+ public:
+  Writer(Sink& sink, uint32_t max_depth) : sink_(sink), max_depth_(max_depth) {}
+
+  // `messages` is an array view or null; `system` a non-null value or null.
+  WriteResult prompt(const V& obj, const std::optional<V>& messages, const std::optional<V>& system) {
+    if (system) {
+      static constexpr char kSynthetic[] = "message\0role\0\"system\"\0content\0";
+      sink_.put(kSynthetic, sizeof kSynthetic - 1);
+      if (WriteResult r = value(*system, 0); r != WriteResult::kCanonical) return r;
+      sink_.put('\0');
+    }
+    if (!messages) return top_level(obj);
+    auto range = messages->elements();
+    auto it = range.begin();
+    const auto end = range.end();
+    for (; it != end && !sink_.full(); ++it) {
+      const V m = *it;
+      if (!m.is(JsonKind::kObject) || !is_lead_role(m)) break;
+      if (WriteResult r = message(m); r != WriteResult::kCanonical) return r;
+    }
+    if (WriteResult r = top_level(obj); r != WriteResult::kCanonical || sink_.full()) return r;
+    for (; it != end && !sink_.full(); ++it) {
+      const V m = *it;
+      if (m.is(JsonKind::kObject)) {
+        if (WriteResult r = message(m); r != WriteResult::kCanonical) return r;
+      }
+    }
+    return WriteResult::kCanonical;
+  }
+
+ private:
+  WriteResult top_level(const V& obj) {
+    for (std::string_view key : kTopLevelKeys) {
+      if (sink_.full()) return WriteResult::kCanonical;
+      if (WriteResult r = field(obj, key); r != WriteResult::kCanonical) return r;
+    }
+    return WriteResult::kCanonical;
+  }
+
+  static bool is_lead_role(const V& m) {
+    const std::optional<V> role = m.find("role");
+    if (!role || !role->is(JsonKind::kString)) return false;
+    const std::string_view r = role->as_string();
+    return r == "system" || r == "developer";
+  }
+
+  WriteResult message(const V& m) {
+    sink_.put("message\0", 8);
+    for (std::string_view key : kMessageKeys) {
+      if (WriteResult r = field(m, key); r != WriteResult::kCanonical) return r;
+    }
+    return WriteResult::kCanonical;
+  }
+
+  WriteResult field(const V& obj, std::string_view key) {
+    const std::optional<V> v = obj.find(key);
+    if (!v || v->is(JsonKind::kNull)) return WriteResult::kCanonical;
+    sink_.put(key.data(), key.size());
+    sink_.put('\0');
+    if (WriteResult r = value(*v, 0); r != WriteResult::kCanonical) return r;
+    sink_.put('\0');
+    return WriteResult::kCanonical;
+  }
+
+  WriteResult value(const V& v, uint32_t depth) {
+    if (sink_.full()) return WriteResult::kCanonical;
+    switch (v.kind()) {
+      case JsonKind::kNull:
+        sink_.put("null", 4);
+        return WriteResult::kCanonical;
+      case JsonKind::kBool:
+        if (v.as_bool()) {
+          sink_.put("true", 4);
+        } else {
+          sink_.put("false", 5);
+        }
+        return WriteResult::kCanonical;
+      case JsonKind::kInt64: {
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, v.as_int64());
+        sink_.put(buf, static_cast<size_t>(r.ptr - buf));
+        return WriteResult::kCanonical;
+      }
+      case JsonKind::kUint64: {
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, v.as_uint64());
+        sink_.put(buf, static_cast<size_t>(r.ptr - buf));
+        return WriteResult::kCanonical;
+      }
+      case JsonKind::kDouble:
+        if constexpr (!V::kExactDoubles) {
+          return WriteResult::kUnsure;
+        } else {
+          return number(v.as_double());
+        }
+      case JsonKind::kString:
+        string(v.as_string());
+        return WriteResult::kCanonical;
+      case JsonKind::kArray:
+        return array(v, depth + 1);
+      case JsonKind::kObject:
+        return object(v, depth + 1);
+    }
+    return WriteResult::kCanonical;
+  }
+
+  WriteResult number(double d) {
+    if (!std::isfinite(d)) return WriteResult::kRaw;
+    char buf[40];
+    size_t n = format_double(d, buf);
+    sink_.put(buf, n);
+    return WriteResult::kCanonical;
+  }
+
+  void string(std::string_view s) {
+    sink_.put('"');
+    sink_.put_escaped(s.data(), s.size());
+    sink_.put('"');
+  }
+
+  WriteResult array(const V& a, uint32_t depth) {
+    if (depth > max_depth_) return WriteResult::kRaw;
+    sink_.put('[');
+    bool first = true;
+    for (const V e : a.elements()) {
+      if (sink_.full()) return WriteResult::kCanonical;
+      if (!first) sink_.put(',');
+      first = false;
+      if (WriteResult r = value(e, depth); r != WriteResult::kCanonical) return r;
+    }
+    sink_.put(']');
+    return WriteResult::kCanonical;
+  }
+
+  WriteResult object(const V& o, uint32_t depth) {
+    if (depth > max_depth_) return WriteResult::kRaw;
+    sink_.put('{');
+    // Keys in byte order. The members live in one scratch stack shared by every level, so
+    // indices (not iterators) are used across the recursive calls that may grow it.
+    const size_t base = scratch_.size();
+    for (const auto& member : o.members()) scratch_.push_back(member);
+    std::sort(scratch_.begin() + static_cast<std::ptrdiff_t>(base), scratch_.end(),
+              [](const Member& a, const Member& b) { return a.first < b.first; });
+    if constexpr (!V::kUniqueKeys) {
+      // Boost.JSON would have kept only the last of equal keys: let the Boost path decide.
+      for (size_t i = base + 1; i < scratch_.size(); ++i) {
+        if (scratch_[i - 1].first == scratch_[i].first) {
+          scratch_.resize(base);
+          return WriteResult::kUnsure;
+        }
+      }
+    }
+    WriteResult r = WriteResult::kCanonical;
+    for (size_t i = base; i < scratch_.size() && r == WriteResult::kCanonical && !sink_.full(); ++i) {
+      if (i != base) sink_.put(',');
+      const Member member = scratch_[i];
+      string(member.first);
+      sink_.put(':');
+      r = value(member.second, depth);
+    }
+    scratch_.resize(base);
+    if (r == WriteResult::kCanonical) sink_.put('}');
+    return r;
+  }
+
+  using Member = std::pair<std::string_view, V>;
+  Sink& sink_;
+  uint32_t max_depth_;
+  boost::container::small_vector<Member, 64> scratch_;
+};
+
+// Shared driver: canonical bytes when the body has a prompt shape, else (or on kRaw) the raw
+// body. Returns kCanonical or kRaw with the sink finished, or kUnsure (sink contents undefined).
+template <class Sink, class V>
+WriteResult write_prompt(const std::optional<V>& root, std::string_view body,
+                         const FingerprintConfig& config, Sink& sink) {
+  auto raw = [&] {
+    sink.reset();
+    sink.put(body.data(), body.size());
+    sink.finish();
+    return WriteResult::kRaw;
+  };
+  if (!root || !root->is(JsonKind::kObject)) return raw();
+  std::optional<V> messages = root->find("messages");
+  if (messages && messages->is(JsonKind::kNull)) messages.reset();
+  if (messages && !messages->is(JsonKind::kArray)) return raw();
+  std::optional<V> system = root->find("system");
+  if (system && system->is(JsonKind::kNull)) system.reset();
+  if (!messages && !system) return raw();
+  Writer<Sink, V> writer(sink, config.limits.max_depth);
+  const WriteResult r = writer.prompt(*root, messages, system);
+  if (r == WriteResult::kRaw) return raw();
+  if (r == WriteResult::kUnsure) return r;
+  sink.finish();
+  return WriteResult::kCanonical;
+}
+
+// fingerprint_request() over any view; false when the view was unsure (`out` is then garbage).
+template <class V>
+bool fingerprint_view(const std::optional<V>& root, std::string_view body,
+                      const FingerprintConfig& config, Fingerprints& out) {
+  out = Fingerprints{};
+  if (config.chunk_bytes == 0) return true;
+  const uint64_t expected = std::min<uint64_t>(body.size(), config.max_prefix_bytes);
+  out.chain.reserve(static_cast<size_t>(expected / config.chunk_bytes + 1));
+  ChainSink sink(config.chunk_bytes, config.max_prefix_bytes, out.chain);
+  const WriteResult r = write_prompt(root, body, config, sink);
+  if (r == WriteResult::kUnsure) return false;
+  out.raw_fallback = r == WriteResult::kRaw;
+  out.canonical_bytes = sink.total();
+  return true;
+}
+
+}  // namespace ramjet::request::detail
