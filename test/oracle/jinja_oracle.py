@@ -244,6 +244,12 @@ FEATURE_TEMPLATES = [
     "{{ d.missing }}|{{ d['missing'] }}|{{ xs[-1] if xs else 'none' }}|{{ none }}|{{ True }}",
     "{% for a in xs %}{% for b in xs %}{% if loop.index > 2 %}{% break %}{% endif %}"
     "{{ loop.previtem is defined }}{% endfor %}{% endfor %}",
+    # jinja2 scoping: each loop iteration starts from the enclosing scope
+    "{% set a = n %}{% for x in xs %}{{ a }}{% if loop.first %}{% set a = 1 %}{% set b = 2 %}{% endif %}"
+    "{{ a }}{{ b }};{% endfor %}{{ a }}{{ b }}",
+    "{% macro m(x) %}{{ x }}{% endmacro %}{{ m(n) }}{{ m(n, s) if n > 50 else '' }}{{ m(x=1, y=2) if n < 0 else '' }}",
+    "{{ xs is sameas xs }} {{ d is sameas d }} {{ none is sameas none }} {{ xs | batch(2) | list }} {{ xs | batch(2, 'F') | list }}",
+    "{% set t = [] %}{{ t.append(1) if n > 150 else 'ok' }}{{ d.update({'a': 1}) if n > 150 else '' }}",
 ]
 
 

@@ -593,6 +593,7 @@ bool Interp::binary(const std::string& op, const Value& a, const Value& b, Value
     std::string s;
     a.append_str(s);
     b.append_str(s);
+    if (!charge(s.size())) return false;
     if (s.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
     out = Value(std::move(s));
     return true;
@@ -646,6 +647,7 @@ bool Interp::binary(const std::string& op, const Value& a, const Value& b, Value
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       if (a.str().size() + b.str().size() > max_bytes) return fail(RenderErrc::kLimit, "string too large");
+      if (!charge(a.str().size() + b.str().size())) return false;
       out = Value(a.str() + b.str());
       return true;
     }
@@ -663,6 +665,7 @@ bool Interp::binary(const std::string& op, const Value& a, const Value& b, Value
       int64_t n = std::max<int64_t>(0, cnt->as_int());
       size_t unit = seq->is_string() ? seq->str().size() : seq->items().size() * 16;
       if (unit && static_cast<uint64_t>(n) > max_bytes / unit) return fail(RenderErrc::kLimit, "sequence too large");
+      if (!charge(unit * static_cast<size_t>(n))) return false;
       if (seq->is_string()) {
         std::string s;
         for (int64_t i = 0; i < n; ++i) s += seq->str();
@@ -1210,7 +1213,27 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
     out = Value(std::move(s));
     return true;
   }
-  if (name == "batch" || name == "truncate" || name == "striptags") {
+  if (name == "batch") {
+    int64_t count;
+    if (!int_arg(*this, a.arg(0, "linecount"), count, 1)) return false;
+    if (count <= 0) return fail(RenderErrc::kType, "batch size must be positive");
+    const Value* fill = a.arg(1, "fill_with");
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    List res, cur;
+    for (auto& x : items) {
+      cur.push_back(x);
+      if (static_cast<int64_t>(cur.size()) == count) { res.push_back(Value::list(std::move(cur))); cur.clear(); }
+    }
+    if (!cur.empty()) {
+      if (fill && !fill->is_none())
+        while (static_cast<int64_t>(cur.size()) < count) cur.push_back(*fill);
+      res.push_back(Value::list(std::move(cur)));
+    }
+    out = Value::list(std::move(res));
+    return true;
+  }
+  if (name == "truncate" || name == "striptags") {
     return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
   }
   return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
@@ -1259,7 +1282,7 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
   if (name == "sameas") {
     if (v.kind() != arg->kind()) { out = false; return true; }
     if (v.kind() == K::kNone || v.kind() == K::kBool || v.kind() == K::kUndefined) { out = py_equal(v, *arg); return true; }
-    out = py_equal(v, *arg) && (v.is_int() || v.is_namespace() || v.is_callable());
+    out = v.identity() ? v.identity() == arg->identity() : py_equal(v, *arg);
     return true;
   }
   std::string op = name == "eq" || name == "equalto" || name == "==" ? "=="

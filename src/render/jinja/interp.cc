@@ -76,6 +76,7 @@ bool Interp::capture(const Node* body, const std::shared_ptr<Scope>& scope, std:
   out_ = &buf;
   Flow f = exec(body, scope);
   out_ = saved;
+  if (f != Flow::kError && !charge(buf.size())) return false;
   if (f == Flow::kError || failed_) return false;
   if (out_->size() + buf.size() > opt_.limits.max_output_bytes)
     return fail(RenderErrc::kLimit, "output larger than the limit");
@@ -136,6 +137,10 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
       const auto len = static_cast<int64_t>(items.size());
       for (int64_t i = 0; i < len; ++i) {
         if (!step()) return Flow::kError;
+        // jinja2: every iteration starts from the enclosing scope (assignments in the body do
+        // not carry over to the next iteration nor out of the loop).
+        inner = std::make_shared<Scope>();
+        inner->parent = scope;
         Dict loop;
         loop.items.reserve(12);
         loop.set("index", Value(i + 1));
@@ -216,6 +221,11 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
         local->parent = parent;
         size_t np = def->names.size();
         std::vector<Value> varargs;
+        // def->flag: the body reads varargs; def->literal true: it reads kwargs (jinja2 rejects
+        // extra arguments otherwise).
+        if (args.pos.size() > np && !def->flag)
+          return in.fail(RenderErrc::kType, "macro '" + def->name + "' takes not more than " +
+                                                std::to_string(np) + " argument(s)");
         for (size_t i = 0; i < args.pos.size(); ++i) {
           if (i < np) local->vars.set(def->names[i], args.pos[i]);
           else varargs.push_back(args.pos[i]);
@@ -232,6 +242,8 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
             }
           if (is_param) local->vars.set(k, v);
           else if (k == "caller") local->vars.set(k, v);
+          else if (!def->literal.truthy())
+            return in.fail(RenderErrc::kType, "macro '" + def->name + "' takes no keyword argument '" + k + "'");
           else kwargs.set(k, v);
         }
         for (size_t i = 0; i < np; ++i) {

@@ -50,6 +50,13 @@ class Interp {
     if (++steps_ > opt_.limits.max_steps) return fail(RenderErrc::kLimit, "step limit exceeded");
     return true;
   }
+  // Charges the work of building `bytes` bytes (one step per 64), so that repeated large
+  // string building is bounded by max_steps too.
+  bool charge(size_t bytes) {
+    steps_ += bytes / 64;
+    if (steps_ > opt_.limits.max_steps) return fail(RenderErrc::kLimit, "step limit exceeded");
+    return true;
+  }
   bool write(std::string_view s) {
     if (out_->size() + s.size() > opt_.limits.max_output_bytes)
       return fail(RenderErrc::kLimit, "output larger than the limit");

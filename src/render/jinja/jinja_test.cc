@@ -51,11 +51,22 @@ TEST(Jinja, LoopsAndNamespace) {
             "b=1;a=2;");
   EXPECT_EQ(R("{% for x in [1,2,3] %}{{ loop.previtem }}-{{ loop.nextitem }},{% endfor %}"),
             "-2,1-3,2-,");
+  // Each iteration starts from the enclosing scope (jinja2 semantics).
+  EXPECT_EQ(R("{% set a = 5 %}{% for x in [1,2,3] %}{{ a }}{% set a = x %}{{ a }}{% endfor %}{{ a }}"),
+            "5152535");
+  EXPECT_EQ(R("{% for x in [1,2] %}{% if loop.first %}{% set b = 1 %}{% endif %}[{{ b }}]{% endfor %}"),
+            "[1][]");
 }
 
 TEST(Jinja, MacrosAndTests) {
   EXPECT_EQ(R("{% macro m(a, b='d') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, b=2) }}"),
             "[1d][12]");
+  EXPECT_EQ(R("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}").substr(0, 8), "ERR:type");
+  EXPECT_EQ(R("{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}"),
+            "1(2,){'k': 3}");
+  EXPECT_EQ(R("{% macro w() %}<{{ caller(2) }}>{% endmacro %}{% call(y) w() %}[{{ y }}]{% endcall %}"),
+            "<[2]>");
+  EXPECT_EQ(R("{% set t = [] %}{{ t.append(1) }}").substr(0, 15), "ERR:unsupported");
   EXPECT_EQ(R("{{ x is defined }} {{ x is undefined }} {{ none is none }} {{ 'a' is string }} "
               "{{ {} is mapping }} {{ [] is iterable }} {{ 1 is number }} {{ true is false }}"),
             "False True True True True True True False");

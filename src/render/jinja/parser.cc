@@ -594,7 +594,9 @@ class Parser {
     std::string end;
     int saved = loop_depth_;
     loop_depth_ = 0;
+    macros_.push_back(n);
     bool ok = subparse(body, {"endmacro"}, end);
+    macros_.pop_back();
     loop_depth_ = saved;
     if (!ok) return false;
     if (end.empty()) return fail("missing endmacro");
@@ -610,6 +612,7 @@ class Parser {
     Node* n = node(NK::kCallBlock);
     Node* sig = node(NK::kMacro);  // caller's own parameters
     sig->name = "caller";
+    macros_.push_back(sig);
     if (is_op("(")) {
       if (!parse_signature(sig)) return false;
     }
@@ -619,7 +622,9 @@ class Parser {
     if (!expect_block_end()) return false;
     Node* body = node(NK::kBody);
     std::string end;
-    if (!subparse(body, {"endcall"}, end)) return false;
+    bool ok = subparse(body, {"endcall"}, end);
+    macros_.pop_back();
+    if (!ok) return false;
     if (end.empty()) return fail("missing endcall");
     next();
     sig->b = body;
@@ -856,7 +861,14 @@ class Parser {
       if (t.text == "true" || t.text == "True") { n = node(NK::kLiteral); n->literal = Value(true); }
       else if (t.text == "false" || t.text == "False") { n = node(NK::kLiteral); n->literal = Value(false); }
       else if (t.text == "none" || t.text == "None") { n = node(NK::kLiteral); n->literal = Value::none(); }
-      else { n = node(NK::kName); n->name = t.text; }
+      else {
+        n = node(NK::kName);
+        n->name = t.text;
+        for (Node* m : macros_) {  // jinja2: a macro accepts extra args only if it reads them
+          if (t.text == "varargs") m->flag = true;
+          if (t.text == "kwargs") m->literal = Value(true);
+        }
+      }
       next();
       out = n;
       return true;
@@ -1082,6 +1094,7 @@ class Parser {
   RenderError err_;
   int depth_ = 0;
   int loop_depth_ = 0;
+  std::vector<Node*> macros_;  // macros being parsed (innermost last)
 };
 
 }  // namespace

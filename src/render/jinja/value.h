@@ -106,6 +106,11 @@ class Value {
   // Name of the variable an undefined value came from ("" when unknown).
   std::string undefined_name() const { return str_ ? *str_ : std::string(); }
 
+  // Python `is` for containers/strings/functions (shared objects); nullptr for scalars.
+  const void* identity() const {
+    return list_ ? static_cast<const void*>(list_.get()) : dict_ ? static_cast<const void*>(dict_.get())
+           : fn_ ? static_cast<const void*>(fn_.get()) : static_cast<const void*>(str_.get());
+  }
   bool truthy() const;
   // Python str(): what {{ value }} prints (undefined prints nothing).
   std::string to_str() const;
