@@ -22,6 +22,8 @@ TEST(Jinja, TextAndWhitespaceControl) {
   EXPECT_EQ(R("a\n{%+ if true %}b{% endif %}"), "a\nb");
   EXPECT_EQ(R("line\n"), "line");
   EXPECT_EQ(R("{# c #}\nx"), "x");
+  EXPECT_EQ(R("a {% raw %}{{ x }}{% if %}{% endraw %} b"), "a {{ x }}{% if %} b");
+  EXPECT_EQ(R("a\u3000 {%- if true -%} \u00a0 b{% endif %}"), "ab");  // Unicode whitespace
 }
 
 TEST(Jinja, PythonValues) {

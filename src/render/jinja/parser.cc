@@ -24,6 +24,34 @@ struct Tok {
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
+// Python's str.rstrip()/lstrip() and re's \s on template text: Unicode whitespace.
+size_t ws_len_at(const std::string& s, size_t p) {
+  if (p >= s.size()) return 0;
+  auto c = static_cast<unsigned char>(s[p]);
+  if (c < 0x80) return is_ws(s[p]) || (c >= 0x1c && c <= 0x1f) ? 1 : 0;
+  size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+  auto cps = utf8_decode(std::string_view(s).substr(p, n));
+  return cps.size() == 1 && py_isspace(cps[0]) ? n : 0;
+}
+void rstrip_ws(std::string& text) {
+  size_t e = text.size();
+  while (e > 0) {
+    size_t b = e - 1;
+    while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80 && e - b < 4) --b;
+    if (ws_len_at(text, b) != e - b) break;
+    e = b;
+  }
+  text.resize(e);
+}
+bool all_ws_from(const std::string& text, size_t p) {
+  while (p < text.size()) {
+    size_t n = ws_len_at(text, p);
+    if (!n) return false;
+    p += n;
+  }
+  return true;
+}
+
 // Python str.splitlines() boundaries become "\n"; one trailing line break is dropped.
 std::string normalize_newlines(std::string_view src) {
   std::string out;
@@ -68,22 +96,25 @@ class Lexer {
       char kind = s_[start + 1];
       char sign = start + 2 < s_.size() ? s_[start + 2] : 0;
       if (sign == '-') {
-        size_t e = text.size();
-        while (e > 0 && is_ws(text[e - 1])) --e;
-        text.resize(e);
+        rstrip_ws(text);
       } else if (sign != '+' && kind != '{') {  // lstrip_blocks
         size_t l = text.rfind('\n');
         l = l == std::string::npos ? 0 : l + 1;
-        if (l > 0 || line_starting) {
-          bool all_ws = true;
-          for (size_t i = l; i < text.size(); ++i)
-            if (!is_ws(text[i])) { all_ws = false; break; }
-          if (all_ws) text.resize(l);
-        }
+        if ((l > 0 || line_starting) && all_ws_from(text, l)) text.resize(l);
       }
       emit_data(toks, std::move(text));
       line_ = line_at(start);
       size_t p = start + 2 + ((sign == '-' || sign == '+') ? 1 : 0);
+      if (kind == '%') {
+        size_t raw_end = 0;
+        int r = lex_raw(p, toks, raw_end, err);
+        if (r < 0) return false;
+        if (r > 0) {
+          pos = raw_end;
+          line_starting = pos == 0 || s_[pos - 1] == '\n';
+          continue;
+        }
+      }
       if (kind == '#') {
         size_t e = s_.find("#}", p);
         if (e == std::string::npos) return fail(err, "missing end of comment tag");
@@ -127,10 +158,54 @@ class Lexer {
     err = {RenderErrc::kSyntax, std::move(msg), line_};
     return false;
   }
+  // Matches `ws* name ws* [-+]? %}` at p; returns the position after it (0 if no match) and
+  // the sign before %}.
+  size_t match_tag_rest(size_t p, std::string_view name, char& sign) const {
+    while (p < s_.size() && is_ws(s_[p])) ++p;
+    if (s_.compare(p, name.size(), name) != 0) return 0;
+    p += name.size();
+    if (p < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[p])) || s_[p] == '_')) return 0;
+    while (p < s_.size() && is_ws(s_[p])) ++p;
+    sign = 0;
+    if (p < s_.size() && (s_[p] == '-' || s_[p] == '+')) sign = s_[p++];
+    if (s_.compare(p, 2, "%}") != 0) return 0;
+    return p + 2;
+  }
+  // {% raw %}...{% endraw %}: 1 if a raw block was lexed (out = position after it), 0 if the
+  // tag is not raw, -1 on error.
+  int lex_raw(size_t p, std::vector<Tok>& toks, size_t& out, RenderError& err) {
+    char sign = 0;
+    size_t body = match_tag_rest(p, "raw", sign);
+    if (!body) return 0;
+    body = after_end(body, sign == '-', true, true);  // jinja2: no trim_blocks after {% raw %}
+    size_t search = body;
+    while (true) {
+      size_t e = s_.find("{%", search);
+      if (e == std::string::npos) { fail(err, "missing endraw"); return -1; }
+      size_t q = e + 2;
+      char open_sign = 0;
+      if (q < s_.size() && (s_[q] == '-' || s_[q] == '+')) open_sign = s_[q++];
+      char end_sign = 0;
+      size_t after = match_tag_rest(q, "endraw", end_sign);
+      if (!after) { search = e + 2; continue; }
+      std::string text = s_.substr(body, e - body);
+      if (open_sign == '-') {
+        rstrip_ws(text);
+      } else if (open_sign != '+') {  // lstrip_blocks before {% endraw %}
+        size_t l = text.rfind('\n');
+        l = l == std::string::npos ? 0 : l + 1;
+        if (all_ws_from(text, l) && (l > 0 || body == 0 || s_[body - 1] == '\n')) text.resize(l);
+      }
+      emit_data(toks, std::move(text));
+      out = after_end(after, end_sign == '-', end_sign == '+', true);
+      return 1;
+    }
+  }
+
   // Position after a tag end; `block` tags get trim_blocks.
   size_t after_end(size_t p, bool strip, bool keep, bool block) {
     if (strip) {
-      while (p < s_.size() && is_ws(s_[p])) ++p;
+      while (size_t n = ws_len_at(s_, p)) p += n;
     } else if (block && !keep && p < s_.size() && s_[p] == '\n') {
       ++p;
     }
