@@ -371,3 +371,35 @@ def test_single_flight_followers_are_counted(ramjet_factory):
     finally:
         for s in slow:
             s.stop()
+
+
+def test_counters_agree_with_ramjet_bench_on_a_scripted_run(rj, sims, tmp_path):
+    # The benchmark client's own counts of a short shared-prefix run (requests, output and
+    # prompt tokens, cached tokens, per-engine split) equal ramjet's counters.
+    import os
+    import subprocess
+
+    bench = os.environ.get("BENCH_BIN")
+    if not bench:
+        pytest.skip("ramjet-bench not built")
+    before = rj.metrics()
+    out = tmp_path / "bench.json"
+    subprocess.run([bench, "--target", f"http://127.0.0.1:{rj.api_port}", "--workload", "shared-prefix",
+                    "--apps", "2", "--prefix-kib", "4", "--turns", "3", "--concurrency", "4",
+                    "--duration", "2", "--max-tokens", "16", "--seed", "3", "--out-json", str(out), "--quiet"],
+                   check=True, capture_output=True, timeout=60)
+    rj.wait_idle()
+    after = rj.metrics()
+    step = json.loads(out.read_text())["runs"][0]["steps"][0]
+    assert step["errors"] == 0 and step["ok"] > 20, step
+    d = lambda name, **l: after.sum(name, **l) - before.sum(name, **l)  # noqa: E731
+    assert d("ramjet_requests_total", endpoint="chat") == step["ok"]
+    assert d("ramjet_completion_tokens_total") == step["output_tokens"]
+    assert d("ramjet_prompt_tokens_total") == step["prompt_tokens"]
+    assert d("ramjet_cached_prompt_tokens_total") == step["cached_tokens"] > 0
+    # Per engine: the bench's split, plus the model lookups it sends before the run (GET
+    # /v1/models goes to an engine too).
+    lookups = d("ramjet_requests_total", endpoint="models")
+    assert d("ramjet_upstream_requests_total") == step["ok"] + lookups
+    for ordinal, n in step["engines"].items():
+        assert 0 <= d("ramjet_upstream_requests_total", upstream=ordinal) - n <= lookups, ordinal
