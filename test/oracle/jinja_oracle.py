@@ -250,6 +250,7 @@ FEATURE_TEMPLATES = [
     "{% macro m(x) %}{{ x }}{% endmacro %}{{ m(n) }}{{ m(n, s) if n > 50 else '' }}{{ m(x=1, y=2) if n < 0 else '' }}",
     "{{ xs is sameas xs }} {{ d is sameas d }} {{ none is sameas none }} {{ xs | batch(2) | list }} {{ xs | batch(2, 'F') | list }}",
     "{% set t = [] %}{{ t.append(1) if n > 150 else 'ok' }}{{ d.update({'a': 1}) if n > 150 else '' }}",
+    "{{ '{} and {}|{k}{{x}}'.format(n, s, k=f) }} {{ '{1}{0}{1}'.format(n, s) }} {{ '{}{0}'.format(n) }} {{ s.removeprefix('a') }}|{{ s.removesuffix('e') }}",
     "x\n    {% raw %}\n  {{ s }} {% if %}\n    {% endraw %}\n{{ s }}{% raw -%}  \n q {%- endraw %}",
 ]
 

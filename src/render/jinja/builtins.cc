@@ -311,6 +311,57 @@ bool str_method(Interp& in, const std::string& s, const std::string& name, CallA
     out = Value(r);
     return true;
   }
+  if (name == "format") {  // str.format: {}, {0}, {name}, {{ and }}; no format specs
+    std::string r;
+    size_t auto_idx = 0;
+    bool manual = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      char c = s[i];
+      if (c == '}' ) {
+        if (i + 1 < s.size() && s[i + 1] == '}') { r += '}'; ++i; continue; }
+        return in.fail(RenderErrc::kType, "Single '}' encountered in format string");
+      }
+      if (c != '{') { r += c; continue; }
+      if (i + 1 < s.size() && s[i + 1] == '{') { r += '{'; ++i; continue; }
+      size_t e = s.find('}', i);
+      if (e == std::string::npos) return in.fail(RenderErrc::kType, "Single '{' encountered in format string");
+      std::string field = s.substr(i + 1, e - i - 1);
+      if (field.find_first_of(":!.[") != std::string::npos)
+        return in.fail(RenderErrc::kUnsupported, "str.format with a format spec or field access");
+      const Value* v = nullptr;
+      bool numeric = !field.empty() && std::all_of(field.begin(), field.end(), [](char d) {
+        return std::isdigit(static_cast<unsigned char>(d));
+      });
+      if (field.empty() ? manual : numeric ? auto_idx > 0 : false)
+        return in.fail(RenderErrc::kType, "cannot switch between automatic and manual field numbering");
+      if (numeric) manual = true;
+      if (field.empty()) {
+        v = auto_idx < a.pos.size() ? &a.pos[auto_idx] : nullptr;
+        ++auto_idx;
+      } else if (numeric) {
+        size_t k = field.size() > 6 ? SIZE_MAX : std::stoul(field);
+        v = k < a.pos.size() ? &a.pos[k] : nullptr;
+      } else {
+        v = a.get_kw(field);
+      }
+      if (!v) return in.fail(RenderErrc::kType, "format field '" + field + "' has no argument");
+      v->append_str(r);
+      if (r.size() > in.opt_.limits.max_output_bytes) return in.fail(RenderErrc::kLimit, "string too large");
+      i = e;
+    }
+    out = Value(std::move(r));
+    return true;
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    const Value* x = a.arg(0, "prefix");
+    if (!need_str(in, x, name.c_str())) return false;
+    const std::string& f = x->str();
+    if (name == "removeprefix" && s.compare(0, f.size(), f) == 0 && s.size() >= f.size()) out = Value(s.substr(f.size()));
+    else if (name == "removesuffix" && !f.empty() && s.size() >= f.size() && s.compare(s.size() - f.size(), f.size(), f) == 0)
+      out = Value(s.substr(0, s.size() - f.size()));
+    else out = Value(s);
+    return true;
+  }
   return in.fail(RenderErrc::kUnsupported, "str." + name + "() is not supported");
 }
 
