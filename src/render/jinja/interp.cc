@@ -183,6 +183,14 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
       }
       Value v;
       if (!eval(n->a, scope, v)) return Flow::kError;
+      if (v.nesting() > opt_.limits.max_depth) {
+        fail(RenderErrc::kLimit, "value nested too deeply");
+        return Flow::kError;
+      }
+      if (contains_namespace(v, ns)) {  // would make a reference cycle
+        fail(RenderErrc::kUnsupported, "a namespace cannot contain itself");
+        return Flow::kError;
+      }
       ns.dict_mut().set(n->names[1], std::move(v));
       return Flow::kNormal;
     }
@@ -320,6 +328,10 @@ bool Interp::call(const Value& callee, CallArgs& args, Value& out) {
 }
 
 bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out) {
+  // Left-deep chains (a ~ b ~ ..., x|f|g|..., a.b.c...) are not bounded by the parser's
+  // nesting limit; bound the evaluation recursion here.
+  DepthGuard g(*this);
+  if (depth_ > 4 * opt_.limits.max_depth) return fail(RenderErrc::kLimit, "expression nested too deeply");
   switch (n->kind) {
     case NK::kLiteral: out = n->literal; return true;
     case NK::kName: {

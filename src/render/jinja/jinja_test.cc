@@ -114,6 +114,18 @@ TEST(Jinja, ErrorsAndLimits) {
             "ERR:limit");
   EXPECT_EQ(R("{{" + std::string(5000, '(') + "1" + std::string(5000, ')') + "}}").substr(0, 12),
             "PARSE:syntax");
+  // Left-deep chains are bounded at render time (no stack overflow).
+  std::string chain = "{{ 'x'";
+  for (int i = 0; i < 50000; ++i) chain += "|string";
+  EXPECT_EQ(R(chain + " }}").substr(0, 9), "ERR:limit");
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sum += "+1";
+  EXPECT_EQ(R(sum + " }}").substr(0, 9), "ERR:limit");
+  // Values stored across iterations cannot nest without bound nor form cycles.
+  EXPECT_EQ(R("{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+              "{% endfor %}{{ ns.x }}").substr(0, 9),
+            "ERR:limit");
+  EXPECT_EQ(R("{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}").substr(0, 15), "ERR:unsupported");
   EXPECT_EQ(R("{{ 1 / 0 }}").substr(0, 8), "ERR:type");
   EXPECT_EQ(R("{{ 'a' + 1 }}").substr(0, 8), "ERR:type");
   o = {};

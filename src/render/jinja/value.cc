@@ -26,6 +26,32 @@ void Dict::set(std::string key, Value v) {
   items.emplace_back(std::move(key), std::move(v));
 }
 
+Value Value::dict(Dict d) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  uint32_t n = 0;
+  for (const auto& kv : d.items) n = kv.second.nest_ > n ? kv.second.nest_ : n;
+  v.nest_ = static_cast<uint16_t>(n < 65535 ? n + 1 : 65535);
+  v.dict_ = std::make_shared<Dict>(std::move(d));
+  return v;
+}
+
+bool contains_namespace(const Value& v, const Value& ns) {
+  if (v.is_namespace()) {
+    if (&v.dict_ref() == &ns.dict_ref()) return true;
+  } else if (!v.is_list() && !v.is_dict()) {
+    return false;
+  }
+  if (v.is_list()) {
+    for (const auto& x : v.items())
+      if (contains_namespace(x, ns)) return true;
+    return false;
+  }
+  for (const auto& kv : v.dict_ref().items)
+    if (contains_namespace(kv.second, ns)) return true;
+  return false;
+}
+
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
@@ -163,14 +189,15 @@ void append_str_repr(std::string& out, const std::string& s) {
 
 }  // namespace
 
-void Value::append_repr(std::string& out) const {
+void Value::append_repr(std::string& out, int depth) const {
+  if (depth > 512) { out += "..."; return; }
   switch (kind_) {
     case Kind::kString: append_str_repr(out, *str_); return;
     case Kind::kList: {
       out += tuple_ ? '(' : '[';
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
-        (*list_)[i].append_repr(out);
+        (*list_)[i].append_repr(out, depth + 1);
       }
       if (tuple_ && list_->size() == 1) out += ',';
       out += tuple_ ? ')' : ']';
@@ -184,17 +211,17 @@ void Value::append_repr(std::string& out) const {
         first = false;
         append_str_repr(out, k);
         out += ": ";
-        v.append_repr(out);
+        v.append_repr(out, depth + 1);
       }
       out += '}';
       return;
     }
     case Kind::kUndefined: out += "Undefined"; return;
-    default: append_str(out); return;
+    default: append_str(out, depth); return;
   }
 }
 
-void Value::append_str(std::string& out) const {
+void Value::append_str(std::string& out, int depth) const {
   switch (kind_) {
     case Kind::kUndefined: return;
     case Kind::kNone: out += "None"; return;
@@ -203,12 +230,12 @@ void Value::append_str(std::string& out) const {
     case Kind::kFloat: append_float_repr(out, d_); return;
     case Kind::kString: out += *str_; return;
     case Kind::kList:
-    case Kind::kDict: append_repr(out); return;
+    case Kind::kDict: append_repr(out, depth); return;
     case Kind::kNamespace: {
       out += "<Namespace ";
       Value d = *this;
       d.kind_ = Kind::kDict;
-      d.append_repr(out);
+      d.append_repr(out, depth + 1);
       out += '>';
       return;
     }

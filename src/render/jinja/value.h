@@ -60,18 +60,17 @@ class Value {
     Value v;
     v.kind_ = Kind::kList;
     v.tuple_ = tuple;
+    uint32_t n = 0;
+    for (const auto& x : items) n = x.nest_ > n ? x.nest_ : n;
+    v.nest_ = static_cast<uint16_t>(n < 65535 ? n + 1 : 65535);
     v.list_ = std::make_shared<List>(std::move(items));
     return v;
   }
-  static Value dict(Dict d = {}) {
-    Value v;
-    v.kind_ = Kind::kDict;
-    v.dict_ = std::make_shared<Dict>(std::move(d));
-    return v;
-  }
+  static Value dict(Dict d = {});
   static Value ns(Dict d = {}) {
     Value v = dict(std::move(d));
     v.kind_ = Kind::kNamespace;
+    v.nest_ = 0;
     return v;
   }
   static Value callable(std::string name, NativeFn fn) {
@@ -111,16 +110,20 @@ class Value {
     return list_ ? static_cast<const void*>(list_.get()) : dict_ ? static_cast<const void*>(dict_.get())
            : fn_ ? static_cast<const void*>(fn_.get()) : static_cast<const void*>(str_.get());
   }
+  // Container nesting depth (0 for scalars and namespaces), saturating: bounds recursion in
+  // repr, equality and destruction.
+  int nesting() const { return nest_; }
   bool truthy() const;
   // Python str(): what {{ value }} prints (undefined prints nothing).
   std::string to_str() const;
-  void append_str(std::string& out) const;
+  void append_str(std::string& out, int depth = 0) const;
   // Python repr().
-  void append_repr(std::string& out) const;
+  void append_repr(std::string& out, int depth = 0) const;
 
  private:
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
+  uint16_t nest_ = 0;
   int64_t i_ = 0;
   double d_ = 0;
   std::shared_ptr<const std::string> str_;
@@ -131,6 +134,8 @@ class Value {
 
 // Python ==.
 bool py_equal(const Value& a, const Value& b);
+// Whether `v` is or (through lists, dicts and namespaces) contains the namespace `ns`.
+bool contains_namespace(const Value& v, const Value& ns);
 // Python float repr (shortest round trip: 1.0, 0.1, 1e-05, 1e+16, inf, nan).
 void append_float_repr(std::string& out, double d);
 // Python json.dumps(v, ensure_ascii=False, indent=indent) with the default separators
