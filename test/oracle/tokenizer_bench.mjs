@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
-const testdata = args.testdata ?? path.join(here, '../../../shared/testdata');
+const testdata = args.testdata ?? path.join(here, '../data/testdata');
 const { Tokenizer } = createRequire(import.meta.url)('@anush008/tokenizers');
 const tok = Tokenizer.fromFile(path.join(testdata, 'models/qwen3/tokenizer.json'));
 const count = async (s) => (await tok.encode(s, null, { addSpecialTokens: false })).getIds().length;

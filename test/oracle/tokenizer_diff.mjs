@@ -19,7 +19,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
 const count = Number(args.count ?? 3000);
-const testdata = args.testdata ?? path.join(here, '../../../shared/testdata');
+const testdata = args.testdata ?? path.join(here, '../data/testdata');
 
 let Tokenizer;
 try {
