@@ -776,14 +776,15 @@ class Parser {
     return true;
   }
 
-  bool parse_or(const Node*& out) {
+  // A left-associative chain `operand word operand word ...` of one node kind.
+  bool parse_chain(const Node*& out, const char* word, NK kind, bool (Parser::*operand)(const Node*&)) {
     const Node* l = nullptr;
-    if (!parse_and(l)) return false;
-    while (is_name("or")) {
+    if (!(this->*operand)(l)) return false;
+    while (is_name(word)) {
       next();
       const Node* r = nullptr;
-      if (!parse_and(r)) return false;
-      Node* n = node(NK::kOr);
+      if (!(this->*operand)(r)) return false;
+      Node* n = node(kind);
       n->a = l;
       n->b = r;
       l = n;
@@ -791,21 +792,8 @@ class Parser {
     out = l;
     return true;
   }
-  bool parse_and(const Node*& out) {
-    const Node* l = nullptr;
-    if (!parse_not(l)) return false;
-    while (is_name("and")) {
-      next();
-      const Node* r = nullptr;
-      if (!parse_not(r)) return false;
-      Node* n = node(NK::kAnd);
-      n->a = l;
-      n->b = r;
-      l = n;
-    }
-    out = l;
-    return true;
-  }
+  bool parse_or(const Node*& out) { return parse_chain(out, "or", NK::kOr, &Parser::parse_and); }
+  bool parse_and(const Node*& out) { return parse_chain(out, "and", NK::kAnd, &Parser::parse_not); }
   bool parse_not(const Node*& out) {
     if (is_name("not")) {
       DepthGuard g(*this);
