@@ -475,7 +475,10 @@ if "D" in sections:
                                            g("FnvChainOnly"), g("ParseAndFingerprint"), g("CopyBody"))
             if None in (sj, bp, pr, fp, fnv, pf, cp):
                 continue
-            full = pr - cp + fp
+            # What a request pays under RJ_AFFINITY=prefix: prepare() with fingerprints from its
+            # own parse (BM_PrepareFingerprinted); older binaries lack it: prepare + fingerprints.
+            pfp = g("PrepareFingerprinted")
+            full = pfp - cp if pfp is not None else pr - cp + fp
             print(f"| {label} | {sj:,.0f} µs | {bp:,.0f} µs ({bp / sj:.1f}×) | {pr - cp:,.0f} µs ({(pr - cp) / sj:.1f}×) "
                   f"| {fp:,.0f} µs ({fp / sj:.1f}×) | {fnv:,.0f} µs ({fnv / sj:.1f}×) | {pf:,.0f} µs ({pf / sj:.1f}×) "
                   f"| {full:,.0f} µs | **{full / sj:.1f}×** | {fnv / sj:.1f}× |")
@@ -485,8 +488,8 @@ if "D" in sections:
                             f"{f'{shims:.1f}×' if shims >= 0.05 else '≈ 0 (prepare() ≤ the bare Boost parse within noise)'}; "
                             f"canonical bytes {(fp - fnv) / sj:.1f}×; FNV chain {fnv / sj:.1f}×)")
         print("\nprepare() excludes the body copy the benchmark makes (BM_CopyBody subtracted); shims = prepare() − Boost parse; "
-              "canonical bytes = canonical + FNV − FNV only; full = prepare() + canonical + FNV (what a request pays with "
-              "RJ_AFFINITY=prefix).\n")
+              "canonical bytes = canonical + FNV − FNV only; full = prepare() with fingerprints from its own parse "
+              "(BM_PrepareFingerprinted − BM_CopyBody: what a request pays with RJ_AFFINITY=prefix).\n")
 
 print("## Verdicts\n")
 for v in verdicts:
