@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "app/admin.h"
@@ -20,6 +21,7 @@
 #include "observe/engine_stats.h"
 #include "observe/metric_docs.h"
 #include "observe/journal.h"
+#include "render/cli.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
 #include "request/stream/proxy.h"
@@ -60,6 +62,10 @@ void drain_then_stop(net::IoPool& io, request::Proxy& proxy, const observe::Dash
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `ramjet render ...`: offline prompt rendering (src/render/cli.h); reads no configuration.
+  if (argc > 1 && std::string_view(argv[1]) == "render") {
+    return render::cli::run(argc - 1, argv + 1);
+  }
   auto parsed = config::parse_process(argc, argv);
   if (parsed.action == config::Action::kHelp) {
     std::cout << config::help_text();
