@@ -1,5 +1,7 @@
 #include "observe/journal.h"
 
+#include <array>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -308,16 +310,25 @@ Journal::Stats Journal::stats() const {
   return Stats{records_.get(), dropped_.get(), write_errors_.get()};
 }
 
+namespace {
+
+constexpr std::array<Family, 3> kJournalFamilies = {{
+    {"ramjet_journal_records_total", MetricKind::kCounter, "", "Route journal records accepted for writing."},
+    {"ramjet_journal_dropped_total", MetricKind::kCounter, "",
+     "Route journal records dropped because the write backlog was full."},
+    {"ramjet_journal_write_errors_total", MetricKind::kCounter, "", "Failed writes to the route journal sink."},
+}};
+
+}  // namespace
+
+std::span<const Family> journal_families() { return kJournalFamilies; }
+
 void Journal::write_metrics(Exposition& out) const {
-  out.family("ramjet_journal_records_total", "counter",
-             "Route journal records accepted for writing.");
-  out.sample("ramjet_journal_records_total", "", records_.get());
-  out.family("ramjet_journal_dropped_total", "counter",
-             "Route journal records dropped because the write backlog was full.");
-  out.sample("ramjet_journal_dropped_total", "", dropped_.get());
-  out.family("ramjet_journal_write_errors_total", "counter",
-             "Failed writes to the route journal sink.");
-  out.sample("ramjet_journal_write_errors_total", "", write_errors_.get());
+  const Counter* values[] = {&records_, &dropped_, &write_errors_};  // in kJournalFamilies order
+  for (size_t i = 0; i < kJournalFamilies.size(); ++i) {
+    out.family(kJournalFamilies[i]);
+    out.sample(kJournalFamilies[i].name, "", values[i]->get());
+  }
 }
 
 }  // namespace ramjet::observe

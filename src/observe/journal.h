@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -77,6 +78,9 @@ std::string_view output_limit_bucket(std::optional<uint64_t> max_output_tokens);
 // The JSON lines (with the trailing '\n'); exposed for tests and tools.
 std::string format_start(const JournalStart& s);
 std::string format_finish(const JournalFinish& f);
+
+// The families Journal::write_metrics exports (names, labels, help; docs/metrics.md).
+std::span<const Family> journal_families();
 
 class Journal {
  public:

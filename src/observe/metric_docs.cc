@@ -8,6 +8,7 @@
 #include "cache/index/approx_index.h"
 #include "common/clock.h"
 #include "observe/engine_stats.h"
+#include "observe/journal.h"
 #include "observe/prom_text.h"
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
@@ -15,26 +16,6 @@
 
 namespace ramjet::observe {
 namespace {
-
-constexpr std::array<Family, 5> kRouteFamilies = {{
-    {"ramjet_route_index_entries", MetricKind::kGauge, "upstream",
-     "Prefix fingerprints in the approximate index per upstream ordinal."},
-    {"ramjet_route_single_flight_leaders", MetricKind::kGauge, "",
-     "New prefixes being prefilled by a single-flight leader."},
-    {"ramjet_route_single_flight_leads_total", MetricKind::kCounter, "",
-     "Cold requests registered as single-flight leaders."},
-    {"ramjet_route_single_flight_refused_total", MetricKind::kCounter, "",
-     "Cold requests not registered because the single-flight table was full."},
-    {"ramjet_route_single_flight_expired_total", MetricKind::kCounter, "",
-     "Single-flight leaders that expired before their response ended."},
-}};
-
-constexpr std::array<Family, 3> kJournalFamilies = {{
-    {"ramjet_journal_records_total", MetricKind::kCounter, "", "Route journal records accepted for writing."},
-    {"ramjet_journal_dropped_total", MetricKind::kCounter, "",
-     "Route journal records dropped because the write backlog was full."},
-    {"ramjet_journal_write_errors_total", MetricKind::kCounter, "", "Failed writes to the route journal sink."},
-}};
 
 std::string md_escape(std::string_view s) {
   std::string out;
@@ -84,16 +65,13 @@ std::map<std::string, Seen> inspect(const std::string& text, std::span<const Fam
 
 }  // namespace
 
-std::span<const Family> route_families() { return kRouteFamilies; }
-std::span<const Family> journal_families() { return kJournalFamilies; }
-
 std::vector<MetricSection> metric_sections() {
   return {
       {"Data plane", "request::ProxyMetrics::write (src/request/stream/metrics.cc)", "always",
        request::proxy_families()},
       {"Upstreams", "upstream::Fleet::write_metrics (src/upstream/fleet.cc)", "always",
        upstream::fleet_families()},
-      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route_families()},
+      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route::route_families()},
       {"Engine scrape", "observe::EngineScraper::write_metrics (src/observe/engine_scrape.cc)",
        "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", engine_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",

@@ -23,9 +23,6 @@ struct MetricSection {
   std::span<const Family> families;
 };
 
-std::span<const Family> route_families();    // route::Router::write_metrics
-std::span<const Family> journal_families();  // observe::Journal::write_metrics
-
 // Every section, in docs order.
 std::vector<MetricSection> metric_sections();
 

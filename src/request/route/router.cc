@@ -1,5 +1,7 @@
 #include "request/route/router.h"
 
+#include <array>
+
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -54,24 +56,42 @@ void Router::observe(size_t engine, const request::PreparedRequest& req) {
 
 namespace ramjet::route {
 
+namespace {
+
+enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired };
+constexpr std::array<observe::Family, 5> kFamilies = {{
+    {"ramjet_route_index_entries", observe::MetricKind::kGauge, "upstream",
+     "Prefix fingerprints in the approximate index per upstream ordinal."},
+    {"ramjet_route_single_flight_leaders", observe::MetricKind::kGauge, "",
+     "New prefixes being prefilled by a single-flight leader."},
+    {"ramjet_route_single_flight_leads_total", observe::MetricKind::kCounter, "",
+     "Cold requests registered as single-flight leaders."},
+    {"ramjet_route_single_flight_refused_total", observe::MetricKind::kCounter, "",
+     "Cold requests not registered because the single-flight table was full."},
+    {"ramjet_route_single_flight_expired_total", observe::MetricKind::kCounter, "",
+     "Single-flight leaders that expired before their response ended."},
+}};
+const observe::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
+
+}  // namespace
+
+std::span<const observe::Family> route_families() { return kFamilies; }
+
 void Router::write_metrics(observe::Exposition& x) const {
-  x.family("ramjet_route_index_entries", "gauge",
-           "Prefix fingerprints in the approximate index per upstream ordinal.");
+  x.family(fam(F::kIndexEntries));
   for (size_t i = 0; i < index_.engines(); ++i) {
-    x.sample("ramjet_route_index_entries", "upstream=\"" + std::to_string(i) + "\"",
+    x.sample(fam(F::kIndexEntries).name, "upstream=\"" + std::to_string(i) + "\"",
              static_cast<int64_t>(index_.entries(i)));
   }
   const SingleFlight::Stats st = single_flight_.stats();
-  x.family("ramjet_route_single_flight_leaders", "gauge", "New prefixes being prefilled by a single-flight leader.");
-  x.sample("ramjet_route_single_flight_leaders", "", static_cast<int64_t>(single_flight_.leaders()));
-  x.family("ramjet_route_single_flight_leads_total", "counter", "Cold requests registered as single-flight leaders.");
-  x.sample("ramjet_route_single_flight_leads_total", "", static_cast<int64_t>(st.leads));
-  x.family("ramjet_route_single_flight_refused_total", "counter",
-           "Cold requests not registered because the single-flight table was full.");
-  x.sample("ramjet_route_single_flight_refused_total", "", static_cast<int64_t>(st.refused_full));
-  x.family("ramjet_route_single_flight_expired_total", "counter",
-           "Single-flight leaders that expired before their response ended.");
-  x.sample("ramjet_route_single_flight_expired_total", "", static_cast<int64_t>(st.expired));
+  auto one = [&](F f, int64_t v) {
+    x.family(fam(f));
+    x.sample(fam(f).name, "", v);
+  };
+  one(F::kLeaders, static_cast<int64_t>(single_flight_.leaders()));
+  one(F::kLeads, static_cast<int64_t>(st.leads));
+  one(F::kRefused, static_cast<int64_t>(st.refused_full));
+  one(F::kExpired, static_cast<int64_t>(st.expired));
 }
 
 }  // namespace ramjet::route

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cache/index/approx_index.h"
@@ -27,6 +28,9 @@ struct Routed {
   // it is dispatched to becomes the single-flight leader for it (lead()).
   bool cold = false;
 };
+
+// The routing families Router::write_metrics exports (names, labels, help; docs/metrics.md).
+std::span<const observe::Family> route_families();
 
 class Router {
  public:
