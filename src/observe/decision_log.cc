@@ -12,27 +12,17 @@ DecisionLog::DecisionLog(size_t capacity, size_t engines)
   for (size_t i = 0; i < (engines ? engines : 1); ++i) routed_[i].store(0, std::memory_order_relaxed);
 }
 
-void DecisionLog::push(const route::Routed& routed, const route::RouteRequest& request, std::string_view policy) {
-  push(routed, request, policy,
+void DecisionLog::push(const route::Routed& routed, std::string_view policy) {
+  push(routed, policy,
        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
            .count());
 }
 
-void DecisionLog::push(const route::Routed& routed, const route::RouteRequest& request, std::string_view policy,
-                       int64_t unix_ms) {
+void DecisionLog::push(const route::Routed& routed, std::string_view policy, int64_t unix_ms) {
   const route::Decision& d = routed.decision;
-  // The first candidate dispatch tries (Decision::dispatch_order()[0], without its copy).
+  const route::RouteRequest& request = routed.request;
   std::optional<uint32_t> chosen;
-  if (d.fail_open) {
-    if (!d.ranked.empty()) chosen = static_cast<uint32_t>(d.ranked.front().ordinal);
-  } else {
-    for (const auto& c : d.ranked) {
-      if (c.eligible) {
-        chosen = static_cast<uint32_t>(c.ordinal);
-        break;
-      }
-    }
-  }
+  if (const route::CandidateTerms* first = d.first_dispatch()) chosen = static_cast<uint32_t>(first->ordinal);
   if (chosen && *chosen < engines_) routed_[*chosen].fetch_add(1, std::memory_order_relaxed);
 
   const uint64_t seq = next_.fetch_add(1, std::memory_order_acq_rel) + 1;

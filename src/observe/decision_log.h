@@ -58,9 +58,8 @@ class DecisionLog {
   explicit DecisionLog(size_t capacity = 200, size_t engines = 0);
 
   // Records one decision (any thread). `policy` must outlive the log (a static label).
-  void push(const route::Routed& routed, const route::RouteRequest& request, std::string_view policy,
-            int64_t unix_ms);
-  void push(const route::Routed& routed, const route::RouteRequest& request, std::string_view policy);
+  void push(const route::Routed& routed, std::string_view policy, int64_t unix_ms);
+  void push(const route::Routed& routed, std::string_view policy);
 
   // The newest `n` records (at most capacity()), newest first.
   std::vector<DecisionRecord> last(size_t n) const;

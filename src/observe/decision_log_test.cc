@@ -28,13 +28,18 @@ route::Routed make(size_t engines, size_t winner, bool fail_open = false) {
   return r;
 }
 
+route::Routed with(route::Routed r, const route::RouteRequest& q) {
+  r.request = q;
+  return r;
+}
+
 route::RouteRequest req(uint64_t bytes) {
   return route::RouteRequest{.endpoint = request::Endpoint::kChat, .body_bytes = bytes};
 }
 
 TEST(DecisionLog, KeepsTheNewestNewestFirst) {
   DecisionLog log(4, 2);
-  for (int i = 0; i < 10; ++i) log.push(make(2, i % 2), req(100 + i), "prefix", 1000 + i);
+  for (int i = 0; i < 10; ++i) log.push(with(make(2, i % 2), req(100 + i)), "prefix", 1000 + i);
   EXPECT_EQ(log.total(), 10u);
   auto recs = log.last(50);
   ASSERT_EQ(recs.size(), 4u);  // bounded by the capacity
@@ -54,19 +59,19 @@ TEST(DecisionLog, KeepsTheNewestNewestFirst) {
 
 TEST(DecisionLog, ChosenIsTheFirstEligibleOrTheFailOpenHead) {
   DecisionLog log(8, 4);
-  log.push(make(4, 3), req(1), "prefix", 1);  // ranked 3 (ineligible), 0, 1, 2
+  log.push(with(make(4, 3), req(1)), "prefix", 1);  // ranked 3 (ineligible), 0, 1, 2
   EXPECT_EQ(log.last(1)[0].chosen, 0u);
-  log.push(make(4, 3, /*fail_open=*/true), req(1), "prefix", 2);
+  log.push(with(make(4, 3, /*fail_open=*/true), req(1)), "prefix", 2);
   EXPECT_EQ(log.last(1)[0].chosen, 3u);
   EXPECT_TRUE(log.last(1)[0].fail_open);
   route::Routed none;
-  log.push(none, req(1), "load", 3);
+  log.push(with(none, req(1)), "load", 3);
   EXPECT_FALSE(log.last(1)[0].chosen.has_value());
 }
 
 TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   DecisionLog log(8, 4);
-  log.push(make(4, 1), req(4096), "prefix", 1234);
+  log.push(with(make(4, 1), req(4096)), "prefix", 1234);
   auto v = boost::json::parse(log.json(10));
   auto& d = v.at("decisions").as_array().at(0).as_object();
   EXPECT_EQ(d.at("seq").as_int64(), 1);
@@ -107,7 +112,7 @@ TEST(DecisionLog, ConcurrentWritersAndReaders) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 3; ++w)
     writers.emplace_back([&, w] {
-      for (int i = 0; i < 2000; ++i) log.push(make(4, (w + i) % 4), req(i), "prefix", i);
+      for (int i = 0; i < 2000; ++i) log.push(with(make(4, (w + i) % 4), req(i)), "prefix", i);
     });
   for (auto& t : writers) t.join();
   stop = true;

@@ -42,6 +42,13 @@ std::string_view profile_label(Profile p) {
   return "none";
 }
 
+const CandidateTerms* Decision::first_dispatch() const {
+  if (fail_open) return ranked.empty() ? nullptr : &ranked.front();
+  for (const auto& c : ranked)
+    if (c.eligible) return &c;
+  return nullptr;
+}
+
 std::vector<CandidateTerms> Decision::dispatch_order() const {
   std::vector<CandidateTerms> out;
   if (!fail_open) {

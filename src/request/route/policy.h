@@ -68,6 +68,8 @@ struct Decision {
   bool fail_open = false;              // nothing eligible: dispatch to at most two candidates
   // The candidates dispatch may try, in order: eligible ones, or (fail-open) the first two.
   std::vector<CandidateTerms> dispatch_order() const;
+  // dispatch_order()'s first candidate, without the copy (nullptr when there is none).
+  const CandidateTerms* first_dispatch() const;
 };
 
 struct RouteConfig {

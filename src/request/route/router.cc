@@ -37,7 +37,8 @@ Routed Router::decide(const request::PreparedRequest& req) {
     }
   }
   Routed r;
-  r.decision = policy_->decide_next(RouteRequest::of(req, policy_->config()), snap);
+  r.request = RouteRequest::of(req, policy_->config());
+  r.decision = policy_->decide_next(r.request, snap);
   r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
   return r;
 }

@@ -23,6 +23,7 @@ namespace ramjet::route {
 
 // A decision plus what the router learned while making it.
 struct Routed {
+  RouteRequest request;  // what the policy was asked (the journal and decision log record it)
   Decision decision;
   // The request's prefix is new: no engine holds or is prefilling any of its blocks. The engine
   // it is dispatched to becomes the single-flight leader for it (lead()).

@@ -258,7 +258,7 @@ void Proxy::journal_start(Session& s, const route::Routed& routed, uint64_t seq)
       .max_output_tokens = s.prep.max_output_tokens,
       .decision = routed.decision,
       .config = rc,
-      .request = route::RouteRequest::of(s.prep, rc),
+      .request = routed.request,
       .policy = router_.policy().name(),
       .phase_aware_load = config_.phase_aware_load,
       .single_flight = router_.single_flight().config().enabled,
@@ -328,7 +328,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     journal_end.seq = journal_->next_seq();
     journal_start(s, routed, journal_end.seq);
   }
-  if (decisions_) decisions_->push(routed, route::RouteRequest::of(s.prep, router_.config()), router_.policy().name());
+  if (decisions_) decisions_->push(routed, router_.policy().name());
   metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
   int64_t was_open = metrics_.route_fail_open.get();
   metrics_.route_fail_open.set(d.fail_open ? 1 : 0);
