@@ -18,8 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "render/chat_template.h"
-#include "render/deepseek_v32.h"
+#include "render/prompt.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render::cli {
@@ -42,7 +41,6 @@ optional). With --text, reads raw text and prints {"token_ids": [...]}.
 Exit status: 0 ok, 2 bad arguments or unusable files, 1 render/tokenize failure.
 )";
 
-constexpr std::string_view kFormatterDeepseekV32 = "deepseek-v32";
 
 struct Args {
   std::string tokenizer, added_tokens, templ, tokenizer_config, formatter;
@@ -126,31 +124,15 @@ std::optional<Failure> parse_args(int argc, char** argv, Args& a) {
   }
   if (a.templ.empty() == a.formatter.empty())
     return bad("give exactly one of --template and --formatter");
-  if (!a.formatter.empty() && a.formatter != kFormatterDeepseekV32) {
+  if (!a.formatter.empty() && !native_formatter_known(a.formatter)) {
     return bad("unknown formatter '" + a.formatter +
-               "' (known: " + std::string(kFormatterDeepseekV32) + ")");
+               "' (known: " + native_formatter_list() + ")");
   }
   if (!a.formatter.empty() && !a.tokenizer_config.empty()) {
     return bad("--tokenizer-config applies to --template only");
   }
   if (!a.no_tokenize && a.tokenizer.empty())
     return bad("--tokenizer is required (or --no-tokenize)");
-  return std::nullopt;
-}
-
-std::optional<Failure> read_file(const std::string& kind, const std::string& path,
-                                 std::string& out) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return Failure{kind, "io", path + ": is a directory"};
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Failure{kind, "io", path + ": " + std::strerror(errno)};
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed) return Failure{kind, "io", path + ": read error"};
   return std::nullopt;
 }
 
@@ -169,76 +151,44 @@ std::string failure_json(const Failure& f) {
          ", \"message\": " + boost::json::serialize(boost::json::string_view(f.message)) + "}}";
 }
 
-// The loaded pieces; turns one input into one output object (JSON text) or a Failure.
+// The loaded prompt pipeline; turns one input into one output object (JSON text) or a Failure.
 class Renderer {
  public:
   std::optional<Failure> load(const Args& a) {
+    PromptSources src;
     if (a.text || !a.no_tokenize) {
+      src.tokenizer_path = a.tokenizer;
+      src.added_tokens_path = a.added_tokens;
+    }
+    if (a.text) {
+      // Text mode needs no template: load the tokenizer alone.
       auto tok = Tokenizer::from_file(a.tokenizer, {}, a.added_tokens);
-      if (!tok) {
-        const std::string& m = tok.error().message;
-        const bool names_file =
-            m.find(a.tokenizer) != std::string::npos ||
-            (!a.added_tokens.empty() && m.find(a.added_tokens) != std::string::npos);
-        return Failure{"tokenizer", std::string(to_string(tok.error().code)),
-                       names_file ? m
-                                  : a.tokenizer +
-                                        (a.added_tokens.empty() ? "" : " with " + a.added_tokens) +
-                                        ": " + m};
-      }
+      if (!tok) return tokenizer_failure(a, tok.error());
       tokenizer_ = std::move(tok.value());
+      return std::nullopt;
     }
-    if (a.templ.empty()) return std::nullopt;
-    std::string source;
-    if (auto f = read_file("template", a.templ, source)) return f;
-    auto parsed = ChatTemplate::parse(source);
-    if (!parsed) {
-      return Failure{"template", std::string(jinja::to_string(parsed.error().code)),
-                     a.templ + line_suffix(parsed.error().line) + ": " + parsed.error().message};
-    }
-    template_ = std::move(parsed.value());
-    std::string config_path = a.tokenizer_config;
-    if (config_path.empty() && !a.tokenizer.empty()) {
+    src.template_path = a.templ;
+    src.native_formatter = a.formatter;
+    src.tokenizer_config_path = a.tokenizer_config;
+    if (src.tokenizer_config_path.empty() && !a.tokenizer.empty() && !a.templ.empty()) {
       auto sibling = std::filesystem::path(a.tokenizer).parent_path() / "tokenizer_config.json";
       std::error_code ec;
-      if (std::filesystem::is_regular_file(sibling, ec)) config_path = sibling.string();
+      if (std::filesystem::is_regular_file(sibling, ec)) src.tokenizer_config_path = sibling.string();
     }
-    if (!config_path.empty()) {
-      std::string config;
-      if (auto f = read_file("config", config_path, config)) return f;
-      auto st = special_tokens_from_config(config);
-      if (!st) {
-        return Failure{"config", std::string(jinja::to_string(st.error().code)),
-                       config_path + ": " + st.error().message};
-      }
-      specials_ = std::move(st.value());
-    }
+    auto r = PromptRenderer::load(src);
+    if (!r) return failure(r.error());
+    prompt_ = std::move(r.value());
     return std::nullopt;
   }
 
   // A chat request body -> {"rendered": ..., "token_ids": [...]}.
   std::optional<Failure> chat(std::string_view request, std::string& out) const {
-    std::string rendered;
-    if (template_) {
-      auto r = render::render(*template_, request, specials_);
-      if (!r) {
-        return Failure{"render", std::string(jinja::to_string(r.error().code)),
-                       r.error().message + line_suffix(r.error().line)};
-      }
-      rendered = std::move(r.value());
-    } else {
-      auto r = deepseek_v32::encode(request);
-      if (!r)
-        return Failure{"render", std::string(deepseek_v32::to_string(r.error().code)),
-                       r.error().message};
-      rendered = std::move(r.value());
-    }
-    out = "{\"rendered\": " + boost::json::serialize(boost::json::string_view(rendered));
-    if (tokenizer_) {
-      std::vector<uint32_t> ids;
-      if (auto f = encode(rendered, ids)) return f;
+    auto r = prompt_->chat(request);
+    if (!r) return failure(r.error());
+    out = "{\"rendered\": " + boost::json::serialize(boost::json::string_view(r->text));
+    if (prompt_->has_tokenizer()) {
       out += ", \"token_ids\": ";
-      append_ids(out, ids);
+      append_ids(out, r->ids);
     }
     out += "}";
     return std::nullopt;
@@ -247,7 +197,9 @@ class Renderer {
   // Raw text -> {"token_ids": [...]}.
   std::optional<Failure> text(std::string_view input, std::string& out) const {
     std::vector<uint32_t> ids;
-    if (auto f = encode(input, ids)) return f;
+    if (auto e = tokenizer_->encode_into(input, ids, /*add_special_tokens=*/false)) {
+      return Failure{"tokenize", std::string(to_string(e->code)), e->message};
+    }
     out = "{\"token_ids\": ";
     append_ids(out, ids);
     out += "}";
@@ -255,20 +207,26 @@ class Renderer {
   }
 
  private:
-  static std::string line_suffix(int line) {
-    return line > 0 ? " (line " + std::to_string(line) + ")" : "";
+  static Failure tokenizer_failure(const Args& a, const TokenizerError& e) {
+    const std::string& m = e.message;
+    const bool names_file = m.find(a.tokenizer) != std::string::npos ||
+                            (!a.added_tokens.empty() && m.find(a.added_tokens) != std::string::npos);
+    return Failure{"tokenizer", std::string(to_string(e.code)),
+                   names_file ? m
+                              : a.tokenizer + (a.added_tokens.empty() ? "" : " with " + a.added_tokens) +
+                                    ": " + m};
+  }
+  // The CLI's error kinds: a request that is not a chat request is a render error, an encode
+  // failure a tokenize error; the rest keep the pipeline's kind.
+  static Failure failure(const PromptError& e) {
+    std::string kind = e.kind == PromptErrc::kDecode   ? "render"
+                       : e.kind == PromptErrc::kEncode ? "tokenize"
+                                                       : std::string(to_string(e.kind));
+    return Failure{std::move(kind), e.code, e.message};
   }
 
-  std::optional<Failure> encode(std::string_view text, std::vector<uint32_t>& ids) const {
-    if (auto e = tokenizer_->encode_into(text, ids, /*add_special_tokens=*/false)) {
-      return Failure{"tokenize", std::string(to_string(e->code)), e->message};
-    }
-    return std::nullopt;
-  }
-
-  std::shared_ptr<const Tokenizer> tokenizer_;
-  std::optional<ChatTemplate> template_;
-  SpecialTokens specials_;
+  std::shared_ptr<const PromptRenderer> prompt_;
+  std::shared_ptr<const Tokenizer> tokenizer_;  // --text
 };
 
 }  // namespace

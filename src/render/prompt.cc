@@ -1,0 +1,278 @@
+// render::prompt (see prompt.h).
+#include "render/prompt.h"
+
+#include <openssl/evp.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include <boost/json/parse.hpp>
+
+#include "render/deepseek_v32.h"
+
+namespace ramjet::render {
+
+namespace {
+
+// A file that cannot be read is an error of the kind of file it is (code "io").
+Result<std::string, PromptError> read_file(const std::string& path, PromptErrc kind) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return PromptError{kind, "io", path + ": is a directory"};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return PromptError{kind, "io", path + ": " + std::strerror(errno)};
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool failed = std::ferror(f);
+  std::fclose(f);
+  if (failed) return PromptError{kind, "io", path + ": read error"};
+  return out;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::optional<PromptError> check_digest(const std::string& path, std::string_view bytes,
+                                        const std::string& pinned) {
+  if (pinned.empty()) return std::nullopt;
+  if (sha256_hex(bytes) == lower(pinned)) return std::nullopt;
+  // The message names the file, not the digests (a digest is a fingerprint of private bytes
+  // only for request content; model files are public, but keep errors short).
+  return PromptError{PromptErrc::kDigest, "sha256_mismatch", path + ": SHA-256 differs from the pinned digest"};
+}
+
+std::string line_suffix(int line) { return line > 0 ? " (line " + std::to_string(line) + ")" : ""; }
+
+// A tokenizer_config.json: a JSON object with a chat_template (string, or a list of
+// {"name","template"}).
+bool looks_like_config(std::string_view source) {
+  size_t i = source.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos || source[i] != '{') return false;
+  boost::system::error_code ec;
+  auto v = boost::json::parse(source, ec);
+  return !ec && v.is_object() && v.as_object().contains("chat_template");
+}
+
+Result<ChatTemplate, PromptError> parse_template(const std::string& path, std::string_view source) {
+  auto parsed = ChatTemplate::parse(source);
+  if (!parsed) {
+    return PromptError{PromptErrc::kTemplate, std::string(jinja::to_string(parsed.error().code)),
+                       path + line_suffix(parsed.error().line) + ": " + parsed.error().message};
+  }
+  return std::move(parsed.value());
+}
+
+bool has_tools(std::string_view request_json) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(request_json, ec);
+  if (ec || !v.is_object()) return false;
+  const auto* t = v.as_object().if_contains("tools");
+  return t && t->is_array() && !t->as_array().empty();
+}
+
+}  // namespace
+
+bool native_formatter_known(std::string_view name) { return name == kNativeDeepseekV32; }
+std::string native_formatter_list() { return std::string(kNativeDeepseekV32); }
+
+std::string_view to_string(PromptErrc kind) {
+  switch (kind) {
+    case PromptErrc::kUsage: return "usage";
+    case PromptErrc::kIo: return "io";
+    case PromptErrc::kDigest: return "digest";
+    case PromptErrc::kTokenizer: return "tokenizer";
+    case PromptErrc::kTemplate: return "template";
+    case PromptErrc::kConfig: return "config";
+    case PromptErrc::kDecode: return "decode";
+    case PromptErrc::kRender: return "render";
+    case PromptErrc::kEncode: return "encode";
+  }
+  return "unknown";
+}
+
+Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(const PromptSources& s) {
+  std::shared_ptr<PromptRenderer> r(new PromptRenderer());
+  if (!s.native_formatter.empty()) {
+    if (!s.template_path.empty())
+      return PromptError{PromptErrc::kUsage, "", "a native formatter and a chat template are exclusive"};
+    if (!native_formatter_known(s.native_formatter)) {
+      return PromptError{PromptErrc::kUsage, "", "unknown native formatter '" + s.native_formatter +
+                                                     "' (this build has: " + native_formatter_list() + ")"};
+    }
+    r->native_ = s.native_formatter;
+  } else if (s.template_path.empty()) {
+    return PromptError{PromptErrc::kUsage, "", "a chat template or a native formatter is required"};
+  }
+
+  if (!s.tokenizer_path.empty()) {
+    if (!s.tokenizer_sha256.empty()) {
+      auto bytes = read_file(s.tokenizer_path, PromptErrc::kTokenizer);
+      if (!bytes) return bytes.error();
+      if (auto e = check_digest(s.tokenizer_path, *bytes, s.tokenizer_sha256)) return *e;
+    }
+    // (from_file reads it again: it also applies the added-tokens override.)
+    auto tok = Tokenizer::from_file(s.tokenizer_path, {}, s.added_tokens_path);
+    if (!tok) {
+      const std::string& m = tok.error().message;
+      const bool names_file = m.find(s.tokenizer_path) != std::string::npos ||
+                              (!s.added_tokens_path.empty() && m.find(s.added_tokens_path) != std::string::npos);
+      return PromptError{PromptErrc::kTokenizer, std::string(to_string(tok.error().code)),
+                         names_file ? m : s.tokenizer_path + ": " + m};
+    }
+    r->tokenizer_ = std::move(tok.value());
+  } else if (!s.tokenizer_sha256.empty() || !s.added_tokens_path.empty()) {
+    return PromptError{PromptErrc::kUsage, "", "a tokenizer digest or override needs a tokenizer path"};
+  }
+
+  std::string config_path = s.tokenizer_config_path;
+  std::string config;
+  if (!s.template_path.empty()) {
+    auto source = read_file(s.template_path, PromptErrc::kTemplate);
+    if (!source) return source.error();
+    if (auto e = check_digest(s.template_path, *source, s.template_sha256)) return *e;
+    if (looks_like_config(*source)) {
+      // tokenizer_config.json: the template(s) and the special tokens in one file.
+      const auto v = boost::json::parse(*source);
+      const auto& ct = v.as_object().at("chat_template");
+      if (ct.is_string()) {
+        auto t = parse_template(s.template_path, std::string(ct.as_string()));
+        if (!t) return t.error();
+        r->template_ = std::move(t.value());
+      } else if (ct.is_array()) {
+        for (const auto& e : ct.as_array()) {
+          const auto* o = e.if_object();
+          const auto* name = o ? o->if_contains("name") : nullptr;
+          const auto* text = o ? o->if_contains("template") : nullptr;
+          if (!name || !name->is_string() || !text || !text->is_string()) {
+            return PromptError{PromptErrc::kConfig, "bad_chat_template",
+                               s.template_path + ": chat_template list entries need name and template strings"};
+          }
+          auto t = parse_template(s.template_path + " [" + std::string(name->as_string()) + "]",
+                                  std::string(text->as_string()));
+          if (!t) return t.error();
+          if (name->as_string() == "default") r->template_ = std::move(t.value());
+          if (name->as_string() == "tool_use") r->tool_template_ = std::move(t.value());
+        }
+        if (!r->template_) {
+          return PromptError{PromptErrc::kConfig, "bad_chat_template",
+                             s.template_path + ": no template named \"default\""};
+        }
+      } else {
+        return PromptError{PromptErrc::kConfig, "bad_chat_template",
+                           s.template_path + ": chat_template must be a string or a list"};
+      }
+      if (config_path.empty()) config = std::move(source.value());
+    } else {
+      auto t = parse_template(s.template_path, *source);
+      if (!t) return t.error();
+      r->template_ = std::move(t.value());
+    }
+  }
+  if (config.empty() && config_path.empty() && !s.tokenizer_path.empty()) {
+    auto sibling = std::filesystem::path(s.tokenizer_path).parent_path() / "tokenizer_config.json";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(sibling, ec)) config_path = sibling.string();
+  }
+  if (config.empty() && !config_path.empty()) {
+    auto bytes = read_file(config_path, PromptErrc::kConfig);
+    if (!bytes) return bytes.error();
+    config = std::move(bytes.value());
+  }
+  if (!config.empty() && r->template_) {
+    auto st = special_tokens_from_config(config);
+    if (!st) {
+      return PromptError{PromptErrc::kConfig, std::string(jinja::to_string(st.error().code)),
+                         (config_path.empty() ? s.template_path : config_path) + ": " + st.error().message};
+    }
+    r->specials_ = std::move(st.value());
+  }
+  return std::shared_ptr<const PromptRenderer>(std::move(r));
+}
+
+Result<RenderedPrompt, PromptError> PromptRenderer::chat(std::string_view request_json) const {
+  RenderedPrompt out;
+  if (template_) {
+    const ChatTemplate& tpl = tool_template_ && has_tools(request_json) ? *tool_template_ : *template_;
+    auto r = render::render(tpl, request_json, specials_);
+    if (!r) {
+      const bool decode = r.error().code == RenderErrc::kBadRequest;
+      return PromptError{decode ? PromptErrc::kDecode : PromptErrc::kRender,
+                         std::string(jinja::to_string(r.error().code)),
+                         r.error().message + line_suffix(r.error().line)};
+    }
+    out.text = std::move(r.value());
+  } else {
+    auto r = deepseek_v32::encode(request_json);
+    if (!r) {
+      const auto c = r.error().code;
+      const bool decode = c == deepseek_v32::RenderErrc::kBadJson || c == deepseek_v32::RenderErrc::kBadRequest;
+      return PromptError{decode ? PromptErrc::kDecode : PromptErrc::kRender,
+                         std::string(deepseek_v32::to_string(c)), r.error().message};
+    }
+    out.text = std::move(r.value());
+  }
+  if (tokenizer_) {
+    if (auto e = tokenizer_->encode_into(out.text, out.ids, /*add_special_tokens=*/false)) {
+      return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
+    }
+  }
+  return out;
+}
+
+Result<std::vector<uint32_t>, PromptError> PromptRenderer::text(std::string_view input,
+                                                                bool add_special_tokens) const {
+  if (!tokenizer_) return PromptError{PromptErrc::kUsage, "", "no tokenizer loaded"};
+  std::vector<uint32_t> ids;
+  if (auto e = tokenizer_->encode_into(input, ids, add_special_tokens)) {
+    return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
+  }
+  return ids;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+std::optional<std::string> file_sha256_hex(const std::string& path) {
+  auto bytes = read_file(path, PromptErrc::kIo);
+  if (!bytes) return std::nullopt;
+  return sha256_hex(*bytes);
+}
+
+std::string token_ids_sha256(const std::vector<uint32_t>& ids) {
+  std::string be;
+  be.reserve(ids.size() * 4);
+  for (uint32_t id : ids) {
+    be += static_cast<char>(id >> 24);
+    be += static_cast<char>((id >> 16) & 0xff);
+    be += static_cast<char>((id >> 8) & 0xff);
+    be += static_cast<char>(id & 0xff);
+  }
+  return sha256_hex(be);
+}
+
+bool is_sha256_hex(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+}  // namespace ramjet::render

@@ -1,0 +1,96 @@
+// render::prompt: one loaded model prompt pipeline — tokenizer.json, plus either a HuggingFace
+// chat template (a .jinja file, or the chat_template of a tokenizer_config.json) or a native
+// formatter — that turns a chat request into the prompt text and token ids the engine builds.
+// Shared by `ramjet render`, the tokenizer shadow/attestation (render/shadow.h) and ramjet-sim's
+// real-tokenizer mode, so all three render a request the same way.
+//
+// Pinning: PromptRenderer::load takes optional SHA-256 digests of the tokenizer and template
+// files and refuses files whose bytes differ (a digest names the bytes, not the path).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "render/chat_template.h"
+#include "render/tokenizer.h"
+
+namespace ramjet::render {
+
+// The native formatters this build has (a C++ port of an engine's own prompt encoder).
+inline constexpr std::string_view kNativeDeepseekV32 = "deepseek-v32";
+bool native_formatter_known(std::string_view name);
+std::string native_formatter_list();  // "deepseek-v32" (for error messages)
+
+struct PromptSources {
+  std::string tokenizer_path;         // tokenizer.json (empty: render only, no token ids)
+  std::string tokenizer_sha256;       // 64 hex; checked when set
+  std::string added_tokens_path;      // optional added-tokens override
+  std::string template_path;          // .jinja, or a tokenizer_config.json with chat_template
+  std::string template_sha256;        // 64 hex; checked when set
+  std::string native_formatter;       // instead of a template: "deepseek-v32"
+  // bos_token, eos_token, ... for the template: this file, else template_path when it is a
+  // tokenizer_config.json, else a tokenizer_config.json beside tokenizer_path, if any.
+  std::string tokenizer_config_path;
+};
+
+// What failed. kind is stable (a metric label / CLI error kind), code is the component's code.
+enum class PromptErrc {
+  kUsage,      // the sources name no formatter, or both, or an unknown native formatter
+  kIo,         // a file could not be read
+  kDigest,     // a file's SHA-256 differs from the pinned digest
+  kTokenizer,  // tokenizer.json does not load
+  kTemplate,   // the template does not parse
+  kConfig,     // tokenizer_config.json is unusable
+  kDecode,     // the request is not a JSON chat request
+  kRender,     // the template / formatter failed on this request
+  kEncode,     // tokenizing failed
+};
+std::string_view to_string(PromptErrc kind);  // usage|io|digest|tokenizer|template|config|decode|render|encode
+
+struct PromptError {
+  PromptErrc kind;
+  std::string code;     // the component's error code ("" when none)
+  std::string message;  // never contains request bytes
+};
+
+struct RenderedPrompt {
+  std::string text;
+  std::vector<uint32_t> ids;  // empty when the renderer has no tokenizer
+};
+
+class PromptRenderer {
+ public:
+  static Result<std::shared_ptr<const PromptRenderer>, PromptError> load(const PromptSources& sources);
+
+  // A chat-completions request body (JSON) -> prompt text and token ids (add_special_tokens=false,
+  // as vLLM encodes chat prompts: special tokens come from the template text).
+  Result<RenderedPrompt, PromptError> chat(std::string_view request_json) const;
+  // Raw text -> token ids (completions: add_special_tokens=true, as vLLM's default).
+  Result<std::vector<uint32_t>, PromptError> text(std::string_view text, bool add_special_tokens) const;
+
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+
+ private:
+  PromptRenderer() = default;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> template_;       // the default template
+  std::optional<ChatTemplate> tool_template_;  // tokenizer_config's "tool_use" template, if named
+  SpecialTokens specials_;
+  std::string native_;
+};
+
+// Lower-case hex SHA-256 of bytes / of a file's bytes (nullopt when it cannot be read).
+std::string sha256_hex(std::string_view bytes);
+std::optional<std::string> file_sha256_hex(const std::string& path);
+// SHA-256 over token ids as unsigned 32-bit big-endian integers (the manifest's token digest).
+std::string token_ids_sha256(const std::vector<uint32_t>& ids);
+// Whether `s` is 64 lower- or upper-case hex digits.
+bool is_sha256_hex(std::string_view s);
+
+}  // namespace ramjet::render
