@@ -3,6 +3,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "net/listener.h"
 #include "sim/kv/publisher.h"
 #include "sim/server/options.h"
+#include "sim/server/prompt.h"
 #include "sim/server/server.h"
 
 namespace asio = boost::asio;
@@ -33,6 +35,17 @@ int main(int argc, char** argv) {
   while (timing.acceptance.size() < timing.speculative_tokens) {
     timing.acceptance.push_back(timing.acceptance.empty() ? 0.7 : timing.acceptance.back() * 0.6);
   }
+  // The real tokenizer (--tokenizer), loaded once: an unusable file stops the start.
+  const auto load_start = std::chrono::steady_clock::now();
+  auto prompter = sim::Prompter::load(opt.prompt);
+  if (!prompter) {
+    std::fprintf(stderr, "ramjet-sim: tokenizer: %s\n", prompter.error().message.c_str());
+    return 2;
+  }
+  if (prompter->real()) {
+    std::fprintf(stderr, "ramjet-sim: prompts: %s (loaded in %.2f s)\n", prompter->description().c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  }
   std::signal(SIGPIPE, SIG_IGN);
 
   net::IoPool io(1);
@@ -44,7 +57,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  auto server = std::make_unique<sim::SimServer>(io.at(0), opt, publisher.get());
+  auto server = std::make_unique<sim::SimServer>(io.at(0), opt, publisher.get(), std::move(prompter.value()));
 
   // Bind now (so the port is known and stays ours), listen later when a refuse fault is set.
   boost::system::error_code ec;

@@ -47,6 +47,23 @@ const std::vector<Flag>& flags() {
        [](const std::string& v, SimOptions& o) { o.served_model_name = v; return std::string(); }},
       {"--model", true, "model root reported in /v1/models",
        [](const std::string& v, SimOptions& o) { o.model_root = v; return std::string(); }},
+      {"--engine-version", true, "version served by GET /version (default 0.26.0+ramjet.sim)",
+       [](const std::string& v, SimOptions& o) {
+         if (v.empty()) return std::string("must not be empty");
+         o.engine_version = v;
+         return std::string();
+       }},
+      {"--tokenizer", true, "tokenizer.json: tokenize with it instead of the built-in tokenizer",
+       [](const std::string& v, SimOptions& o) { o.prompt.tokenizer = v; return std::string(); }},
+      {"--chat-template", true, "chat template (.jinja, or a tokenizer_config.json); default: the "
+                                "tokenizer's own",
+       [](const std::string& v, SimOptions& o) { o.prompt.chat_template = v; return std::string(); }},
+      {"--tokenizer-config", true, "tokenizer_config.json with the template's special tokens",
+       [](const std::string& v, SimOptions& o) { o.prompt.tokenizer_config = v; return std::string(); }},
+      {"--native-formatter", true, "built-in prompt formatter instead of a template (deepseek-v32)",
+       [](const std::string& v, SimOptions& o) { o.prompt.native_formatter = v; return std::string(); }},
+      {"--added-tokens", true, "added-tokens override applied to the tokenizer",
+       [](const std::string& v, SimOptions& o) { o.prompt.added_tokens = v; return std::string(); }},
       {"--max-model-len", true, "context length",
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.max_model_len, 16, 1u << 24); }},
       {"--block-size", true, "KV block size in tokens (default 16; 784 works)",
@@ -173,6 +190,17 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
       continue;
     }
     if (std::string e = flag->apply(value, out); !e.empty()) errors.push_back(a + ": " + e);
+  }
+  const PromptFlags& pf = out.prompt;
+  if (pf.tokenizer.empty()) {
+    for (auto [name, v] : {std::pair{"--chat-template", &pf.chat_template},
+                           std::pair{"--tokenizer-config", &pf.tokenizer_config},
+                           std::pair{"--native-formatter", &pf.native_formatter},
+                           std::pair{"--added-tokens", &pf.added_tokens}}) {
+      if (!v->empty()) errors.push_back(std::string(name) + ": needs --tokenizer");
+    }
+  } else if (!pf.chat_template.empty() && !pf.native_formatter.empty()) {
+    errors.push_back("--chat-template and --native-formatter are exclusive");
   }
   return errors;
 }

@@ -1,5 +1,6 @@
 // ramjet-sim command line: vLLM's `vllm serve` flags where vLLM has the option, plus our own
-// (--preset, --speed, --speculative-tokens, --kv-events-format, --gpus, fault flags).
+// (--preset, --speed, --speculative-tokens, --kv-events-format, --gpus, --engine-version, the
+// real-tokenizer files, fault flags).
 #pragma once
 
 #include <cstdint>
@@ -21,11 +22,22 @@ struct Faults {
   bool health_fail = false;     // --fault-health-fail: GET /health answers 503
 };
 
+// The real-tokenizer mode (sim/server/prompt.h): empty tokenizer = the built-in tokenizer.
+struct PromptFlags {
+  std::string tokenizer;         // --tokenizer: tokenizer.json
+  std::string chat_template;     // --chat-template: .jinja or tokenizer_config.json
+  std::string tokenizer_config;  // --tokenizer-config: special tokens for the template
+  std::string native_formatter;  // --native-formatter: instead of a template (deepseek-v32)
+  std::string added_tokens;      // --added-tokens: added-tokens override for the tokenizer
+};
+
 struct SimOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8000;
   std::string served_model_name = "ramjet-sim";
   std::string model_root = "ramjet-sim";
+  std::string engine_version = "0.26.0+ramjet.sim";  // GET /version
+  PromptFlags prompt;
   EngineConfig engine;
   bool enable_prompt_tokens_details = false;
   uint32_t default_max_tokens = 256;  // the sim never emits EOS; real models stop on their own

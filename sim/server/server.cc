@@ -18,7 +18,7 @@
 #include <deque>
 
 #include "observe/metrics.h"
-#include "sim/engine/tokenizer.h"
+#include "sim/engine/tokenizer.h"  // filler_token
 
 namespace ramjet::sim {
 
@@ -91,10 +91,11 @@ struct SimServer::Live {
   bool done = false;
 };
 
-SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher)
+SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter)
     : ctx_(ctx),
       opt_(std::move(options)),
       publisher_(publisher),
+      prompter_(std::move(prompter)),
       engine_(opt_.engine, publisher),
       idle_wake_(ctx),
       rng_(opt_.seed),
@@ -165,7 +166,7 @@ struct ParsedInference {
 };
 
 // Returns "" or an error message (400).
-std::string parse_inference(bool chat, const std::string& body, ParsedInference& p) {
+std::string parse_inference(bool chat, const std::string& body, const Prompter& prompter, ParsedInference& p) {
   p.chat = chat;
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
@@ -190,14 +191,21 @@ std::string parse_inference(bool chat, const std::string& body, ParsedInference&
   if (chat) {
     auto* msgs = find(o, "messages");
     if (!msgs || !msgs->is_array() || msgs->as_array().empty()) return "messages must be a non-empty array";
-    bool agp = true;
-    if (auto* g = find(o, "add_generation_prompt"); g && g->is_bool()) agp = g->as_bool();
-    p.prompt = tokenize(render_chat(json::serialize(*msgs), agp));
+    auto ids = prompter.chat(o);
+    if (!ids) return ids.error().message;
+    p.prompt = std::move(ids.value());
   } else {
     auto* pr = find(o, "prompt");
     if (!pr) return "prompt is required";
     if (pr->is_string()) {
-      p.prompt = tokenize(pr->as_string());
+      bool add_special = true;  // vLLM's default for completions
+      if (auto* a = find(o, "add_special_tokens")) {
+        if (!a->is_bool()) return "add_special_tokens must be a boolean";
+        add_special = a->as_bool();
+      }
+      auto ids = prompter.text(pr->as_string(), add_special);
+      if (!ids) return ids.error().message;
+      p.prompt = std::move(ids.value());
     } else if (pr->is_array()) {
       for (const auto& t : pr->as_array()) {
         if (auto id = as_u64(&t)) p.prompt.push_back(static_cast<uint32_t>(*id));
@@ -291,7 +299,8 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
     if (get && path == "/health") {
       more = co_await reply(health_fail_ ? 503 : 200, "", "");
     } else if (get && path == "/version") {
-      more = co_await reply(200, R"({"version":"0.26.0+ramjet.sim"})", "application/json");
+      std::string body = json::serialize(json::object{{"version", opt_.engine_version}});
+      more = co_await reply(200, std::move(body), "application/json");
     } else if (get && path == "/v1/models") {
       json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", started_unix_},
                         {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
@@ -323,12 +332,17 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string err;
       if (jec || !v.is_object()) {
         err = "request body must be a JSON object";
-      } else if (auto* msgs = find(v.as_object(), "messages")) {
-        bool agp = true;
-        if (auto* g = find(v.as_object(), "add_generation_prompt"); g && g->is_bool()) agp = g->as_bool();
-        tokens = tokenize(render_chat(json::serialize(*msgs), agp));
+      } else if (find(v.as_object(), "messages")) {
+        // Chat style: add_special_tokens defaults to false (the template writes the specials).
+        auto ids = prompter_.chat(v.as_object());
+        if (ids) tokens = std::move(ids.value());
+        else err = ids.error().message;
       } else if (auto* pr = find(v.as_object(), "prompt"); pr && pr->is_string()) {
-        tokens = tokenize(pr->as_string());
+        bool add_special = true;  // completion style: vLLM's default
+        if (auto* a = find(v.as_object(), "add_special_tokens"); a && a->is_bool()) add_special = a->as_bool();
+        auto ids = prompter_.text(pr->as_string(), add_special);
+        if (ids) tokens = std::move(ids.value());
+        else err = ids.error().message;
       } else {
         err = "prompt or messages is required";
       }
@@ -348,7 +362,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
     } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
       const bool chat = path == "/v1/chat/completions";
       ParsedInference p;
-      std::string err = parse_inference(chat, req.body(), p);
+      std::string err = parse_inference(chat, req.body(), prompter_, p);
       if (err.empty() && !p.model.empty() && p.model != opt_.served_model_name) {
         more = co_await reply(404, vllm_error("The model `" + p.model + "` does not exist.", "NotFoundError", 404),
                               "application/json");
@@ -519,10 +533,13 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     if (auto* t = find(o, "tokens"); t && t->is_array()) {
       for (const auto& x : t->as_array())
         if (auto id = as_u64(&x)) tokens.push_back(static_cast<uint32_t>(*id));
-    } else if (auto* m = find(o, "messages")) {
-      tokens = tokenize(render_chat(json::serialize(*m), true));
-    } else if (auto* pr = find(o, "prompt"); pr && pr->is_string()) {
-      tokens = tokenize(pr->as_string());
+    } else if (find(o, "messages") || (find(o, "prompt") && find(o, "prompt")->is_string())) {
+      auto ids = find(o, "messages") ? prompter_.chat(o) : prompter_.text(find(o, "prompt")->as_string(), true);
+      if (!ids) {
+        status = 400;
+        return vllm_error(ids.error().message, "BadRequestError", 400);
+      }
+      tokens = std::move(ids.value());
     }
     json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", engine_.resident_prefix_tokens(tokens)}};
     auto st = engine_.stats();

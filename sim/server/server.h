@@ -2,6 +2,7 @@
 // and completions (JSON and SSE), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
 // names, /reset_prefix_cache, /kv_event_sources, plus /sim/* admin (faults, resident-prefix
 // oracle, stats). Drives the engine model on virtual time; everything runs on one io thread.
+// Prompts are tokenized by sim/server/prompt.h (built-in or real tokenizer).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -18,12 +19,14 @@
 #include "sim/engine/engine.h"
 #include "sim/kv/publisher.h"
 #include "sim/server/options.h"
+#include "sim/server/prompt.h"
 
 namespace ramjet::sim {
 
 class SimServer {
  public:
-  SimServer(boost::asio::io_context& ctx, SimOptions options, KvPublisher* publisher);
+  // `prompter` tokenizes every prompt (the built-in tokenizer unless --tokenizer was loaded).
+  SimServer(boost::asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter = {});
   ~SimServer();
 
   void start();  // starts the engine driver
@@ -41,6 +44,7 @@ class SimServer {
   boost::asio::io_context& ctx_;
   SimOptions opt_;
   KvPublisher* publisher_;
+  Prompter prompter_;
   Engine engine_;
   boost::asio::steady_timer idle_wake_;
   std::unordered_map<uint64_t, Live*> live_;
