@@ -21,6 +21,7 @@
 #include "observe/engine_stats.h"
 #include "observe/metric_docs.h"
 #include "observe/journal.h"
+#include "render/tokenizer_service.h"
 #include "render/cli.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
@@ -86,6 +87,15 @@ int main(int argc, char** argv) {
   }
   const config::Config& cfg = parsed.config;
   log::init(cfg.log_level);
+  // RJ_TOKENIZER_*: the profile is checked even when off; local modes load and pin the
+  // tokenizer, template and manifest and re-render the manifest's goldens (a mismatch stops here).
+  std::vector<std::string> tokenizer_errors;
+  auto tokenizer = render::TokenizerService::create(render::tokenizer_service_config(cfg), tokenizer_errors);
+  if (!tokenizer) {
+    for (const auto& e : tokenizer_errors) std::fprintf(stderr, "ramjet: configuration error: %s\n", e.c_str());
+    std::fprintf(stderr, "ramjet: %zu configuration error(s); see ramjet --help\n", tokenizer_errors.size());
+    return 2;
+  }
   for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
 
   const size_t threads = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -168,6 +178,11 @@ int main(int argc, char** argv) {
   registry.add([&](observe::Exposition& x) { router.write_metrics(x); });
   if (journal) registry.add([&](observe::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](observe::Exposition& x) { engine_scraper.write_metrics(x); });
+  registry.add([&](observe::Exposition& x) { tokenizer->write_metrics(x); });
+  if (tokenizer->enabled()) {
+    proxy.set_completion_observer(
+        [t = tokenizer.get()](size_t engine, bool chat, std::string_view body) { t->offer(engine, chat, body); });
+  }
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });
@@ -202,6 +217,7 @@ int main(int argc, char** argv) {
     proxy.begin_drain();
     prober->stop();
     engine_scraper.stop();
+    tokenizer->stop();
     dashboard.stop();
     drain_then_stop(io, proxy, dashboard, milliseconds(cfg.shutdown_grace_ms));
     signals->async_wait(on_signal);
@@ -211,6 +227,7 @@ int main(int argc, char** argv) {
 
   prober->start();
   engine_scraper.start(io.at(0));
+  tokenizer->start(io.at(0));
   app::start_dashboard_sampler(io.at(0), dashboard,
                                app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper));
   (*api)->start();
@@ -226,6 +243,7 @@ int main(int argc, char** argv) {
   signals.reset();
   prober.reset();
   engine_scraper.stop();  // releases its timer before the io contexts go
+  tokenizer->stop();
   api->reset();
   admin->reset();
   pools.clear();

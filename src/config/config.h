@@ -75,6 +75,17 @@ struct Config {
   uint64_t engine_scrape_max_bytes = 4ull << 20;  // RJ_ENGINE_SCRAPE_MAX_BYTES (64 KiB..64 MiB)
   // RJ_GPU_METRICS_URLS: DCGM-exporter URLs, empty or exactly one per upstream (checked).
   std::vector<UpstreamUrl> gpu_metrics_urls;
+  // --- local tokenization (render/tokenizer_service.h; file/profile checks happen there) ---
+  std::string tokenizer_mode = "off";       // RJ_TOKENIZER_MODE off|remote-shadow|local-shadow|local
+  std::string tokenizer_profile;            // RJ_TOKENIZER_PROFILE (a model::PROFILES label)
+  std::string tokenizer_path, tokenizer_sha256;          // RJ_TOKENIZER_PATH / _SHA256
+  std::string chat_template_path, chat_template_sha256;  // RJ_CHAT_TEMPLATE_PATH / _SHA256
+  std::string tokenizer_manifest_path, tokenizer_manifest_sha256;  // RJ_TOKENIZER_MANIFEST_PATH / _SHA256
+  uint64_t tokenizer_min_bytes = 32768;     // RJ_TOKENIZER_MIN_BYTES (0..1 GiB)
+  uint64_t tokenizer_max_bytes = 2u << 20;  // RJ_TOKENIZER_MAX_BYTES (1..1 GiB)
+  uint32_t tokenizer_workers = 1;           // RJ_TOKENIZER_WORKERS (1..64)
+  uint32_t tokenizer_queue_capacity = 8;    // RJ_TOKENIZER_QUEUE_CAPACITY (1..65536)
+  uint32_t tokenizer_timeout_ms = 2000;     // RJ_TOKENIZER_TIMEOUT_MS (10..120000)
 };
 
 // Environment lookup: returns the value of a variable or nullopt. Injected for tests.

@@ -18,6 +18,7 @@ constexpr uint64_t kGiB = kMiB * 1024;
 constexpr std::array<std::string_view, 3> kAffinities = {"prefix", "load", "round_robin"};
 // Decode profiles of an engine: speculative decoding (MTP) or standard decoding.
 constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
+constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shadow", "local-shadow", "local"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 
@@ -378,6 +379,106 @@ const std::array kOptions = {
                   "engines' own /metrics when they carry DCGM series, and from nvidia-smi when "
                   "it is installed here.",
            .field = &Config::gpu_metrics_urls},
+    // --- local tokenization (render/tokenizer_service.h) ---
+    Option{.env = "RJ_TOKENIZER_MODE",
+           .flag = "--tokenizer-mode",
+           .type = Type::kEnum,
+           .default_text = "off",
+           .choices = kTokenizerModes,
+           .doc = "Local prompt tokenization, off the request path. off: none; remote-shadow: after "
+                  "a complete response, ask the engine that served it for its token ids (POST "
+                  "/tokenize); local-shadow: that, plus ramjet's own render + encode of the same "
+                  "request, compared (parity metrics); local: the local render + encode only. Local "
+                  "modes need the tokenizer, template (HF profiles) and manifest pins, and use local "
+                  "tokens only for engines whose /v1/models and /version match the manifest.",
+           .field = &Config::tokenizer_mode},
+    Option{.env = "RJ_TOKENIZER_PROFILE",
+           .flag = "--tokenizer-profile",
+           .type = Type::kString,
+           .doc = "Model profile of the served model (src/model/; `ramjet render` and docs/models.md "
+                  "list them). Checked at startup even when RJ_TOKENIZER_MODE is off: an unknown "
+                  "value is an error. Required when the mode is not off.",
+           .field = &Config::tokenizer_profile},
+    Option{.env = "RJ_TOKENIZER_PATH",
+           .flag = "--tokenizer-path",
+           .type = Type::kString,
+           .doc = "The model's tokenizer.json (local modes). Needs RJ_TOKENIZER_SHA256.",
+           .field = &Config::tokenizer_path},
+    Option{.env = "RJ_TOKENIZER_SHA256",
+           .flag = "--tokenizer-sha256",
+           .type = Type::kString,
+           .doc = "SHA-256 (64 hex) of RJ_TOKENIZER_PATH's bytes; a different file stops startup.",
+           .field = &Config::tokenizer_sha256},
+    Option{.env = "RJ_CHAT_TEMPLATE_PATH",
+           .flag = "--chat-template-path",
+           .type = Type::kString,
+           .doc = "The chat template (a .jinja file, or the model's tokenizer_config.json) for profiles "
+                  "that render with an HF template; must not be set for native-formatter profiles. "
+                  "Needs RJ_CHAT_TEMPLATE_SHA256.",
+           .field = &Config::chat_template_path},
+    Option{.env = "RJ_CHAT_TEMPLATE_SHA256",
+           .flag = "--chat-template-sha256",
+           .type = Type::kString,
+           .doc = "SHA-256 (64 hex) of RJ_CHAT_TEMPLATE_PATH's bytes.",
+           .field = &Config::chat_template_sha256},
+    Option{.env = "RJ_TOKENIZER_MANIFEST_PATH",
+           .flag = "--tokenizer-manifest-path",
+           .type = Type::kString,
+           .doc = "Compatibility manifest (local modes; format in docs/models.md, written by "
+                  "scripts/make-manifest): the engine identity to attest and golden requests with "
+                  "the engine's token counts and digests, all re-rendered at startup. Needs "
+                  "RJ_TOKENIZER_MANIFEST_SHA256.",
+           .field = &Config::tokenizer_manifest_path},
+    Option{.env = "RJ_TOKENIZER_MANIFEST_SHA256",
+           .flag = "--tokenizer-manifest-sha256",
+           .type = Type::kString,
+           .doc = "SHA-256 (64 hex) of RJ_TOKENIZER_MANIFEST_PATH's bytes.",
+           .field = &Config::tokenizer_manifest_sha256},
+    Option{.env = "RJ_TOKENIZER_MIN_BYTES",
+           .flag = "--tokenizer-min-bytes",
+           .type = Type::kUint,
+           .default_text = "32768",
+           .min = 0,
+           .max = 1 * kGiB,
+           .bytes = true,
+           .doc = "Smallest request body tokenized in the shadow modes (smaller ones are skipped: "
+                  "outside_size_window).",
+           .field = &Config::tokenizer_min_bytes},
+    Option{.env = "RJ_TOKENIZER_MAX_BYTES",
+           .flag = "--tokenizer-max-bytes",
+           .type = Type::kUint,
+           .default_text = "2097152",
+           .min = 1,
+           .max = 1 * kGiB,
+           .bytes = true,
+           .doc = "Largest request body tokenized in the shadow modes.",
+           .field = &Config::tokenizer_max_bytes},
+    Option{.env = "RJ_TOKENIZER_WORKERS",
+           .flag = "--tokenizer-workers",
+           .type = Type::kUint,
+           .default_text = "1",
+           .min = 1,
+           .max = 64,
+           .doc = "Worker threads for shadow tokenizations.",
+           .field = &Config::tokenizer_workers},
+    Option{.env = "RJ_TOKENIZER_QUEUE_CAPACITY",
+           .flag = "--tokenizer-queue-capacity",
+           .type = Type::kUint,
+           .default_text = "8",
+           .min = 1,
+           .max = 65536,
+           .doc = "Requests waiting for a worker; when full, new ones are skipped (queue_full), never "
+                  "waited for.",
+           .field = &Config::tokenizer_queue_capacity},
+    Option{.env = "RJ_TOKENIZER_TIMEOUT_MS",
+           .flag = "--tokenizer-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "2000",
+           .min = 10,
+           .max = 120000,
+           .doc = "Deadline of one engine /tokenize call, and of each /v1/models or /version "
+                  "identity check.",
+           .field = &Config::tokenizer_timeout_ms},
 };
 
 }  // namespace

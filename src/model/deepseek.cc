@@ -34,11 +34,42 @@ class DeepseekV4R34 final : public ModelProfile {
     return detail::effort_class(effort, kEfforts, thinking_can_be_disabled());
   }
   bool thinking_can_be_disabled() const override { return true; }
+  // vLLM's deepseek_v4 encoder: not ported yet, so this profile cannot render locally (startup
+  // refuses local tokenizer modes with it; off and remote-shadow work).
+  std::string_view native_formatter() const override { return "deepseek-v4"; }
+};
+
+// deepseek-v3.2: DeepSeek-V3.2 as served by vLLM (--tokenizer-mode deepseek_v32), prompts from
+// vLLM's deepseek_v32 encoder (ported: render/deepseek_v32.h); text only. Its renderer reads the
+// `thinking` kwarg (enable_thinking is not read). vLLM does not turn reasoning_effort into a
+// V3.2 setting that ramjet reproduces, so any request-level effort is left to the engine.
+constexpr std::array<std::string_view, 1> kV32Kwargs = {"thinking"};
+
+class DeepseekV32 final : public ModelProfile {
+ public:
+  std::string_view label() const override { return "deepseek-v3.2"; }
+  std::string_view family() const override { return "deepseek"; }
+  FormatterSource formatter_source() const override { return FormatterSource::kNative; }
+  Modality modality() const override { return Modality::kText; }
+  std::span<const std::string_view> template_kwarg_keys() const override { return kV32Kwargs; }
+  ReasoningResult apply_reasoning(TemplateArgs& args) const override {
+    if (const boost::json::value* e = args.if_contains("reasoning_effort"); e && !e->is_null())
+      return LocalFailure::Unsupported;
+    return std::monostate{};
+  }
+  std::optional<std::string_view> reasoning_class(std::string_view) const override { return std::nullopt; }
+  bool thinking_can_be_disabled() const override { return true; }  // thinking: false
+  std::string_view native_formatter() const override { return "deepseek-v32"; }
 };
 
 }  // namespace
 
 extern const ModelProfile& deepseek_v4_r34();
+extern const ModelProfile& deepseek_v32();
+const ModelProfile& deepseek_v32() {
+  static const DeepseekV32 profile;
+  return profile;
+}
 const ModelProfile& deepseek_v4_r34() {
   static const DeepseekV4R34 profile;
   return profile;

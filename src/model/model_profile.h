@@ -72,12 +72,15 @@ class ModelProfile {
   // does not support.
   virtual std::optional<std::string_view> reasoning_class(std::string_view effort) const = 0;
   virtual bool thinking_can_be_disabled() const = 0;
+  // kNative profiles: the name of the engine encoder they use (render::native_formatter_known
+  // says whether this build has a port of it); "" for HF chat templates.
+  virtual std::string_view native_formatter() const { return {}; }
 };
 
 // The registry: one entry per profile; adding a model is a new file in src/model/ plus one line
 // in profiles.cc. Initialised dynamically: read it from main() onwards, not from another
 // translation unit's static initialiser.
-extern const std::array<const ModelProfile*, 4> PROFILES;
+extern const std::array<const ModelProfile*, 6> PROFILES;
 
 // The profile with this label, or nullptr (unknown labels are rejected at startup, never
 // defaulted).

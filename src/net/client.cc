@@ -140,9 +140,14 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
   co_return conn;
 }
 
-asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::string path,
-                                           std::string bearer, std::chrono::milliseconds timeout,
-                                           size_t max_body, GetFailure& failure) {
+namespace {
+
+// One request on a fresh connection (Connection: close), whole exchange under one deadline.
+template <class Body>
+asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
+                                                http::request<Body> req, std::string bearer,
+                                                std::chrono::milliseconds timeout, size_t max_body,
+                                                GetFailure& failure) {
   SimpleResponse out;
   ConnectFailure cf;
   auto conn = co_await connect(url, timeout, cf);
@@ -150,11 +155,11 @@ asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::
     failure = cf == ConnectFailure::kTimeout ? GetFailure::kTimeout : GetFailure::kConnect;
     co_return out;
   }
-  http::request<http::empty_body> req{http::verb::get, url.base_path + path, 11};
   req.set(http::field::host, url.host_header());
   req.set(http::field::user_agent, "ramjet-probe");
   req.set(http::field::connection, "close");
   if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
+  req.prepare_payload();
   boost::system::error_code ec;
   http::response_parser<http::string_body> parser;
   parser.body_limit(max_body);
@@ -180,6 +185,25 @@ asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::
   out.status = parser.get().result_int();
   out.body = std::move(parser.get().body());
   co_return out;
+}
+
+}  // namespace
+
+asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::string path,
+                                           std::string bearer, std::chrono::milliseconds timeout,
+                                           size_t max_body, GetFailure& failure) {
+  http::request<http::empty_body> req{http::verb::get, url.base_path + path, 11};
+  co_return co_await simple_exchange(url, std::move(req), std::move(bearer), timeout, max_body, failure);
+}
+
+asio::awaitable<SimpleResponse> simple_post(const config::UpstreamUrl& url, std::string path,
+                                            std::string json_body, std::string bearer,
+                                            std::chrono::milliseconds timeout, size_t max_body,
+                                            GetFailure& failure) {
+  http::request<http::string_body> req{http::verb::post, url.base_path + path, 11};
+  req.set(http::field::content_type, "application/json");
+  req.body() = std::move(json_body);
+  co_return co_await simple_exchange(url, std::move(req), std::move(bearer), timeout, max_body, failure);
 }
 
 }  // namespace ramjet::net

@@ -77,5 +77,10 @@ boost::asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url
                                                   std::string bearer,
                                                   std::chrono::milliseconds timeout,
                                                   size_t max_body, GetFailure& failure);
+// One POST of a JSON body, likewise (the tokenizer shadow's /tokenize calls).
+boost::asio::awaitable<SimpleResponse> simple_post(const config::UpstreamUrl& url, std::string path,
+                                                   std::string json_body, std::string bearer,
+                                                   std::chrono::milliseconds timeout,
+                                                   size_t max_body, GetFailure& failure);
 
 }  // namespace ramjet::net

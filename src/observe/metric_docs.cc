@@ -11,6 +11,7 @@
 #include "observe/journal.h"
 #include "observe/prom_text.h"
 #include "request/route/router.h"
+#include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
 #include "upstream/fleet.h"
 
@@ -74,6 +75,10 @@ std::vector<MetricSection> metric_sections() {
       {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route::route_families()},
       {"Engine scrape", "observe::EngineScraper::write_metrics (src/observe/engine_scrape.cc)",
        "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", engine_families()},
+      {"Local tokenization", "render::TokenizerService::write_metrics (src/render/tokenizer_service.cc)",
+       "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
+       "modes, local and attestation series in the local modes; shown here for local-shadow)",
+       render::tokenizer_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
@@ -106,7 +111,10 @@ std::vector<std::string> render_sections_for_docs() {
   Exposition d;
   scraper.write_metrics(d);
   out.push_back(d.take());
-  out.emplace_back();  // the journal (not opened here)
+  Exposition e;
+  render::TokenizerService::unloaded_for_docs(render::TokenizerMode::kLocalShadow, urls.size())->write_metrics(e);
+  out.push_back(e.take());
+  out.emplace_back();  // the journal (not opened here; last)
   return out;
 }
 

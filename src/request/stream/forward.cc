@@ -525,7 +525,11 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
           if (ec || parser.is_done()) break;
         }
         if (ec && r == RelayResult::kComplete) r = RelayResult::kClientGone;  // a client write failed
-        if (r == RelayResult::kComplete && account) finish_usage(s, x);
+        if (r == RelayResult::kComplete && account) {
+          finish_usage(s, x);
+          if (completion_observer_ && (x.endpoint == Endpoint::kChat || x.endpoint == Endpoint::kCompletions))
+            completion_observer_(u, x.endpoint == Endpoint::kChat, s.prep.body);
+        }
       }
       watch.upstream = nullptr;
       const double seconds = static_cast<double>(clock_.now_ns() - x.start_ns) / 1e9;

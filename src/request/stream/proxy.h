@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,11 @@ class Proxy {
   void set_journal(observe::Journal* journal) { journal_ = journal; }
   // The dashboard's in-memory log of the last routing decisions (set before serving).
   void set_decision_log(observe::DecisionLog* log) { decisions_ = log; }
+  // Told of every complete 200 chat or completions response, after its last byte went out:
+  // (engine, chat?, the request body as forwarded). Must not block (the tokenizer shadow queues
+  // it). Set before serving.
+  using CompletionObserver = std::function<void(size_t engine, bool chat, std::string_view body)>;
+  void set_completion_observer(CompletionObserver f) { completion_observer_ = std::move(f); }
 
   ProxyMetrics& metrics() { return metrics_; }
   const ProxyMetrics& metrics() const { return metrics_; }
@@ -95,6 +101,7 @@ class Proxy {
   route::Router& router_;
   observe::Journal* journal_ = nullptr;
   observe::DecisionLog* decisions_ = nullptr;
+  CompletionObserver completion_observer_;
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;

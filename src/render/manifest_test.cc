@@ -1,0 +1,110 @@
+// render::manifest: parsing (schema, limits, unknown fields, digests) and the engine identity
+// checks against /v1/models and /version bodies.
+#include "render/manifest.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "render/prompt.h"
+
+namespace ramjet::render {
+namespace {
+
+const std::string kSha(64, 'a');
+
+std::string golden(const std::string& id, const std::string& extra = "") {
+  return R"({"id":")" + id + R"(","endpoint":"chat","request":{"messages":[{"role":"user","content":"hi"}]},)" +
+         R"("token_count":9,"token_ids_sha256":")" + kSha + "\"" + extra + "}";
+}
+
+std::string manifest(const std::string& goldens, const std::string& extra = "") {
+  return R"({"schema":1,"model":{"id":"m","root":"org/m","max_model_len":4096},)"
+         R"("engine":{"version":"0.26.0"},"tokenizer":{"sha256":")" + kSha +
+         R"("},"chat_template":{"sha256":")" + std::string(64, 'B') + R"("},"renderer":{"profile":"qwen3"},)"
+         R"("goldens":[)" + goldens + "]" + extra + "}";
+}
+
+TEST(Manifest, ParsesEveryField) {
+  auto m = parse_manifest(manifest(golden("a") + "," + golden("b")));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->model_id, "m");
+  EXPECT_EQ(m->model_root, "org/m");
+  EXPECT_EQ(m->max_model_len, 4096u);
+  EXPECT_EQ(m->engine_version, "0.26.0");
+  EXPECT_EQ(m->tokenizer_sha256, kSha);
+  EXPECT_EQ(m->chat_template_sha256, std::string(64, 'b'));  // lower-cased
+  EXPECT_EQ(m->profile, "qwen3");
+  ASSERT_EQ(m->goldens.size(), 2u);
+  EXPECT_EQ(m->goldens[0].id, "a");
+  EXPECT_TRUE(m->goldens[0].chat);
+  EXPECT_EQ(m->goldens[0].token_count, 9u);
+  EXPECT_EQ(m->goldens[0].request, R"({"messages":[{"role":"user","content":"hi"}]})");
+}
+
+TEST(Manifest, RejectsWhatItDoesNotKnow) {
+  struct Case {
+    std::string text, error_part;
+  };
+  const std::string one = golden("a");
+  const Case cases[] = {
+      {manifest(one, R"(,"extra":1)"), "manifest: unknown field \"extra\""},
+      {manifest(golden("a", R"(,"note":"x")")), "goldens[0]: unknown field \"note\""},
+      {manifest(one + "," + golden("a")), "goldens[1].id: duplicate"},
+      {manifest(""), "manifest.goldens: a list of 1 to 64"},
+      {R"({"schema":2})", "manifest.schema: must be 1"},
+      {"[1]", "not a JSON object"},
+      {"{", "not JSON"},
+      {manifest([] {
+         std::string g = golden("a");
+         return g.replace(g.find("\"chat\""), 6, "\"embed\"");
+       }()),
+       "endpoint: chat or completions"},
+  };
+  for (const auto& c : cases) {
+    auto m = parse_manifest(c.text);
+    ASSERT_FALSE(m.ok()) << c.text;
+    EXPECT_NE(m.error().message.find(c.error_part), std::string::npos) << m.error().message;
+  }
+  std::string bad_digest = manifest(one);
+  bad_digest.replace(bad_digest.find(kSha), 64, std::string(63, 'a') + "z");
+  EXPECT_FALSE(parse_manifest(bad_digest).ok());
+  std::string many;
+  for (int i = 0; i < 65; ++i) many += (i ? "," : "") + golden("g" + std::to_string(i));
+  EXPECT_FALSE(parse_manifest(manifest(many)).ok());
+  EXPECT_FALSE(parse_manifest(std::string(2u << 20, ' ')).ok());
+  std::string deep(100, '[');
+  EXPECT_FALSE(parse_manifest(deep).ok());
+}
+
+TEST(Manifest, AttestsModelsAndVersion) {
+  auto m = parse_manifest(manifest(golden("a")));
+  ASSERT_TRUE(m.ok());
+  auto models = [](const std::string& cards) { return R"({"object":"list","data":[)" + cards + "]}"; };
+  const std::string good = R"({"id":"m","root":"org/m","max_model_len":4096})";
+  EXPECT_EQ(attest_models(*m, models(good)), Attestation::kMatch);
+  EXPECT_EQ(attest_models(*m, models(R"({"id":"lora","root":"x","max_model_len":1},)" + good)), Attestation::kMatch);
+  EXPECT_EQ(attest_models(*m, models(good + "," + good)), Attestation::kModelAmbiguous);
+  EXPECT_EQ(attest_models(*m, models(R"({"id":"other","root":"org/m","max_model_len":4096})")),
+            Attestation::kModelMissing);
+  EXPECT_EQ(attest_models(*m, models(R"({"id":"m","root":"org/m2","max_model_len":4096})")),
+            Attestation::kModelRootMismatch);
+  EXPECT_EQ(attest_models(*m, models(R"({"id":"m","root":"org/m","max_model_len":8192})")),
+            Attestation::kModelContextMismatch);
+  EXPECT_EQ(attest_models(*m, "not json"), Attestation::kModelsDecode);
+  EXPECT_EQ(attest_models(*m, R"({"data":{}})"), Attestation::kModelsDecode);
+  EXPECT_EQ(attest_version(*m, R"({"version":"0.26.0"})"), Attestation::kMatch);
+  EXPECT_EQ(attest_version(*m, R"({"version":"0.26.1"})"), Attestation::kVersionMismatch);
+  EXPECT_EQ(attest_version(*m, R"({"v":1})"), Attestation::kVersionDecode);
+}
+
+TEST(Digests, TokenIdsAreHashedAsBigEndianU32) {
+  // sha256 of the 8 bytes 00 00 00 01 00 01 00 00.
+  EXPECT_EQ(token_ids_sha256({1, 65536}), sha256_hex(std::string("\0\0\0\1\0\1\0\0", 8)));
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_TRUE(is_sha256_hex(kSha));
+  EXPECT_FALSE(is_sha256_hex(kSha + "a"));
+}
+
+}  // namespace
+}  // namespace ramjet::render

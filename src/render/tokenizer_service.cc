@@ -1,0 +1,629 @@
+// render::tokenizer_service (see tokenizer_service.h).
+#include "render/tokenizer_service.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "model/model_profile.h"
+#include "net/client.h"
+
+namespace ramjet::render {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::array kFamilies = {
+    observe::Family{"ramjet_tokenizer_info", observe::MetricKind::kGauge, "mode,profile",
+                    "1, labelled with RJ_TOKENIZER_MODE (off|remote-shadow|local-shadow|local) and "
+                    "RJ_TOKENIZER_PROFILE."},
+    observe::Family{"ramjet_tokenizer_shadow_total", observe::MetricKind::kCounter, "backend,endpoint,outcome",
+                    "Shadow tokenizations by backend (remote: the engine's /tokenize; local: ramjet's "
+                    "render + encode), endpoint (chat|completions) and outcome. Remote: success, "
+                    "timeout, connect_error, http_error, response_too_large, decode_error. Local: "
+                    "parity_match, parity_mismatch (local-shadow), success (local), unsupported_request, "
+                    "decode_error, render_error, encode_error, remote_authority_unavailable, unattested."},
+    observe::Family{"ramjet_tokenizer_shadow_skipped_total", observe::MetricKind::kCounter, "reason",
+                    "Completed requests not tokenized: queue_full, outside_size_window "
+                    "(RJ_TOKENIZER_MIN_BYTES..RJ_TOKENIZER_MAX_BYTES), unsupported_endpoint (no "
+                    "messages array / no string prompt), stopping."},
+    observe::Family{"ramjet_tokenizer_shadow_queue_depth", observe::MetricKind::kGauge, "",
+                    "Requests waiting for a shadow tokenization worker."},
+    observe::Family{"ramjet_tokenizer_shadow_duration_seconds", observe::MetricKind::kHistogram, "backend",
+                    "Time of one remote /tokenize call or one local render + encode."},
+    observe::Family{"ramjet_tokenizer_shadow_tokens_total", observe::MetricKind::kCounter, "backend",
+                    "Prompt tokens produced by successful remote and local tokenizations."},
+    observe::Family{"ramjet_tokenizer_attested", observe::MetricKind::kGauge, "upstream",
+                    "1 while the engine's /v1/models (model id, root, max_model_len) and /version match "
+                    "the manifest, so its requests are tokenized locally (local modes)."},
+    observe::Family{"ramjet_tokenizer_attestation_checks_total", observe::MetricKind::kCounter, "upstream,outcome",
+                    "Engine identity checks by outcome: match, models_fetch_error, models_decode, "
+                    "model_missing, model_ambiguous, model_root_mismatch, model_context_mismatch, "
+                    "version_fetch_error, version_decode, version_mismatch."},
+};
+enum FamilyIndex { kInfo, kShadow, kSkipped, kQueue, kDuration, kTokens, kAttested, kChecks };
+
+constexpr std::string_view kBackend[2] = {"remote", "local"};
+constexpr std::string_view kEndpoint[2] = {"completions", "chat"};
+
+bool remote_mode(TokenizerMode m) { return m == TokenizerMode::kRemoteShadow || m == TokenizerMode::kLocalShadow; }
+bool local_mode(TokenizerMode m) { return m == TokenizerMode::kLocalShadow || m == TokenizerMode::kLocal; }
+
+std::string known_profiles() {
+  std::string s;
+  for (const auto* p : model::PROFILES) s += (s.empty() ? "" : ", ") + std::string(p->label());
+  return s;
+}
+
+ShadowOutcome from_failure(net::GetFailure f) {
+  switch (f) {
+    case net::GetFailure::kTimeout: return ShadowOutcome::kTimeout;
+    case net::GetFailure::kConnect: return ShadowOutcome::kConnectError;
+    case net::GetFailure::kTooLarge: return ShadowOutcome::kResponseTooLarge;
+    case net::GetFailure::kProtocol: return ShadowOutcome::kHttpError;
+    case net::GetFailure::kNone: break;
+  }
+  return ShadowOutcome::kSuccess;
+}
+
+// {"count": n, "tokens": [n ids]} -> ids.
+std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::value* count = v.as_object().if_contains("count");
+  const json::value* tokens = v.as_object().if_contains("tokens");
+  if (!count || !tokens || !tokens->is_array()) return std::nullopt;
+  std::vector<uint32_t> ids;
+  ids.reserve(tokens->as_array().size());
+  for (const auto& t : tokens->as_array()) {
+    if (t.is_uint64() && t.as_uint64() <= UINT32_MAX) ids.push_back(static_cast<uint32_t>(t.as_uint64()));
+    else if (t.is_int64() && t.as_int64() >= 0 && t.as_int64() <= UINT32_MAX) ids.push_back(static_cast<uint32_t>(t.as_int64()));
+    else return std::nullopt;
+  }
+  const bool count_ok = (count->is_uint64() && count->as_uint64() == ids.size()) ||
+                        (count->is_int64() && count->as_int64() >= 0 &&
+                         static_cast<uint64_t>(count->as_int64()) == ids.size());
+  if (!count_ok) return std::nullopt;
+  return ids;
+}
+
+}  // namespace
+
+std::span<const observe::Family> tokenizer_families() { return kFamilies; }
+
+std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s) {
+  if (s == "off") return TokenizerMode::kOff;
+  if (s == "remote-shadow") return TokenizerMode::kRemoteShadow;
+  if (s == "local-shadow") return TokenizerMode::kLocalShadow;
+  if (s == "local") return TokenizerMode::kLocal;
+  return std::nullopt;
+}
+
+std::string_view to_string(TokenizerMode m) {
+  switch (m) {
+    case TokenizerMode::kOff: return "off";
+    case TokenizerMode::kRemoteShadow: return "remote-shadow";
+    case TokenizerMode::kLocalShadow: return "local-shadow";
+    case TokenizerMode::kLocal: return "local";
+  }
+  return "off";
+}
+
+std::string_view to_string(ShadowOutcome o) {
+  switch (o) {
+    case ShadowOutcome::kSuccess: return "success";
+    case ShadowOutcome::kTimeout: return "timeout";
+    case ShadowOutcome::kConnectError: return "connect_error";
+    case ShadowOutcome::kHttpError: return "http_error";
+    case ShadowOutcome::kResponseTooLarge: return "response_too_large";
+    case ShadowOutcome::kDecodeError: return "decode_error";
+    case ShadowOutcome::kParityMatch: return "parity_match";
+    case ShadowOutcome::kParityMismatch: return "parity_mismatch";
+    case ShadowOutcome::kUnsupported: return "unsupported_request";
+    case ShadowOutcome::kRenderError: return "render_error";
+    case ShadowOutcome::kEncodeError: return "encode_error";
+    case ShadowOutcome::kRemoteUnavailable: return "remote_authority_unavailable";
+    case ShadowOutcome::kUnattested: return "unattested";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(ShadowSkip s) {
+  switch (s) {
+    case ShadowSkip::kQueueFull: return "queue_full";
+    case ShadowSkip::kOutsideSizeWindow: return "outside_size_window";
+    case ShadowSkip::kUnsupportedEndpoint: return "unsupported_endpoint";
+    case ShadowSkip::kStopping: return "stopping";
+  }
+  return "unknown";
+}
+
+TokenizerServiceConfig tokenizer_service_config(const config::Config& c) {
+  TokenizerServiceConfig t;
+  t.mode = parse_tokenizer_mode(c.tokenizer_mode).value_or(TokenizerMode::kOff);
+  t.profile = c.tokenizer_profile;
+  t.tokenizer_path = c.tokenizer_path;
+  t.tokenizer_sha256 = c.tokenizer_sha256;
+  t.template_path = c.chat_template_path;
+  t.template_sha256 = c.chat_template_sha256;
+  t.manifest_path = c.tokenizer_manifest_path;
+  t.manifest_sha256 = c.tokenizer_manifest_sha256;
+  t.min_bytes = c.tokenizer_min_bytes;
+  t.max_bytes = c.tokenizer_max_bytes;
+  t.workers = c.tokenizer_workers;
+  t.queue_capacity = c.tokenizer_queue_capacity;
+  t.timeout = std::chrono::milliseconds(c.tokenizer_timeout_ms);
+  t.attest_interval = std::chrono::milliseconds(c.probe_interval_ms);
+  t.bearer = c.upstream_token;
+  t.upstreams = c.upstreams;
+  for (size_t i = 0; i < c.upstreams.size(); ++i) t.upstream_labels.push_back(std::to_string(i));
+  return t;
+}
+
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::object& req = v.as_object();
+  TokenizePayload p;
+  p.chat = chat;
+  json::object out;
+  if (const json::value* m = req.if_contains("model"); m && m->is_string()) out["model"] = *m;
+  auto flag = [&](std::string_view key) -> std::optional<bool> {
+    const json::value* f = req.if_contains(key);
+    if (f && f->is_bool()) return f->as_bool();
+    return std::nullopt;
+  };
+  if (chat) {
+    const json::value* messages = req.if_contains("messages");
+    if (!messages || !messages->is_array()) return std::nullopt;
+    out["messages"] = *messages;
+    if (const json::value* t = req.if_contains("tools"); t && !t->is_null()) out["tools"] = *t;
+    const bool cont = flag("continue_final_message").value_or(false);
+    out["add_generation_prompt"] = flag("add_generation_prompt").value_or(!cont);
+    if (cont) {
+      out["continue_final_message"] = true;
+      p.local_refusal = ShadowOutcome::kUnsupported;  // vLLM's tail trimming is not reproduced
+    }
+    if (auto a = flag("add_special_tokens")) {
+      out["add_special_tokens"] = *a;
+      if (*a) p.local_refusal = ShadowOutcome::kUnsupported;
+    }
+    auto args = model::local_template_args(profile, req);
+    if (args.ok()) {
+      if (!args->empty()) out["chat_template_kwargs"] = std::move(args.value());
+    } else {
+      // Not rendered locally; the engine still gets the request's own kwargs.
+      if (const json::value* kw = req.if_contains("chat_template_kwargs"); kw && kw->is_object())
+        out["chat_template_kwargs"] = *kw;
+      p.local_refusal = args.error() == model::LocalFailure::BadRequest ? ShadowOutcome::kDecodeError
+                                                                         : ShadowOutcome::kUnsupported;
+    }
+    // A per-request template or documents change the prompt in ways not reproduced here.
+    for (std::string_view key : {"chat_template", "documents"}) {
+      const json::value* f = req.if_contains(key);
+      if (f && !f->is_null()) p.local_refusal = ShadowOutcome::kUnsupported;
+    }
+  } else {
+    const json::value* prompt = req.if_contains("prompt");
+    if (!prompt || !prompt->is_string()) return std::nullopt;
+    p.prompt = std::string(prompt->as_string());
+    p.add_special_tokens = flag("add_special_tokens").value_or(true);
+    out["prompt"] = *prompt;
+    out["add_special_tokens"] = p.add_special_tokens;
+  }
+  out["return_token_strs"] = false;
+  p.json = json::serialize(out);
+  return p;
+}
+
+TokenizerService::TokenizerService(TokenizerServiceConfig cfg)
+    : cfg_(std::move(cfg)),
+      attest_state_(cfg_.upstreams.size()),
+      attest_checks_(cfg_.upstreams.size() * kAttestationCount),
+      duration_{observe::Histogram(observe::exponential_buckets(0.0005, 2, 16)),
+                observe::Histogram(observe::exponential_buckets(0.0005, 2, 16))} {
+  for (auto& s : attest_state_) s.store(static_cast<uint8_t>(Attestation::kUnchecked));
+}
+
+TokenizerService::~TokenizerService() { stop(); }
+
+std::unique_ptr<TokenizerService> TokenizerService::unloaded_for_docs(TokenizerMode mode, size_t upstreams) {
+  TokenizerServiceConfig c;
+  c.mode = mode;
+  c.profile = "qwen3";
+  c.upstreams.resize(upstreams);
+  for (size_t i = 0; i < upstreams; ++i) c.upstream_labels.push_back(std::to_string(i));
+  return std::unique_ptr<TokenizerService>(new TokenizerService(std::move(c)));
+}
+
+std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServiceConfig& cfg,
+                                                           std::vector<std::string>& errors) {
+  std::unique_ptr<TokenizerService> s(new TokenizerService(cfg));
+  const size_t before = errors.size();
+  auto err = [&](std::string m) { errors.push_back(std::move(m)); };
+
+  // The profile is checked even when off: a typo must not quietly disable attestation later.
+  if (!cfg.profile.empty()) {
+    s->profile_ = model::find_profile(cfg.profile);
+    if (!s->profile_) err("RJ_TOKENIZER_PROFILE: unknown profile '" + cfg.profile + "' (known: " + known_profiles() + ")");
+  } else if (cfg.mode != TokenizerMode::kOff) {
+    err("RJ_TOKENIZER_PROFILE is required when RJ_TOKENIZER_MODE is " + std::string(to_string(cfg.mode)) +
+        " (known: " + known_profiles() + ")");
+  }
+  auto pair = [&](const std::string& path, const std::string& sha, std::string_view path_name,
+                  std::string_view sha_name) {
+    if (path.empty() != sha.empty()) {
+      err(std::string(path.empty() ? sha_name : path_name) + " is set without " +
+          std::string(path.empty() ? path_name : sha_name) + ": a file and its SHA-256 pin go together");
+    } else if (!sha.empty() && !is_sha256_hex(sha)) {
+      err(std::string(sha_name) + ": 64 hex digits (the SHA-256 of the file)");
+    }
+  };
+  pair(cfg.tokenizer_path, cfg.tokenizer_sha256, "RJ_TOKENIZER_PATH", "RJ_TOKENIZER_SHA256");
+  pair(cfg.template_path, cfg.template_sha256, "RJ_CHAT_TEMPLATE_PATH", "RJ_CHAT_TEMPLATE_SHA256");
+  pair(cfg.manifest_path, cfg.manifest_sha256, "RJ_TOKENIZER_MANIFEST_PATH", "RJ_TOKENIZER_MANIFEST_SHA256");
+  if (cfg.min_bytes > cfg.max_bytes) err("RJ_TOKENIZER_MIN_BYTES is larger than RJ_TOKENIZER_MAX_BYTES");
+  if (errors.size() != before || !local_mode(cfg.mode)) return errors.size() == before ? std::move(s) : nullptr;
+
+  // Local modes: the renderer, pinned; the manifest, pinned; the goldens.
+  const auto* profile = s->profile_;
+  const bool hf = profile->formatter_source() == model::FormatterSource::kHfChatTemplate;
+  if (cfg.tokenizer_path.empty()) err("RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256 are required in local modes");
+  if (cfg.manifest_path.empty())
+    err("RJ_TOKENIZER_MANIFEST_PATH and RJ_TOKENIZER_MANIFEST_SHA256 are required in local modes");
+  if (hf && cfg.template_path.empty())
+    err("profile " + cfg.profile + " renders with an HF chat template: RJ_CHAT_TEMPLATE_PATH and "
+        "RJ_CHAT_TEMPLATE_SHA256 are required");
+  if (!hf && !cfg.template_path.empty())
+    err("profile " + cfg.profile + " has a native formatter: RJ_CHAT_TEMPLATE_PATH must not be set");
+  if (!hf && !native_formatter_known(profile->native_formatter()))
+    err("profile " + cfg.profile + " needs the native formatter '" + std::string(profile->native_formatter()) +
+        "', which this build does not have (it has: " + native_formatter_list() +
+        "); use RJ_TOKENIZER_MODE=off or remote-shadow");
+  if (errors.size() != before) return nullptr;
+
+  PromptSources src;
+  src.tokenizer_path = cfg.tokenizer_path;
+  src.tokenizer_sha256 = cfg.tokenizer_sha256;
+  src.template_path = cfg.template_path;
+  src.template_sha256 = cfg.template_sha256;
+  if (!hf) src.native_formatter = std::string(profile->native_formatter());
+  auto renderer = PromptRenderer::load(src);
+  if (!renderer) {
+    err("tokenizer: " + std::string(to_string(renderer.error().kind)) + " error: " + renderer.error().message);
+    return nullptr;
+  }
+  s->renderer_ = std::move(renderer.value());
+
+  std::string manifest_text;
+  {
+    std::FILE* f = std::fopen(cfg.manifest_path.c_str(), "rb");
+    if (!f) {
+      err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path + ": cannot be read");
+      return nullptr;
+    }
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && manifest_text.size() <= (2u << 20))
+      manifest_text.append(buf, n);
+    std::fclose(f);
+  }
+  std::string want = cfg.manifest_sha256;
+  std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (sha256_hex(manifest_text) != want) {
+    err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path + ": SHA-256 differs from RJ_TOKENIZER_MANIFEST_SHA256");
+    return nullptr;
+  }
+  auto manifest = parse_manifest(manifest_text);
+  if (!manifest) {
+    err("RJ_TOKENIZER_MANIFEST_PATH: " + manifest.error().message);
+    return nullptr;
+  }
+  auto lower = [](std::string x) {
+    std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return std::tolower(c); });
+    return x;
+  };
+  if (manifest->profile != cfg.profile)
+    err("manifest renderer.profile is '" + manifest->profile + "', RJ_TOKENIZER_PROFILE is '" + cfg.profile + "'");
+  if (manifest->tokenizer_sha256 != lower(cfg.tokenizer_sha256))
+    err("manifest tokenizer.sha256 differs from RJ_TOKENIZER_SHA256");
+  if (hf && manifest->chat_template_sha256 != lower(cfg.template_sha256))
+    err("manifest chat_template.sha256 differs from RJ_CHAT_TEMPLATE_SHA256");
+  if (!hf && !manifest->chat_template_sha256.empty())
+    err("manifest chat_template: the profile has a native formatter (no template)");
+  if (errors.size() != before) return nullptr;
+
+  // Every golden, rendered and encoded as a live request would be.
+  for (const ManifestGolden& g : manifest->goldens) {
+    auto payload = build_tokenize_payload(*profile, g.chat, g.request);
+    if (!payload) {
+      err("manifest golden '" + g.id + "': not a " + (g.chat ? "chat" : "completions") + " request");
+      continue;
+    }
+    LocalResult r = s->render_local(*payload);
+    if (r.outcome != ShadowOutcome::kSuccess) {
+      err("manifest golden '" + g.id + "': local " + std::string(to_string(r.outcome)));
+    } else if (r.ids.size() != g.token_count) {
+      err("manifest golden '" + g.id + "': rendered " + std::to_string(r.ids.size()) + " tokens, the manifest has " +
+          std::to_string(g.token_count));
+    } else if (token_ids_sha256(r.ids) != g.token_ids_sha256) {
+      err("manifest golden '" + g.id + "': " + std::to_string(r.ids.size()) +
+          " tokens, but the token ids differ from the manifest's digest");
+    }
+  }
+  if (errors.size() != before) return nullptr;
+  s->manifest_ = std::move(manifest.value());
+  spdlog::info("tokenizer: mode={} profile={} {} manifest goldens reproduced", to_string(cfg.mode), cfg.profile,
+               s->manifest_->goldens.size());
+  return s;
+}
+
+TokenizerService::LocalResult TokenizerService::render_local(const TokenizePayload& p) const {
+  LocalResult r;
+  if (p.local_refusal) {
+    r.outcome = *p.local_refusal;
+    return r;
+  }
+  auto fail = [&](const PromptError& e) {
+    r.outcome = e.kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
+                : e.kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
+                                                : ShadowOutcome::kRenderError;
+    return r;
+  };
+  if (p.chat) {
+    auto rendered = renderer_->chat(p.json);
+    if (!rendered) return fail(rendered.error());
+    r.ids = std::move(rendered->ids);
+  } else {
+    auto ids = renderer_->text(p.prompt, p.add_special_tokens);
+    if (!ids) return fail(ids.error());
+    r.ids = std::move(ids.value());
+  }
+  return r;
+}
+
+void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) {
+  if (cfg_.mode == TokenizerMode::kOff || upstream >= cfg_.upstreams.size()) return;
+  if (body.size() < cfg_.min_bytes || body.size() > cfg_.max_bytes) {
+    skipped_[static_cast<size_t>(ShadowSkip::kOutsideSizeWindow)].inc();
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || threads_.empty()) {
+      skipped_[static_cast<size_t>(ShadowSkip::kStopping)].inc();
+      return;
+    }
+    if (queue_.size() >= cfg_.queue_capacity) {
+      skipped_[static_cast<size_t>(ShadowSkip::kQueueFull)].inc();
+      return;
+    }
+    queue_.push_back(Job{upstream, chat, std::string(body)});
+    queue_depth_.set(static_cast<int64_t>(queue_.size()));
+  }
+  cv_.notify_one();
+}
+
+void TokenizerService::start(asio::io_context& ctx) {
+  if (cfg_.mode == TokenizerMode::kOff) return;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < std::max<size_t>(1, cfg_.workers); ++i) threads_.emplace_back([this] { worker(); });
+  }
+  if (manifest_) {
+    attest_ = std::make_shared<AttestLoop>(ctx);
+    asio::co_spawn(ctx, attest_loop(attest_), asio::detached);
+  }
+}
+
+void TokenizerService::stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    queue_.clear();
+    queue_depth_.set(0);
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  for (auto& t : threads) t.join();
+  if (std::shared_ptr<AttestLoop> loop = std::move(attest_)) {
+    loop->stopped = true;
+    // The timer belongs to the context's thread: cancel it there.
+    asio::post(loop->ctx, [loop] { loop->timer.cancel(); });
+  }
+}
+
+void TokenizerService::worker() {
+  asio::io_context io;  // this worker's remote calls
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      queue_depth_.set(static_cast<int64_t>(queue_.size()));
+    }
+    process(job, io);
+  }
+}
+
+void TokenizerService::process(Job& job, asio::io_context& io) {
+  auto payload = build_tokenize_payload(*profile_, job.chat, job.body);
+  if (!payload) {
+    skipped_[static_cast<size_t>(ShadowSkip::kUnsupportedEndpoint)].inc();
+    return;
+  }
+  const size_t ep = job.chat ? 1 : 0;
+  std::optional<std::vector<uint32_t>> remote;
+  if (remote_mode(cfg_.mode)) {
+    const auto t0 = Clock::now();
+    net::GetFailure failure = net::GetFailure::kNone;
+    net::SimpleResponse res;
+    asio::co_spawn(io,
+                   net::simple_post(cfg_.upstreams[job.upstream], "/tokenize", payload->json, cfg_.bearer,
+                                    cfg_.timeout, cfg_.max_response_bytes, failure),
+                   [&](std::exception_ptr e, net::SimpleResponse r) {
+                     if (e) failure = net::GetFailure::kProtocol;
+                     else res = std::move(r);
+                   });
+    io.restart();
+    io.run();
+    ShadowOutcome o = from_failure(failure);
+    if (o == ShadowOutcome::kSuccess && res.status != 200) o = ShadowOutcome::kHttpError;
+    if (o == ShadowOutcome::kSuccess) {
+      remote = decode_tokenize_response(res.body);
+      if (!remote) o = ShadowOutcome::kDecodeError;
+    }
+    duration_[0].observe(std::chrono::duration<double>(Clock::now() - t0).count());
+    outcomes_[0][ep][static_cast<size_t>(o)].inc();
+    if (remote) tokens_[0].inc(remote->size());
+  }
+  if (!local_mode(cfg_.mode)) return;
+  ShadowOutcome o;
+  if (!attested(job.upstream)) {
+    o = ShadowOutcome::kUnattested;
+  } else {
+    const auto t0 = Clock::now();
+    LocalResult r = render_local(*payload);
+    duration_[1].observe(std::chrono::duration<double>(Clock::now() - t0).count());
+    o = r.outcome;
+    if (o == ShadowOutcome::kSuccess) {
+      tokens_[1].inc(r.ids.size());
+      if (cfg_.mode == TokenizerMode::kLocalShadow) {
+        if (!remote) {
+          o = ShadowOutcome::kRemoteUnavailable;
+        } else if (*remote == r.ids) {
+          o = ShadowOutcome::kParityMatch;
+        } else {
+          o = ShadowOutcome::kParityMismatch;
+          size_t k = 0;
+          while (k < remote->size() && k < r.ids.size() && (*remote)[k] == r.ids[k]) ++k;
+          // Counts and an index only: no token ids, no request bytes.
+          spdlog::warn("tokenizer shadow: parity mismatch upstream={} endpoint={} local_tokens={} "
+                       "remote_tokens={} first_difference={}",
+                       cfg_.upstream_labels[job.upstream], kEndpoint[ep], r.ids.size(), remote->size(), k);
+        }
+      }
+    }
+  }
+  outcomes_[1][ep][static_cast<size_t>(o)].inc();
+}
+
+bool TokenizerService::attested(size_t i) const { return attestation(i) == Attestation::kMatch; }
+
+Attestation TokenizerService::attestation(size_t i) const {
+  if (i >= attest_state_.size()) return Attestation::kUnchecked;
+  return static_cast<Attestation>(attest_state_[i].load(std::memory_order_acquire));
+}
+
+asio::awaitable<void> TokenizerService::attest_loop(std::shared_ptr<AttestLoop> loop) {
+  while (!loop->stopped) {
+    for (size_t i = 0; i < cfg_.upstreams.size() && !loop->stopped; ++i) {
+      const auto& url = cfg_.upstreams[i];
+      net::GetFailure failure = net::GetFailure::kNone;
+      auto models = co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, 1u << 20, failure);
+      Attestation a;
+      if (failure != net::GetFailure::kNone || models.status != 200) {
+        a = Attestation::kModelsFetch;
+      } else {
+        a = attest_models(*manifest_, models.body);
+        if (a == Attestation::kMatch) {
+          auto version = co_await net::simple_get(url, "/version", cfg_.bearer, cfg_.timeout, 64u << 10, failure);
+          a = failure != net::GetFailure::kNone || version.status != 200 ? Attestation::kVersionFetch
+                                                                         : attest_version(*manifest_, version.body);
+        }
+      }
+      if (loop->stopped) co_return;
+      const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
+      attest_checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
+      if (prev != a) {
+        if (a == Attestation::kMatch) spdlog::info("tokenizer: upstream {} attested", cfg_.upstream_labels[i]);
+        else spdlog::warn("tokenizer: upstream {} not attested: {}", cfg_.upstream_labels[i], to_string(a));
+      }
+    }
+    loop->timer.expires_after(cfg_.attest_interval);
+    boost::system::error_code ec;
+    co_await loop->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+void TokenizerService::write_metrics(observe::Exposition& out) const {
+  const auto& F = kFamilies;
+  out.family(F[kInfo]);
+  out.sample(F[kInfo].name,
+             "mode=\"" + std::string(to_string(cfg_.mode)) + "\",profile=\"" + cfg_.profile + "\"", uint64_t{1});
+  if (cfg_.mode == TokenizerMode::kOff) return;
+  out.family(F[kShadow]);
+  for (size_t b = 0; b < 2; ++b) {
+    if (b == 0 && !remote_mode(cfg_.mode)) continue;
+    if (b == 1 && !local_mode(cfg_.mode)) continue;
+    for (size_t ep = 0; ep < 2; ++ep) {
+      for (size_t o = 0; o < kShadowOutcomeCount; ++o) {
+        const auto outcome = static_cast<ShadowOutcome>(o);
+        const bool local_only = outcome == ShadowOutcome::kParityMatch || outcome == ShadowOutcome::kParityMismatch ||
+                                outcome == ShadowOutcome::kUnsupported || outcome == ShadowOutcome::kRenderError ||
+                                outcome == ShadowOutcome::kEncodeError || outcome == ShadowOutcome::kRemoteUnavailable ||
+                                outcome == ShadowOutcome::kUnattested;
+        const bool remote_only = outcome == ShadowOutcome::kTimeout || outcome == ShadowOutcome::kConnectError ||
+                                 outcome == ShadowOutcome::kHttpError || outcome == ShadowOutcome::kResponseTooLarge;
+        if ((b == 0 && local_only) || (b == 1 && remote_only)) continue;
+        if (b == 1 && cfg_.mode == TokenizerMode::kLocal &&
+            (outcome == ShadowOutcome::kParityMatch || outcome == ShadowOutcome::kParityMismatch ||
+             outcome == ShadowOutcome::kRemoteUnavailable))
+          continue;
+        if (b == 1 && cfg_.mode == TokenizerMode::kLocalShadow && outcome == ShadowOutcome::kSuccess) continue;
+        out.sample(F[kShadow].name,
+                   "backend=\"" + std::string(kBackend[b]) + "\",endpoint=\"" + std::string(kEndpoint[ep]) +
+                       "\",outcome=\"" + std::string(to_string(outcome)) + "\"",
+                   outcomes_[b][ep][o].get());
+      }
+    }
+  }
+  out.family(F[kSkipped]);
+  for (size_t i = 0; i < kShadowSkipCount; ++i)
+    out.sample(F[kSkipped].name, "reason=\"" + std::string(to_string(static_cast<ShadowSkip>(i))) + "\"",
+               skipped_[i].get());
+  out.family(F[kQueue]);
+  out.sample(F[kQueue].name, "", queue_depth_.get());
+  out.family(F[kDuration]);
+  for (size_t b = 0; b < 2; ++b)
+    if ((b == 0 && remote_mode(cfg_.mode)) || (b == 1 && local_mode(cfg_.mode)))
+      duration_[b].write(out, F[kDuration].name, "backend=\"" + std::string(kBackend[b]) + "\"");
+  out.family(F[kTokens]);
+  for (size_t b = 0; b < 2; ++b)
+    if ((b == 0 && remote_mode(cfg_.mode)) || (b == 1 && local_mode(cfg_.mode)))
+      out.sample(F[kTokens].name, "backend=\"" + std::string(kBackend[b]) + "\"", tokens_[b].get());
+  if (!local_mode(cfg_.mode)) return;
+  out.family(F[kAttested]);
+  for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
+    out.sample(F[kAttested].name, "upstream=\"" + cfg_.upstream_labels[i] + "\"", uint64_t{attested(i) ? 1u : 0u});
+  out.family(F[kChecks]);
+  for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
+    for (size_t a = 0; a < kAttestationCount; ++a) {
+      if (static_cast<Attestation>(a) == Attestation::kUnchecked) continue;
+      out.sample(F[kChecks].name,
+                 "upstream=\"" + cfg_.upstream_labels[i] + "\",outcome=\"" +
+                     std::string(to_string(static_cast<Attestation>(a))) + "\"",
+                 attest_checks_[i * kAttestationCount + a].get());
+    }
+}
+
+}  // namespace ramjet::render

@@ -1,0 +1,193 @@
+// render::tokenizer_service: RJ_TOKENIZER_MODE — local prompt tokenization checked against the
+// engines, off the request path.
+//
+//   off            nothing (the profile name is still validated at startup).
+//   remote-shadow  after a complete 200 chat/completions response, the request is queued
+//                  (bounded, never blocking) and a worker asks the engine that served it for its
+//                  token ids (POST /tokenize with the same rendering inputs); outcomes in metrics.
+//   local-shadow   the same remote call, plus the local render + encode of the same payload;
+//                  the two are compared (parity_match / parity_mismatch). The engine is the
+//                  authority: nothing changes routing.
+//   local          the local render + encode only (what exact routing will use), no remote call.
+//
+// Local tokens are produced only for an engine that is attested: its GET /v1/models (model id,
+// root, max_model_len) and GET /version match the manifest, checked every RJ_PROBE_INTERVAL_MS.
+// At startup every manifest golden is rendered and encoded and must reproduce the manifest's
+// token count and digest, or ramjet does not start.
+//
+// The tokenize payload: chat — {model, messages, tools, add_generation_prompt,
+// continue_final_message, add_special_tokens, chat_template_kwargs, return_token_strs:false}
+// where chat_template_kwargs are the profile's template arguments for the request (its kwargs
+// plus the request's reasoning settings, model::local_template_args); completions — {model,
+// prompt, add_special_tokens, return_token_strs:false} for a string prompt.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "config/config.h"
+#include "observe/histogram.h"
+#include "observe/metrics.h"
+#include "render/manifest.h"
+#include "render/prompt.h"
+
+namespace ramjet::model {
+class ModelProfile;
+}
+
+namespace ramjet::render {
+
+enum class TokenizerMode : uint8_t { kOff, kRemoteShadow, kLocalShadow, kLocal };
+std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s);
+std::string_view to_string(TokenizerMode m);
+
+struct TokenizerServiceConfig {
+  TokenizerMode mode = TokenizerMode::kOff;
+  std::string profile;  // a model::PROFILES label ("" only when off)
+  std::string tokenizer_path, tokenizer_sha256;
+  std::string template_path, template_sha256;
+  std::string manifest_path, manifest_sha256;
+  size_t min_bytes = 32768, max_bytes = 2u << 20;  // request body size window
+  size_t workers = 1, queue_capacity = 8;
+  std::chrono::milliseconds timeout{2000};          // one /tokenize, /v1/models or /version call
+  std::chrono::milliseconds attest_interval{5000};
+  size_t max_response_bytes = 16u << 20;
+  size_t session_cache_bytes = 256u << 20;          // 0 = no session cache
+  std::string bearer;                               // RJ_UPSTREAM_TOKEN
+  std::vector<config::UpstreamUrl> upstreams;
+  std::vector<std::string> upstream_labels;         // metric labels, one per upstream
+};
+
+TokenizerServiceConfig tokenizer_service_config(const config::Config& c);
+
+// Outcomes (metric labels). Remote: the engine's /tokenize. Local: the local render + encode.
+enum class ShadowOutcome : uint8_t {
+  kSuccess,           // remote answered / local rendered (mode local)
+  kTimeout,
+  kConnectError,
+  kHttpError,
+  kResponseTooLarge,
+  kDecodeError,       // remote: not {count, tokens}; local: not a usable request
+  kParityMatch,
+  kParityMismatch,
+  kUnsupported,       // local: the profile does not render this request (model::LocalFailure)
+  kRenderError,
+  kEncodeError,
+  kRemoteUnavailable, // local-shadow: no remote answer to compare with
+  kUnattested,        // local: the engine's identity does not match the manifest
+};
+inline constexpr size_t kShadowOutcomeCount = 13;
+std::string_view to_string(ShadowOutcome o);
+
+enum class ShadowSkip : uint8_t { kQueueFull, kOutsideSizeWindow, kUnsupportedEndpoint, kStopping };
+inline constexpr size_t kShadowSkipCount = 4;
+std::string_view to_string(ShadowSkip s);
+
+// The tokenize payload for a request (see the top of this file), or why there is none.
+struct TokenizePayload {
+  std::string json;      // the /tokenize body, also what is rendered locally
+  bool chat = true;
+  bool add_special_tokens = true;   // completions
+  std::string prompt;               // completions: the prompt text
+  std::optional<ShadowOutcome> local_refusal;  // set: not rendered locally (kUnsupported/kDecodeError)
+};
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      std::string_view body);
+
+class TokenizerService {
+ public:
+  // Checks the configuration (even when the mode is off: the profile must exist), loads the
+  // tokenizer, template and manifest, and re-renders the manifest's goldens. Every problem goes
+  // to `errors` (then nullptr). Off: returns a service that does nothing.
+  static std::unique_ptr<TokenizerService> create(const TokenizerServiceConfig& config,
+                                                  std::vector<std::string>& errors);
+  ~TokenizerService();
+  // A service with nothing loaded whose write_metrics shows `mode`'s series (docs/metrics.md
+  // only: never start or offer to it).
+  static std::unique_ptr<TokenizerService> unloaded_for_docs(TokenizerMode mode, size_t upstreams);
+
+  TokenizerMode mode() const { return cfg_.mode; }
+  bool enabled() const { return cfg_.mode != TokenizerMode::kOff; }
+
+  // After a complete 200 response from `upstream` to an inference request (chat true:
+  // /v1/chat/completions, else /v1/completions): queue a shadow tokenization. Never blocks.
+  void offer(size_t upstream, bool chat, std::string_view body);
+
+  // Starts the workers and (local modes) the attestation loop on `ctx`; stop() ends both and
+  // joins the workers (queued jobs are dropped).
+  void start(boost::asio::io_context& ctx);
+  void stop();
+
+  bool attested(size_t upstream) const;
+  Attestation attestation(size_t upstream) const;
+  const Manifest* manifest() const { return manifest_ ? &*manifest_ : nullptr; }
+
+  void write_metrics(observe::Exposition& out) const;
+
+  // The local pipeline on one payload (the golden check, the workers and the tests).
+  struct LocalResult {
+    ShadowOutcome outcome = ShadowOutcome::kSuccess;
+    std::vector<uint32_t> ids;
+  };
+  LocalResult render_local(const TokenizePayload& p) const;
+
+ private:
+  explicit TokenizerService(TokenizerServiceConfig cfg);
+  struct Job {
+    size_t upstream;
+    bool chat;
+    std::string body;
+  };
+  void worker();
+  void process(Job& job, boost::asio::io_context& io);
+  // The attestation loop's timer lives with the coroutine (shared), so it goes with the frame
+  // when the io context is destroyed, never after it.
+  struct AttestLoop {
+    explicit AttestLoop(boost::asio::io_context& ctx) : ctx(ctx), timer(ctx) {}
+    boost::asio::io_context& ctx;
+    boost::asio::steady_timer timer;
+    std::atomic<bool> stopped{false};
+  };
+  boost::asio::awaitable<void> attest_loop(std::shared_ptr<AttestLoop> loop);
+
+  TokenizerServiceConfig cfg_;
+  const model::ModelProfile* profile_ = nullptr;
+  std::shared_ptr<const PromptRenderer> renderer_;
+  std::optional<Manifest> manifest_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+
+  std::shared_ptr<AttestLoop> attest_;
+
+  // Metrics.
+  std::vector<std::atomic<uint8_t>> attest_state_;           // Attestation per upstream
+  std::vector<observe::Counter> attest_checks_;              // [upstream][Attestation]
+  observe::Counter outcomes_[2][2][kShadowOutcomeCount];     // [backend remote/local][chat][outcome]
+  observe::Counter skipped_[kShadowSkipCount];
+  observe::Counter tokens_[2];
+  observe::Gauge queue_depth_;
+  observe::Histogram duration_[2];
+};
+
+// The families TokenizerService::write_metrics exports (docs/metrics.md).
+std::span<const observe::Family> tokenizer_families();
+
+}  // namespace ramjet::render

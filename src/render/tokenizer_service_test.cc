@@ -1,0 +1,310 @@
+// render::TokenizerService: startup checks (profile even when off, path/digest pairs, local-mode
+// requirements, manifest pins), the manifest goldens re-rendered at startup (the expected token
+// digests come from the independent golden files, so a renderer bug stops startup), the
+// tokenize payload built from a request, and offer()'s bounds.
+#include "render/tokenizer_service.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "model/model_profile.h"
+
+#ifndef RAMJET_TESTDATA_DIR
+#define RAMJET_TESTDATA_DIR "../shared/testdata"
+#endif
+
+namespace ramjet::render {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+const fs::path kTestdata = RAMJET_TESTDATA_DIR;
+const fs::path kQwenTok = kTestdata / "models/qwen3/tokenizer.json";
+const fs::path kQwenTpl = kTestdata / "models/qwen3/chat_template.jinja";
+
+// Goldens of qwen3.jsonl as manifest entries: request and the digest of the golden token ids.
+json::array qwen_goldens(size_t n) {
+  json::array out;
+  std::ifstream in(kTestdata / "goldens/qwen3.jsonl");
+  std::string line;
+  while (out.size() < n && std::getline(in, line)) {
+    json::object g = json::parse(line).as_object();
+    std::vector<uint32_t> ids;
+    for (const auto& t : g["token_ids"].as_array()) ids.push_back(static_cast<uint32_t>(t.to_number<uint64_t>()));
+    const auto& req = g["request"].as_object();
+    if (const auto* kw = req.if_contains("chat_template_kwargs"); kw && kw->as_object().contains("reasoning_effort"))
+      continue;  // not a qwen3 template kwarg: the profile would not render it locally
+    out.push_back(json::object{{"id", g["id"]},
+                               {"endpoint", "chat"},
+                               {"request", req},
+                               {"token_count", ids.size()},
+                               {"token_ids_sha256", token_ids_sha256(ids)}});
+  }
+  return out;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rj-tokservice-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  json::object manifest_json(json::array goldens) {
+    return json::object{{"schema", 1},
+                        {"model", json::object{{"id", "qwen3"}, {"root", "Qwen/Qwen3-8B"}, {"max_model_len", 40960}}},
+                        {"engine", json::object{{"version", "0.26.0"}}},
+                        {"tokenizer", json::object{{"sha256", *file_sha256_hex(kQwenTok.string())}}},
+                        {"chat_template", json::object{{"sha256", *file_sha256_hex(kQwenTpl.string())}}},
+                        {"renderer", json::object{{"profile", "qwen3"}}},
+                        {"goldens", std::move(goldens)}};
+  }
+  // A local-shadow config for the qwen3 profile with `manifest` written to a file and pinned.
+  TokenizerServiceConfig local_config(const json::object& manifest) {
+    const std::string text = json::serialize(manifest);
+    const fs::path path = dir_ / "manifest.json";
+    std::ofstream(path, std::ios::binary) << text;
+    TokenizerServiceConfig c;
+    c.mode = TokenizerMode::kLocalShadow;
+    c.profile = "qwen3";
+    c.tokenizer_path = kQwenTok.string();
+    c.tokenizer_sha256 = *file_sha256_hex(c.tokenizer_path);
+    c.template_path = kQwenTpl.string();
+    c.template_sha256 = *file_sha256_hex(c.template_path);
+    c.manifest_path = path.string();
+    c.manifest_sha256 = sha256_hex(text);
+    c.upstreams.resize(2);
+    c.upstream_labels = {"0", "1"};
+    return c;
+  }
+  static std::string joined(const std::vector<std::string>& errors) {
+    std::string s;
+    for (const auto& e : errors) s += e + "\n";
+    return s;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ServiceTest, UnknownProfileIsRejectedEvenWhenOff) {
+  TokenizerServiceConfig c;
+  c.profile = "qwen3.8-27B";  // case matters
+  std::vector<std::string> errors;
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("RJ_TOKENIZER_PROFILE: unknown profile 'qwen3.8-27B' (known: deepseek-v4-r34, qwen3.8-27b"),
+            std::string::npos)
+      << errors[0];
+  errors.clear();
+  c.profile = "qwen3.8-27b";
+  auto s = TokenizerService::create(c, errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  EXPECT_FALSE(s->enabled());
+  s->offer(0, true, std::string(40000, 'x'));  // off: nothing happens, nothing counted
+  observe::Exposition x;
+  s->write_metrics(x);
+  const std::string text = x.take();
+  EXPECT_NE(text.find("ramjet_tokenizer_info{mode=\"off\",profile=\"qwen3.8-27b\"} 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ramjet_tokenizer_shadow_total"), std::string::npos);
+}
+
+TEST_F(ServiceTest, PathsAndDigestsGoTogether) {
+  TokenizerServiceConfig c;
+  c.mode = TokenizerMode::kRemoteShadow;
+  c.profile = "qwen3";
+  c.tokenizer_path = kQwenTok.string();
+  c.template_sha256 = std::string(64, 'a');
+  c.manifest_path = "/x";
+  c.manifest_sha256 = "nothex";
+  std::vector<std::string> errors;
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  const std::string all = joined(errors);
+  EXPECT_NE(all.find("RJ_TOKENIZER_PATH is set without RJ_TOKENIZER_SHA256"), std::string::npos) << all;
+  EXPECT_NE(all.find("RJ_CHAT_TEMPLATE_SHA256 is set without RJ_CHAT_TEMPLATE_PATH"), std::string::npos) << all;
+  EXPECT_NE(all.find("RJ_TOKENIZER_MANIFEST_SHA256: 64 hex digits"), std::string::npos) << all;
+  errors.clear();
+  c.profile.clear();
+  c.tokenizer_path.clear();
+  c.template_sha256.clear();
+  c.manifest_path.clear();
+  c.manifest_sha256.clear();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("RJ_TOKENIZER_PROFILE is required when RJ_TOKENIZER_MODE is remote-shadow"),
+            std::string::npos);
+}
+
+TEST_F(ServiceTest, LocalModesNeedTheirPinsAndAFormatterThisBuildHas) {
+  TokenizerServiceConfig c;
+  c.mode = TokenizerMode::kLocal;
+  c.profile = "qwen3";
+  std::vector<std::string> errors;
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  std::string all = joined(errors);
+  EXPECT_NE(all.find("RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256 are required"), std::string::npos) << all;
+  EXPECT_NE(all.find("RJ_TOKENIZER_MANIFEST_PATH and RJ_TOKENIZER_MANIFEST_SHA256 are required"), std::string::npos);
+  EXPECT_NE(all.find("profile qwen3 renders with an HF chat template"), std::string::npos) << all;
+  errors.clear();
+  c.profile = "deepseek-v4-r34";
+  c.template_path = kQwenTpl.string();
+  c.template_sha256 = std::string(64, '0');
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  all = joined(errors);
+  EXPECT_NE(all.find("profile deepseek-v4-r34 has a native formatter: RJ_CHAT_TEMPLATE_PATH must not be set"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("needs the native formatter 'deepseek-v4', which this build does not have"), std::string::npos)
+      << all;
+  // remote-shadow needs no local files, whatever the profile.
+  errors.clear();
+  TokenizerServiceConfig r;
+  r.mode = TokenizerMode::kRemoteShadow;
+  r.profile = "deepseek-v4-r34";
+  EXPECT_NE(TokenizerService::create(r, errors), nullptr) << joined(errors);
+}
+
+TEST_F(ServiceTest, ManifestGoldensAreReproducedAtStartup) {
+  auto goldens = qwen_goldens(64);
+  ASSERT_GE(goldens.size(), 20u);
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(local_config(manifest_json(goldens)), errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  ASSERT_NE(s->manifest(), nullptr);
+  EXPECT_EQ(s->manifest()->goldens.size(), goldens.size());
+  EXPECT_FALSE(s->attested(0));  // not checked yet
+  EXPECT_EQ(s->attestation(1), Attestation::kUnchecked);
+}
+
+TEST_F(ServiceTest, AGoldenThatDoesNotReproduceStopsStartup) {
+  auto goldens = qwen_goldens(3);
+  // One token more than the engine produced; then the right count with another digest.
+  goldens[1].as_object()["token_count"] = goldens[1].as_object()["token_count"].to_number<uint64_t>() + 1;
+  goldens[2].as_object()["token_ids_sha256"] = std::string(64, 'f');
+  std::vector<std::string> errors;
+  EXPECT_EQ(TokenizerService::create(local_config(manifest_json(goldens)), errors), nullptr);
+  ASSERT_EQ(errors.size(), 2u) << joined(errors);
+  EXPECT_NE(errors[0].find("tokens, the manifest has"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("token ids differ from the manifest's digest"), std::string::npos) << errors[1];
+}
+
+TEST_F(ServiceTest, ManifestMustMatchThePinnedFiles) {
+  auto m = manifest_json(qwen_goldens(2));
+  m["renderer"].as_object()["profile"] = "qwen3.8-27b";
+  m["tokenizer"].as_object()["sha256"] = std::string(64, '1');
+  auto c = local_config(m);
+  std::vector<std::string> errors;
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  std::string all = joined(errors);
+  EXPECT_NE(all.find("manifest renderer.profile is 'qwen3.8-27b', RJ_TOKENIZER_PROFILE is 'qwen3'"), std::string::npos);
+  EXPECT_NE(all.find("manifest tokenizer.sha256 differs from RJ_TOKENIZER_SHA256"), std::string::npos);
+  // A manifest edited after pinning.
+  errors.clear();
+  c = local_config(manifest_json(qwen_goldens(2)));
+  c.manifest_sha256 = std::string(64, 'e');
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("SHA-256 differs from RJ_TOKENIZER_MANIFEST_SHA256"), std::string::npos);
+  // A tokenizer whose bytes differ from its pin.
+  errors.clear();
+  c = local_config(manifest_json(qwen_goldens(2)));
+  c.tokenizer_sha256 = std::string(64, 'c');
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("SHA-256 differs from the pinned digest"), std::string::npos) << joined(errors);
+}
+
+TEST(Payload, ChatCarriesTheProfilesTemplateArguments) {
+  const auto& qwen38 = *model::find_profile("qwen3.8-27b");
+  auto p = build_tokenize_payload(
+      qwen38, true,
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"low","max_tokens":5,
+          "chat_template_kwargs":{"preserve_thinking":true},"stream":true})");
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->local_refusal);
+  auto v = json::parse(p->json).as_object();
+  EXPECT_EQ(v["model"], "m");
+  EXPECT_EQ(v["add_generation_prompt"], true);
+  EXPECT_EQ(v["return_token_strs"], false);
+  EXPECT_FALSE(v.contains("max_tokens"));
+  EXPECT_FALSE(v.contains("stream"));
+  auto& kw = v["chat_template_kwargs"].as_object();
+  EXPECT_EQ(kw["preserve_thinking"], true);
+  EXPECT_EQ(kw["reasoning_effort"], "low");
+  EXPECT_EQ(kw["enable_thinking"], true);
+  // An effort the model does not have: the engine still gets the request, nothing local.
+  p = build_tokenize_payload(qwen38, true, R"({"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high"})");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
+  // Images are never tokenized locally; continue_final_message neither.
+  p = build_tokenize_payload(qwen38, true,
+                             R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})");
+  EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
+  p = build_tokenize_payload(qwen38, true,
+                             R"({"messages":[{"role":"assistant","content":"a"}],"continue_final_message":true})");
+  EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
+  EXPECT_EQ(json::parse(p->json).as_object()["add_generation_prompt"], false);
+  // Not a chat request at all.
+  EXPECT_FALSE(build_tokenize_payload(qwen38, true, R"({"prompt":"x"})"));
+  EXPECT_FALSE(build_tokenize_payload(qwen38, true, "not json"));
+}
+
+TEST(Payload, CompletionsTakeAStringPrompt) {
+  const auto& qwen = *model::find_profile("qwen3");
+  auto p = build_tokenize_payload(qwen, false, R"({"model":"m","prompt":"Hello there","max_tokens":3})");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->prompt, "Hello there");
+  EXPECT_TRUE(p->add_special_tokens);
+  EXPECT_EQ(json::parse(p->json),
+            json::parse(R"({"model":"m","prompt":"Hello there","add_special_tokens":true,"return_token_strs":false})"));
+  EXPECT_FALSE(build_tokenize_payload(qwen, false, R"({"prompt":[1,2,3]})"));
+}
+
+TEST_F(ServiceTest, LocalRenderMatchesTheGoldenTokenIds) {
+  auto goldens = qwen_goldens(64);
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(local_config(manifest_json(qwen_goldens(2))), errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  const auto& qwen = *model::find_profile("qwen3");
+  for (const auto& g : goldens) {
+    const auto& o = g.as_object();
+    auto p = build_tokenize_payload(qwen, true, json::serialize(o.at("request")));
+    ASSERT_TRUE(p);
+    auto r = s->render_local(*p);
+    ASSERT_EQ(r.outcome, ShadowOutcome::kSuccess) << o.at("id");
+    EXPECT_EQ(token_ids_sha256(r.ids), o.at("token_ids_sha256").as_string()) << o.at("id");
+  }
+}
+
+TEST_F(ServiceTest, OfferIsBoundedAndNeverBlocks) {
+  TokenizerServiceConfig c;
+  c.mode = TokenizerMode::kRemoteShadow;
+  c.profile = "qwen3";
+  c.min_bytes = 10;
+  c.max_bytes = 100;
+  c.upstreams.resize(1);
+  c.upstream_labels = {"0"};
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(c, errors);
+  ASSERT_NE(s, nullptr);
+  s->offer(0, true, "tiny");                    // outside the window
+  s->offer(0, true, std::string(101, 'x'));     // outside the window
+  s->offer(0, true, std::string(50, 'x'));      // not started: stopping
+  s->offer(7, true, std::string(50, 'x'));      // no such upstream: ignored
+  observe::Exposition x;
+  s->write_metrics(x);
+  const std::string text = x.take();
+  EXPECT_NE(text.find("ramjet_tokenizer_shadow_skipped_total{reason=\"outside_size_window\"} 2"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ramjet_tokenizer_shadow_skipped_total{reason=\"stopping\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramjet_tokenizer_shadow_total{backend=\"remote\",endpoint=\"chat\",outcome=\"timeout\"} 0"),
+            std::string::npos);
+  EXPECT_EQ(text.find("backend=\"local\""), std::string::npos);  // remote-shadow: no local series
+}
+
+}  // namespace
+}  // namespace ramjet::render
