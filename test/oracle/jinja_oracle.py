@@ -252,14 +252,56 @@ FEATURE_TEMPLATES = [
     "{% set t = [] %}{{ t.append(1) if n > 150 else 'ok' }}{{ d.update({'a': 1}) if n > 150 else '' }}",
     "{{ '{} and {}|{k}{{x}}'.format(n, s, k=f) }} {{ '{1}{0}{1}'.format(n, s) }} {{ '{}{0}'.format(n) }} {{ s.removeprefix('a') }}|{{ s.removesuffix('e') }}",
     "x\n    {% raw %}\n  {{ s }} {% if %}\n    {% endraw %}\n{{ s }}{% raw -%}  \n q {%- endraw %}",
+    # recursive loops: loop(children) one level deeper, loop.depth/depth0, filter and else per level
+    "{% for x in xs if x != 0 recursive %}{% if x is mapping %}{{ loop.depth }}{ {{- loop(x.values()) -}} }"
+    "{% elif x is sequence and x is not string %}[{{ loop.index }}/{{ loop.length }}:{{ loop(x) }}]"
+    "{% else %}{{ x }}@{{ loop.depth0 }}{{ ',' if not loop.last }}{% endif %}{% else %}E{{ loop is defined }}{% endfor %}",
+    "{% for k, v in d.items() recursive %}{{ k }}{{ loop.depth }}={% if v is mapping %}({{ loop(v.items()) }})"
+    "{% else %}{{ v | string | truncate(12) }}{% endif %};{% endfor %}",
+    "{% for x in xs recursive %}{% set outer = loop %}{% for y in [1] %}{{ loop.depth }}{% endfor %}"
+    "{% if x is sequence and x is not string and loop.depth < 3 %}{{ outer(x) | length }}{% endif %}"
+    "{% if n > 150 %}{{ loop(n) }}{% endif %}{% endfor %}",
+    # the loop object: str(), len(), changed(), cycle(); calling a non-recursive loop fails
+    "{% for x in xs %}{{ loop }}{{ loop | length }}{{ loop.changed(x is string) }}{{ loop.cycle(s, n) }}"
+    "{% if n > 190 %}{{ loop(xs) }}{% endif %}{% endfor %}",
+    # *args / **kwargs in calls, macros catching varargs / kwargs, and rejecting extra arguments
+    "{% macro m(a, b=1) %}{{ a }}|{{ b }}|{{ varargs }}|{{ kwargs | dictsort }}{% endmacro %}"
+    "{{ m(*xs) }}#{{ m(n, *xs[:2], **d) }}#{{ m(**d) }}#{{ m(s, k=f, *xs[1:]) }}",
+    "{% macro p(a, b=none) %}{{ a }}{{ b }}{% endmacro %}{{ p(*xs[:n % 4]) }}{{ p(**d) if n > 120 else '' }}"
+    "{{ range(*[n % 7, 9, 2]) | list }} {{ dict(**d, ) | length }} {{ xs | join(*[s[:2]]) }}",
+    "{% macro w(t) %}<{{ t }}:{{ caller(t) }}{{ kwargs }}>{% endmacro %}{% macro z(t) %}{{ t }}{% endmacro %}"
+    "{% call(v) w(n) %}{{ v * 2 }}{% endcall %}{% if n > 170 %}{% call z(1) %}x{% endcall %}{% endif %}",
+    # truncate (default leeway 5) and striptags (markupsafe: comments, tags, whitespace, entities)
+    "{{ s | truncate(n % 30 + 3) }}|{{ s | truncate(n % 20 + 3, true) }}|{{ s | truncate(n % 25 + 3, false, '…', n % 4) }}"
+    "|{{ s | truncate(n % 25 + 3, end='>>', leeway=0) }}|{{ d | tojson | truncate(20) }}|{{ h | truncate(n % 9 + 3, leeway=1) }}",
+    "{{ h | striptags }}|{{ h | striptags | length }}|{{ s | striptags }}|{{ d | striptags }}",
+    # {% with %}: values from the enclosing scope, assignments local to the block
+    "{% with a = n, b = s[:3], (c, e) = [f, n > 50] %}{{ a }}{{ b }}{{ c }}{{ e }}{% set a = 0 %}{{ a }}{% endwith %}"
+    "[{{ a }}]|{% for x in xs %}{% with y = loop.index %}{{ y }}{% if y > 2 %}{% break %}{% endif %}{% endwith %}{% endfor %}",
+    # tests take a fixed number of arguments; `is filter` / `is test` look names up
+    "{{ xs | select('>', n % 3) | list if xs | select('number') | list | length == xs | length else 'mixed' }}"
+    " {{ s is filter }} {{ 'upper' is filter }} {{ 'odd' is test }} {{ n is divisibleby(num=3) }}"
+    " {{ n is none(1) if n > 180 else '' }}",
 ]
+
+HTML_PIECES = [
+    "<p>", "</p>", '<b class="x">', "<br/>", "<!-- c -->", "<!--", "-->", "<!-- <i> -->", "&amp;", "&lt;",
+    "&gt;", "&quot;", "&#39;", "&#x41;", "&#65", "&nbsp;", "&copy", "&ampx", "&notit;", "&hellip;",
+    "&euro;", "&#128;", "&#0;", "&#x110000;", "&#xD800;", "&#65534;", "&unknown;", "&", "<", ">", "&#",
+    "text", " ", "\n\t ", "日本", "\u3000", "a<b", "x > y", "&AElig", "&aacute;", "&rarr;", ";",
+]
+
+
+def rhtml(rng):
+    return "".join(rng.choice(HTML_PIECES) for _ in range(rng.randint(0, 12)))
 
 
 def rcontext(rng):
     return {"xs": [rjson(rng) for _ in range(rng.randint(0, 5))] +
                   ([{"a": rjson(rng), "b": rtext(rng)} for _ in range(rng.randint(0, 2))] if rng.random() < 0.5 else []),
             "d": {f"k{i}": rjson(rng) for i in range(rng.randint(0, 4))},
-            "s": rtext(rng), "n": rng.randint(-5, 200), "f": rng.choice([0.5, 1.25, -3.75, 10.0, 1e-5])}
+            "s": rtext(rng), "n": rng.randint(-5, 200), "f": rng.choice([0.5, 1.25, -3.75, 10.0, 1e-5]),
+            "h": rhtml(rng)}
 
 
 def py_render(env, src, ctx):
@@ -298,7 +340,7 @@ def main():
         ctx = preprocess(req, special_tokens(cfg), openai_format)
         cases.append((f"{fam}#{i}", {"template": path, "config": cfg, "request": req},
                       py_render(env, src, ctx)))
-    for i in range(args.count // 2):
+    for i in range(max(args.count // 2, 10 * len(FEATURE_TEMPLATES))):
         src = FEATURE_TEMPLATES[i % len(FEATURE_TEMPLATES)]
         ctx = rcontext(rng)
         cases.append((f"feature{i % len(FEATURE_TEMPLATES)}#{i}", {"source": src, "context": ctx},

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "render/jinja/interp.h"
+#include "render/jinja/parser.h"
 
 namespace ramjet::render::jinja {
 
@@ -433,11 +434,129 @@ bool list_method(Interp& in, const Value& obj, const std::string& name, CallArgs
 }
 
 Value bound(const Value& obj, const std::string& name) {
-  return Value::callable(name, [obj, name](Interp& in, CallArgs& a, Value& out, RenderError&) {
+  Callable c;
+  c.name = name;
+  c.fn = [obj, name](Interp& in, CallArgs& a, Value& out, RenderError&) {
     if (obj.is_string()) return str_method(in, obj.str(), name, a, out);
     if (obj.is_dict()) return dict_method(in, obj, name, a, out);
     return list_method(in, obj, name, a, out);
-  });
+  };
+  c.held.push_back(obj);
+  return Value::callable(std::move(c));
+}
+
+#include "render/jinja/html_entities.inc"
+
+const HtmlEntity* find_entity(std::string_view name) {
+  auto it = std::lower_bound(std::begin(kHtmlEntities), std::end(kHtmlEntities), name,
+                             [](const HtmlEntity& e, std::string_view n) { return e.name < n; });
+  return it != std::end(kHtmlEntities) && it->name == name ? it : nullptr;
+}
+
+// Python's html.unescape: numeric references with HTML5's replacements, named references
+// (kHtmlEntities), legacy names without ';' and as a prefix.
+std::string html_unescape(const std::string& s) {
+  if (s.find('&') == std::string::npos) return s;
+  static constexpr std::pair<char32_t, char32_t> kCharrefs[] = {
+      {0x00, 0xFFFD}, {0x0D, 0x0D}, {0x80, 0x20AC}, {0x81, 0x81}, {0x82, 0x201A}, {0x83, 0x192},
+      {0x84, 0x201E}, {0x85, 0x2026}, {0x86, 0x2020}, {0x87, 0x2021}, {0x88, 0x2C6}, {0x89, 0x2030},
+      {0x8A, 0x160}, {0x8B, 0x2039}, {0x8C, 0x152}, {0x8D, 0x8D}, {0x8E, 0x17D}, {0x8F, 0x8F},
+      {0x90, 0x90}, {0x91, 0x2018}, {0x92, 0x2019}, {0x93, 0x201C}, {0x94, 0x201D}, {0x95, 0x2022},
+      {0x96, 0x2013}, {0x97, 0x2014}, {0x98, 0x2DC}, {0x99, 0x2122}, {0x9A, 0x161}, {0x9B, 0x203A},
+      {0x9C, 0x153}, {0x9D, 0x9D}, {0x9E, 0x17E}, {0x9F, 0x178}};
+  auto dropped = [](char32_t c) {  // html._invalid_codepoints
+    return (c >= 0x1 && c <= 0x8) || c == 0xB || (c >= 0xE && c <= 0x1F) || (c >= 0x7F && c <= 0x9F) ||
+           (c >= 0xFDD0 && c <= 0xFDEF) || (c & 0xFFFE) == 0xFFFE;
+  };
+  auto is_digit = [](char32_t c, bool hex) {
+    return (c >= '0' && c <= '9') || (hex && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')));
+  };
+  std::vector<char32_t> cps = utf8_decode(s);
+  const size_t n = cps.size();
+  std::string out;
+  size_t i = 0;
+  while (i < n) {
+    if (cps[i] != '&') { utf8_append(out, cps[i++]); continue; }
+    size_t j = i + 1;
+    if (j < n && cps[j] == '#') {
+      size_t k = j + 1;
+      bool hex = k < n && (cps[k] == 'x' || cps[k] == 'X');
+      if (hex) ++k;
+      size_t digits = k;
+      uint64_t num = 0;
+      for (; k < n && is_digit(cps[k], hex); ++k) {
+        char32_t c = cps[k];
+        uint64_t d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+        num = std::min<uint64_t>(num * (hex ? 16 : 10) + d, 0x110000);
+      }
+      if (k == digits) { out += '&'; ++i; continue; }
+      if (k < n && cps[k] == ';') ++k;
+      i = k;
+      char32_t c = static_cast<char32_t>(num);
+      auto ref = std::find_if(std::begin(kCharrefs), std::end(kCharrefs), [&](auto& p) { return p.first == c; });
+      if (ref != std::end(kCharrefs)) utf8_append(out, ref->second);
+      else if (num > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) utf8_append(out, 0xFFFD);
+      else if (!dropped(c)) utf8_append(out, c);
+      continue;
+    }
+    size_t k = j;
+    auto name_char = [](char32_t c) {
+      return c != '\t' && c != '\n' && c != '\f' && c != ' ' && c != '<' && c != '&' && c != '#' && c != ';';
+    };
+    while (k < n && k - j < 32 && name_char(cps[k])) ++k;
+    if (k == j) { out += '&'; ++i; continue; }
+    bool semi = k < n && cps[k] == ';';
+    std::string name = encode(cps, j, k);
+    i = k + (semi ? 1 : 0);
+    const HtmlEntity* e = find_entity(name);
+    if (e && (semi || e->legacy)) { utf8_append(out, e->cp); continue; }
+    // The longest legacy name that is a proper prefix of name + ';' (at least 2 characters).
+    size_t len = k - j + (semi ? 1 : 0);
+    bool done = false;
+    for (size_t x = len - 1; x >= 2 && !done; --x) {
+      if (x > k - j) continue;
+      std::string prefix = encode(cps, j, j + x);
+      const HtmlEntity* p = find_entity(prefix);
+      if (p && p->legacy) {
+        utf8_append(out, p->cp);
+        out += encode(cps, j + x, k);
+        if (semi) out += ';';
+        done = true;
+      }
+    }
+    if (!done) {
+      out += '&';
+      out += name;
+      if (semi) out += ';';
+    }
+  }
+  return out;
+}
+
+// markupsafe's Markup.striptags: drop <!--...--> comments, then <...> tags, collapse whitespace
+// runs to one space, then html.unescape.
+std::string strip_tags(const std::string& s) {
+  auto drop = [](const std::string& in, std::string_view open, std::string_view close) {
+    std::string out;
+    size_t pos = 0;
+    while (true) {
+      size_t a = in.find(open, pos);
+      size_t b = a == std::string::npos ? a : in.find(close, a + open.size());
+      if (b == std::string::npos) {
+        out.append(in, pos, std::string::npos);
+        return out;
+      }
+      out.append(in, pos, a - pos);
+      pos = b + close.size();
+    }
+  };
+  std::string t = drop(drop(s, "<!--", "-->"), "<", ">");
+  std::string joined;
+  for (const auto& w : py_split(t, nullptr, -1)) {
+    if (!joined.empty()) joined += ' ';
+    joined += w;
+  }
+  return html_unescape(joined);
 }
 
 bool check_arith(Interp& in, const Value& a, const Value& b) {
@@ -472,6 +591,9 @@ bool Interp::get_attr(const Value& obj, const std::string& name, Value& out) {
         out = bound(obj, name);
         return true;
       }
+      break;
+    case Value::Kind::kCallable:  // a loop object's attributes
+      if (const Value* v = obj.fn().attrs.find(name)) { out = *v; return true; }
       break;
     default: break;
   }
@@ -514,6 +636,7 @@ bool Interp::get_item(const Value& obj, const Value& key, Value& out) {
       if (key.is_string()) return fail(RenderErrc::kUndefined, undefined_msg(obj));
       break;
     case Value::Kind::kNamespace:
+    case Value::Kind::kCallable:
       if (key.is_string()) return get_attr(obj, key.str(), out);
       break;
     default: break;
@@ -891,6 +1014,9 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
       case Value::Kind::kDict:
       case Value::Kind::kNamespace: out = Value(static_cast<int64_t>(v.dict_ref().items.size())); return true;
       case Value::Kind::kUndefined: out = Value(int64_t{0}); return true;
+      case Value::Kind::kCallable:  // a loop object: len(loop) is loop.length
+        if (const Value* n = v.fn().attrs.find("length")) { out = *n; return true; }
+        [[fallthrough]];
       default: return fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
     }
   }
@@ -1284,14 +1410,70 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
     out = Value::list(std::move(res));
     return true;
   }
-  if (name == "truncate" || name == "striptags") {
-    return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
+  if (name == "striptags") {
+    std::string s = strip_tags(str_of(v));
+    if (!charge(s.size())) return false;
+    out = Value(std::move(s));
+    return true;
+  }
+  if (name == "truncate") {
+    // jinja2 do_truncate with the default environment's truncate.leeway policy (5).
+    const Value* len_v = a.arg(0, "length");
+    const Value* kill = a.arg(1, "killwords");
+    const Value* end_v = a.arg(2, "end");
+    int64_t length = 255, leeway = 5;
+    if (len_v && !len_v->is_int() && !len_v->is_bool())
+      return fail(RenderErrc::kType, "truncate length must be an integer");
+    if (len_v) length = len_v->as_int();
+    if (!int_arg(*this, a.arg(3, "leeway"), leeway, 5)) return false;
+    if (end_v && !end_v->is_string()) return fail(RenderErrc::kType, "truncate end must be a string");
+    std::vector<char32_t> end = utf8_decode(end_v ? end_v->str() : std::string("..."));
+    const auto end_len = static_cast<int64_t>(end.size());
+    if (length < end_len)
+      return fail(RenderErrc::kType, "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+    if (leeway < 0) return fail(RenderErrc::kType, "expected leeway >= 0, got " + std::to_string(leeway));
+    auto fits = [&](int64_t n) { return length > INT64_MAX - leeway || n <= length + leeway; };
+    if (v.is_undefined()) { out = v; return true; }
+    if (v.is_list() || v.is_dict()) {
+      auto n = static_cast<int64_t>(v.is_list() ? v.items().size() : v.dict_ref().items.size());
+      if (fits(n)) { out = v; return true; }
+      return fail(RenderErrc::kType, std::string("cannot truncate a ") + type_name(v));
+    }
+    if (!v.is_string()) return fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
+    std::vector<char32_t> cps = utf8_decode(v.str());
+    if (fits(static_cast<int64_t>(cps.size()))) { out = v; return true; }
+    size_t keep = static_cast<size_t>(length - end_len);
+    if (!(kill && kill->truthy())) {  // s[:keep].rsplit(" ", 1)[0]
+      size_t k = std::min(keep, cps.size());
+      while (k > 0 && cps[k - 1] != ' ') --k;
+      if (k > 0) keep = k - 1;
+    }
+    std::string r = encode(cps, 0, keep);
+    r += encode(end);
+    out = Value(std::move(r));
+    return true;
   }
   return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
 }
 
 bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bool& out) {
-  const Value* arg = a.arg(0, "value");
+  // jinja2's test functions: most take only the value; the comparison ones take one operand
+  // (sameas, divisibleby and in also by keyword: other, num, seq).
+  static const char* const kNoArg[] = {"defined", "undefined", "none", "string", "mapping",
+                                       "iterable", "sequence", "number", "integer", "float",
+                                       "boolean", "true", "false", "callable", "escaped", "filter",
+                                       "test", "lower", "upper", "odd", "even"};
+  const size_t nargs = a.pos.size() + a.kw.size();
+  if (std::find_if(std::begin(kNoArg), std::end(kNoArg), [&](const char* t) { return name == t; }) !=
+      std::end(kNoArg)) {
+    if (nargs) return fail(RenderErrc::kType, "test '" + name + "' takes no arguments");
+  } else {
+    if (nargs > 1) return fail(RenderErrc::kType, "test '" + name + "' takes one argument");
+    const char* kw_name = name == "sameas" ? "other" : name == "divisibleby" ? "num" : name == "in" ? "seq" : "";
+    if (!a.kw.empty() && a.kw[0].first != kw_name)
+      return fail(RenderErrc::kType, "test '" + name + "' got an unexpected keyword argument");
+  }
+  const Value* arg = !a.pos.empty() ? &a.pos[0] : !a.kw.empty() ? &a.kw[0].second : nullptr;
   using K = Value::Kind;
   if (name == "defined") { out = !v.is_undefined(); return true; }
   if (name == "undefined") { out = v.is_undefined(); return true; }
@@ -1309,7 +1491,7 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
   if (name == "callable") { out = v.is_callable(); return true; }
   if (name == "escaped") { out = false; return true; }
   if (name == "filter" || name == "test") {
-    out = v.is_string() && (name == "filter" ? true : true);
+    out = v.is_string() && (name == "filter" ? is_known_filter(v.str()) : is_known_test(v.str()));
     return true;
   }
   if (name == "lower" || name == "upper") {
@@ -1337,9 +1519,9 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
     return true;
   }
   std::string op = name == "eq" || name == "equalto" || name == "==" ? "=="
-                   : name == "ne" ? "!=" : name == "lt" || name == "lessthan" ? "<"
-                   : name == "le" ? "<=" : name == "gt" || name == "greaterthan" ? ">"
-                   : name == "ge" ? ">=" : "";
+                   : name == "ne" || name == "!=" ? "!=" : name == "lt" || name == "lessthan" || name == "<" ? "<"
+                   : name == "le" || name == "<=" ? "<=" : name == "gt" || name == "greaterthan" || name == ">" ? ">"
+                   : name == "ge" || name == ">=" ? ">=" : "";
   if (op.empty()) return fail(RenderErrc::kUnsupported, "test '" + name + "' is not supported");
   return compare(op, v, *arg, out);
 }

@@ -1,6 +1,11 @@
-// The tree-walking interpreter: statements, scopes (a for loop and a macro call open one; if
-// does not), loop variables, macros and callers, expression evaluation.
+// The tree-walking interpreter: statements, scopes (a for loop, a with block and a macro call
+// open one; if does not), loop objects (recursive loops call back into run_loop one level
+// deeper), macros with jinja2's argument binding (varargs, kwargs, caller), call arguments
+// including *args / **kwargs, expression evaluation.
 #include "render/jinja/interp.h"
+
+#include <algorithm>
+#include <optional>
 
 #include "render/jinja/parser.h"
 
@@ -71,10 +76,14 @@ bool assign_targets(Interp& in, const std::vector<std::string>& names, const Val
 }  // namespace
 
 bool Interp::capture(const Node* body, const std::shared_ptr<Scope>& scope, std::string& out) {
+  return capture_flow([&] { return exec(body, scope); }, out);
+}
+
+bool Interp::capture_flow(const std::function<Flow()>& run, std::string& out) {
   std::string* saved = out_;
   std::string buf;
   out_ = &buf;
-  Flow f = exec(body, scope);
+  Flow f = run();
   out_ = saved;
   if (f != Flow::kError && !charge(buf.size())) return false;
   if (f == Flow::kError || failed_) return false;
@@ -118,56 +127,7 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
     case NK::kFor: {
       Value seq;
       if (!eval(n->a, scope, seq)) return Flow::kError;
-      std::vector<Value> items;
-      if (!iterate(seq, items)) return Flow::kError;
-      auto inner = std::make_shared<Scope>();
-      inner->parent = scope;
-      if (n->d) {  // for x in xs if cond
-        std::vector<Value> kept;
-        for (auto& it : items) {
-          if (!step() || !assign_targets(*this, n->names, it, *inner)) return Flow::kError;
-          Value c;
-          if (!eval(n->d, inner, c)) return Flow::kError;
-          if (c.truthy()) kept.push_back(std::move(it));
-        }
-        items = std::move(kept);
-        inner->vars.items.clear();
-      }
-      if (items.empty()) return n->c ? exec(n->c, scope) : Flow::kNormal;
-      const auto len = static_cast<int64_t>(items.size());
-      for (int64_t i = 0; i < len; ++i) {
-        if (!step()) return Flow::kError;
-        // jinja2: every iteration starts from the enclosing scope (assignments in the body do
-        // not carry over to the next iteration nor out of the loop).
-        inner = std::make_shared<Scope>();
-        inner->parent = scope;
-        Dict loop;
-        loop.items.reserve(12);
-        loop.set("index", Value(i + 1));
-        loop.set("index0", Value(i));
-        loop.set("revindex", Value(len - i));
-        loop.set("revindex0", Value(len - i - 1));
-        loop.set("first", Value(i == 0));
-        loop.set("last", Value(i == len - 1));
-        loop.set("length", Value(len));
-        loop.set("depth", Value(int64_t{1}));
-        loop.set("depth0", Value(int64_t{0}));
-        if (i > 0) loop.set("previtem", items[static_cast<size_t>(i - 1)]);
-        if (i + 1 < len) loop.set("nextitem", items[static_cast<size_t>(i + 1)]);
-        loop.set("cycle", Value::callable("cycle", [i](Interp& in, CallArgs& a, Value& out,
-                                                       RenderError&) {
-          if (a.pos.empty()) return in.fail(RenderErrc::kType, "no items for cycling given");
-          out = a.pos[static_cast<size_t>(i) % a.pos.size()];
-          return true;
-        }));
-        inner->vars.set("loop", Value::dict(std::move(loop)));
-        if (!assign_targets(*this, n->names, items[static_cast<size_t>(i)], *inner))
-          return Flow::kError;
-        Flow f = exec(n->b, inner);
-        if (f == Flow::kError) return f;
-        if (f == Flow::kBreak) break;
-      }
-      return Flow::kNormal;
+      return run_loop(n, seq, scope, 1);
     }
     case NK::kSet: {
       Value v;
@@ -188,7 +148,7 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
         return Flow::kError;
       }
       if (contains_namespace(v, ns)) {  // would make a reference cycle
-        fail(RenderErrc::kUnsupported, "a namespace cannot contain itself");
+        fail(RenderErrc::kUnsupported, "a namespace cannot contain itself (nor a loop object)");
         return Flow::kError;
       }
       ns.dict_mut().set(n->names[1], std::move(v));
@@ -222,56 +182,13 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
     case NK::kMacro: {
       std::weak_ptr<Scope> weak = scope;  // a macro stored in its own scope must not leak it
       const Node* def = n;
-      Value fn = Value::callable(n->name, [def, weak](Interp& in, CallArgs& args, Value& out,
-                                                      RenderError&) {
-        auto parent = weak.lock();
-        auto local = std::make_shared<Scope>();
-        local->parent = parent;
-        size_t np = def->names.size();
-        std::vector<Value> varargs;
-        // def->flag: the body reads varargs; def->literal true: it reads kwargs (jinja2 rejects
-        // extra arguments otherwise).
-        if (args.pos.size() > np && !def->flag)
-          return in.fail(RenderErrc::kType, "macro '" + def->name + "' takes not more than " +
-                                                std::to_string(np) + " argument(s)");
-        for (size_t i = 0; i < args.pos.size(); ++i) {
-          if (i < np) local->vars.set(def->names[i], args.pos[i]);
-          else varargs.push_back(args.pos[i]);
-        }
-        Dict kwargs;
-        for (auto& [k, v] : args.kw) {
-          bool is_param = false;
-          for (size_t i = 0; i < np; ++i)
-            if (def->names[i] == k) {
-              if (i < args.pos.size())
-                return in.fail(RenderErrc::kType, "macro '" + def->name +
-                                                      "' got multiple values for argument '" + k + "'");
-              is_param = true;
-            }
-          if (is_param) local->vars.set(k, v);
-          else if (k == "caller") local->vars.set(k, v);
-          else if (!def->literal.truthy())
-            return in.fail(RenderErrc::kType, "macro '" + def->name + "' takes no keyword argument '" + k + "'");
-          else kwargs.set(k, v);
-        }
-        for (size_t i = 0; i < np; ++i) {
-          if (local->vars.find(def->names[i])) continue;
-          if (def->kw[i]) {
-            Value d;
-            if (!in.eval(def->kw[i], local, d)) return false;
-            local->vars.set(def->names[i], std::move(d));
-          } else {
-            local->vars.set(def->names[i], Value::undefined(def->names[i]));
-          }
-        }
-        local->vars.set("varargs", Value::list(std::move(varargs), true));
-        local->vars.set("kwargs", Value::dict(std::move(kwargs)));
-        std::string s;
-        if (!in.capture(def->b, local, s)) return false;
-        out = Value(std::move(s));
-        return true;
-      });
-      scope->vars.set(n->name, std::move(fn));
+      Callable fn;
+      fn.name = n->name;
+      fn.fn = [def, weak](Interp& in, CallArgs& args, Value& out, RenderError&) {
+        return in.call_macro(def, weak.lock(), args, out);
+      };
+      fn.repr = n->name == "caller" ? "<Macro anonymous>" : "<Macro '" + n->name + "'>";
+      scope->vars.set(n->name, Value::callable(std::move(fn)));
       return Flow::kNormal;
     }
     case NK::kCallBlock: {
@@ -287,15 +204,10 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
       Value callee;
       if (!eval(call->a, scope, callee)) return Flow::kError;
       CallArgs args;
-      for (const Node* k : call->kids) {
-        Value v;
-        if (!eval(k, scope, v)) return Flow::kError;
-        args.pos.push_back(std::move(v));
-      }
-      for (size_t i = 0; i < call->kw.size(); ++i) {
-        Value v;
-        if (!eval(call->kw[i], scope, v)) return Flow::kError;
-        args.kw.emplace_back(call->names[i], std::move(v));
+      if (!eval_args(call, scope, args)) return Flow::kError;
+      if (args.get_kw("caller")) {
+        fail(RenderErrc::kType, "got multiple values for keyword argument 'caller'");
+        return Flow::kError;
       }
       args.kw.emplace_back("caller", caller);
       Value out;
@@ -304,12 +216,233 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
       out.append_str(s);
       return write(s) ? Flow::kNormal : Flow::kError;
     }
+    case NK::kWith: {
+      auto inner = std::make_shared<Scope>();
+      inner->parent = scope;
+      for (const Node* set : n->kids) {
+        Value v;
+        if (!eval(set->a, scope, v) || !assign_targets(*this, set->names, v, *inner)) return Flow::kError;
+      }
+      return exec(n->b, inner);
+    }
     case NK::kBreak: return Flow::kBreak;
     case NK::kContinue: return Flow::kContinue;
     default: break;
   }
   fail(RenderErrc::kUnsupported, "unknown statement");
   return Flow::kError;
+}
+
+bool Interp::eval_args(const Node* n, const std::shared_ptr<Scope>& scope, CallArgs& args) {
+  for (const Node* k : n->kids) {
+    Value v;
+    if (!eval(k, scope, v)) return false;
+    args.pos.push_back(std::move(v));
+  }
+  if (n->b) {  // *args: any iterable (undefined iterates as empty, like jinja2's Undefined)
+    Value v;
+    if (!eval(n->b, scope, v)) return false;
+    if (!v.is_list() && !v.is_string() && !v.is_dict() && !v.is_undefined())
+      return fail(RenderErrc::kType, "value after * must be an iterable");
+    std::vector<Value> items;
+    if (!iterate(v, items)) return false;
+    if (!charge(items.size() * 8)) return false;
+    for (auto& x : items) args.pos.push_back(std::move(x));
+  }
+  for (size_t i = 0; i < n->kw.size(); ++i) {
+    Value v;
+    if (!eval(n->kw[i], scope, v)) return false;
+    args.kw.emplace_back(n->names[i], std::move(v));
+  }
+  if (n->c) {  // **kwargs: a dict
+    Value v;
+    if (!eval(n->c, scope, v)) return false;
+    if (v.is_undefined()) return fail(RenderErrc::kUndefined, "'" + v.undefined_name() + "' is undefined");
+    if (!v.is_dict()) return fail(RenderErrc::kType, "argument after ** must be a mapping");
+    if (!charge(v.dict_ref().items.size() * 8)) return false;
+    for (const auto& [k, x] : v.dict_ref().items) {
+      if (args.get_kw(k))
+        return fail(RenderErrc::kType, "got multiple values for keyword argument '" + k + "'");
+      args.kw.emplace_back(k, x);
+    }
+  }
+  return true;
+}
+
+// jinja2's Macro.__call__: positional arguments fill the parameters in order, keywords fill the
+// rest; a body that reads `caller` takes the caller keyword; leftovers go to kwargs / varargs
+// when the body reads them and are a TypeError otherwise.
+bool Interp::call_macro(const Node* def, const std::shared_ptr<Scope>& parent, CallArgs& args,
+                        Value& out) {
+  auto local = std::make_shared<Scope>();
+  local->parent = parent;
+  const size_t np = def->names.size();
+  const size_t off = std::min(args.pos.size(), np);
+  for (size_t i = 0; i < off; ++i) local->vars.set(def->names[i], args.pos[i]);
+  auto take_kw = [&](std::string_view name, Value& v) {
+    for (auto it = args.kw.begin(); it != args.kw.end(); ++it)
+      if (it->first == name) {
+        v = std::move(it->second);
+        args.kw.erase(it);
+        return true;
+      }
+    return false;
+  };
+  bool found_caller = def->explicit_caller;
+  if (off != np) {
+    found_caller = false;
+    for (size_t i = off; i < np; ++i) {
+      Value v;
+      if (take_kw(def->names[i], v)) local->vars.set(def->names[i], std::move(v));
+      if (def->names[i] == "caller") found_caller = true;
+    }
+  }
+  if (def->uses_caller && !found_caller) {
+    Value c;
+    if (!take_kw("caller", c) || c.is_none()) c = Value::undefined("caller");
+    local->vars.set("caller", std::move(c));
+  }
+  Dict kwargs;
+  if (def->uses_kwargs) {
+    for (auto& [k, v] : args.kw) kwargs.set(k, std::move(v));
+  } else if (!args.kw.empty()) {
+    for (auto& [k, v] : args.kw)
+      if (k == "caller")
+        return fail(RenderErrc::kType, "macro '" + def->name +
+                                           "' was invoked with two values for the special caller argument");
+    return fail(RenderErrc::kType, "macro '" + def->name + "' takes no keyword argument '" +
+                                       args.kw.front().first + "'");
+  }
+  if (!def->uses_varargs && args.pos.size() > np)
+    return fail(RenderErrc::kType, "macro '" + def->name + "' takes not more than " +
+                                       std::to_string(np) + " argument(s)");
+  for (size_t i = 0; i < np; ++i) {
+    if (local->vars.find(def->names[i])) continue;
+    if (def->kw[i]) {
+      Value d;
+      if (!eval(def->kw[i], local, d)) return false;
+      local->vars.set(def->names[i], std::move(d));
+    } else {
+      local->vars.set(def->names[i], Value::undefined(def->names[i]));
+    }
+  }
+  if (def->uses_varargs)
+    local->vars.set("varargs", Value::list(List(args.pos.begin() + static_cast<std::ptrdiff_t>(off),
+                                                args.pos.end()), true));
+  if (def->uses_kwargs) local->vars.set("kwargs", Value::dict(std::move(kwargs)));
+  std::string s;
+  if (!capture(def->b, local, s)) return false;
+  out = Value(std::move(s));
+  return true;
+}
+
+namespace {
+
+bool contains_callable(const Value& v) {
+  if (v.is_callable()) return true;
+  if (v.is_list()) {
+    for (const auto& x : v.items())
+      if (contains_callable(x)) return true;
+  } else if (v.is_dict() || v.is_namespace()) {
+    for (const auto& kv : v.dict_ref().items)
+      if (contains_callable(kv.second)) return true;
+  }
+  return false;
+}
+
+// The `loop` object of one iteration: attributes (index, length, depth, ...), cycle(),
+// changed() and, for a recursive loop, loop(iterable) which renders the loop body over
+// `iterable` one level deeper and returns the text.
+Value make_loop_object(const Node* n, const std::weak_ptr<Scope>& outer, const std::vector<Value>& items,
+                       int64_t i, int64_t depth, const std::shared_ptr<std::optional<List>>& last) {
+  const auto len = static_cast<int64_t>(items.size());
+  Dict loop;
+  loop.items.reserve(14);
+  loop.set("index", Value(i + 1));
+  loop.set("index0", Value(i));
+  loop.set("revindex", Value(len - i));
+  loop.set("revindex0", Value(len - i - 1));
+  loop.set("first", Value(i == 0));
+  loop.set("last", Value(i == len - 1));
+  loop.set("length", Value(len));
+  loop.set("depth", Value(depth));
+  loop.set("depth0", Value(depth - 1));
+  if (i > 0) loop.set("previtem", items[static_cast<size_t>(i - 1)]);
+  if (i + 1 < len) loop.set("nextitem", items[static_cast<size_t>(i + 1)]);
+  loop.set("cycle", Value::callable("cycle", [i](Interp& in, CallArgs& a, Value& out, RenderError&) {
+    if (a.pos.empty()) return in.fail(RenderErrc::kType, "no items for cycling given");
+    out = a.pos[static_cast<size_t>(i) % a.pos.size()];
+    return true;
+  }));
+  loop.set("changed", Value::callable("changed", [last](Interp& in, CallArgs& a, Value& out, RenderError&) {
+    // The remembered arguments outlive the iteration: a function among them (the loop object
+    // itself, a bound method) could close a reference cycle, so those are refused.
+    for (const auto& x : a.pos)
+      if (contains_callable(x))
+        return in.fail(RenderErrc::kUnsupported, "loop.changed() of a function");
+    bool same = last->has_value() && (*last)->size() == a.pos.size();
+    for (size_t k = 0; same && k < a.pos.size(); ++k) same = py_equal((**last)[k], a.pos[k]);
+    if (!same) *last = a.pos;
+    out = Value(!same);
+    return true;
+  }));
+  auto fn = [n, outer, depth](Interp& in, CallArgs& a, Value& out, RenderError&) {
+    if (!n->flag)
+      return in.fail(RenderErrc::kType,
+                     "The loop must have the 'recursive' marker to be called recursively.");
+    if (a.pos.size() != 1 || !a.kw.empty())
+      return in.fail(RenderErrc::kType, "loop() takes exactly one argument");
+    auto scope = outer.lock();
+    if (!scope) return in.fail(RenderErrc::kType, "loop called after its scope ended");
+    std::string s;
+    if (!in.capture_flow([&] { return in.run_loop(n, a.pos[0], scope, depth + 1); }, s)) return false;
+    out = Value(std::move(s));
+    return true;
+  };
+  Callable c;
+  c.name = "loop";
+  c.fn = std::move(fn);
+  c.attrs = std::move(loop);
+  c.repr = "<LoopContext " + std::to_string(i + 1) + "/" + std::to_string(len) + ">";
+  c.opaque = true;  // changed() remembers values: never stored in a namespace
+  return Value::callable(std::move(c));
+}
+
+}  // namespace
+
+Interp::Flow Interp::run_loop(const Node* n, const Value& seq, const std::shared_ptr<Scope>& scope,
+                              int64_t depth) {
+  std::vector<Value> items;
+  if (!iterate(seq, items)) return Flow::kError;
+  if (n->d) {  // for x in xs if cond
+    auto inner = std::make_shared<Scope>();
+    inner->parent = scope;
+    std::vector<Value> kept;
+    for (auto& it : items) {
+      if (!step() || !assign_targets(*this, n->names, it, *inner)) return Flow::kError;
+      Value c;
+      if (!eval(n->d, inner, c)) return Flow::kError;
+      if (c.truthy()) kept.push_back(std::move(it));
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) return n->c ? exec(n->c, scope) : Flow::kNormal;
+  const auto len = static_cast<int64_t>(items.size());
+  std::weak_ptr<Scope> outer = scope;  // the loop object must not keep its scope alive
+  auto last = std::make_shared<std::optional<List>>();
+  for (int64_t i = 0; i < len; ++i) {
+    if (!step()) return Flow::kError;
+    // jinja2: every iteration starts from the enclosing scope (assignments in the body do
+    // not carry over to the next iteration nor out of the loop).
+    auto inner = std::make_shared<Scope>();
+    inner->parent = scope;
+    inner->vars.set("loop", make_loop_object(n, outer, items, i, depth, last));
+    if (!assign_targets(*this, n->names, items[static_cast<size_t>(i)], *inner)) return Flow::kError;
+    Flow f = exec(n->b, inner);
+    if (f == Flow::kError) return f;
+    if (f == Flow::kBreak) break;
+  }
+  return Flow::kNormal;
 }
 
 bool Interp::call(const Value& callee, CallArgs& args, Value& out) {
@@ -363,16 +496,7 @@ bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out
       Value callee;
       if (!eval(n->a, scope, callee)) return false;
       CallArgs args;
-      for (const Node* k : n->kids) {
-        Value v;
-        if (!eval(k, scope, v)) return false;
-        args.pos.push_back(std::move(v));
-      }
-      for (size_t i = 0; i < n->kw.size(); ++i) {
-        Value v;
-        if (!eval(n->kw[i], scope, v)) return false;
-        args.kw.emplace_back(n->names[i], std::move(v));
-      }
+      if (!eval_args(n, scope, args)) return false;
       line_ = n->line;
       if (n->kind == NK::kCall) return call(callee, args, out);
       if (n->kind == NK::kFilter) {

@@ -1,6 +1,7 @@
 // Internal: the tree-walking interpreter (interp.cc) and the builtins it calls (builtins.cc).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,12 @@ class Interp {
   bool call(const Value& callee, CallArgs& args, Value& out);
   // Renders `body` into a string with output redirected.
   bool capture(const Node* body, const std::shared_ptr<Scope>& scope, std::string& out);
+  bool capture_flow(const std::function<Flow()>& run, std::string& out);
+  // Evaluates a call's arguments: positional, *args, keywords, **kwargs.
+  bool eval_args(const Node* call, const std::shared_ptr<Scope>& scope, CallArgs& args);
+  bool call_macro(const Node* def, const std::shared_ptr<Scope>& parent, CallArgs& args, Value& out);
+  // Runs a for loop (n: kFor) over `seq` at recursion depth `depth` (1 = not recursed).
+  Flow run_loop(const Node* n, const Value& seq, const std::shared_ptr<Scope>& scope, int64_t depth);
 
   // builtins.cc
   bool apply_filter(const std::string& name, const Value& input, CallArgs& args, Value& out);

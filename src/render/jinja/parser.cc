@@ -372,7 +372,9 @@ const std::set<std::string, std::less<>>& known_filters() {
       "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join",
       "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr", "replace",
       "reverse", "round", "safe", "select", "selectattr", "sort", "string", "striptags", "sum",
-      "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount"};
+      "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount",
+      // jinja2 filters this interpreter does not implement (a render-time kUnsupported error)
+      "filesizeformat", "pprint", "random", "slice", "urlencode", "urlize", "wordwrap", "xmlattr"};
   return f;
 }
 const std::set<std::string, std::less<>>& known_tests() {
@@ -380,7 +382,7 @@ const std::set<std::string, std::less<>>& known_tests() {
       "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even",
       "false", "filter", "float", "ge", "greaterthan", "gt", "in", "integer", "iterable", "le",
       "lessthan", "lower", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence",
-      "string", "test", "true", "undefined", "upper", "=="};
+      "string", "test", "true", "undefined", "upper", "==", "!=", "<", "<=", ">", ">="};
   return t;
 }
 
@@ -478,6 +480,7 @@ class Parser {
     if (name == "macro") return parse_macro(out);
     if (name == "call") return parse_call_block(out);
     if (name == "filter") return parse_filter_block(out);
+    if (name == "with") return parse_with(out);
     if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) return fail("'" + name + "' outside of a loop");
       next();
@@ -564,7 +567,10 @@ class Parser {
       if (!parse_expression(f)) return false;
       n->d = f;
     }
-    if (is_name("recursive")) return fail("recursive loops are not supported");
+    if (is_name("recursive")) {
+      n->flag = true;
+      next();
+    }
     if (!expect_block_end()) return false;
     Node* body = node(NK::kBody);
     std::string end;
@@ -652,6 +658,11 @@ class Parser {
         next();
         if (!parse_expression(def)) return false;
       }
+      if (n->names.back() == "caller") {
+        if (!def)
+          return fail("the special 'caller' argument must be omitted or be given a default");
+        n->explicit_caller = true;
+      }
       n->kw.push_back(def);
     }
     next();
@@ -705,6 +716,31 @@ class Parser {
     sig->b = body;
     n->a = call;
     n->b = sig;
+    out = n;
+    return expect_block_end();
+  }
+
+  // {% with a = x, (b, c) = y %}body{% endwith %}: kids are kSet nodes whose values are
+  // evaluated in the enclosing scope and assigned in the block's own scope.
+  bool parse_with(const Node*& out) {
+    next();
+    Node* n = node(NK::kWith);
+    while (cur().type != TK::kBlockEnd) {
+      if (!n->kids.empty() && !expect_op(",")) return false;
+      Node* set = node(NK::kSet);
+      if (!parse_assign_target(set->names) || !expect_op("=")) return false;
+      const Node* v = nullptr;
+      if (!parse_expression(v)) return false;
+      set->a = v;
+      n->kids.push_back(set);
+    }
+    next();
+    Node* body = node(NK::kBody);
+    std::string end;
+    if (!subparse(body, {"endwith"}, end)) return false;
+    if (end.empty()) return fail("missing endwith");
+    next();
+    n->b = body;
     out = n;
     return expect_block_end();
   }
@@ -928,8 +964,10 @@ class Parser {
         n = node(NK::kName);
         n->name = t.text;
         for (Node* m : macros_) {  // jinja2: a macro accepts extra args only if it reads them
-          if (t.text == "varargs") m->flag = true;
-          if (t.text == "kwargs") m->literal = Value(true);
+          if (std::find(m->names.begin(), m->names.end(), t.text) != m->names.end()) continue;
+          if (t.text == "varargs") m->uses_varargs = true;
+          if (t.text == "kwargs") m->uses_kwargs = true;
+          if (t.text == "caller") m->uses_caller = true;
         }
       }
       next();
@@ -1000,15 +1038,29 @@ class Parser {
     }
     return fail("unexpected token in expression");
   }
+  // `(args, k=v, *dyn_args, **dyn_kwargs)` with jinja2's ordering rules: no positional
+  // argument after a keyword or *args, nothing but **kwargs after *args' keywords, nothing
+  // after **kwargs. *args goes to call->b, **kwargs to call->c.
   bool parse_call_args(Node* call) {
     next();  // (
+    bool need_comma = false;
     while (!is_op(")")) {
-      if (!call->kids.empty() || !call->kw.empty()) {
+      if (need_comma) {
         if (!expect_op(",")) return false;
         if (is_op(")")) break;
       }
-      if (is_op("*") || is_op("**")) return fail("*args/**kwargs in calls are not supported");
-      if (cur().type == TK::kName && peek().type == TK::kOp && peek().text == "=") {
+      need_comma = true;
+      if (is_op("*") || is_op("**")) {
+        bool star = is_op("*");
+        if (call->c || (star && call->b)) return fail("invalid syntax for function call expression");
+        next();
+        const Node* v = nullptr;
+        if (!parse_expression(v)) return false;
+        (star ? call->b : call->c) = v;
+      } else if (cur().type == TK::kName && peek().type == TK::kOp && peek().text == "=") {
+        if (call->c) return fail("invalid syntax for function call expression");
+        if (std::find(call->names.begin(), call->names.end(), cur().text) != call->names.end())
+          return fail("keyword argument repeated");
         call->names.push_back(cur().text);
         next();
         next();
@@ -1016,7 +1068,8 @@ class Parser {
         if (!parse_expression(v)) return false;
         call->kw.push_back(v);
       } else {
-        if (!call->kw.empty()) return fail("positional argument after keyword argument");
+        if (!call->kw.empty() || call->b || call->c)
+          return fail("invalid syntax for function call expression");
         const Node* v = nullptr;
         if (!parse_expression(v)) return false;
         call->kids.push_back(v);
@@ -1161,6 +1214,9 @@ class Parser {
 };
 
 }  // namespace
+
+bool is_known_filter(std::string_view name) { return known_filters().count(name) > 0; }
+bool is_known_test(std::string_view name) { return known_tests().count(name) > 0; }
 
 bool parse_template(std::string_view source, const Limits& limits, Template& out,
                     RenderError& err) {

@@ -9,5 +9,9 @@ namespace ramjet::render::jinja {
 
 bool parse_template(std::string_view source, const Limits& limits, Template& out,
                     RenderError& err);
+// Whether jinja2's default environment has a filter / test of this name (the `filter` and
+// `test` tests).
+bool is_known_filter(std::string_view name);
+bool is_known_test(std::string_view name);
 
 }  // namespace ramjet::render::jinja

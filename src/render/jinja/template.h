@@ -45,7 +45,8 @@ struct Limits {
   size_t max_template_bytes = 1u << 20;
   size_t max_output_bytes = 64u << 20;
   uint64_t max_steps = 50'000'000;  // statements, loop iterations and calls per render
-  int max_depth = 256;              // nesting of parsed expressions/blocks and of macro calls
+  int max_depth = 256;              // nesting of parsed expressions/blocks, of macro calls and
+                                    // of recursive loop(...) calls
   int64_t max_range = 1'000'000;    // range() length
 };
 

@@ -37,6 +37,15 @@ Value Value::dict(Dict d) {
 }
 
 bool contains_namespace(const Value& v, const Value& ns) {
+  if (v.is_callable()) {
+    const Callable& c = v.fn();
+    if (c.opaque) return true;
+    for (const auto& x : c.held)
+      if (contains_namespace(x, ns)) return true;
+    for (const auto& kv : c.attrs.items)
+      if (contains_namespace(kv.second, ns)) return true;
+    return false;
+  }
   if (v.is_namespace()) {
     if (&v.dict_ref() == &ns.dict_ref()) return true;
   } else if (!v.is_list() && !v.is_dict()) {
@@ -239,7 +248,7 @@ void Value::append_str(std::string& out, int depth) const {
       out += '>';
       return;
     }
-    case Kind::kCallable: out += "<function " + fn_->name + ">"; return;
+    case Kind::kCallable: out += fn_->repr.empty() ? "<function " + fn_->name + ">" : fn_->repr; return;
   }
 }
 

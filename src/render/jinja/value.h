@@ -29,11 +29,19 @@ struct Dict {
 struct CallArgs;
 struct RenderError;
 class Interp;
-// A callable (macro, global function, bound method). Returns false and fills `err` on error.
+// A callable (macro, global function, bound method, loop object). Returns false and fills
+// `err` on error. `attrs` are readable attributes (a for loop's `loop.index`, ...); `repr` is what
+// str() prints when set (`<LoopContext 1/3>`, `<Macro 'm'>`), else `<function name>`.
 using NativeFn = std::function<bool(Interp&, CallArgs&, Value& out, RenderError& err)>;
+// `held` are values a bound method keeps alive; `opaque` marks callables whose closures keep
+// values alive that contains_namespace cannot see (so they never go into a namespace).
 struct Callable {
   std::string name;
   NativeFn fn;
+  Dict attrs;
+  std::string repr;
+  std::vector<Value> held;
+  bool opaque = false;
 };
 
 class Value {
@@ -74,9 +82,15 @@ class Value {
     return v;
   }
   static Value callable(std::string name, NativeFn fn) {
+    Callable c;
+    c.name = std::move(name);
+    c.fn = std::move(fn);
+    return callable(std::move(c));
+  }
+  static Value callable(Callable c) {
     Value v;
     v.kind_ = Kind::kCallable;
-    v.fn_ = std::make_shared<Callable>(Callable{std::move(name), std::move(fn)});
+    v.fn_ = std::make_shared<Callable>(std::move(c));
     return v;
   }
 
@@ -134,7 +148,8 @@ class Value {
 
 // Python ==.
 bool py_equal(const Value& a, const Value& b);
-// Whether `v` is or (through lists, dicts and namespaces) contains the namespace `ns`.
+// Whether `v` is or (through lists, dicts, namespaces and callables' held values) contains the
+// namespace `ns`; true for opaque callables.
 bool contains_namespace(const Value& v, const Value& ns);
 // Python float repr (shortest round trip: 1.0, 0.1, 1e-05, 1e+16, inf, nan).
 void append_float_repr(std::string& out, double d);
