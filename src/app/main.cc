@@ -21,6 +21,7 @@
 #include "observe/engine_stats.h"
 #include "observe/metric_docs.h"
 #include "observe/journal.h"
+#include "render/manifest_cli.h"
 #include "render/tokenizer_service.h"
 #include "render/cli.h"
 #include "cache/index/approx_index.h"
@@ -66,6 +67,10 @@ int main(int argc, char** argv) {
   // `ramjet render ...`: offline prompt rendering (src/render/cli.h); reads no configuration.
   if (argc > 1 && std::string_view(argv[1]) == "render") {
     return render::cli::run(argc - 1, argv + 1);
+  }
+  // `ramjet manifest ...`: a tokenizer compatibility manifest from a live engine (render/manifest_cli.h).
+  if (argc > 1 && std::string_view(argv[1]) == "manifest") {
+    return render::manifest_cli::run(argc - 1, argv + 1);
   }
   auto parsed = config::parse_process(argc, argv);
   if (parsed.action == config::Action::kHelp) {

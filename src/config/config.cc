@@ -377,6 +377,8 @@ std::string help_text() {
   std::string out =
       "Usage: ramjet [--flag=VALUE | --flag VALUE]...\n"
       "       ramjet --help | --help-markdown | --help-metrics\n"
+      "       ramjet render ...     offline prompt rendering and tokenization (ramjet render --help)\n"
+      "       ramjet manifest ...   a tokenizer manifest from a live engine (ramjet manifest --help)\n"
       "\n"
       "ramjet is a KV-cache-aware load balancer for vLLM. Every option is an RJ_* environment\n"
       "variable with a matching --flag; flags override the environment. Unknown RJ_* names,\n"

@@ -261,3 +261,43 @@ def test_a_golden_that_does_not_reproduce_stops_startup(tmp_path, ramjet_factory
     p = ramjet_factory(["http://127.0.0.1:9"], env=env, start=False)
     rc, out = p.run_to_exit(20)
     assert rc == 2 and "needs the native formatter 'deepseek-v4'" in out, out
+
+
+def test_ramjet_manifest_pins_a_live_engine_and_ramjet_accepts_it(tmp_path, sims_factory, ramjet_factory,
+                                                                   ramjet_binary):
+    import subprocess
+    sims = sims_factory((), ())
+    requests = tmp_path / "requests.jsonl"
+    lines = goldens(5)
+    with open(requests, "w", encoding="utf-8") as f:
+        for g in lines:
+            f.write(json.dumps({"id": g["id"], "endpoint": "chat", "request": g["request"]}, ensure_ascii=False) + "\n")
+        f.write(json.dumps({"model": MODEL_ID, "prompt": "plain completion text"}) + "\n")
+    args = [ramjet_binary, "manifest", "--upstream", sims[0].url, "--profile", "qwen3", "--tokenizer", TOK,
+            "--template", TPL, "--requests", str(requests)]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = json.loads(p.stdout)
+    assert m["model"] == {"id": MODEL_ID, "root": ROOT, "max_model_len": CTX}
+    assert m["engine"] == {"version": VERSION} and m["renderer"] == {"profile": "qwen3"}
+    assert [g["id"] for g in m["goldens"]] == [g["id"] for g in lines] + ["g6"]
+    # The digests are the engine's, and equal the independent goldens'.
+    for g, want in zip(m["goldens"], lines):
+        assert g["token_count"] == len(want["token_ids"]) and g["token_ids_sha256"] == ids_sha(want["token_ids"])
+    path = tmp_path / "pinned.json"
+    path.write_text(p.stdout)
+    env = local_env(tmp_path, RJ_TOKENIZER_MANIFEST_PATH=str(path),
+                    RJ_TOKENIZER_MANIFEST_SHA256=hashlib.sha256(p.stdout.encode()).hexdigest())
+    rj = ramjet_factory(sims, env=env)
+    assert "6 manifest goldens reproduced" in rj.output()
+    wait_attested(rj, [0, 1])
+
+    # An engine whose template differs from ramjet's: no manifest is written.
+    edited = tmp_path / "edited.jinja"
+    with open(TPL, encoding="utf-8") as f:
+        edited.write_text(f.read().replace("<|im_start|>assistant\\n", "<|im_start|>assistant \\n"), encoding="utf-8")
+    other = sims_factory(("--chat-template", str(edited)))[-1]
+    args[3] = other.url
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and p.stdout == "", p
+    assert "ramjet would refuse this manifest at startup" in p.stderr, p.stderr
