@@ -78,7 +78,10 @@ ShadowOutcome from_failure(net::GetFailure f) {
   return ShadowOutcome::kSuccess;
 }
 
-// {"count": n, "tokens": [n ids]} -> ids.
+}  // namespace
+
+std::span<const observe::Family> tokenizer_families() { return kFamilies; }
+
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body) {
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
@@ -99,10 +102,6 @@ std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view b
   if (!count_ok) return std::nullopt;
   return ids;
 }
-
-}  // namespace
-
-std::span<const observe::Family> tokenizer_families() { return kFamilies; }
 
 std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s) {
   if (s == "off") return TokenizerMode::kOff;

@@ -108,6 +108,9 @@ struct TokenizePayload {
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body);
 
+// An engine's /tokenize answer {"count": n, "tokens": [n ids < 2^32], ...} -> the ids, or nullopt.
+std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body);
+
 class TokenizerService {
  public:
   // Checks the configuration (even when the mode is off: the profile must exist), loads the
