@@ -15,11 +15,7 @@
 // At startup every manifest golden is rendered and encoded and must reproduce the manifest's
 // token count and digest, or ramjet does not start.
 //
-// The tokenize payload: chat — {model, messages, tools, add_generation_prompt,
-// continue_final_message, add_special_tokens, chat_template_kwargs, return_token_strs:false}
-// where chat_template_kwargs are the profile's template arguments for the request (its kwargs
-// plus the request's reasoning settings, model::local_template_args); completions — {model,
-// prompt, add_special_tokens, return_token_strs:false} for a string prompt.
+// The tokenize payload both sides render: render/tokenize_payload.h.
 #pragma once
 
 #include <atomic>
@@ -44,10 +40,7 @@
 #include "observe/metrics.h"
 #include "render/manifest.h"
 #include "render/prompt.h"
-
-namespace ramjet::model {
-class ModelProfile;
-}
+#include "render/tokenize_payload.h"
 
 namespace ramjet::render {
 
@@ -74,42 +67,9 @@ struct TokenizerServiceConfig {
 
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c);
 
-// Outcomes (metric labels). Remote: the engine's /tokenize. Local: the local render + encode.
-enum class ShadowOutcome : uint8_t {
-  kSuccess,           // remote answered / local rendered (mode local)
-  kTimeout,
-  kConnectError,
-  kHttpError,
-  kResponseTooLarge,
-  kDecodeError,       // remote: not {count, tokens}; local: not a usable request
-  kParityMatch,
-  kParityMismatch,
-  kUnsupported,       // local: the profile does not render this request (model::LocalFailure)
-  kRenderError,
-  kEncodeError,
-  kRemoteUnavailable, // local-shadow: no remote answer to compare with
-  kUnattested,        // local: the engine's identity does not match the manifest
-};
-inline constexpr size_t kShadowOutcomeCount = 13;
-std::string_view to_string(ShadowOutcome o);
-
 enum class ShadowSkip : uint8_t { kQueueFull, kOutsideSizeWindow, kUnsupportedEndpoint, kStopping };
 inline constexpr size_t kShadowSkipCount = 4;
 std::string_view to_string(ShadowSkip s);
-
-// The tokenize payload for a request (see the top of this file), or why there is none.
-struct TokenizePayload {
-  std::string json;      // the /tokenize body, also what is rendered locally
-  bool chat = true;
-  bool add_special_tokens = true;   // completions
-  std::string prompt;               // completions: the prompt text
-  std::optional<ShadowOutcome> local_refusal;  // set: not rendered locally (kUnsupported/kDecodeError)
-};
-std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
-                                                      std::string_view body);
-
-// An engine's /tokenize answer {"count": n, "tokens": [n ids < 2^32], ...} -> the ids, or nullopt.
-std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body);
 
 class TokenizerService {
  public:

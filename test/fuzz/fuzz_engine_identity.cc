@@ -13,7 +13,7 @@
 
 #include "model/model_profile.h"
 #include "render/manifest.h"
-#include "render/tokenizer_service.h"
+#include "render/tokenize_payload.h"
 
 namespace {
 

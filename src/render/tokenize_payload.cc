@@ -1,0 +1,111 @@
+// render::tokenize_payload (see tokenize_payload.h).
+#include "render/tokenize_payload.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "model/model_profile.h"
+
+namespace ramjet::render {
+
+namespace json = boost::json;
+
+std::string_view to_string(ShadowOutcome o) {
+  switch (o) {
+    case ShadowOutcome::kSuccess: return "success";
+    case ShadowOutcome::kTimeout: return "timeout";
+    case ShadowOutcome::kConnectError: return "connect_error";
+    case ShadowOutcome::kHttpError: return "http_error";
+    case ShadowOutcome::kResponseTooLarge: return "response_too_large";
+    case ShadowOutcome::kDecodeError: return "decode_error";
+    case ShadowOutcome::kParityMatch: return "parity_match";
+    case ShadowOutcome::kParityMismatch: return "parity_mismatch";
+    case ShadowOutcome::kUnsupported: return "unsupported_request";
+    case ShadowOutcome::kRenderError: return "render_error";
+    case ShadowOutcome::kEncodeError: return "encode_error";
+    case ShadowOutcome::kRemoteUnavailable: return "remote_authority_unavailable";
+    case ShadowOutcome::kUnattested: return "unattested";
+  }
+  return "unknown";
+}
+
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::object& req = v.as_object();
+  TokenizePayload p;
+  p.chat = chat;
+  json::object out;
+  if (const json::value* m = req.if_contains("model"); m && m->is_string()) out["model"] = *m;
+  auto flag = [&](std::string_view key) -> std::optional<bool> {
+    const json::value* f = req.if_contains(key);
+    if (f && f->is_bool()) return f->as_bool();
+    return std::nullopt;
+  };
+  if (chat) {
+    const json::value* messages = req.if_contains("messages");
+    if (!messages || !messages->is_array()) return std::nullopt;
+    out["messages"] = *messages;
+    if (const json::value* t = req.if_contains("tools"); t && !t->is_null()) out["tools"] = *t;
+    const bool cont = flag("continue_final_message").value_or(false);
+    out["add_generation_prompt"] = flag("add_generation_prompt").value_or(!cont);
+    if (cont) {
+      out["continue_final_message"] = true;
+      p.local_refusal = ShadowOutcome::kUnsupported;  // vLLM's tail trimming is not reproduced
+    }
+    if (auto a = flag("add_special_tokens")) {
+      out["add_special_tokens"] = *a;
+      if (*a) p.local_refusal = ShadowOutcome::kUnsupported;
+    }
+    auto args = model::local_template_args(profile, req);
+    if (args.ok()) {
+      if (!args->empty()) out["chat_template_kwargs"] = std::move(args.value());
+    } else {
+      // Not rendered locally; the engine still gets the request's own kwargs.
+      if (const json::value* kw = req.if_contains("chat_template_kwargs"); kw && kw->is_object())
+        out["chat_template_kwargs"] = *kw;
+      p.local_refusal = args.error() == model::LocalFailure::BadRequest ? ShadowOutcome::kDecodeError
+                                                                         : ShadowOutcome::kUnsupported;
+    }
+    // A per-request template or documents change the prompt in ways not reproduced here.
+    for (std::string_view key : {"chat_template", "documents"}) {
+      const json::value* f = req.if_contains(key);
+      if (f && !f->is_null()) p.local_refusal = ShadowOutcome::kUnsupported;
+    }
+  } else {
+    const json::value* prompt = req.if_contains("prompt");
+    if (!prompt || !prompt->is_string()) return std::nullopt;
+    p.prompt = std::string(prompt->as_string());
+    p.add_special_tokens = flag("add_special_tokens").value_or(true);
+    out["prompt"] = *prompt;
+    out["add_special_tokens"] = p.add_special_tokens;
+  }
+  out["return_token_strs"] = false;
+  p.json = json::serialize(out);
+  return p;
+}
+
+std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::value* count = v.as_object().if_contains("count");
+  const json::value* tokens = v.as_object().if_contains("tokens");
+  if (!count || !tokens || !tokens->is_array()) return std::nullopt;
+  std::vector<uint32_t> ids;
+  ids.reserve(tokens->as_array().size());
+  for (const auto& t : tokens->as_array()) {
+    if (t.is_uint64() && t.as_uint64() <= UINT32_MAX) ids.push_back(static_cast<uint32_t>(t.as_uint64()));
+    else if (t.is_int64() && t.as_int64() >= 0 && t.as_int64() <= UINT32_MAX) ids.push_back(static_cast<uint32_t>(t.as_int64()));
+    else return std::nullopt;
+  }
+  const bool count_ok = (count->is_uint64() && count->as_uint64() == ids.size()) ||
+                        (count->is_int64() && count->as_int64() >= 0 &&
+                         static_cast<uint64_t>(count->as_int64()) == ids.size());
+  if (!count_ok) return std::nullopt;
+  return ids;
+}
+
+}  // namespace ramjet::render

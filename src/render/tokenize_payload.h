@@ -1,0 +1,57 @@
+// render::tokenize_payload: what the tokenizer shadow asks an engine to tokenize and renders
+// itself (see tokenizer_service.h), and the decoder of the engine's answer. Both read
+// untrusted bytes (request bodies, engine responses) and have a fuzz target (engine_identity).
+//
+// The payload: chat — {model, messages, tools, add_generation_prompt, continue_final_message,
+// add_special_tokens, chat_template_kwargs, return_token_strs:false} where chat_template_kwargs
+// are the profile's template arguments for the request (model::local_template_args: its kwargs
+// plus its reasoning settings); completions — {model, prompt, add_special_tokens,
+// return_token_strs:false} for a string prompt.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ramjet::model {
+class ModelProfile;
+}
+
+namespace ramjet::render {
+
+// Outcomes (metric labels). Remote: the engine's /tokenize. Local: the local render + encode.
+enum class ShadowOutcome : uint8_t {
+  kSuccess,           // remote answered / local rendered (mode local)
+  kTimeout,
+  kConnectError,
+  kHttpError,
+  kResponseTooLarge,
+  kDecodeError,       // remote: not {count, tokens}; local: not a usable request
+  kParityMatch,
+  kParityMismatch,
+  kUnsupported,       // local: the profile does not render this request (model::LocalFailure)
+  kRenderError,
+  kEncodeError,
+  kRemoteUnavailable, // local-shadow: no remote answer to compare with
+  kUnattested,        // local: the engine's identity does not match the manifest
+};
+inline constexpr size_t kShadowOutcomeCount = 13;
+std::string_view to_string(ShadowOutcome o);
+
+// The tokenize payload for a request (see the top of this file), or why there is none.
+struct TokenizePayload {
+  std::string json;      // the /tokenize body, also what is rendered locally
+  bool chat = true;
+  bool add_special_tokens = true;   // completions
+  std::string prompt;               // completions: the prompt text
+  std::optional<ShadowOutcome> local_refusal;  // set: not rendered locally (kUnsupported/kDecodeError)
+};
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      std::string_view body);
+
+// An engine's /tokenize answer {"count": n, "tokens": [n ids < 2^32], ...} -> the ids, or nullopt.
+std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body);
+
+}  // namespace ramjet::render
