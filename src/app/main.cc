@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   if (journal) registry.add([&](observe::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](observe::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](observe::Exposition& x) { tokenizer->write_metrics(x); });
+  if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
+    fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
+  }
   if (tokenizer->enabled()) {
     proxy.set_completion_observer(
         [t = tokenizer.get()](size_t engine, bool chat, std::string_view body) { t->offer(engine, chat, body); });

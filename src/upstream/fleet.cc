@@ -152,7 +152,9 @@ std::string Fleet::health_json() const {
     out += R"(,"state":")";
     out += engine_state_label(states[i]);
     out += R"(","inflight":)" + std::to_string(e.inflight());
-    out += R"(,"load_units":)" + std::to_string(e.load_units()) + "}";
+    out += R"(,"load_units":)" + std::to_string(e.load_units());
+    for (const ReplicaFlag& f : replica_flags_) out += ",\"" + f.name + "\":" + (f.read(i) ? "true" : "false");
+    out += "}";
   }
   out += "]}";
   return out;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -109,6 +110,13 @@ class Fleet {
   // /health JSON (reference §6.4): status ok|degraded|unhealthy (counting serving-eligible
   // engines only), per-replica state healthy|warming|unhealthy, opaque ordinals, no hosts.
   std::string health_json() const;
+  // Extra boolean fields per /health replica entry from other components (e.g.
+  // "tokenizer_attested"): name and a thread-safe reader. Set before serving.
+  struct ReplicaFlag {
+    std::string name;
+    std::function<bool(size_t)> read;
+  };
+  void add_replica_flag(ReplicaFlag flag) { replica_flags_.push_back(std::move(flag)); }
   void write_metrics(observe::Exposition& e) const;
 
  private:
@@ -118,6 +126,7 @@ class Fleet {
   int64_t recent_success_ms_;
   Readiness readiness_;
   std::vector<std::unique_ptr<Engine>> engines_;
+  std::vector<ReplicaFlag> replica_flags_;
 };
 
 }  // namespace ramjet::upstream

@@ -160,6 +160,9 @@ def test_an_engine_whose_identity_differs_is_not_attested(tmp_path, sims_factory
              10, what="identity mismatches counted")
     assert m.get("ramjet_tokenizer_attested", upstream="1") == 0
     assert m.get("ramjet_tokenizer_attested", upstream="2") == 0
+    _, h = rj.health()
+    assert [r["tokenizer_attested"] for r in h["replicas"]] == [True, False, False], h
+    assert [r["healthy"] for r in h["replicas"]] == [True, True, True], "identity is not health"
     assert "upstream 1 not attested: version_mismatch" in rj.output()
     served = {}
     for g in goldens(6):
@@ -201,6 +204,7 @@ def test_remote_shadow_needs_no_local_files(sims_factory, ramjet_factory):
              what="three remote tokenizations")
     assert not m.find("ramjet_tokenizer_shadow_total", backend="local")
     assert not m.has("ramjet_tokenizer_attested")
+    assert "tokenizer_attested" not in rj.health()[1]["replicas"][0]
     poll(lambda: rj.metrics().get("ramjet_tokenizer_shadow_skipped_total", reason="unsupported_endpoint") == 1, 10,
          what="a token-array prompt skipped")
 
