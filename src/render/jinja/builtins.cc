@@ -973,7 +973,8 @@ Value Interp::globals_lookup(std::string_view name) {
         if (!p.is_dict()) return in.fail(RenderErrc::kType, "namespace()/dict() positional argument must be a dict");
         for (const auto& [k, v] : p.dict_ref().items) d.set(k, v);
       }
-      for (const auto& [k, v] : a.kw) d.set(k, v);
+      if (a.pos.empty()) d.items = a.kw;  // keywords are unique (a **mapping can be large)
+      else for (const auto& [k, v] : a.kw) d.set(k, v);
       out = ns ? Value::ns(std::move(d)) : Value::dict(std::move(d));
       return true;
     });

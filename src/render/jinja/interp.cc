@@ -259,10 +259,14 @@ bool Interp::eval_args(const Node* n, const std::shared_ptr<Scope>& scope, CallA
     if (!eval(n->c, scope, v)) return false;
     if (v.is_undefined()) return fail(RenderErrc::kUndefined, "'" + v.undefined_name() + "' is undefined");
     if (!v.is_dict()) return fail(RenderErrc::kType, "argument after ** must be a mapping");
-    if (!charge(v.dict_ref().items.size() * 8)) return false;
+    // Dict keys are unique and so are the explicit keywords (the parser checks): only the
+    // two sets can collide.
+    const size_t explicit_kw = args.kw.size();
+    if (!charge(v.dict_ref().items.size() * (8 + explicit_kw))) return false;
     for (const auto& [k, x] : v.dict_ref().items) {
-      if (args.get_kw(k))
-        return fail(RenderErrc::kType, "got multiple values for keyword argument '" + k + "'");
+      for (size_t i = 0; i < explicit_kw; ++i)
+        if (args.kw[i].first == k)
+          return fail(RenderErrc::kType, "got multiple values for keyword argument '" + k + "'");
       args.kw.emplace_back(k, x);
     }
   }
@@ -288,6 +292,7 @@ bool Interp::call_macro(const Node* def, const std::shared_ptr<Scope>& parent, C
       }
     return false;
   };
+  if (!charge(args.kw.size() * np)) return false;  // take_kw below
   bool found_caller = def->explicit_caller;
   if (off != np) {
     found_caller = false;
@@ -303,8 +308,8 @@ bool Interp::call_macro(const Node* def, const std::shared_ptr<Scope>& parent, C
     local->vars.set("caller", std::move(c));
   }
   Dict kwargs;
-  if (def->uses_kwargs) {
-    for (auto& [k, v] : args.kw) kwargs.set(k, std::move(v));
+  if (def->uses_kwargs) {  // the keywords are unique (eval_args)
+    kwargs.items = std::move(args.kw);
   } else if (!args.kw.empty()) {
     for (auto& [k, v] : args.kw)
       if (k == "caller")
@@ -350,11 +355,29 @@ bool contains_callable(const Value& v) {
   return false;
 }
 
+// loop.changed(*values): whether the values differ from the previous call's (one state per
+// loop level, shared by its iterations).
+Value make_changed() {
+  auto last = std::make_shared<std::optional<List>>();
+  return Value::callable("changed", [last](Interp& in, CallArgs& a, Value& out, RenderError&) {
+    // The remembered arguments outlive the iteration: a function among them (the loop object
+    // itself, a bound method) could close a reference cycle, so those are refused.
+    for (const auto& x : a.pos)
+      if (contains_callable(x))
+        return in.fail(RenderErrc::kUnsupported, "loop.changed() of a function");
+    bool same = last->has_value() && (*last)->size() == a.pos.size();
+    for (size_t k = 0; same && k < a.pos.size(); ++k) same = py_equal((**last)[k], a.pos[k]);
+    if (!same) *last = a.pos;
+    out = Value(!same);
+    return true;
+  });
+}
+
 // The `loop` object of one iteration: attributes (index, length, depth, ...), cycle(),
 // changed() and, for a recursive loop, loop(iterable) which renders the loop body over
 // `iterable` one level deeper and returns the text.
 Value make_loop_object(const Node* n, const std::weak_ptr<Scope>& outer, const std::vector<Value>& items,
-                       int64_t i, int64_t depth, const std::shared_ptr<std::optional<List>>& last) {
+                       int64_t i, int64_t depth, const Value& changed) {
   const auto len = static_cast<int64_t>(items.size());
   Dict loop;
   loop.items.reserve(14);
@@ -374,18 +397,7 @@ Value make_loop_object(const Node* n, const std::weak_ptr<Scope>& outer, const s
     out = a.pos[static_cast<size_t>(i) % a.pos.size()];
     return true;
   }));
-  loop.set("changed", Value::callable("changed", [last](Interp& in, CallArgs& a, Value& out, RenderError&) {
-    // The remembered arguments outlive the iteration: a function among them (the loop object
-    // itself, a bound method) could close a reference cycle, so those are refused.
-    for (const auto& x : a.pos)
-      if (contains_callable(x))
-        return in.fail(RenderErrc::kUnsupported, "loop.changed() of a function");
-    bool same = last->has_value() && (*last)->size() == a.pos.size();
-    for (size_t k = 0; same && k < a.pos.size(); ++k) same = py_equal((**last)[k], a.pos[k]);
-    if (!same) *last = a.pos;
-    out = Value(!same);
-    return true;
-  }));
+  loop.set("changed", changed);
   auto fn = [n, outer, depth](Interp& in, CallArgs& a, Value& out, RenderError&) {
     if (!n->flag)
       return in.fail(RenderErrc::kType,
@@ -429,14 +441,14 @@ Interp::Flow Interp::run_loop(const Node* n, const Value& seq, const std::shared
   if (items.empty()) return n->c ? exec(n->c, scope) : Flow::kNormal;
   const auto len = static_cast<int64_t>(items.size());
   std::weak_ptr<Scope> outer = scope;  // the loop object must not keep its scope alive
-  auto last = std::make_shared<std::optional<List>>();
+  const Value changed = make_changed();
   for (int64_t i = 0; i < len; ++i) {
     if (!step()) return Flow::kError;
     // jinja2: every iteration starts from the enclosing scope (assignments in the body do
     // not carry over to the next iteration nor out of the loop).
     auto inner = std::make_shared<Scope>();
     inner->parent = scope;
-    inner->vars.set("loop", make_loop_object(n, outer, items, i, depth, last));
+    inner->vars.set("loop", make_loop_object(n, outer, items, i, depth, changed));
     if (!assign_targets(*this, n->names, items[static_cast<size_t>(i)], *inner)) return Flow::kError;
     Flow f = exec(n->b, inner);
     if (f == Flow::kError) return f;
