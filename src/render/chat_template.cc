@@ -44,7 +44,9 @@ bool convert(const json::value& j, Value& out, int depth, int max_depth) {
       for (const auto& kv : j.get_object()) {
         Value v;
         if (!convert(kv.value(), v, depth + 1, max_depth)) return false;
-        d.set(std::string(kv.key()), std::move(v));
+        // A Boost.JSON object's keys are unique (the parser keeps the last of duplicates, as
+        // Python's json does): append, no per-key scan (a 50k-key object must stay linear).
+        d.items.emplace_back(std::string(kv.key()), std::move(v));
       }
       out = Value::dict(std::move(d));
       return true;

@@ -121,3 +121,27 @@ TEST(ChatTemplate, ContentFormatDetection) {
 }
 }  // namespace
 }  // namespace ramjet::render
+
+namespace ramjet::render {
+namespace {
+
+// Request JSON becomes template values in one pass: duplicate keys keep the last value (as
+// Python's json.loads does) and a very wide object is converted without a per-key scan.
+TEST(ChatTemplate, JsonObjectsConvertLikePythonAndInLinearTime) {
+  auto v = value_from_json(R"({"a": 1, "b": 2, "a": 3})");
+  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE(v->is_dict());
+  ASSERT_EQ(v->dict_ref().items.size(), 2u);
+  EXPECT_EQ(v->dict_ref().items[0].first, "a");
+  EXPECT_EQ(v->dict_ref().find("a")->as_int(), 3);
+  std::string wide = "{";
+  for (int i = 0; i < 200000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  wide += "}";
+  auto w = value_from_json(wide);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->dict_ref().items.size(), 200000u);
+  EXPECT_EQ(w->dict_ref().items.back().second.as_int(), 199999);
+}
+
+}  // namespace
+}  // namespace ramjet::render
