@@ -619,14 +619,85 @@ std::atomic<uint64_t> g_serial{1};
 // ---------------------------------------------------------------------------------------------
 // Encoding.
 
+// Cuts (Tokenizer::Cut) recorded while the raw-text added tokens are split out.
+struct CutLog {
+  std::vector<Tokenizer::Cut>* cuts = nullptr;
+  const std::vector<uint32_t>* out = nullptr;  // the ids so far; nullptr: scan only (ids 0)
+  size_t out_base = 0;                         // out->size() when the text began
+  size_t first = 0;                            // cuts->size() when the text began
+};
+
+// HF AddedVocabulary::find_matches; calls emit(piece, id or kNoId) for non-empty pieces. With a
+// log, records each offset right after an emitted token without rstrip and single_word, unless
+// a single_word token match starts there: the text before it and the text after it then split
+// out their added tokens exactly as the whole text does (Tokenizer::Cut).
+template <typename Emit>
+void split_added(const Tokenizer::Impl& t, std::string_view s, const Trie& trie, Emit&& emit,
+                 CutLog* log = nullptr) {
+  if (s.empty()) return;
+  if (trie.empty()) {
+    emit(s, kNoId);
+    return;
+  }
+  size_t start_offset = 0;
+  size_t pos = 0;
+  size_t ms = 0, me = 0;
+  uint32_t id = 0;
+  while (pos < s.size() && trie.find(s, pos, ms, me, id)) {
+    pos = me;
+    const auto it = t.added_r.find(id);
+    if (it == t.added_r.end()) continue;
+    const AddedDef& def = it->second;
+    if (log && def.single_word && log->cuts->size() > log->first &&
+        log->cuts->back().byte == ms) {
+      log->cuts->pop_back();  // seen alone, the text after the cut would accept this match
+    }
+    if (def.single_word) {
+      size_t a = ms, b = me;
+      const bool start_space = ms == 0 || !is_word_char(prev_cp(s, a));
+      const bool stop_space = me == s.size() || !is_word_char(next_cp(s, b));
+      if (!start_space || !stop_space) continue;
+    }
+    size_t start = ms, stop = me;
+    if (def.lstrip) {
+      size_t k = ms;
+      size_t newstart = ms;
+      while (k > 0) {
+        size_t j = k;
+        if (!is_white_space(prev_cp(s, j))) break;
+        k = j;
+        newstart = j;
+      }
+      start = std::max(newstart, start_offset);
+    }
+    if (def.rstrip) {
+      size_t k = stop;
+      while (k < s.size()) {
+        size_t j = k;
+        if (!is_white_space(next_cp(s, j))) break;
+        k = j;
+      }
+      stop = k;
+    }
+    if (start_offset < start) emit(s.substr(start_offset, start - start_offset), kNoId);
+    emit(s.substr(start, stop - start), id);
+    start_offset = stop;
+    if (log && !def.rstrip && !def.single_word) {
+      log->cuts->push_back({stop, log->out ? log->out->size() - log->out_base : 0});
+    }
+  }
+  if (start_offset < s.size()) emit(s.substr(start_offset), kNoId);
+}
+
 class Encoder {
  public:
-  Encoder(const Tokenizer::Impl& t, Scratch& s, std::vector<uint32_t>& out)
-      : t_(t), s_(s), out_(out) {}
+  Encoder(const Tokenizer::Impl& t, Scratch& s, std::vector<uint32_t>& out,
+          CutLog* log = nullptr)
+      : t_(t), s_(s), out_(out), log_(log) {}
 
   std::optional<TokenizerError> run(std::string_view text) {
     // 1. Non-normalized added tokens on the raw text.
-    split_added(text, t_.raw_trie, [&](std::string_view piece, uint32_t id) {
+    split_added(t_, text, t_.raw_trie, [&](std::string_view piece, uint32_t id) {
       if (id != kNoId) {
         out_.push_back(id);
         return;
@@ -643,69 +714,18 @@ class Encoder {
         if (!view.empty()) pre_tokenize(0, view);
         return;
       }
-      split_added(view, t_.norm_trie, [&](std::string_view p2, uint32_t id2) {
+      split_added(t_, view, t_.norm_trie, [&](std::string_view p2, uint32_t id2) {
         if (id2 != kNoId) {
           out_.push_back(id2);
         } else {
           pre_tokenize(0, p2);
         }
       });
-    });
+    }, log_);
     return error_;
   }
 
  private:
-  // HF AddedVocabulary::find_matches; calls emit(piece, id or kNoId) for non-empty pieces.
-  template <typename Emit>
-  void split_added(std::string_view s, const Trie& trie, Emit&& emit) {
-    if (s.empty()) return;
-    if (trie.empty()) {
-      emit(s, kNoId);
-      return;
-    }
-    size_t start_offset = 0;
-    size_t pos = 0;
-    size_t ms = 0, me = 0;
-    uint32_t id = 0;
-    while (pos < s.size() && trie.find(s, pos, ms, me, id)) {
-      pos = me;
-      const auto it = t_.added_r.find(id);
-      if (it == t_.added_r.end()) continue;
-      const AddedDef& def = it->second;
-      if (def.single_word) {
-        size_t a = ms, b = me;
-        const bool start_space = ms == 0 || !is_word_char(prev_cp(s, a));
-        const bool stop_space = me == s.size() || !is_word_char(next_cp(s, b));
-        if (!start_space || !stop_space) continue;
-      }
-      size_t start = ms, stop = me;
-      if (def.lstrip) {
-        size_t k = ms;
-        size_t newstart = ms;
-        while (k > 0) {
-          size_t j = k;
-          if (!is_white_space(prev_cp(s, j))) break;
-          k = j;
-          newstart = j;
-        }
-        start = std::max(newstart, start_offset);
-      }
-      if (def.rstrip) {
-        size_t k = stop;
-        while (k < s.size()) {
-          size_t j = k;
-          if (!is_white_space(next_cp(s, j))) break;
-          k = j;
-        }
-        stop = k;
-      }
-      if (start_offset < start) emit(s.substr(start_offset, start - start_offset), kNoId);
-      emit(s.substr(start, stop - start), id);
-      start_offset = stop;
-    }
-    if (start_offset < s.size()) emit(s.substr(start_offset), kNoId);
-  }
-
   // Runs pre-tokenizer step `i` on a non-empty piece.
   void pre_tokenize(size_t i, std::string_view piece) {
     if (error_) return;
@@ -987,6 +1007,7 @@ class Encoder {
   const Tokenizer::Impl& t_;
   Scratch& s_;
   std::vector<uint32_t>& out_;
+  CutLog* log_ = nullptr;
   std::optional<TokenizerError> error_;
 };
 
@@ -1594,5 +1615,52 @@ size_t Tokenizer::vocab_size() const { return impl_->vocab_entries; }
 size_t Tokenizer::added_tokens() const { return impl_->added_r.size(); }
 size_t Tokenizer::added_id_mismatches() const { return impl_->id_mismatches; }
 bool Tokenizer::is_added_token_id(uint32_t id) const { return impl_->added_r.count(id) != 0; }
+
+std::optional<TokenizerError> Tokenizer::find_cuts(std::string_view text,
+                                                   std::vector<Cut>& cuts) const {
+  const Impl& t = *impl_;
+  if (text.size() > t.limits.max_input_bytes) {
+    return err(TokenizerErrc::kTooLarge, "input larger than max_input_bytes");
+  }
+  if (!simdjson::validate_utf8(text.data(), text.size())) {
+    return err(TokenizerErrc::kBadInput, "input is not valid UTF-8");
+  }
+  CutLog log{&cuts, nullptr, 0, cuts.size()};
+  split_added(t, text, t.raw_trie, [](std::string_view, uint32_t) {}, &log);
+  return std::nullopt;
+}
+
+std::optional<TokenizerError> Tokenizer::encode_with_cuts(std::string_view text,
+                                                          std::vector<uint32_t>& out,
+                                                          std::vector<Cut>& cuts) const {
+  const Impl& t = *impl_;
+  if (text.size() > t.limits.max_input_bytes) {
+    return err(TokenizerErrc::kTooLarge, "input larger than max_input_bytes");
+  }
+  if (!simdjson::validate_utf8(text.data(), text.size())) {
+    return err(TokenizerErrc::kBadInput, "input is not valid UTF-8");
+  }
+  const size_t before = out.size(), cuts_before = cuts.size();
+  CutLog log{&cuts, &out, before, cuts_before};
+  Encoder enc(t, scratch_for(t.serial), out, &log);
+  if (auto e = enc.run(text)) {
+    out.resize(before);
+    cuts.resize(cuts_before);
+    return e;
+  }
+  return std::nullopt;
+}
+
+uint64_t Tokenizer::serial() const { return impl_->serial; }
+
+std::optional<TokenizerError> Tokenizer::special_ids_around(std::vector<uint32_t>& before,
+                                                            std::vector<uint32_t>& after) const {
+  if (impl_->post_unsupported) {
+    return err(TokenizerErrc::kUnsupported, "post_processor for add_special_tokens");
+  }
+  before = impl_->prefix_ids;
+  after = impl_->suffix_ids;
+  return std::nullopt;
+}
 
 }  // namespace ramjet::render

@@ -95,6 +95,31 @@ class Tokenizer {
   // tokenization cannot merge across (the text before an added token encodes independently).
   bool is_added_token_id(uint32_t id) const;
 
+  // Where a text can be encoded in two parts (render::SessionCache). A cut of `text` is the
+  // byte offset right after an added token that step 1 cuts out of the raw text, whose rstrip
+  // and single_word are false, and at which no single_word added token match begins. At a cut
+  // c, encode(text) == encode(text[0, c)) ++ encode(text[c, end)): the added-token pass over
+  // each part finds exactly the matches it finds there in the whole text, and every later step
+  // works on the pieces between added tokens. Cuts depend on the whole text: a cut of a text
+  // need not be one of a longer text that starts with it (an added token may reach across).
+  struct Cut {
+    size_t byte = 0;  // offset in the text
+    size_t ids = 0;   // the number of ids of encode(text[0, byte))
+  };
+  // Appends the cuts of `text` in order (ids left 0) without encoding; the same input checks
+  // as encode().
+  std::optional<TokenizerError> find_cuts(std::string_view text, std::vector<Cut>& cuts) const;
+  // encode_into(text, out) that also appends the cuts of `text`, with their ids counted from the
+  // first id this call appends.
+  std::optional<TokenizerError> encode_with_cuts(std::string_view text, std::vector<uint32_t>& out,
+                                                 std::vector<Cut>& cuts) const;
+  // What add_special_tokens puts before and after the ids of a sequence; kUnsupported when
+  // encode() cannot apply the post-processor.
+  std::optional<TokenizerError> special_ids_around(std::vector<uint32_t>& before,
+                                                   std::vector<uint32_t>& after) const;
+  // A number no other tokenizer loaded by this process has (caches of ids key on it).
+  uint64_t serial() const;
+
   struct Impl;
 
  private:
