@@ -9,6 +9,9 @@
 // longest down; the first cut whose entry holds the same bytes (memcmp) gives the ids of the
 // prefix, and only the rest is encoded. Because the cut is one of the new text's own cuts,
 // encode(text) == ids(prefix) ++ encode(rest) holds whatever the entry's text continued with.
+// A cut that several entries share (a common system prompt) is indexed to the newest of them;
+// evicting that one unindexes it, and the older entries are then found only through their
+// longer cuts until another entry stores the shared prefix again.
 //
 // Owns: entries, their index, LRU order and limits. Leaves rendering to render::chat_template
 // and the splitting rule to render::Tokenizer. Thread-safe: one mutex around the index; hashing,
