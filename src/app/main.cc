@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     proxy.begin_drain();
     prober->stop();
     engine_scraper.stop();
-    tokenizer->stop();
+    tokenizer->begin_stop();
     dashboard.stop();
     drain_then_stop(io, proxy, dashboard, milliseconds(cfg.shutdown_grace_ms));
     signals->async_wait(on_signal);

@@ -86,6 +86,7 @@ struct Config {
   uint32_t tokenizer_workers = 1;           // RJ_TOKENIZER_WORKERS (1..64)
   uint32_t tokenizer_queue_capacity = 8;    // RJ_TOKENIZER_QUEUE_CAPACITY (1..65536)
   uint32_t tokenizer_timeout_ms = 2000;     // RJ_TOKENIZER_TIMEOUT_MS (10..120000)
+  uint64_t tokenizer_session_cache_bytes = 128u << 20;  // RJ_TOKENIZER_SESSION_CACHE_BYTES (0..64 GiB; 0 = off)
 };
 
 // Environment lookup: returns the value of a variable or nullopt. Injected for tests.

@@ -425,7 +425,7 @@ const std::array kOptions = {
            .flag = "--tokenizer-manifest-path",
            .type = Type::kString,
            .doc = "Compatibility manifest (local modes; format in docs/models.md, written by "
-                  "scripts/make-manifest): the engine identity to attest and golden requests with "
+                  "`ramjet manifest`): the engine identity to attest and golden requests with "
                   "the engine's token counts and digests, all re-rendered at startup. Needs "
                   "RJ_TOKENIZER_MANIFEST_SHA256.",
            .field = &Config::tokenizer_manifest_path},
@@ -479,6 +479,17 @@ const std::array kOptions = {
            .doc = "Deadline of one engine /tokenize call, and of each /v1/models or /version "
                   "identity check.",
            .field = &Config::tokenizer_timeout_ms},
+    Option{.env = "RJ_TOKENIZER_SESSION_CACHE_BYTES",
+           .flag = "--tokenizer-session-cache-bytes",
+           .type = Type::kUint,
+           .default_text = "134217728",
+           .min = 0,
+           .max = 64 * kGiB,
+           .bytes = true,
+           .doc = "Memory for the local modes' session cache: encoded conversation prefixes cut after "
+                  "special tokens, so a follow-up turn encodes only its new messages (ids identical to "
+                  "a full encode). 0 = no cache.",
+           .field = &Config::tokenizer_session_cache_bytes},
 };
 
 }  // namespace

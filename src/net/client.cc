@@ -156,7 +156,7 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
     co_return out;
   }
   req.set(http::field::host, url.host_header());
-  req.set(http::field::user_agent, "ramjet-probe");
+  req.set(http::field::user_agent, "ramjet");
   req.set(http::field::connection, "close");
   if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
   req.prepare_payload();

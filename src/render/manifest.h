@@ -16,7 +16,7 @@
 //    "goldens": [{"id": "short-name", "endpoint": "chat" | "completions",
 //                 "request": {...request body...}, "token_count": 123,
 //                 "token_ids_sha256": "<64 hex: SHA-256 of the ids as u32 big-endian>"}, ...]}
-// 1 to 64 goldens, ids unique. `scripts/make-manifest` writes one from a live engine's answers.
+// 1 to 64 goldens, ids unique. `ramjet manifest` writes one from a live engine's answers.
 #pragma once
 
 #include <cstdint>

@@ -240,16 +240,14 @@ int run(int argc, char** argv) {
       return 2;
     }
     auto res = call(url, true, "/tokenize", payload->json, timeout, failure);
-    json::value tv = json::parse(res.body, ec);
-    std::vector<uint32_t> engine_ids;
-    if (failure == net::GetFailure::kNone && res.status == 200 && !ec && tv.is_object() &&
-        tv.as_object().contains("tokens") && tv.as_object().at("tokens").is_array()) {
-      for (const auto& t : tv.as_object().at("tokens").as_array())
-        if (t.is_number()) engine_ids.push_back(static_cast<uint32_t>(t.to_number<uint64_t>()));
-    } else {
-      err << "ramjet manifest: golden '" << g.id << "': POST /tokenize failed (status " << res.status << ")\n";
+    std::optional<std::vector<uint32_t>> decoded;
+    if (failure == net::GetFailure::kNone && res.status == 200) decoded = decode_tokenize_response(res.body);
+    if (!decoded) {
+      err << "ramjet manifest: golden '" << g.id << "': POST /tokenize failed (status " << res.status
+          << (res.status == 200 ? ", not a {count, tokens} answer" : "") << ")\n";
       return 1;
     }
+    const std::vector<uint32_t>& engine_ids = *decoded;
     std::vector<uint32_t> local_ids;
     if (payload->chat) {
       auto r = (*renderer)->chat(payload->json);
@@ -283,7 +281,14 @@ int run(int argc, char** argv) {
   if (hf) manifest["chat_template"] = json::object{{"sha256", *file_sha256_hex(a.templ)}};
   manifest["renderer"] = json::object{{"profile", a.profile}};
   manifest["goldens"] = std::move(out_goldens);
-  std::cout << json::serialize(manifest) << "\n";
+  // What ramjet will load: the same parser and limits (a model length of 0, an empty version,
+  // ids too long or a manifest over 1 MiB are caught here, not at the next restart).
+  const std::string text = json::serialize(manifest);
+  if (auto check = parse_manifest(text); !check) {
+    err << "ramjet manifest: the engine's answers make an invalid manifest: " << check.error().message << "\n";
+    return 1;
+  }
+  std::cout << text << "\n";
   return std::cout ? 0 : 1;
 }
 

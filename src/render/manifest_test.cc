@@ -73,8 +73,17 @@ TEST(Manifest, RejectsWhatItDoesNotKnow) {
   for (int i = 0; i < 65; ++i) many += (i ? "," : "") + golden("g" + std::to_string(i));
   EXPECT_FALSE(parse_manifest(manifest(many)).ok());
   EXPECT_FALSE(parse_manifest(std::string(2u << 20, ' ')).ok());
-  std::string deep(100, '[');
-  EXPECT_FALSE(parse_manifest(deep).ok());
+  // Nesting: a golden request 10 deep parses, 70 deep (over the limit of 64) is refused.
+  auto nested = [&](int depth) {
+    std::string g = golden("a");
+    const std::string messages = std::string(depth, '[') + std::string(depth, ']');
+    return manifest(g.replace(g.find("[{\"role\""), std::string(R"([{"role":"user","content":"hi"}])").size(),
+                              messages));
+  };
+  EXPECT_TRUE(parse_manifest(nested(10)).ok());
+  auto too_deep = parse_manifest(nested(70));
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_NE(too_deep.error().message.find("not JSON"), std::string::npos) << too_deep.error().message;
 }
 
 TEST(Manifest, AttestsModelsAndVersion) {

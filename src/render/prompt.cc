@@ -12,6 +12,7 @@
 #include <boost/json/parse.hpp>
 
 #include "render/deepseek_v32.h"
+#include "render/session_cache.h"
 
 namespace ramjet::render {
 
@@ -112,19 +113,23 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
   }
 
   if (!s.tokenizer_path.empty()) {
-    if (!s.tokenizer_sha256.empty()) {
-      auto bytes = read_file(s.tokenizer_path, PromptErrc::kTokenizer);
-      if (!bytes) return bytes.error();
-      if (auto e = check_digest(s.tokenizer_path, *bytes, s.tokenizer_sha256)) return *e;
+    // One read: the bytes hashed are the bytes loaded.
+    auto bytes = read_file(s.tokenizer_path, PromptErrc::kTokenizer);
+    if (!bytes) return bytes.error();
+    if (auto e = check_digest(s.tokenizer_path, *bytes, s.tokenizer_sha256)) return *e;
+    std::optional<std::string> override_json;
+    if (!s.added_tokens_path.empty()) {
+      auto o = read_file(s.added_tokens_path, PromptErrc::kTokenizer);
+      if (!o) return o.error();
+      override_json = std::move(o.value());
     }
-    // (from_file reads it again: it also applies the added-tokens override.)
-    auto tok = Tokenizer::from_file(s.tokenizer_path, {}, s.added_tokens_path);
+    auto tok = Tokenizer::from_json(*bytes, {}, override_json ? std::optional<std::string_view>(*override_json)
+                                                              : std::nullopt);
     if (!tok) {
       const std::string& m = tok.error().message;
-      const bool names_file = m.find(s.tokenizer_path) != std::string::npos ||
-                              (!s.added_tokens_path.empty() && m.find(s.added_tokens_path) != std::string::npos);
       return PromptError{PromptErrc::kTokenizer, std::string(to_string(tok.error().code)),
-                         names_file ? m : s.tokenizer_path + ": " + m};
+                         s.tokenizer_path + (s.added_tokens_path.empty() ? "" : " with " + s.added_tokens_path) +
+                             ": " + m};
     }
     r->tokenizer_ = std::move(tok.value());
   } else if (!s.tokenizer_sha256.empty() || !s.added_tokens_path.empty()) {
@@ -175,7 +180,7 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
       r->template_ = std::move(t.value());
     }
   }
-  if (config.empty() && config_path.empty() && !s.tokenizer_path.empty()) {
+  if (config.empty() && config_path.empty() && !s.tokenizer_path.empty() && s.sibling_config) {
     auto sibling = std::filesystem::path(s.tokenizer_path).parent_path() / "tokenizer_config.json";
     std::error_code ec;
     if (std::filesystem::is_regular_file(sibling, ec)) config_path = sibling.string();
@@ -196,7 +201,7 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
   return std::shared_ptr<const PromptRenderer>(std::move(r));
 }
 
-Result<RenderedPrompt, PromptError> PromptRenderer::chat(std::string_view request_json) const {
+Result<RenderedPrompt, PromptError> PromptRenderer::chat(std::string_view request_json, SessionCache* cache) const {
   RenderedPrompt out;
   if (template_) {
     const ChatTemplate& tpl = tool_template_ && has_tools(request_json) ? *tool_template_ : *template_;
@@ -219,9 +224,9 @@ Result<RenderedPrompt, PromptError> PromptRenderer::chat(std::string_view reques
     out.text = std::move(r.value());
   }
   if (tokenizer_) {
-    if (auto e = tokenizer_->encode_into(out.text, out.ids, /*add_special_tokens=*/false)) {
-      return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
-    }
+    auto e = cache ? cache->encode(*tokenizer_, out.text, out.ids, /*add_special_tokens=*/false)
+                   : tokenizer_->encode_into(out.text, out.ids, /*add_special_tokens=*/false);
+    if (e) return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // render::prompt: one loaded model prompt pipeline — tokenizer.json, plus either a HuggingFace
 // chat template (a .jinja file, or the chat_template of a tokenizer_config.json) or a native
 // formatter — that turns a chat request into the prompt text and token ids the engine builds.
-// Shared by `ramjet render`, the tokenizer shadow/attestation (render/shadow.h) and ramjet-sim's
+// Shared by `ramjet render`, `ramjet manifest`, the tokenizer service (render/tokenizer_service.h)
+// and ramjet-sim's
 // real-tokenizer mode, so all three render a request the same way.
 //
 // Pinning: PromptRenderer::load takes optional SHA-256 digests of the tokenizer and template
@@ -21,6 +22,8 @@
 
 namespace ramjet::render {
 
+class SessionCache;
+
 // The native formatters this build has (a C++ port of an engine's own prompt encoder).
 inline constexpr std::string_view kNativeDeepseekV32 = "deepseek-v32";
 bool native_formatter_known(std::string_view name);
@@ -34,8 +37,11 @@ struct PromptSources {
   std::string template_sha256;        // 64 hex; checked when set
   std::string native_formatter;       // instead of a template: "deepseek-v32"
   // bos_token, eos_token, ... for the template: this file, else template_path when it is a
-  // tokenizer_config.json, else a tokenizer_config.json beside tokenizer_path, if any.
+  // tokenizer_config.json, else (sibling_config) a tokenizer_config.json beside tokenizer_path.
   std::string tokenizer_config_path;
+  // Off where every file that shapes the prompt must be pinned (the tokenizer service): the
+  // special tokens then come only from a tokenizer_config.json given as the template.
+  bool sibling_config = true;
 };
 
 // What failed. kind is stable (a metric label / CLI error kind), code is the component's code.
@@ -68,8 +74,9 @@ class PromptRenderer {
   static Result<std::shared_ptr<const PromptRenderer>, PromptError> load(const PromptSources& sources);
 
   // A chat-completions request body (JSON) -> prompt text and token ids (add_special_tokens=false,
-  // as vLLM encodes chat prompts: special tokens come from the template text).
-  Result<RenderedPrompt, PromptError> chat(std::string_view request_json) const;
+  // as vLLM encodes chat prompts: special tokens come from the template text). With a session
+  // cache, a prompt that extends a cached one encodes only its new part (same ids).
+  Result<RenderedPrompt, PromptError> chat(std::string_view request_json, SessionCache* cache = nullptr) const;
   // Raw text -> token ids (completions: add_special_tokens=true, as vLLM's default).
   Result<std::vector<uint32_t>, PromptError> text(std::string_view text, bool add_special_tokens) const;
 

@@ -32,7 +32,9 @@ std::string_view to_string(ShadowOutcome o) {
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body) {
   boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
+  json::parse_options opt;
+  opt.max_depth = 128;  // as deep as chat_template's own request parse allows
+  json::value v = json::parse(body, ec, {}, opt);
   if (ec || !v.is_object()) return std::nullopt;
   const json::object& req = v.as_object();
   TokenizePayload p;
@@ -60,20 +62,37 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
       if (*a) p.local_refusal = ShadowOutcome::kUnsupported;
     }
     auto args = model::local_template_args(profile, req);
+    json::object kwargs;
     if (args.ok()) {
-      if (!args->empty()) out["chat_template_kwargs"] = std::move(args.value());
+      kwargs = std::move(args.value());
     } else {
-      // Not rendered locally; the engine still gets the request's own kwargs.
+      // Not rendered locally; the engine is still asked with what its chat path gives the
+      // template for this request: the request's kwargs, its reasoning_effort and the
+      // enable_thinking vLLM derives from it.
       if (const json::value* kw = req.if_contains("chat_template_kwargs"); kw && kw->is_object())
-        out["chat_template_kwargs"] = *kw;
+        kwargs = kw->as_object();
+      const json::value* effort = req.if_contains("reasoning_effort");
+      if (effort && effort->is_string() && effort->as_string() != "auto") {
+        if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+        if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = effort->as_string() != "none";
+      }
+      p.multimodal = args.error() == model::LocalFailure::Multimodal;
       p.local_refusal = args.error() == model::LocalFailure::BadRequest ? ShadowOutcome::kDecodeError
                                                                          : ShadowOutcome::kUnsupported;
     }
-    // A per-request template or documents change the prompt in ways not reproduced here.
-    for (std::string_view key : {"chat_template", "documents"}) {
-      const json::value* f = req.if_contains(key);
-      if (f && !f->is_null()) p.local_refusal = ShadowOutcome::kUnsupported;
+    // Documents reach the template as a kwarg (/tokenize has no documents field); a per-request
+    // template is passed on. Neither is reproduced locally, nor is prompt truncation.
+    if (const json::value* d = req.if_contains("documents"); d && !d->is_null()) {
+      if (!kwargs.contains("documents")) kwargs["documents"] = *d;
+      p.local_refusal = ShadowOutcome::kUnsupported;
     }
+    if (const json::value* t = req.if_contains("chat_template"); t && !t->is_null()) {
+      out["chat_template"] = *t;
+      p.local_refusal = ShadowOutcome::kUnsupported;
+    }
+    if (const json::value* t = req.if_contains("truncate_prompt_tokens"); t && !t->is_null())
+      p.local_refusal = ShadowOutcome::kUnsupported;
+    if (!kwargs.empty()) out["chat_template_kwargs"] = std::move(kwargs);
   } else {
     const json::value* prompt = req.if_contains("prompt");
     if (!prompt || !prompt->is_string()) return std::nullopt;

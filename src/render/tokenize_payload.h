@@ -47,6 +47,7 @@ struct TokenizePayload {
   bool add_special_tokens = true;   // completions
   std::string prompt;               // completions: the prompt text
   std::optional<ShadowOutcome> local_refusal;  // set: not rendered locally (kUnsupported/kDecodeError)
+  bool multimodal = false;          // a non-text content part (the engine would refetch media)
 };
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body);

@@ -13,9 +13,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "model/model_profile.h"
 #include "net/client.h"
+#include "render/session_cache.h"
 
 namespace ramjet::render {
 
@@ -38,7 +42,8 @@ constexpr std::array kFamilies = {
     observe::Family{"ramjet_tokenizer_shadow_skipped_total", observe::MetricKind::kCounter, "reason",
                     "Completed requests not tokenized: queue_full, outside_size_window "
                     "(RJ_TOKENIZER_MIN_BYTES..RJ_TOKENIZER_MAX_BYTES), unsupported_endpoint (no "
-                    "messages array / no string prompt), stopping."},
+                    "messages array / no string prompt), multimodal (a non-text content part: the engine is not "
+                    "asked to fetch its media again), stopping."},
     observe::Family{"ramjet_tokenizer_shadow_queue_depth", observe::MetricKind::kGauge, "",
                     "Requests waiting for a shadow tokenization worker."},
     observe::Family{"ramjet_tokenizer_shadow_duration_seconds", observe::MetricKind::kHistogram, "backend",
@@ -52,8 +57,19 @@ constexpr std::array kFamilies = {
                     "Engine identity checks by outcome: match, models_fetch_error, models_decode, "
                     "model_missing, model_ambiguous, model_root_mismatch, model_context_mismatch, "
                     "version_fetch_error, version_decode, version_mismatch."},
+    observe::Family{"ramjet_tokenizer_session_cache_lookups_total", observe::MetricKind::kCounter, "result",
+                    "Local encodes by whether a cached conversation prefix was reused (hit) or not (miss)."},
+    observe::Family{"ramjet_tokenizer_session_cache_reused_bytes_total", observe::MetricKind::kCounter, "",
+                    "Prompt bytes whose token ids came from the session cache instead of being encoded."},
+    observe::Family{"ramjet_tokenizer_session_cache_evictions_total", observe::MetricKind::kCounter, "",
+                    "Cached prefixes dropped to stay within RJ_TOKENIZER_SESSION_CACHE_BYTES."},
+    observe::Family{"ramjet_tokenizer_session_cache_bytes", observe::MetricKind::kGauge, "",
+                    "Bytes held by the session cache (text, ids and index)."},
 };
-enum FamilyIndex { kInfo, kShadow, kSkipped, kQueue, kDuration, kTokens, kAttested, kChecks };
+enum FamilyIndex {
+  kInfo, kShadow, kSkipped, kQueue, kDuration, kTokens, kAttested, kChecks,
+  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes,
+};
 
 constexpr std::string_view kBackend[2] = {"remote", "local"};
 constexpr std::string_view kEndpoint[2] = {"completions", "chat"};
@@ -106,6 +122,7 @@ std::string_view to_string(ShadowSkip s) {
     case ShadowSkip::kOutsideSizeWindow: return "outside_size_window";
     case ShadowSkip::kUnsupportedEndpoint: return "unsupported_endpoint";
     case ShadowSkip::kStopping: return "stopping";
+    case ShadowSkip::kMultimodal: return "multimodal";
   }
   return "unknown";
 }
@@ -126,6 +143,7 @@ TokenizerServiceConfig tokenizer_service_config(const config::Config& c) {
   t.queue_capacity = c.tokenizer_queue_capacity;
   t.timeout = std::chrono::milliseconds(c.tokenizer_timeout_ms);
   t.attest_interval = std::chrono::milliseconds(c.probe_interval_ms);
+  t.session_cache_bytes = c.tokenizer_session_cache_bytes;
   t.bearer = c.upstream_token;
   t.upstreams = c.upstreams;
   for (size_t i = 0; i < c.upstreams.size(); ++i) t.upstream_labels.push_back(std::to_string(i));
@@ -203,6 +221,7 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   src.tokenizer_sha256 = cfg.tokenizer_sha256;
   src.template_path = cfg.template_path;
   src.template_sha256 = cfg.template_sha256;
+  src.sibling_config = false;  // only pinned files shape the prompt
   if (!hf) src.native_formatter = std::string(profile->native_formatter());
   auto renderer = PromptRenderer::load(src);
   if (!renderer) {
@@ -210,19 +229,27 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
     return nullptr;
   }
   s->renderer_ = std::move(renderer.value());
+  if (cfg.session_cache_bytes > 0) {
+    s->session_cache_ = std::make_unique<SessionCache>(SessionCacheLimits{.max_entries = 4096,
+                                                                          .max_bytes = cfg.session_cache_bytes});
+  }
 
   std::string manifest_text;
   {
-    std::FILE* f = std::fopen(cfg.manifest_path.c_str(), "rb");
-    if (!f) {
-      err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path + ": cannot be read");
+    std::error_code ec;
+    const bool regular = std::filesystem::is_regular_file(cfg.manifest_path, ec);
+    const auto size = regular ? std::filesystem::file_size(cfg.manifest_path, ec) : 0;
+    if (!regular || ec || size > ManifestLimits{}.max_bytes) {
+      err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path +
+          (regular && !ec ? ": larger than 1 MiB" : ": not a readable file"));
       return nullptr;
     }
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && manifest_text.size() <= (2u << 20))
-      manifest_text.append(buf, n);
-    std::fclose(f);
+    std::ifstream in(cfg.manifest_path, std::ios::binary);
+    manifest_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path + ": read error");
+      return nullptr;
+    }
   }
   std::string want = cfg.manifest_sha256;
   std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -287,7 +314,7 @@ TokenizerService::LocalResult TokenizerService::render_local(const TokenizePaylo
     return r;
   };
   if (p.chat) {
-    auto rendered = renderer_->chat(p.json);
+    auto rendered = renderer_->chat(p.json, session_cache_.get());
     if (!rendered) return fail(rendered.error());
     r.ids = std::move(rendered->ids);
   } else {
@@ -298,51 +325,63 @@ TokenizerService::LocalResult TokenizerService::render_local(const TokenizePaylo
   return r;
 }
 
-void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) {
+void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) noexcept {
   if (cfg_.mode == TokenizerMode::kOff || upstream >= cfg_.upstreams.size()) return;
   if (body.size() < cfg_.min_bytes || body.size() > cfg_.max_bytes) {
     skipped_[static_cast<size_t>(ShadowSkip::kOutsideSizeWindow)].inc();
     return;
   }
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_ || threads_.empty()) {
-      skipped_[static_cast<size_t>(ShadowSkip::kStopping)].inc();
-      return;
+  try {
+    // The copy is made before the lock (a 2 MiB body must not hold up other threads' offers).
+    Job job{upstream, chat, attested(upstream), std::string(body)};
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ || threads_.empty()) {
+        skipped_[static_cast<size_t>(ShadowSkip::kStopping)].inc();
+        return;
+      }
+      if (queue_.size() >= cfg_.queue_capacity || queued_bytes_ + body.size() > max_queued_bytes()) {
+        skipped_[static_cast<size_t>(ShadowSkip::kQueueFull)].inc();
+        return;
+      }
+      queued_bytes_ += job.body.size();
+      queue_.push_back(std::move(job));
+      queue_depth_.set(static_cast<int64_t>(queue_.size()));
     }
-    if (queue_.size() >= cfg_.queue_capacity) {
-      skipped_[static_cast<size_t>(ShadowSkip::kQueueFull)].inc();
-      return;
-    }
-    queue_.push_back(Job{upstream, chat, std::string(body)});
-    queue_depth_.set(static_cast<int64_t>(queue_.size()));
+    cv_.notify_one();
+  } catch (...) {  // out of memory for the copy: the shadow skips it, the request is unaffected
+    skipped_[static_cast<size_t>(ShadowSkip::kQueueFull)].inc();
   }
-  cv_.notify_one();
 }
+
+size_t TokenizerService::max_queued_bytes() const { return std::max<size_t>(64u << 20, cfg_.max_bytes); }
 
 void TokenizerService::start(asio::io_context& ctx) {
   if (cfg_.mode == TokenizerMode::kOff) return;
   {
     std::lock_guard lock(mu_);
-    for (size_t i = 0; i < std::max<size_t>(1, cfg_.workers); ++i) threads_.emplace_back([this] { worker(); });
+    const size_t n = std::max<size_t>(1, cfg_.workers);
+    worker_io_.resize(n);
+    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { worker(i); });
   }
   if (manifest_) {
-    attest_ = std::make_shared<AttestLoop>(ctx);
+    attest_ = std::make_shared<AttestLoop>(ctx, cfg_.upstreams.size());
     asio::co_spawn(ctx, attest_loop(attest_), asio::detached);
   }
 }
 
-void TokenizerService::stop() {
-  std::vector<std::thread> threads;
+void TokenizerService::begin_stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
     queue_.clear();
+    queued_bytes_ = 0;
     queue_depth_.set(0);
-    threads.swap(threads_);
+    // An in-flight /tokenize call ends now instead of at its deadline.
+    for (asio::io_context* io : worker_io_)
+      if (io) io->stop();
   }
   cv_.notify_all();
-  for (auto& t : threads) t.join();
   if (std::shared_ptr<AttestLoop> loop = std::move(attest_)) {
     loop->stopped = true;
     // The timer belongs to the context's thread: cancel it there.
@@ -350,20 +389,42 @@ void TokenizerService::stop() {
   }
 }
 
-void TokenizerService::worker() {
+void TokenizerService::stop() {
+  begin_stop();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();  // at most one local render each after begin_stop()
+}
+
+void TokenizerService::worker(size_t index) {
   asio::io_context io;  // this worker's remote calls
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    worker_io_[index] = &io;
+  }
   for (;;) {
     Job job;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
+      if (stopping_) break;
       job = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= job.body.size();
       queue_depth_.set(static_cast<int64_t>(queue_.size()));
     }
-    process(job, io);
+    try {
+      process(job, io);
+    } catch (const std::exception& e) {  // e.g. out of memory rendering a huge body
+      spdlog::warn("tokenizer shadow: job abandoned: {}", e.what());
+    }
   }
+  std::lock_guard lock(mu_);
+  worker_io_[index] = nullptr;
 }
 
 void TokenizerService::process(Job& job, asio::io_context& io) {
@@ -372,21 +433,29 @@ void TokenizerService::process(Job& job, asio::io_context& io) {
     skipped_[static_cast<size_t>(ShadowSkip::kUnsupportedEndpoint)].inc();
     return;
   }
+  if (payload->multimodal) {
+    // The engine would fetch the images again to count their tokens; neither side is asked.
+    skipped_[static_cast<size_t>(ShadowSkip::kMultimodal)].inc();
+    return;
+  }
   const size_t ep = job.chat ? 1 : 0;
   std::optional<std::vector<uint32_t>> remote;
   if (remote_mode(cfg_.mode)) {
     const auto t0 = Clock::now();
     net::GetFailure failure = net::GetFailure::kNone;
     net::SimpleResponse res;
+    bool done = false;
     asio::co_spawn(io,
                    net::simple_post(cfg_.upstreams[job.upstream], "/tokenize", payload->json, cfg_.bearer,
                                     cfg_.timeout, cfg_.max_response_bytes, failure),
                    [&](std::exception_ptr e, net::SimpleResponse r) {
+                     done = true;
                      if (e) failure = net::GetFailure::kProtocol;
                      else res = std::move(r);
                    });
     io.restart();
     io.run();
+    if (io.stopped() && !done) return;  // begin_stop() interrupted the call: nothing to count
     ShadowOutcome o = from_failure(failure);
     if (o == ShadowOutcome::kSuccess && res.status != 200) o = ShadowOutcome::kHttpError;
     if (o == ShadowOutcome::kSuccess) {
@@ -399,7 +468,9 @@ void TokenizerService::process(Job& job, asio::io_context& io) {
   }
   if (!local_mode(cfg_.mode)) return;
   ShadowOutcome o;
-  if (!attested(job.upstream)) {
+  // Attested when it served the request and still now (an engine restarted with another model
+  // in between gets no local tokens for it).
+  if (!job.attested || !attested(job.upstream)) {
     o = ShadowOutcome::kUnattested;
   } else {
     const auto t0 = Clock::now();
@@ -437,33 +508,46 @@ Attestation TokenizerService::attestation(size_t i) const {
 
 asio::awaitable<void> TokenizerService::attest_loop(std::shared_ptr<AttestLoop> loop) {
   while (!loop->stopped) {
-    for (size_t i = 0; i < cfg_.upstreams.size() && !loop->stopped; ++i) {
-      const auto& url = cfg_.upstreams[i];
-      net::GetFailure failure = net::GetFailure::kNone;
-      auto models = co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, 1u << 20, failure);
-      Attestation a;
-      if (failure != net::GetFailure::kNone || models.status != 200) {
-        a = Attestation::kModelsFetch;
-      } else {
-        a = attest_models(*manifest_, models.body);
-        if (a == Attestation::kMatch) {
-          auto version = co_await net::simple_get(url, "/version", cfg_.bearer, cfg_.timeout, 64u << 10, failure);
-          a = failure != net::GetFailure::kNone || version.status != 200 ? Attestation::kVersionFetch
-                                                                         : attest_version(*manifest_, version.body);
-        }
-      }
-      if (loop->stopped) co_return;
-      const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
-      attest_checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
-      if (prev != a) {
-        if (a == Attestation::kMatch) spdlog::info("tokenizer: upstream {} attested", cfg_.upstream_labels[i]);
-        else spdlog::warn("tokenizer: upstream {} not attested: {}", cfg_.upstream_labels[i], to_string(a));
-      }
+    // Each engine on its own: a hung engine delays only its own next check.
+    for (size_t i = 0; i < cfg_.upstreams.size(); ++i) {
+      if (loop->busy[i]) continue;
+      loop->busy[i] = 1;
+      asio::co_spawn(loop->ctx, attest_one(loop, i), [this, loop, i](std::exception_ptr e) {
+        loop->busy[i] = 0;
+        if (e) set_attestation(i, Attestation::kModelsFetch);  // never left at a stale match
+      });
     }
     loop->timer.expires_after(cfg_.attest_interval);
     boost::system::error_code ec;
     co_await loop->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+}
+
+asio::awaitable<void> TokenizerService::attest_one(std::shared_ptr<AttestLoop> loop, size_t i) {
+  const auto& url = cfg_.upstreams[i];
+  net::GetFailure failure = net::GetFailure::kNone;
+  auto models = co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, 1u << 20, failure);
+  Attestation a;
+  if (failure != net::GetFailure::kNone || models.status != 200) {
+    a = Attestation::kModelsFetch;
+  } else {
+    a = attest_models(*manifest_, models.body);
+    if (a == Attestation::kMatch) {
+      auto version = co_await net::simple_get(url, "/version", cfg_.bearer, cfg_.timeout, 64u << 10, failure);
+      a = failure != net::GetFailure::kNone || version.status != 200 ? Attestation::kVersionFetch
+                                                                     : attest_version(*manifest_, version.body);
+    }
+  }
+  if (loop->stopped) co_return;
+  attest_checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
+  set_attestation(i, a);
+}
+
+void TokenizerService::set_attestation(size_t i, Attestation a) {
+  const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
+  if (prev == a) return;
+  if (a == Attestation::kMatch) spdlog::info("tokenizer: upstream {} attested", cfg_.upstream_labels[i]);
+  else spdlog::warn("tokenizer: upstream {} not attested: {}", cfg_.upstream_labels[i], to_string(a));
 }
 
 void TokenizerService::write_metrics(observe::Exposition& out) const {
@@ -525,6 +609,16 @@ void TokenizerService::write_metrics(observe::Exposition& out) const {
                      std::string(to_string(static_cast<Attestation>(a))) + "\"",
                  attest_checks_[i * kAttestationCount + a].get());
     }
+  const SessionCacheStats cs = session_cache_ ? session_cache_->stats() : SessionCacheStats{};
+  out.family(F[kCacheLookups]);
+  out.sample(F[kCacheLookups].name, "result=\"hit\"", cs.hits);
+  out.sample(F[kCacheLookups].name, "result=\"miss\"", cs.misses);
+  out.family(F[kCacheReused]);
+  out.sample(F[kCacheReused].name, "", cs.reused_bytes);
+  out.family(F[kCacheEvictions]);
+  out.sample(F[kCacheEvictions].name, "", cs.evictions);
+  out.family(F[kCacheBytes]);
+  out.sample(F[kCacheBytes].name, "", cs.bytes);
 }
 
 }  // namespace ramjet::render

@@ -44,6 +44,8 @@
 
 namespace ramjet::render {
 
+class SessionCache;
+
 enum class TokenizerMode : uint8_t { kOff, kRemoteShadow, kLocalShadow, kLocal };
 std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s);
 std::string_view to_string(TokenizerMode m);
@@ -59,7 +61,7 @@ struct TokenizerServiceConfig {
   std::chrono::milliseconds timeout{2000};          // one /tokenize, /v1/models or /version call
   std::chrono::milliseconds attest_interval{5000};
   size_t max_response_bytes = 16u << 20;
-  size_t session_cache_bytes = 256u << 20;          // 0 = no session cache
+  size_t session_cache_bytes = 128u << 20;          // 0 = no session cache
   std::string bearer;                               // RJ_UPSTREAM_TOKEN
   std::vector<config::UpstreamUrl> upstreams;
   std::vector<std::string> upstream_labels;         // metric labels, one per upstream
@@ -67,8 +69,8 @@ struct TokenizerServiceConfig {
 
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c);
 
-enum class ShadowSkip : uint8_t { kQueueFull, kOutsideSizeWindow, kUnsupportedEndpoint, kStopping };
-inline constexpr size_t kShadowSkipCount = 4;
+enum class ShadowSkip : uint8_t { kQueueFull, kOutsideSizeWindow, kUnsupportedEndpoint, kStopping, kMultimodal };
+inline constexpr size_t kShadowSkipCount = 5;
 std::string_view to_string(ShadowSkip s);
 
 class TokenizerService {
@@ -87,12 +89,16 @@ class TokenizerService {
   bool enabled() const { return cfg_.mode != TokenizerMode::kOff; }
 
   // After a complete 200 response from `upstream` to an inference request (chat true:
-  // /v1/chat/completions, else /v1/completions): queue a shadow tokenization. Never blocks.
-  void offer(size_t upstream, bool chat, std::string_view body);
+  // /v1/chat/completions, else /v1/completions): queue a shadow tokenization. Never blocks or
+  // throws; a full queue (jobs or bytes) skips it.
+  void offer(size_t upstream, bool chat, std::string_view body) noexcept;
 
-  // Starts the workers and (local modes) the attestation loop on `ctx`; stop() ends both and
-  // joins the workers (queued jobs are dropped).
+  // Starts the workers and (local modes) the attestation loop on `ctx`.
   void start(boost::asio::io_context& ctx);
+  // Drops queued jobs, interrupts in-flight engine calls and ends the attestation loop; never
+  // blocks (safe on an io thread, e.g. in the SIGTERM handler).
+  void begin_stop();
+  // begin_stop(), then joins the workers (each finishes at most the local render it is in).
   void stop();
 
   bool attested(size_t upstream) const;
@@ -113,30 +119,38 @@ class TokenizerService {
   struct Job {
     size_t upstream;
     bool chat;
+    bool attested;  // the engine's attestation when it served the request
     std::string body;
   };
-  void worker();
+  void worker(size_t index);
+  size_t max_queued_bytes() const;
+  void set_attestation(size_t i, Attestation a);
   void process(Job& job, boost::asio::io_context& io);
   // The attestation loop's timer lives with the coroutine (shared), so it goes with the frame
   // when the io context is destroyed, never after it.
   struct AttestLoop {
-    explicit AttestLoop(boost::asio::io_context& ctx) : ctx(ctx), timer(ctx) {}
+    AttestLoop(boost::asio::io_context& ctx, size_t engines) : ctx(ctx), timer(ctx), busy(engines, 0) {}
     boost::asio::io_context& ctx;
     boost::asio::steady_timer timer;
     std::atomic<bool> stopped{false};
+    std::vector<char> busy;  // a check in flight per engine (touched on ctx only)
   };
   boost::asio::awaitable<void> attest_loop(std::shared_ptr<AttestLoop> loop);
+  boost::asio::awaitable<void> attest_one(std::shared_ptr<AttestLoop> loop, size_t i);
 
   TokenizerServiceConfig cfg_;
   const model::ModelProfile* profile_ = nullptr;
   std::shared_ptr<const PromptRenderer> renderer_;
   std::optional<Manifest> manifest_;
+  std::unique_ptr<SessionCache> session_cache_;  // local modes, when sized
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  size_t queued_bytes_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  std::vector<boost::asio::io_context*> worker_io_;  // each worker's, while it runs (under mu_)
 
   std::shared_ptr<AttestLoop> attest_;
 

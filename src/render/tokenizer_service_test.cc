@@ -9,8 +9,12 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <functional>
+#include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
@@ -236,16 +240,37 @@ TEST(Payload, ChatCarriesTheProfilesTemplateArguments) {
   EXPECT_EQ(kw["preserve_thinking"], true);
   EXPECT_EQ(kw["reasoning_effort"], "low");
   EXPECT_EQ(kw["enable_thinking"], true);
-  // An effort the model does not have: the engine still gets the request, nothing local.
-  p = build_tokenize_payload(qwen38, true, R"({"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high"})");
+  // An effort the model does not have: nothing local, but the engine is asked with what its chat
+  // path renders (the effort and the enable_thinking vLLM derives from it).
+  p = build_tokenize_payload(qwen38, true,
+                             R"({"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high",
+                                 "chat_template_kwargs":{"custom":1}})");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
+  EXPECT_FALSE(p->multimodal);
+  EXPECT_EQ(json::parse(p->json).as_object()["chat_template_kwargs"],
+            json::parse(R"({"custom":1,"reasoning_effort":"high","enable_thinking":true})"));
+  // Documents go to the template as a kwarg, a per-request template is passed on; neither local.
+  p = build_tokenize_payload(qwen38, true,
+                             R"({"messages":[{"role":"user","content":"hi"}],"documents":[{"text":"d"}],
+                                 "chat_template":"{{ messages }}"})");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
+  auto dv = json::parse(p->json).as_object();
+  EXPECT_EQ(dv["chat_template"], "{{ messages }}");
+  EXPECT_EQ(dv["chat_template_kwargs"].as_object()["documents"], json::parse(R"([{"text":"d"}])"));
+  p = build_tokenize_payload(qwen38, true, R"({"messages":[{"role":"user","content":"hi"}],"truncate_prompt_tokens":5})");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
   // Images are never tokenized locally; continue_final_message neither.
   p = build_tokenize_payload(qwen38, true,
                              R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})");
+  ASSERT_TRUE(p);
   EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
+  EXPECT_TRUE(p->multimodal);
   p = build_tokenize_payload(qwen38, true,
                              R"({"messages":[{"role":"assistant","content":"a"}],"continue_final_message":true})");
+  ASSERT_TRUE(p);
   EXPECT_EQ(p->local_refusal, ShadowOutcome::kUnsupported);
   EXPECT_EQ(json::parse(p->json).as_object()["add_generation_prompt"], false);
   // Not a chat request at all.
@@ -281,29 +306,122 @@ TEST_F(ServiceTest, LocalRenderMatchesTheGoldenTokenIds) {
 }
 
 TEST_F(ServiceTest, OfferIsBoundedAndNeverBlocks) {
+  // An engine that accepts connections and never answers.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  std::vector<boost::asio::ip::tcp::socket> held;
+  std::function<void()> accept = [&] {
+    acceptor.async_accept([&](boost::system::error_code ec, boost::asio::ip::tcp::socket sock) {
+      if (ec) return;
+      held.push_back(std::move(sock));
+      accept();
+    });
+  };
+  accept();
+  std::thread engine([&] { io.run(); });
+
   TokenizerServiceConfig c;
   c.mode = TokenizerMode::kRemoteShadow;
   c.profile = "qwen3";
   c.min_bytes = 10;
   c.max_bytes = 100;
-  c.upstreams.resize(1);
+  c.queue_capacity = 2;
+  c.workers = 1;
+  c.timeout = std::chrono::milliseconds(30000);
+  c.upstreams = {config::UpstreamUrl{"127.0.0.1", acceptor.local_endpoint().port(), ""}};
   c.upstream_labels = {"0"};
   std::vector<std::string> errors;
   auto s = TokenizerService::create(c, errors);
   ASSERT_NE(s, nullptr);
-  s->offer(0, true, "tiny");                    // outside the window
-  s->offer(0, true, std::string(101, 'x'));     // outside the window
-  s->offer(0, true, std::string(50, 'x'));      // not started: stopping
-  s->offer(7, true, std::string(50, 'x'));      // no such upstream: ignored
+  const std::string body = R"({"messages":[{"role":"user","content":"hello there"}]})";
+  s->offer(0, true, "tiny");                  // outside the window
+  s->offer(0, true, std::string(101, 'x'));   // outside the window
+  s->offer(0, true, body);                    // not started: stopping
+  s->offer(7, true, body);                    // no such upstream: ignored
+  boost::asio::io_context ctx;
+  s->start(ctx);
+  // The worker takes one job and waits on the silent engine; two more fill the queue; the rest
+  // are skipped at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) {
+    s->offer(0, true, body);
+    // Until the worker has taken the first job (the queue is empty again).
+    for (int k = 0; i == 0 && k < 500; ++k) {
+      observe::Exposition q;
+      s->write_metrics(q);
+      if (q.take().find("ramjet_tokenizer_shadow_queue_depth 0") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "offer() waited";
   observe::Exposition x;
   s->write_metrics(x);
   const std::string text = x.take();
   EXPECT_NE(text.find("ramjet_tokenizer_shadow_skipped_total{reason=\"outside_size_window\"} 2"), std::string::npos)
       << text;
   EXPECT_NE(text.find("ramjet_tokenizer_shadow_skipped_total{reason=\"stopping\"} 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("ramjet_tokenizer_shadow_total{backend=\"remote\",endpoint=\"chat\",outcome=\"timeout\"} 0"),
-            std::string::npos);
+  EXPECT_NE(text.find("ramjet_tokenizer_shadow_skipped_total{reason=\"queue_full\"} 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramjet_tokenizer_shadow_queue_depth 2"), std::string::npos) << text;
   EXPECT_EQ(text.find("backend=\"local\""), std::string::npos);  // remote-shadow: no local series
+  // stop() interrupts the call in flight instead of waiting out its 30 s deadline.
+  const auto t1 = std::chrono::steady_clock::now();
+  s->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(10)) << "stop() waited for the engine";
+  observe::Exposition y;
+  s->write_metrics(y);
+  const std::string after = y.take();
+  EXPECT_NE(after.find("ramjet_tokenizer_shadow_queue_depth 0"), std::string::npos);
+  EXPECT_NE(after.find("outcome=\"timeout\"} 0"), std::string::npos) << "an interrupted call is not counted";
+  s->offer(0, true, body);
+  EXPECT_NE([&] { observe::Exposition z; s->write_metrics(z); return z.take(); }().find(
+                "ramjet_tokenizer_shadow_skipped_total{reason=\"stopping\"} 2"),
+            std::string::npos);
+  acceptor.close();
+  io.stop();
+  engine.join();
+}
+
+}  // namespace
+}  // namespace ramjet::render
+
+namespace ramjet::render {
+namespace {
+
+// A conversation growing turn by turn: every turn's local ids equal a full encode without the
+// cache, and from the second turn on the cache supplies the prefix.
+TEST_F(ServiceTest, FollowUpTurnsReuseTheSessionCacheWithIdenticalIds) {
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(local_config(manifest_json(qwen_goldens(1))), errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  PromptSources src;
+  src.tokenizer_path = kQwenTok.string();
+  src.template_path = kQwenTpl.string();
+  auto plain = PromptRenderer::load(src);
+  ASSERT_TRUE(plain.ok());
+  const auto& qwen = *model::find_profile("qwen3");
+  json::array messages{json::object{{"role", "system"}, {"content", "You are terse. Use tools when useful."}}};
+  const char* turns[] = {"Hello! 你好 🙂", "List three primes.", "   and whitespace   runs\n\n", "<|im_end|> lookalike",
+                         "def f(x):\n    return x*2  # code"};
+  for (const char* turn : turns) {
+    messages.push_back(json::object{{"role", "user"}, {"content", turn}});
+    const std::string body = json::serialize(json::object{{"messages", messages}});
+    auto p = build_tokenize_payload(qwen, true, body);
+    ASSERT_TRUE(p);
+    auto local = s->render_local(*p);
+    ASSERT_EQ(local.outcome, ShadowOutcome::kSuccess);
+    auto full = (*plain)->chat(p->json);
+    ASSERT_TRUE(full.ok());
+    EXPECT_EQ(local.ids, full->ids) << turn;
+    messages.push_back(json::object{{"role", "assistant"}, {"content", std::string("ok: ") + turn}});
+  }
+  observe::Exposition x;
+  s->write_metrics(x);
+  const std::string text = x.take();
+  // The golden at startup found nothing; every turn reused at least the shared
+  // "<|im_start|>" (a cut), turns 2..5 the whole earlier conversation.
+  EXPECT_NE(text.find("ramjet_tokenizer_session_cache_lookups_total{result=\"miss\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramjet_tokenizer_session_cache_lookups_total{result=\"hit\"} 5\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ramjet_tokenizer_session_cache_reused_bytes_total 0\n"), std::string::npos) << text;
 }
 
 }  // namespace

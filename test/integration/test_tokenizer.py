@@ -139,6 +139,14 @@ def test_local_shadow_reproduces_the_engines_tokens(tmp_path, sims_factory, ramj
     assert remote_tokens == m.get("ramjet_tokenizer_shadow_tokens_total", backend="local")
     assert remote_tokens >= sum(len(g["token_ids"]) for g in lines)
     assert m.get("ramjet_tokenizer_info", mode="local-shadow", profile="qwen3") == 1
+    # Every family docs/metrics.md lists under "Local tokenization" is exported in this mode.
+    import re
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "metrics.md"), encoding="utf-8").read()
+    section = docs.split("## Local tokenization", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(ramjet_tokenizer_[a-z_]+)` \|", section, re.M))
+    assert len(documented) >= 12
+    exported = {n for n in documented if m.has(n) or m.has(n + "_count")}
+    assert exported == documented, documented - exported
     assert m.get("ramjet_tokenizer_attestation_checks_total", upstream="0", outcome="match") >= 1
     # Nothing of the prompts reaches the log.
     out = rj.output()
@@ -184,11 +192,15 @@ def test_an_edited_template_on_an_engine_is_a_parity_mismatch(tmp_path, sims_fac
     sims = sims_factory((), ("--chat-template", str(edited)))
     rj = ramjet_factory(sims, env=local_env(tmp_path))
     wait_attested(rj, [0, 1])  # the identity matches: only the tokens tell
+    served = {"0": 0, "1": 0}
     for g in goldens(4):
-        assert rj.chat(chat_body(g)).status == 200
+        r = rj.chat(chat_body(g))
+        assert r.status == 200
+        served[r.upstream] += 1
     m = poll(lambda: (lambda m: m if shadow(m, "local", "parity_match") + shadow(m, "local", "parity_mismatch") >= 4
                       else None)(rj.metrics()), 30, what="four comparisons")
-    assert shadow(m, "local", "parity_mismatch") == 2 and shadow(m, "local", "parity_match") == 2
+    assert shadow(m, "local", "parity_mismatch") == served["1"] and shadow(m, "local", "parity_match") == served["0"]
+    assert served["1"] > 0, served
     out = rj.output()
     assert "parity mismatch upstream=1 endpoint=chat" in out and "first_difference=" in out
 
@@ -209,7 +221,7 @@ def test_remote_shadow_needs_no_local_files(sims_factory, ramjet_factory):
          what="a token-array prompt skipped")
 
 
-def test_the_queue_is_bounded_and_never_delays_responses(sims_factory, ramjet_factory):
+def test_the_queue_is_bounded_and_every_response_is_accounted(sims_factory, ramjet_factory):
     sims = sims_factory(())
     rj = ramjet_factory(sims, env={"RJ_TOKENIZER_MODE": "remote-shadow", "RJ_TOKENIZER_PROFILE": "qwen3",
                                    "RJ_TOKENIZER_MIN_BYTES": "200", "RJ_TOKENIZER_QUEUE_CAPACITY": "1"})
@@ -219,16 +231,48 @@ def test_the_queue_is_bounded_and_never_delays_responses(sims_factory, ramjet_fa
     with cf.ThreadPoolExecutor(16) as ex:
         statuses = list(ex.map(lambda b: rj.chat(b).status, bodies))
     assert statuses == [200] * 40
-    small = sum(1 for b in bodies if len(json.dumps(b).encode()) < 200)
+    small = sum(1 for b in bodies if len(json.dumps(b).encode()) < 200)  # the bytes rj.chat sends
 
     def settled():
         m = rj.metrics()
-        done = shadow(m, "remote", "success") + m.val("ramjet_tokenizer_shadow_skipped_total", reason="queue_full") + \
-            m.val("ramjet_tokenizer_shadow_skipped_total", reason="outside_size_window")
+        done = m.sum("ramjet_tokenizer_shadow_total", backend="remote") + \
+            m.sum("ramjet_tokenizer_shadow_skipped_total")
         return m if done == 40 and m.get("ramjet_tokenizer_shadow_queue_depth") == 0 else None
 
-    m = poll(settled, 30, what="every response accounted")
-    assert m.val("ramjet_tokenizer_shadow_skipped_total", reason="outside_size_window") >= small
+    m = poll(settled, 30, what="every response accounted once")
+    assert m.val("ramjet_tokenizer_shadow_skipped_total", reason="outside_size_window") == small
+    assert shadow(m, "remote", "success") + m.val("ramjet_tokenizer_shadow_skipped_total", reason="queue_full") == \
+        40 - small
+
+
+def test_local_mode_tokenizes_without_asking_the_engine(tmp_path, sims_factory, ramjet_factory):
+    sims = sims_factory(())
+    rj = ramjet_factory(sims, env=local_env(tmp_path, mode="local"))
+    wait_attested(rj, [0])
+    for g in goldens(3):
+        assert rj.chat(chat_body(g)).status == 200
+    m = poll(lambda: (lambda m: m if shadow(m, "local", "success") == 3 else None)(rj.metrics()), 20,
+             what="three local tokenizations")
+    assert not m.find("ramjet_tokenizer_shadow_total", backend="remote")
+    assert m.get("ramjet_tokenizer_shadow_tokens_total", backend="local") == \
+        sum(len(g["token_ids"]) for g in goldens(3))
+    assert m.get("ramjet_tokenizer_info", mode="local", profile="qwen3") == 1
+
+
+def test_an_engine_restarted_with_another_version_loses_its_attestation(tmp_path, sims_factory, ramjet_factory):
+    sims = sims_factory(())
+    rj = ramjet_factory(sims, env=local_env(tmp_path))
+    wait_attested(rj, [0])
+    port = sims[0].port
+    sims[0].stop()
+    sims[0] = qwen_sim("--port", str(port), "--engine-version", "0.27.0")
+    poll(lambda: rj.metrics().get("ramjet_tokenizer_attested", upstream="0") == 0, 10, what="attestation withdrawn")
+    poll(lambda: rj.health()[1]["replicas"][0]["healthy"], 10, what="engine 0 serving again")
+    assert rj.chat(chat_body(goldens(1)[0])).status == 200
+    m = poll(lambda: (lambda m: m if shadow(m, "local", "unattested") == 1 else None)(rj.metrics()), 20,
+             what="its request tokenized remotely only")
+    assert shadow(m, "local", "parity_match") == 0
+    assert "upstream 0 not attested: version_mismatch" in rj.output()
 
 
 @pytest.mark.parametrize("env, message", [
@@ -305,3 +349,22 @@ def test_ramjet_manifest_pins_a_live_engine_and_ramjet_accepts_it(tmp_path, sims
     p = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and p.stdout == "", p
     assert "ramjet would refuse this manifest at startup" in p.stderr, p.stderr
+
+
+def test_a_growing_conversation_reuses_the_session_cache(tmp_path, sims_factory, ramjet_factory):
+    sims = sims_factory(())
+    rj = ramjet_factory(sims, env=local_env(tmp_path))
+    wait_attested(rj, [0])
+    messages = [{"role": "system", "content": "You are a careful agent. " * 40}]
+    for turn in range(5):
+        messages.append({"role": "user", "content": f"Step {turn}: read the file and report. 你好 " * 20})
+        r = rj.chat({"model": MODEL_ID, "messages": messages, "max_tokens": 4})
+        assert r.status == 200, r
+        messages.append({"role": "assistant", "content": r.json()["choices"][0]["message"]["content"] or "ok"})
+        poll(lambda: shadow(rj.metrics(), "local", "parity_match") == turn + 1, 20, what=f"turn {turn} compared")
+    m = rj.metrics()
+    assert shadow(m, "local", "parity_mismatch") == 0
+    assert m.get("ramjet_tokenizer_session_cache_lookups_total", result="hit") >= 4
+    # Turns 2..5 reuse the whole earlier conversation: most bytes come from the cache.
+    assert m.get("ramjet_tokenizer_session_cache_reused_bytes_total") > 4 * 2000
+    assert m.get("ramjet_tokenizer_session_cache_bytes") > 0
