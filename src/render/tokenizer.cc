@@ -256,6 +256,33 @@ bool is_ascii(std::string_view s) {
   return true;
 }
 
+// normalize_one on the non-ASCII runs only. Exact: an ASCII character is a starter that never
+// composes with what precedes it and blocks reordering, so the text splits before each one
+// without changing any normal form; each non-ASCII run is normalized together with the ASCII
+// character before it (a base that a combining mark may compose with, e + U+0301 -> é). Prompts
+// are mostly ASCII with a few non-ASCII characters, which then cost their runs, not the text.
+std::string normalize_runs(std::string_view s, NormForm form) {
+  std::string out;
+  out.reserve(s.size());
+  const auto non_ascii = [&](size_t k) { return static_cast<unsigned char>(s[k]) >= 0x80; };
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && !non_ascii(j)) ++j;
+    if (j == s.size()) {
+      out.append(s.substr(i));
+      break;
+    }
+    const size_t seg = j > i ? j - 1 : j;
+    out.append(s.substr(i, seg - i));
+    size_t k = j;
+    while (k < s.size() && non_ascii(k)) ++k;
+    out += normalize_one(s.substr(seg, k - seg), form);
+    i = k;
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Regex (PCRE2 + JIT) with the find_iter semantics of the onig crate that HF uses.
 
@@ -707,7 +734,7 @@ class Encoder {
       std::string_view view = piece;
       if (!t_.normalizers.empty() && !is_ascii(piece)) {
         normalized = std::string(piece);
-        for (const NormForm f : t_.normalizers) normalized = normalize_one(normalized, f);
+        for (const NormForm f : t_.normalizers) normalized = normalize_runs(normalized, f);
         view = normalized;
       }
       if (t_.norm_trie.empty()) {

@@ -460,3 +460,29 @@ TEST(Tokenizer, LimitsBoundFileVocabMergesAndInput) {
 
 }  // namespace
 }  // namespace ramjet::render
+
+namespace ramjet::render {
+namespace {
+
+// The NFC normalizer runs on the non-ASCII runs only (with the ASCII base before each): the ids
+// equal those of the whole-text NFC form, wherever the marks sit.
+TEST(Normalizer, NfcOfNonAsciiRunsEqualsNfcOfTheWholeText) {
+  auto tok = load("qwen3");
+  ASSERT_TRUE(tok);
+  const std::string cases[] = {
+      "Cafe\xcc\x81 and n\xcc\x83o",                        // e + U+0301, n + U+0303 after ASCII
+      "\xcc\x81leading mark",                               // a mark with no base
+      "o\xcc\x88\xcc\x81 x \xe1\x84\x80\xe1\x85\xa1 y",     // two marks; Hangul jamo L + V
+      "plain ascii only",
+      "\xe4\xb8\xad\xe6\x96\x87 mixed e\xcc\x81\xcc\xa3 end\xcc\x81",  // reordering (ccc 230 vs 220)
+  };
+  for (const std::string& text : cases) {
+    auto got = tok->encode(text);
+    auto want = tok->encode(nfc(text));
+    ASSERT_TRUE(got.ok() && want.ok());
+    EXPECT_EQ(*got, *want) << text;
+  }
+}
+
+}  // namespace
+}  // namespace ramjet::render
