@@ -366,7 +366,7 @@ bool str_method(Interp& in, const std::string& s, const std::string& name, CallA
   return in.fail(RenderErrc::kUnsupported, "str." + name + "() is not supported");
 }
 
-const char* const kStrMethods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split",
+const std::string_view kStrMethods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split",
                                    "rsplit", "replace", "upper", "lower", "title", "capitalize",
                                    "find", "rfind", "index", "rindex", "count", "join", "splitlines",
                                    "isdigit", "isalpha", "isspace", "isalnum", "isupper", "islower",
@@ -375,14 +375,14 @@ const char* const kStrMethods[] = {"startswith", "endswith", "strip", "lstrip", 
                                    "isnumeric", "isdecimal", "istitle", "isidentifier",
                                    "isprintable", "isascii", "removeprefix", "removesuffix",
                                    "translate", "maketrans", "format_map"};
-const char* const kDictMethods[] = {"items", "keys", "values", "get", "copy", "pop", "popitem",
+const std::string_view kDictMethods[] = {"items", "keys", "values", "get", "copy", "pop", "popitem",
                                     "setdefault", "update", "clear", "fromkeys"};
-const char* const kListMethods[] = {"index", "count", "copy", "append", "extend", "insert",
+const std::string_view kListMethods[] = {"index", "count", "copy", "append", "extend", "insert",
                                     "pop", "remove", "reverse", "sort", "clear"};
 
 template <size_t N>
-bool in_list(const char* const (&arr)[N], const std::string& s) {
-  for (const char* x : arr)
+bool in_list(const std::string_view (&arr)[N], std::string_view s) {
+  for (std::string_view x : arr)
     if (s == x) return true;
   return false;
 }
@@ -593,7 +593,12 @@ bool Interp::get_attr(const Value& obj, const std::string& name, Value& out) {
       }
       break;
     case Value::Kind::kCallable:  // a loop object's attributes
-      if (const Value* v = obj.fn().attrs.find(name)) { out = *v; return true; }
+      if (obj.fn().loop) {
+        if (loop_attr(obj.fn(), name, out)) return true;
+      } else if (const Value* v = obj.fn().attrs.find(name)) {
+        out = *v;
+        return true;
+      }
       break;
     default: break;
   }
@@ -1016,6 +1021,7 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
       case Value::Kind::kNamespace: out = Value(static_cast<int64_t>(v.dict_ref().items.size())); return true;
       case Value::Kind::kUndefined: out = Value(int64_t{0}); return true;
       case Value::Kind::kCallable:  // a loop object: len(loop) is loop.length
+        if (v.fn().loop) { out = Value(v.fn().loop_length); return true; }
         if (const Value* n = v.fn().attrs.find("length")) { out = *n; return true; }
         [[fallthrough]];
       default: return fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
@@ -1460,12 +1466,12 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
 bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bool& out) {
   // jinja2's test functions: most take only the value; the comparison ones take one operand
   // (sameas, divisibleby and in also by keyword: other, num, seq).
-  static const char* const kNoArg[] = {"defined", "undefined", "none", "string", "mapping",
+  static const std::string_view kNoArg[] = {"defined", "undefined", "none", "string", "mapping",
                                        "iterable", "sequence", "number", "integer", "float",
                                        "boolean", "true", "false", "callable", "escaped", "filter",
                                        "test", "lower", "upper", "odd", "even"};
   const size_t nargs = a.pos.size() + a.kw.size();
-  if (std::find_if(std::begin(kNoArg), std::end(kNoArg), [&](const char* t) { return name == t; }) !=
+  if (std::find_if(std::begin(kNoArg), std::end(kNoArg), [&](std::string_view t) { return name == t; }) !=
       std::end(kNoArg)) {
     if (nargs) return fail(RenderErrc::kType, "test '" + name + "' takes no arguments");
   } else {

@@ -111,16 +111,19 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
     }
     case NK::kText: return write(n->literal.str()) ? Flow::kNormal : Flow::kError;
     case NK::kEmit: {
-      Value v;
-      if (!eval(n->a, scope, v)) return Flow::kError;
+      Value tmp;
+      const Value* v = eval_ptr(n->a, scope, tmp);
+      if (!v) return Flow::kError;
+      if (v->is_string()) return write(v->str()) ? Flow::kNormal : Flow::kError;
       std::string s;
-      v.append_str(s);
+      v->append_str(s);
       return write(s) ? Flow::kNormal : Flow::kError;
     }
     case NK::kIf: {
-      Value c;
-      if (!eval(n->a, scope, c)) return Flow::kError;
-      if (c.truthy()) return exec(n->b, scope);
+      Value tmp;
+      const Value* c = eval_ptr(n->a, scope, tmp);
+      if (!c) return Flow::kError;
+      if (c->truthy()) return exec(n->b, scope);
       if (n->c) return exec(n->c, scope);
       return Flow::kNormal;
     }
@@ -373,54 +376,49 @@ Value make_changed() {
   });
 }
 
-// The `loop` object of one iteration: attributes (index, length, depth, ...), cycle(),
-// changed() and, for a recursive loop, loop(iterable) which renders the loop body over
-// `iterable` one level deeper and returns the text.
-Value make_loop_object(const Node* n, const std::weak_ptr<Scope>& outer, const std::vector<Value>& items,
-                       int64_t i, int64_t depth, const Value& changed) {
-  const auto len = static_cast<int64_t>(items.size());
-  Dict loop;
-  loop.items.reserve(14);
-  loop.set("index", Value(i + 1));
-  loop.set("index0", Value(i));
-  loop.set("revindex", Value(len - i));
-  loop.set("revindex0", Value(len - i - 1));
-  loop.set("first", Value(i == 0));
-  loop.set("last", Value(i == len - 1));
-  loop.set("length", Value(len));
-  loop.set("depth", Value(depth));
-  loop.set("depth0", Value(depth - 1));
-  if (i > 0) loop.set("previtem", items[static_cast<size_t>(i - 1)]);
-  if (i + 1 < len) loop.set("nextitem", items[static_cast<size_t>(i + 1)]);
-  loop.set("cycle", Value::callable("cycle", [i](Interp& in, CallArgs& a, Value& out, RenderError&) {
-    if (a.pos.empty()) return in.fail(RenderErrc::kType, "no items for cycling given");
-    out = a.pos[static_cast<size_t>(i) % a.pos.size()];
-    return true;
-  }));
-  loop.set("changed", changed);
-  auto fn = [n, outer, depth](Interp& in, CallArgs& a, Value& out, RenderError&) {
-    if (!n->flag)
-      return in.fail(RenderErrc::kType,
-                     "The loop must have the 'recursive' marker to be called recursively.");
-    if (a.pos.size() != 1 || !a.kw.empty())
-      return in.fail(RenderErrc::kType, "loop() takes exactly one argument");
-    auto scope = outer.lock();
-    if (!scope) return in.fail(RenderErrc::kType, "loop called after its scope ended");
-    std::string s;
-    if (!in.capture_flow([&] { return in.run_loop(n, a.pos[0], scope, depth + 1); }, s)) return false;
-    out = Value(std::move(s));
-    return true;
-  };
-  Callable c;
-  c.name = "loop";
-  c.fn = std::move(fn);
-  c.attrs = std::move(loop);
-  c.repr = "<LoopContext " + std::to_string(i + 1) + "/" + std::to_string(len) + ">";
-  c.opaque = true;  // changed() remembers values: never stored in a namespace
-  return Value::callable(std::move(c));
+}  // namespace
+
+bool loop_attr(const Callable& c, std::string_view name, Value& out) {
+  const LoopState& st = *c.loop;
+  const int64_t i = c.loop_index, len = c.loop_length;
+  if (name == "index") out = Value(i + 1);
+  else if (name == "index0") out = Value(i);
+  else if (name == "first") out = Value(i == 0);
+  else if (name == "last") out = Value(i == len - 1);
+  else if (name == "length") out = Value(len);
+  else if (name == "revindex") out = Value(len - i);
+  else if (name == "revindex0") out = Value(len - i - 1);
+  else if (name == "depth") out = Value(st.depth);
+  else if (name == "depth0") out = Value(st.depth - 1);
+  else if (name == "previtem" && i > 0) out = st.items[static_cast<size_t>(i - 1)];
+  else if (name == "nextitem" && i + 1 < len) out = st.items[static_cast<size_t>(i + 1)];
+  else if (name == "changed") out = st.changed;
+  else if (name == "cycle")
+    out = Value::callable("cycle", [i](Interp& in, CallArgs& a, Value& o, RenderError&) {
+      if (a.pos.empty()) return in.fail(RenderErrc::kType, "no items for cycling given");
+      o = a.pos[static_cast<size_t>(i) % a.pos.size()];
+      return true;
+    });
+  else return false;
+  return true;
 }
 
-}  // namespace
+// loop(iterable) in a recursive loop: renders the loop body over `iterable` one level deeper
+// and returns the text.
+bool Interp::call_loop(const Callable& c, CallArgs& a, Value& out) {
+  const LoopState& st = *c.loop;
+  if (!st.n->flag)
+    return fail(RenderErrc::kType, "The loop must have the 'recursive' marker to be called recursively.");
+  if (a.pos.size() != 1 || !a.kw.empty()) return fail(RenderErrc::kType, "loop() takes exactly one argument");
+  auto scope = st.outer.lock();
+  if (!scope) return fail(RenderErrc::kType, "loop called after its scope ended");
+  std::string s;
+  const Node* n = st.n;
+  const int64_t depth = st.depth;
+  if (!capture_flow([&] { return run_loop(n, a.pos[0], scope, depth + 1); }, s)) return false;
+  out = Value(std::move(s));
+  return true;
+}
 
 Interp::Flow Interp::run_loop(const Node* n, const Value& seq, const std::shared_ptr<Scope>& scope,
                               int64_t depth) {
@@ -440,16 +438,28 @@ Interp::Flow Interp::run_loop(const Node* n, const Value& seq, const std::shared
   }
   if (items.empty()) return n->c ? exec(n->c, scope) : Flow::kNormal;
   const auto len = static_cast<int64_t>(items.size());
-  std::weak_ptr<Scope> outer = scope;  // the loop object must not keep its scope alive
-  const Value changed = make_changed();
+  auto state = std::make_shared<LoopState>();
+  state->n = n;
+  state->outer = scope;
+  state->items = std::move(items);
+  state->depth = depth;
+  state->changed = make_changed();
+  const std::vector<Value>& elems = state->items;
   for (int64_t i = 0; i < len; ++i) {
     if (!step()) return Flow::kError;
     // jinja2: every iteration starts from the enclosing scope (assignments in the body do
     // not carry over to the next iteration nor out of the loop).
     auto inner = std::make_shared<Scope>();
     inner->parent = scope;
-    inner->vars.set("loop", make_loop_object(n, outer, items, i, depth, changed));
-    if (!assign_targets(*this, n->names, items[static_cast<size_t>(i)], *inner)) return Flow::kError;
+    inner->vars.items.reserve(4);
+    Callable loop;
+    loop.name = "loop";
+    loop.opaque = true;  // changed() remembers values: never stored in a namespace
+    loop.loop = state;
+    loop.loop_index = i;
+    loop.loop_length = len;
+    inner->vars.items.emplace_back("loop", Value::callable(std::move(loop)));
+    if (!assign_targets(*this, n->names, elems[static_cast<size_t>(i)], *inner)) return Flow::kError;
     Flow f = exec(n->b, inner);
     if (f == Flow::kError) return f;
     if (f == Flow::kBreak) break;
@@ -464,11 +474,87 @@ bool Interp::call(const Value& callee, CallArgs& args, Value& out) {
   if (!callee.is_callable()) return fail(RenderErrc::kType, "object is not callable");
   DepthGuard g(*this);
   if (depth_ > opt_.limits.max_depth) return fail(RenderErrc::kLimit, "call depth exceeded");
+  if (callee.fn().loop) return call_loop(callee.fn(), args, out);
   RenderError e;
   if (!callee.fn().fn(*this, args, out, e)) {
     if (!failed_) fail(e.code, e.message);
     return false;
   }
+  return true;
+}
+
+const Value* Interp::eval_ptr(const Node* n, const std::shared_ptr<Scope>& scope, Value& tmp) {
+  // eval() would charge one level of depth for these too.
+  if (depth_ + 1 <= 4 * opt_.limits.max_depth) {
+    if (n->kind == NK::kLiteral) return &n->literal;
+    if (n->kind == NK::kName) {
+      if (const Value* v = scope->lookup(n->name)) return v;
+      tmp = globals_lookup(n->name);
+      return &tmp;
+    }
+  }
+  return eval(n, scope, tmp) ? &tmp : nullptr;
+}
+
+bool Interp::eval_plus_chain(const Node* n, const std::shared_ptr<Scope>& scope, Value& out) {
+  // n is a kBinary "+" whose DepthGuard is held (depth_ = D + 1); its left operand may be
+  // another "+" node, and so on: chain[0] = n, chain[i] = chain[i - 1]->a.
+  std::vector<const Node*> chain{n};
+  while (chain.back()->a->kind == NK::kBinary && chain.back()->a->name == "+")
+    chain.push_back(chain.back()->a);
+  const int base = depth_;  // chain[i] is evaluated at depth base + i
+  const int limit = 4 * opt_.limits.max_depth;
+  const size_t k = chain.size();
+  // eval(chain[i]) fails on entry when base + i exceeds the limit, before anything is
+  // evaluated; the deepest one decides.
+  if (base + static_cast<int64_t>(k) - 1 > limit) return fail(RenderErrc::kLimit, "expression nested too deeply");
+  struct Restore {
+    int& d;
+    int v;
+    ~Restore() { d = v; }
+  } restore{depth_, base};
+  Value left_tmp;
+  depth_ = base + static_cast<int>(k) - 1;
+  const Value* left = eval_ptr(chain[k - 1]->a, scope, left_tmp);
+  if (!left) return false;
+  // While `acc` holds the left operand it is a string being appended to (left == nullptr).
+  std::string acc;
+  bool in_acc = false;
+  const size_t max_bytes = opt_.limits.max_output_bytes;
+  for (size_t j = k; j-- > 0;) {
+    const Node* op = chain[j];
+    depth_ = base + static_cast<int>(j);
+    Value right_tmp;
+    const Value* right = eval_ptr(op->b, scope, right_tmp);
+    if (!right) return false;
+    line_ = op->line;
+    if (right->is_string() && (in_acc || left->is_string())) {
+      // binary("+") on two strings: size limit, charge, concatenate.
+      const size_t left_size = in_acc ? acc.size() : left->str().size();
+      if (left_size + right->str().size() > max_bytes) return fail(RenderErrc::kLimit, "string too large");
+      if (!charge(left_size + right->str().size())) return false;
+      if (!in_acc) {
+        acc.reserve(left_size + right->str().size());
+        acc = left->str();
+        in_acc = true;
+        left = nullptr;
+        left_tmp = Value();
+      }
+      acc += right->str();
+      continue;
+    }
+    if (in_acc) {
+      left_tmp = Value(std::move(acc));
+      acc.clear();
+      in_acc = false;
+      left = &left_tmp;
+    }
+    Value result;
+    if (!binary("+", *left, *right, result)) return false;
+    left_tmp = std::move(result);
+    left = &left_tmp;
+  }
+  out = in_acc ? Value(std::move(acc)) : left == &left_tmp ? std::move(left_tmp) : *left;
   return true;
 }
 
@@ -485,14 +571,18 @@ bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out
       return true;
     }
     case NK::kAttr: {
-      Value obj;
-      if (!eval(n->a, scope, obj)) return false;
-      return get_attr(obj, n->name, out);
+      Value tmp;
+      const Value* obj = eval_ptr(n->a, scope, tmp);
+      if (!obj) return false;
+      return get_attr(*obj, n->name, out);
     }
     case NK::kItem: {
-      Value obj, key;
-      if (!eval(n->a, scope, obj) || !eval(n->b, scope, key)) return false;
-      return get_item(obj, key, out);
+      Value tmp_obj, tmp_key;
+      const Value* obj = eval_ptr(n->a, scope, tmp_obj);
+      if (!obj) return false;
+      const Value* key = eval_ptr(n->b, scope, tmp_key);
+      if (!key) return false;
+      return get_item(*obj, *key, out);
     }
     case NK::kSlice: {
       Value obj, a, b, c;
@@ -505,8 +595,11 @@ bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out
     case NK::kCall:
     case NK::kFilter:
     case NK::kTest: {
-      Value callee;
-      if (!eval(n->a, scope, callee)) return false;
+      Value tmp;
+      const Value* callee_p = eval_ptr(n->a, scope, tmp);
+      if (!callee_p) return false;
+      // The callee / filter input must outlive `out` being assigned: hold it here.
+      const Value callee = callee_p == &tmp ? std::move(tmp) : *callee_p;
       CallArgs args;
       if (!eval_args(n, scope, args)) return false;
       line_ = n->line;
@@ -538,9 +631,10 @@ bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out
       return true;
     }
     case NK::kNot: {
-      Value x;
-      if (!eval(n->a, scope, x)) return false;
-      out = Value(!x.truthy());
+      Value tmp;
+      const Value* x = eval_ptr(n->a, scope, tmp);
+      if (!x) return false;
+      out = Value(!x->truthy());
       return true;
     }
     case NK::kAnd:
@@ -554,38 +648,46 @@ bool Interp::eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out
       return eval(n->b, scope, out);
     }
     case NK::kBinary: {
-      Value l, r;
-      if (!eval(n->a, scope, l) || !eval(n->b, scope, r)) return false;
+      if (n->name == "+") return eval_plus_chain(n, scope, out);
+      Value tl, tr;
+      const Value* l = eval_ptr(n->a, scope, tl);
+      if (!l) return false;
+      const Value* r = eval_ptr(n->b, scope, tr);
+      if (!r) return false;
       line_ = n->line;
-      return binary(n->name, l, r, out);
+      return binary(n->name, *l, *r, out);
     }
     case NK::kCompare: {
-      Value l;
-      if (!eval(n->kids[0], scope, l)) return false;
+      Value tmp[2];
+      const Value* l = eval_ptr(n->kids[0], scope, tmp[0]);
+      if (!l) return false;
       for (size_t i = 0; i < n->names.size(); ++i) {
-        Value r;
-        if (!eval(n->kids[i + 1], scope, r)) return false;
+        // The right operand goes to whichever temporary the left one does not use.
+        Value& rt = l == &tmp[0] ? tmp[1] : tmp[0];
+        const Value* r = eval_ptr(n->kids[i + 1], scope, rt);
+        if (!r) return false;
         bool res = false;
         const std::string& op = n->names[i];
         if (op == "in" || op == "notin") {
-          if (!contains(r, l, res)) return false;
+          if (!contains(*r, *l, res)) return false;
           if (op == "notin") res = !res;
-        } else if (!compare(op, l, r, res)) {
+        } else if (!compare(op, *l, *r, res)) {
           return false;
         }
         if (!res) {
           out = Value(false);
           return true;
         }
-        l = std::move(r);
+        l = r;
       }
       out = Value(true);
       return true;
     }
     case NK::kCond: {
-      Value c;
-      if (!eval(n->a, scope, c)) return false;
-      if (c.truthy()) return eval(n->b, scope, out);
+      Value tmp;
+      const Value* c = eval_ptr(n->a, scope, tmp);
+      if (!c) return false;
+      if (c->truthy()) return eval(n->b, scope, out);
       if (n->c) return eval(n->c, scope, out);
       out = Value::undefined();
       return true;

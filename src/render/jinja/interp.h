@@ -36,6 +36,19 @@ struct Scope {
   }
 };
 
+// What every iteration's `loop` object of one for loop (at one recursion depth) shares; the
+// iteration's own index lives in its Callable (loop_index).
+struct LoopState {
+  const Node* n = nullptr;          // the kFor node
+  std::weak_ptr<Scope> outer;       // the loop object must not keep its scope alive
+  std::vector<Value> items;         // what the loop iterates (previtem / nextitem)
+  int64_t depth = 1;                // loop.depth
+  Value changed;                    // loop.changed: one state per loop level
+};
+// A loop object's attribute `name` (index, index0, revindex, ..., cycle, changed); false when
+// it has none.
+bool loop_attr(const Callable& loop, std::string_view name, Value& out);
+
 class Interp {
  public:
   Interp(const RenderOptions& options, std::string& out) : opt_(options), out_(&out) {}
@@ -68,6 +81,14 @@ class Interp {
   enum class Flow { kNormal, kBreak, kContinue, kError };
   Flow exec(const Node* n, const std::shared_ptr<Scope>& scope);
   bool eval(const Node* n, const std::shared_ptr<Scope>& scope, Value& out);
+  // eval() without copying names and literals: returns the value in place (valid until the
+  // scope's variables change, which no expression does) or in `tmp`; nullptr on error.
+  const Value* eval_ptr(const Node* n, const std::shared_ptr<Scope>& scope, Value& tmp);
+  // A left-deep chain a + b + c + ...: string operands are appended to one buffer instead of
+  // building every intermediate string; same results, charges, limits and errors as eval().
+  bool eval_plus_chain(const Node* n, const std::shared_ptr<Scope>& scope, Value& out);
+  // Calls a loop object: the recursive loop(iterable).
+  bool call_loop(const Callable& loop, CallArgs& args, Value& out);
   bool call(const Value& callee, CallArgs& args, Value& out);
   // Renders `body` into a string with output redirected.
   bool capture(const Node* body, const std::shared_ptr<Scope>& scope, std::string& out);

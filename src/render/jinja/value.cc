@@ -248,7 +248,17 @@ void Value::append_str(std::string& out, int depth) const {
       out += '>';
       return;
     }
-    case Kind::kCallable: out += fn_->repr.empty() ? "<function " + fn_->name + ">" : fn_->repr; return;
+    case Kind::kCallable:
+      if (fn_->loop) {
+        out += "<LoopContext ";
+        out += std::to_string(fn_->loop_index + 1);
+        out += '/';
+        out += std::to_string(fn_->loop_length);
+        out += '>';
+        return;
+      }
+      out += fn_->repr.empty() ? "<function " + fn_->name + ">" : fn_->repr;
+      return;
   }
 }
 

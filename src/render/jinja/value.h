@@ -35,6 +35,10 @@ class Interp;
 using NativeFn = std::function<bool(Interp&, CallArgs&, Value& out, RenderError& err)>;
 // `held` are values a bound method keeps alive; `opaque` marks callables whose closures keep
 // values alive that contains_namespace cannot see (so they never go into a namespace).
+// A for loop's `loop` object is a Callable with `loop` set: its attributes (index, length, ...)
+// are computed from the shared per-loop state and `loop_index` when read (interp.cc), and
+// calling it is the recursive loop(iterable).
+struct LoopState;
 struct Callable {
   std::string name;
   NativeFn fn;
@@ -42,6 +46,8 @@ struct Callable {
   std::string repr;
   std::vector<Value> held;
   bool opaque = false;
+  std::shared_ptr<const LoopState> loop;
+  int64_t loop_index = 0, loop_length = 0;
 };
 
 class Value {
