@@ -55,20 +55,25 @@ bool convert(const json::value& j, Value& out, int depth, int max_depth) {
   return false;
 }
 
-bool parse_json(std::string_view text, json::value& out, int max_depth) {
+bool parse_json(std::string_view text, json::value& out, int max_depth, json::storage_ptr sp = {}) {
   json::parse_options opt;
   opt.max_depth = static_cast<std::size_t>(max_depth);
   boost::system::error_code ec;
-  json::storage_ptr sp;
-  out = json::parse(text, ec, sp, opt);
+  out = json::parse(text, ec, std::move(sp), opt);
   return !ec;
+}
+
+// The DOM of one request lives only while it is converted: one arena, freed at once.
+json::monotonic_resource arena_for(std::string_view text) {
+  return json::monotonic_resource(text.size() + 4096);
 }
 
 }  // namespace
 
 RenderResult<Value> value_from_json(std::string_view text, int max_depth) {
+  json::monotonic_resource arena = arena_for(text);
   json::value j;
-  if (!parse_json(text, j, max_depth)) return bad("invalid JSON");
+  if (!parse_json(text, j, max_depth, &arena)) return bad("invalid JSON");
   Value v;
   if (!convert(j, v, 0, max_depth)) return bad("JSON nested too deeply");
   return v;
@@ -170,33 +175,57 @@ bool preprocess_content(const Value& content, bool openai, Value& out, std::stri
 
 }  // namespace
 
+// Builds the context straight from the parsed request (no intermediate Value of the whole
+// body): only the fields the context keeps are converted. Values are converted at the depth
+// value_from_json would have given them.
 RenderResult<Value> build_context(std::string_view request_json, const SpecialTokens& special,
                                   const Value& extra_kwargs, bool openai) {
-  auto req = value_from_json(request_json);
-  if (!req.ok()) return req.error();
-  if (!req->is_dict()) return bad("request is not a JSON object");
-  const Dict& r = req->dict_ref();
-  const Value* messages = r.find("messages");
-  if (!messages || !messages->is_list()) return bad("messages must be a list");
+  constexpr int kMaxDepth = 256;
+  json::monotonic_resource arena = arena_for(request_json);
+  json::value j;
+  if (!parse_json(request_json, j, kMaxDepth, &arena)) return bad("invalid JSON");
+  if (!j.is_object()) return bad("request is not a JSON object");
+  const json::object& r = j.get_object();
+  auto conv = [&](const json::value& v, int depth, Value& out) {
+    return convert(v, out, depth, kMaxDepth);
+  };
+  const json::value* messages = r.if_contains("messages");
+  if (!messages || !messages->is_array()) return bad("messages must be a list");
   List msgs;
+  msgs.reserve(messages->get_array().size());
   std::string err;
-  for (const auto& m : messages->items()) {
-    if (!m.is_dict()) return bad("message is not an object");
-    const Dict& md = m.dict_ref();
-    const Value* role = md.find("role");
+  for (const auto& m : messages->get_array()) {
+    if (!m.is_object()) return bad("message is not an object");
+    const json::object& md = m.get_object();
+    const json::value* role = md.if_contains("role");
     if (!role || !role->is_string()) return bad("message without a role");
+    // The keys below are distinct: append instead of Dict::set.
     Dict out;
-    out.set("role", *role);
+    out.items.reserve(4);
+    out.items.emplace_back("role", Value(std::string(role->get_string())));
     Value content;
-    const Value* c = md.find("content");
-    if (!preprocess_content(c ? *c : Value::none(), openai, content, err)) return bad(err);
-    out.set("content", content);
-    for (const char* k : {"name", "tool_call_id"})
-      if (const Value* v = md.find(k); v && !v->is_none()) out.set(k, *v);
-    if (const Value* tc = md.find("tool_calls"); tc && tc->is_list() && !tc->items().empty()) {
+    if (const json::value* c = md.if_contains("content"); c && c->is_string()) {
+      content = Value(std::string(c->get_string()));
+    } else {
+      Value raw = Value::none();
+      if (c && !conv(*c, 3, raw)) return bad("JSON nested too deeply");
+      if (!preprocess_content(raw, openai, content, err)) return bad(err);
+    }
+    out.items.emplace_back("content", std::move(content));
+    for (const char* k : {"name", "tool_call_id"}) {
+      if (const json::value* v = md.if_contains(k); v && !v->is_null()) {
+        Value x;
+        if (!conv(*v, 3, x)) return bad("JSON nested too deeply");
+        out.items.emplace_back(k, std::move(x));
+      }
+    }
+    if (const json::value* tc = md.if_contains("tool_calls");
+        tc && tc->is_array() && !tc->get_array().empty()) {
       List calls;
-      for (const auto& call : tc->items()) {
-        if (!call.is_dict()) return bad("tool call is not an object");
+      for (const auto& call_j : tc->get_array()) {
+        if (!call_j.is_object()) return bad("tool call is not an object");
+        Value call;
+        if (!conv(call_j, 4, call)) return bad("JSON nested too deeply");
         Dict cd = call.dict_ref();
         if (Value* fn = cd.find("function"); fn && fn->is_dict()) {
           Dict fd = fn->dict_ref();
@@ -213,37 +242,41 @@ RenderResult<Value> build_context(std::string_view request_json, const SpecialTo
         }
         calls.push_back(Value::dict(std::move(cd)));
       }
-      out.set("tool_calls", Value::list(std::move(calls)));
+      out.items.emplace_back("tool_calls", Value::list(std::move(calls)));
     }
-    const Value* reasoning = md.find("reasoning");
-    const Value* reasoning_content = md.find("reasoning_content");
-    const Value* rv = reasoning && !reasoning->is_none() ? reasoning
-                      : reasoning_content && !reasoning_content->is_none() ? reasoning_content
-                                                                            : nullptr;
+    const json::value* reasoning = md.if_contains("reasoning");
+    const json::value* reasoning_content = md.if_contains("reasoning_content");
+    const json::value* rv = reasoning && !reasoning->is_null() ? reasoning
+                            : reasoning_content && !reasoning_content->is_null() ? reasoning_content
+                                                                                  : nullptr;
     if (rv) {
-      out.set("reasoning", *rv);
-      out.set("reasoning_content", *rv);
+      Value x;
+      if (!conv(*rv, 3, x)) return bad("JSON nested too deeply");
+      out.items.emplace_back("reasoning", x);
+      out.items.emplace_back("reasoning_content", std::move(x));
     }
     msgs.push_back(Value::dict(std::move(out)));
   }
   Dict ctx;
   ctx.set("messages", Value::list(std::move(msgs)));
   Value tools = Value::none();
-  if (const Value* t = r.find("tools"); t && !t->is_none()) {
-    if (!t->is_list()) return bad("tools must be a list");
+  if (const json::value* t = r.if_contains("tools"); t && !t->is_null()) {
+    if (!t->is_array()) return bad("tools must be a list");
     List tl;
-    for (const auto& tool : t->items()) {
-      if (!tool.is_dict()) return bad("tool is not an object");
-      const Value* fn = tool.dict_ref().find("function");
-      if (!fn || !fn->is_dict()) return bad("tool without a function");
+    for (const auto& tool : t->get_array()) {
+      if (!tool.is_object()) return bad("tool is not an object");
+      const json::value* fn = tool.get_object().if_contains("function");
+      if (!fn || !fn->is_object()) return bad("tool without a function");
       Dict fd;
       for (const char* k : {"name", "description", "parameters"}) {
-        const Value* v = fn->dict_ref().find(k);
-        fd.set(k, v ? *v : Value::none());
+        const json::value* v = fn->get_object().if_contains(k);
+        Value x = Value::none();
+        if (v && !conv(*v, 4, x)) return bad("JSON nested too deeply");
+        fd.set(k, std::move(x));
       }
       Dict td;
-      const Value* type = tool.dict_ref().find("type");
-      td.set("type", type && type->is_string() ? *type : Value("function"));
+      const json::value* type = tool.get_object().if_contains("type");
+      td.set("type", type && type->is_string() ? Value(std::string(type->get_string())) : Value("function"));
       td.set("function", Value::dict(std::move(fd)));
       tl.push_back(Value::dict(std::move(td)));
     }
@@ -251,17 +284,23 @@ RenderResult<Value> build_context(std::string_view request_json, const SpecialTo
   }
   ctx.set("tools", tools);
   ctx.set("documents", Value::none());
-  const Value* agp = r.find("add_generation_prompt");
-  ctx.set("add_generation_prompt", agp && !agp->is_none() ? *agp : Value(true));
+  Value agp_v(true);
+  if (const json::value* agp = r.if_contains("add_generation_prompt"); agp && !agp->is_null())
+    if (!conv(*agp, 1, agp_v)) return bad("JSON nested too deeply");
+  ctx.set("add_generation_prompt", std::move(agp_v));
   for (const auto& [k, v] : special.tokens) ctx.set(k, Value(v));
   if (!special.additional.empty()) {
     List l;
     for (const auto& s : special.additional) l.emplace_back(s);
     ctx.set("additional_special_tokens", Value::list(std::move(l)));
   }
-  if (const Value* kw = r.find("chat_template_kwargs"); kw && !kw->is_none()) {
-    if (!kw->is_dict()) return bad("chat_template_kwargs must be an object");
-    for (const auto& [k, v] : kw->dict_ref().items) ctx.set(k, v);
+  if (const json::value* kw = r.if_contains("chat_template_kwargs"); kw && !kw->is_null()) {
+    if (!kw->is_object()) return bad("chat_template_kwargs must be an object");
+    for (const auto& kv : kw->get_object()) {
+      Value x;
+      if (!conv(kv.value(), 2, x)) return bad("JSON nested too deeply");
+      ctx.set(std::string(kv.key()), std::move(x));
+    }
   }
   if (extra_kwargs.is_dict())
     for (const auto& [k, v] : extra_kwargs.dict_ref().items) ctx.set(k, v);
