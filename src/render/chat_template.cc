@@ -55,11 +55,12 @@ bool convert(const json::value& j, Value& out, int depth, int max_depth) {
   return false;
 }
 
-bool parse_json(std::string_view text, json::value& out, int max_depth, json::storage_ptr sp = {}) {
+// Parses into `out`'s own storage (assigning a value from another storage would deep-copy it).
+bool parse_json(std::string_view text, json::value& out, int max_depth) {
   json::parse_options opt;
   opt.max_depth = static_cast<std::size_t>(max_depth);
   boost::system::error_code ec;
-  out = json::parse(text, ec, std::move(sp), opt);
+  out = json::parse(text, ec, out.storage(), opt);
   return !ec;
 }
 
@@ -72,8 +73,8 @@ json::monotonic_resource arena_for(std::string_view text) {
 
 RenderResult<Value> value_from_json(std::string_view text, int max_depth) {
   json::monotonic_resource arena = arena_for(text);
-  json::value j;
-  if (!parse_json(text, j, max_depth, &arena)) return bad("invalid JSON");
+  json::value j(&arena);
+  if (!parse_json(text, j, max_depth)) return bad("invalid JSON");
   Value v;
   if (!convert(j, v, 0, max_depth)) return bad("JSON nested too deeply");
   return v;
@@ -182,8 +183,8 @@ RenderResult<Value> build_context(std::string_view request_json, const SpecialTo
                                   const Value& extra_kwargs, bool openai) {
   constexpr int kMaxDepth = 256;
   json::monotonic_resource arena = arena_for(request_json);
-  json::value j;
-  if (!parse_json(request_json, j, kMaxDepth, &arena)) return bad("invalid JSON");
+  json::value j(&arena);
+  if (!parse_json(request_json, j, kMaxDepth)) return bad("invalid JSON");
   if (!j.is_object()) return bad("request is not a JSON object");
   const json::object& r = j.get_object();
   auto conv = [&](const json::value& v, int depth, Value& out) {
