@@ -383,7 +383,7 @@ const std::string_view kListMethods[] = {"index", "count", "copy", "append", "ex
 template <size_t N>
 bool in_list(const std::string_view (&arr)[N], std::string_view s) {
   for (std::string_view x : arr)
-    if (s == x) return true;
+    if (same_name(s, x)) return true;
   return false;
 }
 
@@ -735,7 +735,7 @@ bool Interp::contains(const Value& container, const Value& item, bool& out) {
   }
 }
 
-bool Interp::compare(const std::string& op, const Value& a, const Value& b, bool& out) {
+bool Interp::compare(std::string_view op, const Value& a, const Value& b, bool& out) {
   if (op == "==") { out = py_equal(a, b); return true; }
   if (op == "!=") { out = !py_equal(a, b); return true; }
   int c = 0;
@@ -760,14 +760,14 @@ bool Interp::compare(const std::string& op, const Value& a, const Value& b, bool
   } else {
     if (a.is_undefined()) return fail(RenderErrc::kUndefined, undefined_msg(a));
     if (b.is_undefined()) return fail(RenderErrc::kUndefined, undefined_msg(b));
-    return fail(RenderErrc::kType, std::string("'") + op + "' not supported between instances of '" +
+    return fail(RenderErrc::kType, std::string("'") + std::string(op) + "' not supported between instances of '" +
                                        type_name(a) + "' and '" + type_name(b) + "'");
   }
   out = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
   return true;
 }
 
-bool Interp::binary(const std::string& op, const Value& a, const Value& b, Value& out) {
+bool Interp::binary(std::string_view op, const Value& a, const Value& b, Value& out) {
   if (op == "~") {
     std::string s;
     a.append_str(s);
@@ -863,7 +863,7 @@ bool Interp::binary(const std::string& op, const Value& a, const Value& b, Value
     out = Value(std::move(s));
     return true;
   }
-  return fail(RenderErrc::kType, std::string("unsupported operand type(s) for ") + op + ": '" +
+  return fail(RenderErrc::kType, std::string("unsupported operand type(s) for ") + std::string(op) + ": '" +
                                      type_name(a) + "' and '" + type_name(b) + "'");
 }
 
@@ -1010,7 +1010,7 @@ Value Interp::globals_lookup(std::string_view name) {
 
 // ---- filters
 
-bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& a, Value& out) {
+bool Interp::apply_filter(std::string_view name, const Value& in_v, CallArgs& a, Value& out) {
   const Value& v = in_v;
   auto str_of = [&](const Value& x) { std::string s; x.append_str(s); return s; };
   if (name == "length" || name == "count") {
@@ -1460,10 +1460,10 @@ bool Interp::apply_filter(const std::string& name, const Value& in_v, CallArgs& 
     out = Value(std::move(r));
     return true;
   }
-  return fail(RenderErrc::kUnsupported, "filter '" + name + "' is not supported");
+  return fail(RenderErrc::kUnsupported, "filter '" + std::string(name) + "' is not supported");
 }
 
-bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bool& out) {
+bool Interp::apply_test(std::string_view name, const Value& v, CallArgs& a, bool& out) {
   // jinja2's test functions: most take only the value; the comparison ones take one operand
   // (sameas, divisibleby and in also by keyword: other, num, seq).
   static const std::string_view kNoArg[] = {"defined", "undefined", "none", "string", "mapping",
@@ -1473,12 +1473,12 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
   const size_t nargs = a.pos.size() + a.kw.size();
   if (std::find_if(std::begin(kNoArg), std::end(kNoArg), [&](std::string_view t) { return name == t; }) !=
       std::end(kNoArg)) {
-    if (nargs) return fail(RenderErrc::kType, "test '" + name + "' takes no arguments");
+    if (nargs) return fail(RenderErrc::kType, "test '" + std::string(name) + "' takes no arguments");
   } else {
-    if (nargs > 1) return fail(RenderErrc::kType, "test '" + name + "' takes one argument");
+    if (nargs > 1) return fail(RenderErrc::kType, "test '" + std::string(name) + "' takes one argument");
     const char* kw_name = name == "sameas" ? "other" : name == "divisibleby" ? "num" : name == "in" ? "seq" : "";
     if (!a.kw.empty() && a.kw[0].first != kw_name)
-      return fail(RenderErrc::kType, "test '" + name + "' got an unexpected keyword argument");
+      return fail(RenderErrc::kType, "test '" + std::string(name) + "' got an unexpected keyword argument");
   }
   const Value* arg = !a.pos.empty() ? &a.pos[0] : !a.kw.empty() ? &a.kw[0].second : nullptr;
   using K = Value::Kind;
@@ -1507,7 +1507,7 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
     return true;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!v.is_int() && !v.is_bool()) return fail(RenderErrc::kType, "test '" + name + "' expects an integer");
+    if (!v.is_int() && !v.is_bool()) return fail(RenderErrc::kType, "test '" + std::string(name) + "' expects an integer");
     if (name == "divisibleby") {
       if (!arg || !(arg->is_int() || arg->is_bool())) return fail(RenderErrc::kType, "divisibleby(num)");
       if (arg->as_int() == 0) return fail(RenderErrc::kType, "integer division or modulo by zero");
@@ -1517,7 +1517,7 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
     out = (v.as_int() % 2 != 0) == (name == "odd");
     return true;
   }
-  if (!arg) return fail(RenderErrc::kType, "test '" + name + "' needs an argument");
+  if (!arg) return fail(RenderErrc::kType, "test '" + std::string(name) + "' needs an argument");
   if (name == "in") return contains(*arg, v, out);
   if (name == "sameas") {
     if (v.kind() != arg->kind()) { out = false; return true; }
@@ -1529,7 +1529,7 @@ bool Interp::apply_test(const std::string& name, const Value& v, CallArgs& a, bo
                    : name == "ne" || name == "!=" ? "!=" : name == "lt" || name == "lessthan" || name == "<" ? "<"
                    : name == "le" || name == "<=" ? "<=" : name == "gt" || name == "greaterthan" || name == ">" ? ">"
                    : name == "ge" || name == ">=" ? ">=" : "";
-  if (op.empty()) return fail(RenderErrc::kUnsupported, "test '" + name + "' is not supported");
+  if (op.empty()) return fail(RenderErrc::kUnsupported, "test '" + std::string(name) + "' is not supported");
   return compare(op, v, *arg, out);
 }
 

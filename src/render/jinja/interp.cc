@@ -184,6 +184,7 @@ Interp::Flow Interp::exec(const Node* n, const std::shared_ptr<Scope>& scope) {
     }
     case NK::kMacro: {
       std::weak_ptr<Scope> weak = scope;  // a macro stored in its own scope must not leak it
+      scope->weakly_held = true;
       const Node* def = n;
       Callable fn;
       fn.name = n->name;
@@ -381,19 +382,19 @@ Value make_changed() {
 bool loop_attr(const Callable& c, std::string_view name, Value& out) {
   const LoopState& st = *c.loop;
   const int64_t i = c.loop_index, len = c.loop_length;
-  if (name == "index") out = Value(i + 1);
-  else if (name == "index0") out = Value(i);
-  else if (name == "first") out = Value(i == 0);
-  else if (name == "last") out = Value(i == len - 1);
-  else if (name == "length") out = Value(len);
-  else if (name == "revindex") out = Value(len - i);
-  else if (name == "revindex0") out = Value(len - i - 1);
-  else if (name == "depth") out = Value(st.depth);
-  else if (name == "depth0") out = Value(st.depth - 1);
-  else if (name == "previtem" && i > 0) out = st.items[static_cast<size_t>(i - 1)];
-  else if (name == "nextitem" && i + 1 < len) out = st.items[static_cast<size_t>(i + 1)];
-  else if (name == "changed") out = st.changed;
-  else if (name == "cycle")
+  if (same_name(name, "index")) out = Value(i + 1);
+  else if (same_name(name, "index0")) out = Value(i);
+  else if (same_name(name, "first")) out = Value(i == 0);
+  else if (same_name(name, "last")) out = Value(i == len - 1);
+  else if (same_name(name, "length")) out = Value(len);
+  else if (same_name(name, "revindex")) out = Value(len - i);
+  else if (same_name(name, "revindex0")) out = Value(len - i - 1);
+  else if (same_name(name, "depth")) out = Value(st.depth);
+  else if (same_name(name, "depth0")) out = Value(st.depth - 1);
+  else if (same_name(name, "previtem") && i > 0) out = st.items[static_cast<size_t>(i - 1)];
+  else if (same_name(name, "nextitem") && i + 1 < len) out = st.items[static_cast<size_t>(i + 1)];
+  else if (same_name(name, "changed")) out = st.changed;
+  else if (same_name(name, "cycle"))
     out = Value::callable("cycle", [i](Interp& in, CallArgs& a, Value& o, RenderError&) {
       if (a.pos.empty()) return in.fail(RenderErrc::kType, "no items for cycling given");
       o = a.pos[static_cast<size_t>(i) % a.pos.size()];
@@ -440,25 +441,42 @@ Interp::Flow Interp::run_loop(const Node* n, const Value& seq, const std::shared
   const auto len = static_cast<int64_t>(items.size());
   auto state = std::make_shared<LoopState>();
   state->n = n;
-  state->outer = scope;
+  if (n->flag) {  // only a recursive loop's loop(...) goes back to the scope
+    state->outer = scope;
+    scope->weakly_held = true;
+  }
   state->items = std::move(items);
   state->depth = depth;
   state->changed = make_changed();
   const std::vector<Value>& elems = state->items;
+  std::shared_ptr<Scope> inner;
+  Value loop_obj;
   for (int64_t i = 0; i < len; ++i) {
     if (!step()) return Flow::kError;
     // jinja2: every iteration starts from the enclosing scope (assignments in the body do
     // not carry over to the next iteration nor out of the loop).
-    auto inner = std::make_shared<Scope>();
-    inner->parent = scope;
-    inner->vars.items.reserve(4);
-    Callable loop;
-    loop.name = "loop";
-    loop.opaque = true;  // changed() remembers values: never stored in a namespace
-    loop.loop = state;
-    loop.loop_index = i;
-    loop.loop_length = len;
-    inner->vars.items.emplace_back("loop", Value::callable(std::move(loop)));
+    // The previous iteration's scope and loop object are reused when nothing kept them
+    // (no reference, no weak reference): a reset scope and a loop object at index i are
+    // indistinguishable from new ones.
+    if (inner && inner.use_count() == 1 && !inner->weakly_held) {
+      inner->vars.items.clear();
+    } else {
+      inner = std::make_shared<Scope>();
+      inner->parent = scope;
+      inner->vars.items.reserve(4);
+    }
+    if (Callable* reuse = loop_obj.unique_callable()) {
+      reuse->loop_index = i;
+    } else {
+      Callable loop;
+      loop.name = "loop";
+      loop.opaque = true;  // changed() remembers values: never stored in a namespace
+      loop.loop = state;
+      loop.loop_index = i;
+      loop.loop_length = len;
+      loop_obj = Value::callable(std::move(loop));
+    }
+    inner->vars.items.emplace_back("loop", loop_obj);
     if (!assign_targets(*this, n->names, elems[static_cast<size_t>(i)], *inner)) return Flow::kError;
     Flow f = exec(n->b, inner);
     if (f == Flow::kError) return f;

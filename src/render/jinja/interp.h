@@ -29,6 +29,9 @@ struct CallArgs {
 struct Scope {
   Dict vars;
   std::shared_ptr<Scope> parent;
+  // Set when a weak_ptr to this scope is handed out (a macro defined in it, a recursive loop
+  // over it): a for loop then gives the next iteration a new scope instead of reusing it.
+  bool weakly_held = false;
   const Value* lookup(std::string_view name) const {
     for (const Scope* s = this; s; s = s->parent.get())
       if (const Value* v = s->vars.find(name)) return v;
@@ -40,7 +43,7 @@ struct Scope {
 // iteration's own index lives in its Callable (loop_index).
 struct LoopState {
   const Node* n = nullptr;          // the kFor node
-  std::weak_ptr<Scope> outer;       // the loop object must not keep its scope alive
+  std::weak_ptr<Scope> outer;       // recursive loops: must not keep its scope alive
   std::vector<Value> items;         // what the loop iterates (previtem / nextitem)
   int64_t depth = 1;                // loop.depth
   Value changed;                    // loop.changed: one state per loop level
@@ -100,12 +103,12 @@ class Interp {
   Flow run_loop(const Node* n, const Value& seq, const std::shared_ptr<Scope>& scope, int64_t depth);
 
   // builtins.cc
-  bool apply_filter(const std::string& name, const Value& input, CallArgs& args, Value& out);
-  bool apply_test(const std::string& name, const Value& input, CallArgs& args, bool& out);
+  bool apply_filter(std::string_view name, const Value& input, CallArgs& args, Value& out);
+  bool apply_test(std::string_view name, const Value& input, CallArgs& args, bool& out);
   bool get_attr(const Value& obj, const std::string& name, Value& out);
   bool get_item(const Value& obj, const Value& key, Value& out);
-  bool binary(const std::string& op, const Value& a, const Value& b, Value& out);
-  bool compare(const std::string& op, const Value& a, const Value& b, bool& out);
+  bool binary(std::string_view op, const Value& a, const Value& b, Value& out);
+  bool compare(std::string_view op, const Value& a, const Value& b, bool& out);
   bool contains(const Value& container, const Value& item, bool& out);
   bool iterate(const Value& v, std::vector<Value>& out);
   bool slice(const Value& obj, const Value* start, const Value* stop, const Value* step, Value& out);

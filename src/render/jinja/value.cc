@@ -10,12 +10,12 @@ namespace ramjet::render::jinja {
 
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
-    if (k == key) return &v;
+    if (same_name(k, key)) return &v;
   return nullptr;
 }
 Value* Dict::find(std::string_view key) {
   for (auto& [k, v] : items)
-    if (k == key) return &v;
+    if (same_name(k, key)) return &v;
   return nullptr;
 }
 void Dict::set(std::string key, Value v) {

@@ -17,6 +17,12 @@ namespace ramjet::render::jinja {
 class Value;
 using List = std::vector<Value>;
 
+// String equality for the short names templates look up (keys, attributes, methods): sizes,
+// then the first byte, before a memcmp call.
+inline bool same_name(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && (a.empty() || (a[0] == b[0] && a.compare(b) == 0));
+}
+
 // A dict keeps insertion order (Python 3.7+); keys are strings (JSON objects are all a template
 // ever sees; other key types are rejected where they could arise).
 struct Dict {
@@ -122,6 +128,9 @@ class Value {
   const Dict& dict_ref() const { return *dict_; }
   Dict& dict_mut() const { return *dict_; }  // namespaces only (set ns.x = ...)
   const Callable& fn() const { return *fn_; }
+  // The callable when this value is its only holder (so changing it is unobservable), else
+  // nullptr.
+  Callable* unique_callable() { return fn_ && fn_.use_count() == 1 ? fn_.get() : nullptr; }
   // Name of the variable an undefined value came from ("" when unknown).
   std::string undefined_name() const { return str_ ? *str_ : std::string(); }
 
