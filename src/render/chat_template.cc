@@ -179,12 +179,20 @@ bool preprocess_content(const Value& content, bool openai, Value& out, std::stri
 // Builds the context straight from the parsed request (no intermediate Value of the whole
 // body): only the fields the context keeps are converted. Values are converted at the depth
 // value_from_json would have given them.
+namespace {
+constexpr int kMaxDepth = 256;
+}  // namespace
+
 RenderResult<Value> build_context(std::string_view request_json, const SpecialTokens& special,
                                   const Value& extra_kwargs, bool openai) {
-  constexpr int kMaxDepth = 256;
   json::monotonic_resource arena = arena_for(request_json);
   json::value j(&arena);
   if (!parse_json(request_json, j, kMaxDepth)) return bad("invalid JSON");
+  return build_context_parsed(j, special, extra_kwargs, openai);
+}
+
+RenderResult<Value> build_context_parsed(const json::value& j, const SpecialTokens& special,
+                                         const Value& extra_kwargs, bool openai) {
   if (!j.is_object()) return bad("request is not a JSON object");
   const json::object& r = j.get_object();
   auto conv = [&](const json::value& v, int depth, Value& out) {
@@ -318,6 +326,14 @@ RenderResult<std::string> render(const ChatTemplate& tpl, std::string_view reque
                                  const SpecialTokens& special, const Value& extra_kwargs,
                                  const jinja::RenderOptions& options) {
   auto ctx = build_context(request_json, special, extra_kwargs, tpl.openai_content_format);
+  if (!ctx.ok()) return ctx.error();
+  return tpl.tpl->render(ctx.value(), options);
+}
+
+RenderResult<std::string> render_parsed(const ChatTemplate& tpl, const json::value& request,
+                                        const SpecialTokens& special, const Value& extra_kwargs,
+                                        const jinja::RenderOptions& options) {
+  auto ctx = build_context_parsed(request, special, extra_kwargs, tpl.openai_content_format);
   if (!ctx.ok()) return ctx.error();
   return tpl.tpl->render(ctx.value(), options);
 }

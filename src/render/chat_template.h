@@ -15,6 +15,7 @@
 //     chat_template_kwargs entry and finally `extra_kwargs`.
 #pragma once
 
+#include <boost/json/fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,13 @@ jinja::RenderResult<jinja::Value> build_context(std::string_view request_json,
                                                 const SpecialTokens& special,
                                                 const jinja::Value& extra_kwargs = {},
                                                 bool openai_content_format = false);
+// The same for a body the caller has already parsed (as boost::json::parse does: the last of
+// duplicate keys kept), skipping the parse — about half of build_context's cost. Values nested
+// deeper than 256 containers are refused ("JSON nested too deeply").
+jinja::RenderResult<jinja::Value> build_context_parsed(const boost::json::value& request,
+                                                       const SpecialTokens& special,
+                                                       const jinja::Value& extra_kwargs = {},
+                                                       bool openai_content_format = false);
 
 // Whether a template iterates message content (vLLM's "openai" content format).
 bool template_uses_openai_content(std::string_view template_source);
@@ -56,6 +64,12 @@ jinja::RenderResult<std::string> render(const ChatTemplate& tpl, std::string_vie
                                         const SpecialTokens& special,
                                         const jinja::Value& extra_kwargs = {},
                                         const jinja::RenderOptions& options = {});
+// The same for an already-parsed request body (see build_context above).
+jinja::RenderResult<std::string> render_parsed(const ChatTemplate& tpl,
+                                               const boost::json::value& request,
+                                               const SpecialTokens& special,
+                                               const jinja::Value& extra_kwargs = {},
+                                               const jinja::RenderOptions& options = {});
 // One-shot: parse the template source, then render.
 jinja::RenderResult<std::string> render(std::string_view template_source,
                                         std::string_view request_json,
