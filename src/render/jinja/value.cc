@@ -305,8 +305,13 @@ namespace {
 
 void json_string(std::string& out, const std::string& s) {
   out += '"';
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
+  size_t run = 0;  // s[run, i) needs no escaping: appended in one piece
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s, run, i - run);
+    run = i + 1;
+    const char ch = s[i];
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -325,6 +330,7 @@ void json_string(std::string& out, const std::string& s) {
         }
     }
   }
+  out.append(s, run, s.size() - run);
   out += '"';
 }
 
