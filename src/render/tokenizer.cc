@@ -1570,16 +1570,26 @@ TokResult<std::shared_ptr<const Tokenizer>> Tokenizer::from_file(
   return from_json(*json, limits, std::string_view(*over));
 }
 
-std::optional<TokenizerError> Tokenizer::encode_into(std::string_view text,
-                                                     std::vector<uint32_t>& out,
-                                                     bool add_special_tokens) const {
-  const Impl& t = *impl_;
+namespace {
+
+// What every encode entry point checks first: the size limit, then valid UTF-8.
+std::optional<TokenizerError> check_input(const Tokenizer::Impl& t, std::string_view text) {
   if (text.size() > t.limits.max_input_bytes) {
     return err(TokenizerErrc::kTooLarge, "input larger than max_input_bytes");
   }
   if (!simdjson::validate_utf8(text.data(), text.size())) {
     return err(TokenizerErrc::kBadInput, "input is not valid UTF-8");
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<TokenizerError> Tokenizer::encode_into(std::string_view text,
+                                                     std::vector<uint32_t>& out,
+                                                     bool add_special_tokens) const {
+  const Impl& t = *impl_;
+  if (auto e = check_input(t, text)) return e;
   if (add_special_tokens && t.post_unsupported) {
     return err(TokenizerErrc::kUnsupported, "post_processor for add_special_tokens");
   }
@@ -1646,12 +1656,7 @@ bool Tokenizer::is_added_token_id(uint32_t id) const { return impl_->added_r.cou
 std::optional<TokenizerError> Tokenizer::find_cuts(std::string_view text,
                                                    std::vector<Cut>& cuts) const {
   const Impl& t = *impl_;
-  if (text.size() > t.limits.max_input_bytes) {
-    return err(TokenizerErrc::kTooLarge, "input larger than max_input_bytes");
-  }
-  if (!simdjson::validate_utf8(text.data(), text.size())) {
-    return err(TokenizerErrc::kBadInput, "input is not valid UTF-8");
-  }
+  if (auto e = check_input(t, text)) return e;
   CutLog log{&cuts, nullptr, 0, cuts.size()};
   split_added(t, text, t.raw_trie, [](std::string_view, uint32_t) {}, &log);
   return std::nullopt;
@@ -1661,12 +1666,7 @@ std::optional<TokenizerError> Tokenizer::encode_with_cuts(std::string_view text,
                                                           std::vector<uint32_t>& out,
                                                           std::vector<Cut>& cuts) const {
   const Impl& t = *impl_;
-  if (text.size() > t.limits.max_input_bytes) {
-    return err(TokenizerErrc::kTooLarge, "input larger than max_input_bytes");
-  }
-  if (!simdjson::validate_utf8(text.data(), text.size())) {
-    return err(TokenizerErrc::kBadInput, "input is not valid UTF-8");
-  }
+  if (auto e = check_input(t, text)) return e;
   const size_t before = out.size(), cuts_before = cuts.size();
   CutLog log{&cuts, &out, before, cuts_before};
   Encoder enc(t, scratch_for(t.serial), out, &log);
