@@ -374,6 +374,7 @@ void TokenizerService::begin_stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    stop_requested_.store(true, std::memory_order_release);
     queue_.clear();
     queued_bytes_ = 0;
     queue_depth_.set(0);
@@ -454,6 +455,9 @@ void TokenizerService::process(Job& job, asio::io_context& io) {
                      else res = std::move(r);
                    });
     io.restart();
+    // A begin_stop() before the restart above would be undone by it: look at the flag after it
+    // (a stop() after the restart makes run() return at once).
+    if (stop_requested_.load(std::memory_order_acquire)) return;
     io.run();
     if (io.stopped() && !done) return;  // begin_stop() interrupted the call: nothing to count
     ShadowOutcome o = from_failure(failure);

@@ -149,6 +149,7 @@ class TokenizerService {
   std::deque<Job> queue_;
   size_t queued_bytes_ = 0;
   bool stopping_ = false;
+  std::atomic<bool> stop_requested_{false};  // stopping_, readable without mu_ (workers' calls)
   std::vector<std::thread> threads_;
   std::vector<boost::asio::io_context*> worker_io_;  // each worker's, while it runs (under mu_)
 
