@@ -1,5 +1,7 @@
 #include "text.h"
 
+#include "common/utf8.h"
+
 #include <array>
 #include <cmath>
 
@@ -19,23 +21,6 @@ constexpr std::array<std::string_view, kVocabSize> kVocab = {
     "via", "war", "way", "who", "why", "win", "yes", "yet", "you", "age", "air", "art", "bed",
     "cup", "dog", "egg", "fit", "gas", "ice", "leg"};
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 bool hex4(std::string_view s, size_t at, uint32_t& v) {
   if (at + 4 > s.size()) return false;

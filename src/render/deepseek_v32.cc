@@ -12,6 +12,8 @@
 
 #include <simdjson.h>
 
+#include "common/utf8.h"
+
 namespace ramjet::render::deepseek_v32 {
 
 std::string_view to_string(RenderErrc code) {
@@ -156,23 +158,6 @@ class Parser {
     p_ += 4;
     return true;
   }
-  static void put_utf8(std::string& o, uint32_t cp) {
-    if (cp < 0x80) {
-      o += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      o += static_cast<char>(0xC0 | (cp >> 6));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      o += static_cast<char>(0xE0 | (cp >> 12));
-      o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      o += static_cast<char>(0xF0 | (cp >> 18));
-      o += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
 
   std::optional<RenderError> string(std::string& out) {
     ++p_;  // opening quote
@@ -210,7 +195,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             return err(RenderErrc::kUnsupported, "lone surrogate");
           }
-          put_utf8(out, cp);
+          append_utf8(out, cp);
           break;
         }
         default: return err(RenderErrc::kBadJson, "bad escape");

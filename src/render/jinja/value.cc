@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/utf8.h"
+
 namespace ramjet::render::jinja {
 
 const Value* Dict::find(std::string_view key) const {
@@ -146,21 +148,7 @@ std::vector<char32_t> utf8_decode(std::string_view s) {
 
 void utf8_append(std::string& out, char32_t c) {
   if (c >= 0xDC80 && c <= 0xDCFF) { out += static_cast<char>(c - 0xDC00); return; }
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  append_utf8(out, static_cast<uint32_t>(c));
 }
 
 bool py_isspace(char32_t c) {
