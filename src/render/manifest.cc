@@ -4,7 +4,6 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -50,8 +49,7 @@ class Fields {
       errors_.push_back(where_ + "." + std::string(key) + ": 64 hex digits");
       return {};
     }
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
+    return lower_hex(s);
   }
   uint64_t count(std::string_view key, uint64_t min) {
     const json::value* v = get(key);

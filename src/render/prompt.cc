@@ -18,32 +18,10 @@ namespace ramjet::render {
 
 namespace {
 
-// A file that cannot be read is an error of the kind of file it is (code "io").
-Result<std::string, PromptError> read_file(const std::string& path, PromptErrc kind) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return PromptError{kind, "io", path + ": is a directory"};
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return PromptError{kind, "io", path + ": " + std::strerror(errno)};
-  std::string out;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed) return PromptError{kind, "io", path + ": read error"};
-  return out;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::optional<PromptError> check_digest(const std::string& path, std::string_view bytes,
                                         const std::string& pinned) {
   if (pinned.empty()) return std::nullopt;
-  if (sha256_hex(bytes) == lower(pinned)) return std::nullopt;
+  if (sha256_hex(bytes) == lower_hex(pinned)) return std::nullopt;
   // The message names the file, not the digests (a digest is a fingerprint of private bytes
   // only for request content; model files are public, but keep errors short).
   return PromptError{PromptErrc::kDigest, "sha256_mismatch", path + ": SHA-256 differs from the pinned digest"};
@@ -239,6 +217,29 @@ Result<std::vector<uint32_t>, PromptError> PromptRenderer::text(std::string_view
     return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
   }
   return ids;
+}
+
+Result<std::string, PromptError> read_file(const std::string& path, PromptErrc kind, size_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return PromptError{kind, "io", path + ": is a directory"};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return PromptError{kind, "io", path + ": " + std::strerror(errno)};
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while (out.size() <= max_bytes && (n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool failed = std::ferror(f);
+  std::fclose(f);
+  if (failed) return PromptError{kind, "io", path + ": read error"};
+  if (out.size() > max_bytes)
+    return PromptError{kind, "too_large", path + ": larger than " + std::to_string(max_bytes) + " bytes"};
+  return out;
+}
+
+std::string lower_hex(std::string_view hex) {
+  std::string out(hex);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 std::string sha256_hex(std::string_view bytes) {

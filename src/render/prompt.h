@@ -9,6 +9,7 @@
 // files and refuses files whose bytes differ (a digest names the bytes, not the path).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -92,6 +93,11 @@ class PromptRenderer {
   std::string native_;
 };
 
+// A file's bytes, at most max_bytes; otherwise an error of `kind` (code "io", or "too_large").
+Result<std::string, PromptError> read_file(const std::string& path, PromptErrc kind,
+                                           size_t max_bytes = SIZE_MAX);
+// A pinned digest as it is compared: lower-case.
+std::string lower_hex(std::string_view hex);
 // Lower-case hex SHA-256 of bytes / of a file's bytes (nullopt when it cannot be read).
 std::string sha256_hex(std::string_view bytes);
 std::optional<std::string> file_sha256_hex(const std::string& path);

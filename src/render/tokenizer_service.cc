@@ -13,9 +13,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "model/model_profile.h"
 #include "net/client.h"
@@ -234,43 +231,25 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
                                                                           .max_bytes = cfg.session_cache_bytes});
   }
 
-  std::string manifest_text;
-  {
-    std::error_code ec;
-    const bool regular = std::filesystem::is_regular_file(cfg.manifest_path, ec);
-    const auto size = regular ? std::filesystem::file_size(cfg.manifest_path, ec) : 0;
-    if (!regular || ec || size > ManifestLimits{}.max_bytes) {
-      err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path +
-          (regular && !ec ? ": larger than 1 MiB" : ": not a readable file"));
-      return nullptr;
-    }
-    std::ifstream in(cfg.manifest_path, std::ios::binary);
-    manifest_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) {
-      err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path + ": read error");
-      return nullptr;
-    }
+  auto manifest_text = read_file(cfg.manifest_path, PromptErrc::kConfig, ManifestLimits{}.max_bytes);
+  if (!manifest_text) {
+    err("RJ_TOKENIZER_MANIFEST_PATH: " + manifest_text.error().message);
+    return nullptr;
   }
-  std::string want = cfg.manifest_sha256;
-  std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (sha256_hex(manifest_text) != want) {
+  if (sha256_hex(*manifest_text) != lower_hex(cfg.manifest_sha256)) {
     err("RJ_TOKENIZER_MANIFEST_PATH: " + cfg.manifest_path + ": SHA-256 differs from RJ_TOKENIZER_MANIFEST_SHA256");
     return nullptr;
   }
-  auto manifest = parse_manifest(manifest_text);
+  auto manifest = parse_manifest(*manifest_text);
   if (!manifest) {
     err("RJ_TOKENIZER_MANIFEST_PATH: " + manifest.error().message);
     return nullptr;
   }
-  auto lower = [](std::string x) {
-    std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return std::tolower(c); });
-    return x;
-  };
   if (manifest->profile != cfg.profile)
     err("manifest renderer.profile is '" + manifest->profile + "', RJ_TOKENIZER_PROFILE is '" + cfg.profile + "'");
-  if (manifest->tokenizer_sha256 != lower(cfg.tokenizer_sha256))
+  if (manifest->tokenizer_sha256 != lower_hex(cfg.tokenizer_sha256))
     err("manifest tokenizer.sha256 differs from RJ_TOKENIZER_SHA256");
-  if (hf && manifest->chat_template_sha256 != lower(cfg.template_sha256))
+  if (hf && manifest->chat_template_sha256 != lower_hex(cfg.template_sha256))
     err("manifest chat_template.sha256 differs from RJ_CHAT_TEMPLATE_SHA256");
   if (!hf && !manifest->chat_template_sha256.empty())
     err("manifest chat_template: the profile has a native formatter (no template)");

@@ -214,6 +214,17 @@ TEST_F(ServiceTest, ManifestMustMatchThePinnedFiles) {
   c.manifest_sha256 = std::string(64, 'e');
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("SHA-256 differs from RJ_TOKENIZER_MANIFEST_SHA256"), std::string::npos);
+  // A manifest path that is a directory, and a manifest over the 1 MiB limit.
+  errors.clear();
+  c = local_config(manifest_json(qwen_goldens(2)));
+  c.manifest_path = dir_.string();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find(": is a directory"), std::string::npos) << joined(errors);
+  errors.clear();
+  std::ofstream(dir_ / "huge.json", std::ios::binary) << std::string((1u << 20) + 1, ' ');
+  c.manifest_path = (dir_ / "huge.json").string();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("larger than 1048576 bytes"), std::string::npos) << joined(errors);
   // A tokenizer whose bytes differ from its pin.
   errors.clear();
   c = local_config(manifest_json(qwen_goldens(2)));
