@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -204,6 +205,22 @@ asio::awaitable<SimpleResponse> simple_post(const config::UpstreamUrl& url, std:
   req.set(http::field::content_type, "application/json");
   req.body() = std::move(json_body);
   co_return co_await simple_exchange(url, std::move(req), std::move(bearer), timeout, max_body, failure);
+}
+
+bool run_to_completion(asio::io_context& io, asio::awaitable<SimpleResponse> op, SimpleResponse& out,
+                       GetFailure& failure, const std::atomic<bool>* abandon) {
+  bool done = false;
+  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, SimpleResponse r) {
+    done = true;
+    if (e) failure = GetFailure::kProtocol;
+    else out = std::move(r);
+  });
+  io.restart();
+  // A stop() from another thread before the restart above would be undone by it: the flag is
+  // read after it (a stop() after the restart makes run() return at once).
+  if (abandon && abandon->load(std::memory_order_acquire)) return false;
+  io.run();
+  return done;
 }
 
 }  // namespace ramjet::net

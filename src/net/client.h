@@ -4,9 +4,11 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -82,5 +84,13 @@ boost::asio::awaitable<SimpleResponse> simple_post(const config::UpstreamUrl& ur
                                                    std::string json_body, std::string bearer,
                                                    std::chrono::milliseconds timeout,
                                                    size_t max_body, GetFailure& failure);
+
+// Runs one simple_get/simple_post to completion on `io`, a context of the calling thread's own
+// (CLI tools and worker threads outside the io pool). Returns false, with the call abandoned,
+// when `abandon` is set or io is stopped from another thread before the call completes; an
+// exception from the call is a kProtocol failure.
+bool run_to_completion(boost::asio::io_context& io, boost::asio::awaitable<SimpleResponse> op,
+                       SimpleResponse& out, GetFailure& failure,
+                       const std::atomic<bool>* abandon = nullptr);
 
 }  // namespace ramjet::net

@@ -2,7 +2,6 @@
 // live engine's own answers (see manifest_cli.h).
 #include "render/manifest_cli.h"
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 
@@ -98,11 +97,7 @@ net::SimpleResponse call(const config::UpstreamUrl& url, bool post, std::string 
   std::string bearer = token ? token : "";
   auto op = post ? net::simple_post(url, std::move(path), std::move(body), bearer, timeout, 64u << 20, failure)
                  : net::simple_get(url, std::move(path), bearer, timeout, 16u << 20, failure);
-  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, net::SimpleResponse r) {
-    if (e) failure = net::GetFailure::kProtocol;
-    else out = std::move(r);
-  });
-  io.run();
+  net::run_to_completion(io, std::move(op), out, failure);
   return out;
 }
 
@@ -248,18 +243,12 @@ int run(int argc, char** argv) {
       return 1;
     }
     const std::vector<uint32_t>& engine_ids = *decoded;
-    std::vector<uint32_t> local_ids;
-    if (payload->chat) {
-      auto r = (*renderer)->chat(payload->json);
-      if (r) local_ids = std::move(r->ids);
-    } else {
-      auto r = (*renderer)->text(payload->prompt, payload->add_special_tokens);
-      if (r) local_ids = std::move(r.value());
-    }
-    if (local_ids != engine_ids) {
+    auto local = render_payload(**renderer, *payload);
+    if (!local || *local != engine_ids) {
       ++mismatches;
       err << "ramjet manifest: golden '" << g.id << "': the engine produced " << engine_ids.size()
-          << " tokens, ramjet's renderer " << local_ids.size() << " (different ids)\n";
+          << " tokens, ramjet's renderer "
+          << (local ? std::to_string(local->size()) + " (different ids)" : "failed: " + local.error().message) << "\n";
     }
     out_goldens.push_back(json::object{{"id", g.id},
                                        {"endpoint", g.chat ? "chat" : "completions"},

@@ -106,6 +106,14 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
   return p;
 }
 
+Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& renderer,
+                                                          const TokenizePayload& payload, SessionCache* cache) {
+  if (!payload.chat) return renderer.text(payload.prompt, payload.add_special_tokens);
+  auto rendered = renderer.chat(payload.json, cache);
+  if (!rendered) return rendered.error();
+  return std::move(rendered->ids);
+}
+
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body) {
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);

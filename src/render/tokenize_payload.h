@@ -15,11 +15,16 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.h"
+#include "render/prompt.h"
+
 namespace ramjet::model {
 class ModelProfile;
 }
 
 namespace ramjet::render {
+
+class SessionCache;
 
 // Outcomes (metric labels). Remote: the engine's /tokenize. Local: the local render + encode.
 enum class ShadowOutcome : uint8_t {
@@ -51,6 +56,12 @@ struct TokenizePayload {
 };
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body);
+
+// The payload rendered and encoded by ramjet (the session cache, when given, supplies a cached
+// prefix's ids). Chat payloads as chat requests, completions as their prompt text.
+Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& renderer,
+                                                          const TokenizePayload& payload,
+                                                          SessionCache* cache = nullptr);
 
 // An engine's /tokenize answer {"count": n, "tokens": [n ids < 2^32], ...} -> the ids, or nullopt.
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body);

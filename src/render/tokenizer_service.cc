@@ -286,21 +286,15 @@ TokenizerService::LocalResult TokenizerService::render_local(const TokenizePaylo
     r.outcome = *p.local_refusal;
     return r;
   }
-  auto fail = [&](const PromptError& e) {
-    r.outcome = e.kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
-                : e.kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
-                                                : ShadowOutcome::kRenderError;
+  auto ids = render_payload(*renderer_, p, session_cache_.get());
+  if (!ids) {
+    const PromptErrc kind = ids.error().kind;
+    r.outcome = kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
+                : kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
+                                              : ShadowOutcome::kRenderError;
     return r;
-  };
-  if (p.chat) {
-    auto rendered = renderer_->chat(p.json, session_cache_.get());
-    if (!rendered) return fail(rendered.error());
-    r.ids = std::move(rendered->ids);
-  } else {
-    auto ids = renderer_->text(p.prompt, p.add_special_tokens);
-    if (!ids) return fail(ids.error());
-    r.ids = std::move(ids.value());
   }
+  r.ids = std::move(ids.value());
   return r;
 }
 
@@ -424,21 +418,12 @@ void TokenizerService::process(Job& job, asio::io_context& io) {
     const auto t0 = Clock::now();
     net::GetFailure failure = net::GetFailure::kNone;
     net::SimpleResponse res;
-    bool done = false;
-    asio::co_spawn(io,
-                   net::simple_post(cfg_.upstreams[job.upstream], "/tokenize", payload->json, cfg_.bearer,
-                                    cfg_.timeout, cfg_.max_response_bytes, failure),
-                   [&](std::exception_ptr e, net::SimpleResponse r) {
-                     done = true;
-                     if (e) failure = net::GetFailure::kProtocol;
-                     else res = std::move(r);
-                   });
-    io.restart();
-    // A begin_stop() before the restart above would be undone by it: look at the flag after it
-    // (a stop() after the restart makes run() return at once).
-    if (stop_requested_.load(std::memory_order_acquire)) return;
-    io.run();
-    if (io.stopped() && !done) return;  // begin_stop() interrupted the call: nothing to count
+    const bool completed = net::run_to_completion(
+        io,
+        net::simple_post(cfg_.upstreams[job.upstream], "/tokenize", payload->json, cfg_.bearer, cfg_.timeout,
+                         cfg_.max_response_bytes, failure),
+        res, failure, &stop_requested_);
+    if (!completed) return;  // begin_stop() interrupted the call: nothing to count
     ShadowOutcome o = from_failure(failure);
     if (o == ShadowOutcome::kSuccess && res.status != 200) o = ShadowOutcome::kHttpError;
     if (o == ShadowOutcome::kSuccess) {
