@@ -36,6 +36,13 @@ using std::chrono::milliseconds;
 
 namespace {
 
+// Every problem at once on stderr; the exit status of a configuration error.
+int report_configuration_errors(const std::vector<std::string>& errors) {
+  for (const auto& e : errors) std::fprintf(stderr, "ramjet: configuration error: %s\n", e.c_str());
+  std::fprintf(stderr, "ramjet: %zu configuration error(s); see ramjet --help\n", errors.size());
+  return 2;
+}
+
 // Waits until every client connection and dashboard stream has finished (or the grace period
 // ends), then stops.
 void drain_then_stop(net::IoPool& io, request::Proxy& proxy, const observe::Dashboard& dashboard,
@@ -86,9 +93,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!parsed.errors.empty()) {
-    for (const auto& e : parsed.errors) std::fprintf(stderr, "ramjet: configuration error: %s\n", e.c_str());
-    std::fprintf(stderr, "ramjet: %zu configuration error(s); see ramjet --help\n", parsed.errors.size());
-    return 2;
+    return report_configuration_errors(parsed.errors);
   }
   const config::Config& cfg = parsed.config;
   log::init(cfg.log_level);
@@ -97,9 +102,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> tokenizer_errors;
   auto tokenizer = render::TokenizerService::create(render::tokenizer_service_config(cfg), tokenizer_errors);
   if (!tokenizer) {
-    for (const auto& e : tokenizer_errors) std::fprintf(stderr, "ramjet: configuration error: %s\n", e.c_str());
-    std::fprintf(stderr, "ramjet: %zu configuration error(s); see ramjet --help\n", tokenizer_errors.size());
-    return 2;
+    return report_configuration_errors(tokenizer_errors);
   }
   for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
 
