@@ -143,16 +143,17 @@ TokenizerServiceConfig tokenizer_service_config(const config::Config& c) {
   t.session_cache_bytes = c.tokenizer_session_cache_bytes;
   t.bearer = c.upstream_token;
   t.upstreams = c.upstreams;
-  for (size_t i = 0; i < c.upstreams.size(); ++i) t.upstream_labels.push_back(std::to_string(i));
   return t;
 }
 
 TokenizerService::TokenizerService(TokenizerServiceConfig cfg)
     : cfg_(std::move(cfg)),
+      labels_(cfg_.upstreams.size()),
       attest_state_(cfg_.upstreams.size()),
       attest_checks_(cfg_.upstreams.size() * kAttestationCount),
       duration_{observe::Histogram(observe::exponential_buckets(0.0005, 2, 16)),
                 observe::Histogram(observe::exponential_buckets(0.0005, 2, 16))} {
+  for (size_t i = 0; i < labels_.size(); ++i) labels_[i] = std::to_string(i);  // opaque ordinals
   for (auto& s : attest_state_) s.store(static_cast<uint8_t>(Attestation::kUnchecked));
 }
 
@@ -163,7 +164,6 @@ std::unique_ptr<TokenizerService> TokenizerService::unloaded_for_docs(TokenizerM
   c.mode = mode;
   c.profile = "qwen3";
   c.upstreams.resize(upstreams);
-  for (size_t i = 0; i < upstreams; ++i) c.upstream_labels.push_back(std::to_string(i));
   return std::unique_ptr<TokenizerService>(new TokenizerService(std::move(c)));
 }
 
@@ -459,7 +459,7 @@ void TokenizerService::process(Job& job, asio::io_context& io) {
           // Counts and an index only: no token ids, no request bytes.
           spdlog::warn("tokenizer shadow: parity mismatch upstream={} endpoint={} local_tokens={} "
                        "remote_tokens={} first_difference={}",
-                       cfg_.upstream_labels[job.upstream], kEndpoint[ep], r.ids.size(), remote->size(), k);
+                       labels_[job.upstream], kEndpoint[ep], r.ids.size(), remote->size(), k);
         }
       }
     }
@@ -514,8 +514,8 @@ asio::awaitable<void> TokenizerService::attest_one(std::shared_ptr<AttestLoop> l
 void TokenizerService::set_attestation(size_t i, Attestation a) {
   const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
   if (prev == a) return;
-  if (a == Attestation::kMatch) spdlog::info("tokenizer: upstream {} attested", cfg_.upstream_labels[i]);
-  else spdlog::warn("tokenizer: upstream {} not attested: {}", cfg_.upstream_labels[i], to_string(a));
+  if (a == Attestation::kMatch) spdlog::info("tokenizer: upstream {} attested", labels_[i]);
+  else spdlog::warn("tokenizer: upstream {} not attested: {}", labels_[i], to_string(a));
 }
 
 void TokenizerService::write_metrics(observe::Exposition& out) const {
@@ -567,13 +567,13 @@ void TokenizerService::write_metrics(observe::Exposition& out) const {
   if (!local_mode(cfg_.mode)) return;
   out.family(F[kAttested]);
   for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
-    out.sample(F[kAttested].name, "upstream=\"" + cfg_.upstream_labels[i] + "\"", uint64_t{attested(i) ? 1u : 0u});
+    out.sample(F[kAttested].name, "upstream=\"" + labels_[i] + "\"", uint64_t{attested(i) ? 1u : 0u});
   out.family(F[kChecks]);
   for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
     for (size_t a = 0; a < kAttestationCount; ++a) {
       if (static_cast<Attestation>(a) == Attestation::kUnchecked) continue;
       out.sample(F[kChecks].name,
-                 "upstream=\"" + cfg_.upstream_labels[i] + "\",outcome=\"" +
+                 "upstream=\"" + labels_[i] + "\",outcome=\"" +
                      std::string(to_string(static_cast<Attestation>(a))) + "\"",
                  attest_checks_[i * kAttestationCount + a].get());
     }

@@ -64,7 +64,6 @@ struct TokenizerServiceConfig {
   size_t session_cache_bytes = 128u << 20;          // 0 = no session cache
   std::string bearer;                               // RJ_UPSTREAM_TOKEN
   std::vector<config::UpstreamUrl> upstreams;
-  std::vector<std::string> upstream_labels;         // metric labels, one per upstream
 };
 
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c);
@@ -156,6 +155,7 @@ class TokenizerService {
   std::shared_ptr<AttestLoop> attest_;
 
   // Metrics.
+  std::vector<std::string> labels_;                          // upstream label: the ordinal
   std::vector<std::atomic<uint8_t>> attest_state_;           // Attestation per upstream
   std::vector<observe::Counter> attest_checks_;              // [upstream][Attestation]
   observe::Counter outcomes_[2][2][kShadowOutcomeCount];     // [backend remote/local][chat][outcome]

@@ -87,7 +87,6 @@ class ServiceTest : public ::testing::Test {
     c.manifest_path = path.string();
     c.manifest_sha256 = sha256_hex(text);
     c.upstreams.resize(2);
-    c.upstream_labels = {"0", "1"};
     return c;
   }
   static std::string joined(const std::vector<std::string>& errors) {
@@ -340,7 +339,6 @@ TEST_F(ServiceTest, OfferIsBoundedAndNeverBlocks) {
   c.workers = 1;
   c.timeout = std::chrono::milliseconds(30000);
   c.upstreams = {config::UpstreamUrl{"127.0.0.1", acceptor.local_endpoint().port(), ""}};
-  c.upstream_labels = {"0"};
   std::vector<std::string> errors;
   auto s = TokenizerService::create(c, errors);
   ASSERT_NE(s, nullptr);
