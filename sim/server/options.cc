@@ -142,6 +142,18 @@ const std::vector<Flag>& flags() {
        [](const std::string& v, SimOptions& o) { return parse_num<unsigned>(v, o.faults.error_status, 400, 599); }},
       {"--fault-health-fail", false, "GET /health answers 503",
        [](const std::string&, SimOptions& o) { o.faults.health_fail = true; return std::string(); }},
+      {"--fault-drop-header-bytes", true, "close the connection, unanswered, on request heads over N bytes",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint64_t>(v, o.faults.drop_header_bytes, 0, 1ull << 30); }},
+      {"--fault-stall-after-tokens", true, "streams go silent after N tokens (non-streaming: no answer)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.faults.stall_after_tokens, 0, 1u << 30); }},
+      {"--fault-garbage", false, "answer inference requests with bytes that are not HTTP",
+       [](const std::string&, SimOptions& o) { o.faults.garbage = true; return std::string(); }},
+      {"--h11-max-incomplete-event-size", true, "largest request head in bytes (vLLM default 4194304)",
+       [](const std::string& v, SimOptions& o) {
+         return parse_num<uint64_t>(v, o.http.max_incomplete_event_size, 1024, 1ull << 30);
+       }},
+      {"--h11-max-header-count", true, "most request header fields (vLLM default 256)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.http.max_header_count, 1, 1u << 20); }},
       {"--help", false, "this text", [](const std::string&, SimOptions& o) { o.help = true; return std::string(); }},
   };
   return f;

@@ -20,6 +20,21 @@ struct Faults {
   double error_rate = 0;        // --fault-error-rate: share of inference requests answered with an error
   unsigned error_status = 503;  // --fault-error-status
   bool health_fail = false;     // --fault-health-fail: GET /health answers 503
+  // --fault-drop-header-bytes: a request head over this many bytes gets the connection closed
+  // without an answer (a server or sidecar with a small header limit; vLLM itself answers 400)
+  uint64_t drop_header_bytes = 0;
+  // --fault-stall-after-tokens: a streaming response goes silent after its head and this many
+  // generated tokens (a hung GPU); a non-streaming one never answers. 0 = off.
+  uint32_t stall_after_tokens = 0;
+  bool garbage = false;         // --fault-garbage: inference requests get bytes that are not HTTP
+};
+
+// vLLM's HTTP server limits (uvicorn + h11, vllm/entrypoints/constants.py): a request head over
+// max_incomplete_event_size bytes or with more than max_header_count fields is answered 400
+// "Invalid HTTP request received." and the connection closed, as uvicorn does.
+struct HttpLimits {
+  uint64_t max_incomplete_event_size = 4u << 20;  // --h11-max-incomplete-event-size
+  uint32_t max_header_count = 256;                // --h11-max-header-count
 };
 
 // The real-tokenizer mode (sim/server/prompt.h): empty tokenizer = the built-in tokenizer.
@@ -46,6 +61,7 @@ struct SimOptions {
   uint32_t gpus = 0;                  // synthetic DCGM-format GPU series on /metrics
   uint64_t seed = 1;
   Faults faults;
+  HttpLimits http;
   bool help = false;
 };
 

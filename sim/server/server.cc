@@ -104,6 +104,9 @@ SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* pub
       error_rate_(opt_.faults.error_rate),
       error_status_(opt_.faults.error_status),
       health_fail_(opt_.faults.health_fail),
+      drop_header_bytes_(opt_.faults.drop_header_bytes),
+      stall_after_tokens_(opt_.faults.stall_after_tokens),
+      garbage_(opt_.faults.garbage),
       started_unix_(static_cast<int64_t>(wall_now())) {}
 
 SimServer::~SimServer() = default;
@@ -274,7 +277,24 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
     boost::system::error_code ec;
     http::request_parser<http::string_body> parser;
     parser.body_limit(256u << 20);
+    const uint64_t head_limit = drop_header_bytes_ ? std::min(drop_header_bytes_, opt_.http.max_incomplete_event_size)
+                                                   : opt_.http.max_incomplete_event_size;
+    parser.header_limit(static_cast<uint32_t>(std::min<uint64_t>(head_limit, UINT32_MAX)));
     co_await http::async_read(socket, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    const bool too_many_fields = !ec && std::distance(parser.get().begin(), parser.get().end()) >
+                                            static_cast<std::ptrdiff_t>(opt_.http.max_header_count);
+    if (ec == http::error::header_limit && drop_header_bytes_) break;  // fault: hang up, unanswered
+    if ((ec && ec != http::error::end_of_stream && ec != asio::error::eof && ec != asio::error::connection_reset &&
+         ec != asio::error::operation_aborted) ||
+        too_many_fields) {
+      // What uvicorn answers a request it cannot parse (h11 RemoteProtocolError, httptools error).
+      static constexpr std::string_view k400 =
+          "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+          "content-length: 30\r\n\r\nInvalid HTTP request received.";
+      boost::system::error_code wec;
+      co_await asio::async_write(socket, asio::buffer(k400.data(), k400.size()), asio::redirect_error(asio::use_awaitable, wec));
+      break;
+    }
     if (ec) break;
     auto req = parser.release();
     const bool keep_alive = req.keep_alive();
@@ -287,7 +307,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       return write_response(socket, req.version(), keep_alive, status, std::move(body), std::string(ctype));
     };
 
-    if (hang_) {  // fault: read requests, never answer
+    if (hang_ && path.rfind("/sim/", 0) != 0) {  // fault: read requests, never answer (but /sim/ admin)
       asio::steady_timer forever(ctx_, std::chrono::steady_clock::time_point::max());
       co_await forever.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       break;
@@ -359,6 +379,12 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       unsigned status = 200;
       std::string body = handle_admin(path, req.body(), status);
       more = co_await reply(status, body, "application/json");
+    } else if (post && garbage_ && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+      static constexpr std::string_view kGarbage = "SSH-2.0-not-http\r\n\x01\x02garbage\r\n\r\n";
+      boost::system::error_code wec;
+      co_await asio::async_write(socket, asio::buffer(kGarbage.data(), kGarbage.size()),
+                                 asio::redirect_error(asio::use_awaitable, wec));
+      break;
     } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
       const bool chat = path == "/v1/chat/completions";
       ParsedInference p;
@@ -448,7 +474,8 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
         if (wec) write_failed = true;
       }
       bool sent_role = false;
-      while (finish == FinishReason::kNone && !live.client_gone && !write_failed) {
+      bool stalled = false;  // fault: nothing more is written, and the connection is held open
+      while (!live.client_gone && !write_failed && (finish == FinishReason::kNone || stalled)) {
         if (live.updates.empty()) {
           live.wake.expires_at(std::chrono::steady_clock::time_point::max());
           boost::system::error_code wec;
@@ -462,12 +489,12 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
           sent_role = true;
           co_await write_chunk(chunk_json("", true, std::nullopt));
         }
-        if (out.new_tokens) {
+        if (out.new_tokens && !stalled) {
           std::string text = filler(generated, out.new_tokens);
-          generated += out.new_tokens;
-          if (p.stream && out.finish == FinishReason::kNone) co_await write_chunk(chunk_json(text, false, std::nullopt));
-          else if (p.stream) co_await write_chunk(chunk_json(text, false, std::nullopt));
+          if (p.stream) co_await write_chunk(chunk_json(text, false, std::nullopt));
         }
+        generated += out.new_tokens;
+        if (stall_after_tokens_ && generated >= stall_after_tokens_) stalled = true;
         finish = out.finish;
       }
       *done = true;
@@ -554,6 +581,9 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     }
     if (auto* x = find(o, "hang"); x && x->is_bool()) hang_ = x->as_bool();
     if (auto* x = find(o, "health_fail"); x && x->is_bool()) health_fail_ = x->as_bool();
+    if (auto* x = find(o, "garbage"); x && x->is_bool()) garbage_ = x->as_bool();
+    if (auto x = as_u64(find(o, "drop_header_bytes"))) drop_header_bytes_ = *x;
+    if (auto x = as_u64(find(o, "stall_after_tokens"))) stall_after_tokens_ = static_cast<uint32_t>(*x);
     if (auto x = as_u64(find(o, "slow_ms"))) slow_ms_ = static_cast<uint32_t>(*x);
     if (auto* x = find(o, "error_rate"); x && x->is_number()) error_rate_ = x->to_number<double>();
     if (auto x = as_u64(find(o, "error_status"))) error_status_ = static_cast<unsigned>(*x);
@@ -569,7 +599,9 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
       }
     }
     return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", slow_ms_},
-                                        {"error_rate", error_rate_}, {"error_status", error_status_}});
+                                        {"error_rate", error_rate_}, {"error_status", error_status_},
+                                        {"garbage", garbage_}, {"drop_header_bytes", drop_header_bytes_},
+                                        {"stall_after_tokens", stall_after_tokens_}});
   }
   if (path == "/sim/stats") {
     auto st = engine_.stats();

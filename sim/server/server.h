@@ -61,6 +61,9 @@ class SimServer {
   double error_rate_ = 0;
   unsigned error_status_ = 503;
   bool health_fail_ = false;
+  uint64_t drop_header_bytes_ = 0;
+  uint32_t stall_after_tokens_ = 0;
+  bool garbage_ = false;
   int64_t started_unix_ = 0;
 };
 
