@@ -5,6 +5,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <iostream>
 #include <string_view>
@@ -41,6 +43,19 @@ int report_configuration_errors(const std::vector<std::string>& errors) {
   for (const auto& e : errors) std::fprintf(stderr, "ramjet: configuration error: %s\n", e.c_str());
   std::fprintf(stderr, "ramjet: %zu configuration error(s); see ramjet --help\n", errors.size());
   return 2;
+}
+
+// Every client connection, upstream connection and idle keep-alive socket is a descriptor: take
+// the hard limit (as vLLM's set_ulimit and nginx's worker_rlimit_nofile do), so a burst of
+// connections meets the hard limit the operator set, not the shell's soft default of 1024.
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  const rlim_t was = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &r) == 0) {
+    spdlog::debug("descriptor limit raised from {} to {}", static_cast<uint64_t>(was), static_cast<uint64_t>(r.rlim_cur));
+  }
 }
 
 // Waits until every client connection and dashboard stream has finished (or the grace period
@@ -97,6 +112,7 @@ int main(int argc, char** argv) {
   }
   const config::Config& cfg = parsed.config;
   log::init(cfg.log_level);
+  raise_descriptor_limit();
   // RJ_TOKENIZER_*: the profile is checked even when off; local modes load and pin the
   // tokenizer, template and manifest and re-render the manifest's goldens (a mismatch stops here).
   std::vector<std::string> tokenizer_errors;
@@ -111,7 +127,10 @@ int main(int argc, char** argv) {
   const Clock& clock = SteadyClock::instance();
   upstream::Fleet fleet(cfg.upstreams, clock, cfg.recent_success_ms,
                         upstream::Readiness{cfg.ready_successes,
-                                            int64_t{cfg.ready_stable_seconds} * 1000});
+                                            int64_t{cfg.ready_stable_seconds} * 1000},
+                        upstream::OutlierConfig{cfg.outlier_consecutive_failures, cfg.outlier_base_ejection_ms,
+                                                cfg.outlier_max_ejection_ms, cfg.outlier_max_ejection_percent,
+                                                cfg.outlier_penalty_ms});
   route::RouteConfig rc;
   rc.load_unit_bytes = cfg.route_load_unit_bytes;
   rc.max_load_units = cfg.route_max_load_units;
@@ -138,12 +157,21 @@ int main(int argc, char** argv) {
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
 
   request::ProxyConfig pc;
-  pc.max_body_bytes = cfg.max_body_bytes;
+  // A body the buffer budget could never hold (an inference body counts twice) is refused as too
+  // large, not told to retry.
+  pc.max_body_bytes = std::min(cfg.max_body_bytes, cfg.max_buffered_bytes / 2);
   pc.max_header_bytes = cfg.max_header_bytes;
   pc.header_timeout = milliseconds(cfg.header_timeout_ms);
   pc.body_timeout = milliseconds(cfg.body_timeout_ms);
   pc.keepalive_timeout = milliseconds(cfg.keepalive_timeout_ms);
   pc.connect_timeout = milliseconds(cfg.connect_timeout_ms);
+  pc.first_byte_timeout = milliseconds(cfg.first_byte_timeout_ms);
+  pc.upstream_idle_timeout = milliseconds(cfg.upstream_idle_timeout_ms);
+  pc.client_send_timeout = milliseconds(cfg.client_send_timeout_ms);
+  pc.upstream_max_header_bytes = cfg.upstream_max_header_bytes;
+  pc.upstream_max_header_count = cfg.upstream_max_header_count;
+  pc.max_buffered_bytes = cfg.max_buffered_bytes;
+  pc.served = request::ServedPaths{cfg.serve_tokenize, cfg.passthrough_paths};
   pc.advertise_ctx_margin = cfg.advertise_ctx_margin;
   pc.prepare.max_tokens_strip = cfg.max_tokens_strip;
   pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;

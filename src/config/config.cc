@@ -327,6 +327,12 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                        "same order");
   }
 
+  for (size_t i = 0; i < c.passthrough_paths.size(); ++i) {
+    if (auto problem = path_pattern_problem(c.passthrough_paths[i])) {
+      r.errors.push_back("RJ_PASSTHROUGH_PATHS: item " + std::to_string(i + 1) + ": " + *problem);
+    }
+  }
+
   // 5. Required options (not when only help is wanted).
   if (r.action == Action::kRun) {
     for (size_t i = 0; i < table.size(); ++i) {

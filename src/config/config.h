@@ -37,21 +37,36 @@ struct Config {
   // --- request shims and rewrites ---
   uint64_t max_tokens_strip = 100000;      // RJ_MAX_TOKENS_STRIP (1..2^53)
   uint64_t advertise_ctx_margin = 16384;   // RJ_ADVERTISE_CTX_MARGIN (0..2^31)
+  // --- API surface (request/ingress/endpoint.h) ---
+  bool serve_tokenize = false;                 // RJ_SERVE_TOKENIZE: forward /tokenize, /detokenize
+  std::vector<std::string> passthrough_paths;  // RJ_PASSTHROUGH_PATHS: "/path" or "/prefix*" (checked)
   // --- limits and timeouts (ingress) ---
   uint64_t max_body_bytes = 64ull << 20;   // RJ_MAX_BODY_BYTES (1 KiB..1 GiB)
   uint32_t max_header_bytes = 64 * 1024;   // RJ_MAX_HEADER_BYTES (1 KiB..1 MiB)
+  uint64_t max_buffered_bytes = 256ull << 20;  // RJ_MAX_BUFFERED_BYTES (1 KiB..64 GiB)
   uint32_t header_timeout_ms = 10000;      // RJ_HEADER_TIMEOUT_MS (100..600000)
   uint32_t body_timeout_ms = 60000;        // RJ_BODY_TIMEOUT_MS (100..3600000)
   uint32_t keepalive_timeout_ms = 75000;   // RJ_KEEPALIVE_TIMEOUT_MS (100..3600000)
+  uint32_t client_send_timeout_ms = 60000; // RJ_CLIENT_SEND_TIMEOUT_MS (0..3600000; 0 = never)
   uint32_t shutdown_grace_ms = 30000;      // RJ_SHUTDOWN_GRACE_MS (0..3600000)
   // --- upstream client and health ---
   uint32_t connect_timeout_ms = 5000;      // RJ_UPSTREAM_CONNECT_TIMEOUT_MS (10..120000)
   uint32_t pool_max_idle = 64;             // RJ_UPSTREAM_POOL_IDLE (0..4096) idle conns per engine per io thread
+  uint32_t first_byte_timeout_ms = 300000;     // RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS (0..86400000; 0 = never)
+  uint32_t upstream_idle_timeout_ms = 120000;  // RJ_UPSTREAM_IDLE_TIMEOUT_MS (0..86400000; 0 = never)
+  uint64_t upstream_max_header_bytes = 4u << 20;  // RJ_UPSTREAM_MAX_HEADER_BYTES (1 KiB..64 MiB)
+  uint32_t upstream_max_header_count = 256;       // RJ_UPSTREAM_MAX_HEADER_COUNT (1..65536)
   uint32_t probe_interval_ms = 5000;       // RJ_PROBE_INTERVAL_MS (100..3600000)
   uint32_t probe_timeout_ms = 5000;        // RJ_PROBE_TIMEOUT_MS (10..120000)
   uint32_t recent_success_ms = 30000;      // RJ_PROBE_RECENT_SUCCESS_MS (0..3600000)
   uint32_t ready_successes = 3;            // RJ_READY_SUCCESSES (1..100) passing probes to readmit
   uint32_t ready_stable_seconds = 30;      // RJ_READY_STABLE_SECONDS (0..3600) warming period
+  // Outlier ejection (upstream/outlier.h)
+  uint32_t outlier_consecutive_failures = 5;     // RJ_OUTLIER_CONSECUTIVE_FAILURES (0..1000; 0 = off)
+  uint32_t outlier_base_ejection_ms = 30000;     // RJ_OUTLIER_BASE_EJECTION_MS (100..3600000)
+  uint32_t outlier_max_ejection_ms = 300000;     // RJ_OUTLIER_MAX_EJECTION_MS (100..86400000)
+  uint32_t outlier_max_ejection_percent = 50;    // RJ_OUTLIER_MAX_EJECTION_PERCENT (0..100)
+  uint32_t outlier_penalty_ms = 10000;           // RJ_OUTLIER_PENALTY_MS (0..3600000; 0 = off)
   // --- routing ---
   std::string affinity = "prefix";         // RJ_AFFINITY prefix|load|round_robin (policy.h)
   double route_alpha = 4;                  // RJ_ROUTE_ALPHA (0..1000) score per reserved load unit

@@ -99,6 +99,11 @@ std::optional<HostPort> parse_host_port(std::string_view text, Problems& problem
 std::optional<std::vector<std::string>> parse_list(std::string_view text, uint64_t min,
                                                    uint64_t max, Problems& problems,
                                                    std::span<const std::string_view> choices = {});
+// An RJ_PASSTHROUGH_PATHS item: an absolute path ("/a/b") or a prefix ending in '*' ("/a/*"),
+// of RFC 3986 path characters without percent-encoding, empty, "." or ".." segments (so
+// what matches is what the engine routes). Returns a problem phrase, or nullopt when valid.
+std::optional<std::string> path_pattern_problem(std::string_view pattern);
+
 // Comma list of http://host[:port][/base-path]; items are named by 1-based ordinal, never by
 // content (hosts stay out of logs). A blank text is an empty list.
 std::optional<std::vector<UpstreamUrl>> parse_upstreams(std::string_view text, uint64_t min,

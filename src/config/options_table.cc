@@ -97,6 +97,25 @@ const std::array kOptions = {
            .doc = "GET /v1/models: context-length fields above this many tokens are reduced by "
                   "it, so clients leave headroom.",
            .field = &Config::advertise_ctx_margin},
+    // --- API surface ---
+    Option{.env = "RJ_SERVE_TOKENIZE",
+           .flag = "--serve-tokenize",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "Also forward POST /tokenize and /detokenize (vLLM's tokenizer endpoints) to an "
+                  "engine. Off: the API port serves only chat, completions, responses, messages, "
+                  "models and /health, and answers every other path itself (404/405).",
+           .field = &Config::serve_tokenize},
+    Option{.env = "RJ_PASSTHROUGH_PATHS",
+           .flag = "--passthrough-paths",
+           .type = Type::kList,
+           .min = 0,
+           .max = 64,
+           .doc = "Extra engine paths the API port forwards unchanged to one engine (any method), "
+                  "comma-separated: exact paths, or a prefix ending in '*'. Engine admin and debug "
+                  "endpoints (/reset_prefix_cache, /sleep, /metrics, ...) are never reachable "
+                  "unless listed here.",
+           .field = &Config::passthrough_paths},
     // --- limits and timeouts (ingress) ---
     Option{.env = "RJ_MAX_BODY_BYTES",
            .flag = "--max-body-bytes",
@@ -117,6 +136,17 @@ const std::array kOptions = {
            .doc = "Largest accepted request line plus headers; larger requests are refused "
                   "with 431.",
            .field = &Config::max_header_bytes},
+    Option{.env = "RJ_MAX_BUFFERED_BYTES",
+           .flag = "--max-buffered-bytes",
+           .type = Type::kUint,
+           .default_text = "268435456",
+           .min = kKiB,
+           .max = 64 * kGiB,
+           .bytes = true,
+           .doc = "Request body bytes held in memory by all requests together (an inference body "
+                  "counts twice: it is parsed); a request that would pass it is refused with 503 "
+                  "and Retry-After (a body over half of it with 413, as over RJ_MAX_BODY_BYTES).",
+           .field = &Config::max_buffered_bytes},
     Option{.env = "RJ_HEADER_TIMEOUT_MS",
            .flag = "--header-timeout-ms",
            .type = Type::kUint,
@@ -141,6 +171,15 @@ const std::array kOptions = {
            .max = 3600000,
            .doc = "Idle client connections are closed after this long.",
            .field = &Config::keepalive_timeout_ms},
+    Option{.env = "RJ_CLIENT_SEND_TIMEOUT_MS",
+           .flag = "--client-send-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "60000",
+           .min = 0,
+           .max = 3600000,
+           .doc = "A client that takes no response bytes for this long (it stopped reading) has "
+                  "its request ended and the engine request cancelled; 0 = never.",
+           .field = &Config::client_send_timeout_ms},
     Option{.env = "RJ_SHUTDOWN_GRACE_MS",
            .flag = "--shutdown-grace-ms",
            .type = Type::kUint,
@@ -167,6 +206,47 @@ const std::array kOptions = {
            .max = 4096,
            .doc = "Idle keep-alive connections kept per engine per I/O thread.",
            .field = &Config::pool_max_idle},
+    Option{.env = "RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS",
+           .flag = "--upstream-first-byte-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "300000",
+           .min = 0,
+           .max = 86400000,
+           .doc = "From sending a request to an engine until the first byte of its response "
+                  "body (queueing and prefill); a non-streaming response sends nothing before it "
+                  "is complete, so this bounds its whole generation. Ends the request with 504; "
+                  "0 = never.",
+           .field = &Config::first_byte_timeout_ms},
+    Option{.env = "RJ_UPSTREAM_IDLE_TIMEOUT_MS",
+           .flag = "--upstream-idle-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "120000",
+           .min = 0,
+           .max = 86400000,
+           .doc = "Longest silence from an engine once its response body has begun (a stream "
+                  "that stalls); the client gets an SSE error event, the engine request is "
+                  "cancelled; 0 = never.",
+           .field = &Config::upstream_idle_timeout_ms},
+    Option{.env = "RJ_UPSTREAM_MAX_HEADER_BYTES",
+           .flag = "--upstream-max-header-bytes",
+           .type = Type::kUint,
+           .default_text = "4194304",
+           .min = kKiB,
+           .max = 64 * kMiB,
+           .bytes = true,
+           .doc = "Largest request head (request line plus headers, as forwarded) the engines "
+                  "accept; larger requests get 431 from ramjet instead of a dropped connection. "
+                  "Default: vLLM's HTTP server limit (--h11-max-incomplete-event-size).",
+           .field = &Config::upstream_max_header_bytes},
+    Option{.env = "RJ_UPSTREAM_MAX_HEADER_COUNT",
+           .flag = "--upstream-max-header-count",
+           .type = Type::kUint,
+           .default_text = "256",
+           .min = 1,
+           .max = 65536,
+           .doc = "Most header fields the engines accept in a forwarded request; more get 431 "
+                  "from ramjet. Default: vLLM's (--h11-max-header-count).",
+           .field = &Config::upstream_max_header_count},
     Option{.env = "RJ_PROBE_INTERVAL_MS",
            .flag = "--probe-interval-ms",
            .type = Type::kUint,
@@ -211,6 +291,51 @@ const std::array kOptions = {
                   "keep passing) before it receives traffic; /health shows it as warming "
                   "meanwhile.",
            .field = &Config::ready_stable_seconds},
+    Option{.env = "RJ_OUTLIER_CONSECUTIVE_FAILURES",
+           .flag = "--outlier-consecutive-failures",
+           .type = Type::kUint,
+           .default_text = "5",
+           .min = 0,
+           .max = 1000,
+           .doc = "Request failures in a row (5xx, dropped or garbled before an answer, "
+                  "timeouts, cut streams) that eject an engine from routing; 0 = never eject.",
+           .field = &Config::outlier_consecutive_failures},
+    Option{.env = "RJ_OUTLIER_BASE_EJECTION_MS",
+           .flag = "--outlier-base-ejection-ms",
+           .type = Type::kUint,
+           .default_text = "30000",
+           .min = 100,
+           .max = 3600000,
+           .doc = "How long a first ejection lasts; each ejection that follows within "
+                  "RJ_OUTLIER_MAX_EJECTION_MS of a return doubles it. Then the readiness gate.",
+           .field = &Config::outlier_base_ejection_ms},
+    Option{.env = "RJ_OUTLIER_MAX_EJECTION_MS",
+           .flag = "--outlier-max-ejection-ms",
+           .type = Type::kUint,
+           .default_text = "300000",
+           .min = 100,
+           .max = 86400000,
+           .doc = "Longest ejection (a smaller value means RJ_OUTLIER_BASE_EJECTION_MS).",
+           .field = &Config::outlier_max_ejection_ms},
+    Option{.env = "RJ_OUTLIER_MAX_EJECTION_PERCENT",
+           .flag = "--outlier-max-ejection-percent",
+           .type = Type::kUint,
+           .default_text = "50",
+           .min = 0,
+           .max = 100,
+           .doc = "Most of the fleet ejected at once, in percent (rounded down, but at least one "
+                  "engine unless 0), so outliers cannot empty it.",
+           .field = &Config::outlier_max_ejection_percent},
+    Option{.env = "RJ_OUTLIER_PENALTY_MS",
+           .flag = "--outlier-penalty-ms",
+           .type = Type::kUint,
+           .default_text = "10000",
+           .min = 0,
+           .max = 3600000,
+           .doc = "After two request failures in a row (until the engine's next success, at most "
+                  "this long) routing ranks the engine after every engine that is not failing, so "
+                  "one that fails fast is never preferred for looking idle; 0 = off.",
+           .field = &Config::outlier_penalty_ms},
     // --- routing ---
     Option{.env = "RJ_AFFINITY",
            .flag = "--affinity",

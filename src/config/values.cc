@@ -370,4 +370,28 @@ std::optional<std::vector<UpstreamUrl>> parse_upstreams(std::string_view text, u
   return out;
 }
 
+std::optional<std::string> path_pattern_problem(std::string_view p) {
+  if (p.empty() || p.front() != '/') return "must start with '/'";
+  if (p.size() > 256) return "longer than 256 bytes";
+  const bool prefix = p.back() == '*';
+  const std::string_view path = prefix ? p.substr(0, p.size() - 1) : p;
+  for (char ch : path) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("/-._~!$&'()+,;=:@").find(ch) != std::string_view::npos;
+    if (!ok) return "may hold only letters, digits, '/' and -._~!$&'()+,;=:@ ('*' only at the end)";
+  }
+  // Segments between slashes; the last may be a prefix's partial segment.
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view seg = path.substr(start, end - start);
+    const bool last = end == path.size();
+    if (seg == "." || seg == ".." || (seg.empty() && !last)) return "has an empty, '.' or '..' segment";
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace ramjet::config

@@ -16,15 +16,18 @@
 #include <vector>
 
 #include "config/config.h"
+#include "net/deadline.h"
 
 namespace ramjet::net {
 
-// A plain socket in non-blocking mode (writes are tried synchronously first) and its read buffer.
+// A plain socket in non-blocking mode (writes are tried synchronously first), its read buffer
+// and its deadline (the data plane's first-byte and idle timeouts).
 struct UpstreamConnection {
-  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : socket(ex) {
+  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : socket(ex), deadline(socket) {
     buffer.reserve(16 * 1024);  // reads fill at most the free capacity
   }
   boost::asio::ip::tcp::socket socket;
+  Deadline deadline;
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
 };

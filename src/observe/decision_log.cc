@@ -46,6 +46,7 @@ void DecisionLog::push(const route::Routed& routed, std::string_view policy, int
     r.candidates[i] = DecisionCandidate{
         .ordinal = static_cast<uint32_t>(c.ordinal),
         .eligible = c.eligible,
+        .failing = c.failing,
         .overlap = c.overlap,
         .single_flight = c.single_flight,
         .affinity = c.affinity,
@@ -128,6 +129,7 @@ void append_decision_json(std::string& out, const DecisionRecord& r) {
     out += "{\"ordinal\":";
     out += std::to_string(c.ordinal);
     out += c.eligible ? ",\"eligible\":true" : ",\"eligible\":false";
+    out += c.failing ? ",\"failing\":true" : ",\"failing\":false";
     out += ",\"overlap\":";
     out += std::to_string(c.overlap);
     out += ",\"single_flight\":";

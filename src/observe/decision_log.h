@@ -30,6 +30,7 @@ namespace ramjet::observe {
 struct DecisionCandidate {
   uint32_t ordinal = 0;
   bool eligible = false;
+  bool failing = false;
   uint32_t overlap = 0;
   uint32_t single_flight = 0;
   uint32_t affinity = 0;

@@ -88,13 +88,14 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   EXPECT_EQ(c.at("ordinal").as_int64(), 2);
   EXPECT_EQ(c.at("overlap").as_int64(), 9);
   EXPECT_EQ(c.at("load_units").as_int64(), 1);
+  EXPECT_FALSE(c.at("failing").as_bool());
   EXPECT_EQ(c.at("request_load_units").as_int64(), 2);
   EXPECT_DOUBLE_EQ(c.at("score").to_number<double>(), 5.0);
   EXPECT_EQ(c.at("profile").as_string(), "mtp");
   std::vector<std::string> keys;
   for (const auto& kv : c) keys.emplace_back(kv.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"ordinal", "eligible", "overlap", "single_flight", "affinity",
-                                            "load_units", "request_load_units", "score", "profile"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"ordinal", "eligible", "failing", "overlap", "single_flight",
+                                            "affinity", "load_units", "request_load_units", "score", "profile"}));
   EXPECT_EQ(v.at("total").as_int64(), 1);
   EXPECT_EQ(v.at("capacity").as_int64(), 8);
 }

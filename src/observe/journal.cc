@@ -179,6 +179,7 @@ std::string format_start(const JournalStart& s) {
     l.i64("load_units", t.load_units);
     l.u64("request_load_units", t.request_load_units);
     l.boolean("healthy", t.eligible);
+    l.boolean("failing", t.failing);
     l.str("profile", route::profile_label(t.profile));
     l.exact("score", t.score);
     l.close();

@@ -30,7 +30,7 @@
 
 namespace ramjet::observe {
 
-inline constexpr int kJournalVersion = 9;
+inline constexpr int kJournalVersion = 10;
 
 struct JournalConfig {
   bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <chrono>
+#include <string>
 
 #include "common/log.h"
 
@@ -23,9 +24,19 @@ std::string_view fence_reason_label(FenceReason f) {
   switch (f) {
     case FenceReason::kConnect: return "connect";
     case FenceReason::kTimeout: return "timeout";
-    case FenceReason::kProtocol: return "protocol";
-    case FenceReason::kRetryableStatus: return "retryable_status";
     case FenceReason::kCount: break;
+  }
+  return "unknown";
+}
+
+std::string_view failure_label(Failure f) {
+  switch (f) {
+    case Failure::kStatus5xx: return "status_5xx";
+    case Failure::kDropped: return "dropped";
+    case Failure::kBadResponse: return "bad_response";
+    case Failure::kTimeout: return "timeout";
+    case Failure::kCut: return "cut";
+    case Failure::kCount: break;
   }
   return "unknown";
 }
@@ -35,21 +46,22 @@ std::string_view engine_state_label(EngineState s) {
     case EngineState::kHealthy: return "healthy";
     case EngineState::kWarming: return "warming";
     case EngineState::kUnhealthy: return "unhealthy";
+    case EngineState::kEjected: return "ejected";
   }
   return "unknown";
 }
 
 namespace {
 constexpr EngineState kStates[] = {EngineState::kHealthy, EngineState::kWarming,
-                                   EngineState::kUnhealthy};
+                                   EngineState::kUnhealthy, EngineState::kEjected};
 }  // namespace
 
 Engine::Engine(size_t ordinal, config::UpstreamUrl url)
     : ordinal_(ordinal), label_(std::to_string(ordinal)), url_(std::move(url)) {}
 
 Fleet::Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock,
-             int64_t recent_success_ms, Readiness readiness)
-    : clock_(clock), recent_success_ms_(recent_success_ms), readiness_(readiness) {
+             int64_t recent_success_ms, Readiness readiness, OutlierConfig outlier)
+    : clock_(clock), recent_success_ms_(recent_success_ms), readiness_(readiness), outlier_(outlier) {
   if (readiness_.successes == 0) readiness_.successes = 1;
   if (readiness_.stable_ms < 0) readiness_.stable_ms = 0;
   engines_.reserve(urls.size());
@@ -67,25 +79,98 @@ void Fleet::transition(Engine& e, EngineState to, std::string_view source, std::
   EngineState from = e.state_.load(std::memory_order_relaxed);
   if (from == to) return;
   e.state_.store(to, std::memory_order_release);
-  if (to == EngineState::kHealthy) e.readmissions_.inc();
+  if (from == EngineState::kEjected) ejected_.fetch_sub(1, std::memory_order_relaxed);
+  if (to == EngineState::kHealthy) {
+    e.readmissions_.inc();
+    e.last_readmitted_ms_ = clock_.now_ms();
+    e.failed_at_ms_.store(Engine::kNever, std::memory_order_relaxed);  // it passed the gate: a fresh start
+  }
   spdlog::info("upstream {} {} -> {} ({}{}{})", e.ordinal(), engine_state_label(from),
                engine_state_label(to), source, reason.empty() ? "" : " ", reason);
 }
 
 void Fleet::on_response(size_t i, unsigned status) {
-  if (status >= 500) return;  // 5xx never counts as liveness
+  if (status >= 500) {  // 5xx never counts as liveness; it is a failure
+    on_failure(i, Failure::kStatus5xx);
+    return;
+  }
   Engine& e = *engines_[i];
-  e.last_success_ms_.store(clock_.now_ms(), std::memory_order_release);
+  const int64_t now = clock_.now_ms();
+  e.last_success_ms_.store(now, std::memory_order_release);
   if (e.healthy() || readiness_.gated()) return;  // with the gate on, only probes readmit
   std::lock_guard lock(e.mu_);
+  if (now < e.ejected_until_ms_.load(std::memory_order_relaxed)) return;  // still ejected
   transition(e, EngineState::kHealthy, "response");
+}
+
+void Fleet::on_success(size_t i) {
+  Engine& e = *engines_[i];
+  // Read before writing: the common case (no failures) writes nothing shared.
+  if (e.consecutive_failures_.load(std::memory_order_relaxed) != 0) {
+    e.consecutive_failures_.store(0, std::memory_order_relaxed);
+  }
+  if (e.failed_at_ms_.load(std::memory_order_relaxed) != Engine::kNever) {
+    e.failed_at_ms_.store(Engine::kNever, std::memory_order_relaxed);
+  }
 }
 
 void Fleet::fence(size_t i, FenceReason why) {
   Engine& e = *engines_[i];
   e.fences_[static_cast<int>(why)].inc();
   std::lock_guard lock(e.mu_);
+  const bool was_unhealthy = e.state_.load(std::memory_order_relaxed) == EngineState::kUnhealthy;
   transition(e, EngineState::kUnhealthy, "fence", fence_reason_label(why));
+  // A refusal leaves no doubt; a connect timeout may be an overloaded accept queue (unless it
+  // was already fenced).
+  if ((why == FenceReason::kConnect || was_unhealthy) && fence_listener_) fence_listener_(e.ordinal());
+}
+
+void Fleet::on_failure(size_t i, Failure why) {
+  Engine& e = *engines_[i];
+  e.failures_[static_cast<int>(why)].inc();
+  e.failed_at_ms_.store(clock_.now_ms(), std::memory_order_relaxed);
+  std::lock_guard lock(e.mu_);
+  const uint32_t n = e.consecutive_failures_.load(std::memory_order_relaxed) + 1;
+  e.consecutive_failures_.store(n, std::memory_order_relaxed);
+  if (outlier_.enabled() && n >= outlier_.consecutive_failures &&
+      e.state_.load(std::memory_order_relaxed) == EngineState::kHealthy) {
+    eject(e, why);
+  }
+}
+
+void Fleet::eject(Engine& e, Failure why) {
+  size_t ejected = ejected_.load(std::memory_order_relaxed);
+  do {
+    if (ejected >= outlier_.max_ejected(engines_.size())) {
+      e.ejections_capped_.inc();  // outliers must not empty the fleet: it keeps serving
+      return;
+    }
+  } while (!ejected_.compare_exchange_weak(ejected, ejected + 1, std::memory_order_relaxed));
+  const int64_t now = clock_.now_ms();
+  // The backoff grows while ejections follow each other; a long healthy stretch forgets them.
+  if (now - e.last_readmitted_ms_ > outlier_.max_ejection_ms) e.ejection_level_ = 0;
+  const int64_t ms = outlier_.ejection_ms(e.ejection_level_);
+  if (e.ejection_level_ < 62) ++e.ejection_level_;
+  e.ejected_until_ms_.store(now + ms, std::memory_order_relaxed);
+  e.ejections_.inc();
+  // Probation: once back in service, its next failure ejects it again.
+  e.consecutive_failures_.store(outlier_.consecutive_failures - 1, std::memory_order_relaxed);
+  const std::string reason = std::string(failure_label(why)) + " for " + std::to_string(ms) + " ms";
+  transition(e, EngineState::kEjected, "outlier", reason);
+}
+
+void Fleet::readmit_step(Engine& e, std::string_view source) {
+  if (clock_.now_ms() < e.ejected_until_ms_.load(std::memory_order_relaxed)) {
+    e.passes_ = 0;  // an ejection is served in full: probes start counting when it ends
+    return;
+  }
+  if (++e.passes_ < readiness_.successes) return;
+  if (readiness_.stable_ms == 0) {
+    transition(e, EngineState::kHealthy, source, "passed");
+  } else {
+    e.warming_since_ms_ = clock_.now_ms();
+    transition(e, EngineState::kWarming, source, "passed");
+  }
 }
 
 void Fleet::on_probe_success(size_t i) {
@@ -96,14 +181,7 @@ void Fleet::on_probe_success(size_t i) {
   switch (e.state_.load(std::memory_order_relaxed)) {
     case EngineState::kHealthy: return;
     case EngineState::kUnhealthy:
-      if (++e.passes_ < readiness_.successes) return;
-      if (readiness_.stable_ms == 0) {
-        transition(e, EngineState::kHealthy, "probe", "passed");
-      } else {
-        e.warming_since_ms_ = now;
-        transition(e, EngineState::kWarming, "probe", "passed");
-      }
-      return;
+    case EngineState::kEjected: readmit_step(e, "probe"); return;
     case EngineState::kWarming:
       if (now - e.warming_since_ms_ >= readiness_.stable_ms) {
         transition(e, EngineState::kHealthy, "probe", "stable");
@@ -124,24 +202,31 @@ void Fleet::on_probe_failure(size_t i, ProbeFailure why) {
       return;
     }
   }
-  // A warming engine serves no traffic, so the recent-success rule cannot speak for it.
+  // A warming engine serves no traffic, so the recent-success rule cannot speak for it; an
+  // ejected one whose probe fails is unhealthy as well (its ejection time still holds).
+  const bool was_unhealthy = e.state_.load(std::memory_order_relaxed) == EngineState::kUnhealthy;
   transition(e, EngineState::kUnhealthy, "probe", probe_failure_label(why));
+  // A probe that timed out once may have met a busy engine; twice in a row, a hung one.
+  if ((why != ProbeFailure::kTimeout || was_unhealthy) && fence_listener_) fence_listener_(e.ordinal());
 }
 
 std::string Fleet::health_json() const {
   // One read of each state, so the counts and the replicas agree.
   std::vector<EngineState> states(engines_.size());
-  size_t healthy = 0, warming = 0;
+  size_t healthy = 0, warming = 0, ejected = 0;
   for (size_t i = 0; i < engines_.size(); ++i) {
     states[i] = engines_[i]->state();
     healthy += states[i] == EngineState::kHealthy ? 1 : 0;
     warming += states[i] == EngineState::kWarming ? 1 : 0;
+    ejected += states[i] == EngineState::kEjected ? 1 : 0;
   }
+  const int64_t now = clock_.now_ms();
   const char* status = healthy == engines_.size() ? "ok" : healthy > 0 ? "degraded" : "unhealthy";
   std::string out = R"({"status":")";
   out += status;
   out += R"(","admission_mode":"http","healthy_replicas":)" + std::to_string(healthy);
   out += R"(,"warming_replicas":)" + std::to_string(warming);
+  out += R"(,"ejected_replicas":)" + std::to_string(ejected);
   out += R"(,"total_replicas":)" + std::to_string(engines_.size()) + R"(,"replicas":[)";
   for (size_t i = 0; i < engines_.size(); ++i) {
     const Engine& e = *engines_[i];
@@ -153,6 +238,11 @@ std::string Fleet::health_json() const {
     out += engine_state_label(states[i]);
     out += R"(","inflight":)" + std::to_string(e.inflight());
     out += R"(,"load_units":)" + std::to_string(e.load_units());
+    out += R"(,"consecutive_failures":)" + std::to_string(e.consecutive_failures());
+    out += R"(,"ejections":)" + std::to_string(e.ejections_.get());
+    // Time left until probes may readmit it (an ejected engine, or one fenced while ejected).
+    const int64_t left = e.ejected_until_ms_.load(std::memory_order_relaxed) - now;
+    if (states[i] != EngineState::kHealthy && left > 0) out += R"(,"ejection_ms_left":)" + std::to_string(left);
     for (const ReplicaFlag& f : replica_flags_) out += ",\"" + f.name + "\":" + (f.read(i) ? "true" : "false");
     out += "}";
   }
@@ -164,7 +254,7 @@ namespace {
 
 enum class F {
   kUp, kState, kReadmissions, kInflight, kLoadUnits, kProbeFailures, kProbeSuppressed, kFences,
-  kLastSuccess, kCount
+  kFailures, kConsecutiveFailures, kEjections, kEjectionsCapped, kLastSuccess, kCount
 };
 
 using observe::Family;
@@ -174,7 +264,8 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_upstream_up", MetricKind::kGauge, "upstream",
      "1 when the upstream is healthy, i.e. serving-eligible (ordinal label)."},
     {"ramjet_upstream_state", MetricKind::kGauge, "upstream,state",
-     "1 for the upstream's health state (healthy, warming or unhealthy), 0 for the others."},
+     "1 for the upstream's health state (healthy, warming, unhealthy or ejected), 0 for the "
+     "others."},
     {"ramjet_upstream_readmissions_total", MetricKind::kCounter, "upstream",
      "Upstreams readmitted to serving after being fenced (passed the readiness gate)."},
     {"ramjet_upstream_inflight", MetricKind::kGauge, "upstream", "Requests in flight per upstream."},
@@ -184,7 +275,20 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_upstream_probe_suppressed_total", MetricKind::kCounter, "upstream",
      "Probe failures not fenced because the upstream served within the recent-success window."},
     {"ramjet_upstream_fences_total", MetricKind::kCounter, "upstream,reason",
-     "Upstreams fenced by the data plane, by reason: connect, timeout, protocol, retryable_status."},
+     "Upstreams fenced by the data plane because a connection could not be made, by reason: "
+     "connect (refused, unreachable), timeout (RJ_UPSTREAM_CONNECT_TIMEOUT_MS)."},
+    {"ramjet_upstream_failures_total", MetricKind::kCounter, "upstream,kind",
+     "Request failures blamed on the upstream (outlier detection's evidence), by kind: "
+     "status_5xx, dropped (closed before a response head), bad_response, timeout, cut (response "
+     "ended early)."},
+    {"ramjet_upstream_consecutive_failures", MetricKind::kGauge, "upstream",
+     "Request failures in a row since the upstream's last success (RJ_OUTLIER_CONSECUTIVE_FAILURES "
+     "of them eject it)."},
+    {"ramjet_upstream_ejections_total", MetricKind::kCounter, "upstream",
+     "Times the upstream was ejected from routing by outlier detection."},
+    {"ramjet_upstream_ejections_capped_total", MetricKind::kCounter, "upstream",
+     "Ejections not made because RJ_OUTLIER_MAX_EJECTION_PERCENT of the fleet was already "
+     "ejected (the upstream kept serving)."},
     {"ramjet_last_upstream_success_timestamp_seconds", MetricKind::kGauge, "upstream",
      "Unix time of the upstream's last non-5xx response to a proxied request (0: none yet)."},
 }};
@@ -201,9 +305,20 @@ void Fleet::write_metrics(observe::Exposition& x) const {
     for (const auto& e : engines_) x.sample(fam(f).name, "upstream=\"" + e->label() + "\"", value(*e));
   };
   each(F::kUp, [](const Engine& e) { return int64_t{e.healthy() ? 1 : 0}; });
+  // One sample per (upstream, label value): label `key`, values label(0..count-1).
+  auto by_label = [&](F f, std::string_view key, int count, auto label, auto value) {
+    x.family(fam(f));
+    for (const auto& e : engines_) {
+      for (int r = 0; r < count; ++r) {
+        x.sample(fam(f).name,
+                 "upstream=\"" + e->label() + "\"," + std::string(key) + "=\"" + std::string(label(r)) + "\"",
+                 value(*e, r));
+      }
+    }
+  };
   x.family(fam(F::kState));
   for (const auto& e : engines_) {
-    const EngineState now = e->state();
+    const EngineState now = e->state();  // one read: exactly one state is 1
     for (EngineState s : kStates) {
       x.sample(fam(F::kState).name,
                "upstream=\"" + e->label() + "\",state=\"" + std::string(engine_state_label(s)) + "\"",
@@ -213,25 +328,19 @@ void Fleet::write_metrics(observe::Exposition& x) const {
   each(F::kReadmissions, [](const Engine& e) { return e.readmissions_.get(); });
   each(F::kInflight, [](const Engine& e) { return e.inflight(); });
   each(F::kLoadUnits, [](const Engine& e) { return e.load_units(); });
-  x.family(fam(F::kProbeFailures));
-  for (const auto& e : engines_) {
-    for (int r = 0; r < static_cast<int>(ProbeFailure::kCount); ++r) {
-      x.sample(fam(F::kProbeFailures).name,
-               "upstream=\"" + e->label() + "\",reason=\"" +
-                   std::string(probe_failure_label(static_cast<ProbeFailure>(r))) + "\"",
-               e->probe_failures_[r].get());
-    }
-  }
+  by_label(F::kProbeFailures, "reason", static_cast<int>(ProbeFailure::kCount),
+           [](int r) { return probe_failure_label(static_cast<ProbeFailure>(r)); },
+           [](const Engine& e, int r) { return e.probe_failures_[r].get(); });
   each(F::kProbeSuppressed, [](const Engine& e) { return e.probe_suppressed_.get(); });
-  x.family(fam(F::kFences));
-  for (const auto& e : engines_) {
-    for (int r = 0; r < static_cast<int>(FenceReason::kCount); ++r) {
-      x.sample(fam(F::kFences).name,
-               "upstream=\"" + e->label() + "\",reason=\"" +
-                   std::string(fence_reason_label(static_cast<FenceReason>(r))) + "\"",
-               e->fences_[r].get());
-    }
-  }
+  by_label(F::kFences, "reason", static_cast<int>(FenceReason::kCount),
+           [](int r) { return fence_reason_label(static_cast<FenceReason>(r)); },
+           [](const Engine& e, int r) { return e.fences_[r].get(); });
+  by_label(F::kFailures, "kind", static_cast<int>(Failure::kCount),
+           [](int r) { return failure_label(static_cast<Failure>(r)); },
+           [](const Engine& e, int r) { return e.failures_[r].get(); });
+  each(F::kConsecutiveFailures, [](const Engine& e) { return int64_t{e.consecutive_failures()}; });
+  each(F::kEjections, [](const Engine& e) { return e.ejections_.get(); });
+  each(F::kEjectionsCapped, [](const Engine& e) { return e.ejections_capped_.get(); });
   // last_success_ms_ is on the fleet's (steady) clock: place it on the wall clock by its age.
   const int64_t now_ms = clock_.now_ms();
   const int64_t unix_now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

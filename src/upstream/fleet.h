@@ -1,6 +1,7 @@
 // upstream/fleet: the engine registry and each engine's health state (active probe results,
-// passive fencing, the recent-success rule, the readiness gate), its live load, and /health JSON.
-// Probing itself (I/O) is in probe.h; routing reads snapshots; reservations live in route/.
+// passive fencing, the recent-success rule, the readiness gate, outlier ejection), its live load,
+// and /health JSON. Probing itself (I/O) is in probe.h; the ejection arithmetic in outlier.h;
+// routing reads snapshots; reservations live in route/.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "observe/metrics.h"
+#include "upstream/outlier.h"
 
 namespace ramjet::upstream {
 
@@ -25,15 +27,20 @@ std::span<const observe::Family> fleet_families();
 enum class ProbeFailure { kTimeout, kConnect, kProtocol, kHttp, kTooLarge, kCount };
 std::string_view probe_failure_label(ProbeFailure f);
 
-// Why an engine was fenced by the data plane.
-enum class FenceReason { kConnect, kTimeout, kProtocol, kRetryableStatus, kCount };
+// Why an engine was fenced by the data plane: a connection to it could not be made (refused,
+// unreachable, or not established within RJ_UPSTREAM_CONNECT_TIMEOUT_MS). Nothing a request
+// contains can cause either, so one is enough; failures after the request was sent count
+// towards outlier ejection instead (Fleet::on_failure).
+enum class FenceReason { kConnect, kTimeout, kCount };
 std::string_view fence_reason_label(FenceReason f);
 
 // An engine's health state. Only kHealthy is serving-eligible. A fenced (unhealthy) engine must
 // pass the readiness gate before it is healthy again: `successes` consecutive passing probes
 // make it kWarming; it becomes kHealthy on the first passing probe at least `stable_ms` after the
-// last of those, with no failure in between. Reachable is not the same as ready.
-enum class EngineState { kHealthy, kWarming, kUnhealthy };
+// last of those, with no failure in between. Reachable is not the same as ready. An ejected
+// engine (outlier.h) answers its probes but failed its requests: probes count towards the gate
+// only once its ejection time is over.
+enum class EngineState { kHealthy, kWarming, kUnhealthy, kEjected };
 std::string_view engine_state_label(EngineState s);
 
 struct Readiness {
@@ -57,6 +64,13 @@ class Engine {
   EngineState state() const { return state_.load(std::memory_order_acquire); }
   int64_t inflight() const { return inflight_.get(); }
   int64_t load_units() const { return load_units_.get(); }
+  // Its last two or more requests failed, the last less than `penalty_ms` before `now_ms`
+  // (routing must not prefer it for looking idle; one stray error does not count).
+  bool failing(int64_t now_ms, int64_t penalty_ms) const {
+    const int64_t at = failed_at_ms_.load(std::memory_order_relaxed);
+    return at != kNever && now_ms - at < penalty_ms && consecutive_failures() >= 2;
+  }
+  uint32_t consecutive_failures() const { return consecutive_failures_.load(std::memory_order_relaxed); }
 
   // Reservation bookkeeping (route::LoadReservation is the only caller).
   void add_load(int64_t requests, int64_t units) {
@@ -74,6 +88,16 @@ class Engine {
   uint32_t passes_ = 0;           // consecutive passing probes while not healthy
   int64_t warming_since_ms_ = 0;  // when the gate's success count was reached
   std::atomic<int64_t> last_success_ms_{INT64_MIN / 2};
+  // Outlier detection (outlier.h). The counters are atomics so the success path stays lock-free.
+  static constexpr int64_t kNever = INT64_MIN / 2;
+  std::atomic<uint32_t> consecutive_failures_{0};
+  std::atomic<int64_t> failed_at_ms_{kNever};  // the last failure; kNever once it succeeded
+  std::atomic<int64_t> ejected_until_ms_{INT64_MIN / 2};  // probes readmit only after this
+  uint32_t ejection_level_ = 0;                            // ejections in a row (backoff)
+  int64_t last_readmitted_ms_ = INT64_MIN / 2;             // when it last became healthy
+  observe::Counter failures_[static_cast<int>(Failure::kCount)];
+  observe::Counter ejections_;
+  observe::Counter ejections_capped_;  // ejections the max-ejection share did not allow
   observe::Gauge inflight_;
   observe::Gauge load_units_;
   observe::Counter probe_failures_[static_cast<int>(ProbeFailure::kCount)];
@@ -86,20 +110,39 @@ class Engine {
 class Fleet {
  public:
   Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock, int64_t recent_success_ms,
-        Readiness readiness = {});
+        Readiness readiness = {}, OutlierConfig outlier = {});
 
   size_t size() const { return engines_.size(); }
   Engine& at(size_t i) { return *engines_[i]; }
   const Engine& at(size_t i) const { return *engines_[i]; }
   size_t healthy_count() const;  // serving-eligible engines
+  size_t ejected_count() const { return ejected_.load(std::memory_order_relaxed); }
+  // Engine i's last request failed recently (Engine::failing on the fleet's clock).
+  bool failing(size_t i) const { return engines_[i]->failing(clock_.now_ms(), outlier_.penalty_ms); }
   const Readiness& readiness() const { return readiness_; }
+  const OutlierConfig& outlier() const { return outlier_; }
 
-  // Passive signals from the data plane. A non-5xx answer is liveness for the recent-success
-  // rule; it readmits a fenced engine only when the readiness gate is off (with the gate on,
-  // only probes readmit: a fail-open dispatch must not bypass the gate). fence() makes any
-  // state unhealthy and restarts the gate.
+  // Passive signals from the data plane. A non-5xx response head is liveness for the
+  // recent-success rule; it readmits a fenced engine only when the readiness gate is off (with
+  // the gate on, only probes readmit: a fail-open dispatch must not bypass the gate). A 5xx head
+  // is a kStatus5xx failure. on_success() is an exchange that completed (its response ended
+  // normally, whatever its status below 500): it ends a run of failures. A response that is cut
+  // or times out after its head is a failure instead (so streams that die mid-way add up).
+  // fence() makes any state unhealthy and restarts the gate.
   void on_response(size_t i, unsigned status);
+  void on_success(size_t i);
   void fence(size_t i, FenceReason why);
+  // A request failure that is the engine's (request/stream has ruled out the request itself).
+  // `consecutive_failures` of them in a row eject a healthy engine, if the max-ejection share
+  // allows; while it is not allowed the engine stays in service (and keeps counting).
+  void on_failure(size_t i, Failure why);
+  // Told (on the calling thread, under the engine's lock: it must not block or call back into
+  // the fleet) when an engine is known not to answer: it was fenced for a failure that leaves no
+  // doubt (refused connections; a probe answered 5xx or garbage), or a probe timed out while it
+  // was already fenced (unresponsive for a whole probe interval: hung, not merely busy). The data
+  // plane moves the requests still waiting for that engine's first byte elsewhere. Set before
+  // serving.
+  void set_fence_listener(std::function<void(size_t)> f) { fence_listener_ = std::move(f); }
 
   // Active probe results. A timeout/connect failure does not fence a healthy engine that
   // answered a non-5xx response within the recent-success window; it is counted as suppressed
@@ -122,9 +165,16 @@ class Fleet {
  private:
   // Moves e to `to` (the caller holds e.mu_) and logs the change by ordinal, never by host.
   void transition(Engine& e, EngineState to, std::string_view source, std::string_view reason = {});
+  // Ejects e (the caller holds e.mu_) when the max-ejection share allows it.
+  void eject(Engine& e, Failure why);
+  // A passing probe or (gate off) response for an unhealthy or ejected engine.
+  void readmit_step(Engine& e, std::string_view source);
   const Clock& clock_;
   int64_t recent_success_ms_;
   Readiness readiness_;
+  OutlierConfig outlier_;
+  std::atomic<size_t> ejected_{0};
+  std::function<void(size_t)> fence_listener_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<ReplicaFlag> replica_flags_;
 };

@@ -68,7 +68,7 @@ TEST(Fleet, FiveHundredsNeverCountAsLiveness) {
 TEST(Fleet, OnePassingProbeReadmitsWhenTheGateIsOff) {
   ManualClock clock;
   Fleet f(urls(2), clock, 30000, kGateOff);
-  f.fence(1, FenceReason::kRetryableStatus);
+  f.fence(1, FenceReason::kConnect);
   EXPECT_EQ(f.healthy_count(), 1u);
   f.on_probe_success(1);
   EXPECT_EQ(f.healthy_count(), 2u);
@@ -168,7 +168,7 @@ TEST(Fleet, AFenceWhileWarmingResetsToUnhealthy) {
   f.fence(0, FenceReason::kConnect);
   for (int k = 0; k < 3; ++k) f.on_probe_success(0);
   ASSERT_EQ(f.at(0).state(), EngineState::kWarming);
-  f.fence(0, FenceReason::kRetryableStatus);
+  f.fence(0, FenceReason::kConnect);
   EXPECT_EQ(f.at(0).state(), EngineState::kUnhealthy);
   f.on_probe_success(0);
   EXPECT_EQ(f.at(0).state(), EngineState::kUnhealthy);

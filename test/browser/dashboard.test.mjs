@@ -2,7 +2,8 @@
 // download), against ramjet in front of four ramjet-sim engines (two MTP, two standard, two
 // synthetic GPUs each) with a little streaming traffic. Every tab must render live data; the
 // topology shows the four engines with their profiles; killing one engine turns its node red;
-// the GPU grid shows eight devices. Screenshots go to $ARTIFACTS_DIR (default build/dev/test-artifacts/browser).
+// an engine that answers 500 to everything turns magenta (ejected); the GPU grid shows eight
+// devices. Screenshots go to $ARTIFACTS_DIR (default build/dev/test-artifacts/browser).
 //
 // Environment: RAMJET_BIN, SIM_BIN (the binaries), CHROMIUM (default /usr/bin/chromium),
 // ARTIFACTS_DIR. Exit 77 (ctest: skipped) when chromium or playwright-core is missing.
@@ -146,6 +147,10 @@ try {
   // The engine scrape interval, when this build has the option (1 s keeps the test short).
   const help = execFileSync(RAMJET, ['--help'], { env: cleanEnv({}) }).toString();
   if (help.includes('RJ_ENGINE_SCRAPE_INTERVAL_MS')) env.RJ_ENGINE_SCRAPE_INTERVAL_MS = '1000';
+  // Outlier ejection: quick to trigger, long enough to see (when this build has it).
+  const ejects = help.includes('RJ_OUTLIER_CONSECUTIVE_FAILURES');
+  if (ejects) Object.assign(env, { RJ_OUTLIER_CONSECUTIVE_FAILURES: '3', RJ_OUTLIER_PENALTY_MS: '100',
+    RJ_OUTLIER_BASE_EJECTION_MS: '60000' });
   const rj = await start('ramjet', RAMJET, [], cleanEnv(env), /listening api=[0-9.]+:(\d+) metrics=[0-9.]+:(\d+)/);
   const apiPort = Number(rj.match[1]), metricsPort = Number(rj.match[2]);
   const base = `http://127.0.0.1:${metricsPort}`;
@@ -252,6 +257,26 @@ try {
   check(others.every((s) => s === 'healthy'), `the other nodes stay healthy (${N > 8 ? others.length : others})`);
   await sleep(1200);
   await page.screenshot({ path: shot('topology-fenced'), fullPage: true });
+
+  // ---- Ejection: engine 0 answers every request with 500 (its /health stays 200).
+  if (ejects && N > 2) {
+    await fetch(`http://127.0.0.1:${sims[0].port}/sim/fault`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ error_rate: 1, error_status: 500 }),
+    });
+    const magenta = await until(() => page.$eval('g.node[data-ordinal="0"]', (g) =>
+      (g.dataset.state === 'ejected' ? getComputedStyle(g.querySelector('rect.box')).stroke : null)), 15000, 'node 0 ejected');
+    check(magenta.value === 'rgb(232, 121, 249)', `the failing engine's node is magenta: ejected (stroke ${magenta.value})`);
+    const label = await page.$eval('g.node[data-ordinal="0"] .state', (t) => t.textContent);
+    check(label.startsWith('ejected'), `its label says so (${label})`);
+    await page.goto(base + '/ui/#overview');
+    const tile = await until(() => page.$eval('#tiles', (t) => (t.textContent.includes('1 ejected') ? t.textContent : null)),
+      5000, 'the engines tile counts the ejected engine');
+    check(tile.value.includes('1 ejected'), 'the engines tile counts it');
+    await page.goto(base + '/ui/#topology');
+    await sleep(1200);
+    await page.screenshot({ path: shot('topology-ejected'), fullPage: true });
+  }
 
   check(external.length === 0, `no request left the dashboard's origin (${external.slice(0, 3)})`);
   check(errors.length === 0, `no page errors (${errors.slice(0, 3)})`);

@@ -88,8 +88,8 @@ def test_api_state_series_decisions(sims, ramjet_factory):
     assert [x["seq"] for x in d["decisions"]] == [6, 5, 4, 3]
     first = d["decisions"][0]
     assert first["endpoint"] == "chat" and first["policy"] == "prefix" and first["chosen"] in (0, 1)
-    assert set(first["candidates"][0]) == {"ordinal", "eligible", "overlap", "single_flight", "affinity",
-                                           "load_units", "request_load_units", "score", "profile"}
+    assert set(first["candidates"][0]) == {"ordinal", "eligible", "failing", "overlap", "single_flight",
+                                           "affinity", "load_units", "request_load_units", "score", "profile"}
     # The repeated system prompt is held by the engine that served it: overlap shows in the terms.
     assert any(c["overlap"] > 0 for x in d["decisions"] for c in x["candidates"])
 

@@ -61,7 +61,7 @@ def test_journal_records_every_decision_without_prompt_bytes_and_replays_exactly
     assert len(starts) == n and len(finishes) == n, (len(starts), len(finishes))
     assert sorted(r["seq"] for r in starts) == sorted(r["seq"] for r in finishes) == list(range(1, n + 1))
     for s in starts:
-        assert s["v"] == 9 and s["policy"] == "prefix" and s["endpoint"] == "chat"
+        assert s["v"] == 10 and s["policy"] == "prefix" and s["endpoint"] == "chat"
         assert len(s["candidates"]) == 3
         assert s["chosen"] == s["candidates"][0]["upstream"]
     for f in finishes:

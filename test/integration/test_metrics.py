@@ -173,7 +173,7 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     assert labelsets(m0, "ramjet_cache_ttft_seconds_count", "endpoint", "outcome") == {
         (e, o) for e in ("chat", "completions", "responses", "messages") for o in ("full", "partial", "cold", "unknown")}
     assert labelsets(m0, "ramjet_upstream_state", "upstream", "state") == {
-        (u, s) for u in ("0", "1") for s in ("healthy", "warming", "unhealthy")}
+        (u, s) for u in ("0", "1") for s in ("healthy", "warming", "unhealthy", "ejected")}
 
     workload(Client(rj))
     rj.wait_idle()

@@ -40,21 +40,37 @@ def test_inference_endpoints_forwarded(rj, engines, path, body):
     assert req.body == raw  # nothing to shim here (and never outside chat/completions)
 
 
-@pytest.mark.parametrize("method,target,body", [
+OTHER_PATHS = [
     ("GET", "/version?verbose=1&x=%20y", b""),
     ("POST", "/tokenize", b'{"prompt":"abc","add_special_tokens":true}'),
     ("POST", "/v1/chat/completions/render", b'{"messages":[],"max_tokens":500000}'),
     ("DELETE", "/v1/files/file-123", b""),
     ("GET", "/metrics", b""),
     ("POST", "/v1/embeddings", b"not even json"),
-])
-def test_other_paths_forwarded_unchanged(rj, engines, method, target, body):
+]
+PASSTHROUGH = {"RJ_SERVE_TOKENIZE": "true",
+               "RJ_PASSTHROUGH_PATHS": "/version,/v1/chat/completions/render,/v1/files/*,/metrics,/v1/embeddings"}
+
+
+@pytest.mark.parametrize("method,target,body", OTHER_PATHS)
+def test_listed_paths_forwarded_unchanged(engines, ramjet_factory, method, target, body):
+    rj = ramjet_factory(engines, env=PASSTHROUGH)
     r = rj.request(method, target, body or None)
     assert r.status == 200, r
     e = engine_of(engines, r)
     (req,) = e.inference_requests()
     assert (req.method, req.target, req.body) == (method, target, body)
     assert r.json() == {"engine": e.name, "method": method, "target": target, "body_len": len(body)}
+
+
+@pytest.mark.parametrize("method,target,body", OTHER_PATHS)
+def test_unlisted_paths_answered_by_ramjet_and_never_reach_an_engine(rj, engines, method, target, body):
+    r = rj.request(method, target, body or None)
+    assert r.status == 404, r
+    assert r.header("X-Ramjet-Upstream") is None
+    err = r.json()["error"]
+    assert err["code"] == 404 and err["type"] == "invalid_request_error" and err["message"]
+    assert not engines[0].inference_requests() and not engines[1].inference_requests()
 
 
 def test_route_header_is_replaced_and_request_id_forwarded(rj, engines):

@@ -68,7 +68,8 @@ def test_completions_stream_relayed(rj, engines):
     assert stream_content(datas) == expected_content(6)
 
 
-def test_chunked_non_sse_relayed_as_it_arrives(rj, engines):
+def test_chunked_non_sse_relayed_as_it_arrives(engines, ramjet_factory):
+    rj = ramjet_factory(engines, env={"RJ_PASSTHROUGH_PATHS": "/v1/some/*"})
     c = RawClient(rj.api_port)
     c.send_request("GET", "/v1/some/long/poll", b"", {"X-Mock": "chunked_text chunks=3 delay=0.4"})
     assert c.read_head() == 200

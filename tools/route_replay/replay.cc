@@ -109,6 +109,7 @@ bool parse_candidate(const json::value& v, CandidateRecord& c) {
   c.single_flight = as_u32(field(o, "single_flight_blocks")).value_or(0);
   c.affinity = as_u32(field(o, "affinity_blocks")).value_or(0);
   c.request_load_units = as_u32(field(o, "request_load_units")).value_or(1);
+  c.failing = as_bool(field(o, "failing")).value_or(false);
   if (auto p = as_str(field(o, "profile"))) {
     auto profile = parse_profile(*p);
     if (!profile) return false;
@@ -219,7 +220,7 @@ LineKind parse_line(std::string_view line, StartRecord* start, FinishRecord* fin
   if (!event || !version || (*event != "start" && *event != "finish")) return LineKind::kSkipped;
   auto ver = as_u64(version);
   if (!ver) return LineKind::kMalformed;
-  if (*ver != 8 && *ver != 9) return LineKind::kUnsupported;
+  if (*ver < 8 || *ver > 10) return LineKind::kUnsupported;
   if (*event == "start") {
     StartRecord scratch;
     return parse_start(line, o, static_cast<int>(*ver), start ? *start : scratch)
@@ -309,6 +310,7 @@ route::FleetSnapshot snapshot_of(const StartRecord& r) {
     st.ordinal = c.upstream;
     st.eligible = c.healthy;
     st.load_units = c.load_units;
+    st.failing = c.failing;
     st.overlap = c.overlap;
     st.single_flight = c.single_flight;
     st.profile = c.profile;

@@ -27,6 +27,7 @@ struct CandidateRecord {
   uint32_t single_flight = 0;  // v9
   uint32_t affinity = 0;
   int64_t load_units = 0;
+  bool failing = false;  // v10: its last requests had failed (ranked after the others)
   uint32_t request_load_units = 1;
   bool healthy = true;
   route::Profile profile = route::Profile::kNone;  // v9
@@ -66,7 +67,7 @@ struct ReadStats {
   uint64_t skipped = 0;      // not journal records (log lines, blank lines, other JSON)
   uint64_t malformed = 0;    // journal records that do not parse or lack a required field
   uint64_t too_long = 0;     // lines longer than the limit (not parsed)
-  uint64_t unsupported = 0;  // journal records of a version other than 8 or 9
+  uint64_t unsupported = 0;  // journal records of a version other than 8, 9 or 10
   uint64_t errors() const { return malformed + too_long + unsupported; }
 };
 

@@ -227,6 +227,7 @@ function renderOverview() {
   for (const e of engines) if (isNum(e.kv_usage) && (kvMax === null || e.kv_usage > kvMax)) { kvMax = e.kv_usage; kvAt = e.ordinal; }
   const warming = engines.filter((e) => e.state === 'warming').length;
   const fenced = engines.filter((e) => e.state === 'unhealthy').length;
+  const ejected = engines.filter((e) => e.state === 'ejected').length;
   $('#tiles').innerHTML = [
     tile('gen_tps', 'Generated tok/s', fmt(k.gen_tps_30s), 'tok/s', `30 s mean · now ${fmt(k.gen_tps)}`),
     tile('stream_tps', 'Per-stream tok/s', fmt(k.stream_p50), 'p50', `p05 <b class="v">${esc(fmt(k.stream_p05))}</b> tok/s · 30 s`),
@@ -237,7 +238,8 @@ function renderOverview() {
     tile('cache_hit', 'Cache hit', isNum(k.cache_hit_lb) ? k.cache_hit_lb.toFixed(0) : '—', isNum(k.cache_hit_lb) ? '%' : '',
       `cached prompt tokens · engines' view ${esc(fmtPct(k.cache_hit_engine))}`),
     tile('engines', 'Engines healthy', `${st.healthy} / ${st.total}`, '',
-      `${warming} warming · ${fenced} fenced${st.fail_open ? ' · <b style="color:var(--red)">fail-open</b>' : ''}`),
+      `${warming} warming · ${fenced} fenced · ${ejected} ejected` +
+      `${st.fail_open ? ' · <b style="color:var(--red)">fail-open</b>' : ''}`),
   ].join('');
   renderHours();
   const s = S.series;
@@ -408,7 +410,7 @@ function renderTopology() {
     $('.hit', g).textContent = `cache hit ${fmtPct(e.cache_hit)} · ${fmt(e.gen_tps)} tok/s`;
     // Edge: animated while traffic flows; faster and thicker with more of it.
     const busy = (isNum(e.req_rate) && e.req_rate > 0.01) || e.inflight > 0;
-    if (e.state === 'unhealthy' && !e.fail_open) {
+    if ((e.state === 'unhealthy' || e.state === 'ejected') && !e.fail_open) {
       edge.setAttribute('class', 'edge dead');
       edge.style.animationDuration = '';
       edge.style.strokeWidth = '';
@@ -483,7 +485,8 @@ async function refreshDecisions(force) {
 function candidateRow(c, chosen) {
   return `<tr class="${c.ordinal === chosen ? 'chosen' : ''}${c.eligible ? '' : ' inel'}">` +
     `<td>#${c.ordinal}</td><td>${profileShort(c.profile)}</td><td>${c.eligible ? 'eligible' : 'not eligible'}</td>` +
-    `<td>ov ${c.overlap}</td><td>sf ${c.single_flight}</td><td>aff ${c.affinity}</td><td>load ${c.load_units}</td>` +
+    `<td>ov ${c.overlap}</td><td>sf ${c.single_flight}</td><td>aff ${c.affinity}</td>` +
+    `<td>load ${c.load_units}${c.failing ? ' · failing' : ''}</td>` +
     `<td>req ${c.request_load_units}</td><td>score ${isNum(c.score) ? c.score.toFixed(2) : '—'}</td></tr>`;
 }
 

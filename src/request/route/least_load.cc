@@ -1,6 +1,8 @@
-// Least-load policy: serving-eligible first, then fewest reserved load units, then a rotating
-// tie-break so equal engines share traffic evenly. Knows nothing about prefixes.
+// Least-load policy: serving-eligible first, then not failing (CandidateState::failing), then
+// fewest reserved load units, then a rotating tie-break so equal engines share traffic evenly.
+// Knows nothing about prefixes.
 #include <algorithm>
+#include <tuple>
 
 #include "request/route/policy.h"
 #include "request/route/rank.h"
@@ -20,17 +22,20 @@ class LeastLoadPolicy final : public Policy {
     const uint32_t units = request_load_units(req.body_bytes, config_);
     d.ranked.reserve(n);
     for (const auto& c : fleet.candidates) {
-      d.ranked.push_back(CandidateTerms{c.ordinal, c.eligible, c.load_units, units});
+      CandidateTerms t{c.ordinal, c.eligible, c.load_units, units};
+      t.failing = c.failing;
+      d.ranked.push_back(t);
     }
     d.rotated = rank_with_rotation(d.ranked, rotation, [](const CandidateTerms& t) {
-      return std::make_pair(t.eligible, -t.load_units);
+      return std::make_tuple(t.eligible, !t.failing, -t.load_units);
     });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
     if (n <= 1) {
       d.outcome = Outcome::kSingle;
     } else {
       bool differs = std::any_of(d.ranked.begin(), d.ranked.end(), [&](const CandidateTerms& c) {
-        return c.eligible == d.ranked.front().eligible && c.load_units != d.ranked.front().load_units;
+        return c.eligible == d.ranked.front().eligible &&
+               (c.failing != d.ranked.front().failing || c.load_units != d.ranked.front().load_units);
       });
       d.outcome = differs ? Outcome::kLoad : Outcome::kRoundRobin;
     }

@@ -16,6 +16,7 @@ FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
   for (size_t i = 0; i < fleet.size(); ++i) {
     const auto& e = fleet.at(i);
     s.candidates[i] = CandidateState{i, e.healthy(), e.load_units(), e.inflight()};
+    s.candidates[i].failing = fleet.failing(i);
   }
   return s;
 }

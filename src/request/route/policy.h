@@ -37,6 +37,12 @@ struct CandidateState {
   // this engine right now (route/single_flight.h); 0 unless the request is cold everywhere.
   uint32_t single_flight = 0;
   Profile profile = Profile::kNone;
+  // Its last requests failed, recently (upstream::Fleet::failing()). A failed request releases
+  // its load at once, so an engine that fails fast looks idle; policies that weigh load rank a
+  // failing engine after every eligible one that is not (whatever its score: no fixed penalty
+  // survives a loaded fleet), until it succeeds again or RJ_OUTLIER_PENALTY_MS pass, so it is
+  // never preferred for failing.
+  bool failing = false;
 };
 
 struct FleetSnapshot {
@@ -56,6 +62,7 @@ struct CandidateTerms {
   uint32_t overlap = 0;             // raw leading blocks held (prefix policy)
   uint32_t single_flight = 0;       // leading blocks a concurrent leader prefills here
   uint32_t affinity = 0;            // max(min(overlap, cap), single_flight_affinity(...))
+  bool failing = false;             // ranked after the eligible engines that are not (prefix, load)
   double score = 0;                 // affinity - alpha * load_units (prefix policy)
   Profile profile = Profile::kNone;
 };
@@ -83,6 +90,7 @@ struct RouteConfig {
 
 // clamp(ceil(bytes / unit), 1, max)
 uint32_t request_load_units(uint64_t uncached_bytes, const RouteConfig& c);
+
 
 // What routing needs to know about a request (no payload): a journal record carries exactly
 // this, so decisions can be recomputed offline (tools/route_replay).

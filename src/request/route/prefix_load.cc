@@ -1,6 +1,7 @@
 // Prefix-load policy (RJ_AFFINITY=prefix, the default): each candidate scores
 // min(overlap, cap) - alpha * load_units, so a warm prefix cache attracts a request until the
-// engine's live load outweighs it. Order: serving-eligible, score, raw overlap, decode-profile
+// engine's live load outweighs it. Order: serving-eligible, not failing (CandidateState::failing:
+// an engine that fails fast looks idle, so it ranks after the rest), score, raw overlap, decode-profile
 // preference, rotation. Overlaps arrive in the snapshot (cache/index is read by the caller).
 //
 // Single-flight: blocks a concurrent leader is prefilling on an engine count like blocks it
@@ -44,6 +45,7 @@ class PrefixLoadPolicy final : public Policy {
       t.single_flight = c.single_flight;
       const uint32_t cap = config_.max_overlap_blocks;
       t.affinity = std::max(std::min(c.overlap, cap), single_flight_affinity(c.single_flight, req.total_blocks, cap));
+      t.failing = c.failing;
       t.score = static_cast<double>(t.affinity) - config_.alpha * static_cast<double>(c.load_units);
       t.profile = c.profile;
       // Blocks the leader is prefilling here will be cached when this request's prefill reaches
@@ -54,7 +56,7 @@ class PrefixLoadPolicy final : public Policy {
     }
     // Larger key = better. Exact double comparison is intended: equal terms give equal scores.
     auto key = [&](const CandidateTerms& t) {
-      return std::make_tuple(t.eligible, t.score, std::max(t.overlap, t.single_flight),
+      return std::make_tuple(t.eligible, !t.failing, t.score, std::max(t.overlap, t.single_flight),
                              -profile_rank(t.profile, wanted));
     };
     d.rotated = rank_with_rotation(d.ranked, rotation, key);

@@ -20,6 +20,7 @@ using observe::MetricKind;
 
 enum class F {
   kRequests, kInflight, kClientDisconnects, kUpstreamErrors, kMalformedJson, kRejections,
+  kTimeouts, kBlamed, kBufferedBytes, kBufferedCap,
   kUsageParseFailures, kPromptTokens, kCachedPromptTokens, kCompletionTokens, kFinishReasons,
   kCacheRequests, kShimRewrites, kRouteFailOpen, kFailOpenDispatches, kRouteDecisions,
   kProfileChoices, kSingleFlightFollowers, kRouteOverlap, kRouteAffinity, kUpstreamRequests,
@@ -30,19 +31,35 @@ enum class F {
 constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_requests_total", MetricKind::kCounter, "endpoint,code,stream",
      "Requests answered, by endpoint (chat, completions, responses, messages, models, health, "
-     "other), status code (499: the client went away) and stream flag (true, false, unknown). "
-     "Codes appear once seen."},
+     "other, unknown), status code and stream flag (true, false, unknown). Codes appear once "
+     "seen. 499: the client went away or stopped reading; a response the engine cut or that "
+     "timed out after its head went out counts as 502 or 504 (the client saw 200, then an error "
+     "event), so code=\"200\" is only complete responses."},
     {"ramjet_requests_inflight", MetricKind::kGauge, "", "Requests being served right now."},
     {"ramjet_client_disconnects_total", MetricKind::kCounter, "endpoint",
      "Clients that went away before the response completed."},
     {"ramjet_upstream_errors_total", MetricKind::kCounter, "endpoint,reason",
-     "Upstream attempts that failed, by reason: connect, timeout, protocol, retryable_status "
-     "(502/503 retried on another engine), read_error."},
+     "Upstream attempts that failed, by reason: connect, timeout (connecting), protocol (closed "
+     "or garbled before a response head), retryable_status (502/503 retried on another engine), "
+     "read_error (response cut), fenced (waiting for the first byte when the engine was fenced; "
+     "moved to another engine)."},
     {"ramjet_malformed_json_total", MetricKind::kCounter, "endpoint",
      "Inference request bodies that are not a JSON object (forwarded unchanged)."},
     {"ramjet_request_rejections_total", MetricKind::kCounter, "reason",
      "Requests rejected by ramjet before routing, by reason: body_too_large, header_too_large, "
-     "header_timeout, body_timeout, bad_request."},
+     "header_timeout, body_timeout, bad_request, upstream_header_too_large (431: more than the "
+     "engines accept), buffered_bytes_full (503: RJ_MAX_BUFFERED_BYTES), unknown_path (404), "
+     "method_not_allowed (405)."},
+    {"ramjet_request_timeouts_total", MetricKind::kCounter, "endpoint,reason",
+     "Requests ended by a timeout, by reason: first_byte (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS), "
+     "upstream_idle (RJ_UPSTREAM_IDLE_TIMEOUT_MS), client_send (RJ_CLIENT_SEND_TIMEOUT_MS)."},
+    {"ramjet_requests_blamed_total", MetricKind::kCounter, "endpoint,reason",
+     "Requests that failed the same way on two engines before a usable response, so the "
+     "request is blamed and no engine is: dropped (connection closed), bad_response, status_502, "
+     "status_503."},
+    {"ramjet_request_buffered_bytes", MetricKind::kGauge, "",
+     "Request body bytes held in memory right now (leased from RJ_MAX_BUFFERED_BYTES)."},
+    {"ramjet_request_buffered_bytes_limit", MetricKind::kGauge, "", "RJ_MAX_BUFFERED_BYTES."},
     {"ramjet_usage_parse_failures_total", MetricKind::kCounter, "",
      "Response bodies or SSE events whose usage could not be parsed."},
     {"ramjet_prompt_tokens_total", MetricKind::kCounter, "", "Prompt tokens reported by engines."},
@@ -137,6 +154,10 @@ std::string_view rejection_label(Rejection r) {
     case Rejection::kHeaderTimeout: return "header_timeout";
     case Rejection::kBodyTimeout: return "body_timeout";
     case Rejection::kBadRequest: return "bad_request";
+    case Rejection::kUpstreamHeaderTooLarge: return "upstream_header_too_large";
+    case Rejection::kBufferFull: return "buffered_bytes_full";
+    case Rejection::kUnknownPath: return "unknown_path";
+    case Rejection::kMethodNotAllowed: return "method_not_allowed";
     case Rejection::kCount: break;
   }
   return "bad_request";
@@ -149,9 +170,31 @@ std::string_view upstream_error_label(UpstreamError r) {
     case UpstreamError::kProtocol: return "protocol";
     case UpstreamError::kRetryableStatus: return "retryable_status";
     case UpstreamError::kReadError: return "read_error";
+    case UpstreamError::kFenced: return "fenced";
     case UpstreamError::kCount: break;
   }
   return "protocol";
+}
+
+std::string_view timeout_label(Timeout t) {
+  switch (t) {
+    case Timeout::kFirstByte: return "first_byte";
+    case Timeout::kUpstreamIdle: return "upstream_idle";
+    case Timeout::kClientSend: return "client_send";
+    case Timeout::kCount: break;
+  }
+  return "first_byte";
+}
+
+std::string_view blame_label(Blame b) {
+  switch (b) {
+    case Blame::kDropped: return "dropped";
+    case Blame::kBadResponse: return "bad_response";
+    case Blame::kStatus502: return "status_502";
+    case Blame::kStatus503: return "status_503";
+    case Blame::kCount: break;
+  }
+  return "dropped";
 }
 
 ProxyMetrics::ProxyMetrics(size_t n)
@@ -247,6 +290,21 @@ void ProxyMetrics::write(observe::Exposition& x) const {
   for (size_t r = 0; r < rejections.size(); ++r)
     x.sample(name(F::kRejections), "reason=\"" + std::string(rejection_label(static_cast<Rejection>(r))) + "\"",
              rejections[r].get());
+  x.family(fam(F::kTimeouts));
+  for (size_t e = 0; e < kEndpoints; ++e)
+    for (size_t r = 0; r < static_cast<size_t>(Timeout::kCount); ++r)
+      x.sample(name(F::kTimeouts),
+               ep_label(e) + ",reason=\"" + std::string(timeout_label(static_cast<Timeout>(r))) + "\"",
+               timeouts[e][r].get());
+  x.family(fam(F::kBlamed));
+  for (size_t e = 0; e < kEndpoints; ++e)
+    for (size_t r = 0; r < static_cast<size_t>(Blame::kCount); ++r)
+      x.sample(name(F::kBlamed), ep_label(e) + ",reason=\"" + std::string(blame_label(static_cast<Blame>(r))) + "\"",
+               blamed[e][r].get());
+  x.family(fam(F::kBufferedBytes));
+  x.sample(name(F::kBufferedBytes), "", static_cast<int64_t>(budget ? budget->used() : 0));
+  x.family(fam(F::kBufferedCap));
+  x.sample(name(F::kBufferedCap), "", static_cast<int64_t>(budget ? budget->cap() : 0));
 
   x.family(fam(F::kUsageParseFailures));
   x.sample(name(F::kUsageParseFailures), "", usage_parse_failures.get());

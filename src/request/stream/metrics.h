@@ -12,6 +12,7 @@
 
 #include "observe/histogram.h"
 #include "observe/metrics.h"
+#include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
 #include "request/route/policy.h"
 #include "request/route/router.h"
@@ -19,15 +20,34 @@
 
 namespace ramjet::request {
 
-inline constexpr size_t kEndpoints = 7;
+inline constexpr size_t kEndpoints = 8;
 inline constexpr size_t kInferenceEndpoints = 4;  // chat, completions, responses, messages
 inline size_t ep_index(Endpoint e) { return static_cast<size_t>(e); }
 
-enum class Rejection { kBodyTooLarge, kHeaderTooLarge, kHeaderTimeout, kBodyTimeout, kBadRequest, kCount };
+enum class Rejection {
+  kBodyTooLarge, kHeaderTooLarge, kHeaderTimeout, kBodyTimeout, kBadRequest,
+  kUpstreamHeaderTooLarge,  // the forwarded head passes RJ_UPSTREAM_MAX_HEADER_BYTES / _COUNT (431)
+  kBufferFull,              // RJ_MAX_BUFFERED_BYTES would be passed (503)
+  kUnknownPath,             // not a path the API port serves (404)
+  kMethodNotAllowed,        // a served path, another method (405)
+  kCount
+};
 std::string_view rejection_label(Rejection r);
 
-enum class UpstreamError { kConnect, kTimeout, kProtocol, kRetryableStatus, kReadError, kCount };
+// An upstream attempt that failed. kFenced: it was waiting for its engine's first byte when the
+// engine was fenced, and moved on to another engine.
+enum class UpstreamError { kConnect, kTimeout, kProtocol, kRetryableStatus, kReadError, kFenced, kCount };
 std::string_view upstream_error_label(UpstreamError r);
+
+// A request ended by a timeout: RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, RJ_UPSTREAM_IDLE_TIMEOUT_MS,
+// RJ_CLIENT_SEND_TIMEOUT_MS.
+enum class Timeout { kFirstByte, kUpstreamIdle, kClientSend, kCount };
+std::string_view timeout_label(Timeout t);  // first_byte, upstream_idle, client_send
+
+// How a request failed the same way on two engines before any usable response (the request's
+// fault: no engine is blamed): dropped, bad_response, status_502, status_503.
+enum class Blame { kDropped, kBadResponse, kStatus502, kStatus503, kCount };
+std::string_view blame_label(Blame b);
 
 enum class StreamKind { kFalse, kTrue, kUnknown, kCount };
 
@@ -59,6 +79,9 @@ struct ProxyMetrics {
   std::array<std::array<observe::Counter, static_cast<size_t>(UpstreamError::kCount)>, kEndpoints> upstream_errors;
   std::array<observe::Counter, kEndpoints> malformed_json;
   std::array<observe::Counter, static_cast<size_t>(Rejection::kCount)> rejections;
+  std::array<std::array<observe::Counter, static_cast<size_t>(Timeout::kCount)>, kEndpoints> timeouts;
+  std::array<std::array<observe::Counter, static_cast<size_t>(Blame::kCount)>, kEndpoints> blamed;
+  const BodyBudget* budget = nullptr;  // RJ_MAX_BUFFERED_BYTES (the proxy's; null: written as 0)
   observe::Counter usage_parse_failures;
   observe::Counter prompt_tokens, cached_prompt_tokens, completion_tokens;
   std::array<std::array<observe::Counter, 5>, kEndpoints> finish_reasons;  // stop,length,tool_calls,cancelled,other

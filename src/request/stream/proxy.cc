@@ -21,46 +21,10 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr size_t kReadMax = 64 * 1024;
+// A request body buffer larger than this is not kept for the connection's next request.
+constexpr size_t kKeepBodyCapacity = 1 << 20;
 
 }  // namespace
-
-// --- ConnectionDeadline ----------------------------------------------------------------------
-
-ConnectionDeadline::ConnectionDeadline(tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
-
-ConnectionDeadline::~ConnectionDeadline() {
-  state_->socket = nullptr;
-  state_->deadline = Clock::time_point::max();
-  if (state_->waiting) state_->timer.cancel();
-}
-
-void ConnectionDeadline::arm(std::chrono::milliseconds after) {
-  State& st = *state_;
-  st.expired = false;
-  st.deadline = Clock::now() + after;
-  if (!st.waiting || st.scheduled > st.deadline) wait(state_, st.deadline);
-}
-
-void ConnectionDeadline::wait(const std::shared_ptr<State>& st, Clock::time_point at) {
-  st->scheduled = at;
-  st->waiting = true;
-  const uint64_t generation = ++st->generation;
-  st->timer.expires_at(at);  // cancels a pending wait; its completion is ignored
-  st->timer.async_wait([st, generation](boost::system::error_code ec) {
-    if (generation != st->generation) return;  // superseded by a nearer deadline
-    st->waiting = false;
-    if (ec || st->socket == nullptr || st->deadline == Clock::time_point::max()) return;
-    if (Clock::now() < st->deadline) {  // re-armed since this wait began
-      wait(st, st->deadline);
-      return;
-    }
-    st->expired = true;
-    st->deadline = Clock::time_point::max();
-    boost::system::error_code ignored;
-    st->socket->cancel(ignored);
-  });
-}
 
 // --- OutBuffers ------------------------------------------------------------------------------
 
@@ -72,17 +36,21 @@ bool OutBuffers::send_now(tcp::socket& socket, boost::system::error_code& ec) {
       if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
       return false;
     }
-    while (n > 0 && first_ < count_) {
-      const size_t size = bufs_[first_].size();
-      if (n < size) {
-        bufs_[first_] += n;
-        break;
-      }
-      n -= size;
-      ++first_;
-    }
+    consume(n);
   }
   return true;
+}
+
+void OutBuffers::consume(size_t n) {
+  while (n > 0 && first_ < count_) {
+    const size_t size = bufs_[first_].size();
+    if (n < size) {
+      bufs_[first_] += n;
+      break;
+    }
+    n -= size;
+    ++first_;
+  }
 }
 
 // --- Session ---------------------------------------------------------------------------------
@@ -115,13 +83,20 @@ Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, 
       pools_(pools),
       clock_(clock),
       metrics_(fleet.size()),
-      idle_(io.size(), nullptr) {
+      idle_(io.size(), nullptr),
+      waiting_(io.size(), std::vector<Session*>(fleet.size(), nullptr)),
+      budget_(config_.max_buffered_bytes) {
   config_.prepare.fingerprint = router_.uses_prefix();
   host_headers_.reserve(fleet.size());
-  for (size_t i = 0; i < fleet.size(); ++i) host_headers_.push_back(fleet.at(i).url().host_header());
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    host_headers_.push_back(fleet.at(i).url().host_header());
+    max_host_header_ = std::max(max_host_header_, host_headers_.back().size() + fleet.at(i).url().base_path.size());
+  }
+  metrics_.budget = &budget_;
+  fleet_.set_fence_listener([this](size_t engine) { on_engine_fenced(engine); });
 }
 
-Proxy::~Proxy() = default;
+Proxy::~Proxy() { fleet_.set_fence_listener(nullptr); }
 
 void Proxy::set_idle(Session& s, bool idle) {
   if (s.idle == idle) return;
@@ -158,13 +133,18 @@ void Proxy::begin_drain() {
 namespace {
 
 // A bare response for requests rejected before they were fully read; always closes.
-asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, ConnectionDeadline& deadline,
-                             unsigned status, std::string_view message, std::string_view type) {
+asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, net::Deadline& deadline,
+                             unsigned status, std::string_view message, std::string_view type,
+                             std::string_view extra_field = {}) {
   const std::string body = error_json(message, type, static_cast<int>(status));
   out.clear();
   net::append_status_line(out, 11, status, "");
   net::append_field(out, "Content-Type", "application/json");
   net::append_field(out, "Connection", "close");
+  if (!extra_field.empty()) {
+    out.append(extra_field);
+    out.append("\r\n");
+  }
   out.append("Content-Length: ");
   net::append_decimal(out, body.size());
   out.append("\r\n\r\n");
@@ -292,6 +272,18 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
         co_await reject(s.client, s.out, s.deadline, 413, "request body too large", "invalid_request_error");
         break;
       }
+      // The body's bytes come out of RJ_MAX_BUFFERED_BYTES before they are read (a chunked one
+      // as it grows): past it, 503 and Retry-After rather than more memory. An inference body is
+      // counted twice: preparing it parses it into a document about as large.
+      const Endpoint endpoint = classify(s.req.method_string, s.req.target, config_.served);
+      const uint64_t weight = is_inference(endpoint) ? 2 : 1;
+      if (parser.content_length() && !s.body_lease.grow_to(budget_, weight * *parser.content_length())) {
+        s.deadline.disarm();
+        metrics_.rejections[static_cast<size_t>(Rejection::kBufferFull)].inc();
+        co_await reject(s.client, s.out, s.deadline, 503, "too many request bytes in flight; retry shortly",
+                        "server_busy", "Retry-After: 1");
+        break;
+      }
       if (beast::iequals(s.req.fields.get(http::field::expect), "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         co_await asio::async_write(s.client, asio::buffer(kContinue.data(), kContinue.size()),
@@ -306,6 +298,10 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
             size_t used = parser.put(s.buffer.data(), ec);
             s.buffer.consume(used);
             if (ec == http::error::need_more) ec = {};
+            if (!ec && weight * s.body.size() > s.body_lease.bytes() &&
+                !s.body_lease.grow_to(budget_, weight * (s.body.size() + kReadMax))) {
+              ec = http::error::buffer_overflow;  // a chunked body outgrew the budget
+            }
             if (ec || parser.is_done()) break;
           }
           if (s.deadline.expired()) {
@@ -322,6 +318,10 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
         if (ec == http::error::body_limit) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBodyTooLarge)].inc();
           co_await reject(s.client, s.out, s.deadline, 413, "request body too large", "invalid_request_error");
+        } else if (ec == http::error::buffer_overflow) {
+          metrics_.rejections[static_cast<size_t>(Rejection::kBufferFull)].inc();
+          co_await reject(s.client, s.out, s.deadline, 503, "too many request bytes in flight; retry shortly",
+                          "server_busy", "Retry-After: 1");
         } else if (expired) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBodyTimeout)].inc();
           co_await reject(s.client, s.out, s.deadline, 408, "request body timeout", "timeout_error");
@@ -334,14 +334,19 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
 
       Exchange x;
       x.keep_alive = parser.keep_alive();
-      x.endpoint = classify(s.req.method_string, s.req.target);
+      x.endpoint = endpoint;
       x.start_ns = clock_.now_ns();
       if (x.endpoint == Endpoint::kHealth) {
         unsigned status = fleet_.healthy_count() > 0 ? 200 : 503;
         co_await send_local(s, x, status, "application/json", fleet_.health_json());
+      } else if (x.endpoint == Endpoint::kUnknown) {
+        co_await answer_unserved(s, x);
       } else {
         co_await forward(s, x);
       }
+      // The body is gone; so is its share of the budget, and a large buffer with it.
+      s.body_lease.release();
+      if (s.body.capacity() > kKeepBodyCapacity) std::string().swap(s.body);
       if (!x.keep_alive || s.close_after || draining_) break;
     }
   } catch (const std::exception& e) {
@@ -353,11 +358,16 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
 }
 
 asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status,
-                                        std::string_view content_type, std::string_view body) {
+                                        std::string_view content_type, std::string_view body,
+                                        std::string_view extra_field) {
   const bool head = s.req.method == http::verb::head;
   s.out.clear();
   net::append_status_line(s.out, s.req.version, status, "");
   net::append_field(s.out, "Content-Type", content_type);
+  if (!extra_field.empty()) {
+    s.out.append(extra_field);
+    s.out.append("\r\n");
+  }
   net::append_connection(s.out, s.req.version, x.keep_alive && !draining_ && !s.close_after);
   s.out.append("Content-Length: ");
   net::append_decimal(s.out, head ? 0 : body.size());
@@ -370,16 +380,33 @@ asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status
   OutBuffers& out = s.out_buffers;
   out.clear();
   out.add(s.out);
-  if (!out.send_now(s.client, ec) && !ec) {
-    co_await asio::async_write(s.client, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
-  }
+  if (!out.send_now(s.client, ec) && !ec) co_await write_rest(s, x, ec);
+  x.head_sent = true;
   if (ec) s.close_after = true;
 }
 
 asio::awaitable<void> Proxy::send_error(Session& s, Exchange& x, unsigned status,
-                                        std::string_view message, std::string_view type) {
+                                        std::string_view message, std::string_view type,
+                                        std::string_view extra_field) {
   const std::string body = error_json(message, type, static_cast<int>(status));
-  co_await send_local(s, x, status, "application/json", body);
+  co_await send_local(s, x, status, "application/json", body, extra_field);
+}
+
+// A path the API port does not serve: 405 with Allow when the path is served with other
+// methods, else 404. An engine's admin and debug endpoints land here.
+asio::awaitable<void> Proxy::answer_unserved(Session& s, Exchange& x) {
+  const std::string_view allow = allowed_methods(s.req.target, config_.served);
+  if (allow.empty()) {
+    metrics_.rejections[static_cast<size_t>(Rejection::kUnknownPath)].inc();
+    co_await send_error(s, x, 404,
+                        "unknown path: this server serves /v1/chat/completions, /v1/completions, /v1/responses, "
+                        "/v1/messages, /v1/models and /health",
+                        "invalid_request_error");
+    co_return;
+  }
+  metrics_.rejections[static_cast<size_t>(Rejection::kMethodNotAllowed)].inc();
+  const std::string field = "Allow: " + std::string(allow);
+  co_await send_error(s, x, 405, "method not allowed for this path", "invalid_request_error", field);
 }
 
 }  // namespace ramjet::request

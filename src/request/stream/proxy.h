@@ -1,8 +1,11 @@
 // request/stream/proxy: the data plane. Serves one client connection (keep-alive, limits,
-// timeouts), answers /health itself, prepares and routes every other request, forwards it with
-// retry before the first response byte, and relays the response chunk by chunk with
-// backpressure, cancelling the upstream the moment the client goes away.
-// Policies live in request/route, engine state in upstream/, body rules in request/prepare.
+// timeouts), answers /health and every path it does not serve itself, prepares and routes the
+// rest, forwards each request with one retry before the first response byte (blaming the
+// request, not the engines, when both fail it the same way), and relays the response chunk by
+// chunk with backpressure, first-byte, idle and client-send timeouts, cancelling the upstream
+// the moment the client goes away. proxy.cc holds the connection loop, forward.cc dispatch and
+// retry, relay.cc the response relay. Policies live in request/route, engine state in
+// upstream/, body rules in request/prepare.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -20,6 +23,8 @@
 #include "common/clock.h"
 #include "net/client.h"
 #include "net/io_pool.h"
+#include "request/ingress/body_budget.h"
+#include "request/ingress/endpoint.h"
 #include "request/prepare/prepare.h"
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
@@ -39,6 +44,16 @@ struct ProxyConfig {
   std::chrono::milliseconds body_timeout{60000};
   std::chrono::milliseconds keepalive_timeout{75000};
   std::chrono::milliseconds connect_timeout{5000};
+  // RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, RJ_UPSTREAM_IDLE_TIMEOUT_MS, RJ_CLIENT_SEND_TIMEOUT_MS
+  // (0 = never).
+  std::chrono::milliseconds first_byte_timeout{300000};
+  std::chrono::milliseconds upstream_idle_timeout{120000};
+  std::chrono::milliseconds client_send_timeout{60000};
+  // What the engines accept (RJ_UPSTREAM_MAX_HEADER_BYTES / _COUNT): larger heads get 431 here.
+  uint64_t upstream_max_header_bytes = 4u << 20;
+  uint32_t upstream_max_header_count = 256;
+  uint64_t max_buffered_bytes = 256ull << 20;  // RJ_MAX_BUFFERED_BYTES
+  ServedPaths served;                          // RJ_SERVE_TOKENIZE, RJ_PASSTHROUGH_PATHS
   uint64_t advertise_ctx_margin = 16384;
   size_t max_models_body = 16u << 20;
   PrepareConfig prepare;
@@ -80,21 +95,51 @@ class Proxy {
   struct Session;
   struct Exchange;
   struct Attempt;
-  enum class RelayResult { kComplete, kClientGone, kUpstreamError };
+  // How writing the request and reading the response head on one connection went.
+  enum class HeadResult { kOk, kClientGone, kStale, kFenced, kTimeout, kDropped, kBadResponse };
+  // How one candidate engine's attempt ended: the response went out, or try the next one.
+  enum class Step { kDone, kNext };
+  enum class RelayResult { kComplete, kClientGone, kClientTimeout, kUpstreamCut, kUpstreamTimeout };
+  // forward.cc: routing, dispatch and retry.
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
+  boost::asio::awaitable<Step> dispatch(Session& s, Exchange& x, const route::Routed& routed,
+                                        const std::vector<route::CandidateTerms>& order, size_t k);
+  boost::asio::awaitable<HeadResult> exchange_head(Session& s, Exchange& x, net::UpstreamConnection& conn, size_t u);
+  boost::asio::awaitable<Step> on_sent_failure(Session& s, Exchange& x, size_t u, HeadResult why, bool more);
+  void settle_first_failure(Exchange& x);
+  // Whether a candidate after order[k] may still be tried.
+  bool more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order, size_t k) const;
   void prepare_exchange(Session& s, Exchange& x);
-  void build_request_head(Session& s, size_t engine);
+  // Serialises the upstream request head for `engine` into s.out; returns its field count.
+  size_t build_request_head(Session& s, size_t engine);
+  bool upstream_head_fits(Session& s);
+  void journal_start(Session& s, const route::Routed& routed, uint64_t seq);
+  void journal_finish(Session& s, const Exchange& x, uint64_t seq);
+  // Requests waiting for an engine's first byte, per (io thread, engine), so a fence can move
+  // them (touched only on their io thread).
+  void set_waiting(Session& s, size_t engine);  // engine = npos: no longer waiting
+  void on_engine_fenced(size_t engine);
+  // relay.cc: the response.
+  boost::asio::awaitable<RelayResult> relay_body(Session& s, Exchange& x, Attempt& a);
+  boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
+  boost::asio::awaitable<void> finish_relay(Session& s, Exchange& x, Attempt& a, RelayResult r);
+  boost::asio::awaitable<void> end_with_error(Session& s, Exchange& x, unsigned status,
+                                              std::string_view message, std::string_view type);
   bool build_response_head(Session& s, Exchange& x, const upstream::Engine& engine, bool* chunked);
   void account_pieces(Session& s, Exchange& x);
   void finish_usage(Session& s, Exchange& x);
-  void journal_start(Session& s, const route::Routed& routed, uint64_t seq);
-  void journal_finish(Session& s, const Exchange& x, uint64_t seq, std::string_view result,
-                      std::optional<size_t> upstream, uint32_t units);
-  boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
+  // Writes what s.out_buffers still holds to the client under RJ_CLIENT_SEND_TIMEOUT_MS.
+  boost::asio::awaitable<void> write_rest(Session& s, Exchange& x, boost::system::error_code& ec);
+  // Arms the upstream read deadline: the first-byte deadline until the body began, then idle.
+  void arm_upstream(net::UpstreamConnection& conn, const Exchange& x) const;
+  // proxy.cc: local answers.
   boost::asio::awaitable<void> send_local(Session& s, Exchange& x, unsigned status,
-                                          std::string_view content_type, std::string_view body);
+                                          std::string_view content_type, std::string_view body,
+                                          std::string_view extra_field = {});
   boost::asio::awaitable<void> send_error(Session& s, Exchange& x, unsigned status,
-                                          std::string_view message, std::string_view type);
+                                          std::string_view message, std::string_view type,
+                                          std::string_view extra_field = {});
+  boost::asio::awaitable<void> answer_unserved(Session& s, Exchange& x);
 
   ProxyConfig config_;
   upstream::Fleet& fleet_;
@@ -112,7 +157,10 @@ class Proxy {
   // that thread).
   std::vector<Session*> idle_;
   void set_idle(Session& s, bool idle);
+  std::vector<std::vector<Session*>> waiting_;  // [io thread][engine]: list heads
   std::vector<std::string> host_headers_;  // per engine ordinal: the Host header sent upstream
+  size_t max_host_header_ = 0;
+  BodyBudget budget_;
 };
 
 }  // namespace ramjet::request

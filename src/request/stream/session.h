@@ -1,5 +1,5 @@
 // Private to request/stream: per-connection and per-request state shared by proxy.cc
-// (connection loop) and forward.cc (dispatch and relay).
+// (connection loop), forward.cc (dispatch and retry) and relay.cc (the response).
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -16,47 +16,17 @@
 #include <string_view>
 
 #include "net/client.h"
+#include "net/deadline.h"
 #include "net/http.h"
 #include "request/ingress/endpoint.h"
 #include "request/stream/metrics.h"
 #include "request/route/reservation.h"
+#include "request/route/single_flight.h"
+#include "upstream/outlier.h"
 #include "request/stream/proxy.h"
 #include "request/usage/usage.h"
 
 namespace ramjet::request {
-
-// The read deadline of one client connection. arm() and disarm() only store a time point: one
-// timer per connection wakes up no later than the armed deadline (it is moved earlier only when
-// a shorter deadline is armed, and re-armed lazily when it fires early), so a request costs no
-// timer operation. When the deadline passes, the socket's pending operations are cancelled
-// (the socket stays open, so the caller can still answer 408) and expired() turns true.
-class ConnectionDeadline {
- public:
-  explicit ConnectionDeadline(boost::asio::ip::tcp::socket& socket);
-  ~ConnectionDeadline();
-  ConnectionDeadline(const ConnectionDeadline&) = delete;
-  ConnectionDeadline& operator=(const ConnectionDeadline&) = delete;
-
-  void arm(std::chrono::milliseconds after);
-  void disarm() { state_->deadline = Clock::time_point::max(); }
-  // The armed deadline passed (reset by the next arm()).
-  bool expired() const { return state_->expired; }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  struct State {
-    explicit State(boost::asio::ip::tcp::socket& s) : socket(&s), timer(s.get_executor()) {}
-    boost::asio::ip::tcp::socket* socket;  // null once the connection is gone
-    boost::asio::steady_timer timer;
-    Clock::time_point deadline = Clock::time_point::max();
-    Clock::time_point scheduled = Clock::time_point::max();  // when the pending wait ends
-    uint64_t generation = 0;  // of the pending wait; older completions are ignored
-    bool waiting = false;
-    bool expired = false;
-  };
-  static void wait(const std::shared_ptr<State>& st, Clock::time_point at);
-  std::shared_ptr<State> state_;
-};
 
 // A short list of buffers written with one gather write. send_now() writes what the socket
 // takes without waiting (the sockets are non-blocking), so the usual case costs one sendmsg and
@@ -72,6 +42,8 @@ class OutBuffers {
   // True when everything was written; false with ec clear when the socket is full.
   bool send_now(boost::asio::ip::tcp::socket& socket, boost::system::error_code& ec);
   std::span<const boost::asio::const_buffer> rest() const { return {bufs_.data() + first_, count_ - first_}; }
+  // Drops the first n bytes of what is left (written elsewhere).
+  void consume(size_t n);
 
  private:
   std::array<boost::asio::const_buffer, kMax> bufs_;
@@ -80,6 +52,17 @@ class OutBuffers {
 };
 // A relayed batch: head, chunk size line, the body pieces, CRLF, last chunk.
 static_assert(OutBuffers::kMax >= net::ResponseParser::kMaxPieces + 4);
+
+inline constexpr size_t kReadMax = 64 * 1024;  // bytes asked for by one socket read
+inline constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
+
+// Parses what the connection's buffer holds, without I/O: the head, or body pieces (views into
+// the buffer, valid until the next read) until the buffer is drained, the piece list is full or
+// the message is complete.
+void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost::system::error_code& ec);
+// After a read from the engine failed with `ec`: end of stream completes a close-delimited
+// body and is end_of_stream before any byte, as Beast's read operations report it.
+void on_read_error(net::ResponseParser& p, boost::system::error_code& ec);
 
 // Reads from one client connection on behalf of both the connection loop and the exchange in
 // flight. While a request is forwarded, a read is kept pending on the client socket: a FIN or
@@ -116,7 +99,7 @@ struct Proxy::Session {
   boost::beast::flat_buffer buffer;
   size_t thread = 0;
   bool close_after = false;  // the response was framed by closing the connection, or it broke
-  ConnectionDeadline deadline;
+  net::Deadline deadline;  // the client socket: header/body reads, response writes
   std::shared_ptr<ClientWatch> watch;
   // Reused by every request of the connection (their capacity is kept).
   net::RequestHead req;
@@ -130,10 +113,27 @@ struct Proxy::Session {
   std::optional<net::ResponseParser> parser;
   std::optional<UsageAccumulator> usage;
   char chunk_size[24];
+  char sse_tail[2] = {'\n', '\n'};  // the last two bytes an SSE response relayed
   // Intrusive list of the sessions idle on this io thread (waiting for their next request).
   Session* idle_prev = nullptr;
   Session* idle_next = nullptr;
   bool idle = false;
+  // Intrusive list of the sessions on this io thread waiting for engine `waiting`'s first byte
+  // (Proxy::set_waiting); a fence of that engine sets engine_fenced and closes the connection.
+  static constexpr size_t kNotWaiting = SIZE_MAX;
+  size_t waiting = kNotWaiting;
+  Session* wait_prev = nullptr;
+  Session* wait_next = nullptr;
+  bool engine_fenced = false;
+  BodyBudget::Lease body_lease;  // this request's share of RJ_MAX_BUFFERED_BYTES
+};
+
+// The first failure after a request was sent (dropped, garbled, or answered 502/503), held until
+// the retry on another engine says whose fault it was.
+struct SentFailure {
+  size_t engine = 0;
+  upstream::Failure failure = upstream::Failure::kDropped;
+  Blame how = Blame::kDropped;  // what "the same way" compares
 };
 
 struct Proxy::Exchange {
@@ -148,6 +148,20 @@ struct Proxy::Exchange {
   int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
   uint64_t response_bytes = 0;
   bool accounted = false;      // s.usage belongs to this exchange
+  // The journal's finish record: the result and the engine that served (or was tried last).
+  std::string_view result = "upstream_error";
+  std::optional<size_t> upstream;
+  uint32_t units = 0;
+  // Dispatch.
+  std::optional<SentFailure> first_failure;  // retried once on another engine
+  UpstreamError last_error = UpstreamError::kConnect;
+  std::chrono::steady_clock::time_point first_byte_deadline = std::chrono::steady_clock::time_point::max();
+  // Relay.
+  bool head_sent = false;      // the response head went out to the client
+  bool body_started = false;   // a response body byte arrived from the engine
+  bool sse = false;            // the response is an SSE stream
+  bool chunked = false;        // the client response is chunked
+  bool client_send_timed_out = false;
 };
 
 // One upstream attempt whose response headers have arrived.
@@ -158,6 +172,7 @@ struct Proxy::Attempt {
   ClientWatch& watch;
   const PreparedRequest& prepared;
   route::LoadReservation& reservation;
+  route::SingleFlight::Lease& lead;
 };
 
 }  // namespace ramjet::request
