@@ -1,4 +1,5 @@
 #include "upstream/fleet.h"
+#include "upstream/fleet_testing.h"
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
@@ -8,11 +9,7 @@
 namespace ramjet::upstream {
 namespace {
 
-std::vector<config::UpstreamUrl> urls(size_t n) {
-  std::vector<config::UpstreamUrl> v(n);
-  for (size_t i = 0; i < n; ++i) v[i].host = "engine-host-" + std::to_string(i), v[i].port = 8000;
-  return v;
-}
+using test_support::urls;
 
 // The reference behaviour: one passing probe or one non-5xx response readmits.
 constexpr Readiness kGateOff{1, 0};

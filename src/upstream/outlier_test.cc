@@ -8,16 +8,13 @@
 #include <vector>
 
 #include "upstream/fleet.h"
+#include "upstream/fleet_testing.h"
 #include "upstream/outlier.h"
 
 namespace ramjet::upstream {
 namespace {
 
-std::vector<config::UpstreamUrl> urls(size_t n) {
-  std::vector<config::UpstreamUrl> v(n);
-  for (size_t i = 0; i < n; ++i) v[i].host = "engine-host-" + std::to_string(i), v[i].port = 8000;
-  return v;
-}
+using test_support::urls;
 
 constexpr Readiness kGateOff{1, 0};
 constexpr Readiness kGate{3, 1000};

@@ -16,6 +16,7 @@ if _TEST_DIR not in sys.path:
 
 from support.mock_engine import MockEngine  # noqa: E402
 from support.ramjet_proc import RamjetProc, ramjet_bin  # noqa: E402
+from support.sim_proc import SimProc  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -100,3 +101,25 @@ def ramjet_factory(request, tmp_path, ramjet_binary):
 def rj(engines, ramjet_factory):
     """ramjet in front of the two `engines`."""
     return ramjet_factory(engines)
+
+
+@pytest.fixture
+def sims():
+    """Three ramjet-sim engines (--speed 20) on loopback, stopped at teardown."""
+    made = [SimProc("--speed", "20") for _ in range(3)]
+    yield made
+    for s in made:
+        s.stop()
+
+
+@pytest.fixture
+def sim_ramjet(sims, ramjet_factory):
+    """make(env, upstreams=None) -> ramjet in front of `sims` (or the given engines), started and
+    with every replica healthy; stopped and checked at teardown like ramjet_factory's."""
+
+    def make(env, upstreams=None):
+        rj = ramjet_factory([s.url for s in (upstreams or sims)], env=env)
+        rj.wait_health(lambda c, j: j["status"] == "ok", 10, "all replicas healthy")
+        return rj
+
+    return make

@@ -10,16 +10,14 @@ headers, readers that stop, idle connections, huge bodies) are in test_hostile.p
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from support.chaos import Load, assert_well_formed, chat_body, one_request, summary
 from support.mock_engine import BlackholeEngine
-from support.ramjet_proc import RamjetProc, http_request, poll
+from support.ramjet_proc import poll
 from support.sim_proc import SimProc
 
 FIRST_BYTE_S = 3.0
@@ -43,30 +41,8 @@ BOUND_S = FIRST_BYTE_S + IDLE_S + 3.0
 
 
 @pytest.fixture
-def sims():
-    made = [SimProc("--speed", "20") for _ in range(3)]
-    yield made
-    for s in made:
-        s.stop()
-
-
-@pytest.fixture
-def fleet(sims):
-    """(ramjet, sims) with the chaos settings; ramjet checked for sanitizer reports at teardown."""
-    procs = []
-
-    def make(upstreams=None, env=None):
-        rj = RamjetProc([s.url for s in (upstreams or sims)], env=dict(ENV, **(env or {}))).start()
-        procs.append(rj)
-        rj.wait_health(lambda c, j: j["status"] == "ok", 10, "all replicas healthy")
-        return rj
-
-    yield make
-    for rj in procs:
-        rc = rj.stop()
-        report = rj.sanitizer_report()
-        assert not report, report
-        assert rc == 0, f"ramjet exited with {rc}"
+def fleet(sim_ramjet):
+    return lambda upstreams=None, env=None: sim_ramjet(dict(ENV, **(env or {})), upstreams)
 
 
 def fault(sim, **kw):
@@ -208,23 +184,19 @@ def test_all_engines_down_answers_quickly_with_json_and_health_503(fleet, sims):
 
 
 # ----------------------------------------------------------------------------- bad upstreams
-def test_blackholed_engine_is_fenced_on_connect_and_clients_never_notice(fleet, sims):
+def test_blackholed_engine_is_fenced_on_connect_and_clients_never_notice(ramjet_factory, sims):
     hole = BlackholeEngine()
     try:
-        rj = RamjetProc([hole.url, sims[1].url, sims[2].url], env=ENV).start()
-        try:
-            load = Load(rj.api_port, clients=6).start()
-            time.sleep(3)
-            results = load.stop()
-            print(f"\nblackholed connect: {summary(results)}")
-            assert_well_formed(results, BOUND_S)
-            assert all(r.ok for r in results), summary(results)
-            assert rj.health()[1]["replicas"][0]["healthy"] is False
-            assert rj.metrics().get("ramjet_upstream_fences_total", upstream="0", reason="timeout") >= 1
-            settle(rj, sims[1:])
-        finally:
-            rj.stop()
-            assert not rj.sanitizer_report()
+        rj = ramjet_factory([hole.url, sims[1].url, sims[2].url], env=ENV)
+        load = Load(rj.api_port, clients=6).start()
+        time.sleep(3)
+        results = load.stop()
+        print(f"\nblackholed connect: {summary(results)}")
+        assert_well_formed(results, BOUND_S)
+        assert all(r.ok for r in results), summary(results)
+        assert rj.health()[1]["replicas"][0]["healthy"] is False
+        assert rj.metrics().get("ramjet_upstream_fences_total", upstream="0", reason="timeout") >= 1
+        settle(rj, sims[1:])
     finally:
         hole.stop()
 

@@ -10,7 +10,6 @@ test_chaos.py, every client of the background load must get a well-formed ending
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -18,7 +17,7 @@ import time
 import pytest
 
 from support.chaos import Load, assert_well_formed, chat_body, one_request, summary
-from support.ramjet_proc import RamjetProc, RawClient, http_request, poll
+from support.ramjet_proc import RawClient, poll
 from support.sim_proc import SimProc
 
 ENV = {
@@ -33,29 +32,8 @@ BOUND_S = 10.0
 
 
 @pytest.fixture
-def sims():
-    made = [SimProc("--speed", "20") for _ in range(3)]
-    yield made
-    for s in made:
-        s.stop()
-
-
-@pytest.fixture
-def fleet(sims):
-    procs = []
-
-    def make(env=None):
-        rj = RamjetProc([s.url for s in sims], env=dict(ENV, **(env or {}))).start()
-        procs.append(rj)
-        rj.wait_health(lambda c, j: j["status"] == "ok", 10, "all replicas healthy")
-        return rj
-
-    yield make
-    for rj in procs:
-        rc = rj.stop()
-        report = rj.sanitizer_report()
-        assert not report, report
-        assert rc == 0, f"ramjet exited with {rc}"
+def fleet(sim_ramjet):
+    return lambda env=None: sim_ramjet(dict(ENV, **(env or {})))
 
 
 class HealthWatch:
@@ -79,14 +57,6 @@ class HealthWatch:
         self._stop.set()
         self._t.join(5)
         return self.bad
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def hwm_kib(pid: int) -> int:
@@ -139,19 +109,16 @@ def test_headers_over_what_the_engines_accept_get_431_from_ramjet(fleet, sims):
     assert one_request(rj.api_port, chat_body(3), 10, {"X-Small": "x" * 1000}).ok
 
 
-def test_vllm_answers_an_oversized_head_with_400_and_ramjet_relays_it_without_blame(sims):
+def test_vllm_answers_an_oversized_head_with_400_and_ramjet_relays_it_without_blame(ramjet_factory, sims):
     # The sim as vLLM ships (h11 limit): an engine that answers is not failing, and a client
     # error is not a reason to retry.
     s = SimProc("--speed", "20", "--h11-max-incomplete-event-size", "8192")
     try:
-        rj = RamjetProc([s.url, sims[1].url], env=ENV).start()
-        try:
-            r = one_request(rj.api_port, chat_body(1), 10, POISON)
-            assert r.status == 400 and r.upstream is not None, r
-            m = rj.metrics()
-            assert m.sum("ramjet_upstream_failures_total") == 0 and m.sum("ramjet_requests_blamed_total") == 0
-        finally:
-            rj.stop()
+        rj = ramjet_factory([s.url, sims[1].url], env=ENV)
+        r = one_request(rj.api_port, chat_body(1), 10, POISON)
+        assert r.status == 400 and r.upstream is not None, r
+        m = rj.metrics()
+        assert m.sum("ramjet_upstream_failures_total") == 0 and m.sum("ramjet_requests_blamed_total") == 0
     finally:
         s.stop()
 
@@ -186,19 +153,16 @@ def test_an_operator_can_list_the_one_admin_path_they_need(fleet, sims):
 
 
 # ----------------------------------------------------------------------------- slow readers
-def test_a_client_that_stops_reading_is_cut_and_releases_its_engine():
+def test_a_client_that_stops_reading_is_cut_and_releases_its_engine(ramjet_factory):
     # A fast engine with a long context: megabytes of stream that nobody reads.
     sim = SimProc("--speed", "400", "--max-model-len", "1000000", "--num-gpu-blocks-override", "65536")
-    rj = RamjetProc([sim.url], env=ENV).start()
     try:
-        stopped_reader(rj, [sim])
+        stopped_reader(ramjet_factory([sim.url], env=ENV), sim)
     finally:
-        rj.stop()
         sim.stop()
-        assert not rj.sanitizer_report()
 
 
-def stopped_reader(rj, sims):
+def stopped_reader(rj, sim):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", rj.api_port))
@@ -213,8 +177,7 @@ def stopped_reader(rj, sims):
     took = time.monotonic() - t
     print(f"\nstopped reader cut after {took:.1f}s")
     rj.wait_idle(timeout=5)  # stream, reservation and in-flight count released
-    for sim in sims:
-        poll(lambda: sim.admin("/sim/stats", {})["running"] == 0, timeout=5, what="engine request cancelled")
+    poll(lambda: sim.admin("/sim/stats", {})["running"] == 0, timeout=5, what="engine request cancelled")
     assert m.get("ramjet_requests_total", endpoint="chat", code="499") == 1
     s.close()
 
