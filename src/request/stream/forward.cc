@@ -278,7 +278,43 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
       }
     }
     watch.upstream = conn.get();
-    const HeadResult h = co_await exchange_head(s, x, *conn, u);
+    // Write the request and read the response head, under the first-byte deadline (in this frame:
+    // a nested coroutine per request costs more than these lines). Listed as waiting on u
+    // meanwhile: a fence of u closes the connection and says so.
+    HeadResult h = HeadResult::kOk;
+    {
+      set_waiting(s, u);
+      struct NotWaiting {
+        Proxy& p;
+        Session& s;
+        ~NotWaiting() { p.set_waiting(s, Session::kNotWaiting); }
+      } not_waiting{*this, s};
+      boost::system::error_code ec, write_ec;
+      start_exchange(s, x, *conn, u, write_ec);
+      if (!s.out_buffers.empty() && !write_ec) {
+        arm_upstream(*conn, x);  // an engine that stops reading the body counts as silent
+        co_await asio::async_write(conn->socket, s.out_buffers.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
+      }
+      // An engine may answer before it has read the whole request (413, 400) and close: its
+      // answer is still read and relayed, but the connection is not reused (the request was cut).
+      x.request_cut = static_cast<bool>(write_ec);
+      if (write_ec && !closed_early(write_ec)) ec = write_ec;
+      net::ResponseParser& head_parser = *s.parser;
+      while (!ec) {
+        parse_buffered(*conn, head_parser, ec);
+        if (ec || head_parser.is_header_done()) break;
+        arm_upstream(*conn, x);
+        size_t n = co_await conn->socket.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
+                                                         asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          on_read_error(head_parser, ec);
+          if (!ec) ec = http::error::partial_message;  // the head cannot end at EOF
+          break;
+        }
+        conn->buffer.commit(n);
+      }
+      if (ec) h = head_failure(s, *conn, write_ec ? write_ec : ec);  // no answer: the write says what happened
+    }
     if (h == HeadResult::kStale && attempt == 0) continue;  // closed by the engine while idle
     if (h != HeadResult::kOk) {
       watch.upstream = nullptr;
@@ -325,8 +361,10 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
     Attempt a{*conn, parser, engine, watch, s.prep, reservation, lead};
     const RelayResult r = x.endpoint == Endpoint::kModels && status == 200 ? co_await relay_models(s, x, a)
                                                                            : co_await relay_body(s, x, a);
-    co_await finish_relay(s, x, a, r);
-    if (r == RelayResult::kComplete && parser.keep_alive() && parser.is_done()) {
+    if (const ErrorEnding e = settle_relay(s, x, a, r); e.status != 0) {
+      co_await end_with_error(s, x, e.status, e.message, e.type);
+    }
+    if (r == RelayResult::kComplete && parser.keep_alive() && parser.is_done() && !x.request_cut) {
       conn->deadline.disarm();
       pools_.at(s.thread, u).put(std::move(conn));
     }
@@ -335,55 +373,38 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   co_return Step::kNext;
 }
 
-// Writes the request and reads the response head, under the first-byte deadline. The session is
-// listed as waiting on engine u meanwhile: a fence of u closes the connection and says so.
-asio::awaitable<Proxy::HeadResult> Proxy::exchange_head(Session& s, Exchange& x, net::UpstreamConnection& conn,
-                                                        size_t u) {
-  set_waiting(s, u);
-  struct NotWaiting {
-    Proxy& p;
-    Session& s;
-    ~NotWaiting() { p.set_waiting(s, Session::kNotWaiting); }
-  } not_waiting{*this, s};
+// Starts an exchange on `conn` (engine u): arms the first-byte deadline, serialises the head and
+// writes what the socket takes now; the rest (if any) stays in s.out_buffers. A fresh parser
+// waits for the response head.
+void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, size_t u,
+                           boost::system::error_code& write_ec) {
   s.engine_fenced = false;
   x.body_started = false;
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                               ? std::chrono::steady_clock::now() + config_.first_byte_timeout
                               : std::chrono::steady_clock::time_point::max();
-  boost::system::error_code ec;
   build_request_head(s, u);
   OutBuffers& out = s.out_buffers;
   out.clear();
   out.add(s.out);
   out.add(s.prep.body);
-  if (!out.send_now(conn.socket, ec) && !ec) {
-    arm_upstream(conn, x);  // an engine that stops reading the body counts as silent
-    co_await asio::async_write(conn.socket, out.rest(), asio::redirect_error(asio::use_awaitable, ec));
-  }
+  out.send_now(conn.socket, write_ec);
   net::ResponseParser& parser = s.parser.emplace(s.res);
   parser.body_limit(boost::none);
   parser.header_limit(256 * 1024);
   if (s.req.method == http::verb::head) parser.skip(true);
-  while (!ec) {
-    parse_buffered(conn, parser, ec);
-    if (ec || parser.is_header_done()) break;
-    arm_upstream(conn, x);
-    size_t n = co_await conn.socket.async_read_some(conn.buffer.prepare(beast::read_size(conn.buffer, kReadMax)),
-                                                    asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      on_read_error(parser, ec);
-      if (!ec) ec = http::error::partial_message;  // the head cannot end at EOF
-      break;
-    }
-    conn.buffer.commit(n);
-  }
-  if (!ec) co_return HeadResult::kOk;
-  if (s.watch->gone) co_return HeadResult::kClientGone;
-  if (s.engine_fenced) co_return HeadResult::kFenced;
-  if (conn.deadline.expired()) co_return HeadResult::kTimeout;
+}
+
+// What a failed head exchange means. `ec` is the read's error (or the write's, when the engine
+// sent no answer to a request it stopped taking).
+Proxy::HeadResult Proxy::head_failure(Session& s, const net::UpstreamConnection& conn,
+                                      const boost::system::error_code& ec) const {
+  if (s.watch->gone) return HeadResult::kClientGone;
+  if (s.engine_fenced) return HeadResult::kFenced;
+  if (conn.deadline.expired()) return HeadResult::kTimeout;
   const bool closed = closed_early(ec);
-  if (closed && conn.reused && !parser.got_some()) co_return HeadResult::kStale;
-  co_return closed ? HeadResult::kDropped : HeadResult::kBadResponse;
+  if (closed && conn.reused && !s.parser->got_some()) return HeadResult::kStale;
+  return closed ? HeadResult::kDropped : HeadResult::kBadResponse;
 }
 
 // The request was sent and the engine closed the connection or answered with something that is
@@ -433,23 +454,9 @@ void Proxy::settle_first_failure(Exchange& x) {
 
 void Proxy::set_waiting(Session& s, size_t engine) {
   if (s.waiting == engine) return;
-  if (s.waiting != Session::kNotWaiting) {
-    Session*& head = waiting_[s.thread][s.waiting];
-    if (s.wait_prev) {
-      s.wait_prev->wait_next = s.wait_next;
-    } else {
-      head = s.wait_next;
-    }
-    if (s.wait_next) s.wait_next->wait_prev = s.wait_prev;
-    s.wait_prev = s.wait_next = nullptr;
-  }
+  if (s.waiting != Session::kNotWaiting) Session::unlink<&Session::wait_links>(waiting_[s.thread][s.waiting], s);
   s.waiting = engine;
-  if (engine != Session::kNotWaiting) {
-    Session*& head = waiting_[s.thread][engine];
-    s.wait_next = head;
-    if (head) head->wait_prev = &s;
-    head = &s;
-  }
+  if (engine != Session::kNotWaiting) Session::push<&Session::wait_links>(waiting_[s.thread][engine], s);
 }
 
 // Called by the fleet (any thread) when an engine is known not to answer (Fleet's fence
@@ -458,7 +465,7 @@ void Proxy::set_waiting(Session& s, size_t engine) {
 void Proxy::on_engine_fenced(size_t u) {
   for (size_t t = 0; t < io_.size(); ++t) {
     asio::post(io_.at(t), [this, t, u] {
-      for (Session* s = waiting_[t][u]; s != nullptr; s = s->wait_next) {
+      for (Session* s = waiting_[t][u]; s != nullptr; s = s->wait_links.next) {
         s->engine_fenced = true;
         if (s->watch->upstream) {
           boost::system::error_code ignored;

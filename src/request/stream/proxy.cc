@@ -100,20 +100,10 @@ Proxy::~Proxy() { fleet_.set_fence_listener(nullptr); }
 
 void Proxy::set_idle(Session& s, bool idle) {
   if (s.idle == idle) return;
-  Session*& head = idle_[s.thread];
   if (idle) {
-    s.idle_prev = nullptr;
-    s.idle_next = head;
-    if (head) head->idle_prev = &s;
-    head = &s;
+    Session::push<&Session::idle_links>(idle_[s.thread], s);
   } else {
-    if (s.idle_prev) {
-      s.idle_prev->idle_next = s.idle_next;
-    } else {
-      head = s.idle_next;
-    }
-    if (s.idle_next) s.idle_next->idle_prev = s.idle_prev;
-    s.idle_prev = s.idle_next = nullptr;
+    Session::unlink<&Session::idle_links>(idle_[s.thread], s);
   }
   s.idle = idle;
 }
@@ -122,7 +112,7 @@ void Proxy::begin_drain() {
   draining_ = true;
   for (size_t t = 0; t < io_.size(); ++t) {
     asio::post(io_.at(t), [this, t] {
-      for (Session* s = idle_[t]; s != nullptr; s = s->idle_next) {
+      for (Session* s = idle_[t]; s != nullptr; s = s->idle_links.next) {
         boost::system::error_code ignored;
         s->client.cancel(ignored);
       }

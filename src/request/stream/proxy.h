@@ -104,7 +104,9 @@ class Proxy {
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
   boost::asio::awaitable<Step> dispatch(Session& s, Exchange& x, const route::Routed& routed,
                                         const std::vector<route::CandidateTerms>& order, size_t k);
-  boost::asio::awaitable<HeadResult> exchange_head(Session& s, Exchange& x, net::UpstreamConnection& conn, size_t u);
+  void start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, size_t u,
+                      boost::system::error_code& write_ec);
+  HeadResult head_failure(Session& s, const net::UpstreamConnection& conn, const boost::system::error_code& ec) const;
   boost::asio::awaitable<Step> on_sent_failure(Session& s, Exchange& x, size_t u, HeadResult why, bool more);
   void settle_first_failure(Exchange& x);
   // Whether a candidate after order[k] may still be tried.
@@ -122,7 +124,14 @@ class Proxy {
   // relay.cc: the response.
   boost::asio::awaitable<RelayResult> relay_body(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
-  boost::asio::awaitable<void> finish_relay(Session& s, Exchange& x, Attempt& a, RelayResult r);
+  // How a relay that did not complete must end for the client (status 0: nothing to add).
+  struct ErrorEnding {
+    unsigned status = 0;
+    std::string_view message;
+    std::string_view type;
+  };
+  // The relay's bookkeeping (journal result, metrics, the engine's outcome).
+  ErrorEnding settle_relay(Session& s, Exchange& x, Attempt& a, RelayResult r);
   boost::asio::awaitable<void> end_with_error(Session& s, Exchange& x, unsigned status,
                                               std::string_view message, std::string_view type);
   bool build_response_head(Session& s, Exchange& x, const upstream::Engine& engine, bool* chunked);

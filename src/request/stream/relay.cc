@@ -367,7 +367,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
   co_return RelayResult::kComplete;
 }
 
-asio::awaitable<void> Proxy::finish_relay(Session& s, Exchange& x, Attempt& a, RelayResult r) {
+Proxy::ErrorEnding Proxy::settle_relay(Session& s, Exchange& x, Attempt& a, RelayResult r) {
   const size_t u = a.engine.ordinal();
   const size_t ep = ep_index(x.endpoint);
   a.watch.upstream = nullptr;
@@ -378,46 +378,43 @@ asio::awaitable<void> Proxy::finish_relay(Session& s, Exchange& x, Attempt& a, R
       if (x.status < 500) fleet_.on_success(u);  // a relayed 5xx was counted as a failure at its head
       if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, x.status);
       x.counted = true;
-      break;
+      return {};
     case RelayResult::kClientGone:
       x.result = "client_disconnect";
       metrics_.client_disconnects[ep].inc();
       metrics_.count_request(x.endpoint, x.stream_kind, 499);
       s.close_after = true;
-      break;
+      return {};
     case RelayResult::kClientTimeout:
       // The client stopped reading: its stream, engine slot and reservation are released.
       x.result = "client_timeout";
       metrics_.timeouts[ep][static_cast<size_t>(Timeout::kClientSend)].inc();
       metrics_.count_request(x.endpoint, x.stream_kind, 499);
       s.close_after = true;
-      break;
+      return {};
     case RelayResult::kUpstreamCut:
       x.result = "upstream_read_error";
       metrics_.upstream_errors[ep][static_cast<size_t>(UpstreamError::kReadError)].inc();
       fleet_.on_failure(u, upstream::Failure::kCut);
-      co_await end_with_error(s, x, 502, "the engine closed the connection before the response was complete",
-                              "upstream_error");
-      break;
+      return {502, "the engine closed the connection before the response was complete", "upstream_error"};
     case RelayResult::kUpstreamTimeout: {
       const Timeout why = x.body_started ? Timeout::kUpstreamIdle : Timeout::kFirstByte;
       x.result = "upstream_timeout";
       metrics_.timeouts[ep][static_cast<size_t>(why)].inc();
       fleet_.on_failure(u, upstream::Failure::kTimeout);
-      co_await end_with_error(s, x, 504,
-                              why == Timeout::kUpstreamIdle
-                                  ? "the engine sent nothing for RJ_UPSTREAM_IDLE_TIMEOUT_MS"
-                                  : "the engine sent no response within RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS",
-                              "upstream_timeout");
-      break;
+      return {504,
+              why == Timeout::kUpstreamIdle ? "the engine sent nothing for RJ_UPSTREAM_IDLE_TIMEOUT_MS"
+                                            : "the engine sent no response within RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS",
+              "upstream_timeout"};
     }
   }
+  return {};
 }
 
-// Ends a response that cannot complete. Before its head went out the client gets an ordinary
-// JSON error; after it, an SSE stream stopped between events gets an `error` event (with the
-// `type` Anthropic's clients read and the `error` object OpenAI's read) and its last chunk.
-// Either way the connection then closes, and the request counts with `status`, not 200.
+// Ends a response that cannot complete, counted with `status`, not 200. Before its head went out
+// the client gets an ordinary JSON error (and the connection stays usable); after it, an SSE
+// stream stopped between events gets an `error` event (with the `type` Anthropic's clients read
+// and the `error` object OpenAI's read) and its last chunk, and the connection closes.
 asio::awaitable<void> Proxy::end_with_error(Session& s, Exchange& x, unsigned status, std::string_view message,
                                             std::string_view type) {
   if (!x.head_sent) {

@@ -114,16 +114,37 @@ struct Proxy::Session {
   std::optional<UsageAccumulator> usage;
   char chunk_size[24];
   char sse_tail[2] = {'\n', '\n'};  // the last two bytes an SSE response relayed
-  // Intrusive list of the sessions idle on this io thread (waiting for their next request).
-  Session* idle_prev = nullptr;
-  Session* idle_next = nullptr;
+  // Links of an intrusive list of sessions on one io thread, its head kept by the proxy.
+  struct Links {
+    Session* prev = nullptr;
+    Session* next = nullptr;
+  };
+  template <Links Session::*L>
+  static void push(Session*& head, Session& s) {
+    (s.*L).prev = nullptr;
+    (s.*L).next = head;
+    if (head) (head->*L).prev = &s;
+    head = &s;
+  }
+  template <Links Session::*L>
+  static void unlink(Session*& head, Session& s) {
+    Links& l = s.*L;
+    if (l.prev) {
+      (l.prev->*L).next = l.next;
+    } else {
+      head = l.next;
+    }
+    if (l.next) (l.next->*L).prev = l.prev;
+    l = Links{};
+  }
+  // The sessions idle on this io thread (waiting for their next request).
+  Links idle_links;
   bool idle = false;
-  // Intrusive list of the sessions on this io thread waiting for engine `waiting`'s first byte
+  // The sessions on this io thread waiting for engine `waiting`'s first byte
   // (Proxy::set_waiting); a fence of that engine sets engine_fenced and closes the connection.
   static constexpr size_t kNotWaiting = SIZE_MAX;
   size_t waiting = kNotWaiting;
-  Session* wait_prev = nullptr;
-  Session* wait_next = nullptr;
+  Links wait_links;
   bool engine_fenced = false;
   BodyBudget::Lease body_lease;  // this request's share of RJ_MAX_BUFFERED_BYTES
 };
@@ -155,6 +176,7 @@ struct Proxy::Exchange {
   // Dispatch.
   std::optional<SentFailure> first_failure;  // retried once on another engine
   UpstreamError last_error = UpstreamError::kConnect;
+  bool request_cut = false;  // the engine stopped taking the request before all of it was written
   std::chrono::steady_clock::time_point first_byte_deadline = std::chrono::steady_clock::time_point::max();
   // Relay.
   bool head_sent = false;      // the response head went out to the client
