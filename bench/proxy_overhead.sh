@@ -7,7 +7,7 @@
 # hits all of them alike. Prints a Markdown report and writes it to bench/results/.
 #
 # Usage (from anywhere; run as root on Debian 12 after scripts/setup):
-#   bench/proxy_overhead.sh [--targets direct,ramjet,nginx] [--modes json,sse]
+#   bench/proxy_overhead.sh [--targets direct,ramjet,nginx[,base]] [--modes json,sse]
 #                           [--concurrency 1,16,64] [--no-build] [--pin split|none]
 # Environment:
 #   DURATION=10s      wrk duration per run          WARMUP=1s   wrk warm-up per target and mode
@@ -15,6 +15,8 @@
 #   SSE_CHUNKS=8      events per streamed response  PIN=split   same as --pin
 #   RAMJET_BIN, RESPONDER_BIN   binaries (default: build/release/src/app/ramjet,
 #                               build/release/bench/ramjet-responder)
+#   RAMJET_BASE_BIN             the `base` target: another ramjet build (say, the previous
+#                               commit's), measured in the same run, with a ramjet/base column
 #   RESULTS_DIR       where the report goes (default: bench/results)
 #
 # Pinning (--pin split, the default when there are >= 2 CPUs): wrk runs on CPU 0 and every
@@ -58,7 +60,7 @@ IFS=, read -ra targets <<<"$TARGETS"
 IFS=, read -ra modes <<<"$MODES"
 IFS=, read -ra concs <<<"$CONCURRENCY"
 has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
-for t in "${targets[@]}"; do [[ $t =~ ^(direct|ramjet|nginx)$ ]] || die "unknown target: $t"; done
+for t in "${targets[@]}"; do [[ $t =~ ^(direct|ramjet|nginx|base)$ ]] || die "unknown target: $t"; done
 for m in "${modes[@]}"; do [[ $m =~ ^(json|sse)$ ]] || die "unknown mode: $m"; done
 for c in "${concs[@]}"; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "bad concurrency: $c"; done
 has_target direct || die "--targets must include direct (latency and ratios are relative to it)"
@@ -74,6 +76,9 @@ if ((BUILD)); then
 fi
 [[ -x $RESPONDER_BIN ]] || die "responder not found at $RESPONDER_BIN (build the release preset or set RESPONDER_BIN)"
 RAMJET_NOTE=""
+if has_target base; then
+  [[ -x ${RAMJET_BASE_BIN:-} ]] || die "the base target needs RAMJET_BASE_BIN (another ramjet build)"
+fi
 if has_target ramjet; then
   [[ -x $RAMJET_BIN ]] || die "ramjet not found at $RAMJET_BIN (build it, set RAMJET_BIN, or use --targets direct,nginx)"
   if ldd "$RAMJET_BIN" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)'; then
@@ -191,17 +196,20 @@ EOF
   log "nginx on port $NGINX_PORT ($SERVER_NCPU worker(s))"
 fi
 
-# ramjet (prints a JSON log line on stderr: ... listening api=127.0.0.1:PORT metrics=127.0.0.1:PORT)
-if has_target ramjet; then
+# ramjet and base (each prints a JSON log line on stderr: ... listening api=127.0.0.1:PORT ...)
+start_ramjet() {  # start_ramjet <target> <binary>
+  local t=$1 bin=$2 port
   RJ_UPSTREAM="http://127.0.0.1:$RESP_PORT" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
-    RJ_THREADS="$SERVER_NCPU" "${SERVER_PREFIX[@]}" "$RAMJET_BIN" >"$WORK/ramjet.out" 2>"$WORK/ramjet.err" &
+    RJ_THREADS="$SERVER_NCPU" "${SERVER_PREFIX[@]}" "$bin" >"$WORK/$t.out" 2>"$WORK/$t.err" &
   pids+=($!)
-  wait_for 15 grep -q 'listening api=' "$WORK/ramjet.err" || { tail -20 "$WORK/ramjet.err" >&2; die "ramjet did not start"; }
-  RJ_PORT=$(grep -o 'listening api=[^ "]*' "$WORK/ramjet.err" | head -1 | sed 's/.*:\([0-9]*\)$/\1/')
-  [[ $RJ_PORT =~ ^[0-9]+$ ]] || die "could not parse the ramjet API port from: $(grep 'listening' "$WORK/ramjet.err")"
-  URL[ramjet]="http://127.0.0.1:$RJ_PORT"
-  log "ramjet on port $RJ_PORT ($SERVER_NCPU io thread(s))"
-fi
+  wait_for 15 grep -q 'listening api=' "$WORK/$t.err" || { tail -20 "$WORK/$t.err" >&2; die "$t did not start"; }
+  port=$(grep -o 'listening api=[^ "]*' "$WORK/$t.err" | head -1 | sed 's/.*:\([0-9]*\)$/\1/')
+  [[ $port =~ ^[0-9]+$ ]] || die "could not parse the $t API port from: $(grep 'listening' "$WORK/$t.err")"
+  URL[$t]="http://127.0.0.1:$port"
+  log "$t on port $port ($SERVER_NCPU io thread(s))"
+}
+has_target ramjet && start_ramjet ramjet "$RAMJET_BIN"
+has_target base && start_ramjet base "$RAMJET_BASE_BIN"
 
 # ---------------------------------------------------------------- sanity: every target answers correctly
 declare -A SCRIPT=([json]="$ROOT/bench/wrk/chat_json.lua" [sse]="$ROOT/bench/wrk/chat_sse.lua")
@@ -282,7 +290,7 @@ mkdir -p "$RESULTS_DIR"
 REPORT=$RESULTS_DIR/proxy_overhead-$STAMP.md
 
 proxies=()
-for t in ramjet nginx; do has_target $t && proxies+=("$t"); done
+for t in ramjet base nginx; do has_target $t && proxies+=("$t"); done
 
 {
   title=${targets[0]}; for t in "${targets[@]:1}"; do title+=" vs $t"; done
@@ -292,6 +300,7 @@ for t in ramjet nginx; do has_target $t && proxies+=("$t"); done
   echo "- machine: $NCPU CPU(s), $CPU_MODEL, kernel $(uname -r), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- placement: $PIN_DESC"
   has_target ramjet && echo "- ramjet: ${RAMJET_BIN#"$ROOT"/}, RJ_THREADS=$SERVER_NCPU, other settings default${RAMJET_NOTE:+. $RAMJET_NOTE}"
+  has_target base && echo "- base: $RAMJET_BASE_BIN ($(git -C "$(dirname "$RAMJET_BASE_BIN")" rev-parse --short HEAD 2>/dev/null || echo '?')), same settings"
   echo "- tools: $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')$(has_target nginx && echo ", $(nginx -v 2>&1 | sed 's/.*: //') ($SERVER_NCPU worker(s), proxy_buffering off, upstream keepalive 64)")"
   echo "- upstream: ramjet-responder, $SERVER_NCPU thread(s), ${SSE_CHUNKS}-event SSE stream + usage chunk + [DONE], or a ~480 B JSON completion"
   echo "- load: wrk -t min(2,c) -c c -d $DURATION --latency, ~1 KB chat body (bench/wrk/chat_{json,sse}.lua), ${REPEATS} run(s) per cell (median), targets interleaved per cell"
@@ -299,6 +308,8 @@ for t in ramjet nginx; do has_target $t && proxies+=("$t"); done
   hdr="| mode | c | direct req/s |"; sep="|---|---:|---:|"
   for p in "${proxies[@]}"; do hdr+=" $p req/s |"; sep+="---:|"; done
   if has_target ramjet && has_target nginx; then hdr+=" ramjet/nginx |"; sep+="---:|"; fi
+  if has_target base && has_target nginx; then hdr+=" base/nginx |"; sep+="---:|"; fi
+  if has_target ramjet && has_target base; then hdr+=" ramjet/base |"; sep+="---:|"; fi
   for p in "${proxies[@]}"; do hdr+=" $p/direct |"; sep+="---:|"; done
   for p in "${proxies[@]}"; do hdr+=" $p +p50 |"; sep+="---:|"; done
   echo "$hdr"; echo "$sep"
@@ -308,6 +319,8 @@ for t in ramjet nginx; do has_target $t && proxies+=("$t"); done
       row="| $m | $c | $(fmt_rps "${RPS[direct,$k]}")$(mark "direct,$k") |"
       for p in "${proxies[@]}"; do row+=" $(fmt_rps "${RPS[$p,$k]}")$(mark "$p,$k") |"; done
       if has_target ramjet && has_target nginx; then row+=" $(ratio "${RPS[ramjet,$k]}" "${RPS[nginx,$k]}") |"; fi
+      if has_target base && has_target nginx; then row+=" $(ratio "${RPS[base,$k]}" "${RPS[nginx,$k]}") |"; fi
+      if has_target ramjet && has_target base; then row+=" $(ratio "${RPS[ramjet,$k]}" "${RPS[base,$k]}") |"; fi
       for p in "${proxies[@]}"; do row+=" $(ratio "${RPS[$p,$k]}" "${RPS[direct,$k]}") |"; done
       for p in "${proxies[@]}"; do row+=" $(added "${P50[$p,$k]}" "${P50[direct,$k]}") |"; done
       echo "$row"
