@@ -65,12 +65,20 @@ def served_by(results, ordinal):
     return [r for r in results if r.upstream == str(ordinal)]
 
 
+def wait_ejected(rj, ordinal, timeout=20.0):
+    """Waits until outlier detection has ejected engine `ordinal` at least once."""
+    poll(lambda: rj.metrics().get("ramjet_upstream_ejections_total", upstream=str(ordinal)),
+         timeout=timeout, what=f"engine {ordinal} ejected")
+
+
 # ----------------------------------------------------------------------------- 5xx at once
 def test_engine_answering_500_at_once_gets_almost_no_traffic_and_is_ejected(fleet, sims):
     rj = fleet()
     fault(sims[0], error_rate=1.0, error_status=500)  # /health stays 200
     load = Load(rj.api_port, clients=8).start()
-    time.sleep(5)
+    time.sleep(2)
+    wait_ejected(rj, 0)
+    time.sleep(1)
     results = load.stop()
     failed = [r for r in results if not r.ok]
     share = len(failed) / len(results)
@@ -113,7 +121,9 @@ def test_stream_stalling_after_its_headers_ends_with_an_error_event_within_the_i
     rj = fleet()
     fault(sims[0], stall_after_tokens=2)  # a GPU hang mid-stream: /health stays 200
     load = Load(rj.api_port, clients=6).start()
-    time.sleep(6)
+    time.sleep(2)
+    wait_ejected(rj, 0)  # timeouts in a row eject it
+    time.sleep(IDLE_S + 0.5)  # the streams still stalled on it end too
     results = load.stop()
     stalled = [r for r in results if r.ending == "error_event"]
     print(f"\nstalled streams: {summary(results)}")
@@ -124,7 +134,6 @@ def test_stream_stalling_after_its_headers_ends_with_an_error_event_within_the_i
     assert m.get("ramjet_request_timeouts_total", endpoint="chat", reason="upstream_idle") == len(stalled)
     assert m.get("ramjet_requests_total", endpoint="chat", code="504") == len(stalled), \
         "a stream cut by a timeout is not counted as a success"
-    assert m.get("ramjet_upstream_ejections_total", upstream="0") >= 1, "timeouts in a row eject it"
     assert len(stalled) <= 12, "ejection and the failing flag keep the rest of the load off it"
     settle(rj)
     fault(sims[0], stall_after_tokens=0)
@@ -205,13 +214,13 @@ def test_engine_answering_garbage_is_retried_elsewhere_and_ejected(fleet, sims):
     rj = fleet()
     fault(sims[0], garbage=True)
     load = Load(rj.api_port, clients=6).start()
-    time.sleep(3)
+    time.sleep(2)
+    wait_ejected(rj, 0)
     results = load.stop()
     print(f"\ngarbage engine: {summary(results)}")
     assert_well_formed(results, BOUND_S)
     assert all(r.ok for r in results), "each request that met it was retried on another engine"
     m = rj.metrics()
     assert m.get("ramjet_upstream_failures_total", upstream="0", kind="bad_response") >= 2
-    assert m.get("ramjet_upstream_ejections_total", upstream="0") >= 1
     assert m.sum("ramjet_requests_blamed_total") == 0, "one engine failing is not the request's fault"
     settle(rj, sims)
