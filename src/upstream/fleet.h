@@ -117,10 +117,12 @@ class Fleet {
   const Engine& at(size_t i) const { return *engines_[i]; }
   size_t healthy_count() const;  // serving-eligible engines
   size_t ejected_count() const { return ejected_.load(std::memory_order_relaxed); }
-  // Engine i's last request failed recently (Engine::failing on the fleet's clock).
-  bool failing(size_t i) const { return engines_[i]->failing(clock_.now_ms(), outlier_.penalty_ms); }
+  // Engine i's last requests failed recently (Engine::failing on the fleet's clock). `now_ms`
+  // lets a caller asking about every engine read the clock once.
+  bool failing(size_t i, int64_t now_ms) const { return engines_[i]->failing(now_ms, outlier_.penalty_ms); }
+  bool failing(size_t i) const { return failing(i, clock_.now_ms()); }
+  int64_t now_ms() const { return clock_.now_ms(); }
   const Readiness& readiness() const { return readiness_; }
-  const OutlierConfig& outlier() const { return outlier_; }
 
   // Passive signals from the data plane. A non-5xx response head is liveness for the
   // recent-success rule; it readmits a fenced engine only when the readiness gate is off (with

@@ -13,10 +13,11 @@ std::unique_ptr<Policy> make_prefix_load_policy(const RouteConfig& config);
 FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
   FleetSnapshot s;
   s.candidates.resize(fleet.size());
+  const int64_t now = fleet.now_ms();
   for (size_t i = 0; i < fleet.size(); ++i) {
     const auto& e = fleet.at(i);
     s.candidates[i] = CandidateState{i, e.healthy(), e.load_units(), e.inflight()};
-    s.candidates[i].failing = fleet.failing(i);
+    s.candidates[i].failing = fleet.failing(i, now);
   }
   return s;
 }

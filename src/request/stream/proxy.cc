@@ -23,6 +23,9 @@ namespace {
 
 // A request body buffer larger than this is not kept for the connection's next request.
 constexpr size_t kKeepBodyCapacity = 1 << 20;
+// The answer when RJ_MAX_BUFFERED_BYTES is full (on a declared length or a growing chunked body).
+constexpr std::string_view kBusyMessage = "too many request bytes in flight; retry shortly";
+constexpr std::string_view kRetryAfter = "Retry-After: 1";
 
 }  // namespace
 
@@ -270,8 +273,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       if (parser.content_length() && !s.body_lease.grow_to(budget_, weight * *parser.content_length())) {
         s.deadline.disarm();
         metrics_.rejections[static_cast<size_t>(Rejection::kBufferFull)].inc();
-        co_await reject(s.client, s.out, s.deadline, 503, "too many request bytes in flight; retry shortly",
-                        "server_busy", "Retry-After: 1");
+        co_await reject(s.client, s.out, s.deadline, 503, kBusyMessage, "server_busy", kRetryAfter);
         break;
       }
       if (beast::iequals(s.req.fields.get(http::field::expect), "100-continue")) {
@@ -310,8 +312,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
           co_await reject(s.client, s.out, s.deadline, 413, "request body too large", "invalid_request_error");
         } else if (ec == http::error::buffer_overflow) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBufferFull)].inc();
-          co_await reject(s.client, s.out, s.deadline, 503, "too many request bytes in flight; retry shortly",
-                          "server_busy", "Retry-After: 1");
+          co_await reject(s.client, s.out, s.deadline, 503, kBusyMessage, "server_busy", kRetryAfter);
         } else if (expired) {
           metrics_.rejections[static_cast<size_t>(Rejection::kBodyTimeout)].inc();
           co_await reject(s.client, s.out, s.deadline, 408, "request body timeout", "timeout_error");

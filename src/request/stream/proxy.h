@@ -124,6 +124,7 @@ class Proxy {
   // relay.cc: the response.
   boost::asio::awaitable<RelayResult> relay_body(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);
+  static RelayResult read_failure(const Attempt& a);
   // How a relay that did not complete must end for the client (status 0: nothing to add).
   struct ErrorEnding {
     unsigned status = 0;

@@ -197,6 +197,13 @@ void Proxy::arm_upstream(net::UpstreamConnection& conn, const Exchange& x) const
   }
 }
 
+// Why a read from the engine failed mid-response: the client left (the watch closed the
+// connection), the engine went silent past its deadline, or the engine cut the response.
+Proxy::RelayResult Proxy::read_failure(const Attempt& a) {
+  if (a.watch.gone) return RelayResult::kClientGone;
+  return a.conn.deadline.expired() ? RelayResult::kUpstreamTimeout : RelayResult::kUpstreamCut;
+}
+
 // The client-send timeout is idle-based: every write that moves bytes re-arms it, so a slow
 // reader is never cut, only one that stopped.
 asio::awaitable<void> Proxy::write_rest(Session& s, Exchange& x, boost::system::error_code& ec) {
@@ -257,11 +264,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
           parse_buffered(conn, parser, ec);
         }
       }
-      if (ec) {
-        co_return a.watch.gone              ? RelayResult::kClientGone
-                  : conn.deadline.expired() ? RelayResult::kUpstreamTimeout
-                                            : RelayResult::kUpstreamCut;
-      }
+      if (ec) co_return read_failure(a);
       if (parser.piece_count() == 0 && !parser.is_done()) continue;
     }
     const size_t n = parser.piece_bytes();
@@ -334,11 +337,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
         parse_buffered(a.conn, a.parser, ec);
       }
     }
-    if (ec) {
-      co_return a.watch.gone                ? RelayResult::kClientGone
-                : a.conn.deadline.expired() ? RelayResult::kUpstreamTimeout
-                                            : RelayResult::kUpstreamCut;
-    }
+    if (ec) co_return read_failure(a);
     if (a.parser.piece_count() > 0) x.body_started = true;
     for (size_t i = 0; i < a.parser.piece_count(); ++i) body.append(a.parser.pieces()[i]);
     if (body.size() > config_.max_models_body) {
