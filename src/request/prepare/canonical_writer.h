@@ -1,5 +1,5 @@
-// request/prepare/canonical_writer: the canonical prompt bytes (reference §2.2) and the chained
-// FNV-1a sink (§2.3) as templates over a JSON view (json_view.h), so the Boost.JSON DOM
+// request/prepare/canonical_writer: the canonical prompt bytes (canonical.h) and the chained
+// FNV-1a sink as templates over a JSON view (json_view.h), so the Boost.JSON DOM
 // (canonical.cc) and the simdjson DOM (prepare.cc's fast path) share one statement of the rules.
 // Internal to request/prepare. Nothing here allocates per JSON value.
 #pragma once

@@ -27,7 +27,6 @@
 
 #include "request/prepare/canonical_writer.h"
 #include "request/prepare/json_view.h"
-#include "request/prepare/prepare_reference.h"
 
 namespace ramjet::request {
 namespace {
@@ -39,7 +38,7 @@ using detail::JsonKind;
 // Depth bound for the /v1/models walk (the parse enforces it, so the recursion is bounded).
 constexpr std::size_t kModelsMaxDepth = 64;
 
-// The reasoning_effort values vLLM's ChatCompletionRequest accepts (vllm-contracts.md §5).
+// The reasoning_effort values vLLM's ChatCompletionRequest accepts (its protocol.py's Literal).
 constexpr std::array<std::string_view, 7> kReasoningEfforts = {"none", "minimal", "low", "medium",
                                                                "high", "xhigh",   "max"};
 

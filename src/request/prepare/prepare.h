@@ -68,4 +68,12 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
 // margin. Returns the new body, or nullopt when nothing changed or the body is not JSON.
 std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin);
 
+namespace detail {
+
+// How many prepare() calls on this thread the simdjson path answered (the differential test and
+// the benchmark show that both paths ran).
+uint64_t simdjson_path_count();
+
+}  // namespace detail
+
 }  // namespace ramjet::request

@@ -459,7 +459,7 @@ Fingerprints ref_fingerprint_request(Endpoint /*endpoint*/, const boost::json::v
   return out;
 }
 
-// The reasoning_effort values vLLM's ChatCompletionRequest accepts (vllm-contracts.md §5).
+// The reasoning_effort values vLLM's ChatCompletionRequest accepts (its protocol.py's Literal).
 constexpr std::array<std::string_view, 7> kReasoningEfforts = {"none", "minimal", "low", "medium",
                                                                "high", "xhigh",   "max"};
 

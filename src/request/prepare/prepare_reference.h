@@ -1,5 +1,6 @@
 // The frozen Boost.JSON-only prepare() (before the simdjson fast path): the oracle that the
-// differential test and the fuzz target compare prepare() against. Not for production use.
+// differential test, the fuzz target and the canonical benchmark compare prepare() against. A
+// test-only library (ramjet_prepare_reference): the ramjet binary does not link it.
 #pragma once
 
 #include <string>
@@ -11,11 +12,3 @@ namespace ramjet::request::reference {
 PreparedRequest prepare_reference(Endpoint endpoint, std::string body, const PrepareConfig& config);
 
 }  // namespace ramjet::request::reference
-
-namespace ramjet::request::detail {
-
-// How many prepare() calls on this thread the simdjson path answered (for the differential test,
-// which must show that both paths ran).
-uint64_t simdjson_path_count();
-
-}  // namespace ramjet::request::detail
