@@ -42,7 +42,8 @@ void BM_RenderMetrics(benchmark::State& state) {
   route::SingleFlight single_flight(n, route::SingleFlightConfig{}, clock);
   std::vector<route::Profile> profiles(n, route::Profile::kStandard);
   for (size_t i = 0; i < n; i += 2) profiles[i] = route::Profile::kMtp;
-  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, index, single_flight, profiles);
+  route::ApproxOverlap approx(index);
+  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&approx}, single_flight, profiles);
   request::ProxyMetrics proxy(n);
   proxy.set_profiles(profiles);
   observe::EngineScrapeConfig sc;

@@ -127,7 +127,9 @@ asio::awaitable<bool> write_chunk(beast::tcp_stream& stream, std::string_view da
 // GET /api/v1/stream: an SSE `state` event after every dashboard tick (once a second), a comment
 // when nothing happened for 15 s, and `event: bye` plus the end of the chunked body on shutdown.
 asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, bool keep_alive,
-                                observe::Dashboard& dashboard) {
+                                observe::Dashboard& dashboard, net::DrainGate* gate) {
+  net::DrainGate::Hold hold;
+  if (gate) hold = gate->enter();
   struct Waker {
     explicit Waker(const asio::any_io_executor& ex) : timer(ex) {}
     asio::steady_timer timer;
@@ -144,6 +146,10 @@ asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, boo
       });
     }
   });
+  if (id && gate && !hold) {  // shutting down: no new stream
+    dashboard.remove_client(*id);
+    id.reset();
+  }
   boost::system::error_code ec;
   if (!id) {
     http::response<http::string_body> busy{http::status::service_unavailable, version};
@@ -160,7 +166,7 @@ asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, boo
     observe::Dashboard& d;
     uint64_t id;
     ~Remove() { d.remove_client(id); }
-  } remove{dashboard, *id};
+  } remove{dashboard, *id};  // before the hold is released: the stream is gone when the gate hears it
 
   http::response<http::empty_body> res{http::status::ok, version};
   res.set(http::field::content_type, "text/event-stream");
@@ -300,7 +306,7 @@ asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const observe::R
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
     if (ui.dashboard && req.method() == http::verb::get && path == "/api/v1/stream") {
-      co_await serve_sse(stream, req.version(), req.keep_alive(), *ui.dashboard);
+      co_await serve_sse(stream, req.version(), req.keep_alive(), *ui.dashboard, ui.gate);
       break;  // an event stream ends its connection
     }
     http::response<http::string_body> res{http::status::ok, req.version()};

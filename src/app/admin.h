@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "net/drain_gate.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
 #include "observe/engine_stats.h"
@@ -22,6 +23,7 @@ namespace ramjet::app {
 struct DashboardRoutes {
   observe::Dashboard* dashboard = nullptr;
   const observe::DecisionLog* decisions = nullptr;
+  net::DrainGate* gate = nullptr;  // every event stream holds it (net/drain_gate.h)
 };
 
 // The dashboard's configuration for this process's histograms (bucket bounds).

@@ -28,6 +28,7 @@
 #include "render/cli.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
+#include "request/stream/observers.h"
 #include "request/stream/proxy.h"
 #include "upstream/fleet.h"
 #include "upstream/probe.h"
@@ -58,30 +59,21 @@ void raise_descriptor_limit() {
   }
 }
 
-// Waits until every client connection and dashboard stream has finished (or the grace period
-// ends), then stops.
-void drain_then_stop(net::IoPool& io, request::Proxy& proxy, const observe::Dashboard& dashboard,
-                     milliseconds grace) {
-  auto timer = std::make_shared<asio::steady_timer>(io.at(0));
-  auto deadline = std::chrono::steady_clock::now() + grace;
-  auto tick = std::make_shared<std::function<void()>>();
-  *tick = [&io, &proxy, &dashboard, timer, deadline, tick] {
-    if ((proxy.open_connections() == 0 && dashboard.clients() == 0) ||
-        std::chrono::steady_clock::now() >= deadline) {
-      if (proxy.open_connections() > 0) {
-        spdlog::warn("shutdown grace period over with {} connections open", proxy.open_connections());
-      }
-      io.stop();
-      *tick = nullptr;  // break the self-reference
-      return;
+// The tokenizer shadow (RJ_TOKENIZER_MODE) hears of every complete 200 chat or completions
+// response once its last byte went out; offer() only queues (never blocks).
+class ShadowOffer final : public request::ExchangeObserver {
+ public:
+  explicit ShadowOffer(render::TokenizerService& t) : t_(t) {}
+  void finished(request::ExchangeRecord& x) override {
+    const bool chat = x.endpoint == request::Endpoint::kChat;
+    if (x.accounted && x.result == "complete" && x.upstream && (chat || x.endpoint == request::Endpoint::kCompletions)) {
+      t_.offer(*x.upstream, chat, x.prep->body);
     }
-    timer->expires_after(milliseconds(10));
-    timer->async_wait([tick](boost::system::error_code) {
-      if (*tick) (*tick)();
-    });
-  };
-  (*tick)();
-}
+  }
+
+ private:
+  render::TokenizerService& t_;
+};
 
 }  // namespace
 
@@ -153,7 +145,8 @@ int main(int argc, char** argv) {
   for (const std::string& p : cfg.upstream_profiles) {
     profiles.push_back(p == "mtp" ? route::Profile::kMtp : route::Profile::kStandard);
   }
-  route::Router router(std::move(policy), fleet, index, single_flight, std::move(profiles));
+  route::ApproxOverlap approx(index);
+  route::Router router(std::move(policy), fleet, {&approx}, single_flight, std::move(profiles));
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
 
   request::ProxyConfig pc;
@@ -177,7 +170,14 @@ int main(int argc, char** argv) {
   pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;
-  request::Proxy proxy(pc, fleet, router, io, pools, clock);
+  // Client connections and dashboard streams hold it; SIGTERM closes it and waits for them.
+  net::DrainGate drain;
+  request::Proxy proxy(pc, fleet, router, io, pools, clock, drain);
+  // What a served exchange changes in routing: single-flight leads, then index learning.
+  request::SingleFlightLeads single_flight_leads(router);
+  request::IndexLearning index_learning(router);
+  proxy.add_observer(&single_flight_leads);
+  proxy.add_observer(&index_learning);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {
     std::string error;
@@ -186,11 +186,16 @@ int main(int argc, char** argv) {
       spdlog::error("route journal: {}", log::json_escape(error));
       return 1;
     }
-    proxy.set_journal(journal.get());
   }
   // The dashboard (/ui on the metrics listener): the last routing decisions and 15 min of series.
+  std::unique_ptr<observe::JournalObserver> journal_observer;
+  if (journal) {
+    journal_observer = std::make_unique<observe::JournalObserver>(*journal, router, cfg.route_phase_aware_load);
+    proxy.add_observer(journal_observer.get());
+  }
   observe::DecisionLog decisions(200, fleet.size());
-  proxy.set_decision_log(&decisions);
+  observe::DecisionLogObserver decision_observer(decisions, router);
+  proxy.add_observer(&decision_observer);
   observe::Dashboard dashboard(app::dashboard_config(proxy.metrics()));
 
   // Engines' own /metrics (load, KV usage, prefix cache, GPUs) for the dashboard and metrics.
@@ -218,10 +223,8 @@ int main(int argc, char** argv) {
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }
-  if (tokenizer->enabled()) {
-    proxy.set_completion_observer(
-        [t = tokenizer.get()](size_t engine, bool chat, std::string_view body) { t->offer(engine, chat, body); });
-  }
+  ShadowOffer shadow(*tokenizer);
+  if (tokenizer->enabled()) proxy.add_observer(&shadow);
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });
@@ -230,7 +233,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto admin = net::Listener::bind(io, cfg.metrics_host, cfg.metrics_port, [&](asio::ip::tcp::socket s) {
-    return app::serve_admin(std::move(s), registry, fleet, app::DashboardRoutes{&dashboard, &decisions},
+    return app::serve_admin(std::move(s), registry, fleet, app::DashboardRoutes{&dashboard, &decisions, &drain},
                              &engine_scraper);
   });
   if (!admin) {
@@ -258,7 +261,11 @@ int main(int argc, char** argv) {
     engine_scraper.stop();
     tokenizer->begin_stop();
     dashboard.stop();
-    drain_then_stop(io, proxy, dashboard, milliseconds(cfg.shutdown_grace_ms));
+    drain.close();
+    drain.async_wait(io.at(0).get_executor(), milliseconds(cfg.shutdown_grace_ms), [&io, &proxy](bool drained) {
+      if (!drained) spdlog::warn("shutdown grace period over with {} connections open", proxy.open_connections());
+      io.stop();
+    });
     signals->async_wait(on_signal);
   };
   signals->async_wait(on_signal);

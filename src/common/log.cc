@@ -2,7 +2,7 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 
-#include <cstdio>
+#include "common/json.h"
 
 namespace ramjet::log {
 
@@ -24,23 +24,7 @@ bool init(std::string_view level) {
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
+  append_json_escaped(out, s);
   return out;
 }
 

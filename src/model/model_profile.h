@@ -1,5 +1,5 @@
-// model: everything model-specific about local request rendering (see
-// ../shared/seeds/000_6363fed8a8cfbf5d.txt, "models.md"). Nothing outside src/model/ matches on a
+// model: everything model-specific about local request rendering (docs/models.md). Nothing
+// outside src/model/ matches on a
 // model identity: callers pick a ModelProfile by label from PROFILES and ask it.
 //
 // A profile says how a model's prompts are built (its formatter source), what content it takes

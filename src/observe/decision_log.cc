@@ -5,7 +5,20 @@
 #include <chrono>
 #include <cmath>
 
+#include "request/route/terms.h"
+
 namespace ramjet::observe {
+namespace {
+
+// One candidate term's JSON value, by its member type (request/route/terms.h).
+void append_term(std::string& out, bool v) { out += v ? "true" : "false"; }
+void append_term(std::string& out, uint32_t v) { out += std::to_string(v); }
+void append_term(std::string& out, size_t v) { out += std::to_string(v); }
+void append_term(std::string& out, int64_t v) { out += std::to_string(v); }
+void append_term(std::string& out, double v) { append_json_number(out, v); }
+void append_term(std::string& out, route::Profile v) { append_json_string(out, route::profile_label(v)); }
+
+}  // namespace
 
 DecisionLog::DecisionLog(size_t capacity, size_t engines)
     : slots_(std::max<size_t>(capacity, 1)), engines_(engines), routed_(new std::atomic<uint64_t>[engines ? engines : 1]) {
@@ -40,22 +53,7 @@ void DecisionLog::push(const route::Routed& routed, std::string_view policy, int
   r.request_bytes = request.body_bytes;
   r.cold = routed.cold;
   r.fail_open = d.fail_open;
-  r.candidates.resize(d.ranked.size());  // keeps its capacity from earlier records
-  for (size_t i = 0; i < d.ranked.size(); ++i) {
-    const route::CandidateTerms& c = d.ranked[i];
-    r.candidates[i] = DecisionCandidate{
-        .ordinal = static_cast<uint32_t>(c.ordinal),
-        .eligible = c.eligible,
-        .failing = c.failing,
-        .overlap = c.overlap,
-        .single_flight = c.single_flight,
-        .affinity = c.affinity,
-        .load_units = c.load_units,
-        .request_load_units = c.request_load_units,
-        .score = c.score,
-        .profile = c.profile,
-    };
-  }
+  r.candidates.assign(d.ranked.begin(), d.ranked.end());  // keeps its capacity from earlier records
 }
 
 std::vector<DecisionRecord> DecisionLog::last(size_t n) const {
@@ -95,16 +93,6 @@ void append_json_number(std::string& out, double v) {
   out.append(buf, p);
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  out += '"';
-}
-
 void append_decision_json(std::string& out, const DecisionRecord& r) {
   out += "{\"seq\":";
   out += std::to_string(r.seq);
@@ -124,26 +112,16 @@ void append_decision_json(std::string& out, const DecisionRecord& r) {
   out += r.fail_open ? ",\"fail_open\":true" : ",\"fail_open\":false";
   out += ",\"candidates\":[";
   for (size_t i = 0; i < r.candidates.size(); ++i) {
-    const DecisionCandidate& c = r.candidates[i];
+    const route::CandidateTerms& c = r.candidates[i];
     if (i) out += ',';
-    out += "{\"ordinal\":";
-    out += std::to_string(c.ordinal);
-    out += c.eligible ? ",\"eligible\":true" : ",\"eligible\":false";
-    out += c.failing ? ",\"failing\":true" : ",\"failing\":false";
-    out += ",\"overlap\":";
-    out += std::to_string(c.overlap);
-    out += ",\"single_flight\":";
-    out += std::to_string(c.single_flight);
-    out += ",\"affinity\":";
-    out += std::to_string(c.affinity);
-    out += ",\"load_units\":";
-    out += std::to_string(c.load_units);
-    out += ",\"request_load_units\":";
-    out += std::to_string(c.request_load_units);
-    out += ",\"score\":";
-    append_json_number(out, c.score);
-    out += ",\"profile\":";
-    append_json_string(out, route::profile_label(c.profile));
+    char sep = '{';
+    route::for_each_term([&](const auto& row) {
+      out += sep;
+      sep = ',';
+      append_json_string(out, row.api);
+      out += ':';
+      append_term(out, c.*row.member);
+    });
     out += '}';
   }
   out += "]}";
@@ -151,8 +129,21 @@ void append_decision_json(std::string& out, const DecisionRecord& r) {
 
 std::string DecisionLog::json(size_t n) const {
   std::vector<DecisionRecord> recs = last(n);
-  std::string out = "{\"total\":" + std::to_string(total()) + ",\"capacity\":" + std::to_string(capacity()) +
-                    ",\"decisions\":[";
+  std::string out = "{\"total\":" + std::to_string(total()) + ",\"capacity\":" + std::to_string(capacity());
+  // The dashboard's candidate columns: every term with a short label, in table order.
+  out += ",\"columns\":[";
+  char sep = ' ';
+  route::for_each_term([&](const auto& row) {
+    if (row.dashboard.empty()) return;
+    if (sep != ' ') out += sep;
+    sep = ',';
+    out += "{\"key\":";
+    append_json_string(out, row.api);
+    out += ",\"label\":";
+    append_json_string(out, row.dashboard);
+    out += '}';
+  });
+  out += "],\"decisions\":[";
   for (size_t i = 0; i < recs.size(); ++i) {
     if (i) out += ',';
     append_decision_json(out, recs[i]);

@@ -21,24 +21,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json.h"
 #include "request/ingress/endpoint.h"
 #include "request/route/policy.h"
 #include "request/route/router.h"
+#include "request/stream/observer.h"
 
 namespace ramjet::observe {
-
-struct DecisionCandidate {
-  uint32_t ordinal = 0;
-  bool eligible = false;
-  bool failing = false;
-  uint32_t overlap = 0;
-  uint32_t single_flight = 0;
-  uint32_t affinity = 0;
-  int64_t load_units = 0;
-  uint32_t request_load_units = 0;
-  double score = 0;
-  route::Profile profile = route::Profile::kNone;
-};
 
 struct DecisionRecord {
   uint64_t seq = 0;  // 1, 2, ... (process-wide order of push())
@@ -50,7 +39,7 @@ struct DecisionRecord {
   uint64_t request_bytes = 0;
   bool cold = false;
   bool fail_open = false;
-  std::vector<DecisionCandidate> candidates;  // ranked, best first
+  std::vector<route::CandidateTerms> candidates;  // ranked, best first (request/route/terms.h)
 };
 
 class DecisionLog {
@@ -64,7 +53,8 @@ class DecisionLog {
 
   // The newest `n` records (at most capacity()), newest first.
   std::vector<DecisionRecord> last(size_t n) const;
-  // {"total":..,"capacity":..,"decisions":[...]} with the newest `n` records, newest first.
+  // {"total":..,"capacity":..,"columns":[{"key":..,"label":..}],"decisions":[...]} with the newest
+// `n` records, newest first; columns are the candidate terms the dashboard shows as numbers.
   std::string json(size_t n) const;
 
   size_t capacity() const { return slots_.size(); }
@@ -84,13 +74,22 @@ class DecisionLog {
   std::unique_ptr<std::atomic<uint64_t>[]> routed_;
 };
 
+// The decision log as an exchange observer: one record per decision.
+class DecisionLogObserver final : public request::ExchangeObserver {
+ public:
+  DecisionLogObserver(DecisionLog& log, const route::Router& router) : log_(log), router_(router) {}
+  void decided(request::ExchangeRecord& x) override { log_.push(*x.routed, router_.policy().name()); }
+
+ private:
+  DecisionLog& log_;
+  const route::Router& router_;
+};
+
 // One record as a JSON object (the element type of json()'s "decisions").
 void append_decision_json(std::string& out, const DecisionRecord& r);
 
-// Small JSON output helpers shared with the dashboard: a finite number in its shortest form
-// (non-finite values as null) and an ASCII label in quotes (labels are closed sets: no escaping
-// beyond '"' and '\\' is needed, but both are escaped anyway).
+// A finite number in its shortest form, non-finite values as null (shared with the dashboard;
+// strings: common/json.h).
 void append_json_number(std::string& out, double v);
-void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace ramjet::observe

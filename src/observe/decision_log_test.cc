@@ -98,6 +98,16 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
                                             "affinity", "load_units", "request_load_units", "score", "profile"}));
   EXPECT_EQ(v.at("total").as_int64(), 1);
   EXPECT_EQ(v.at("capacity").as_int64(), 8);
+  // The dashboard's numeric columns: every candidate term with a short label, each a key above.
+  std::vector<std::string> columns;
+  for (const auto& col : v.at("columns").as_array()) {
+    const std::string key(col.at("key").as_string());
+    EXPECT_TRUE(c.contains(key)) << key;
+    EXPECT_FALSE(col.at("label").as_string().empty());
+    columns.push_back(key);
+  }
+  EXPECT_EQ(columns, (std::vector<std::string>{"overlap", "single_flight", "affinity", "load_units",
+                                               "request_load_units", "score"}));
 }
 
 TEST(DecisionLog, ConcurrentWritersAndReaders) {

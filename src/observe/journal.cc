@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "common/log.h"
 #include "request/ingress/endpoint.h"
+#include "request/route/terms.h"
 
 namespace ramjet::observe {
 namespace {
@@ -78,6 +80,13 @@ class Line {
     auto r = std::to_chars(buf, buf + sizeof buf, v);
     out_.append(buf, r.ptr);
   }
+  // One candidate term (request/route/terms.h), by its member type.
+  void term(std::string_view k, bool v) { boolean(k, v); }
+  void term(std::string_view k, uint32_t v) { u64(k, v); }
+  void term(std::string_view k, size_t v) { u64(k, v); }
+  void term(std::string_view k, int64_t v) { i64(k, v); }
+  void term(std::string_view k, double v) { exact(k, v); }
+  void term(std::string_view k, route::Profile v) { str(k, route::profile_label(v)); }
   // Milliseconds: fixed, three decimals (microsecond resolution).
   void ms(std::string_view k, std::optional<double> v) {
     key(k);
@@ -171,17 +180,8 @@ std::string format_start(const JournalStart& s) {
   for (size_t rank = 0; rank < d.ranked.size(); ++rank) {
     const route::CandidateTerms& t = d.ranked[rank];
     l.element();
-    l.u64("upstream", t.ordinal);
     l.u64("rank", rank);
-    l.u64("overlap_blocks", t.overlap);
-    l.u64("single_flight_blocks", t.single_flight);
-    l.u64("affinity_blocks", t.affinity);
-    l.i64("load_units", t.load_units);
-    l.u64("request_load_units", t.request_load_units);
-    l.boolean("healthy", t.eligible);
-    l.boolean("failing", t.failing);
-    l.str("profile", route::profile_label(t.profile));
-    l.exact("score", t.score);
+    route::for_each_term([&](const auto& row) { l.term(row.journal, t.*row.member); });
     l.close();
   }
   l.end_array();
@@ -330,6 +330,54 @@ void Journal::write_metrics(Exposition& out) const {
     out.family(kJournalFamilies[i]);
     out.sample(kJournalFamilies[i].name, "", values[i]->get());
   }
+}
+
+namespace {
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void JournalObserver::decided(request::ExchangeRecord& x) {
+  journal_.start(JournalStart{
+      .seq = x.seq,
+      .unix_ms = unix_ms_now(),
+      .cold = x.routed->cold,
+      .max_output_tokens = x.prep->max_output_tokens,
+      .decision = x.routed->decision,
+      .config = router_.config(),
+      .request = x.routed->request,
+      .policy = router_.policy().name(),
+      .phase_aware_load = phase_aware_load_,
+      .single_flight = router_.single_flight_enabled(),
+  });
+}
+
+void JournalObserver::finished(request::ExchangeRecord& x) {
+  auto ms_since_start = [&](int64_t at) -> std::optional<double> {
+    if (at == 0) return std::nullopt;
+    return static_cast<double>(at - x.start_ns) / 1e6;
+  };
+  JournalFinish f;
+  f.seq = x.seq;
+  f.unix_ms = unix_ms_now();
+  f.result = x.result;
+  f.upstream = x.upstream;
+  f.request_load_units = x.units;
+  f.status = x.status;
+  f.duration_ms = static_cast<double>(x.end_ns - x.start_ns) / 1e6;
+  f.first_byte_ms = ms_since_start(x.head_ns);
+  f.ttft_ms = ms_since_start(x.first_token_ns);
+  f.response_bytes = x.response_bytes;
+  if (x.accounted && x.usage_read) {
+    f.prompt_tokens = x.usage_read->prompt_tokens;
+    f.cached_tokens = x.usage_read->cached_tokens;
+    f.completion_tokens = x.usage_read->completion_tokens;
+  }
+  journal_.finish(f);
 }
 
 }  // namespace ramjet::observe

@@ -27,6 +27,8 @@
 
 #include "observe/metrics.h"
 #include "request/route/policy.h"
+#include "request/route/router.h"
+#include "request/stream/observer.h"
 
 namespace ramjet::observe {
 
@@ -42,7 +44,7 @@ struct JournalConfig {
 // One per routed request, written right after the decision. endpoint and request_bytes come
 // from `request` (RouteRequest::body_bytes is the post-shim body length).
 struct JournalStart {
-  uint64_t seq = 0;  // Journal::next_seq()
+  uint64_t seq = 0;  // the exchange's (request::ExchangeRecord::seq): 1, 2, ...
   int64_t unix_ms = 0;
   bool cold = false;        // new prefix: the dispatched engine leads single-flight
   // The request's output limit (PreparedRequest::max_output_tokens), journalled as a bucket only:
@@ -72,7 +74,7 @@ struct JournalFinish {
   std::optional<uint64_t> prompt_tokens, cached_tokens, completion_tokens;
 };
 
-// The output-limit bucket label for a requested limit (reference §2.7).
+// The output-limit bucket label for a requested limit (docs/journal.md).
 std::string_view output_limit_bucket(std::optional<uint64_t> max_output_tokens);
 
 // The JSON lines (with the trailing '\n'); exposed for tests and tools.
@@ -91,6 +93,7 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
+  // A numbering of records for writers without their own (the proxy numbers exchanges itself).
   uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }  // 1, 2, ...
 
   // Thread-safe; never blocks on I/O.
@@ -127,6 +130,22 @@ class Journal {
   std::mutex write_mu_;  // one batch at a time, in order (writer thread vs flush())
   Counter records_, dropped_, write_errors_;
   std::thread writer_;
+};
+
+// The journal as an exchange observer: a start record at each decision, a finish record when
+// the exchange is over.
+class JournalObserver final : public request::ExchangeObserver {
+ public:
+  // `router` gives the policy's name and parameters; `phase_aware_load` is RJ_ROUTE_PHASE_AWARE_LOAD.
+  JournalObserver(Journal& journal, const route::Router& router, bool phase_aware_load)
+      : journal_(journal), router_(router), phase_aware_load_(phase_aware_load) {}
+  void decided(request::ExchangeRecord& x) override;
+  void finished(request::ExchangeRecord& x) override;
+
+ private:
+  Journal& journal_;
+  const route::Router& router_;
+  bool phase_aware_load_;
 };
 
 }  // namespace ramjet::observe

@@ -91,7 +91,8 @@ std::vector<std::string> render_sections_for_docs() {
   upstream::Fleet fleet(urls, clock, 30000);
   cache::ApproxIndex index(urls.size());
   route::SingleFlight single_flight(urls.size(), route::SingleFlightConfig{}, clock);
-  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, index, single_flight, {});
+  route::ApproxOverlap approx(index);
+  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&approx}, single_flight, {});
   request::ProxyMetrics proxy(urls.size());
   proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
   EngineScrapeConfig sc;

@@ -152,8 +152,9 @@ class Fleet {
   void on_probe_success(size_t i);
   void on_probe_failure(size_t i, ProbeFailure why);
 
-  // /health JSON (reference §6.4): status ok|degraded|unhealthy (counting serving-eligible
-  // engines only), per-replica state healthy|warming|unhealthy, opaque ordinals, no hosts.
+  // /health JSON (the shape ramjet 0.4.0 answers; README.md shows it): status
+  // ok|degraded|unhealthy (counting serving-eligible engines only), per-replica state
+  // healthy|warming|unhealthy, opaque ordinals, no hosts.
   std::string health_json() const;
   // Extra boolean fields per /health replica entry from other components (e.g.
   // "tokenizer_attested"): name and a thread-safe reader. Set before serving.

@@ -10,6 +10,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "request/route/terms.h"
+
 namespace ramjet::replay {
 namespace {
 
@@ -93,29 +95,60 @@ double exact_top_level_double(std::string_view line, std::string_view key, doubl
   return exact;
 }
 
+// One journalled term into its member (request/route/terms.h): kInvalid refuses the record
+// whatever the row says (a profile label this build does not know); kMissing (absent or of the
+// wrong type) refuses it only for a required row, otherwise the default stays.
+enum class Read { kOk, kMissing, kInvalid };
+Read read_term(const json::value* v, bool& out) {
+  auto b = as_bool(v);
+  if (!b) return Read::kMissing;
+  out = *b;
+  return Read::kOk;
+}
+Read read_term(const json::value* v, uint32_t& out) {
+  auto n = as_u32(v);
+  if (!n) return Read::kMissing;
+  out = *n;
+  return Read::kOk;
+}
+Read read_term(const json::value* v, size_t& out) {
+  auto n = as_u64(v);
+  if (!n || *n > (1u << 20)) return Read::kMissing;  // an ordinal
+  out = static_cast<size_t>(*n);
+  return Read::kOk;
+}
+Read read_term(const json::value* v, int64_t& out) {
+  auto n = as_i64(v);
+  if (!n) return Read::kMissing;
+  out = *n;
+  return Read::kOk;
+}
+Read read_term(const json::value* v, double& out) {
+  auto d = as_double(v);
+  if (!d) return Read::kMissing;
+  out = *d;
+  return Read::kOk;
+}
+Read read_term(const json::value* v, route::Profile& out) {
+  if (!v) return Read::kMissing;
+  auto s = as_str(v);
+  if (!s) return Read::kMissing;
+  auto p = parse_profile(*s);
+  if (!p) return Read::kInvalid;
+  out = *p;
+  return Read::kOk;
+}
+
 bool parse_candidate(const json::value& v, CandidateRecord& c) {
   if (!v.is_object()) return false;
   const json::object& o = v.as_object();
-  auto upstream = as_u64(field(o, "upstream"));
-  auto overlap = as_u32(field(o, "overlap_blocks"));
-  auto load = as_i64(field(o, "load_units"));
-  auto healthy = as_bool(field(o, "healthy"));
-  if (!upstream || !overlap || !load || !healthy || *upstream > (1u << 20)) return false;
-  c.upstream = static_cast<size_t>(*upstream);
-  c.overlap = *overlap;
-  c.load_units = *load;
-  c.healthy = *healthy;
+  bool ok = true;
+  route::for_each_term([&](const auto& row) {
+    const Read r = read_term(field(o, row.journal), c.terms.*row.member);
+    if (r == Read::kInvalid || (r == Read::kMissing && row.required)) ok = false;
+  });
   c.rank = static_cast<size_t>(as_u64(field(o, "rank")).value_or(0));
-  c.single_flight = as_u32(field(o, "single_flight_blocks")).value_or(0);
-  c.affinity = as_u32(field(o, "affinity_blocks")).value_or(0);
-  c.request_load_units = as_u32(field(o, "request_load_units")).value_or(1);
-  c.failing = as_bool(field(o, "failing")).value_or(false);
-  if (auto p = as_str(field(o, "profile"))) {
-    auto profile = parse_profile(*p);
-    if (!profile) return false;
-    c.profile = *profile;
-  }
-  return true;
+  return ok;
 }
 
 bool parse_start(std::string_view line, const json::object& o, int version, StartRecord& r) {
@@ -155,7 +188,7 @@ bool parse_start(std::string_view line, const json::object& o, int version, Star
   std::set<size_t> seen;
   for (const json::value& v : cands->get_array()) {
     CandidateRecord c;
-    if (!parse_candidate(v, c) || !seen.insert(c.upstream).second) return false;
+    if (!parse_candidate(v, c) || !seen.insert(c.terms.ordinal).second) return false;
     r.candidates.push_back(c);
   }
   return true;
@@ -305,17 +338,7 @@ route::RouteConfig config_for(const StartRecord& r, const Overrides& o) {
 route::FleetSnapshot snapshot_of(const StartRecord& r) {
   route::FleetSnapshot s;
   s.candidates.reserve(r.candidates.size());
-  for (const CandidateRecord& c : r.candidates) {
-    route::CandidateState st;
-    st.ordinal = c.upstream;
-    st.eligible = c.healthy;
-    st.load_units = c.load_units;
-    st.failing = c.failing;
-    st.overlap = c.overlap;
-    st.single_flight = c.single_flight;
-    st.profile = c.profile;
-    s.candidates.push_back(st);
-  }
+  for (const CandidateRecord& c : r.candidates) s.candidates.push_back(route::state_of(c.terms));
   std::sort(s.candidates.begin(), s.candidates.end(),
             [](const route::CandidateState& a, const route::CandidateState& b) {
               return a.ordinal < b.ordinal;

@@ -21,16 +21,10 @@ namespace ramjet::replay {
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 
 struct CandidateRecord {
-  size_t upstream = 0;
   size_t rank = 0;
-  uint32_t overlap = 0;
-  uint32_t single_flight = 0;  // v9
-  uint32_t affinity = 0;
-  int64_t load_units = 0;
-  bool failing = false;  // v10: its last requests had failed (ranked after the others)
-  uint32_t request_load_units = 1;
-  bool healthy = true;
-  route::Profile profile = route::Profile::kNone;  // v9
+  // As journalled (the rows of request/route/terms.h; v9 added single_flight and profile, v10
+  // failing; a record without them keeps the defaults).
+  route::CandidateTerms terms;
 };
 
 struct StartRecord {

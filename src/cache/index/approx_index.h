@@ -1,4 +1,4 @@
-// cache/index/approx_index: the approximate prefix index (reference §2.4). Per engine, an LRU
+// cache/index/approx_index: the approximate prefix index. Per engine, an LRU
 // set of chain fingerprints (request/prepare/canonical.h) learned from completed responses;
 // overlap() is the number of leading request fingerprints an engine holds. Deciding *when* to
 // observe (complete 200 responses only) is request/stream's job; scoring overlap is route's.

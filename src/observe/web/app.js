@@ -482,12 +482,19 @@ async function refreshDecisions(force) {
   } catch (e) { /* the next tick retries */ }
 }
 
-function candidateRow(c, chosen) {
+// The numeric terms come as the answer's `columns` (request/route/terms.h): a new term shows up
+// here without a change. Profile, eligibility and failing are drawn by name.
+function termCell(c, col) {
+  const v = c[col.key];
+  if (col.key === 'score') return `score ${isNum(v) ? v.toFixed(2) : '—'}`;
+  if (col.key === 'load_units') return `load ${v}${c.failing ? ' · failing' : ''}`;
+  return `${col.label} ${v}`;
+}
+
+function candidateRow(c, chosen, columns) {
   return `<tr class="${c.ordinal === chosen ? 'chosen' : ''}${c.eligible ? '' : ' inel'}">` +
     `<td>#${c.ordinal}</td><td>${profileShort(c.profile)}</td><td>${c.eligible ? 'eligible' : 'not eligible'}</td>` +
-    `<td>ov ${c.overlap}</td><td>sf ${c.single_flight}</td><td>aff ${c.affinity}</td>` +
-    `<td>load ${c.load_units}${c.failing ? ' · failing' : ''}</td>` +
-    `<td>req ${c.request_load_units}</td><td>score ${isNum(c.score) ? c.score.toFixed(2) : '—'}</td></tr>`;
+    columns.map((col) => `<td>${termCell(c, col)}</td>`).join('') + '</tr>';
 }
 
 function renderDecisions() {
@@ -496,9 +503,9 @@ function renderDecisions() {
   $('#dec-note').textContent = `newest first · ${d.decisions.length} of ${d.total} decisions (the last ${d.capacity} are kept) · terms per candidate, best ranked first`;
   const rows = d.decisions.map((r) => {
     const cands = r.candidates || [];
-    const head = cands.slice(0, 4).map((c) => candidateRow(c, r.chosen)).join('');
+    const head = cands.slice(0, 4).map((c) => candidateRow(c, r.chosen, d.columns || [])).join('');
     const rest = cands.length > 4
-      ? `<details><summary>${cands.length - 4} more</summary><table class="cands">${cands.slice(4).map((c) => candidateRow(c, r.chosen)).join('')}</table></details>`
+      ? `<details><summary>${cands.length - 4} more</summary><table class="cands">${cands.slice(4).map((c) => candidateRow(c, r.chosen, d.columns || [])).join('')}</table></details>`
       : '';
     const time = new Date(r.unix_ms).toLocaleTimeString([], { hour12: false }) + '.' + String(r.unix_ms % 1000).padStart(3, '0');
     return `<tr class="decision" data-seq="${r.seq}"><td>${r.seq}</td><td>${time}</td><td>${esc(r.endpoint)}</td><td>${esc(r.policy)}</td>` +

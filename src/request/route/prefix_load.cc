@@ -66,7 +66,8 @@ class PrefixLoadPolicy final : public Policy {
   }
 
  private:
-  // Reference §2.5 (single, overlap, load, rr) plus `profile` when the decode-profile preference
+  // What decided the winner — single (one candidate), overlap, load or rr (rotation between exact
+  // ties), as ramjet 0.4.0 labels them — plus `profile` when the decode-profile preference
   // separated the winner from a candidate that tied with it on everything before it (another
   // engine of the winner's own profile may tie too: that one rotation decides, the profile still
   // decided against the others), and `single_flight` when the winner was chosen for blocks its

@@ -1,16 +1,17 @@
 #include "request/route/router.h"
 
+#include <algorithm>
 #include <array>
 
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
 
-Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, cache::ApproxIndex& index,
+Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vector<OverlapSource*> sources,
                SingleFlight& single_flight, std::vector<Profile> profiles)
     : policy_(std::move(policy)),
       fleet_(fleet),
-      index_(index),
+      sources_(std::move(sources)),
       single_flight_(single_flight),
       profiles_(std::move(profiles)) {
   if (!profiles_.empty()) profiles_.resize(fleet_.size(), Profile::kNone);
@@ -22,8 +23,15 @@ Routed Router::decide(const request::PreparedRequest& req) {
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
   if (policy_->uses_prefix() && !chain.empty()) {
+    // One decision's overlaps, per engine (a small vector on this thread's stack of reuse).
+    thread_local std::vector<uint32_t> overlap;
+    overlap.assign(snap.candidates.size(), 0);
+    for (const OverlapSource* source : sources_) {
+      if (source->overlaps(req, overlap)) break;
+      std::fill(overlap.begin(), overlap.end(), 0);
+    }
     for (CandidateState& c : snap.candidates) {
-      c.overlap = index_.overlap(c.ordinal, chain);
+      c.overlap = overlap[c.ordinal];
       warm = warm || c.overlap > 0;
     }
     if (!warm) {
@@ -50,6 +58,17 @@ SingleFlight::Lease Router::lead(size_t engine, const Routed& routed, const requ
 
 void Router::observe(size_t engine, const request::PreparedRequest& req) {
   if (!policy_->uses_prefix() || req.fingerprints.chain.empty()) return;
+  for (OverlapSource* source : sources_) source->served(engine, req);
+}
+
+bool ApproxOverlap::overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const {
+  const std::vector<uint64_t>& chain = req.fingerprints.chain;
+  if (chain.empty()) return false;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = index_.overlap(i, chain);
+  return true;
+}
+
+void ApproxOverlap::served(size_t engine, const request::PreparedRequest& req) {
   index_.observe(engine, req.fingerprints.chain);
 }
 
@@ -78,12 +97,16 @@ const observe::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
 std::span<const observe::Family> route_families() { return kFamilies; }
 
-void Router::write_metrics(observe::Exposition& x) const {
+void ApproxOverlap::write_metrics(observe::Exposition& x) const {
   x.family(fam(F::kIndexEntries));
   for (size_t i = 0; i < index_.engines(); ++i) {
     x.sample(fam(F::kIndexEntries).name, "upstream=\"" + std::to_string(i) + "\"",
              static_cast<int64_t>(index_.entries(i)));
   }
+}
+
+void Router::write_metrics(observe::Exposition& x) const {
+  for (const OverlapSource* source : sources_) source->write_metrics(x);
   const SingleFlight::Stats st = single_flight_.stats();
   auto one = [&](F f, int64_t v) {
     x.family(fam(f));

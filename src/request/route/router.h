@@ -1,17 +1,18 @@
 // request/route/router: everything a routing decision reads, in one place. It fills the fleet
-// snapshot (health and live load from upstream/, overlaps from the approximate index, blocks a
-// single-flight leader is prefilling, declared decode profiles), advances the rotation counter
-// and asks the policy. It also applies what a served request teaches: only a complete 200
-// response on an inference endpoint is observed into the index (request/stream decides when).
+// snapshot (health and live load from upstream/, overlaps from the first overlap source that can
+// answer — route/overlap.h —, blocks a single-flight leader is prefilling, declared decode
+// profiles), advances the rotation counter and asks the policy. It also passes on what a served
+// request teaches: only a complete 200 response on an inference endpoint is observed into the
+// sources (request/stream decides when).
 #pragma once
 
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "cache/index/approx_index.h"
 #include "observe/metrics.h"
 #include "request/prepare/prepare.h"
+#include "request/route/overlap.h"
 #include "request/route/policy.h"
 #include "request/route/single_flight.h"
 
@@ -35,9 +36,9 @@ std::span<const observe::Family> route_families();
 
 class Router {
  public:
-  // `profiles` is empty or has one entry per engine. `index` and `single_flight` are shared
-  // with nobody else and must outlive the router.
-  Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, cache::ApproxIndex& index,
+  // `profiles` is empty or has one entry per engine. `sources` (asked in order) and
+  // `single_flight` must outlive the router.
+  Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vector<OverlapSource*> sources,
          SingleFlight& single_flight, std::vector<Profile> profiles);
 
   const Policy& policy() const { return *policy_; }
@@ -55,16 +56,17 @@ class Router {
   // A complete 200 response on an inference endpoint: `engine` now holds the request's prefix.
   void observe(size_t engine, const request::PreparedRequest& req);
 
-  // ramjet_route_index_entries{upstream}, ramjet_route_single_flight_* (no payload, ordinals).
+  // The sources' series (ramjet_route_index_entries{upstream}), ramjet_route_single_flight_*
+  // (no payload, ordinals).
   void write_metrics(observe::Exposition& x) const;
 
-  cache::ApproxIndex& index() { return index_; }
   SingleFlight& single_flight() { return single_flight_; }
+  bool single_flight_enabled() const { return single_flight_.config().enabled; }
 
  private:
   std::unique_ptr<Policy> policy_;
   upstream::Fleet& fleet_;
-  cache::ApproxIndex& index_;
+  std::vector<OverlapSource*> sources_;
   SingleFlight& single_flight_;
   std::vector<Profile> profiles_;
 };

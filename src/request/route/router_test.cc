@@ -33,11 +33,13 @@ struct Rig {
   explicit Rig(size_t n, std::string_view policy = "prefix", std::vector<Profile> profiles = {})
       : fleet(urls(n), clock, 30000),
         index(n),
+        approx(index),
         single_flight(n, SingleFlightConfig{}, clock),
-        router(make_policy(policy, RouteConfig{}), fleet, index, single_flight, std::move(profiles)) {}
+        router(make_policy(policy, RouteConfig{}), fleet, {&approx}, single_flight, std::move(profiles)) {}
   ManualClock clock;
   upstream::Fleet fleet;
   cache::ApproxIndex index;
+  ApproxOverlap approx;
   SingleFlight single_flight;
   Router router;
 };
@@ -147,6 +149,59 @@ TEST(Router, AFencedEngineGetsNothingEvenWhenItHoldsThePrefix) {
   Routed r = rig.router.decide(req);
   ASSERT_EQ(r.decision.dispatch_order().size(), 1u);
   EXPECT_EQ(r.decision.dispatch_order()[0].ordinal, 1u);
+}
+
+// A source with fixed answers (or none), to show the order sources are asked in.
+class FixedOverlap final : public OverlapSource {
+ public:
+  FixedOverlap(bool answers, std::vector<uint32_t> overlap) : answers_(answers), overlap_(std::move(overlap)) {}
+  std::string_view name() const override { return "fixed"; }
+  bool overlaps(const request::PreparedRequest&, std::span<uint32_t> out) const override {
+    if (!answers_) {
+      out[0] = 999;  // scribbled on while declining: the router must not keep it
+      return false;
+    }
+    std::copy(overlap_.begin(), overlap_.end(), out.begin());
+    return true;
+  }
+  void served(size_t, const request::PreparedRequest&) override { ++served_; }
+  void write_metrics(observe::Exposition&) const override {}
+  int served_ = 0;
+
+ private:
+  bool answers_;
+  std::vector<uint32_t> overlap_;
+};
+
+TEST(Router, TheFirstSourceThatAnswersGivesTheOverlapsAndEverySourceLearnsWhatWasServed) {
+  ManualClock clock;
+  upstream::Fleet fleet(urls(3), clock, 30000);
+  cache::ApproxIndex index(3);
+  ApproxOverlap approx(index);
+  SingleFlight single_flight(3, SingleFlightConfig{}, clock);
+  FixedOverlap declines(false, {});
+  FixedOverlap exact(true, {0, 0, 7});
+  auto req = chat('g', 12, "q");
+  approx.served(1, req);  // the approximate index says engine 1
+
+  Router first_answers(make_policy("prefix", RouteConfig{}), fleet, {&exact, &approx}, single_flight, {});
+  Routed r = first_answers.decide(req);
+  EXPECT_EQ(r.decision.ranked[0].ordinal, 2u);
+  EXPECT_EQ(r.decision.ranked[0].overlap, 7u);
+  EXPECT_FALSE(r.cold);
+
+  Router falls_back(make_policy("prefix", RouteConfig{}), fleet, {&declines, &approx}, single_flight, {});
+  r = falls_back.decide(req);
+  EXPECT_EQ(r.decision.ranked[0].ordinal, 1u);
+  for (const CandidateTerms& t : r.decision.ranked) {
+    if (t.ordinal == 0) {
+      EXPECT_EQ(t.overlap, 0u) << "a declining source's output is discarded";
+    }
+  }
+
+  falls_back.observe(0, req);
+  EXPECT_EQ(declines.served_, 1);
+  EXPECT_EQ(index.overlap(0, req.fingerprints.chain), req.fingerprints.chain.size());
 }
 
 }  // namespace

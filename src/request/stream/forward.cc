@@ -16,8 +16,6 @@
 
 #include "common/log.h"
 #include "net/http.h"
-#include "observe/decision_log.h"
-#include "observe/journal.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
 #include "request/stream/session.h"
@@ -103,60 +101,8 @@ bool Proxy::upstream_head_fits(Session& s) {
   return fields <= config_.upstream_max_header_count && bytes <= config_.upstream_max_header_bytes;
 }
 
-namespace {
-
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
-void Proxy::journal_start(Session& s, const route::Routed& routed, uint64_t seq) {
-  const route::RouteConfig& rc = router_.config();
-  journal_->start(observe::JournalStart{
-      .seq = seq,
-      .unix_ms = unix_ms_now(),
-      .cold = routed.cold,
-      .max_output_tokens = s.prep.max_output_tokens,
-      .decision = routed.decision,
-      .config = rc,
-      .request = routed.request,
-      .policy = router_.policy().name(),
-      .phase_aware_load = config_.phase_aware_load,
-      .single_flight = router_.single_flight().config().enabled,
-  });
-}
-
-void Proxy::journal_finish(Session& s, const Exchange& x, uint64_t seq) {
-  const int64_t now = clock_.now_ns();
-  auto ms_since_start = [&](int64_t at) -> std::optional<double> {
-    if (at == 0) return std::nullopt;
-    return static_cast<double>(at - x.start_ns) / 1e6;
-  };
-  observe::JournalFinish f;
-  f.seq = seq;
-  f.unix_ms = unix_ms_now();
-  f.result = x.result;
-  f.upstream = x.upstream;
-  f.request_load_units = x.units;
-  f.status = x.status;
-  f.duration_ms = static_cast<double>(now - x.start_ns) / 1e6;
-  f.first_byte_ms = ms_since_start(x.head_ns);
-  f.ttft_ms = ms_since_start(x.first_token_ns);
-  f.response_bytes = x.response_bytes;
-  if (x.accounted && s.usage) {
-    const Usage& u = s.usage->usage();
-    f.prompt_tokens = u.prompt_tokens;
-    f.cached_tokens = u.cached_tokens;
-    f.completion_tokens = u.completion_tokens;
-  }
-  journal_->finish(f);
-}
-
-// Routing, then the candidates in decision order: each gets the request until one answers, with
-// at most one retry after a failure past the point where the request was sent.
+// Prepare, route, then the candidates in decision order: each gets the request until one
+// answers, with at most one retry after a failure past the point where the request was sent.
 asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   metrics_.inflight.add(1);
   struct Inflight {
@@ -180,44 +126,33 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   }
 
   const route::Routed routed = router_.decide(s.prep);
-  const route::Decision& d = routed.decision;
-  // The journal's finish record, written however this exchange ends (x.result etc. set as it goes).
-  struct JournalEnd {
+  x.prep = &s.prep;
+  // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
+  struct Finished {
     Proxy& p;
-    Session& s;
     Exchange& x;
-    uint64_t seq = 0;
-    ~JournalEnd() {
-      if (seq != 0) p.journal_finish(s, x, seq);
+    ~Finished() {
+      x.end_ns = p.clock_.now_ns();
+      p.notify(&ExchangeObserver::finished, x);
     }
-  } journal_end{*this, s, x};
-  if (journal_) {
-    journal_end.seq = journal_->next_seq();
-    journal_start(s, routed, journal_end.seq);
-  }
-  if (decisions_) decisions_->push(routed, router_.policy().name());
-  metrics_.route_decisions[static_cast<size_t>(d.outcome)].inc();
-  int64_t was_open = metrics_.route_fail_open.get();
-  metrics_.route_fail_open.set(d.fail_open ? 1 : 0);
-  if (was_open != (d.fail_open ? 1 : 0)) {
-    spdlog::warn(d.fail_open ? "no healthy upstream: failing open" : "healthy upstream again: fail-open ended");
-  }
+  } finished{*this, x};
+  decided(x, routed);
+
+  // The candidates, in the decision's order (in this frame: a nested coroutine per request costs
+  // more than these lines).
+  const route::Decision& d = routed.decision;
   const auto order = d.dispatch_order();
-  metrics_.count_route(routed, order.empty() ? nullptr : &order.front(),
-                       router_.uses_prefix() && !s.prep.fingerprints.chain.empty());
   if (order.empty()) {
     x.result = "no_upstream";
     co_await send_error(s, x, 503, "upstream unavailable", "no_healthy_upstream");
     co_return;
   }
-
   ClientWatch& watch = *s.watch;
   watch_client(s.watch);
   struct StopWatch {
     ClientWatch& w;
     ~StopWatch() { unwatch_client(w); }
   } stop_watch{watch};
-
   for (size_t k = 0; k < order.size() && !watch.gone; ++k) {
     // Fenced or ejected since the decision (fail-open dispatches go to unhealthy ones anyway).
     if (!d.fail_open && !fleet_.at(order[k].ordinal).healthy()) continue;
@@ -233,6 +168,12 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   settle_first_failure(x);  // no engine was left for the retry: the failure stays the engine's
   const bool timeout = x.last_error == UpstreamError::kTimeout;
   co_await send_error(s, x, timeout ? 504 : 502, "upstream unavailable", timeout ? "upstream_timeout" : "upstream_error");
+}
+
+void Proxy::decided(Exchange& x, const route::Routed& routed) {
+  x.seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  x.routed = &routed;
+  notify(&ExchangeObserver::decided, x);
 }
 
 bool Proxy::more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order,
@@ -257,9 +198,17 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   route::LoadReservation reservation(engine, c.request_load_units);
   x.upstream = u;
   x.units = c.request_load_units;
-  // A new prefix: concurrent requests with the same leading blocks follow this one here while it
-  // prefills (released when this attempt ends, complete or not).
-  route::SingleFlight::Lease lead = router_.lead(u, routed, s.prep);
+  x.engine_done = false;
+  notify(&ExchangeObserver::dispatched, x, u);
+  // However this attempt ends short of a complete response, observers hear of it.
+  struct AttemptEnd {
+    Proxy& p;
+    Exchange& x;
+    size_t u;
+    ~AttemptEnd() {
+      if (!x.engine_done) p.notify(&ExchangeObserver::failed, x, u);
+    }
+  } attempt_end{*this, x, u};
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (watch.gone) co_return Step::kNext;
     net::ConnectionPtr conn = attempt == 0 ? pools_.at(s.thread, u).take() : nullptr;
@@ -358,7 +307,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
     }
 
     net::ResponseParser& parser = *s.parser;
-    Attempt a{*conn, parser, engine, watch, s.prep, reservation, lead};
+    Attempt a{*conn, parser, engine, watch, s.prep, reservation};
     const RelayResult r = x.endpoint == Endpoint::kModels && status == 200 ? co_await relay_models(s, x, a)
                                                                            : co_await relay_body(s, x, a);
     if (const ErrorEnding e = settle_relay(s, x, a, r); e.status != 0) {

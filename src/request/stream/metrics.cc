@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/log.h"
+
 namespace ramjet::request {
 namespace {
 
@@ -141,6 +143,21 @@ size_t profile_slot(route::Profile p) {
     case route::Profile::kStandard: return 2;
   }
   return 0;
+}
+
+size_t finish_index(std::string_view bucket) {
+  if (bucket == "stop") return 0;
+  if (bucket == "length") return 1;
+  if (bucket == "tool_calls") return 2;
+  if (bucket == "cancelled") return 3;
+  return 4;
+}
+
+size_t cache_index(std::string_view outcome) {
+  if (outcome == "full") return 0;
+  if (outcome == "partial") return 1;
+  if (outcome == "cold") return 2;
+  return 3;
 }
 
 }  // namespace
@@ -382,6 +399,37 @@ void ProxyMetrics::write(observe::Exposition& x) const {
   x.sample(name(F::kRequestBodyBytes), "", request_body_bytes.get());
   x.family(fam(F::kResponseBodyBytes));
   x.sample(name(F::kResponseBodyBytes), "", response_body_bytes.get());
+}
+
+void ExchangeMetrics::decided(ExchangeRecord& x) {
+  const route::Decision& d = x.routed->decision;
+  m_.route_decisions[static_cast<size_t>(d.outcome)].inc();
+  const int64_t was_open = m_.route_fail_open.get();
+  m_.route_fail_open.set(d.fail_open ? 1 : 0);
+  if (was_open != (d.fail_open ? 1 : 0)) {
+    spdlog::warn(d.fail_open ? "no healthy upstream: failing open" : "healthy upstream again: fail-open ended");
+  }
+  m_.count_route(*x.routed, d.first_dispatch(), prefix_ && !x.prep->fingerprints.chain.empty());
+}
+
+void ExchangeMetrics::first_token(ExchangeRecord& x) {
+  m_.ttft.observe(static_cast<double>(x.first_token_ns - x.start_ns) / 1e9);
+}
+
+void ExchangeMetrics::usage(ExchangeRecord& x, const Usage& u) {
+  if (u.prompt_tokens) m_.prompt_tokens.inc(*u.prompt_tokens);
+  if (u.cached_tokens) m_.cached_prompt_tokens.inc(*u.cached_tokens);
+  if (u.completion_tokens) m_.completion_tokens.inc(*u.completion_tokens);
+  if (!u.finish_reason.empty()) {
+    m_.finish_reasons[ep_index(x.endpoint)][finish_index(finish_bucket(u.finish_reason))].inc();
+  }
+  m_.cache_requests[ep_index(x.endpoint)][cache_index(cache_outcome(u))].inc();
+  const int64_t now = clock_.now_ns();
+  if (x.first_token_ns && u.completion_tokens && *u.completion_tokens > 8) {
+    const double decode_s = static_cast<double>(now - x.first_token_ns) / 1e9;
+    if (decode_s > 0.5) m_.decode_rate.observe(static_cast<double>(*u.completion_tokens - 1) / decode_s);
+  }
+  m_.observe_usage(x.endpoint, u, x.start_ns, x.first_token_ns, now);
 }
 
 }  // namespace ramjet::request

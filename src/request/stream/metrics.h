@@ -10,12 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "observe/histogram.h"
 #include "observe/metrics.h"
 #include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
 #include "request/route/policy.h"
 #include "request/route/router.h"
+#include "request/stream/observer.h"
 #include "request/usage/usage.h"
 
 namespace ramjet::request {
@@ -106,6 +108,22 @@ struct ProxyMetrics {
   observe::Histogram output_tokens;     // completion tokens per response
   observe::Counter request_body_bytes, response_body_bytes;
   size_t upstreams;
+};
+
+// The proxy's own observer of each exchange (request/stream/observer.h): routing decisions
+// (outcome, fail-open, the winner's terms), time to first token, and a complete response's usage.
+class ExchangeMetrics final : public ExchangeObserver {
+ public:
+  // `prefix`: the policy routes by prefix (decisions of fingerprinted requests are counted as such).
+  ExchangeMetrics(ProxyMetrics& m, const Clock& clock, bool prefix) : m_(m), clock_(clock), prefix_(prefix) {}
+  void decided(ExchangeRecord& x) override;
+  void first_token(ExchangeRecord& x) override;
+  void usage(ExchangeRecord& x, const Usage& u) override;
+
+ private:
+  ProxyMetrics& m_;
+  const Clock& clock_;
+  bool prefix_;
 };
 
 }  // namespace ramjet::request

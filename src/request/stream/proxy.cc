@@ -78,13 +78,14 @@ Proxy::Session::~Session() {
 // --- Proxy -----------------------------------------------------------------------------------
 
 Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, net::IoPool& io,
-             net::PoolSet& pools, const Clock& clock)
+             net::PoolSet& pools, const Clock& clock, net::DrainGate& gate)
     : config_(std::move(config)),
       fleet_(fleet),
       router_(router),
       io_(io),
       pools_(pools),
       clock_(clock),
+      gate_(gate),
       metrics_(fleet.size()),
       idle_(io.size(), nullptr),
       waiting_(io.size(), std::vector<Session*>(fleet.size(), nullptr)),
@@ -96,6 +97,8 @@ Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, 
     max_host_header_ = std::max(max_host_header_, host_headers_.back().size() + fleet.at(i).url().base_path.size());
   }
   metrics_.budget = &budget_;
+  metrics_observer_ = std::make_unique<ExchangeMetrics>(metrics_, clock_, router_.uses_prefix());
+  observers_.push_back(metrics_observer_.get());
   fleet_.set_fence_listener([this](size_t engine) { on_engine_fenced(engine); });
 }
 
@@ -157,6 +160,8 @@ bool is_quiet_close(const boost::system::error_code& ec) {
 }  // namespace
 
 asio::awaitable<void> Proxy::serve(tcp::socket socket) {
+  net::DrainGate::Hold hold = gate_.enter();
+  if (!hold) co_return;  // shutting down: the socket closes with this frame
   connections_.fetch_add(1);
   struct Count {
     std::atomic<int64_t>& n;

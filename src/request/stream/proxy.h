@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,18 +21,15 @@
 
 #include "common/clock.h"
 #include "net/client.h"
+#include "net/drain_gate.h"
 #include "net/io_pool.h"
 #include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
 #include "request/prepare/prepare.h"
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
+#include "request/stream/observer.h"
 #include "upstream/fleet.h"
-
-namespace ramjet::observe {
-class Journal;
-class DecisionLog;
-}
 
 namespace ramjet::request {
 
@@ -64,8 +60,10 @@ struct ProxyConfig {
 
 class Proxy {
  public:
+  // Every client connection holds `gate` while it is served (net/drain_gate.h); one accepted
+  // after the gate closed is closed at once.
   Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, net::IoPool& io,
-        net::PoolSet& pools, const Clock& clock);
+        net::PoolSet& pools, const Clock& clock, net::DrainGate& gate);
   ~Proxy();
 
   // Connection handler for the API listener.
@@ -77,16 +75,10 @@ class Proxy {
   int64_t active_requests() const { return metrics_.inflight.get(); }
   int64_t open_connections() const { return connections_.load(); }
 
-  // RJ_ROUTE_JOURNAL: a start record per routed request, a finish record when it ends. Set
-  // before serving; the journal must outlive the proxy's connections.
-  void set_journal(observe::Journal* journal) { journal_ = journal; }
-  // The dashboard's in-memory log of the last routing decisions (set before serving).
-  void set_decision_log(observe::DecisionLog* log) { decisions_ = log; }
-  // Told of every complete 200 chat or completions response, after its last byte went out:
-  // (engine, chat?, the request body as forwarded). Must not block (the tokenizer shadow queues
-  // it). Set before serving.
-  using CompletionObserver = std::function<void(size_t engine, bool chat, std::string_view body)>;
-  void set_completion_observer(CompletionObserver f) { completion_observer_ = std::move(f); }
+  // Adds an observer of every routed exchange (request/stream/observer.h), called after the
+  // proxy's own metrics and the observers added before it. Add before serving; each must
+  // outlive the proxy's connections.
+  void add_observer(ExchangeObserver* o) { observers_.push_back(o); }
 
   ProxyMetrics& metrics() { return metrics_; }
   const ProxyMetrics& metrics() const { return metrics_; }
@@ -115,8 +107,13 @@ class Proxy {
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
   size_t build_request_head(Session& s, size_t engine);
   bool upstream_head_fits(Session& s);
-  void journal_start(Session& s, const route::Routed& routed, uint64_t seq);
-  void journal_finish(Session& s, const Exchange& x, uint64_t seq);
+  // Numbers the exchange and tells the observers of its decision.
+  void decided(Exchange& x, const route::Routed& routed);
+  // Tells every observer, in order (the proxy's metrics first).
+  template <typename X, typename... A, typename... B>
+  void notify(void (ExchangeObserver::*event)(ExchangeRecord&, A...), X& x, B&&... args) {
+    for (ExchangeObserver* o : observers_) (o->*event)(x, args...);
+  }
   // Requests waiting for an engine's first byte, per (io thread, engine), so a fence can move
   // them (touched only on their io thread).
   void set_waiting(Session& s, size_t engine);  // engine = npos: no longer waiting
@@ -154,12 +151,15 @@ class Proxy {
   ProxyConfig config_;
   upstream::Fleet& fleet_;
   route::Router& router_;
-  observe::Journal* journal_ = nullptr;
-  observe::DecisionLog* decisions_ = nullptr;
-  CompletionObserver completion_observer_;
+  // The proxy's own metrics of each exchange (decisions, time to first token, usage): always the
+  // first observer.
+  std::unique_ptr<ExchangeMetrics> metrics_observer_;
+  std::vector<ExchangeObserver*> observers_;
+  std::atomic<uint64_t> seq_{0};
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;
+  net::DrainGate& gate_;
   ProxyMetrics metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> connections_{0};

@@ -30,21 +30,6 @@ bool response_has_body(http::verb method, unsigned status) {
   return method != http::verb::head && status >= 200 && status != 204 && status != 304;
 }
 
-size_t finish_index(std::string_view bucket) {
-  if (bucket == "stop") return 0;
-  if (bucket == "length") return 1;
-  if (bucket == "tool_calls") return 2;
-  if (bucket == "cancelled") return 3;
-  return 4;
-}
-
-size_t cache_index(std::string_view outcome) {
-  if (outcome == "full") return 0;
-  if (outcome == "partial") return 1;
-  if (outcome == "cold") return 2;
-  return 3;
-}
-
 // Response head fields as relayed: hop-by-hop headers (and those named in Connection) and any
 // X-Ramjet-Upstream removed, then X-Ramjet-Upstream: <ordinal>.
 void append_response_fields(net::HeadBuffer& out, const net::HeadFields& fields, std::string_view ordinal) {
@@ -160,20 +145,9 @@ bool Proxy::build_response_head(Session& s, Exchange& x, const upstream::Engine&
 void Proxy::finish_usage(Session& s, Exchange& x) {
   UsageAccumulator& usage = *s.usage;
   usage.finish();
-  const Usage& u = usage.usage();
   metrics_.usage_parse_failures.inc(usage.parse_failures());
-  if (u.prompt_tokens) metrics_.prompt_tokens.inc(*u.prompt_tokens);
-  if (u.cached_tokens) metrics_.cached_prompt_tokens.inc(*u.cached_tokens);
-  if (u.completion_tokens) metrics_.completion_tokens.inc(*u.completion_tokens);
-  if (!u.finish_reason.empty()) {
-    metrics_.finish_reasons[ep_index(x.endpoint)][finish_index(finish_bucket(u.finish_reason))].inc();
-  }
-  metrics_.cache_requests[ep_index(x.endpoint)][cache_index(cache_outcome(u))].inc();
-  if (x.first_token_ns && u.completion_tokens && *u.completion_tokens > 8) {
-    double decode_s = static_cast<double>(clock_.now_ns() - x.first_token_ns) / 1e9;
-    if (decode_s > 0.5) metrics_.decode_rate.observe(static_cast<double>(*u.completion_tokens - 1) / decode_s);
-  }
-  metrics_.observe_usage(x.endpoint, u, x.start_ns, x.first_token_ns, clock_.now_ns());
+  x.usage_read = &usage.usage();
+  notify(&ExchangeObserver::usage, x, usage.usage());
 }
 
 // Feeds one relayed batch of body pieces to usage accounting; records the first-token time.
@@ -182,7 +156,7 @@ void Proxy::account_pieces(Session& s, Exchange& x) {
   for (size_t i = 0; i < p.piece_count(); ++i) {
     if (s.usage->feed(p.pieces()[i]) && x.first_token_ns == 0) {
       x.first_token_ns = clock_.now_ns();
-      metrics_.ttft.observe(static_cast<double>(x.first_token_ns - x.start_ns) / 1e9);
+      notify(&ExchangeObserver::first_token, x);
     }
   }
 }
@@ -270,13 +244,13 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
     const size_t n = parser.piece_bytes();
     if (n) x.body_started = true;
     if (parser.is_done()) {
-      // The engine's work is over: release its load, and after a 200 teach the index (the
-      // engine holds the prefix now) and end any single-flight lead, all before the last bytes
-      // go out, so the client's next request (which may be decided on another thread the moment
-      // those bytes arrive) sees the engine as it now is.
-      if (account) router_.observe(a.engine.ordinal(), s.prep);
+      // The engine's work is over: observers learn it (after a 200 the overlap sources learn the
+      // engine holds the prefix now, a single-flight lead ends) and its load is released, all
+      // before the last bytes go out, so the client's next request (which may be decided on
+      // another thread the moment those bytes arrive) sees the engine as it now is.
+      x.engine_done = true;
+      notify(&ExchangeObserver::completed, x, a.engine.ordinal());
       a.reservation.release();
-      a.lead.end();
     }
     out.clear();
     if (head_pending) {
@@ -309,11 +283,11 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
     if (ec || parser.is_done()) break;
   }
   if (ec) co_return x.client_send_timed_out ? RelayResult::kClientTimeout : RelayResult::kClientGone;
-  if (account) {
-    finish_usage(s, x);
-    if (completion_observer_ && (x.endpoint == Endpoint::kChat || x.endpoint == Endpoint::kCompletions))
-      completion_observer_(a.engine.ordinal(), x.endpoint == Endpoint::kChat, s.prep.body);
+  if (!x.engine_done) {  // a response without a body (HEAD, 204, 304) is complete with its head
+    x.engine_done = true;
+    notify(&ExchangeObserver::completed, x, a.engine.ordinal());
   }
+  if (account) finish_usage(s, x);
   co_return RelayResult::kComplete;
 }
 
@@ -346,6 +320,8 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
       co_return RelayResult::kComplete;
     }
   }
+  x.engine_done = true;
+  notify(&ExchangeObserver::completed, x, a.engine.ordinal());
   if (auto rewritten = rewrite_models_context(body, config_.advertise_ctx_margin)) body = std::move(*rewritten);
   if (s.req.method == http::verb::head) body.clear();
   x.status = up.status;

@@ -20,6 +20,7 @@
 #include "net/http.h"
 #include "request/ingress/endpoint.h"
 #include "request/stream/metrics.h"
+#include "request/stream/observer.h"
 #include "request/route/reservation.h"
 #include "request/route/single_flight.h"
 #include "upstream/outlier.h"
@@ -157,22 +158,12 @@ struct SentFailure {
   Blame how = Blame::kDropped;  // what "the same way" compares
 };
 
-struct Proxy::Exchange {
-  Endpoint endpoint = Endpoint::kOther;
-  int64_t start_ns = 0;
-  unsigned status = 0;
+// What observers see (request/stream/observer.h) plus the dispatch and relay state.
+struct Proxy::Exchange : ExchangeRecord {
   StreamKind stream_kind = StreamKind::kUnknown;
   bool keep_alive = true;
   bool counted = false;  // ramjet_requests_total already counted this exchange
-  // What the journal's finish record reports (kept here, not in the forward() frame).
-  int64_t head_ns = 0;         // the upstream response head arrived
-  int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
-  uint64_t response_bytes = 0;
-  bool accounted = false;      // s.usage belongs to this exchange
-  // The journal's finish record: the result and the engine that served (or was tried last).
-  std::string_view result = "upstream_error";
-  std::optional<size_t> upstream;
-  uint32_t units = 0;
+  bool engine_done = false;  // `completed` fired for the current attempt
   // Dispatch.
   std::optional<SentFailure> first_failure;  // retried once on another engine
   UpstreamError last_error = UpstreamError::kConnect;
@@ -194,7 +185,6 @@ struct Proxy::Attempt {
   ClientWatch& watch;
   const PreparedRequest& prepared;
   route::LoadReservation& reservation;
-  route::SingleFlight::Lease& lead;
 };
 
 }  // namespace ramjet::request

@@ -1,0 +1,46 @@
+// request/route/overlap: where the router reads how much of a request's prefix each engine holds.
+// Sources are asked in order and the first that can answer for a request gives every engine's
+// overlap; the approximate index (fingerprints learned from completed responses) is the first
+// source today and answers whenever the request has fingerprints. A source that cannot be
+// trusted for a request (no tokens, an index behind its engine) declines and the next one answers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "cache/index/approx_index.h"
+#include "observe/metrics.h"
+#include "request/prepare/prepare.h"
+
+namespace ramjet::route {
+
+class OverlapSource {
+ public:
+  virtual ~OverlapSource() = default;
+  virtual std::string_view name() const = 0;
+  // Fills out[engine] (zeroed by the caller, one entry per engine) with the leading blocks of
+  // `req` that engine holds; false when this source cannot answer for `req`.
+  virtual bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const = 0;
+  // A complete 200 response on an inference endpoint: `engine` now holds `req`'s prefix (sources
+  // that learn from served traffic take it; sources fed by the engines ignore it).
+  virtual void served(size_t engine, const request::PreparedRequest& req) = 0;
+  virtual void write_metrics(observe::Exposition& x) const = 0;
+};
+
+// The approximate index (cache/index/approx_index.h), keyed by the request's chain fingerprints.
+class ApproxOverlap final : public OverlapSource {
+ public:
+  explicit ApproxOverlap(cache::ApproxIndex& index) : index_(index) {}
+  std::string_view name() const override { return "approx"; }
+  bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const override;
+  void served(size_t engine, const request::PreparedRequest& req) override;
+  // ramjet_route_index_entries{upstream}
+  void write_metrics(observe::Exposition& x) const override;
+  cache::ApproxIndex& index() { return index_; }
+
+ private:
+  cache::ApproxIndex& index_;
+};
+
+}  // namespace ramjet::route

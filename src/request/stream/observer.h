@@ -1,0 +1,67 @@
+// request/stream/observer: what the data plane tells the rest of ramjet about each routed
+// exchange, through one interface. The proxy calls its observers in the order they were added,
+// on the exchange's io thread, at these points:
+//
+//   decided      the routing decision is made (before any engine is tried)
+//   dispatched   an attempt on `engine` begins (the load is reserved, nothing is sent yet)
+//   first_token  the first generated token was relayed (inference, 200)
+//   usage        a complete 200 inference response was accounted (tokens, finish reason)
+//   completed    `engine`'s response is complete: its last byte arrived, before the client has
+//                all of it, so what an observer learns here is in place for the client's next turn
+//   failed       the attempt on `engine` ended without a complete response (the engine failed,
+//                timed out, was fenced, the request moves on, or the client left)
+//   finished     the exchange is over, however it ended (`result` says how)
+//
+// Observers must not block or throw: they run between the bytes of a response. The journal, the
+// decision log, the proxy's own metrics, single-flight leads, index learning and the tokenizer
+// shadow are observers; app/main.cc wires them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "request/ingress/endpoint.h"
+#include "request/prepare/prepare.h"
+#include "request/route/router.h"
+#include "request/route/single_flight.h"
+#include "request/usage/usage.h"
+
+namespace ramjet::request {
+
+// One routed exchange as observers see it (no payload beyond the prepared request, which only an
+// observer that must — index learning, the tokenizer shadow — reads).
+struct ExchangeRecord {
+  uint64_t seq = 0;  // 1, 2, ... per routed exchange of this proxy (the journal's seq)
+  Endpoint endpoint = Endpoint::kOther;
+  const PreparedRequest* prep = nullptr;      // set from `decided` on
+  const route::Routed* routed = nullptr;      // set from `decided` on
+  int64_t start_ns = 0;        // the request head was read
+  int64_t head_ns = 0;         // the upstream response head arrived
+  int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
+  int64_t end_ns = 0;          // set for `finished`
+  unsigned status = 0;         // the status the client got
+  uint64_t response_bytes = 0;
+  bool accounted = false;      // a 200 inference response whose usage is read (`usage` fires)
+  const Usage* usage_read = nullptr;  // set from `usage` on
+  // The journal's finish record: the result and the engine that served (or was tried last).
+  std::string_view result = "upstream_error";
+  std::optional<size_t> upstream;
+  uint32_t units = 0;  // the load units reserved on it
+  // Observer-owned: the single-flight lead of the current attempt (request/stream/observers.h).
+  route::SingleFlight::Lease lead;
+};
+
+class ExchangeObserver {
+ public:
+  virtual ~ExchangeObserver() = default;
+  virtual void decided(ExchangeRecord&) {}
+  virtual void dispatched(ExchangeRecord&, size_t /*engine*/) {}
+  virtual void first_token(ExchangeRecord&) {}
+  virtual void usage(ExchangeRecord&, const Usage&) {}
+  virtual void completed(ExchangeRecord&, size_t /*engine*/) {}
+  virtual void failed(ExchangeRecord&, size_t /*engine*/) {}
+  virtual void finished(ExchangeRecord&) {}
+};
+
+}  // namespace ramjet::request
