@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
+#include <string_view>
 
 #include "render/jinja/interp.h"
 #include "render/jinja/parser.h"
@@ -1009,528 +1012,821 @@ Value Interp::globals_lookup(std::string_view name) {
 }
 
 // ---- filters
+//
+// A filter is a function of one signature (FilterFn) found by name in kFilters; aliases (count
+// and length, e and escape, ...) are entries of the same function. jinja2's other filters pass
+// the parser (is_known_filter) and fail here as unsupported.
 
-bool Interp::apply_filter(std::string_view name, const Value& in_v, CallArgs& a, Value& out) {
-  const Value& v = in_v;
-  auto str_of = [&](const Value& x) { std::string s; x.append_str(s); return s; };
-  if (name == "length" || name == "count") {
-    switch (v.kind()) {
-      case Value::Kind::kString: out = Value(static_cast<int64_t>(cp_len(v.str()))); return true;
-      case Value::Kind::kList: out = Value(static_cast<int64_t>(v.items().size())); return true;
-      case Value::Kind::kDict:
-      case Value::Kind::kNamespace: out = Value(static_cast<int64_t>(v.dict_ref().items.size())); return true;
-      case Value::Kind::kUndefined: out = Value(int64_t{0}); return true;
-      case Value::Kind::kCallable:  // a loop object: len(loop) is loop.length
-        if (v.fn().loop) { out = Value(v.fn().loop_length); return true; }
-        if (const Value* n = v.fn().attrs.find("length")) { out = *n; return true; }
-        [[fallthrough]];
-      default: return fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
+namespace {
+
+using FilterFn = bool (*)(Interp& in, const Value& v, CallArgs& a, Value& out);
+
+std::string str_of(const Value& x) {
+  std::string s;
+  x.append_str(s);
+  return s;
+}
+
+bool filter_length(Interp& in, const Value& v, CallArgs&, Value& out) {
+  switch (v.kind()) {
+    case Value::Kind::kString: out = Value(static_cast<int64_t>(cp_len(v.str()))); return true;
+    case Value::Kind::kList: out = Value(static_cast<int64_t>(v.items().size())); return true;
+    case Value::Kind::kDict:
+    case Value::Kind::kNamespace: out = Value(static_cast<int64_t>(v.dict_ref().items.size())); return true;
+    case Value::Kind::kUndefined: out = Value(int64_t{0}); return true;
+    case Value::Kind::kCallable:  // a loop object: len(loop) is loop.length
+      if (v.fn().loop) { out = Value(v.fn().loop_length); return true; }
+      if (const Value* n = v.fn().attrs.find("length")) { out = *n; return true; }
+      [[fallthrough]];
+    default: return in.fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
+  }
+}
+
+bool filter_string(Interp&, const Value& v, CallArgs&, Value& out) {
+  out = Value(str_of(v));
+  return true;
+}
+
+bool filter_safe(Interp&, const Value& v, CallArgs&, Value& out) {
+  out = v.is_string() ? v : Value(str_of(v));
+  return true;
+}
+
+bool filter_escape(Interp&, const Value& v, CallArgs&, Value& out) {
+  std::string s = str_of(v), r;
+  for (char c : s) {
+    switch (c) {
+      case '&': r += "&amp;"; break;
+      case '<': r += "&lt;"; break;
+      case '>': r += "&gt;"; break;
+      case '"': r += "&#34;"; break;
+      case '\'': r += "&#39;"; break;
+      default: r += c;
     }
   }
-  if (name == "string") { out = Value(str_of(v)); return true; }
-  if (name == "safe") { out = v.is_string() ? v : Value(str_of(v)); return true; }
-  if (name == "escape" || name == "e" || name == "forceescape") {
-    std::string s = str_of(v), r;
-    for (char c : s) {
-      switch (c) {
-        case '&': r += "&amp;"; break;
-        case '<': r += "&lt;"; break;
-        case '>': r += "&gt;"; break;
-        case '"': r += "&#34;"; break;
-        case '\'': r += "&#39;"; break;
-        default: r += c;
-      }
+  out = Value(std::move(r));
+  return true;
+}
+
+bool filter_trim(Interp&, const Value& v, CallArgs& a, Value& out) {
+  const Value* chars = a.arg(0, "chars");
+  out = Value(py_strip(str_of(v), chars, true, true));
+  return true;
+}
+
+template <int Mode>  // map_case's mode: 0 upper 1 lower 2 title 3 capitalize
+bool filter_case(Interp&, const Value& v, CallArgs&, Value& out) {
+  out = Value(map_case(str_of(v), Mode));
+  return true;
+}
+
+bool filter_default(Interp&, const Value& v, CallArgs& a, Value& out) {
+  const Value* dflt = a.arg(0, "default_value");
+  const Value* boolean = a.arg(1, "boolean");
+  bool use = v.is_undefined() || (boolean && boolean->truthy() && !v.truthy());
+  out = use ? (dflt ? *dflt : Value("")) : v;
+  return true;
+}
+
+bool filter_tojson(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  const Value* ind = a.arg(0, "indent");
+  const Value* sk = a.get_kw("sort_keys");
+  if (a.get_kw("separators")) return in.fail(RenderErrc::kUnsupported, "tojson separators");
+  int indent = -1;
+  if (ind && !ind->is_none()) {
+    if (!ind->is_int() || ind->as_int() < 0 || ind->as_int() > 64)
+      return in.fail(RenderErrc::kUnsupported, "tojson indent must be a small integer");
+    indent = static_cast<int>(ind->as_int());
+  }
+  std::string s, bad;
+  if (!to_json(v, s, indent, sk && sk->truthy(), bad, in.opt_.limits.max_depth))
+    return in.fail(RenderErrc::kType, "Object of type " + bad + " is not JSON serializable");
+  if (s.size() > in.opt_.limits.max_output_bytes) return in.fail(RenderErrc::kLimit, "output larger than the limit");
+  out = Value(std::move(s));
+  return true;
+}
+
+bool filter_list(Interp& in, const Value& v, CallArgs&, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  out = Value::list(std::move(items));
+  return true;
+}
+
+template <bool First>
+bool filter_first_last(Interp& in, const Value& v, CallArgs&, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  if (items.empty()) out = Value::undefined();
+  else out = First ? items.front() : items.back();
+  return true;
+}
+
+bool filter_reverse(Interp& in, const Value& v, CallArgs&, Value& out) {
+  if (v.is_string()) {
+    std::vector<char32_t> cps = utf8_decode(v.str());
+    std::reverse(cps.begin(), cps.end());
+    out = Value(encode(cps));
+    return true;
+  }
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  std::reverse(items.begin(), items.end());
+  out = Value::list(std::move(items));
+  return true;
+}
+
+bool filter_join(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  const Value* sep = a.arg(0, "d");
+  const Value* attr = a.arg(1, "attribute");
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  std::string s, sp = sep ? str_of(*sep) : "";
+  for (size_t i = 0; i < items.size(); ++i) {
+    Value x = items[i];
+    if (attr && !attr->is_none()) {
+      Value y;
+      if (!in.get_item(x, *attr, y)) return false;
+      x = y;
     }
-    out = Value(std::move(r));
+    if (i) s += sp;
+    x.append_str(s);
+    if (s.size() > in.opt_.limits.max_output_bytes) return in.fail(RenderErrc::kLimit, "string too large");
+  }
+  out = Value(std::move(s));
+  return true;
+}
+
+bool filter_items(Interp& in, const Value& v, CallArgs&, Value& out) {
+  if (v.is_undefined()) { out = Value::list({}); return true; }
+  if (!v.is_dict()) return in.fail(RenderErrc::kType, "Can only get item pairs from a mapping.");
+  out = dict_items(v.dict_ref());
+  return true;
+}
+
+bool filter_dictsort(Interp& in, const Value& v, CallArgs&, Value& out) {
+  if (!v.is_dict()) return in.fail(RenderErrc::kType, "dictsort expects a mapping");
+  auto items = v.dict_ref().items;
+  std::stable_sort(items.begin(), items.end(), [](auto& x, auto& y) { return map_case(x.first, 1) < map_case(y.first, 1); });
+  Dict d;
+  d.items = std::move(items);
+  out = dict_items(d);
+  return true;
+}
+
+bool filter_int(Interp&, const Value& v, CallArgs& a, Value& out) {
+  const Value* dflt = a.arg(0, "default");
+  Value d = dflt ? *dflt : Value(int64_t{0});
+  if (v.is_int() || v.is_bool()) { out = Value(v.as_int()); return true; }
+  if (v.is_float()) {
+    double x = v.as_double();
+    if (!std::isfinite(x) || std::fabs(x) > 9.2e18) { out = d; return true; }
+    out = Value(static_cast<int64_t>(x));
     return true;
   }
-  if (name == "trim") {
-    const Value* chars = a.arg(0, "chars");
-    out = Value(py_strip(str_of(v), chars, true, true));
-    return true;
-  }
-  if (name == "upper") { out = Value(map_case(str_of(v), 0)); return true; }
-  if (name == "lower") { out = Value(map_case(str_of(v), 1)); return true; }
-  if (name == "title") { out = Value(map_case(str_of(v), 2)); return true; }
-  if (name == "capitalize") { out = Value(map_case(str_of(v), 3)); return true; }
-  if (name == "default" || name == "d") {
-    const Value* dflt = a.arg(0, "default_value");
-    const Value* boolean = a.arg(1, "boolean");
-    bool use = v.is_undefined() || (boolean && boolean->truthy() && !v.truthy());
-    out = use ? (dflt ? *dflt : Value("")) : v;
-    return true;
-  }
-  if (name == "tojson") {
-    const Value* ind = a.arg(0, "indent");
-    const Value* sk = a.get_kw("sort_keys");
-    if (a.get_kw("separators")) return fail(RenderErrc::kUnsupported, "tojson separators");
-    int indent = -1;
-    if (ind && !ind->is_none()) {
-      if (!ind->is_int() || ind->as_int() < 0 || ind->as_int() > 64)
-        return fail(RenderErrc::kUnsupported, "tojson indent must be a small integer");
-      indent = static_cast<int>(ind->as_int());
-    }
-    std::string s, bad;
-    if (!to_json(v, s, indent, sk && sk->truthy(), bad, opt_.limits.max_depth))
-      return fail(RenderErrc::kType, "Object of type " + bad + " is not JSON serializable");
-    if (s.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "output larger than the limit");
-    out = Value(std::move(s));
-    return true;
-  }
-  if (name == "list") {
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    out = Value::list(std::move(items));
-    return true;
-  }
-  if (name == "first" || name == "last") {
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    if (items.empty()) out = Value::undefined();
-    else out = name == "first" ? items.front() : items.back();
-    return true;
-  }
-  if (name == "reverse") {
-    if (v.is_string()) {
-      std::vector<char32_t> cps = utf8_decode(v.str());
-      std::reverse(cps.begin(), cps.end());
-      out = Value(encode(cps));
+  if (v.is_string()) {
+    std::string s = py_strip(v.str(), nullptr, true, true);
+    std::string t;
+    for (char c : s) if (c != '_') t += c;
+    char* end = nullptr;
+    errno = 0;
+    long long r = t.empty() ? 0 : std::strtoll(t.c_str(), &end, 10);
+    if (!t.empty() && end && *end == 0 && errno == 0) { out = Value(static_cast<int64_t>(r)); return true; }
+    double f = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+    if (!t.empty() && end && *end == 0 && std::isfinite(f) && std::fabs(f) < 9.2e18) {
+      out = Value(static_cast<int64_t>(f));
       return true;
     }
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    std::reverse(items.begin(), items.end());
-    out = Value::list(std::move(items));
+  }
+  out = d;
+  return true;
+}
+
+bool filter_float(Interp&, const Value& v, CallArgs& a, Value& out) {
+  const Value* dflt = a.arg(0, "default");
+  if (v.is_number()) { out = Value(v.as_double()); return true; }
+  if (v.is_string()) {
+    std::string t = py_strip(v.str(), nullptr, true, true);
+    char* end = nullptr;
+    double f = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+    if (!t.empty() && end && *end == 0) { out = Value(f); return true; }
+  }
+  out = dflt ? *dflt : Value(0.0);
+  return true;
+}
+
+bool filter_abs(Interp& in, const Value& v, CallArgs&, Value& out) {
+  if (v.is_float()) out = Value(std::fabs(v.as_double()));
+  else if (v.is_int() || v.is_bool()) {
+    if (v.as_int() == INT64_MIN) return in.fail(RenderErrc::kLimit, "integer overflow");
+    out = Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  } else return in.fail(RenderErrc::kType, "bad operand type for abs()");
+  return true;
+}
+
+bool filter_round(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  if (!v.is_number()) return in.fail(RenderErrc::kType, "round expects a number");
+  int64_t prec;
+  if (!int_arg(in, a.arg(0, "precision"), prec, 0)) return false;
+  prec = std::clamp<int64_t>(prec, -20, 20);
+  const Value* m = a.arg(1, "method");
+  std::string method = m && m->is_string() ? m->str() : "common";
+  double p = std::pow(10.0, static_cast<double>(prec));
+  if (method == "common" && prec >= 0 && std::isfinite(v.as_double())) {
+    // Python round(): correctly rounded from the exact binary value, ties to even.
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v.as_double());
+    out = Value(std::strtod(buf, nullptr));
     return true;
   }
-  if (name == "join") {
-    const Value* sep = a.arg(0, "d");
-    const Value* attr = a.arg(1, "attribute");
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    std::string s, sp = sep ? str_of(*sep) : "";
-    for (size_t i = 0; i < items.size(); ++i) {
-      Value x = items[i];
-      if (attr && !attr->is_none()) {
-        Value y;
-        if (!get_item(x, *attr, y)) return false;
-        x = y;
-      }
-      if (i) s += sp;
-      x.append_str(s);
-      if (s.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
-    }
-    out = Value(std::move(s));
-    return true;
-  }
-  if (name == "items") {
-    if (v.is_undefined()) { out = Value::list({}); return true; }
-    if (!v.is_dict()) return fail(RenderErrc::kType, "Can only get item pairs from a mapping.");
-    out = dict_items(v.dict_ref());
-    return true;
-  }
-  if (name == "dictsort") {
-    if (!v.is_dict()) return fail(RenderErrc::kType, "dictsort expects a mapping");
-    auto items = v.dict_ref().items;
-    std::stable_sort(items.begin(), items.end(), [](auto& x, auto& y) { return map_case(x.first, 1) < map_case(y.first, 1); });
+  double x = v.as_double() * p;
+  x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+  out = Value(x / p);
+  return true;
+}
+
+bool filter_format(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  std::string s;
+  Value args = Value::list(a.pos, true);
+  if (!a.kw.empty()) {
     Dict d;
-    d.items = std::move(items);
-    out = dict_items(d);
-    return true;
+    for (auto& [k, x] : a.kw) d.set(k, x);
+    args = Value::dict(std::move(d));
   }
-  if (name == "int") {
-    const Value* dflt = a.arg(0, "default");
-    Value d = dflt ? *dflt : Value(int64_t{0});
-    if (v.is_int() || v.is_bool()) { out = Value(v.as_int()); return true; }
-    if (v.is_float()) {
-      double x = v.as_double();
-      if (!std::isfinite(x) || std::fabs(x) > 9.2e18) { out = d; return true; }
-      out = Value(static_cast<int64_t>(x));
-      return true;
-    }
-    if (v.is_string()) {
-      std::string s = py_strip(v.str(), nullptr, true, true);
-      std::string t;
-      for (char c : s) if (c != '_') t += c;
-      char* end = nullptr;
-      errno = 0;
-      long long r = t.empty() ? 0 : std::strtoll(t.c_str(), &end, 10);
-      if (!t.empty() && end && *end == 0 && errno == 0) { out = Value(static_cast<int64_t>(r)); return true; }
-      double f = t.empty() ? 0 : std::strtod(t.c_str(), &end);
-      if (!t.empty() && end && *end == 0 && std::isfinite(f) && std::fabs(f) < 9.2e18) {
-        out = Value(static_cast<int64_t>(f));
-        return true;
-      }
-    }
-    out = d;
-    return true;
+  if (!in.percent_format(str_of(v), args, s)) return false;
+  out = Value(std::move(s));
+  return true;
+}
+
+bool filter_replace(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  const Value* o = a.arg(0, "old");
+  const Value* n = a.arg(1, "new");
+  if (!o || !n) return in.fail(RenderErrc::kType, "replace(old, new)");
+  int64_t count;
+  if (!int_arg(in, a.arg(2, "count"), count, -1)) return false;
+  std::string r = py_replace(str_of(v), str_of(*o), str_of(*n), count);
+  if (r.size() > in.opt_.limits.max_output_bytes) return in.fail(RenderErrc::kLimit, "string too large");
+  out = Value(std::move(r));
+  return true;
+}
+
+bool filter_indent(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  int64_t width = 4;
+  const Value* w = a.arg(0, "width");
+  std::string ind(4, ' ');
+  if (w && w->is_string()) ind = w->str();
+  else if (w) {
+    if (!int_arg(in, w, width, 4)) return false;
+    ind.assign(static_cast<size_t>(std::clamp<int64_t>(width, 0, 256)), ' ');
   }
-  if (name == "float") {
-    const Value* dflt = a.arg(0, "default");
-    if (v.is_number()) { out = Value(v.as_double()); return true; }
-    if (v.is_string()) {
-      std::string t = py_strip(v.str(), nullptr, true, true);
-      char* end = nullptr;
-      double f = t.empty() ? 0 : std::strtod(t.c_str(), &end);
-      if (!t.empty() && end && *end == 0) { out = Value(f); return true; }
-    }
-    out = dflt ? *dflt : Value(0.0);
-    return true;
+  const Value* first = a.arg(1, "first");
+  const Value* blank = a.arg(2, "blank");
+  std::string s = str_of(v) + "\n";
+  std::vector<std::string> lines = py_splitlines(s);
+  std::string r;
+  if (blank && blank->truthy()) {
+    for (size_t i = 0; i < lines.size(); ++i) { if (i) r += "\n" + ind; r += lines[i]; }
+  } else {
+    r = lines.empty() ? "" : lines[0];
+    for (size_t i = 1; i < lines.size(); ++i) { r += "\n"; if (!lines[i].empty()) r += ind; r += lines[i]; }
   }
-  if (name == "abs") {
-    if (v.is_float()) out = Value(std::fabs(v.as_double()));
-    else if (v.is_int() || v.is_bool()) {
-      if (v.as_int() == INT64_MIN) return fail(RenderErrc::kLimit, "integer overflow");
-      out = Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
-    } else return fail(RenderErrc::kType, "bad operand type for abs()");
-    return true;
-  }
-  if (name == "round") {
-    if (!v.is_number()) return fail(RenderErrc::kType, "round expects a number");
-    int64_t prec;
-    if (!int_arg(*this, a.arg(0, "precision"), prec, 0)) return false;
-    prec = std::clamp<int64_t>(prec, -20, 20);
-    const Value* m = a.arg(1, "method");
-    std::string method = m && m->is_string() ? m->str() : "common";
-    double p = std::pow(10.0, static_cast<double>(prec));
-    if (method == "common" && prec >= 0 && std::isfinite(v.as_double())) {
-      // Python round(): correctly rounded from the exact binary value, ties to even.
-      char buf[512];
-      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v.as_double());
-      out = Value(std::strtod(buf, nullptr));
-      return true;
-    }
-    double x = v.as_double() * p;
-    x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
-    out = Value(x / p);
-    return true;
-  }
-  if (name == "format") {
-    std::string s;
-    Value args = Value::list(a.pos, true);
-    if (!a.kw.empty()) {
-      Dict d;
-      for (auto& [k, x] : a.kw) d.set(k, x);
-      args = Value::dict(std::move(d));
-    }
-    if (!percent_format(str_of(v), args, s)) return false;
-    out = Value(std::move(s));
-    return true;
-  }
-  if (name == "replace") {
-    const Value* o = a.arg(0, "old");
-    const Value* n = a.arg(1, "new");
-    if (!o || !n) return fail(RenderErrc::kType, "replace(old, new)");
-    int64_t count;
-    if (!int_arg(*this, a.arg(2, "count"), count, -1)) return false;
-    std::string r = py_replace(str_of(v), str_of(*o), str_of(*n), count);
-    if (r.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
-    out = Value(std::move(r));
-    return true;
-  }
-  if (name == "indent") {
-    int64_t width = 4;
-    const Value* w = a.arg(0, "width");
-    std::string ind(4, ' ');
-    if (w && w->is_string()) ind = w->str();
-    else if (w) {
-      if (!int_arg(*this, w, width, 4)) return false;
-      ind.assign(static_cast<size_t>(std::clamp<int64_t>(width, 0, 256)), ' ');
-    }
-    const Value* first = a.arg(1, "first");
-    const Value* blank = a.arg(2, "blank");
-    std::string s = str_of(v) + "\n";
-    std::vector<std::string> lines = py_splitlines(s);
-    std::string r;
-    if (blank && blank->truthy()) {
-      for (size_t i = 0; i < lines.size(); ++i) { if (i) r += "\n" + ind; r += lines[i]; }
-    } else {
-      r = lines.empty() ? "" : lines[0];
-      for (size_t i = 1; i < lines.size(); ++i) { r += "\n"; if (!lines[i].empty()) r += ind; r += lines[i]; }
-    }
-    if (first && first->truthy()) r = ind + r;
-    if (r.size() > opt_.limits.max_output_bytes) return fail(RenderErrc::kLimit, "string too large");
-    out = Value(std::move(r));
-    return true;
-  }
-  if (name == "attr") {
-    const Value* n = a.arg(0, "name");
-    if (!n || !n->is_string()) return fail(RenderErrc::kType, "attr(name)");
-    return get_attr(v, n->str(), out);
-  }
-  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
-      name == "rejectattr") {
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    List res;
-    if (name == "map") {
-      const Value* attr = a.get_kw("attribute");
-      if (attr) {
-        const Value* dflt = a.get_kw("default");
-        for (auto& x : items) {
-          Value y = x;
-          std::string path = str_of(*attr);
-          size_t p = 0;
-          while (true) {
-            size_t dot = path.find('.', p);
-            std::string part = path.substr(p, dot == std::string::npos ? std::string::npos : dot - p);
-            Value z;
-            bool digit = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-            if (!get_item(y, digit ? Value(static_cast<int64_t>(std::stoll(part.substr(0, 18)))) : Value(part), z)) return false;
-            y = z;
-            if (dot == std::string::npos) break;
-            p = dot + 1;
-          }
-          if (y.is_undefined() && dflt) y = *dflt;
-          res.push_back(y);
-        }
-      } else {
-        if (a.pos.empty() || !a.pos[0].is_string()) return fail(RenderErrc::kType, "map requires a filter name or attribute=");
-        std::string fname = a.pos[0].str();
-        if (fname == "map" || fname == "select" || fname == "reject" || fname == "selectattr" || fname == "rejectattr")
-          return fail(RenderErrc::kUnsupported, "nested map filter");
-        CallArgs rest;
-        rest.pos.assign(a.pos.begin() + 1, a.pos.end());
-        rest.kw = a.kw;
-        for (auto& x : items) {
-          Value y;
-          if (!step() || !apply_filter(fname, x, rest, y)) return false;
-          res.push_back(y);
-        }
-      }
-      out = Value::list(std::move(res));
-      return true;
-    }
-    bool by_attr = name == "selectattr" || name == "rejectattr";
-    bool keep_true = name == "select" || name == "selectattr";
-    size_t k = 0;
-    std::string attr;
-    if (by_attr) {
-      if (a.pos.empty()) return fail(RenderErrc::kType, "missing attribute");
-      attr = str_of(a.pos[0]);
-      k = 1;
-    }
-    std::string test = a.pos.size() > k && a.pos[k].is_string() ? a.pos[k].str() : "";
-    CallArgs targs;
-    if (a.pos.size() > k + 1) targs.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(k + 1), a.pos.end());
+  if (first && first->truthy()) r = ind + r;
+  if (r.size() > in.opt_.limits.max_output_bytes) return in.fail(RenderErrc::kLimit, "string too large");
+  out = Value(std::move(r));
+  return true;
+}
+
+bool filter_attr(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  const Value* n = a.arg(0, "name");
+  if (!n || !n->is_string()) return in.fail(RenderErrc::kType, "attr(name)");
+  return in.get_attr(v, n->str(), out);
+}
+
+bool filter_map(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  List res;
+  const Value* attr = a.get_kw("attribute");
+  if (attr) {
+    const Value* dflt = a.get_kw("default");
     for (auto& x : items) {
       Value y = x;
-      if (by_attr && !get_item(x, Value(attr), y)) return false;
-      bool r;
-      if (test.empty()) r = y.truthy();
-      else if (!step() || !apply_test(test, y, targs, r)) return false;
-      if (r == keep_true) res.push_back(x);
-    }
-    out = Value::list(std::move(res));
-    return true;
-  }
-  if (name == "unique" || name == "sort" || name == "min" || name == "max" || name == "sum") {
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    const Value* attr = a.get_kw("attribute");
-    auto key = [&](const Value& x, Value& y) {
-      if (!attr) { y = x; return true; }
-      return get_item(x, *attr, y);
-    };
-    if (name == "sum") {
-      Value acc = a.get_kw("start") ? *a.get_kw("start") : Value(int64_t{0});
-      for (auto& x : items) {
-        Value y, z;
-        if (!key(x, y) || !binary("+", acc, y, z)) return false;
-        acc = z;
+      std::string path = str_of(*attr);
+      size_t p = 0;
+      while (true) {
+        size_t dot = path.find('.', p);
+        std::string part = path.substr(p, dot == std::string::npos ? std::string::npos : dot - p);
+        Value z;
+        bool digit = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+        if (!in.get_item(y, digit ? Value(static_cast<int64_t>(std::stoll(part.substr(0, 18)))) : Value(part), z)) return false;
+        y = z;
+        if (dot == std::string::npos) break;
+        p = dot + 1;
       }
-      out = acc;
-      return true;
+      if (y.is_undefined() && dflt) y = *dflt;
+      res.push_back(y);
     }
-    if (name == "unique") {
-      List res;
-      for (auto& x : items) {
-        bool seen = false;
-        for (auto& r : res) if (py_equal(r, x)) { seen = true; break; }
-        if (!seen) res.push_back(x);
-      }
-      out = Value::list(std::move(res));
-      return true;
-    }
-    std::vector<std::pair<Value, Value>> kv;
+  } else {
+    if (a.pos.empty() || !a.pos[0].is_string()) return in.fail(RenderErrc::kType, "map requires a filter name or attribute=");
+    std::string fname = a.pos[0].str();
+    if (fname == "map" || fname == "select" || fname == "reject" || fname == "selectattr" || fname == "rejectattr")
+      return in.fail(RenderErrc::kUnsupported, "nested map filter");
+    CallArgs rest;
+    rest.pos.assign(a.pos.begin() + 1, a.pos.end());
+    rest.kw = a.kw;
     for (auto& x : items) {
       Value y;
-      if (!key(x, y)) return false;
-      kv.emplace_back(y, x);
+      if (!in.step() || !in.apply_filter(fname, x, rest, y)) return false;
+      res.push_back(y);
     }
-    bool bad = false;
-    auto less = [&](const std::pair<Value, Value>& p, const std::pair<Value, Value>& q) {
-      bool r = false;
-      if (!bad && !compare("<", p.first, q.first, r)) bad = true;
-      return r;
-    };
-    if (name == "sort") {
-      std::stable_sort(kv.begin(), kv.end(), less);
-      const Value* rev = a.arg(0, "reverse");
-      if (rev && rev->truthy()) std::stable_sort(kv.begin(), kv.end(), [&](auto& p, auto& q) { return less(q, p); });
-      if (bad) return false;
-      List res;
-      for (auto& p : kv) res.push_back(p.second);
-      out = Value::list(std::move(res));
-      return true;
-    }
-    if (kv.empty()) { out = Value::undefined(); return true; }
-    auto it = name == "min" ? std::min_element(kv.begin(), kv.end(), less) : std::max_element(kv.begin(), kv.end(), less);
+  }
+  out = Value::list(std::move(res));
+  return true;
+}
+
+// select / reject (ByAttr false) and selectattr / rejectattr (true); KeepTrue: select*.
+template <bool ByAttr, bool KeepTrue>
+bool filter_select(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  List res;
+  size_t k = 0;
+  std::string attr;
+  if (ByAttr) {
+    if (a.pos.empty()) return in.fail(RenderErrc::kType, "missing attribute");
+    attr = str_of(a.pos[0]);
+    k = 1;
+  }
+  std::string test = a.pos.size() > k && a.pos[k].is_string() ? a.pos[k].str() : "";
+  CallArgs targs;
+  if (a.pos.size() > k + 1) targs.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(k + 1), a.pos.end());
+  for (auto& x : items) {
+    Value y = x;
+    if (ByAttr && !in.get_item(x, Value(attr), y)) return false;
+    bool r;
+    if (test.empty()) r = y.truthy();
+    else if (!in.step() || !in.apply_test(test, y, targs, r)) return false;
+    if (r == KeepTrue) res.push_back(x);
+  }
+  out = Value::list(std::move(res));
+  return true;
+}
+
+// The item itself, or its `attribute=` item (sum, sort, min, max).
+bool attribute_key(Interp& in, const Value* attr, const Value& x, Value& y) {
+  if (!attr) { y = x; return true; }
+  return in.get_item(x, *attr, y);
+}
+
+bool filter_sum(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  const Value* attr = a.get_kw("attribute");
+  Value acc = a.get_kw("start") ? *a.get_kw("start") : Value(int64_t{0});
+  for (auto& x : items) {
+    Value y, z;
+    if (!attribute_key(in, attr, x, y) || !in.binary("+", acc, y, z)) return false;
+    acc = z;
+  }
+  out = acc;
+  return true;
+}
+
+bool filter_unique(Interp& in, const Value& v, CallArgs&, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  List res;
+  for (auto& x : items) {
+    bool seen = false;
+    for (auto& r : res) if (py_equal(r, x)) { seen = true; break; }
+    if (!seen) res.push_back(x);
+  }
+  out = Value::list(std::move(res));
+  return true;
+}
+
+// sort (Sort), min (!Sort && Min) and max: the items ordered by their keys with Python's <.
+template <bool Sort, bool Min>
+bool filter_order(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  const Value* attr = a.get_kw("attribute");
+  std::vector<std::pair<Value, Value>> kv;
+  for (auto& x : items) {
+    Value y;
+    if (!attribute_key(in, attr, x, y)) return false;
+    kv.emplace_back(y, x);
+  }
+  bool bad = false;
+  auto less = [&](const std::pair<Value, Value>& p, const std::pair<Value, Value>& q) {
+    bool r = false;
+    if (!bad && !in.compare("<", p.first, q.first, r)) bad = true;
+    return r;
+  };
+  if (Sort) {
+    std::stable_sort(kv.begin(), kv.end(), less);
+    const Value* rev = a.arg(0, "reverse");
+    if (rev && rev->truthy()) std::stable_sort(kv.begin(), kv.end(), [&](auto& p, auto& q) { return less(q, p); });
     if (bad) return false;
-    out = it->second;
-    return true;
-  }
-  if (name == "wordcount") {
-    out = Value(static_cast<int64_t>(py_split(str_of(v), nullptr, -1).size()));
-    return true;
-  }
-  if (name == "center") {
-    int64_t w;
-    if (!int_arg(*this, a.arg(0, "width"), w, 80)) return false;
-    std::string s = str_of(v);
-    auto len = static_cast<int64_t>(cp_len(s));
-    w = std::min<int64_t>(w, 4096);
-    if (len < w) {
-      int64_t total = w - len, left = total / 2 + (total & w & 1);
-      s = std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' ');
-    }
-    out = Value(std::move(s));
-    return true;
-  }
-  if (name == "batch") {
-    int64_t count;
-    if (!int_arg(*this, a.arg(0, "linecount"), count, 1)) return false;
-    if (count <= 0) return fail(RenderErrc::kType, "batch size must be positive");
-    const Value* fill = a.arg(1, "fill_with");
-    std::vector<Value> items;
-    if (!iterate(v, items)) return false;
-    List res, cur;
-    for (auto& x : items) {
-      cur.push_back(x);
-      if (static_cast<int64_t>(cur.size()) == count) { res.push_back(Value::list(std::move(cur))); cur.clear(); }
-    }
-    if (!cur.empty()) {
-      if (fill && !fill->is_none())
-        while (static_cast<int64_t>(cur.size()) < count) cur.push_back(*fill);
-      res.push_back(Value::list(std::move(cur)));
-    }
+    List res;
+    for (auto& p : kv) res.push_back(p.second);
     out = Value::list(std::move(res));
     return true;
   }
-  if (name == "striptags") {
-    std::string s = strip_tags(str_of(v));
-    if (!charge(s.size())) return false;
-    out = Value(std::move(s));
-    return true;
+  if (kv.empty()) { out = Value::undefined(); return true; }
+  auto it = Min ? std::min_element(kv.begin(), kv.end(), less) : std::max_element(kv.begin(), kv.end(), less);
+  if (bad) return false;
+  out = it->second;
+  return true;
+}
+
+bool filter_wordcount(Interp&, const Value& v, CallArgs&, Value& out) {
+  out = Value(static_cast<int64_t>(py_split(str_of(v), nullptr, -1).size()));
+  return true;
+}
+
+bool filter_center(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  int64_t w;
+  if (!int_arg(in, a.arg(0, "width"), w, 80)) return false;
+  std::string s = str_of(v);
+  auto len = static_cast<int64_t>(cp_len(s));
+  w = std::min<int64_t>(w, 4096);
+  if (len < w) {
+    int64_t total = w - len, left = total / 2 + (total & w & 1);
+    s = std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' ');
   }
-  if (name == "truncate") {
-    // jinja2 do_truncate with the default environment's truncate.leeway policy (5).
-    const Value* len_v = a.arg(0, "length");
-    const Value* kill = a.arg(1, "killwords");
-    const Value* end_v = a.arg(2, "end");
-    int64_t length = 255, leeway = 5;
-    if (len_v && !len_v->is_int() && !len_v->is_bool())
-      return fail(RenderErrc::kType, "truncate length must be an integer");
-    if (len_v) length = len_v->as_int();
-    if (!int_arg(*this, a.arg(3, "leeway"), leeway, 5)) return false;
-    if (end_v && !end_v->is_string()) return fail(RenderErrc::kType, "truncate end must be a string");
-    std::vector<char32_t> end = utf8_decode(end_v ? end_v->str() : std::string("..."));
-    const auto end_len = static_cast<int64_t>(end.size());
-    if (length < end_len)
-      return fail(RenderErrc::kType, "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
-    if (leeway < 0) return fail(RenderErrc::kType, "expected leeway >= 0, got " + std::to_string(leeway));
-    auto fits = [&](int64_t n) { return length > INT64_MAX - leeway || n <= length + leeway; };
-    if (v.is_undefined()) { out = v; return true; }
-    if (v.is_list() || v.is_dict()) {
-      auto n = static_cast<int64_t>(v.is_list() ? v.items().size() : v.dict_ref().items.size());
-      if (fits(n)) { out = v; return true; }
-      return fail(RenderErrc::kType, std::string("cannot truncate a ") + type_name(v));
-    }
-    if (!v.is_string()) return fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
-    std::vector<char32_t> cps = utf8_decode(v.str());
-    if (fits(static_cast<int64_t>(cps.size()))) { out = v; return true; }
-    size_t keep = static_cast<size_t>(length - end_len);
-    if (!(kill && kill->truthy())) {  // s[:keep].rsplit(" ", 1)[0]
-      size_t k = std::min(keep, cps.size());
-      while (k > 0 && cps[k - 1] != ' ') --k;
-      if (k > 0) keep = k - 1;
-    }
-    std::string r = encode(cps, 0, keep);
-    r += encode(end);
-    out = Value(std::move(r));
-    return true;
+  out = Value(std::move(s));
+  return true;
+}
+
+bool filter_batch(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  int64_t count;
+  if (!int_arg(in, a.arg(0, "linecount"), count, 1)) return false;
+  if (count <= 0) return in.fail(RenderErrc::kType, "batch size must be positive");
+  const Value* fill = a.arg(1, "fill_with");
+  std::vector<Value> items;
+  if (!in.iterate(v, items)) return false;
+  List res, cur;
+  for (auto& x : items) {
+    cur.push_back(x);
+    if (static_cast<int64_t>(cur.size()) == count) { res.push_back(Value::list(std::move(cur))); cur.clear(); }
   }
+  if (!cur.empty()) {
+    if (fill && !fill->is_none())
+      while (static_cast<int64_t>(cur.size()) < count) cur.push_back(*fill);
+    res.push_back(Value::list(std::move(cur)));
+  }
+  out = Value::list(std::move(res));
+  return true;
+}
+
+bool filter_striptags(Interp& in, const Value& v, CallArgs&, Value& out) {
+  std::string s = strip_tags(str_of(v));
+  if (!in.charge(s.size())) return false;
+  out = Value(std::move(s));
+  return true;
+}
+
+// jinja2 do_truncate with the default environment's truncate.leeway policy (5).
+bool filter_truncate(Interp& in, const Value& v, CallArgs& a, Value& out) {
+  const Value* len_v = a.arg(0, "length");
+  const Value* kill = a.arg(1, "killwords");
+  const Value* end_v = a.arg(2, "end");
+  int64_t length = 255, leeway = 5;
+  if (len_v && !len_v->is_int() && !len_v->is_bool())
+    return in.fail(RenderErrc::kType, "truncate length must be an integer");
+  if (len_v) length = len_v->as_int();
+  if (!int_arg(in, a.arg(3, "leeway"), leeway, 5)) return false;
+  if (end_v && !end_v->is_string()) return in.fail(RenderErrc::kType, "truncate end must be a string");
+  std::vector<char32_t> end = utf8_decode(end_v ? end_v->str() : std::string("..."));
+  const auto end_len = static_cast<int64_t>(end.size());
+  if (length < end_len)
+    return in.fail(RenderErrc::kType, "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+  if (leeway < 0) return in.fail(RenderErrc::kType, "expected leeway >= 0, got " + std::to_string(leeway));
+  auto fits = [&](int64_t n) { return length > INT64_MAX - leeway || n <= length + leeway; };
+  if (v.is_undefined()) { out = v; return true; }
+  if (v.is_list() || v.is_dict()) {
+    auto n = static_cast<int64_t>(v.is_list() ? v.items().size() : v.dict_ref().items.size());
+    if (fits(n)) { out = v; return true; }
+    return in.fail(RenderErrc::kType, std::string("cannot truncate a ") + type_name(v));
+  }
+  if (!v.is_string()) return in.fail(RenderErrc::kType, std::string("object of type '") + type_name(v) + "' has no len()");
+  std::vector<char32_t> cps = utf8_decode(v.str());
+  if (fits(static_cast<int64_t>(cps.size()))) { out = v; return true; }
+  size_t keep = static_cast<size_t>(length - end_len);
+  if (!(kill && kill->truthy())) {  // s[:keep].rsplit(" ", 1)[0]
+    size_t k = std::min(keep, cps.size());
+    while (k > 0 && cps[k - 1] != ' ') --k;
+    if (k > 0) keep = k - 1;
+  }
+  std::string r = encode(cps, 0, keep);
+  r += encode(end);
+  out = Value(std::move(r));
+  return true;
+}
+
+// Cheap rather than strong, from the length and the first, second and last characters: with
+// 128 slots, 6 of the 84 filter and test names are one slot off their hash, none of the
+// common ones (length, tojson, trim, defined, none, string).
+constexpr uint32_t name_hash(std::string_view s) {
+  if (s.empty()) return 0;
+  auto c = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(s[i])); };
+  return static_cast<uint32_t>(s.size()) * 29 + c(0) * 4 + c(s.size() - 1) * 4 +
+         (s.size() > 1 ? c(1) : 0);
+}
+
+// A name -> entry table built at compile time: open addressing with linear probing over Size
+// slots (a power of two, at least twice the entries), each slot 0 (empty) or 1 + the index of
+// an entry. Entry has a member `std::string_view name`.
+template <typename Entry, size_t N, size_t Size>
+class NameTable {
+  static_assert((Size & (Size - 1)) == 0 && Size >= 2 * N && N < 256);
+
+ public:
+  constexpr explicit NameTable(const Entry (&entries)[N]) : entries_(entries) {
+    for (size_t i = 0; i < N; ++i) {
+      size_t h = name_hash(entries[i].name) & (Size - 1);
+      while (slots_[h]) h = (h + 1) & (Size - 1);
+      slots_[h] = static_cast<uint8_t>(i + 1);
+    }
+  }
+  // The entry named `name`, or nullptr.
+  const Entry* find(std::string_view name) const {
+    for (size_t h = name_hash(name) & (Size - 1); slots_[h]; h = (h + 1) & (Size - 1)) {
+      const Entry& e = entries_[slots_[h] - 1];
+      if (e.name == name) return &e;
+    }
+    return nullptr;
+  }
+
+ private:
+  const Entry* entries_;
+  uint8_t slots_[Size] = {};
+};
+
+template <typename Entry, size_t N>
+constexpr bool names_unique(const Entry (&entries)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = i + 1; j < N; ++j)
+      if (entries[i].name == entries[j].name) return false;
+  return true;
+}
+
+struct FilterEntry {
+  std::string_view name;
+  FilterFn fn;
+};
+
+constexpr FilterEntry kFilters[] = {
+    {"abs", filter_abs},
+    {"attr", filter_attr},
+    {"batch", filter_batch},
+    {"capitalize", filter_case<3>},
+    {"center", filter_center},
+    {"count", filter_length},
+    {"d", filter_default},
+    {"default", filter_default},
+    {"dictsort", filter_dictsort},
+    {"e", filter_escape},
+    {"escape", filter_escape},
+    {"first", filter_first_last<true>},
+    {"float", filter_float},
+    {"forceescape", filter_escape},
+    {"format", filter_format},
+    {"indent", filter_indent},
+    {"int", filter_int},
+    {"items", filter_items},
+    {"join", filter_join},
+    {"last", filter_first_last<false>},
+    {"length", filter_length},
+    {"list", filter_list},
+    {"lower", filter_case<1>},
+    {"map", filter_map},
+    {"max", filter_order<false, false>},
+    {"min", filter_order<false, true>},
+    {"reject", filter_select<false, false>},
+    {"rejectattr", filter_select<true, false>},
+    {"replace", filter_replace},
+    {"reverse", filter_reverse},
+    {"round", filter_round},
+    {"safe", filter_safe},
+    {"select", filter_select<false, true>},
+    {"selectattr", filter_select<true, true>},
+    {"sort", filter_order<true, false>},
+    {"string", filter_string},
+    {"striptags", filter_striptags},
+    {"sum", filter_sum},
+    {"title", filter_case<2>},
+    {"tojson", filter_tojson},
+    {"trim", filter_trim},
+    {"truncate", filter_truncate},
+    {"unique", filter_unique},
+    {"upper", filter_case<0>},
+    {"wordcount", filter_wordcount},
+};
+static_assert(names_unique(kFilters));
+constexpr NameTable<FilterEntry, std::size(kFilters), 128> kFilterTable(kFilters);
+
+}  // namespace
+
+bool Interp::apply_filter(std::string_view name, const Value& in_v, CallArgs& a, Value& out) {
+  if (const FilterEntry* f = kFilterTable.find(name)) return f->fn(*this, in_v, a, out);
   return fail(RenderErrc::kUnsupported, "filter '" + std::string(name) + "' is not supported");
 }
+
+// ---- tests
+//
+// A test is a function of one signature (TestFn) found by name in kTests; `arg` is its operand
+// (positional or keyword), nullptr when none was given.
+
+namespace {
+
+using TestFn = bool (*)(Interp& in, std::string_view name, const Value& v, const Value* arg,
+                        bool& out);
+
+struct TestEntry {
+  std::string_view name;
+  TestFn fn;
+  // nullptr: the test takes no operand; else it takes one, positional or by this keyword ("":
+  // positional only), as jinja2's sameas(other), divisibleby(num) and in(seq).
+  const char* kw;
+};
+
+bool no_operand(Interp& in, std::string_view name) {
+  return in.fail(RenderErrc::kType, "test '" + std::string(name) + "' needs an argument");
+}
+
+template <bool (Value::*Is)() const>
+bool test_is(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = (v.*Is)();
+  return true;
+}
+
+bool test_defined(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = !v.is_undefined();
+  return true;
+}
+
+bool test_iterable(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  return true;
+}
+
+bool test_sequence(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = v.is_string() || v.is_list() || v.is_dict();
+  return true;
+}
+
+template <bool B>
+bool test_bool(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = v.is_bool() && v.as_bool() == B;
+  return true;
+}
+
+bool test_escaped(Interp&, std::string_view, const Value&, const Value*, bool& out) {
+  out = false;
+  return true;
+}
+
+bool test_filter(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = v.is_string() && is_known_filter(v.str());
+  return true;
+}
+
+bool test_test(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  out = v.is_string() && is_known_test(v.str());
+  return true;
+}
+
+template <int Mode>  // map_case's mode: 0 upper 1 lower
+bool test_case(Interp&, std::string_view, const Value& v, const Value*, bool& out) {
+  if (!v.is_string()) {
+    std::string s;
+    v.append_str(s);
+    out = s == map_case(s, Mode);
+    return true;
+  }
+  out = v.str() == map_case(v.str(), Mode);
+  return true;
+}
+
+bool need_integer(Interp& in, std::string_view name, const Value& v) {
+  if (!v.is_int() && !v.is_bool())
+    return in.fail(RenderErrc::kType, "test '" + std::string(name) + "' expects an integer");
+  return true;
+}
+
+template <bool Odd>
+bool test_odd_even(Interp& in, std::string_view name, const Value& v, const Value*, bool& out) {
+  if (!need_integer(in, name, v)) return false;
+  out = (v.as_int() % 2 != 0) == Odd;
+  return true;
+}
+
+bool test_divisibleby(Interp& in, std::string_view name, const Value& v, const Value* arg,
+                      bool& out) {
+  if (!need_integer(in, name, v)) return false;
+  if (!arg || !(arg->is_int() || arg->is_bool()))
+    return in.fail(RenderErrc::kType, "divisibleby(num)");
+  if (arg->as_int() == 0) return in.fail(RenderErrc::kType, "integer division or modulo by zero");
+  out = arg->as_int() == -1 ? true : v.as_int() % arg->as_int() == 0;
+  return true;
+}
+
+bool test_in(Interp& in, std::string_view name, const Value& v, const Value* arg, bool& out) {
+  if (!arg) return no_operand(in, name);
+  return in.contains(*arg, v, out);
+}
+
+bool test_sameas(Interp& in, std::string_view name, const Value& v, const Value* arg, bool& out) {
+  using K = Value::Kind;
+  if (!arg) return no_operand(in, name);
+  if (v.kind() != arg->kind()) {
+    out = false;
+    return true;
+  }
+  if (v.kind() == K::kNone || v.kind() == K::kBool || v.kind() == K::kUndefined) {
+    out = py_equal(v, *arg);
+    return true;
+  }
+  out = v.identity() ? v.identity() == arg->identity() : py_equal(v, *arg);
+  return true;
+}
+
+// eq, ne, lt, le, gt, ge and their aliases: Python's comparison `Op`.
+template <const std::string_view& Op>
+bool test_compare(Interp& in, std::string_view name, const Value& v, const Value* arg, bool& out) {
+  if (!arg) return no_operand(in, name);
+  return in.compare(Op, v, *arg, out);
+}
+constexpr std::string_view kEq = "==", kNe = "!=", kLt = "<", kLe = "<=", kGt = ">", kGe = ">=";
+
+constexpr TestEntry kTests[] = {
+    {"!=", test_compare<kNe>, ""},
+    {"<", test_compare<kLt>, ""},
+    {"<=", test_compare<kLe>, ""},
+    {"==", test_compare<kEq>, ""},
+    {">", test_compare<kGt>, ""},
+    {">=", test_compare<kGe>, ""},
+    {"boolean", test_is<&Value::is_bool>, nullptr},
+    {"callable", test_is<&Value::is_callable>, nullptr},
+    {"defined", test_defined, nullptr},
+    {"divisibleby", test_divisibleby, "num"},
+    {"eq", test_compare<kEq>, ""},
+    {"equalto", test_compare<kEq>, ""},
+    {"escaped", test_escaped, nullptr},
+    {"even", test_odd_even<false>, nullptr},
+    {"false", test_bool<false>, nullptr},
+    {"filter", test_filter, nullptr},
+    {"float", test_is<&Value::is_float>, nullptr},
+    {"ge", test_compare<kGe>, ""},
+    {"greaterthan", test_compare<kGt>, ""},
+    {"gt", test_compare<kGt>, ""},
+    {"in", test_in, "seq"},
+    {"integer", test_is<&Value::is_int>, nullptr},
+    {"iterable", test_iterable, nullptr},
+    {"le", test_compare<kLe>, ""},
+    {"lessthan", test_compare<kLt>, ""},
+    {"lower", test_case<1>, nullptr},
+    {"lt", test_compare<kLt>, ""},
+    {"mapping", test_is<&Value::is_dict>, nullptr},
+    {"ne", test_compare<kNe>, ""},
+    {"none", test_is<&Value::is_none>, nullptr},
+    {"number", test_is<&Value::is_number>, nullptr},
+    {"odd", test_odd_even<true>, nullptr},
+    {"sameas", test_sameas, "other"},
+    {"sequence", test_sequence, nullptr},
+    {"string", test_is<&Value::is_string>, nullptr},
+    {"test", test_test, nullptr},
+    {"true", test_bool<true>, nullptr},
+    {"undefined", test_is<&Value::is_undefined>, nullptr},
+    {"upper", test_case<0>, nullptr},
+};
+static_assert(names_unique(kTests));
+constexpr NameTable<TestEntry, std::size(kTests), 128> kTestTable(kTests);
+
+}  // namespace
 
 bool Interp::apply_test(std::string_view name, const Value& v, CallArgs& a, bool& out) {
   // jinja2's test functions: most take only the value; the comparison ones take one operand
   // (sameas, divisibleby and in also by keyword: other, num, seq).
-  static const std::string_view kNoArg[] = {"defined", "undefined", "none", "string", "mapping",
-                                       "iterable", "sequence", "number", "integer", "float",
-                                       "boolean", "true", "false", "callable", "escaped", "filter",
-                                       "test", "lower", "upper", "odd", "even"};
+  const TestEntry* t = kTestTable.find(name);
   const size_t nargs = a.pos.size() + a.kw.size();
-  if (std::find_if(std::begin(kNoArg), std::end(kNoArg), [&](std::string_view t) { return name == t; }) !=
-      std::end(kNoArg)) {
-    if (nargs) return fail(RenderErrc::kType, "test '" + std::string(name) + "' takes no arguments");
+  if (t && !t->kw) {
+    if (nargs)
+      return fail(RenderErrc::kType, "test '" + std::string(name) + "' takes no arguments");
   } else {
-    if (nargs > 1) return fail(RenderErrc::kType, "test '" + std::string(name) + "' takes one argument");
-    const char* kw_name = name == "sameas" ? "other" : name == "divisibleby" ? "num" : name == "in" ? "seq" : "";
+    if (nargs > 1)
+      return fail(RenderErrc::kType, "test '" + std::string(name) + "' takes one argument");
+    const char* kw_name = t ? t->kw : "";
     if (!a.kw.empty() && a.kw[0].first != kw_name)
-      return fail(RenderErrc::kType, "test '" + std::string(name) + "' got an unexpected keyword argument");
+      return fail(RenderErrc::kType,
+                  "test '" + std::string(name) + "' got an unexpected keyword argument");
   }
   const Value* arg = !a.pos.empty() ? &a.pos[0] : !a.kw.empty() ? &a.kw[0].second : nullptr;
-  using K = Value::Kind;
-  if (name == "defined") { out = !v.is_undefined(); return true; }
-  if (name == "undefined") { out = v.is_undefined(); return true; }
-  if (name == "none") { out = v.is_none(); return true; }
-  if (name == "string") { out = v.is_string(); return true; }
-  if (name == "mapping") { out = v.is_dict(); return true; }
-  if (name == "iterable") { out = v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); return true; }
-  if (name == "sequence") { out = v.is_string() || v.is_list() || v.is_dict(); return true; }
-  if (name == "number") { out = v.is_number(); return true; }
-  if (name == "integer") { out = v.is_int(); return true; }
-  if (name == "float") { out = v.is_float(); return true; }
-  if (name == "boolean") { out = v.is_bool(); return true; }
-  if (name == "true") { out = v.is_bool() && v.as_bool(); return true; }
-  if (name == "false") { out = v.is_bool() && !v.as_bool(); return true; }
-  if (name == "callable") { out = v.is_callable(); return true; }
-  if (name == "escaped") { out = false; return true; }
-  if (name == "filter" || name == "test") {
-    out = v.is_string() && (name == "filter" ? is_known_filter(v.str()) : is_known_test(v.str()));
-    return true;
-  }
-  if (name == "lower" || name == "upper") {
-    if (!v.is_string()) { std::string s; v.append_str(s); out = s == map_case(s, name == "lower" ? 1 : 0); return true; }
-    out = v.str() == map_case(v.str(), name == "lower" ? 1 : 0);
-    return true;
-  }
-  if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!v.is_int() && !v.is_bool()) return fail(RenderErrc::kType, "test '" + std::string(name) + "' expects an integer");
-    if (name == "divisibleby") {
-      if (!arg || !(arg->is_int() || arg->is_bool())) return fail(RenderErrc::kType, "divisibleby(num)");
-      if (arg->as_int() == 0) return fail(RenderErrc::kType, "integer division or modulo by zero");
-      out = arg->as_int() == -1 ? true : v.as_int() % arg->as_int() == 0;
-      return true;
-    }
-    out = (v.as_int() % 2 != 0) == (name == "odd");
-    return true;
-  }
-  if (!arg) return fail(RenderErrc::kType, "test '" + std::string(name) + "' needs an argument");
-  if (name == "in") return contains(*arg, v, out);
-  if (name == "sameas") {
-    if (v.kind() != arg->kind()) { out = false; return true; }
-    if (v.kind() == K::kNone || v.kind() == K::kBool || v.kind() == K::kUndefined) { out = py_equal(v, *arg); return true; }
-    out = v.identity() ? v.identity() == arg->identity() : py_equal(v, *arg);
-    return true;
-  }
-  std::string op = name == "eq" || name == "equalto" || name == "==" ? "=="
-                   : name == "ne" || name == "!=" ? "!=" : name == "lt" || name == "lessthan" || name == "<" ? "<"
-                   : name == "le" || name == "<=" ? "<=" : name == "gt" || name == "greaterthan" || name == ">" ? ">"
-                   : name == "ge" || name == ">=" ? ">=" : "";
-  if (op.empty()) return fail(RenderErrc::kUnsupported, "test '" + std::string(name) + "' is not supported");
-  return compare(op, v, *arg, out);
+  if (t) return t->fn(*this, name, v, arg, out);
+  if (!arg) return no_operand(*this, name);
+  return fail(RenderErrc::kUnsupported, "test '" + std::string(name) + "' is not supported");
 }
 
 }  // namespace ramjet::render::jinja
