@@ -45,7 +45,7 @@ void BlockPool::unlink_free(uint32_t b) {
   --num_free_;
 }
 
-int64_t BlockPool::cached_block(const Digest& hash) const {
+int64_t BlockPool::cached_block(const BlockHash& hash) const {
   auto it = cached_.find(hash);
   if (it == cached_.end() || it->second.empty()) return -1;
   return it->second.front();
@@ -63,6 +63,8 @@ void BlockPool::maybe_evict(uint32_t b, std::vector<KvEvent>& events) {
   --num_cached_;
   BlockRemoved removed;
   removed.block_hashes.push_back(blk.hash);
+  removed.medium = "GPU";
+  removed.group_idx = 0;
   events.emplace_back(std::move(removed));
 }
 
@@ -95,14 +97,21 @@ void BlockPool::free_reversed(std::span<const uint32_t> blocks) {
   }
 }
 
-void BlockPool::cache_full_blocks(std::span<const uint32_t> blocks, std::span<const Digest> hashes,
-                                  uint32_t num_cached, uint32_t num_full,
+void BlockPool::cache_full_blocks(std::span<const uint32_t> blocks,
+                                  std::span<const BlockHash> hashes, uint32_t num_cached,
+                                  uint32_t num_full,
                                   std::span<const uint32_t> tokens, std::vector<KvEvent>& events) {
   if (!caching_ || num_cached >= num_full) return;
   assert(blocks.size() >= num_full && hashes.size() >= num_full);
   assert(tokens.size() >= static_cast<size_t>(num_full) * block_size_);
+  // As vLLM's GPU pool of one full-attention group reports a text-only request (no LoRA, no
+  // extra keys: one None per block).
   BlockStored stored;
   stored.block_size = block_size_;
+  stored.medium = "GPU";
+  stored.extra_keys.emplace(num_full - num_cached);
+  stored.group_idx = 0;
+  stored.kv_cache_spec_kind = "full_attention";
   stored.block_hashes.reserve(num_full - num_cached);
   for (uint32_t i = num_cached; i < num_full; ++i) {
     Block& blk = blocks_[blocks[i]];

@@ -22,15 +22,15 @@
 #include <boost/container/small_vector.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 
-#include "sim/engine/kv_event.h"
+#include "sim/engine/kv_sink.h"
 
 namespace ramjet::sim {
 
 struct DigestHash {
   using is_avalanching = void;  // SHA-256 output is already uniformly distributed
-  size_t operator()(const Digest& d) const noexcept {
+  size_t operator()(const BlockHash& d) const noexcept {
     size_t v = 0;
-    for (size_t i = 0; i < sizeof(size_t); ++i) v = (v << 8) | d[i];
+    for (size_t i = 0; i < sizeof(size_t); ++i) v = (v << 8) | d.bytes()[i];
     return v;
   }
 };
@@ -49,7 +49,7 @@ class BlockPool {
   double usage() const;
 
   // The oldest cached copy of `hash`, or -1.
-  int64_t cached_block(const Digest& hash) const;
+  int64_t cached_block(const BlockHash& hash) const;
 
   uint32_t ref_count(uint32_t block) const { return blocks_[block].ref; }
   bool is_free(uint32_t block) const { return blocks_[block].in_free; }
@@ -68,7 +68,7 @@ class BlockPool {
   // Caches blocks[num_cached, num_full) under hashes[num_cached, num_full) and appends ONE
   // BlockStored: parent = hashes[num_cached-1] (nullopt at block 0), token_ids =
   // tokens[num_cached*block_size, num_full*block_size).
-  void cache_full_blocks(std::span<const uint32_t> blocks, std::span<const Digest> hashes,
+  void cache_full_blocks(std::span<const uint32_t> blocks, std::span<const BlockHash> hashes,
                          uint32_t num_cached, uint32_t num_full, std::span<const uint32_t> tokens,
                          std::vector<KvEvent>& events);
 
@@ -86,7 +86,7 @@ class BlockPool {
     int32_t prev = -1, next = -1;  // free-queue links (sentinel = num_blocks)
     bool in_free = false;
     bool cached = false;
-    Digest hash{};
+    BlockHash hash{};
   };
   using Copies = boost::container::small_vector<uint32_t, 2>;
 
@@ -100,7 +100,7 @@ class BlockPool {
   Block sentinel_;
   uint32_t num_free_ = 0;
   uint32_t num_cached_ = 0;
-  boost::unordered_flat_map<Digest, Copies, DigestHash> cached_;
+  boost::unordered_flat_map<BlockHash, Copies, DigestHash> cached_;
 };
 
 }  // namespace ramjet::sim

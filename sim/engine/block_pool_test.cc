@@ -2,16 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <variant>
 #include <vector>
 
 namespace ramjet::sim {
 namespace {
 
-Digest digest(uint8_t seed) {
-  Digest d{};
+BlockHash digest(uint8_t seed) {
+  std::array<uint8_t, 32> d{};
   d.fill(seed);
-  return d;
+  return BlockHash::from_bytes(d);
 }
 
 std::vector<uint32_t> tokens(size_t n) {
@@ -34,7 +35,7 @@ TEST(BlockPool, AllocationTakesNeverUsedBlocksBeforeFreedCachedOnes) {
   std::vector<uint32_t> a;
   pool.get_new_blocks(2, a, ev);
   EXPECT_EQ(a, (std::vector<uint32_t>{1, 2}));
-  const std::vector<Digest> hashes = {digest(1), digest(2)};
+  const std::vector<BlockHash> hashes = {digest(1), digest(2)};
   pool.cache_full_blocks(a, hashes, 0, 2, tokens(8), ev);
   pool.free_reversed(a);
   ev.clear();
@@ -51,7 +52,7 @@ TEST(BlockPool, FreeingInReverseOrderMakesTailBlocksTheFirstEvicted) {
   std::vector<KvEvent> ev;
   std::vector<uint32_t> a;
   pool.get_new_blocks(3, a, ev);
-  const std::vector<Digest> hashes = {digest(1), digest(2), digest(3)};
+  const std::vector<BlockHash> hashes = {digest(1), digest(2), digest(3)};
   pool.cache_full_blocks(a, hashes, 0, 3, tokens(12), ev);
   pool.free_reversed(a);
   ev.clear();
@@ -61,7 +62,7 @@ TEST(BlockPool, FreeingInReverseOrderMakesTailBlocksTheFirstEvicted) {
   ASSERT_EQ(ev.size(), 1u);
   const auto* removed = std::get_if<BlockRemoved>(&ev[0]);
   ASSERT_NE(removed, nullptr);
-  EXPECT_EQ(removed->block_hashes, (std::vector<Digest>{digest(3)}));
+  EXPECT_EQ(removed->block_hashes, (std::vector<BlockHash>{digest(3)}));
   EXPECT_EQ(pool.cached_block(digest(1)), 1);
   EXPECT_EQ(pool.cached_block(digest(3)), -1);
   EXPECT_EQ(pool.check_invariants(), "");
@@ -72,7 +73,7 @@ TEST(BlockPool, CachingEmitsOneBlockStoredWithParentAndExactlyThoseTokens) {
   std::vector<KvEvent> ev;
   std::vector<uint32_t> a;
   pool.get_new_blocks(3, a, ev);
-  const std::vector<Digest> hashes = {digest(1), digest(2), digest(3)};
+  const std::vector<BlockHash> hashes = {digest(1), digest(2), digest(3)};
   const auto t = tokens(12);
   pool.cache_full_blocks(a, hashes, 0, 1, t, ev);
   pool.cache_full_blocks(a, hashes, 1, 3, t, ev);
@@ -82,7 +83,7 @@ TEST(BlockPool, CachingEmitsOneBlockStoredWithParentAndExactlyThoseTokens) {
   EXPECT_EQ(first.token_ids, (std::vector<uint32_t>{0, 1, 2, 3}));
   const auto& second = std::get<BlockStored>(ev[1]);
   EXPECT_EQ(second.parent_block_hash, digest(1));
-  EXPECT_EQ(second.block_hashes, (std::vector<Digest>{digest(2), digest(3)}));
+  EXPECT_EQ(second.block_hashes, (std::vector<BlockHash>{digest(2), digest(3)}));
   EXPECT_EQ(second.token_ids.size(), 8u);
   EXPECT_EQ(second.token_ids.front(), 4u);
   EXPECT_EQ(second.block_size, 4u);
@@ -94,7 +95,7 @@ TEST(BlockPool, DuplicateContentIsCachedAsASecondCopyAndEachCopyIsRemovedSeparat
   std::vector<uint32_t> a, b;
   pool.get_new_blocks(1, a, ev);
   pool.get_new_blocks(1, b, ev);
-  const std::vector<Digest> h = {digest(9)};
+  const std::vector<BlockHash> h = {digest(9)};
   pool.cache_full_blocks(a, h, 0, 1, tokens(4), ev);
   pool.cache_full_blocks(b, h, 0, 1, tokens(4), ev);
   EXPECT_EQ(ev.size(), 2u) << "vLLM does not de-duplicate: two BlockStored for one hash";
@@ -115,7 +116,7 @@ TEST(BlockPool, TouchTakesAFreeCachedBlockOffTheFreeQueue) {
   std::vector<KvEvent> ev;
   std::vector<uint32_t> a;
   pool.get_new_blocks(1, a, ev);
-  pool.cache_full_blocks(a, std::vector<Digest>{digest(5)}, 0, 1, tokens(4), ev);
+  pool.cache_full_blocks(a, std::vector<BlockHash>{digest(5)}, 0, 1, tokens(4), ev);
   pool.free_reversed(a);
   EXPECT_TRUE(pool.is_free(a[0]));
   pool.touch(a);
@@ -131,7 +132,7 @@ TEST(BlockPool, ResetRefusesWhileBlocksAreReferencedAndClearsOtherwise) {
   std::vector<KvEvent> ev;
   std::vector<uint32_t> a;
   pool.get_new_blocks(1, a, ev);
-  pool.cache_full_blocks(a, std::vector<Digest>{digest(5)}, 0, 1, tokens(4), ev);
+  pool.cache_full_blocks(a, std::vector<BlockHash>{digest(5)}, 0, 1, tokens(4), ev);
   ev.clear();
   EXPECT_FALSE(pool.reset_prefix_cache(ev));
   EXPECT_TRUE(ev.empty());

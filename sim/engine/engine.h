@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine/kv_event.h"
+#include "sim/engine/kv_sink.h"
 
 namespace ramjet::sim {
 

@@ -25,7 +25,7 @@ EngineConfig sanitized(EngineConfig c) {
 EngineCore::EngineCore(EngineConfig config, KvEventSink* sink)
     : config_(sanitized(std::move(config))),
       sink_(sink),
-      hasher_(config_.hash_seed),
+      hasher_(cache::kv::HashAlgo::kSha256Cbor, config_.hash_seed),
       pool_(config_.num_gpu_blocks, config_.block_size, config_.enable_prefix_caching),
       rng_(config_.random_seed) {
   stats_.spec_accepted_per_pos.assign(config_.timing.speculative_tokens, 0);
@@ -78,7 +78,7 @@ void EngineCore::ensure_hashes(Request& r, uint32_t num_blocks) {
   assert(static_cast<uint64_t>(num_blocks) * bs <= r.tokens.size());
   while (r.hashes.size() < num_blocks) {
     const size_t i = r.hashes.size();
-    const Digest& parent = i == 0 ? hasher_.none_hash() : r.hashes[i - 1];
+    const BlockHash& parent = i == 0 ? hasher_.none_hash() : r.hashes[i - 1];
     r.hashes.push_back(hasher_.hash_block(
         parent, std::span<const uint32_t>(r.tokens.data() + i * bs, bs)));
   }
@@ -298,7 +298,7 @@ bool EngineCore::reset_prefix_cache(double now_wall_s) {
 uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens) {
   if (!pool_.caching()) return 0;
   const uint32_t bs = config_.block_size;
-  Digest parent = hasher_.none_hash();
+  BlockHash parent = hasher_.none_hash();
   uint32_t n = 0;
   for (size_t off = 0; off + bs <= tokens.size(); off += bs) {
     parent = hasher_.hash_block(parent, tokens.subspan(off, bs));

@@ -13,7 +13,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
-#include "sim/engine/block_hash.h"
+#include "cache/kv/block_hash.h"
 #include "sim/engine/block_pool.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/timing.h"
@@ -46,7 +46,7 @@ class EngineCore {
     uint32_t num_output = 0;
     uint32_t num_computed = 0;      // tokens whose KV is computed
     std::vector<uint32_t> blocks;   // physical blocks, in logical order
-    std::vector<Digest> hashes;     // chained hashes of the full blocks of `tokens` (lazy)
+    std::vector<BlockHash> hashes;     // chained hashes of the full blocks of `tokens` (lazy)
     uint32_t num_cached_blocks = 0; // leading blocks registered in the prefix cache
     int64_t cached_tokens = -1;     // prefix hit at first scheduling
     uint32_t preemptions = 0;
@@ -70,7 +70,7 @@ class EngineCore {
 
   EngineConfig config_;
   KvEventSink* sink_;
-  BlockHasher hasher_;
+  cache::kv::BlockHasher hasher_;  // vLLM sha256_cbor
   BlockPool pool_;
   Rng rng_;
   boost::unordered_flat_map<uint64_t, std::unique_ptr<Request>> requests_;

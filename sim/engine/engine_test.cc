@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "sim/engine/block_hash.h"
+#include "cache/kv/block_hash.h"
 #include "sim/engine/engine_core.h"
 #include "sim/engine/timing.h"
 
@@ -95,7 +95,7 @@ TEST(Engine, FullyCachedPromptRecomputesItsLastBlockAndStoresADuplicate) {
   const auto again = rec.all<BlockStored>();
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].parent_block_hash, first[0].block_hashes[2]);
-  EXPECT_EQ(again[0].block_hashes, (std::vector<Digest>{first[0].block_hashes[3]}));
+  EXPECT_EQ(again[0].block_hashes, (std::vector<BlockHash>{first[0].block_hashes[3]}));
   EXPECT_EQ(engine.stats().cached_blocks, 5u) << "two copies of the last block";
 }
 
@@ -163,15 +163,15 @@ TEST(Engine, EachStoredEventChainsFromItsParentAndCarriesBlockSizeTokensPerHash)
     EXPECT_LE(stored, r.outputs.size()) << "at most one BlockStored per request per step";
   }
   EXPECT_GT(steps_with_events, 5u);
-  BlockHasher hasher("0");
-  std::set<Digest> seen;
+  cache::kv::BlockHasher hasher(cache::kv::HashAlgo::kSha256Cbor, "0");
+  std::set<BlockHash> seen;
   for (const BlockStored& s : rec.all<BlockStored>()) {
     ASSERT_EQ(s.token_ids.size(), s.block_hashes.size() * cfg.block_size);
     EXPECT_EQ(s.block_size, cfg.block_size);
     if (s.parent_block_hash) {
       EXPECT_TRUE(seen.contains(*s.parent_block_hash));
     }
-    Digest parent = s.parent_block_hash.value_or(hasher.none_hash());
+    BlockHash parent = s.parent_block_hash.value_or(hasher.none_hash());
     for (size_t i = 0; i < s.block_hashes.size(); ++i) {
       parent = hasher.hash_block(
           parent, std::span<const uint32_t>(s.token_ids).subspan(i * cfg.block_size, cfg.block_size));
@@ -206,7 +206,7 @@ TEST(Engine, EvictionRemovesOnlyPreviouslyStoredHashes) {
     ASSERT_TRUE(engine.add_request(id, seq_tokens(64, static_cast<uint32_t>(id) * 100), 8));
     drain(engine);
   }
-  std::map<Digest, int> live;
+  std::map<BlockHash, int> live;
   size_t removed = 0;
   for (const auto& [ts, events] : rec.batches) {
     for (const auto& e : events) {
@@ -342,11 +342,11 @@ std::string trace(const EngineConfig& cfg) {
       if (const auto* s = std::get_if<BlockStored>(&e)) {
         for (const auto& h : s->block_hashes) {
           out += 'S';
-          out += std::to_string(external_u64(h));
+          out += std::to_string(h.low64());
         }
       } else if (const auto* r = std::get_if<BlockRemoved>(&e)) {
         out += 'R';
-        out += std::to_string(external_u64(r->block_hashes[0]));
+        out += std::to_string(r->block_hashes[0].low64());
       }
     }
   }

@@ -1,16 +1,16 @@
 // kv_event_dump: a test tool for the Python conformance suite (test_kv_conformance.py).
 //
-// Encode mode (default): reads a script from stdin and prints, per batch, the hex of
-// encode_batch() on its own line.
+// Encode mode (default): reads a script from stdin and prints, per batch, the hex of the payload
+// (cache::kv::encode_batch()) on its own line.
 //   {"format":"array"|"map", "hash_type":"u64"|"bytes", "dp_rank":0,
 //    "array_layout":{"stored":12,"removed":4,"with_dp_rank":true},        (optional)
 //    "batches":[{"ts":"1700000000.5", "events":[EVENT, ...]}, ...]}
 //   EVENT = {"type":"BlockStored","block_hashes":[HEX64,...],"parent_block_hash":HEX64|null,
 //            "token_ids":[...],"block_size":16,"medium":"GPU","group_idx":0,
-//            "kv_cache_spec_kind":"full_attention"}
+//            "kv_cache_spec_kind":"full_attention"}     (one None extra key per block)
 //         | {"type":"BlockRemoved","block_hashes":[HEX64,...],"medium":"GPU","group_idx":0}
 //         | {"type":"AllBlocksCleared"}
-//   HEX64 = the 32-byte digest as 64 hex digits. "ts" may be a number or a decimal string
+//   HEX64 = the 32-byte digest as 64 hex digits; "" for medium or kv_cache_spec_kind is None. "ts" may be a number or a decimal string
 //   (parsed with strtod, exact for Python's repr()).
 //
 // Publish mode: kv_event_dump --publish '<kv-events-config JSON>' --script FILE
@@ -28,29 +28,29 @@
 #include <sstream>
 #include <string>
 
-#include "sim/kv/kv_internal.h"
 #include "sim/kv/publisher.h"
 
 namespace {
 
 using namespace ramjet::sim;
 namespace json = boost::json;
+namespace kv = ramjet::cache::kv;
 
 [[noreturn]] void die(const std::string& msg) {
   std::cerr << "kv_event_dump: " << msg << "\n";
   std::exit(2);
 }
 
-Digest parse_digest(const json::value& v) {
+BlockHash parse_digest(const json::value& v) {
   if (!v.is_string() || v.get_string().size() != 64) die("a hash must be 64 hex digits");
   const std::string s(v.get_string());
-  Digest d;
+  uint8_t d[32];
   for (size_t i = 0; i < 32; ++i) d[i] = static_cast<uint8_t>(std::stoul(s.substr(2 * i, 2), nullptr, 16));
-  return d;
+  return BlockHash::from_bytes(d);
 }
 
-std::vector<Digest> parse_digests(const json::value& v) {
-  std::vector<Digest> out;
+std::vector<BlockHash> parse_digests(const json::value& v) {
+  std::vector<BlockHash> out;
   for (const auto& h : v.as_array()) out.push_back(parse_digest(h));
   return out;
 }
@@ -60,10 +60,12 @@ uint32_t u32(const json::object& o, std::string_view key, uint32_t def) {
   return v ? static_cast<uint32_t>(v->to_number<uint64_t>()) : def;
 }
 
-std::string str(const json::object& o, std::string_view key, const std::string& def) {
+// Absent: `def`; null or "": None.
+std::optional<std::string> str(const json::object& o, std::string_view key,
+                               const std::string& def) {
   const auto* v = o.if_contains(key);
   if (!v) return def;
-  if (v->is_null()) return "";
+  if (v->is_null() || v->as_string().empty()) return std::nullopt;
   return std::string(v->as_string());
 }
 
@@ -81,6 +83,7 @@ KvEvent parse_event(const json::value& v) {
     }
     e.block_size = u32(o, "block_size", 16);
     e.medium = str(o, "medium", "GPU");
+    e.extra_keys.emplace(e.block_hashes.size());
     e.group_idx = u32(o, "group_idx", 0);
     e.kv_cache_spec_kind = str(o, "kv_cache_spec_kind", "full_attention");
     return e;
@@ -102,10 +105,8 @@ struct Batch {
 };
 
 struct Script {
-  KvEventsFormat format = KvEventsFormat::kMap;
-  BlockHashType hash_type = BlockHashType::kU64;
+  kv::EncodeOptions encoding{kv::Layout::kMap, /*int_block_hashes=*/true, {}};
   int dp_rank = 0;
-  kv_internal::ArrayLayout layout;
   std::vector<Batch> batches;
 };
 
@@ -115,14 +116,14 @@ Script parse_script(const std::string& text) {
   if (ec) die("invalid script JSON: " + ec.message());
   const auto& o = root.as_object();
   Script s;
-  if (str(o, "format", "map") == "array") s.format = KvEventsFormat::kArray;
-  if (str(o, "hash_type", "u64") == "bytes") s.hash_type = BlockHashType::kBytes;
+  if (str(o, "format", "map") == "array") s.encoding.layout = kv::Layout::kArray;
+  if (str(o, "hash_type", "u64") == "bytes") s.encoding.int_block_hashes = false;
   if (const auto* r = o.if_contains("dp_rank")) s.dp_rank = static_cast<int>(r->to_number<int64_t>());
   if (const auto* l = o.if_contains("array_layout")) {
     const auto& lo = l->as_object();
-    s.layout.stored_fields = static_cast<int>(u32(lo, "stored", 12));
-    s.layout.removed_fields = static_cast<int>(u32(lo, "removed", 4));
-    if (const auto* w = lo.if_contains("with_dp_rank")) s.layout.with_dp_rank = w->as_bool();
+    s.encoding.array.stored_fields = static_cast<int>(u32(lo, "stored", 12));
+    s.encoding.array.removed_fields = static_cast<int>(u32(lo, "removed", 4));
+    if (const auto* w = lo.if_contains("with_dp_rank")) s.encoding.array.with_dp_rank = w->as_bool();
   }
   if (const auto* bs = o.if_contains("batches")) {
     for (const auto& b : bs->as_array()) {
@@ -154,9 +155,10 @@ int encode_mode() {
   in << std::cin.rdbuf();
   const Script s = parse_script(in.str());
   for (const auto& b : s.batches) {
-    std::cout << hex(kv_internal::encode_batch_ex(b.ts, b.events, s.dp_rank, s.format, s.hash_type,
-                                                  s.layout))
-              << "\n";
+    PublisherConfig cfg;
+    cfg.encoding = s.encoding;
+    cfg.data_parallel_rank = s.dp_rank;
+    std::cout << hex(encode_payload(cfg, b.ts, b.events)) << "\n";
   }
   return 0;
 }
@@ -175,9 +177,9 @@ int publish_mode(int argc, char** argv) {
     } else if (a == "--script") {
       script_path = next();
     } else if (a == "--format") {
-      cfg.format = next() == "array" ? KvEventsFormat::kArray : KvEventsFormat::kMap;
+      cfg.encoding.layout = next() == "array" ? kv::Layout::kArray : kv::Layout::kMap;
     } else if (a == "--hash-type") {
-      cfg.hash_type = next() == "bytes" ? BlockHashType::kBytes : BlockHashType::kU64;
+      cfg.encoding.int_block_hashes = next() != "bytes";
     } else if (a == "--layout") {
       cfg.replay_layout = next() == "legacy" ? ReplayLayout::kLegacy : ReplayLayout::kWithTopic;
     } else if (a == "--dp-rank") {

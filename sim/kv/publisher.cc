@@ -60,6 +60,13 @@ zmq::context_t& zmq_context() {
 }
 }  // namespace kv_internal
 
+std::string encode_payload(const PublisherConfig& config, double ts, std::vector<KvEvent> events) {
+  std::optional<uint32_t> rank;
+  if (config.data_parallel_rank >= 0) rank = static_cast<uint32_t>(config.data_parallel_rank);
+  return cache::kv::encode_batch(cache::kv::EventBatch{ts, std::move(events), rank},
+                                 config.encoding);
+}
+
 struct KvPublisher::Impl {
   PublisherConfig cfg;
   bool active = false;  // enabled && publisher == "zmq"
@@ -168,8 +175,7 @@ struct KvPublisher::Impl {
         break;
     }
     const uint64_t s = seq++;
-    std::string payload =
-        encode_batch(item.ts, item.events, cfg.data_parallel_rank, cfg.format, cfg.hash_type);
+    std::string payload = encode_payload(cfg, item.ts, std::move(item.events));
     if (pending_drop > 0) {
       --pending_drop;
     } else {

@@ -1,7 +1,8 @@
 // sim/kv: publishes KV-event batches exactly as vLLM's ZmqEventPublisher does
 // (vllm-contracts.md §1–2): PUB frames [topic, seq (8-byte big-endian), msgpack payload], seq
 // from 0 per publisher instance; a ROUTER replay socket keeping the last buffer_steps batches,
-// answering both reply layouts; DP-rank port offsets. Encoding: array (vLLM < 0.26) or map.
+// answering both reply layouts; DP-rank port offsets. The payload is cache/kv's encoding of the
+// batch: array (vLLM < 0.26) or map layout, 64-bit int or bytes hashes.
 #pragma once
 
 #include <cstdint>
@@ -9,19 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "sim/engine/kv_event.h"
+#include "cache/kv/codec.h"
+#include "sim/engine/kv_sink.h"
 
 namespace ramjet::sim {
 
-enum class KvEventsFormat { kArray, kMap };   // --kv-events-format array|map
-enum class BlockHashType { kU64, kBytes };    // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1 | 0
 enum class ReplayLayout { kWithTopic, kLegacy };  // vLLM >= 0.26 [topic, seq, payload] | older [seq, payload]
-
-// Encodes one KVEventBatch [ts, events, data_parallel_rank] as msgspec would. kArray is the last
-// array_like layout (BlockStored 12 fields, BlockRemoved 4). An empty medium or
-// kv_cache_spec_kind is encoded as None (nil; omitted from maps where None is the default).
-std::string encode_batch(double ts, const std::vector<KvEvent>& events, int data_parallel_rank,
-                         KvEventsFormat format, BlockHashType hash_type);
 
 struct PublisherConfig {
   bool enabled = false;                        // enable_kv_cache_events
@@ -33,8 +27,9 @@ struct PublisherConfig {
   uint32_t hwm = 100000;
   uint32_t max_queue_size = 100000;            // batches waiting for the publisher thread
   int data_parallel_rank = 0;                  // offsets tcp ports by the rank
-  KvEventsFormat format = KvEventsFormat::kMap;
-  BlockHashType hash_type = BlockHashType::kU64;
+  // --kv-events-format array|map (the array layout is the last array_like release) and
+  // --kv-events-hash u64|bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1|0): vLLM's defaults.
+  cache::kv::EncodeOptions encoding{cache::kv::Layout::kMap, /*int_block_hashes=*/true, {}};
   ReplayLayout replay_layout = ReplayLayout::kWithTopic;
 };
 
@@ -48,6 +43,10 @@ std::string parse_kv_events_config(const std::string& json, PublisherConfig& out
 // Rank 0 or an empty endpoint: unchanged. Returns "" where vLLM raises ValueError (rank > 0 with
 // ipc:// or another scheme, a non-numeric port, a shifted port above 65535).
 std::string offset_endpoint_port(const std::string& endpoint, int rank);
+
+// The payload of one batch as this publisher sends it: [ts, events, data_parallel_rank (None when
+// negative)] encoded per config.encoding.
+std::string encode_payload(const PublisherConfig& config, double ts, std::vector<KvEvent> events);
 
 class KvPublisher final : public KvEventSink {
  public:

@@ -1,4 +1,4 @@
-// sim/kv tests: msgspec-exact encoding (vllm-contracts.md §1.2 examples), seq framing, replay
+// sim/kv tests: the payload per config (encoding itself is tested in cache/kv), seq framing, replay
 // over real tcp loopback sockets in both reply layouts, faults, DP offsets, config parsing.
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "cache/kv/codec_testing.h"
 #include "sim/kv/kv_internal.h"
 #include "sim/kv/publisher.h"
 
@@ -15,52 +16,9 @@ namespace ramjet::sim {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A digest whose last 8 bytes (big-endian) are `low`; the first 24 bytes are filler so a wrong
-// byte order or offset shows up.
-Digest digest(uint64_t low) {
-  Digest d;
-  for (size_t i = 0; i < 24; ++i) d[i] = static_cast<uint8_t>(0xa0 + i);
-  for (int i = 0; i < 8; ++i) d[31 - i] = static_cast<uint8_t>(low >> (8 * i));
-  return d;
-}
-
-// Parses the notation of vllm-contracts.md: hex byte pairs and "quoted" strings (raw bytes).
-std::string spec_bytes(std::string_view text) {
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    const char c = text[i];
-    if (c == ' ') {
-      ++i;
-    } else if (c == '"') {
-      const size_t end = text.find('"', i + 1);
-      out.append(text.substr(i + 1, end - i - 1));
-      i = end + 1;
-    } else {
-      out.push_back(static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16)));
-      i += 2;
-    }
-  }
-  return out;
-}
-
-std::string hex(std::string_view s) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    if (!out.empty()) out.push_back(' ');
-    out.push_back(k[c >> 4]);
-    out.push_back(k[c & 15]);
-  }
-  return out;
-}
-
-std::string be64(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-  return s;
-}
+using cache::kv::testing::be64;
+using cache::kv::testing::hex;
+using cache::kv::testing::spec_bytes;
 
 uint64_t from_be64(const zmq::message_t& m) {
   EXPECT_EQ(m.size(), 8u);
@@ -71,159 +29,38 @@ uint64_t from_be64(const zmq::message_t& m) {
 
 BlockStored stored(std::vector<uint64_t> hashes, std::optional<uint64_t> parent,
                    std::vector<uint32_t> tokens, uint32_t block_size) {
-  BlockStored s;
-  for (uint64_t h : hashes) s.block_hashes.push_back(digest(h));
-  if (parent) s.parent_block_hash = digest(*parent);
-  s.token_ids = std::move(tokens);
-  s.block_size = block_size;
-  return s;
+  return cache::kv::testing::gpu_stored(std::move(hashes), parent, std::move(tokens), block_size);
 }
 
 BlockRemoved removed(std::vector<uint64_t> hashes) {
-  BlockRemoved r;
-  for (uint64_t h : hashes) r.block_hashes.push_back(digest(h));
-  return r;
+  return cache::kv::testing::gpu_removed(std::move(hashes));
 }
 
-constexpr uint64_t kKthenaHash = 15760518052499183552ull;  // 0xdab89baa7b5857c0
+// ---------------------------------------------------------------------------------- payload
 
-// ---------------------------------------------------------------------------------- encoding
-
-TEST(SimKvEncode, Low64IsLastEightBytesBigEndian) {
-  EXPECT_EQ(kv_internal::low64(digest(kKthenaHash)), kKthenaHash);
-  EXPECT_EQ(kv_internal::low64(digest(7)), 7u);
-}
-
-// vllm-contracts.md §1.2 "Example bytes (encoded with msgpack) for a 1-block store, a remove and
-// a clear": the 8-field BlockStored / 3-field BlockRemoved array layout (≈v0.10).
-TEST(SimKvEncode, LegacyArrayExampleFromSpec) {
-  const std::string expected = spec_bytes(
-      "93 cb 41 d9 54 fc 40 20 00 00 93 98 ab \"BlockStored\" 91 cf da b8 9b aa 7b 58 57 c0 c0 94 "
-      "01 02 03 04 04 c0 a3 \"GPU\" c0 93 ac \"BlockRemoved\" 91 07 a3 \"GPU\" 91 b0 "
-      "\"AllBlocksCleared\" 00");
-  const std::vector<KvEvent> events{stored({kKthenaHash}, std::nullopt, {1, 2, 3, 4}, 4),
-                                    removed({7}), AllBlocksCleared{}};
-  const std::string got = kv_internal::encode_batch_ex(
-      1700000000.5, events, 0, KvEventsFormat::kArray, BlockHashType::kU64,
-      kv_internal::ArrayLayout{8, 3, true});
-  EXPECT_EQ(hex(got), hex(expected));
-}
-
-// The public array format is the last array_like one: BlockStored 12 fields, BlockRemoved 4.
-TEST(SimKvEncode, ArrayFormatLatestLayout) {
-  const std::string expected = spec_bytes(
-      "93 cb 41 d9 54 fc 40 20 00 00 93 9c ab \"BlockStored\" 91 cf da b8 9b aa 7b 58 57 c0 c0 94 "
-      "01 02 03 04 04 c0 a3 \"GPU\" c0 91 c0 00 ae \"full_attention\" c0 "
-      "94 ac \"BlockRemoved\" 91 07 a3 \"GPU\" 00 91 b0 \"AllBlocksCleared\" 00");
-  const std::vector<KvEvent> events{stored({kKthenaHash}, std::nullopt, {1, 2, 3, 4}, 4),
-                                    removed({7}), AllBlocksCleared{}};
-  EXPECT_EQ(hex(encode_batch(1700000000.5, events, 0, KvEventsFormat::kArray, BlockHashType::kU64)),
-            hex(expected));
-}
-
-// §1.2 map example (vLLM 0.26 capture): "93 cb <ts> 93 8b a4 "type" ab "BlockStored" ac
-// "block_hashes" 91 cf <8 bytes> …" — with three events (the hex start's events array is 0x93).
-TEST(SimKvEncode, MapFormatExampleFromSpec) {
-  std::vector<uint32_t> tokens;
-  for (uint32_t i = 0; i < 16; ++i) tokens.push_back(1000 + i * 17);
-  const std::vector<KvEvent> events{stored({kKthenaHash}, std::nullopt, tokens, 16), removed({7}),
-                                    AllBlocksCleared{}};
-  const double ts = 1789095808.83;
-  const std::string got = encode_batch(ts, events, 0, KvEventsFormat::kMap, BlockHashType::kU64);
-  uint64_t bits;
-  std::memcpy(&bits, &ts, 8);
-  const std::string prefix = spec_bytes("93 cb") + be64(bits) +
-                             spec_bytes("93 8b a4 \"type\" ab \"BlockStored\" ac \"block_hashes\" "
-                                        "91 cf da b8 9b aa 7b 58 57 c0");
-  ASSERT_GE(got.size(), prefix.size());
-  EXPECT_EQ(hex(got.substr(0, prefix.size())), hex(prefix));
-
-  std::string tok = spec_bytes("dc 00 10");
-  for (uint32_t t : tokens) tok += spec_bytes("cd") + be64(t).substr(6);
-  const std::string rest =
-      spec_bytes("b1 \"parent_block_hash\" c0 a9 \"token_ids\"") + tok +
-      spec_bytes("aa \"block_size\" 10 a7 \"lora_id\" c0 a6 \"medium\" a3 \"GPU\" a9 \"lora_name\" c0 "
-                 "aa \"extra_keys\" 91 c0 a9 \"group_idx\" 00 b2 \"kv_cache_spec_kind\" "
-                 "ae \"full_attention\" "
-                 "84 a4 \"type\" ac \"BlockRemoved\" ac \"block_hashes\" 91 07 a6 \"medium\" "
-                 "a3 \"GPU\" a9 \"group_idx\" 00 "
-                 "81 a4 \"type\" b0 \"AllBlocksCleared\" 00");
-  EXPECT_EQ(hex(got), hex(prefix + rest));
-}
-
-TEST(SimKvEncode, MapOmitsNoneSpecKindAndKeepsExtraKeysPerBlock) {
+// The defaults are vLLM's: map layout, 64-bit int hashes, the publisher's DP rank in the batch.
+TEST(SimKvPayload, DefaultsAreTheMapLayoutWithIntHashesAndTheRank) {
+  PublisherConfig c;
+  c.data_parallel_rank = 5;
   BlockStored s = stored({1, 2}, 9, {1, 2, 3, 4}, 2);
-  s.kv_cache_spec_kind.clear();  // None == default -> omitted
+  s.kv_cache_spec_kind.reset();
   s.group_idx = 3;
-  const std::string got =
-      encode_batch(1.0, {s}, 5, KvEventsFormat::kMap, BlockHashType::kU64);
-  const std::string expected =
-      spec_bytes("93 cb 3f f0 00 00 00 00 00 00 91 8a a4 \"type\" ab \"BlockStored\" "
-                 "ac \"block_hashes\" 92 01 02 b1 \"parent_block_hash\" 09 a9 \"token_ids\" "
-                 "94 01 02 03 04 aa \"block_size\" 02 a7 \"lora_id\" c0 a6 \"medium\" a3 \"GPU\" "
-                 "a9 \"lora_name\" c0 aa \"extra_keys\" 92 c0 c0 a9 \"group_idx\" 03 05");
-  EXPECT_EQ(hex(got), hex(expected));
-  // Array format: every field, None as nil.
-  const std::string arr = encode_batch(1.0, {s}, 5, KvEventsFormat::kArray, BlockHashType::kU64);
-  EXPECT_EQ(hex(arr), hex(spec_bytes("93 cb 3f f0 00 00 00 00 00 00 91 9c ab \"BlockStored\" "
-                                     "92 01 02 09 94 01 02 03 04 02 c0 a3 \"GPU\" c0 92 c0 c0 03 "
-                                     "c0 c0 05")));
-}
-
-TEST(SimKvEncode, BytesHashesAreBin32) {
-  const Digest d = digest(kKthenaHash);
-  const std::string got = encode_batch(0.5, {removed({kKthenaHash})}, 0, KvEventsFormat::kArray,
-                                       BlockHashType::kBytes);
-  const std::string expected =
-      spec_bytes("93 cb 3f e0 00 00 00 00 00 00 91 94 ac \"BlockRemoved\" 91 c4 20") +
-      std::string(reinterpret_cast<const char*>(d.data()), 32) + spec_bytes("a3 \"GPU\" 00 00");
-  EXPECT_EQ(hex(got), hex(expected));
-}
-
-TEST(SimKvEncode, ShortestIntForms) {
-  struct Case {
-    uint64_t v;
-    const char* bytes;
-  } cases[] = {{0, "00"},
-               {0x7f, "7f"},
-               {0x80, "cc 80"},
-               {0xff, "cc ff"},
-               {0x100, "cd 01 00"},
-               {0xffff, "cd ff ff"},
-               {0x10000, "ce 00 01 00 00"},
-               {0xffffffff, "ce ff ff ff ff"},
-               {0x100000000, "cf 00 00 00 01 00 00 00 00"},
-               {0x7fffffffffffffff, "cf 7f ff ff ff ff ff ff ff"},
-               {0x8000000000000000, "cf 80 00 00 00 00 00 00 00"}};
-  for (const auto& c : cases) {
-    const std::string got =
-        encode_batch(0.0, {removed({c.v})}, 0, KvEventsFormat::kArray, BlockHashType::kU64);
-    const std::string expected = spec_bytes("93 cb 00 00 00 00 00 00 00 00 91 94 ac \"BlockRemoved\" 91 ") +
-                                 spec_bytes(c.bytes) + spec_bytes("a3 \"GPU\" 00 00");
-    EXPECT_EQ(hex(got), hex(expected)) << c.v;
-  }
-}
-
-TEST(SimKvEncode, LongStringsUseStr8AndManyEventsArray16) {
-  BlockRemoved r = removed({1});
-  r.medium = std::string(40, 'M');
-  std::vector<KvEvent> events(16, KvEvent{AllBlocksCleared{}});
-  events[0] = r;
-  const std::string got = encode_batch(0.0, events, 0, KvEventsFormat::kMap, BlockHashType::kU64);
-  std::string expected = spec_bytes("93 cb 00 00 00 00 00 00 00 00 dc 00 10 84 a4 \"type\" "
-                                    "ac \"BlockRemoved\" ac \"block_hashes\" 91 01 a6 \"medium\" d9 28") +
-                         std::string(40, 'M') + spec_bytes("a9 \"group_idx\" 00");
-  for (int i = 1; i < 16; ++i) expected += spec_bytes("81 a4 \"type\" b0 \"AllBlocksCleared\"");
-  expected += spec_bytes("00");
-  EXPECT_EQ(hex(got), hex(expected));
-}
-
-TEST(SimKvEncode, OldestArrayLayoutHasNoRankAndSixFields) {
-  const std::string got = kv_internal::encode_batch_ex(
-      0.0, {stored({1}, std::nullopt, {5}, 1), removed({2})}, 0, KvEventsFormat::kArray,
-      BlockHashType::kU64, kv_internal::ArrayLayout{6, 2, false});
-  EXPECT_EQ(hex(got), hex(spec_bytes("92 cb 00 00 00 00 00 00 00 00 92 96 ab \"BlockStored\" 91 01 "
-                                     "c0 91 05 01 c0 92 ac \"BlockRemoved\" 91 02")));
+  EXPECT_EQ(hex(encode_payload(c, 1.0, {s})),
+            hex(spec_bytes("93 cb 3f f0 00 00 00 00 00 00 91 8a a4 \"type\" ab \"BlockStored\" "
+                           "ac \"block_hashes\" 92 01 02 b1 \"parent_block_hash\" 09 "
+                           "a9 \"token_ids\" 94 01 02 03 04 aa \"block_size\" 02 a7 \"lora_id\" c0 "
+                           "a6 \"medium\" a3 \"GPU\" a9 \"lora_name\" c0 aa \"extra_keys\" 92 c0 c0 "
+                           "a9 \"group_idx\" 03 05")));
+  // --kv-events-format array --kv-events-hash bytes; a negative rank is None.
+  c.encoding.layout = cache::kv::Layout::kArray;
+  c.encoding.int_block_hashes = false;
+  c.data_parallel_rank = -1;
+  const BlockRemoved r = removed({7});
+  const auto d = r.block_hashes[0].bytes();
+  EXPECT_EQ(hex(encode_payload(c, 0.5, {r})),
+            hex(spec_bytes("93 cb 3f e0 00 00 00 00 00 00 91 94 ac \"BlockRemoved\" 91 c4 20") +
+                std::string(reinterpret_cast<const char*>(d.data()), d.size()) +
+                spec_bytes("a3 \"GPU\" 00 c0")));
 }
 
 // ------------------------------------------------------------------------- offsets, config
@@ -350,7 +187,7 @@ std::vector<KvEvent> batch_events(int i) {
 }
 
 std::string batch_payload(const PublisherConfig& c, int i) {
-  return encode_batch(1000.0 + i, batch_events(i), c.data_parallel_rank, c.format, c.hash_type);
+  return encode_payload(c, 1000.0 + i, batch_events(i));
 }
 
 const std::vector<KvEvent> kProbe{AllBlocksCleared{}};  // ts 0: never equal to a real batch
@@ -413,7 +250,7 @@ struct Live {
 
 // Next non-probe live message: checks the 3-frame layout and the topic.
 Live next_live(zmq::socket_t& sub, const PublisherConfig& c) {
-  const std::string probe = encode_batch(0.0, kProbe, c.data_parallel_rank, c.format, c.hash_type);
+  const std::string probe = encode_payload(c, 0.0, kProbe);
   for (;;) {
     auto frames = recv_all(sub);
     if (frames.empty()) return {~0ull, ""};
@@ -668,8 +505,8 @@ TEST(SimKvPublisher, DataParallelRankOffsetsInprocAndTagsBatches) {
   c.replay_endpoint = "inproc://sim-kv-test-replay";
   c.data_parallel_rank = 2;
   c.topic = "kv";
-  c.format = KvEventsFormat::kArray;
-  c.hash_type = BlockHashType::kBytes;
+  c.encoding.layout = cache::kv::Layout::kArray;
+  c.encoding.int_block_hashes = false;
   KvPublisher pub(c);
   ASSERT_EQ(pub.start(), "");
   EXPECT_EQ(pub.bound_endpoint(), "inproc://sim-kv-test_dp2");

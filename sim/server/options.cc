@@ -97,15 +97,15 @@ const std::vector<Flag>& flags() {
        }},
       {"--kv-events-format", true, "array (vLLM < 0.26) | map (default)",
        [](const std::string& v, SimOptions& o) {
-         if (v == "array") o.kv.format = KvEventsFormat::kArray;
-         else if (v == "map") o.kv.format = KvEventsFormat::kMap;
+         if (v == "array") o.kv.encoding.layout = cache::kv::Layout::kArray;
+         else if (v == "map") o.kv.encoding.layout = cache::kv::Layout::kMap;
          else return std::string("--kv-events-format: array|map");
          return std::string();
        }},
       {"--kv-events-hash", true, "u64 (default) | bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0)",
        [](const std::string& v, SimOptions& o) {
-         if (v == "u64") o.kv.hash_type = BlockHashType::kU64;
-         else if (v == "bytes") o.kv.hash_type = BlockHashType::kBytes;
+         if (v == "u64") o.kv.encoding.int_block_hashes = true;
+         else if (v == "bytes") o.kv.encoding.int_block_hashes = false;
          else return std::string("--kv-events-hash: u64|bytes");
          return std::string();
        }},
