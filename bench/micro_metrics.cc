@@ -17,8 +17,8 @@
 
 #include "cache/index/approx_index.h"
 #include "common/clock.h"
-#include "observe/engine_stats.h"
-#include "observe/metrics.h"
+#include "upstream/engine_stats.h"
+#include "metrics/metrics.h"
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
 #include "upstream/fleet.h"
@@ -46,9 +46,9 @@ void BM_RenderMetrics(benchmark::State& state) {
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&approx}, single_flight, profiles);
   request::ProxyMetrics proxy(n);
   proxy.set_profiles(profiles);
-  observe::EngineScrapeConfig sc;
+  upstream::EngineScrapeConfig sc;
   sc.engines = u;
-  observe::EngineScraper scraper(sc);
+  upstream::EngineScraper scraper(sc);
   // A process that has served traffic: several status codes seen, every histogram non-empty,
   // every engine reporting its gauges.
   for (unsigned code : {200u, 400u, 404u, 499u, 502u}) {
@@ -56,7 +56,7 @@ void BM_RenderMetrics(benchmark::State& state) {
   }
   for (size_t i = 0; i < n; ++i) {
     proxy.count_upstream_response(i, 200);
-    observe::EngineSample sample;
+    upstream::EngineSample sample;
     sample.ok = true;
     sample.running = 3;
     sample.waiting = 1;
@@ -65,11 +65,11 @@ void BM_RenderMetrics(benchmark::State& state) {
     sample.prefix_hits = 600;
     scraper.record(i, sample, {});
   }
-  observe::Registry registry;
-  registry.add([&](observe::Exposition& x) { proxy.write(x); });
-  registry.add([&](observe::Exposition& x) { fleet.write_metrics(x); });
-  registry.add([&](observe::Exposition& x) { router.write_metrics(x); });
-  registry.add([&](observe::Exposition& x) { scraper.write_metrics(x); });
+  metrics::Registry registry;
+  registry.add([&](metrics::Exposition& x) { proxy.write(x); });
+  registry.add([&](metrics::Exposition& x) { fleet.write_metrics(x); });
+  registry.add([&](metrics::Exposition& x) { router.write_metrics(x); });
+  registry.add([&](metrics::Exposition& x) { scraper.write_metrics(x); });
   size_t bytes = 0;
   for (auto _ : state) {
     std::string text = registry.render();

@@ -2,6 +2,9 @@
 // parsing, request heads, and an incremental response parser (Content-Length, chunked, or
 // until close) that hands body bytes to the caller as they arrive, so SSE can be timed per read.
 // Sockets, deadlines and connection reuse live in client.*.
+//
+// Kept apart from src/net on purpose: ramjet-bench is an independent peer that ramjet's HTTP
+// stack is measured and tested against, so a bug in one cannot agree with itself in the other.
 #pragma once
 
 #include <cstddef>

@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <deque>
 
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 #include "sim/engine/tokenizer.h"  // filler_token
 
 namespace ramjet::sim {
@@ -620,7 +620,7 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
 // Synthetic GPU telemetry in DCGM-exporter format (--gpus N), derived from the engine's load so
 // a dashboard shows bursts and per-device differences. Not a vLLM metric: real deployments
 // scrape dcgm-exporter. Labels follow dcgm-exporter's (gpu, UUID, device, modelName).
-void SimServer::write_dcgm(observe::Exposition& x, const EngineStats& st) const {
+void SimServer::write_dcgm(metrics::Exposition& x, const EngineStats& st) const {
   const double busy = std::min(1.0, (st.running + 0.25 * st.waiting) / std::max(1.0, opt_.engine.max_num_seqs / 8.0));
   const double total_mib = 97887;  // a 96 GB card
   struct Field {
@@ -663,7 +663,7 @@ std::string SimServer::metrics_text() const {
   const auto st = engine_.stats();
   const std::string labels = "model_name=\"" + opt_.served_model_name + "\",engine=\"" +
                              std::to_string(opt_.kv.data_parallel_rank) + "\"";
-  observe::Exposition x;
+  metrics::Exposition x;
   auto one = [&](std::string_view name, std::string_view type, std::string_view help, double v) {
     x.family(name, type, help);
     x.sample(name, labels, v);

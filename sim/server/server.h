@@ -1,8 +1,11 @@
-// sim/server: the simulator's HTTP face, as vLLM serves it (vllm-contracts.md §4–5): OpenAI chat
-// and completions (JSON and SSE), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
+// sim/server: the simulator's HTTP face, as vLLM serves it (docs/sim.md): OpenAI chat and
+// completions (JSON and SSE), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
 // names, /reset_prefix_cache, /kv_event_sources, plus /sim/* admin (faults, resident-prefix
 // oracle, stats). Drives the engine model on virtual time; everything runs on one io thread.
 // Prompts are tokenized by sim/server/prompt.h (built-in or real tokenizer).
+//
+// Its HTTP code is its own on purpose (not src/net): the simulator is the independent peer that
+// ramjet is tested against, and one shared stack would let a bug agree with itself.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -15,7 +18,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 #include "sim/engine/engine.h"
 #include "sim/kv/publisher.h"
 #include "sim/server/options.h"
@@ -38,7 +41,7 @@ class SimServer {
   boost::asio::awaitable<void> drive();
   std::string handle_admin(const std::string& path, const std::string& body, unsigned& status);
   std::string metrics_text() const;
-  void write_dcgm(observe::Exposition& x, const EngineStats& st) const;
+  void write_dcgm(metrics::Exposition& x, const EngineStats& st) const;
   void wake_driver();
 
   boost::asio::io_context& ctx_;

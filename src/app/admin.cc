@@ -17,7 +17,7 @@
 #include <memory>
 #include <optional>
 
-#include "observe/engine_scrape.h"
+#include "upstream/engine_scrape.h"
 #include "observe/web/assets.h"
 #include "request/ingress/endpoint.h"
 
@@ -39,7 +39,7 @@ observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy) {
 
 observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, const upstream::Fleet& fleet,
                                             const route::Router& router, const observe::DecisionLog* decisions,
-                                            const observe::EngineScraper* scraper) {
+                                            const upstream::EngineScraper* scraper) {
   observe::DashboardSources s;
   s.ramjet = [&m, decisions](observe::Reading& r) {
     r.completion_tokens = m.completion_tokens.get();
@@ -263,7 +263,7 @@ namespace {
 // bearer token). 404 for an ordinal that does not exist; 502 JSON when the engine does not answer
 // 200 within the bounds.
 asio::awaitable<void> engine_metrics(std::string_view ordinal, const upstream::Fleet& fleet,
-                                     const observe::EngineScraper& engines, http::response<http::string_body>& res) {
+                                     const upstream::EngineScraper& engines, http::response<http::string_body>& res) {
   size_t i = 0;
   auto [end, ec] = std::from_chars(ordinal.data(), ordinal.data() + ordinal.size(), i);
   if (ordinal.empty() || ec != std::errc() || end != ordinal.data() + ordinal.size() || i >= fleet.size() ||
@@ -273,11 +273,11 @@ asio::awaitable<void> engine_metrics(std::string_view ordinal, const upstream::F
     res.body() = request::error_json("no such upstream", "not_found_error", 404);
     co_return;
   }
-  observe::EngineMetricsFetch f = co_await observe::fetch_engine_metrics(engines.config(), i);
+  upstream::EngineMetricsFetch f = co_await upstream::fetch_engine_metrics(engines.config(), i);
   if (!f.ok) {
-    std::string why = f.error == observe::ScrapeError::kHttp
+    std::string why = f.error == upstream::ScrapeError::kHttp
                           ? "answered " + std::to_string(f.status)
-                          : std::string(observe::scrape_error_label(f.error.value_or(observe::ScrapeError::kProtocol)));
+                          : std::string(upstream::scrape_error_label(f.error.value_or(upstream::ScrapeError::kProtocol)));
     res.result(http::status::bad_gateway);
     res.set(http::field::content_type, "application/json");
     res.body() = request::error_json("upstream " + std::to_string(i) + " /metrics: " + why, "upstream_error", 502);
@@ -289,9 +289,9 @@ asio::awaitable<void> engine_metrics(std::string_view ordinal, const upstream::F
 
 }  // namespace
 
-asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const observe::Registry& registry,
+asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const metrics::Registry& registry,
                                   const upstream::Fleet& fleet, DashboardRoutes ui,
-                                  const observe::EngineScraper* engines) {
+                                  const upstream::EngineScraper* engines) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {

@@ -11,8 +11,8 @@
 #include "net/drain_gate.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
-#include "observe/engine_stats.h"
-#include "observe/metrics.h"
+#include "upstream/engine_stats.h"
+#include "metrics/metrics.h"
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
 #include "upstream/fleet.h"
@@ -33,15 +33,15 @@ observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy);
 // declared profiles), the decisions routed to each engine, and the engine scrape (optional).
 observe::DashboardSources dashboard_sources(const request::ProxyMetrics& proxy, const upstream::Fleet& fleet,
                                             const route::Router& router, const observe::DecisionLog* decisions,
-                                            const observe::EngineScraper* scraper);
+                                            const upstream::EngineScraper* scraper);
 
 // Samples `sources` into `dashboard` once a second on `ctx` until dashboard.stop().
 void start_dashboard_sampler(boost::asio::io_context& ctx, observe::Dashboard& dashboard,
                              observe::DashboardSources sources);
 
 boost::asio::awaitable<void> serve_admin(boost::asio::ip::tcp::socket socket,
-                                         const observe::Registry& registry,
+                                         const metrics::Registry& registry,
                                          const upstream::Fleet& fleet, DashboardRoutes ui = {},
-                                         const observe::EngineScraper* engines = nullptr);
+                                         const upstream::EngineScraper* engines = nullptr);
 
 }  // namespace ramjet::app

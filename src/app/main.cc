@@ -20,7 +20,7 @@
 #include "net/listener.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
-#include "observe/engine_stats.h"
+#include "upstream/engine_stats.h"
 #include "observe/metric_docs.h"
 #include "observe/journal.h"
 #include "render/manifest_cli.h"
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
   observe::Dashboard dashboard(app::dashboard_config(proxy.metrics()));
 
   // Engines' own /metrics (load, KV usage, prefix cache, GPUs) for the dashboard and metrics.
-  observe::EngineScraper engine_scraper(observe::EngineScrapeConfig{
+  upstream::EngineScraper engine_scraper(upstream::EngineScrapeConfig{
       .interval = milliseconds(cfg.engine_scrape_interval_ms),
       .timeout = milliseconds(cfg.engine_scrape_timeout_ms),
       .bearer = cfg.upstream_token,
@@ -213,13 +213,13 @@ int main(int argc, char** argv) {
     proxy.metrics().set_profiles(std::move(declared));
   }
 
-  observe::Registry registry;
-  registry.add([&](observe::Exposition& x) { proxy.metrics().write(x); });
-  registry.add([&](observe::Exposition& x) { fleet.write_metrics(x); });
-  registry.add([&](observe::Exposition& x) { router.write_metrics(x); });
-  if (journal) registry.add([&](observe::Exposition& x) { journal->write_metrics(x); });
-  if (engine_scraper.enabled()) registry.add([&](observe::Exposition& x) { engine_scraper.write_metrics(x); });
-  registry.add([&](observe::Exposition& x) { tokenizer->write_metrics(x); });
+  metrics::Registry registry;
+  registry.add([&](metrics::Exposition& x) { proxy.metrics().write(x); });
+  registry.add([&](metrics::Exposition& x) { fleet.write_metrics(x); });
+  registry.add([&](metrics::Exposition& x) { router.write_metrics(x); });
+  if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
+  if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
+  registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }

@@ -43,7 +43,7 @@ std::optional<double> pct(std::optional<double> part, std::optional<double> whol
   return std::clamp(100.0 * *part / *whole, 0.0, 100.0);
 }
 
-const EngineSample* scraped(const Reading& r, size_t e) {
+const upstream::EngineSample* scraped(const Reading& r, size_t e) {
   if (e >= r.engines.size() || !r.engines[e].scrape || !r.engines[e].scrape->ok) return nullptr;
   return &*r.engines[e].scrape;
 }
@@ -154,11 +154,11 @@ void Dashboard::tick(const Reading& r) {
     // Engine counters come from the engine scrape, which has its own interval and may have
     // failed: a delta over a window starts at the oldest scrape in the window that succeeded
     // and was taken before the newest one.
-    auto first_scrape = [&](size_t e, int64_t window) -> const EngineSample* {
-      const EngineSample* now = scraped(r, e);
+    auto first_scrape = [&](size_t e, int64_t window) -> const upstream::EngineSample* {
+      const upstream::EngineSample* now = scraped(r, e);
       if (!now) return nullptr;
       for (size_t a = std::min<size_t>(static_cast<size_t>(window), readings_.size() - 1); a >= 1; --a) {
-        const EngineSample* then = scraped(*readings_.ago(a), e);
+        const upstream::EngineSample* then = scraped(*readings_.ago(a), e);
         if (then && then->unix_ms < now->unix_ms) return then;
       }
       return nullptr;
@@ -194,8 +194,8 @@ void Dashboard::tick(const Reading& r) {
       double hits = 0, queries = 0;
       bool any = false;
       for (size_t e = 0; e < r.engines.size(); ++e) {
-        const EngineSample* now = scraped(r, e);
-        const EngineSample* then = first_scrape(e, config_.window_s);
+        const upstream::EngineSample* now = scraped(r, e);
+        const upstream::EngineSample* then = first_scrape(e, config_.window_s);
         if (!now || !then) continue;
         auto h = odelta(now->prefix_hits, then->prefix_hits);
         auto q = odelta(now->prefix_queries, then->prefix_queries);
@@ -209,7 +209,7 @@ void Dashboard::tick(const Reading& r) {
     double kv_sum = 0;
     size_t kv_n = 0;
     for (size_t e = 0; e < r.engines.size(); ++e) {
-      if (const EngineSample* s = scraped(r, e); s && s->kv_usage) {
+      if (const upstream::EngineSample* s = scraped(r, e); s && s->kv_usage) {
         kv_sum += *s->kv_usage;
         ++kv_n;
       }
@@ -226,7 +226,7 @@ void Dashboard::tick(const Reading& r) {
       EnginePoint ep;
       ep.inflight = static_cast<float>(er.inflight);
       ep.load_units = static_cast<float>(er.load_units);
-      if (const EngineSample* s = scraped(r, e)) {
+      if (const upstream::EngineSample* s = scraped(r, e)) {
         ep.running = f(s->running);
         ep.waiting = f(s->waiting);
         ep.kv_usage = f(s->kv_usage);
@@ -234,8 +234,8 @@ void Dashboard::tick(const Reading& r) {
       if (fast && e < fast->engines.size()) {
         const int64_t dt = r.unix_ms - fast->unix_ms;
         ep.req_rate = f(counter_rate(er.routed, fast->engines[e].routed, dt));
-        const EngineSample* now = scraped(r, e);
-        const EngineSample* then = first_scrape(e, kEngineRateWindowS);
+        const upstream::EngineSample* now = scraped(r, e);
+        const upstream::EngineSample* then = first_scrape(e, kEngineRateWindowS);
         if (now && then) {
           if (auto g = odelta(now->generation_tokens, then->generation_tokens)) {
             ep.gen_tps = static_cast<float>(*g * 1000.0 / static_cast<double>(now->unix_ms - then->unix_ms));
@@ -243,8 +243,8 @@ void Dashboard::tick(const Reading& r) {
         }
       }
       if (win && e < win->engines.size()) {
-        const EngineSample* now = scraped(r, e);
-        const EngineSample* then = first_scrape(e, config_.window_s);
+        const upstream::EngineSample* now = scraped(r, e);
+        const upstream::EngineSample* then = first_scrape(e, config_.window_s);
         if (now && then) {
           ep.cache_hit = f(pct(odelta(now->prefix_hits, then->prefix_hits),
                                odelta(now->prefix_queries, then->prefix_queries)));
@@ -255,7 +255,7 @@ void Dashboard::tick(const Reading& r) {
 
     // Per GPU device: a ring per (engine, device) seen, up to kMaxGpus.
     std::vector<bool> seen(gpu_keys_.size(), false);
-    for (const GpuSample& g : r.gpus) {
+    for (const upstream::GpuSample& g : r.gpus) {
       const std::string k = std::to_string(g.engine) + "/" + g.device;
       auto it = std::find(gpu_keys_.begin(), gpu_keys_.end(), k);
       size_t i = static_cast<size_t>(it - gpu_keys_.begin());
@@ -343,7 +343,7 @@ void Dashboard::render_state_locked(const Reading& r) {
   }
   out += "],\"gpus\":[";
   bool first = true;
-  for (const GpuSample& g : r.gpus) {
+  for (const upstream::GpuSample& g : r.gpus) {
     if (!first) out += ',';
     first = false;
     out += "{\"engine\":";
@@ -523,7 +523,7 @@ Reading read_sources(const DashboardSources& s, int64_t unix_ms) {
   if (s.ramjet) s.ramjet(r);
   if (s.fleet) s.fleet(r);
   if (s.engine_samples) {
-    std::vector<EngineSample> samples = s.engine_samples();
+    std::vector<upstream::EngineSample> samples = s.engine_samples();
     for (size_t e = 0; e < samples.size() && e < r.engines.size(); ++e) r.engines[e].scrape = std::move(samples[e]);
   }
   if (s.gpu_samples) r.gpus = s.gpu_samples();

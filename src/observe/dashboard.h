@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "observe/engine_stats.h"
+#include "upstream/engine_stats.h"
 
 namespace ramjet::observe {
 
@@ -106,7 +106,7 @@ struct EngineReading {
   int64_t load_units = 0;
   uint64_t routed = 0;             // cumulative decisions that chose it (request rate)
   uint64_t fail_open_dispatches = 0;  // cumulative
-  std::optional<EngineSample> scrape;  // the latest engine scrape, when a scraper runs
+  std::optional<upstream::EngineSample> scrape;  // the latest engine scrape, when a scraper runs
 };
 
 // Everything one tick reads. Counters are cumulative; the dashboard takes the deltas.
@@ -118,7 +118,7 @@ struct Reading {
   int64_t inflight = 0;
   bool fail_open = false;
   std::vector<EngineReading> engines;
-  std::vector<GpuSample> gpus;
+  std::vector<upstream::GpuSample> gpus;
 };
 
 struct DashboardConfig {
@@ -209,8 +209,8 @@ class Dashboard {
 struct DashboardSources {
   std::function<void(Reading&)> ramjet;                     // counters, histograms, inflight, fail-open
   std::function<void(Reading&)> fleet;                      // engines: profile, state, load, routed
-  std::function<std::vector<EngineSample>()> engine_samples;  // optional (EngineScraper::engines)
-  std::function<std::vector<GpuSample>()> gpu_samples;        // optional (EngineScraper::gpus)
+  std::function<std::vector<upstream::EngineSample>()> engine_samples;  // optional (EngineScraper::engines)
+  std::function<std::vector<upstream::GpuSample>()> gpu_samples;        // optional (EngineScraper::gpus)
 };
 Reading read_sources(const DashboardSources& s, int64_t unix_ms);
 

@@ -120,7 +120,7 @@ struct Sim {
     for (size_t e = 0; e < engines; ++e) {
       r.engines[e].profile = e % 2 ? "standard" : "mtp";
       r.engines[e].state = "healthy";
-      EngineSample s;
+      upstream::EngineSample s;
       s.ok = true;
       s.running = 2;
       s.waiting = 0;
@@ -141,8 +141,8 @@ struct Sim {
   }
 };
 
-GpuSample gpu(size_t engine, std::string device, std::optional<double> util, std::optional<double> power = {}) {
-  GpuSample g;
+upstream::GpuSample gpu(size_t engine, std::string device, std::optional<double> util, std::optional<double> power = {}) {
+  upstream::GpuSample g;
   g.engine = engine;
   g.device = std::move(device);
   g.util_pct = util;
@@ -218,7 +218,7 @@ TEST(Dashboard, EngineDeltasStartAtTheFirstGoodScrapeInTheWindow) {
   // 80 hits a second. The 30 s window is not full of good scrapes yet, but the hit rate is known.
   for (int i = 0; i < 20; ++i) {
     Reading& r = sim.next();
-    EngineSample& s = *r.engines[0].scrape;
+    upstream::EngineSample& s = *r.engines[0].scrape;
     s.ok = i >= 10;
     if (s.ok) {
       *s.prefix_queries += 100;

@@ -313,19 +313,19 @@ Journal::Stats Journal::stats() const {
 
 namespace {
 
-constexpr std::array<Family, 3> kJournalFamilies = {{
-    {"ramjet_journal_records_total", MetricKind::kCounter, "", "Route journal records accepted for writing."},
-    {"ramjet_journal_dropped_total", MetricKind::kCounter, "",
+constexpr std::array<metrics::Family, 3> kJournalFamilies = {{
+    {"ramjet_journal_records_total", metrics::MetricKind::kCounter, "", "Route journal records accepted for writing."},
+    {"ramjet_journal_dropped_total", metrics::MetricKind::kCounter, "",
      "Route journal records dropped because the write backlog was full."},
-    {"ramjet_journal_write_errors_total", MetricKind::kCounter, "", "Failed writes to the route journal sink."},
+    {"ramjet_journal_write_errors_total", metrics::MetricKind::kCounter, "", "Failed writes to the route journal sink."},
 }};
 
 }  // namespace
 
-std::span<const Family> journal_families() { return kJournalFamilies; }
+std::span<const metrics::Family> journal_families() { return kJournalFamilies; }
 
-void Journal::write_metrics(Exposition& out) const {
-  const Counter* values[] = {&records_, &dropped_, &write_errors_};  // in kJournalFamilies order
+void Journal::write_metrics(metrics::Exposition& out) const {
+  const metrics::Counter* values[] = {&records_, &dropped_, &write_errors_};  // in kJournalFamilies order
   for (size_t i = 0; i < kJournalFamilies.size(); ++i) {
     out.family(kJournalFamilies[i]);
     out.sample(kJournalFamilies[i].name, "", values[i]->get());

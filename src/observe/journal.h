@@ -25,7 +25,7 @@
 #include <string_view>
 #include <thread>
 
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 #include "request/route/policy.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
@@ -82,7 +82,7 @@ std::string format_start(const JournalStart& s);
 std::string format_finish(const JournalFinish& f);
 
 // The families Journal::write_metrics exports (names, labels, help; docs/metrics.md).
-std::span<const Family> journal_families();
+std::span<const metrics::Family> journal_families();
 
 class Journal {
  public:
@@ -109,7 +109,7 @@ class Journal {
   };
   Stats stats() const;
   // ramjet_journal_records_total, ramjet_journal_dropped_total, ramjet_journal_write_errors_total
-  void write_metrics(Exposition& out) const;
+  void write_metrics(metrics::Exposition& out) const;
 
  private:
   Journal(const JournalConfig& config, int fd);
@@ -128,7 +128,7 @@ class Journal {
   bool stop_ = false;
 
   std::mutex write_mu_;  // one batch at a time, in order (writer thread vs flush())
-  Counter records_, dropped_, write_errors_;
+  metrics::Counter records_, dropped_, write_errors_;
   std::thread writer_;
 };
 

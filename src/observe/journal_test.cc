@@ -363,7 +363,7 @@ TEST(Journal, ASlowSinkNeverBlocksTheCallerAndTheOverflowIsDroppedAndCounted) {
   EXPECT_GT(s.dropped, 0u);
   EXPECT_LT(s.records * line.size(), 64 * 1024 + 4 * cfg.max_pending_bytes);
 
-  Exposition e;
+  metrics::Exposition e;
   j->write_metrics(e);
   const std::string text = e.take();
   EXPECT_NE(text.find("ramjet_journal_records_total " + std::to_string(s.records) + "\n"),

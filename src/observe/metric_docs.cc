@@ -7,9 +7,9 @@
 
 #include "cache/index/approx_index.h"
 #include "common/clock.h"
-#include "observe/engine_stats.h"
+#include "upstream/engine_stats.h"
 #include "observe/journal.h"
-#include "observe/prom_text.h"
+#include "metrics/prom_text.h"
 #include "request/route/router.h"
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
@@ -34,12 +34,12 @@ struct Seen {
   std::vector<std::string> buckets;
 };
 
-std::map<std::string, Seen> inspect(const std::string& text, std::span<const Family> families) {
+std::map<std::string, Seen> inspect(const std::string& text, std::span<const metrics::Family> families) {
   std::map<std::string, Seen> out;
-  parse_prom_text(text, PromTextLimits{}, [&](const PromSample& s) {
-    for (const Family& f : families) {
+  metrics::parse_prom_text(text, metrics::PromTextLimits{}, [&](const metrics::PromSample& s) {
+    for (const metrics::Family& f : families) {
       std::string_view n = s.name;
-      if (f.kind == MetricKind::kHistogram) {
+      if (f.kind == metrics::MetricKind::kHistogram) {
         if (!n.starts_with(f.name)) continue;
         std::string_view suffix = n.substr(f.name.size());
         if (suffix != "_bucket" && suffix != "_sum" && suffix != "_count") continue;
@@ -47,7 +47,7 @@ std::map<std::string, Seen> inspect(const std::string& text, std::span<const Fam
         continue;
       }
       Seen& seen = out[std::string(f.name)];
-      for (const PromLabel& l : s.labels) {
+      for (const metrics::PromLabel& l : s.labels) {
         if (l.name == "le") {
           if (l.value != "+Inf" &&
               std::find(seen.buckets.begin(), seen.buckets.end(), l.value) == seen.buckets.end()) {
@@ -73,8 +73,8 @@ std::vector<MetricSection> metric_sections() {
       {"Upstreams", "upstream::Fleet::write_metrics (src/upstream/fleet.cc)", "always",
        upstream::fleet_families()},
       {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route::route_families()},
-      {"Engine scrape", "observe::EngineScraper::write_metrics (src/observe/engine_scrape.cc)",
-       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", engine_families()},
+      {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
+       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", upstream::engine_families()},
       {"Local tokenization", "render::TokenizerService::write_metrics (src/render/tokenizer_service.cc)",
        "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
@@ -95,24 +95,24 @@ std::vector<std::string> render_sections_for_docs() {
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&approx}, single_flight, {});
   request::ProxyMetrics proxy(urls.size());
   proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
-  EngineScrapeConfig sc;
+  upstream::EngineScrapeConfig sc;
   sc.engines = urls;
-  EngineScraper scraper(sc);
+  upstream::EngineScraper scraper(sc);
 
   std::vector<std::string> out;
-  Exposition a;
+  metrics::Exposition a;
   proxy.write(a);
   out.push_back(a.take());
-  Exposition b;
+  metrics::Exposition b;
   fleet.write_metrics(b);
   out.push_back(b.take());
-  Exposition c;
+  metrics::Exposition c;
   router.write_metrics(c);
   out.push_back(c.take());
-  Exposition d;
+  metrics::Exposition d;
   scraper.write_metrics(d);
   out.push_back(d.take());
-  Exposition e;
+  metrics::Exposition e;
   render::TokenizerService::unloaded_for_docs(render::TokenizerMode::kLocalShadow, urls.size())->write_metrics(e);
   out.push_back(e.take());
   out.emplace_back();  // the journal (not opened here; last)
@@ -149,8 +149,8 @@ std::string metrics_markdown() {
     out += "Written by `" + std::string(s.source.substr(0, s.source.find(" ("))) + "` (" +
            std::string(s.source.substr(s.source.find('(') + 1, s.source.find(')') - s.source.find('(') - 1)) +
            "); exported " + std::string(s.when) + ".\n\n";
-    out += "| Family | Type | Labels | Description |\n| --- | --- | --- | --- |\n";
-    for (const Family& f : s.families) {
+    out += "| metrics::Family | Type | Labels | Description |\n| --- | --- | --- | --- |\n";
+    for (const metrics::Family& f : s.families) {
       auto it = seen.find(std::string(f.name));
       std::string labels;
       std::string_view rest = f.labels;
@@ -171,12 +171,12 @@ std::string metrics_markdown() {
         }
       }
       std::string doc(f.help);
-      if (f.kind == MetricKind::kHistogram && it != seen.end() && !it->second.buckets.empty()) {
+      if (f.kind == metrics::MetricKind::kHistogram && it != seen.end() && !it->second.buckets.empty()) {
         doc += " Buckets (`le`): ";
         for (size_t k = 0; k < it->second.buckets.size(); ++k) doc += (k ? ", " : "") + it->second.buckets[k];
         doc += ".";
       }
-      out += "| `" + std::string(f.name) + "` | " + std::string(metric_kind_name(f.kind)) + " | " +
+      out += "| `" + std::string(f.name) + "` | " + std::string(metrics::metric_kind_name(f.kind)) + " | " +
              md_escape(labels.empty() ? "—" : labels) + " | " + md_escape(doc) + " |\n";
     }
   }

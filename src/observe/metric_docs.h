@@ -2,7 +2,7 @@
 // (`ramjet --help-metrics`) and for the test that holds each writer to its list.
 //
 // The lists themselves live with their writers (request::proxy_families(),
-// upstream::fleet_families(), observe::engine_families()); the routing and journal lists are
+// upstream::fleet_families(), upstream::engine_families()); the routing and journal lists are
 // declared here, next to the writers they describe (route::Router::write_metrics,
 // observe::Journal::write_metrics), and metric_docs_test checks those writers against them.
 #pragma once
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 
 namespace ramjet::observe {
 
@@ -20,7 +20,7 @@ struct MetricSection {
   std::string_view title;  // "Data plane"
   std::string_view source;  // the writer: "request::ProxyMetrics::write (src/request/stream/metrics.cc)"
   std::string_view when;    // when the families are exported ("always", "with RJ_ROUTE_JOURNAL")
-  std::span<const Family> families;
+  std::span<const metrics::Family> families;
 };
 
 // Every section, in docs order.

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "observe/journal.h"
-#include "observe/prom_text.h"
+#include "metrics/prom_text.h"
 #include "request/stream/metrics.h"
 
 namespace ramjet::observe {
@@ -48,7 +48,7 @@ Rendered read(const std::string& text) {
       }
       continue;
     }
-    const auto result = parse_prom_text(line, PromTextLimits{}, [&](const PromSample& s) {
+    const auto result = metrics::parse_prom_text(line, metrics::PromTextLimits{}, [&](const metrics::PromSample& s) {
       if (r.headers.empty()) {
         r.problems.push_back("sample before any family: " + std::string(s.name));
         return;
@@ -62,7 +62,7 @@ Rendered read(const std::string& text) {
       }
       if (base != h.name) r.problems.push_back("sample " + std::string(s.name) + " under family " + h.name);
       auto& keys = r.label_keys[h.name];
-      for (const PromLabel& l : s.labels) {
+      for (const metrics::PromLabel& l : s.labels) {
         if (l.name != "le") keys.insert(std::string(l.name));
       }
       ++r.samples[h.name];
@@ -87,7 +87,7 @@ std::string journal_rendering() {
   std::string error;
   auto j = Journal::open(JournalConfig{.enabled = true, .path = path}, &error);
   EXPECT_TRUE(j) << error;
-  Exposition x;
+  metrics::Exposition x;
   if (j) j->write_metrics(x);
   j.reset();
   std::filesystem::remove(path);
@@ -100,10 +100,10 @@ void check_section(const MetricSection& s, const std::string& text) {
   for (const std::string& p : r.problems) ADD_FAILURE() << p;
   ASSERT_EQ(r.headers.size(), s.families.size()) << "the writer's families and its list differ";
   for (size_t i = 0; i < s.families.size(); ++i) {
-    const Family& f = s.families[i];
+    const metrics::Family& f = s.families[i];
     SCOPED_TRACE(std::string(f.name));
     EXPECT_EQ(r.headers[i].name, f.name);
-    EXPECT_EQ(r.headers[i].type, metric_kind_name(f.kind));
+    EXPECT_EQ(r.headers[i].type, metrics::metric_kind_name(f.kind));
     EXPECT_EQ(r.headers[i].help, f.help);
     auto keys = r.label_keys.find(std::string(f.name));
     if (keys != r.label_keys.end()) {
@@ -130,7 +130,7 @@ TEST(MetricDocs, ClosedLabelSetsAreExportedFromTheStart) {
   rendered.back() = journal_rendering();
   for (size_t i = 0; i < sections.size(); ++i) {
     const Rendered r = read(rendered[i]);
-    for (const Family& f : sections[i].families) {
+    for (const metrics::Family& f : sections[i].families) {
       if (open.contains(f.name)) continue;
       EXPECT_GT(r.samples.count(std::string(f.name)) ? r.samples.at(std::string(f.name)) : 0u, 0u)
           << f.name << " has no sample before anything happened";
@@ -141,10 +141,10 @@ TEST(MetricDocs, ClosedLabelSetsAreExportedFromTheStart) {
 TEST(MetricDocs, NamesAreUniqueRamjetPrefixedAndCountersEndInTotal) {
   std::set<std::string_view> names;
   for (const MetricSection& s : metric_sections()) {
-    for (const Family& f : s.families) {
+    for (const metrics::Family& f : s.families) {
       EXPECT_TRUE(names.insert(f.name).second) << f.name << " is declared twice";
       EXPECT_TRUE(f.name.starts_with("ramjet_")) << f.name;
-      EXPECT_EQ(f.kind == MetricKind::kCounter, f.name.ends_with("_total")) << f.name;
+      EXPECT_EQ(f.kind == metrics::MetricKind::kCounter, f.name.ends_with("_total")) << f.name;
       EXPECT_FALSE(f.help.empty()) << f.name;
       EXPECT_EQ(f.help.find('\n'), std::string_view::npos) << f.name;
       EXPECT_EQ(f.labels.find(' '), std::string_view::npos) << f.name << ": labels are comma-separated names";
@@ -181,7 +181,7 @@ TEST(MetricDocs, DocsMetricsMdIsUpToDate) {
 // ---------------------------------------------------------------------------- ProxyMetrics
 
 std::string render(const request::ProxyMetrics& m) {
-  Exposition x;
+  metrics::Exposition x;
   m.write(x);
   return x.take();
 }

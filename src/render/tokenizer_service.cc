@@ -27,40 +27,40 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::array kFamilies = {
-    observe::Family{"ramjet_tokenizer_info", observe::MetricKind::kGauge, "mode,profile",
+    metrics::Family{"ramjet_tokenizer_info", metrics::MetricKind::kGauge, "mode,profile",
                     "1, labelled with RJ_TOKENIZER_MODE (off|remote-shadow|local-shadow|local) and "
                     "RJ_TOKENIZER_PROFILE."},
-    observe::Family{"ramjet_tokenizer_shadow_total", observe::MetricKind::kCounter, "backend,endpoint,outcome",
+    metrics::Family{"ramjet_tokenizer_shadow_total", metrics::MetricKind::kCounter, "backend,endpoint,outcome",
                     "Shadow tokenizations by backend (remote: the engine's /tokenize; local: ramjet's "
                     "render + encode), endpoint (chat|completions) and outcome. Remote: success, "
                     "timeout, connect_error, http_error, response_too_large, decode_error. Local: "
                     "parity_match, parity_mismatch (local-shadow), success (local), unsupported_request, "
                     "decode_error, render_error, encode_error, remote_authority_unavailable, unattested."},
-    observe::Family{"ramjet_tokenizer_shadow_skipped_total", observe::MetricKind::kCounter, "reason",
+    metrics::Family{"ramjet_tokenizer_shadow_skipped_total", metrics::MetricKind::kCounter, "reason",
                     "Completed requests not tokenized: queue_full, outside_size_window "
                     "(RJ_TOKENIZER_MIN_BYTES..RJ_TOKENIZER_MAX_BYTES), unsupported_endpoint (no "
                     "messages array / no string prompt), multimodal (a non-text content part: the engine is not "
                     "asked to fetch its media again), stopping."},
-    observe::Family{"ramjet_tokenizer_shadow_queue_depth", observe::MetricKind::kGauge, "",
+    metrics::Family{"ramjet_tokenizer_shadow_queue_depth", metrics::MetricKind::kGauge, "",
                     "Requests waiting for a shadow tokenization worker."},
-    observe::Family{"ramjet_tokenizer_shadow_duration_seconds", observe::MetricKind::kHistogram, "backend",
+    metrics::Family{"ramjet_tokenizer_shadow_duration_seconds", metrics::MetricKind::kHistogram, "backend",
                     "Time of one remote /tokenize call or one local render + encode."},
-    observe::Family{"ramjet_tokenizer_shadow_tokens_total", observe::MetricKind::kCounter, "backend",
+    metrics::Family{"ramjet_tokenizer_shadow_tokens_total", metrics::MetricKind::kCounter, "backend",
                     "Prompt tokens produced by successful remote and local tokenizations."},
-    observe::Family{"ramjet_tokenizer_attested", observe::MetricKind::kGauge, "upstream",
+    metrics::Family{"ramjet_tokenizer_attested", metrics::MetricKind::kGauge, "upstream",
                     "1 while the engine's /v1/models (model id, root, max_model_len) and /version match "
                     "the manifest, so its requests are tokenized locally (local modes)."},
-    observe::Family{"ramjet_tokenizer_attestation_checks_total", observe::MetricKind::kCounter, "upstream,outcome",
+    metrics::Family{"ramjet_tokenizer_attestation_checks_total", metrics::MetricKind::kCounter, "upstream,outcome",
                     "Engine identity checks by outcome: match, models_fetch_error, models_decode, "
                     "model_missing, model_ambiguous, model_root_mismatch, model_context_mismatch, "
                     "version_fetch_error, version_decode, version_mismatch."},
-    observe::Family{"ramjet_tokenizer_session_cache_lookups_total", observe::MetricKind::kCounter, "result",
+    metrics::Family{"ramjet_tokenizer_session_cache_lookups_total", metrics::MetricKind::kCounter, "result",
                     "Local encodes by whether a cached conversation prefix was reused (hit) or not (miss)."},
-    observe::Family{"ramjet_tokenizer_session_cache_reused_bytes_total", observe::MetricKind::kCounter, "",
+    metrics::Family{"ramjet_tokenizer_session_cache_reused_bytes_total", metrics::MetricKind::kCounter, "",
                     "Prompt bytes whose token ids came from the session cache instead of being encoded."},
-    observe::Family{"ramjet_tokenizer_session_cache_evictions_total", observe::MetricKind::kCounter, "",
+    metrics::Family{"ramjet_tokenizer_session_cache_evictions_total", metrics::MetricKind::kCounter, "",
                     "Cached prefixes dropped to stay within RJ_TOKENIZER_SESSION_CACHE_BYTES."},
-    observe::Family{"ramjet_tokenizer_session_cache_bytes", observe::MetricKind::kGauge, "",
+    metrics::Family{"ramjet_tokenizer_session_cache_bytes", metrics::MetricKind::kGauge, "",
                     "Bytes held by the session cache (text, ids and index)."},
 };
 enum FamilyIndex {
@@ -93,7 +93,7 @@ ShadowOutcome from_failure(net::GetFailure f) {
 
 }  // namespace
 
-std::span<const observe::Family> tokenizer_families() { return kFamilies; }
+std::span<const metrics::Family> tokenizer_families() { return kFamilies; }
 
 std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s) {
   if (s == "off") return TokenizerMode::kOff;
@@ -151,8 +151,8 @@ TokenizerService::TokenizerService(TokenizerServiceConfig cfg)
       labels_(cfg_.upstreams.size()),
       attest_state_(cfg_.upstreams.size()),
       attest_checks_(cfg_.upstreams.size() * kAttestationCount),
-      duration_{observe::Histogram(observe::exponential_buckets(0.0005, 2, 16)),
-                observe::Histogram(observe::exponential_buckets(0.0005, 2, 16))} {
+      duration_{metrics::Histogram(metrics::exponential_buckets(0.0005, 2, 16)),
+                metrics::Histogram(metrics::exponential_buckets(0.0005, 2, 16))} {
   for (size_t i = 0; i < labels_.size(); ++i) labels_[i] = std::to_string(i);  // opaque ordinals
   for (auto& s : attest_state_) s.store(static_cast<uint8_t>(Attestation::kUnchecked));
 }
@@ -518,7 +518,7 @@ void TokenizerService::set_attestation(size_t i, Attestation a) {
   else spdlog::warn("tokenizer: upstream {} not attested: {}", labels_[i], to_string(a));
 }
 
-void TokenizerService::write_metrics(observe::Exposition& out) const {
+void TokenizerService::write_metrics(metrics::Exposition& out) const {
   const auto& F = kFamilies;
   out.family(F[kInfo]);
   out.sample(F[kInfo].name,

@@ -36,8 +36,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "config/config.h"
-#include "observe/histogram.h"
-#include "observe/metrics.h"
+#include "metrics/histogram.h"
+#include "metrics/metrics.h"
 #include "render/manifest.h"
 #include "render/prompt.h"
 #include "render/tokenize_payload.h"
@@ -104,7 +104,7 @@ class TokenizerService {
   Attestation attestation(size_t upstream) const;
   const Manifest* manifest() const { return manifest_ ? &*manifest_ : nullptr; }
 
-  void write_metrics(observe::Exposition& out) const;
+  void write_metrics(metrics::Exposition& out) const;
 
   // The local pipeline on one payload (the golden check, the workers and the tests).
   struct LocalResult {
@@ -157,15 +157,15 @@ class TokenizerService {
   // Metrics.
   std::vector<std::string> labels_;                          // upstream label: the ordinal
   std::vector<std::atomic<uint8_t>> attest_state_;           // Attestation per upstream
-  std::vector<observe::Counter> attest_checks_;              // [upstream][Attestation]
-  observe::Counter outcomes_[2][2][kShadowOutcomeCount];     // [backend remote/local][chat][outcome]
-  observe::Counter skipped_[kShadowSkipCount];
-  observe::Counter tokens_[2];
-  observe::Gauge queue_depth_;
-  observe::Histogram duration_[2];
+  std::vector<metrics::Counter> attest_checks_;              // [upstream][Attestation]
+  metrics::Counter outcomes_[2][2][kShadowOutcomeCount];     // [backend remote/local][chat][outcome]
+  metrics::Counter skipped_[kShadowSkipCount];
+  metrics::Counter tokens_[2];
+  metrics::Gauge queue_depth_;
+  metrics::Histogram duration_[2];
 };
 
 // The families TokenizerService::write_metrics exports (docs/metrics.md).
-std::span<const observe::Family> tokenizer_families();
+std::span<const metrics::Family> tokenizer_families();
 
 }  // namespace ramjet::render

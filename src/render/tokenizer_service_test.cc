@@ -113,7 +113,7 @@ TEST_F(ServiceTest, UnknownProfileIsRejectedEvenWhenOff) {
   ASSERT_NE(s, nullptr) << joined(errors);
   EXPECT_FALSE(s->enabled());
   s->offer(0, true, std::string(40000, 'x'));  // off: nothing happens, nothing counted
-  observe::Exposition x;
+  metrics::Exposition x;
   s->write_metrics(x);
   const std::string text = x.take();
   EXPECT_NE(text.find("ramjet_tokenizer_info{mode=\"off\",profile=\"qwen3.8-27b\"} 1"), std::string::npos) << text;
@@ -356,14 +356,14 @@ TEST_F(ServiceTest, OfferIsBoundedAndNeverBlocks) {
     s->offer(0, true, body);
     // Until the worker has taken the first job (the queue is empty again).
     for (int k = 0; i == 0 && k < 500; ++k) {
-      observe::Exposition q;
+      metrics::Exposition q;
       s->write_metrics(q);
       if (q.take().find("ramjet_tokenizer_shadow_queue_depth 0") != std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "offer() waited";
-  observe::Exposition x;
+  metrics::Exposition x;
   s->write_metrics(x);
   const std::string text = x.take();
   EXPECT_NE(text.find("ramjet_tokenizer_shadow_skipped_total{reason=\"outside_size_window\"} 2"), std::string::npos)
@@ -376,13 +376,13 @@ TEST_F(ServiceTest, OfferIsBoundedAndNeverBlocks) {
   const auto t1 = std::chrono::steady_clock::now();
   s->stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(10)) << "stop() waited for the engine";
-  observe::Exposition y;
+  metrics::Exposition y;
   s->write_metrics(y);
   const std::string after = y.take();
   EXPECT_NE(after.find("ramjet_tokenizer_shadow_queue_depth 0"), std::string::npos);
   EXPECT_NE(after.find("outcome=\"timeout\"} 0"), std::string::npos) << "an interrupted call is not counted";
   s->offer(0, true, body);
-  EXPECT_NE([&] { observe::Exposition z; s->write_metrics(z); return z.take(); }().find(
+  EXPECT_NE([&] { metrics::Exposition z; s->write_metrics(z); return z.take(); }().find(
                 "ramjet_tokenizer_shadow_skipped_total{reason=\"stopping\"} 2"),
             std::string::npos);
   acceptor.close();
@@ -423,7 +423,7 @@ TEST_F(ServiceTest, FollowUpTurnsReuseTheSessionCacheWithIdenticalIds) {
     EXPECT_EQ(local.ids, full->ids) << turn;
     messages.push_back(json::object{{"role", "assistant"}, {"content", std::string("ok: ") + turn}});
   }
-  observe::Exposition x;
+  metrics::Exposition x;
   s->write_metrics(x);
   const std::string text = x.take();
   // The golden at startup found nothing; every turn reused at least the shared

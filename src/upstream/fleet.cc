@@ -257,8 +257,8 @@ enum class F {
   kFailures, kConsecutiveFailures, kEjections, kEjectionsCapped, kLastSuccess, kCount
 };
 
-using observe::Family;
-using observe::MetricKind;
+using metrics::Family;
+using metrics::MetricKind;
 
 constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_upstream_up", MetricKind::kGauge, "upstream",
@@ -297,9 +297,9 @@ const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
 }  // namespace
 
-std::span<const observe::Family> fleet_families() { return kFamilies; }
+std::span<const metrics::Family> fleet_families() { return kFamilies; }
 
-void Fleet::write_metrics(observe::Exposition& x) const {
+void Fleet::write_metrics(metrics::Exposition& x) const {
   auto each = [&](F f, auto value) {
     x.family(fam(f));
     for (const auto& e : engines_) x.sample(fam(f).name, "upstream=\"" + e->label() + "\"", value(*e));

@@ -16,13 +16,13 @@
 
 #include "common/clock.h"
 #include "config/config.h"
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 #include "upstream/outlier.h"
 
 namespace ramjet::upstream {
 
 // The families Fleet::write_metrics writes (ramjet_upstream_*; docs/metrics.md).
-std::span<const observe::Family> fleet_families();
+std::span<const metrics::Family> fleet_families();
 
 enum class ProbeFailure { kTimeout, kConnect, kProtocol, kHttp, kTooLarge, kCount };
 std::string_view probe_failure_label(ProbeFailure f);
@@ -95,16 +95,16 @@ class Engine {
   std::atomic<int64_t> ejected_until_ms_{INT64_MIN / 2};  // probes readmit only after this
   uint32_t ejection_level_ = 0;                            // ejections in a row (backoff)
   int64_t last_readmitted_ms_ = INT64_MIN / 2;             // when it last became healthy
-  observe::Counter failures_[static_cast<int>(Failure::kCount)];
-  observe::Counter ejections_;
-  observe::Counter ejections_capped_;  // ejections the max-ejection share did not allow
-  observe::Gauge inflight_;
-  observe::Gauge load_units_;
-  observe::Counter probe_failures_[static_cast<int>(ProbeFailure::kCount)];
-  observe::Counter probe_suppressed_;
-  observe::Counter fences_[static_cast<int>(FenceReason::kCount)];
-  observe::Counter probes_ok_;
-  observe::Counter readmissions_;  // transitions into kHealthy from warming or unhealthy
+  metrics::Counter failures_[static_cast<int>(Failure::kCount)];
+  metrics::Counter ejections_;
+  metrics::Counter ejections_capped_;  // ejections the max-ejection share did not allow
+  metrics::Gauge inflight_;
+  metrics::Gauge load_units_;
+  metrics::Counter probe_failures_[static_cast<int>(ProbeFailure::kCount)];
+  metrics::Counter probe_suppressed_;
+  metrics::Counter fences_[static_cast<int>(FenceReason::kCount)];
+  metrics::Counter probes_ok_;
+  metrics::Counter readmissions_;  // transitions into kHealthy from warming or unhealthy
 };
 
 class Fleet {
@@ -163,7 +163,7 @@ class Fleet {
     std::function<bool(size_t)> read;
   };
   void add_replica_flag(ReplicaFlag flag) { replica_flags_.push_back(std::move(flag)); }
-  void write_metrics(observe::Exposition& e) const;
+  void write_metrics(metrics::Exposition& e) const;
 
  private:
   // Moves e to `to` (the caller holds e.mu_) and logs the change by ordinal, never by host.

@@ -313,7 +313,7 @@ TEST(Fleet, MetricsHaveTheStateGaugeAndTheReadmissionCounter) {
   Fleet f(urls(2), clock, 30000, kGate);
   f.fence(1, FenceReason::kConnect);
   for (int k = 0; k < 3; ++k) f.on_probe_success(1);
-  observe::Exposition x;
+  metrics::Exposition x;
   f.write_metrics(x);
   std::string text = x.take();
   EXPECT_NE(text.find("# TYPE ramjet_upstream_state gauge"), std::string::npos);
@@ -331,7 +331,7 @@ TEST(Fleet, MetricsHaveTheStateGaugeAndTheReadmissionCounter) {
 
   clock.advance_ms(1000);
   f.on_probe_success(1);
-  observe::Exposition y;
+  metrics::Exposition y;
   f.write_metrics(y);
   auto t = samples(y.take());
   EXPECT_EQ(t[R"(ramjet_upstream_state{upstream="1",state="healthy"})"], "1");

@@ -178,7 +178,7 @@ TEST(Outlier, AtMostTheShareOfTheFleetIsEjectedAndTheRestKeepServing) {
   EXPECT_EQ(f.ejected_count(), 2u);
   EXPECT_EQ(f.healthy_count(), 2u) << "outliers cannot empty the fleet";
   EXPECT_TRUE(f.at(2).healthy() && f.at(3).healthy());
-  observe::Exposition x;
+  metrics::Exposition x;
   f.write_metrics(x);
   const std::string text = x.take();
   EXPECT_NE(text.find(R"(ramjet_upstream_ejections_capped_total{upstream="2"} 1)"), std::string::npos) << text;
@@ -273,7 +273,7 @@ TEST(Outlier, HealthAndMetricsShowTheEjectedShareAndTheEvidence) {
   EXPECT_EQ(r0.at("consecutive_failures").as_int64(), 2) << "probation: the next failure ejects again";
   EXPECT_EQ(r0.at("ejection_ms_left").as_int64(), 1000);
   EXPECT_FALSE(h.at("replicas").as_array()[1].as_object().contains("ejection_ms_left"));
-  observe::Exposition x;
+  metrics::Exposition x;
   f.write_metrics(x);
   const std::string text = x.take();
   for (const char* want : {R"(ramjet_upstream_state{upstream="0",state="ejected"} 1)",

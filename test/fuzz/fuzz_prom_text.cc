@@ -10,14 +10,14 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/engine_text.h"
-#include "observe/prom_text.h"
+#include "upstream/engine_text.h"
+#include "metrics/prom_text.h"
 
 namespace {
 
-using ramjet::observe::PromLabel;
-using ramjet::observe::PromSample;
-using ramjet::observe::PromTextLimits;
+using ramjet::metrics::PromLabel;
+using ramjet::metrics::PromSample;
+using ramjet::metrics::PromTextLimits;
 
 void check(bool ok) {
   if (!ok) std::abort();
@@ -35,7 +35,7 @@ struct Copy {
 
 std::vector<Copy> parse_all(std::string_view text, const PromTextLimits& limits, bool* ok) {
   std::vector<Copy> out;
-  auto r = ramjet::observe::parse_prom_text(text, limits, [&](const PromSample& s) {
+  auto r = ramjet::metrics::parse_prom_text(text, limits, [&](const PromSample& s) {
     check(s.labels.size() <= limits.max_labels);
     Copy c{std::string(s.name), {}, s.value};
     for (const PromLabel& l : s.labels) c.labels.emplace_back(std::string(l.name), std::string(l.value));
@@ -43,7 +43,7 @@ std::vector<Copy> parse_all(std::string_view text, const PromTextLimits& limits,
   });
   check(r.samples == out.size());
   check(r.samples <= limits.max_samples);
-  check(r.ok() || r.line > 0 || r.error == ramjet::observe::PromTextError::kTooLarge);
+  check(r.ok() || r.line > 0 || r.error == ramjet::metrics::PromTextError::kTooLarge);
   *ok = r.ok();
   return out;
 }
@@ -103,15 +103,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(again_ok);
       check(again == samples);
     }
-    ramjet::observe::EngineSample sample;
-    std::vector<ramjet::observe::GpuSample> gpus;
-    auto r = ramjet::observe::read_engine_metrics(input, limits, sample, gpus, 8);
+    ramjet::upstream::EngineSample sample;
+    std::vector<ramjet::upstream::GpuSample> gpus;
+    auto r = ramjet::upstream::read_engine_metrics(input, limits, sample, gpus, 8);
     check(r.ok() == ok);
     check(sample.ok == ok);
     check(gpus.size() <= 8);
     if (sample.kv_usage) check(!std::isnan(*sample.kv_usage));
   }
-  const auto host = ramjet::observe::parse_nvidia_smi_csv(input, 8);
+  const auto host = ramjet::upstream::parse_nvidia_smi_csv(input, 8);
   check(host.size() <= 8);
   for (const auto& g : host) check(g.engine == SIZE_MAX && !g.device.empty());
   return 0;

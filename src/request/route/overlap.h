@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "cache/index/approx_index.h"
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 #include "request/prepare/prepare.h"
 
 namespace ramjet::route {
@@ -25,7 +25,7 @@ class OverlapSource {
   // A complete 200 response on an inference endpoint: `engine` now holds `req`'s prefix (sources
   // that learn from served traffic take it; sources fed by the engines ignore it).
   virtual void served(size_t engine, const request::PreparedRequest& req) = 0;
-  virtual void write_metrics(observe::Exposition& x) const = 0;
+  virtual void write_metrics(metrics::Exposition& x) const = 0;
 };
 
 // The approximate index (cache/index/approx_index.h), keyed by the request's chain fingerprints.
@@ -36,7 +36,7 @@ class ApproxOverlap final : public OverlapSource {
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const override;
   void served(size_t engine, const request::PreparedRequest& req) override;
   // ramjet_route_index_entries{upstream}
-  void write_metrics(observe::Exposition& x) const override;
+  void write_metrics(metrics::Exposition& x) const override;
   cache::ApproxIndex& index() { return index_; }
 
  private:

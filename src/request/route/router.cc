@@ -79,25 +79,25 @@ namespace ramjet::route {
 namespace {
 
 enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired };
-constexpr std::array<observe::Family, 5> kFamilies = {{
-    {"ramjet_route_index_entries", observe::MetricKind::kGauge, "upstream",
+constexpr std::array<metrics::Family, 5> kFamilies = {{
+    {"ramjet_route_index_entries", metrics::MetricKind::kGauge, "upstream",
      "Prefix fingerprints in the approximate index per upstream ordinal."},
-    {"ramjet_route_single_flight_leaders", observe::MetricKind::kGauge, "",
+    {"ramjet_route_single_flight_leaders", metrics::MetricKind::kGauge, "",
      "New prefixes being prefilled by a single-flight leader."},
-    {"ramjet_route_single_flight_leads_total", observe::MetricKind::kCounter, "",
+    {"ramjet_route_single_flight_leads_total", metrics::MetricKind::kCounter, "",
      "Cold requests registered as single-flight leaders."},
-    {"ramjet_route_single_flight_refused_total", observe::MetricKind::kCounter, "",
+    {"ramjet_route_single_flight_refused_total", metrics::MetricKind::kCounter, "",
      "Cold requests not registered because the single-flight table was full."},
-    {"ramjet_route_single_flight_expired_total", observe::MetricKind::kCounter, "",
+    {"ramjet_route_single_flight_expired_total", metrics::MetricKind::kCounter, "",
      "Single-flight leaders that expired before their response ended."},
 }};
-const observe::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
+const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
 }  // namespace
 
-std::span<const observe::Family> route_families() { return kFamilies; }
+std::span<const metrics::Family> route_families() { return kFamilies; }
 
-void ApproxOverlap::write_metrics(observe::Exposition& x) const {
+void ApproxOverlap::write_metrics(metrics::Exposition& x) const {
   x.family(fam(F::kIndexEntries));
   for (size_t i = 0; i < index_.engines(); ++i) {
     x.sample(fam(F::kIndexEntries).name, "upstream=\"" + std::to_string(i) + "\"",
@@ -105,7 +105,7 @@ void ApproxOverlap::write_metrics(observe::Exposition& x) const {
   }
 }
 
-void Router::write_metrics(observe::Exposition& x) const {
+void Router::write_metrics(metrics::Exposition& x) const {
   for (const OverlapSource* source : sources_) source->write_metrics(x);
   const SingleFlight::Stats st = single_flight_.stats();
   auto one = [&](F f, int64_t v) {

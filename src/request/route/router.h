@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 #include "request/prepare/prepare.h"
 #include "request/route/overlap.h"
 #include "request/route/policy.h"
@@ -32,7 +32,7 @@ struct Routed {
 };
 
 // The routing families Router::write_metrics exports (names, labels, help; docs/metrics.md).
-std::span<const observe::Family> route_families();
+std::span<const metrics::Family> route_families();
 
 class Router {
  public:
@@ -58,7 +58,7 @@ class Router {
 
   // The sources' series (ramjet_route_index_entries{upstream}), ramjet_route_single_flight_*
   // (no payload, ordinals).
-  void write_metrics(observe::Exposition& x) const;
+  void write_metrics(metrics::Exposition& x) const;
 
   SingleFlight& single_flight() { return single_flight_; }
   bool single_flight_enabled() const { return single_flight_.config().enabled; }

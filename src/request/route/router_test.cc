@@ -165,7 +165,7 @@ class FixedOverlap final : public OverlapSource {
     return true;
   }
   void served(size_t, const request::PreparedRequest&) override { ++served_; }
-  void write_metrics(observe::Exposition&) const override {}
+  void write_metrics(metrics::Exposition&) const override {}
   int served_ = 0;
 
  private:

@@ -106,7 +106,7 @@ bool Proxy::upstream_head_fits(Session& s) {
 asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   metrics_.inflight.add(1);
   struct Inflight {
-    observe::Gauge& g;
+    metrics::Gauge& g;
     ~Inflight() { g.sub(1); }
   } inflight{metrics_.inflight};
 

@@ -17,8 +17,8 @@ constexpr std::array<std::string_view, 5> kClasses = {"1xx", "2xx", "3xx", "4xx"
 constexpr std::array<route::Profile, 3> kProfiles = {route::Profile::kNone, route::Profile::kMtp,
                                                      route::Profile::kStandard};
 
-using observe::Family;
-using observe::MetricKind;
+using metrics::Family;
+using metrics::MetricKind;
 
 enum class F {
   kRequests, kInflight, kClientDisconnects, kUpstreamErrors, kMalformedJson, kRejections,
@@ -162,7 +162,7 @@ size_t cache_index(std::string_view outcome) {
 
 }  // namespace
 
-std::span<const observe::Family> proxy_families() { return kFamilies; }
+std::span<const metrics::Family> proxy_families() { return kFamilies; }
 
 std::string_view rejection_label(Rejection r) {
   switch (r) {
@@ -215,21 +215,21 @@ std::string_view blame_label(Blame b) {
 }
 
 ProxyMetrics::ProxyMetrics(size_t n)
-    : requests(new observe::Counter[kEndpoints * 3 * kCodes]),
-      fail_open_dispatches(new observe::Counter[n ? n : 1]),
+    : requests(new metrics::Counter[kEndpoints * 3 * kCodes]),
+      fail_open_dispatches(new metrics::Counter[n ? n : 1]),
       route_overlap({0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
       route_affinity({0, 1, 2, 4, 8, 16, 32, 64, 128}),
-      upstream_requests(new observe::Counter[(n ? n : 1) * kClasses.size()]),
+      upstream_requests(new metrics::Counter[(n ? n : 1) * kClasses.size()]),
       request_duration({0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}),
-      ttft(observe::exponential_buckets(0.01, 2, 19)),  // 0.01 .. 2621 s
+      ttft(metrics::exponential_buckets(0.01, 2, 19)),  // 0.01 .. 2621 s
       tpot({0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
             0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5}),
       decode_rate({1, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200, 240}),
-      context_tokens(observe::exponential_buckets(256, 2, 10)),  // 256 .. 131072
-      output_tokens(observe::exponential_buckets(64, 2, 11)),    // 64 .. 65536
+      context_tokens(metrics::exponential_buckets(256, 2, 10)),  // 256 .. 131072
+      output_tokens(metrics::exponential_buckets(64, 2, 11)),    // 64 .. 65536
       upstreams(n) {
   for (auto& per_endpoint : cache_ttft) {
-    for (auto& h : per_endpoint) h = std::make_unique<observe::Histogram>(ttft.bounds());
+    for (auto& h : per_endpoint) h = std::make_unique<metrics::Histogram>(ttft.bounds());
   }
 }
 
@@ -274,7 +274,7 @@ void ProxyMetrics::observe_usage(Endpoint e, const Usage& u, int64_t start_ns, i
   }
 }
 
-void ProxyMetrics::write(observe::Exposition& x) const {
+void ProxyMetrics::write(metrics::Exposition& x) const {
   x.family(fam(F::kRequests));
   for (size_t e = 0; e < kEndpoints; ++e)
     for (size_t s = 0; s < 3; ++s)

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "observe/histogram.h"
-#include "observe/metrics.h"
+#include "metrics/histogram.h"
+#include "metrics/metrics.h"
 #include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
 #include "request/route/policy.h"
@@ -54,7 +54,7 @@ std::string_view blame_label(Blame b);
 enum class StreamKind { kFalse, kTrue, kUnknown, kCount };
 
 // The families ProxyMetrics::write() writes, in order.
-std::span<const observe::Family> proxy_families();
+std::span<const metrics::Family> proxy_families();
 
 struct ProxyMetrics {
   explicit ProxyMetrics(size_t upstreams);
@@ -72,41 +72,41 @@ struct ProxyMetrics {
   void observe_usage(Endpoint e, const Usage& u, int64_t start_ns, int64_t first_token_ns, int64_t now_ns);
   // ramjet_upstream_info{upstream,profile}: the declared profile of each upstream ordinal.
   void set_profiles(std::vector<route::Profile> profiles) { upstream_profiles = std::move(profiles); }
-  void write(observe::Exposition& x) const;
+  void write(metrics::Exposition& x) const;
 
   // requests_total[endpoint][stream][code - 100]
-  std::unique_ptr<observe::Counter[]> requests;
-  observe::Gauge inflight;
-  std::array<observe::Counter, kEndpoints> client_disconnects;
-  std::array<std::array<observe::Counter, static_cast<size_t>(UpstreamError::kCount)>, kEndpoints> upstream_errors;
-  std::array<observe::Counter, kEndpoints> malformed_json;
-  std::array<observe::Counter, static_cast<size_t>(Rejection::kCount)> rejections;
-  std::array<std::array<observe::Counter, static_cast<size_t>(Timeout::kCount)>, kEndpoints> timeouts;
-  std::array<std::array<observe::Counter, static_cast<size_t>(Blame::kCount)>, kEndpoints> blamed;
+  std::unique_ptr<metrics::Counter[]> requests;
+  metrics::Gauge inflight;
+  std::array<metrics::Counter, kEndpoints> client_disconnects;
+  std::array<std::array<metrics::Counter, static_cast<size_t>(UpstreamError::kCount)>, kEndpoints> upstream_errors;
+  std::array<metrics::Counter, kEndpoints> malformed_json;
+  std::array<metrics::Counter, static_cast<size_t>(Rejection::kCount)> rejections;
+  std::array<std::array<metrics::Counter, static_cast<size_t>(Timeout::kCount)>, kEndpoints> timeouts;
+  std::array<std::array<metrics::Counter, static_cast<size_t>(Blame::kCount)>, kEndpoints> blamed;
   const BodyBudget* budget = nullptr;  // RJ_MAX_BUFFERED_BYTES (the proxy's; null: written as 0)
-  observe::Counter usage_parse_failures;
-  observe::Counter prompt_tokens, cached_prompt_tokens, completion_tokens;
-  std::array<std::array<observe::Counter, 5>, kEndpoints> finish_reasons;  // stop,length,tool_calls,cancelled,other
-  std::array<std::array<observe::Counter, 4>, kEndpoints> cache_requests;  // full,partial,cold,unknown
-  std::array<observe::Counter, 4> shim_rewrites;  // max_tokens,max_completion_tokens,content_flatten,reasoning_effort
-  observe::Gauge route_fail_open;
-  std::unique_ptr<observe::Counter[]> fail_open_dispatches;  // per upstream
-  std::array<observe::Counter, static_cast<size_t>(route::Outcome::kCount)> route_decisions;
-  std::array<observe::Counter, 3> profile_choices;  // the winner's declared profile: none,mtp,standard
-  observe::Counter single_flight_followers;
-  observe::Histogram route_overlap;   // the winner's raw overlap, blocks (prefix routing)
-  observe::Histogram route_affinity;  // the winner's capped affinity, blocks (prefix routing)
-  std::unique_ptr<observe::Counter[]> upstream_requests;  // [upstream][1xx..5xx]
+  metrics::Counter usage_parse_failures;
+  metrics::Counter prompt_tokens, cached_prompt_tokens, completion_tokens;
+  std::array<std::array<metrics::Counter, 5>, kEndpoints> finish_reasons;  // stop,length,tool_calls,cancelled,other
+  std::array<std::array<metrics::Counter, 4>, kEndpoints> cache_requests;  // full,partial,cold,unknown
+  std::array<metrics::Counter, 4> shim_rewrites;  // max_tokens,max_completion_tokens,content_flatten,reasoning_effort
+  metrics::Gauge route_fail_open;
+  std::unique_ptr<metrics::Counter[]> fail_open_dispatches;  // per upstream
+  std::array<metrics::Counter, static_cast<size_t>(route::Outcome::kCount)> route_decisions;
+  std::array<metrics::Counter, 3> profile_choices;  // the winner's declared profile: none,mtp,standard
+  metrics::Counter single_flight_followers;
+  metrics::Histogram route_overlap;   // the winner's raw overlap, blocks (prefix routing)
+  metrics::Histogram route_affinity;  // the winner's capped affinity, blocks (prefix routing)
+  std::unique_ptr<metrics::Counter[]> upstream_requests;  // [upstream][1xx..5xx]
   std::vector<route::Profile> upstream_profiles;          // empty: every upstream "none"
-  observe::Histogram request_duration;  // seconds
-  observe::Histogram ttft;              // seconds to first generated token (streaming)
-  observe::Histogram tpot;              // seconds per output token after the first (streaming)
+  metrics::Histogram request_duration;  // seconds
+  metrics::Histogram ttft;              // seconds to first generated token (streaming)
+  metrics::Histogram tpot;              // seconds per output token after the first (streaming)
   // [inference endpoint][full,partial,cold,unknown]: TTFT by prompt-cache outcome (streaming)
-  std::array<std::array<std::unique_ptr<observe::Histogram>, 4>, kInferenceEndpoints> cache_ttft;
-  observe::Histogram decode_rate;       // generated tokens per second after the first token
-  observe::Histogram context_tokens;    // prompt tokens per response
-  observe::Histogram output_tokens;     // completion tokens per response
-  observe::Counter request_body_bytes, response_body_bytes;
+  std::array<std::array<std::unique_ptr<metrics::Histogram>, 4>, kInferenceEndpoints> cache_ttft;
+  metrics::Histogram decode_rate;       // generated tokens per second after the first token
+  metrics::Histogram context_tokens;    // prompt tokens per response
+  metrics::Histogram output_tokens;     // completion tokens per response
+  metrics::Counter request_body_bytes, response_body_bytes;
   size_t upstreams;
 };
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 
 class Histogram {
  public:
@@ -36,4 +36,4 @@ class Histogram {
 // Exponential bucket bounds: start, start*factor, ... (count bounds).
 std::vector<double> exponential_buckets(double start, double factor, size_t count);
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 
 struct PromTextLimits {
   size_t max_bytes = 4 * 1024 * 1024;  // the whole text
@@ -67,4 +67,4 @@ struct PromTextResult {
 PromTextResult parse_prom_text(std::string_view text, const PromTextLimits& limits,
                                const std::function<void(const PromSample&)>& on_sample);
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

@@ -1,5 +1,5 @@
 // The engine scrape's text readers (observe/engine_text.h): no I/O, untrusted input.
-#include "observe/engine_text.h"
+#include "upstream/engine_text.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 
 
 namespace {
@@ -67,12 +67,12 @@ int64_t unix_ms_now() {
 
 }  // namespace
 
-PromTextResult read_engine_metrics(std::string_view text, const PromTextLimits& limits,
+metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics::PromTextLimits& limits,
                                    EngineSample& sample, std::vector<GpuSample>& gpus, size_t max_gpus) {
   std::array<double, kVllmNames.size()> sum{};
   std::array<uint32_t, kVllmNames.size()> seen{};
   std::vector<GpuSample> found;
-  PromTextResult r = parse_prom_text(text, limits, [&](const PromSample& s) {
+  metrics::PromTextResult r = metrics::parse_prom_text(text, limits, [&](const metrics::PromSample& s) {
     if (s.name.starts_with("vllm:")) {
       for (size_t i = 0; i < kVllmNames.size(); ++i) {
         if (s.name == kVllmNames[i]) {
@@ -88,7 +88,7 @@ PromTextResult read_engine_metrics(std::string_view text, const PromTextLimits& 
     for (size_t i = 0; i < kDcgmNames.size(); ++i) {
       if (s.name == kDcgmNames[i]) field = i;
     }
-    const PromLabel* gpu = s.label("gpu");
+    const metrics::PromLabel* gpu = s.label("gpu");
     if (field == kDcgmNames.size() || gpu == nullptr || gpu->value.empty() || gpu->value.size() > 16) return;
     auto it = std::find_if(found.begin(), found.end(), [&](const GpuSample& g) { return g.device == gpu->value; });
     if (it == found.end()) {
@@ -158,4 +158,4 @@ std::vector<GpuSample> parse_nvidia_smi_csv(std::string_view csv, size_t max_gpu
   return out;
 }
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

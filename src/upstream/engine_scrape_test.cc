@@ -1,4 +1,4 @@
-#include "observe/engine_scrape.h"
+#include "upstream/engine_scrape.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 namespace {
 
 using std::chrono::milliseconds;
@@ -114,7 +114,7 @@ TEST(EngineScrape, AMalformedTextLeavesTheOutputsUntouched) {
   s.running = 42;
   std::vector<GpuSample> gpus(1);
   auto r = read_engine_metrics("vllm:num_requests_running 1\nbroken line here\n", {}, s, gpus);
-  EXPECT_EQ(r.error, PromTextError::kBadValue);
+  EXPECT_EQ(r.error, metrics::PromTextError::kBadValue);
   EXPECT_EQ(s.running, 42);
   EXPECT_EQ(gpus.size(), 1u);
 }
@@ -238,7 +238,7 @@ TEST(EngineScrape, MetricsShowEveryErrorReasonAndOnlyReportedValues) {
   s.prefix_hits = 50;
   scraper.record(0, s, {});
   scraper.record_error(1, ScrapeError::kConnect);
-  Exposition x;
+  metrics::Exposition x;
   scraper.write_metrics(x);
   const std::string text = x.take();
   EXPECT_NE(text.find("ramjet_engine_scrape_up{upstream=\"0\"} 1\n"), std::string::npos) << text;
@@ -285,7 +285,7 @@ TEST(EngineScrape, TheLoopCountsErrorsForADeadEngineAndReadsHostGpusWithNvidiaSm
     EXPECT_EQ(gpus[1].device, "1");
     EXPECT_EQ(gpus[1].power_w, 51);
     EXPECT_FALSE(scraper.engines()[0].ok);
-    Exposition x;
+    metrics::Exposition x;
     scraper.write_metrics(x);
     const std::string text = x.take();
     EXPECT_EQ(text.find("ramjet_engine_scrape_errors_total{upstream=\"0\",reason=\"connect\"} 0\n"), std::string::npos)
@@ -298,4 +298,4 @@ TEST(EngineScrape, TheLoopCountsErrorsForADeadEngineAndReadsHostGpusWithNvidiaSm
 }
 
 }  // namespace
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

@@ -1,4 +1,4 @@
-#include "observe/prom_text.h"
+#include "metrics/prom_text.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 namespace {
 
 struct Got {
@@ -182,4 +182,4 @@ TEST(PromText, ErrorLabelsAreDistinctSnakeCase) {
 }
 
 }  // namespace
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

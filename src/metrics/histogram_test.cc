@@ -1,4 +1,4 @@
-#include "observe/histogram.h"
+#include "metrics/histogram.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 namespace {
 
 std::string render(const Histogram& h) {
@@ -56,4 +56,4 @@ TEST(Histogram, ReadGivesPerBucketCountsAndATotalWithTheOverflow) {
 }
 
 }  // namespace
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

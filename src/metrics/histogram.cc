@@ -1,10 +1,10 @@
-#include "observe/histogram.h"
+#include "metrics/histogram.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
@@ -67,4 +67,4 @@ std::vector<double> exponential_buckets(double start, double factor, size_t coun
   return b;
 }
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

@@ -11,11 +11,11 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/engine_stats.h"
-#include "observe/engine_text.h"
-#include "observe/prom_text.h"
+#include "upstream/engine_stats.h"
+#include "upstream/engine_text.h"
+#include "metrics/prom_text.h"
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 
 // The first executable `name` in the colon-separated `path` list ("" when none).
 std::string find_executable(std::string_view name, std::string_view path);
@@ -36,4 +36,4 @@ struct EngineMetricsFetch {
 boost::asio::awaitable<EngineMetricsFetch> fetch_engine_metrics(const EngineScrapeConfig& config,
                                                                 size_t engine);
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

@@ -1,7 +1,7 @@
 // The EngineScraper's I/O and text readers: the scrape loop on an io context (engine /metrics
 // and optional DCGM-exporter URLs through net::simple_get), nvidia-smi on a thread of its own,
 // and the ramjet_engine_* metric families.
-#include "observe/engine_scrape.h"
+#include "upstream/engine_scrape.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -30,7 +30,7 @@
 
 extern char** environ;
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 
 namespace asio = boost::asio;
 
@@ -143,8 +143,8 @@ asio::awaitable<EngineMetricsFetch> fetch(const config::UpstreamUrl& url, std::s
   co_return out;
 }
 
-PromTextLimits limits_for(const EngineScrapeConfig& c) {
-  PromTextLimits l;
+metrics::PromTextLimits limits_for(const EngineScrapeConfig& c) {
+  metrics::PromTextLimits l;
   l.max_bytes = c.max_body;
   return l;
 }
@@ -185,7 +185,7 @@ EngineScraper::EngineScraper(EngineScrapeConfig config)
       samples_(config_.engines.size()),
       engine_gpus_(config_.engines.size()),
       url_gpus_(config_.engines.size()),
-      errors_(new Counter[(config_.engines.size() ? config_.engines.size() : 1) *
+      errors_(new metrics::Counter[(config_.engines.size() ? config_.engines.size() : 1) *
                           static_cast<size_t>(ScrapeError::kCount)]) {}
 
 EngineScraper::~EngineScraper() {
@@ -298,31 +298,31 @@ namespace {
 
 enum class EngineFamily { kScrapeUp, kScrapeErrors, kRunning, kWaiting, kKvUsage, kPrefixHitRatio, kCount };
 
-constexpr std::array<Family, static_cast<size_t>(EngineFamily::kCount)> kEngineFamilies = {{
-    {"ramjet_engine_scrape_up", MetricKind::kGauge, "upstream",
+constexpr std::array<metrics::Family, static_cast<size_t>(EngineFamily::kCount)> kEngineFamilies = {{
+    {"ramjet_engine_scrape_up", metrics::MetricKind::kGauge, "upstream",
      "1 when the last scrape of the engine's own /metrics succeeded and parsed, else 0."},
-    {"ramjet_engine_scrape_errors_total", MetricKind::kCounter, "upstream,reason",
+    {"ramjet_engine_scrape_errors_total", metrics::MetricKind::kCounter, "upstream,reason",
      "Failed scrapes of the engine's /metrics by reason: connect, timeout, http (not 200), "
      "too_large, protocol, parse."},
-    {"ramjet_engine_requests_running", MetricKind::kGauge, "upstream",
+    {"ramjet_engine_requests_running", metrics::MetricKind::kGauge, "upstream",
      "The engine's vllm:num_requests_running (summed over its label sets) at the last scrape."},
-    {"ramjet_engine_requests_waiting", MetricKind::kGauge, "upstream",
+    {"ramjet_engine_requests_waiting", metrics::MetricKind::kGauge, "upstream",
      "The engine's vllm:num_requests_waiting (summed over its label sets) at the last scrape."},
-    {"ramjet_engine_kv_cache_usage", MetricKind::kGauge, "upstream",
+    {"ramjet_engine_kv_cache_usage", metrics::MetricKind::kGauge, "upstream",
      "The engine's vllm:kv_cache_usage_perc (0..1, averaged over its label sets) at the last "
      "scrape."},
-    {"ramjet_engine_prefix_cache_hit_ratio", MetricKind::kGauge, "upstream",
+    {"ramjet_engine_prefix_cache_hit_ratio", metrics::MetricKind::kGauge, "upstream",
      "The engine's prefix cache hits / queries (tokens) since the engine started, from "
      "vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total."},
 }};
 
-const Family& family(EngineFamily f) { return kEngineFamilies[static_cast<size_t>(f)]; }
+const metrics::Family& family(EngineFamily f) { return kEngineFamilies[static_cast<size_t>(f)]; }
 
 }  // namespace
 
-std::span<const Family> engine_families() { return kEngineFamilies; }
+std::span<const metrics::Family> engine_families() { return kEngineFamilies; }
 
-void EngineScraper::write_metrics(Exposition& x) const {
+void EngineScraper::write_metrics(metrics::Exposition& x) const {
   using F = EngineFamily;
   const size_t n = config_.engines.size();
   std::vector<EngineSample> samples = engines();
@@ -354,4 +354,4 @@ void EngineScraper::write_metrics(Exposition& x) const {
   });
 }
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

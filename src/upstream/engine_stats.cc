@@ -1,10 +1,10 @@
 // The EngineScraper's snapshot store: written by the scrape loop (engine_scrape.cc), read by
 // the dashboard and the metrics writer. A mutex guards it; no request touches it.
-#include "observe/engine_stats.h"
+#include "upstream/engine_stats.h"
 
 #include <cstdint>
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 
 std::string_view scrape_error_label(ScrapeError e) {
   switch (e) {
@@ -64,4 +64,4 @@ void EngineScraper::record_host_gpus(std::vector<GpuSample> gpus) {
   host_gpus_ = std::move(gpus);
 }
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

@@ -1,10 +1,10 @@
-#include "observe/prom_text.h"
+#include "metrics/prom_text.h"
 
 #include <charconv>
 #include <cmath>
 #include <limits>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 namespace {
 
 bool name_start(char c, bool colon) {
@@ -262,4 +262,4 @@ PromTextResult parse_prom_text(std::string_view text, const PromTextLimits& limi
   return r;
 }
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

@@ -1,9 +1,9 @@
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 
 std::string_view metric_kind_name(MetricKind k) {
   switch (k) {
@@ -74,4 +74,4 @@ std::string Registry::render() const {
   return e.take();
 }
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics

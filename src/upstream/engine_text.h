@@ -7,17 +7,17 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/engine_stats.h"
-#include "observe/prom_text.h"
+#include "upstream/engine_stats.h"
+#include "metrics/prom_text.h"
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 
 // Reads one /metrics text. vLLM series are summed over their label sets (per-model or per-DP
 // rank labels), except vllm:kv_cache_usage_perc, which is averaged; the names vLLM used before
 // (vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_*) are read when the current ones are absent.
 // DCGM series (DCGM_FI_DEV_*) become one GpuSample per `gpu` label (at most `max_gpus`; samples
 // without a `gpu` label are ignored). Nothing is written unless the whole text parses.
-PromTextResult read_engine_metrics(std::string_view text, const PromTextLimits& limits,
+metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics::PromTextLimits& limits,
                                    EngineSample& sample, std::vector<GpuSample>& gpus,
                                    size_t max_gpus = 64);
 
@@ -29,4 +29,4 @@ inline constexpr const char* kNvidiaSmiQuery =
     "--query-gpu=index,utilization.gpu,memory.used,memory.free,power.draw,temperature.gpu,"
     "clocks.sm,clocks.mem";
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

@@ -22,13 +22,13 @@
 #include <vector>
 
 #include "config/config.h"
-#include "observe/metrics.h"
+#include "metrics/metrics.h"
 
 namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
-namespace ramjet::observe {
+namespace ramjet::upstream {
 
 struct EngineSample {            // one engine's own /metrics, read every RJ_ENGINE_SCRAPE_INTERVAL_MS
   int64_t unix_ms = 0; bool ok = false;            // ok: the last scrape succeeded and parsed
@@ -58,7 +58,7 @@ struct EngineScrapeConfig {
 };
 
 // The ramjet_engine_* families EngineScraper::write_metrics writes (docs/metrics.md).
-std::span<const Family> engine_families();
+std::span<const metrics::Family> engine_families();
 
 // Scrapes every engine's /metrics on an interval and keeps the latest values. Construct, then
 // start() on an io context; call stop() before that context is destroyed.
@@ -81,7 +81,7 @@ class EngineScraper {
   std::vector<GpuSample> gpus() const;        // engines' devices in ordinal order, then host GPUs
 
   // ramjet_engine_* families (see observe/metric_families).
-  void write_metrics(Exposition& x) const;
+  void write_metrics(metrics::Exposition& x) const;
 
   // Results of one scrape, applied by the loop (public so tests can drive the store directly).
   void record(size_t engine, EngineSample sample, std::vector<GpuSample> gpus);
@@ -99,9 +99,9 @@ class EngineScraper {
   std::vector<std::vector<GpuSample>> engine_gpus_;  // from the engine's own /metrics
   std::vector<std::vector<GpuSample>> url_gpus_;     // from RJ_GPU_METRICS_URLS
   std::vector<GpuSample> host_gpus_;                 // from nvidia-smi
-  std::unique_ptr<Counter[]> errors_;                // [engine][ScrapeError]
+  std::unique_ptr<metrics::Counter[]> errors_;                // [engine][ScrapeError]
   std::shared_ptr<Loop> loop_;
   std::unique_ptr<Smi> smi_;
 };
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::upstream

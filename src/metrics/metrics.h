@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ramjet::observe {
+namespace ramjet::metrics {
 
 // RAMJET_METRICS_OFF (CMake option, benchmarks only): counter increments and histogram
 // observations compile to nothing, so bench/metrics_cost.sh can compare a build with and without
@@ -83,4 +83,4 @@ class Registry {
   std::vector<Writer> writers_;
 };
 
-}  // namespace ramjet::observe
+}  // namespace ramjet::metrics
