@@ -179,15 +179,17 @@ class AwaitedOp : public std::enable_shared_from_this<AwaitedOp<R, Handler>> {
   // Whether the job should still run (nobody has completed the operation yet).
   bool pending() const { return !claimed_.load(std::memory_order_acquire); }
 
-  // From any thread: the first caller completes the operation with `v` on the executor.
-  void complete(Value v) {
-    if (claimed_.exchange(true, std::memory_order_acq_rel)) {
-      // Already completed: release this reference on the executor too (the timer lives there).
-      boost::asio::post(executor_, [self = this->shared_from_this()] {});
+  // From any thread: the first caller completes the operation with `v` on the executor. The
+  // caller's reference moves to the executor with it, so the operation (and its timer) is
+  // always released there, never on a worker after the io context is gone.
+  static void complete(std::shared_ptr<AwaitedOp> self, Value v) {
+    const Executor ex = self->executor_;
+    if (self->claimed_.exchange(true, std::memory_order_acq_rel)) {
+      boost::asio::post(ex, [self = std::move(self)] {});  // already completed: only the release
       return;
     }
-    result_.emplace(std::move(v));
-    boost::asio::post(executor_, [self = this->shared_from_this()] { self->deliver(); });
+    self->result_.emplace(std::move(v));
+    boost::asio::post(ex, [self = std::move(self)] { self->deliver(); });
   }
 
  private:
@@ -224,23 +226,26 @@ class AwaitedJob final : public RenderPool::Job {
  public:
   AwaitedJob(std::shared_ptr<AwaitedOp<R, Handler>> op, F f)
       : op_(std::move(op)), f_(std::move(f)) {}
+  using Op = AwaitedOp<R, Handler>;
+  // Destroyed unrun (not expected: the pool runs or refuses every job): refused as stopping.
   ~AwaitedJob() override {
-    if (op_) op_->complete(PoolRefusal::kStopping);  // destroyed unrun (not expected)
+    if (op_) Op::complete(std::move(op_), PoolRefusal::kStopping);
   }
   void run() override {
-    auto op = std::move(op_);
-    if (!op->pending()) {  // the deadline passed or the awaiter went away: skipped
-      op->complete(PoolRefusal::kDeadline);
+    if (!op_->pending()) {  // the deadline passed or the awaiter went away: skipped
+      Op::complete(std::move(op_), PoolRefusal::kDeadline);
       return;
     }
+    std::optional<typename Op::Value> v;
     try {
-      op->complete(typename AwaitedOp<R, Handler>::Value(f_()));
+      v.emplace(f_());
     } catch (...) {
-      op->complete(PoolRefusal::kFailed);
+      v.emplace(PoolRefusal::kFailed);
     }
+    Op::complete(std::move(op_), std::move(*v));
   }
   void refuse(PoolRefusal why) noexcept override {
-    if (auto op = std::move(op_)) op->complete(why);
+    if (op_) Op::complete(std::move(op_), why);
   }
 
  private:
@@ -277,7 +282,7 @@ auto RenderPool::async_run(Clock::time_point deadline, size_t bytes, F f, Comple
         try {
           job = std::make_unique<detail::AwaitedJob<R, Handler, F>>(op, std::move(fn));
         } catch (...) {
-          op->complete(PoolRefusal::kQueueFull);
+          detail::AwaitedOp<R, Handler>::complete(std::move(op), PoolRefusal::kQueueFull);
           return;
         }
         submit(std::move(job), bytes, deadline);  // a refusal completes op (posted)
