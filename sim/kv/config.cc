@@ -1,5 +1,6 @@
-// --kv-events-config parsing (vLLM's KVEventsConfig, vllm-contracts.md §2.1), the DP port offset
-// rule (§2.5) and the PUB bind/connect rule (§2.2).
+// --kv-events-config parsing (vLLM's KVEventsConfig), the data-parallel port offset rule (rank r
+// publishes on the endpoint's port + r) and the PUB bind/connect rule (vLLM binds a `*`/`::`
+// endpoint and connects to any other).
 #include <boost/json.hpp>
 
 #include <charconv>

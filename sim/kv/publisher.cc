@@ -1,4 +1,4 @@
-// KvPublisher: vLLM's ZmqEventPublisher (vllm-contracts.md §2) in C++.
+// KvPublisher: vLLM's ZmqEventPublisher (vllm/distributed/kv_events.py) in C++.
 //
 // One thread owns both ZMQ sockets. publish()/fault_*() append to a bounded queue guarded by a
 // mutex and wake the thread through an eventfd, which zmq_poll watches next to the ROUTER

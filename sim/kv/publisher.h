@@ -1,5 +1,5 @@
 // sim/kv: publishes KV-event batches exactly as vLLM's ZmqEventPublisher does
-// (vllm-contracts.md §1–2): PUB frames [topic, seq (8-byte big-endian), msgpack payload], seq
+// (docs/sim.md §8): PUB frames [topic, seq (8-byte big-endian), msgpack payload], seq
 // from 0 per publisher instance; a ROUTER replay socket keeping the last buffer_steps batches,
 // answering both reply layouts; DP-rank port offsets. The payload is cache/kv's encoding of the
 // batch: array (vLLM < 0.26) or map layout, 64-bit int or bytes hashes.

@@ -3,8 +3,8 @@
 Run with Debian's /usr/bin/python3 (python3-zmq, python3-msgpack, python3-pytest); the C++ side
 is the kv_event_dump tool named by $KV_EVENT_DUMP (see sim/kv/dump_main.cc).
 
-The reference encoder below is written from vllm-contracts.md §1.1-1.2 alone: it models the
-msgspec classes (field order, defaults, tag) and msgspec's rules (tagged map struct = "type"
+The reference encoder below is written from vLLM's event classes (vllm/distributed/kv_events.py)
+alone: it models the msgspec classes (field order, defaults, tag) and msgspec's rules (tagged map struct = "type"
 first then fields in declaration order, omit_defaults drops fields equal to their default;
 array_like = tag then every field; batch = [ts, events, data_parallel_rank]) and lets
 msgpack-python produce the bytes (float64, smallest ints, str/bin types, ordered maps), which
@@ -26,7 +26,7 @@ DUMP = os.environ.get("KV_EVENT_DUMP", "")
 END_SEQ = b"\xff" * 8
 REQUIRED = object()
 
-# Declaration order and defaults of the current msgspec classes (§1.1).
+# Declaration order and defaults of the current msgspec classes.
 FIELDS = {
     "BlockStored": [
         ("block_hashes", REQUIRED), ("parent_block_hash", REQUIRED), ("token_ids", REQUIRED),
@@ -99,7 +99,7 @@ def encode_batch(ts, events, dp_rank, fmt, hash_type, layout=LATEST_ARRAY):
 
 
 def spec_bytes(text):
-    """vllm-contracts.md notation: hex byte pairs and "quoted" raw strings."""
+    """Byte notation of the examples below: hex byte pairs and "quoted" raw strings."""
     out = bytearray()
     parts = text.split('"')
     for i, part in enumerate(parts):

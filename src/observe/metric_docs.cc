@@ -149,7 +149,7 @@ std::string metrics_markdown() {
     out += "Written by `" + std::string(s.source.substr(0, s.source.find(" ("))) + "` (" +
            std::string(s.source.substr(s.source.find('(') + 1, s.source.find(')') - s.source.find('(') - 1)) +
            "); exported " + std::string(s.when) + ".\n\n";
-    out += "| metrics::Family | Type | Labels | Description |\n| --- | --- | --- | --- |\n";
+    out += "| Family | Type | Labels | Description |\n| --- | --- | --- | --- |\n";
     for (const metrics::Family& f : s.families) {
       auto it = seen.find(std::string(f.name));
       std::string labels;

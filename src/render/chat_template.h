@@ -1,7 +1,7 @@
 // render::chat_template: vLLM's chat-request preprocessing followed by a HuggingFace chat
 // template rendered with render::jinja — the prompt text vLLM builds for /v1/chat/completions.
 //
-// Preprocessing (vLLM chat_utils + serving_chat, see ../shared/testdata/goldens/README.md):
+// Preprocessing (vLLM chat_utils + serving_chat, see test/data/testdata/goldens/README.md):
 //   * assistant tool_calls[].function.arguments JSON-decoded (a JSON string; empty -> {}),
 //     an empty tool_calls list dropped;
 //   * content null -> ""; a list of content parts is joined with "\n" (text parts) for

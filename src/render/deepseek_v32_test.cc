@@ -1,4 +1,4 @@
-// render::deepseek_v32: every line of ../shared/testdata/goldens/deepseek-v3.2.jsonl renders to
+// render::deepseek_v32: every line of test/data/testdata/goldens/deepseek-v3.2.jsonl renders to
 // its `rendered` text and, with the DeepSeek-V3 tokenizer plus the V3.1 added-token override,
 // to its `token_ids`; the encoder's rules one at a time; bad input is a typed error.
 #include "render/deepseek_v32.h"
@@ -18,7 +18,7 @@
 #include "render/tokenizer.h"
 
 #ifndef RAMJET_TESTDATA_DIR
-#define RAMJET_TESTDATA_DIR "../shared/testdata"
+#define RAMJET_TESTDATA_DIR "test/data/testdata"
 #endif
 
 namespace ramjet::render::deepseek_v32 {

@@ -9,7 +9,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
 
 #include "render/deepseek_v32.h"
 #include "render/session_cache.h"
@@ -48,13 +51,20 @@ Result<ChatTemplate, PromptError> parse_template(const std::string& path, std::s
   return std::move(parsed.value());
 }
 
-bool has_tools(std::string_view request_json) {
-  boost::system::error_code ec;
-  auto v = boost::json::parse(request_json, ec);
-  if (ec || !v.is_object()) return false;
-  const auto* t = v.as_object().if_contains("tools");
+bool has_tools(const boost::json::value& request) {
+  if (!request.is_object()) return false;
+  const auto* t = request.as_object().if_contains("tools");
   return t && t->is_array() && !t->as_array().empty();
 }
+
+PromptError from_render_error(const RenderError& e) {
+  const bool decode = e.code == RenderErrc::kBadRequest;
+  return PromptError{decode ? PromptErrc::kDecode : PromptErrc::kRender, std::string(jinja::to_string(e.code)),
+                     e.message + line_suffix(e.line)};
+}
+
+// As chat_template's own request parse: nesting up to 256, the DOM in one arena freed at once.
+constexpr size_t kMaxRequestDepth = 256;
 
 }  // namespace
 
@@ -180,33 +190,56 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
 }
 
 Result<RenderedPrompt, PromptError> PromptRenderer::chat(std::string_view request_json, SessionCache* cache) const {
+  if (!template_) return native_chat(request_json, cache);
+  boost::json::monotonic_resource arena(request_json.size() + 4096);
+  boost::json::parse_options opt;
+  opt.max_depth = kMaxRequestDepth;
+  boost::system::error_code ec;
+  const boost::json::value request = boost::json::parse(request_json, ec, &arena, opt);
+  if (ec) return from_render_error(RenderError{RenderErrc::kBadRequest, "invalid JSON", 0});
+  return template_chat(request, cache);
+}
+
+Result<RenderedPrompt, PromptError> PromptRenderer::chat_parsed(const boost::json::value& request,
+                                                                SessionCache* cache,
+                                                                std::string_view request_json) const {
+  if (template_) return template_chat(request, cache);
+  if (!request_json.empty()) return native_chat(request_json, cache);
+  return native_chat(boost::json::serialize(request), cache);
+}
+
+Result<RenderedPrompt, PromptError> PromptRenderer::template_chat(const boost::json::value& request,
+                                                                  SessionCache* cache) const {
   RenderedPrompt out;
-  if (template_) {
-    const ChatTemplate& tpl = tool_template_ && has_tools(request_json) ? *tool_template_ : *template_;
-    auto r = render::render(tpl, request_json, specials_);
-    if (!r) {
-      const bool decode = r.error().code == RenderErrc::kBadRequest;
-      return PromptError{decode ? PromptErrc::kDecode : PromptErrc::kRender,
-                         std::string(jinja::to_string(r.error().code)),
-                         r.error().message + line_suffix(r.error().line)};
-    }
-    out.text = std::move(r.value());
-  } else {
-    auto r = deepseek_v32::encode(request_json);
-    if (!r) {
-      const auto c = r.error().code;
-      const bool decode = c == deepseek_v32::RenderErrc::kBadJson || c == deepseek_v32::RenderErrc::kBadRequest;
-      return PromptError{decode ? PromptErrc::kDecode : PromptErrc::kRender,
-                         std::string(deepseek_v32::to_string(c)), r.error().message};
-    }
-    out.text = std::move(r.value());
-  }
-  if (tokenizer_) {
-    auto e = cache ? cache->encode(*tokenizer_, out.text, out.ids, /*add_special_tokens=*/false)
-                   : tokenizer_->encode_into(out.text, out.ids, /*add_special_tokens=*/false);
-    if (e) return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
-  }
+  const ChatTemplate& tpl = tool_template_ && has_tools(request) ? *tool_template_ : *template_;
+  auto r = render::render_parsed(tpl, request, specials_);
+  if (!r) return from_render_error(r.error());
+  out.text = std::move(r.value());
+  if (auto e = encode_prompt(out, cache)) return *e;
   return out;
+}
+
+Result<RenderedPrompt, PromptError> PromptRenderer::native_chat(std::string_view request_json,
+                                                                SessionCache* cache) const {
+  RenderedPrompt out;
+  auto r = deepseek_v32::encode(request_json);
+  if (!r) {
+    const auto c = r.error().code;
+    const bool decode = c == deepseek_v32::RenderErrc::kBadJson || c == deepseek_v32::RenderErrc::kBadRequest;
+    return PromptError{decode ? PromptErrc::kDecode : PromptErrc::kRender,
+                       std::string(deepseek_v32::to_string(c)), r.error().message};
+  }
+  out.text = std::move(r.value());
+  if (auto e = encode_prompt(out, cache)) return *e;
+  return out;
+}
+
+std::optional<PromptError> PromptRenderer::encode_prompt(RenderedPrompt& out, SessionCache* cache) const {
+  if (!tokenizer_) return std::nullopt;
+  auto e = cache ? cache->encode(*tokenizer_, out.text, out.ids, /*add_special_tokens=*/false)
+                 : tokenizer_->encode_into(out.text, out.ids, /*add_special_tokens=*/false);
+  if (e) return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
+  return std::nullopt;
 }
 
 Result<std::vector<uint32_t>, PromptError> PromptRenderer::text(std::string_view input,

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/fwd.hpp>
+
 #include "common/result.h"
 #include "render/chat_template.h"
 #include "render/tokenizer.h"
@@ -78,6 +80,12 @@ class PromptRenderer {
   // as vLLM encodes chat prompts: special tokens come from the template text). With a session
   // cache, a prompt that extends a cached one encodes only its new part (same ids).
   Result<RenderedPrompt, PromptError> chat(std::string_view request_json, SessionCache* cache = nullptr) const;
+  // The same for a request the caller has already parsed (Boost.JSON: the last of duplicate keys
+  // kept): a template renders it without another parse. The native formatter reads JSON text:
+  // `request_json` when the caller has it (the same request, serialised), else the value is
+  // serialised here.
+  Result<RenderedPrompt, PromptError> chat_parsed(const boost::json::value& request, SessionCache* cache = nullptr,
+                                                  std::string_view request_json = {}) const;
   // Raw text -> token ids (completions: add_special_tokens=true, as vLLM's default).
   Result<std::vector<uint32_t>, PromptError> text(std::string_view text, bool add_special_tokens) const;
 
@@ -86,6 +94,9 @@ class PromptRenderer {
 
  private:
   PromptRenderer() = default;
+  Result<RenderedPrompt, PromptError> template_chat(const boost::json::value& request, SessionCache* cache) const;
+  Result<RenderedPrompt, PromptError> native_chat(std::string_view request_json, SessionCache* cache) const;
+  std::optional<PromptError> encode_prompt(RenderedPrompt& out, SessionCache* cache) const;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<ChatTemplate> template_;       // the default template
   std::optional<ChatTemplate> tool_template_;  // tokenizer_config's "tool_use" template, if named

@@ -13,6 +13,7 @@
 //   BM_FollowUpWithCache  render + SessionCache encode of the follow-up, the cache holding the
 //                         previous turn (re-warmed outside the timed region every iteration)
 //   BM_RenderOnly         render (= BM_BuildContext + BM_TemplateOnly)
+//   BM_RenderParsed       render of the already-parsed request (render_parsed: no JSON parse)
 //   BM_BuildContext       request JSON -> template context (parse, vLLM preprocessing)
 //   BM_TemplateOnly       the Jinja template on a ready context
 //   BM_EncodeOnly         full encode of the follow-up
@@ -250,6 +251,19 @@ void BM_RenderOnly(benchmark::State& state) {
   counters(state, f);
 }
 
+void BM_RenderParsed(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  boost::json::parse_options opt;
+  opt.max_depth = 256;
+  const boost::json::value request = boost::json::parse(f.follow_up_request, {}, opt);
+  for (auto _ : state) {
+    auto text = render_parsed(f.tpl, request, f.special, {}, f.opt);
+    if (!text.ok() || text.value() != f.follow_up) state.SkipWithError("render differs");
+    benchmark::DoNotOptimize(text);
+  }
+  counters(state, f);
+}
+
 void BM_BuildContext(benchmark::State& state) {
   const Fixture& f = fixture(state);
   for (auto _ : state) {
@@ -331,6 +345,7 @@ void BM_FindCuts(benchmark::State& state) {
 RENDER_BENCH(BM_FullRenderEncode);
 RENDER_BENCH(BM_FollowUpWithCache);
 RENDER_BENCH(BM_RenderOnly);
+RENDER_BENCH(BM_RenderParsed);
 RENDER_BENCH(BM_BuildContext);
 RENDER_BENCH(BM_TemplateOnly);
 RENDER_BENCH(BM_EncodeOnly);

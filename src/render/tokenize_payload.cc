@@ -36,7 +36,11 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
   opt.max_depth = 128;  // as deep as chat_template's own request parse allows
   json::value v = json::parse(body, ec, {}, opt);
   if (ec || !v.is_object()) return std::nullopt;
-  const json::object& req = v.as_object();
+  return build_tokenize_payload(profile, chat, v.as_object());
+}
+
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      const json::object& req) {
   TokenizePayload p;
   p.chat = chat;
   json::object out;
@@ -103,15 +107,34 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
   }
   out["return_token_strs"] = false;
   p.json = json::serialize(out);
+  p.request = std::move(out);
   return p;
 }
 
 Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& renderer,
                                                           const TokenizePayload& payload, SessionCache* cache) {
   if (!payload.chat) return renderer.text(payload.prompt, payload.add_special_tokens);
-  auto rendered = renderer.chat(payload.json, cache);
+  auto rendered = renderer.chat_parsed(payload.request, cache, payload.json);
   if (!rendered) return rendered.error();
   return std::move(rendered->ids);
+}
+
+LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& p, SessionCache* cache) {
+  LocalRender r;
+  if (p.local_refusal) {
+    r.outcome = *p.local_refusal;
+    return r;
+  }
+  auto ids = render_payload(renderer, p, cache);
+  if (!ids) {
+    const PromptErrc kind = ids.error().kind;
+    r.outcome = kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
+                : kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
+                                              : ShadowOutcome::kRenderError;
+    return r;
+  }
+  r.ids = std::move(ids.value());
+  return r;
 }
 
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body) {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/value.hpp>
+
 #include "common/result.h"
 #include "render/prompt.h"
 
@@ -47,21 +49,36 @@ std::string_view to_string(ShadowOutcome o);
 
 // The tokenize payload for a request (see the top of this file), or why there is none.
 struct TokenizePayload {
-  std::string json;      // the /tokenize body, also what is rendered locally
+  std::string json;             // the /tokenize body
+  boost::json::value request;   // the same payload as a JSON object: what is rendered locally
   bool chat = true;
   bool add_special_tokens = true;   // completions
   std::string prompt;               // completions: the prompt text
   std::optional<ShadowOutcome> local_refusal;  // set: not rendered locally (kUnsupported/kDecodeError)
   bool multimodal = false;          // a non-text content part (the engine would refetch media)
 };
+// From a request body the caller has already parsed (Boost.JSON: the last of duplicate keys kept).
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      const boost::json::object& body);
+// From the body's JSON text: parsed once (nesting up to 128), then as above.
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body);
 
 // The payload rendered and encoded by ramjet (the session cache, when given, supplies a cached
-// prefix's ids). Chat payloads as chat requests, completions as their prompt text.
+// prefix's ids). Chat payloads as chat requests (payload.request, not parsed again),
+// completions as their prompt text.
 Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& renderer,
                                                           const TokenizePayload& payload,
                                                           SessionCache* cache = nullptr);
+
+// The local pipeline on one payload: its local_refusal, the render_payload failure as an
+// outcome (decode_error, render_error, encode_error), or kSuccess with the ids.
+struct LocalRender {
+  ShadowOutcome outcome = ShadowOutcome::kSuccess;
+  std::vector<uint32_t> ids;
+};
+LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& payload,
+                         SessionCache* cache = nullptr);
 
 // An engine's /tokenize answer {"count": n, "tokens": [n ids < 2^32], ...} -> the ids, or nullopt.
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body);

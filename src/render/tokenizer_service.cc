@@ -1,28 +1,15 @@
 // render::tokenizer_service (see tokenizer_service.h).
 #include "render/tokenizer_service.h"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 
 #include "model/model_profile.h"
-#include "net/client.h"
 #include "render/session_cache.h"
 
 namespace ramjet::render {
-
-namespace asio = boost::asio;
-namespace json = boost::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -71,58 +58,15 @@ enum FamilyIndex {
 constexpr std::string_view kBackend[2] = {"remote", "local"};
 constexpr std::string_view kEndpoint[2] = {"completions", "chat"};
 
-bool remote_mode(TokenizerMode m) { return m == TokenizerMode::kRemoteShadow || m == TokenizerMode::kLocalShadow; }
-bool local_mode(TokenizerMode m) { return m == TokenizerMode::kLocalShadow || m == TokenizerMode::kLocal; }
-
 std::string known_profiles() {
   std::string s;
   for (const auto* p : model::PROFILES) s += (s.empty() ? "" : ", ") + std::string(p->label());
   return s;
 }
 
-ShadowOutcome from_failure(net::GetFailure f) {
-  switch (f) {
-    case net::GetFailure::kTimeout: return ShadowOutcome::kTimeout;
-    case net::GetFailure::kConnect: return ShadowOutcome::kConnectError;
-    case net::GetFailure::kTooLarge: return ShadowOutcome::kResponseTooLarge;
-    case net::GetFailure::kProtocol: return ShadowOutcome::kHttpError;
-    case net::GetFailure::kNone: break;
-  }
-  return ShadowOutcome::kSuccess;
-}
-
 }  // namespace
 
 std::span<const metrics::Family> tokenizer_families() { return kFamilies; }
-
-std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s) {
-  if (s == "off") return TokenizerMode::kOff;
-  if (s == "remote-shadow") return TokenizerMode::kRemoteShadow;
-  if (s == "local-shadow") return TokenizerMode::kLocalShadow;
-  if (s == "local") return TokenizerMode::kLocal;
-  return std::nullopt;
-}
-
-std::string_view to_string(TokenizerMode m) {
-  switch (m) {
-    case TokenizerMode::kOff: return "off";
-    case TokenizerMode::kRemoteShadow: return "remote-shadow";
-    case TokenizerMode::kLocalShadow: return "local-shadow";
-    case TokenizerMode::kLocal: return "local";
-  }
-  return "off";
-}
-
-std::string_view to_string(ShadowSkip s) {
-  switch (s) {
-    case ShadowSkip::kQueueFull: return "queue_full";
-    case ShadowSkip::kOutsideSizeWindow: return "outside_size_window";
-    case ShadowSkip::kUnsupportedEndpoint: return "unsupported_endpoint";
-    case ShadowSkip::kStopping: return "stopping";
-    case ShadowSkip::kMultimodal: return "multimodal";
-  }
-  return "unknown";
-}
 
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c) {
   TokenizerServiceConfig t;
@@ -146,15 +90,33 @@ TokenizerServiceConfig tokenizer_service_config(const config::Config& c) {
   return t;
 }
 
+namespace {
+
+// Jobs queued at once: the configured capacity, and bodies up to 64 MiB in all (at least one
+// body of the largest size the window admits).
+RenderPoolLimits pool_limits(const TokenizerServiceConfig& c) {
+  return RenderPoolLimits{.threads = std::max<size_t>(1, c.workers),
+                          .max_jobs = c.queue_capacity,
+                          .max_bytes = std::max<size_t>(64u << 20, c.max_bytes)};
+}
+
+}  // namespace
+
 TokenizerService::TokenizerService(TokenizerServiceConfig cfg)
     : cfg_(std::move(cfg)),
-      labels_(cfg_.upstreams.size()),
-      attest_state_(cfg_.upstreams.size()),
-      attest_checks_(cfg_.upstreams.size() * kAttestationCount),
-      duration_{metrics::Histogram(metrics::exponential_buckets(0.0005, 2, 16)),
-                metrics::Histogram(metrics::exponential_buckets(0.0005, 2, 16))} {
-  for (size_t i = 0; i < labels_.size(); ++i) labels_[i] = std::to_string(i);  // opaque ordinals
-  for (auto& s : attest_state_) s.store(static_cast<uint8_t>(Attestation::kUnchecked));
+      pool_(pool_limits(cfg_)),
+      attestation_(AttestationConfig{cfg_.upstreams, cfg_.bearer, cfg_.timeout, cfg_.attest_interval}) {}
+
+void TokenizerService::assemble() {
+  shadow_ = std::make_unique<ShadowComparer>(
+      ShadowConfig{.mode = cfg_.mode,
+                   .min_bytes = cfg_.min_bytes,
+                   .max_bytes = cfg_.max_bytes,
+                   .timeout = cfg_.timeout,
+                   .max_response_bytes = cfg_.max_response_bytes,
+                   .bearer = cfg_.bearer,
+                   .upstreams = cfg_.upstreams},
+      profile_, renderer_, session_cache_.get(), pool_, attestation_);
 }
 
 TokenizerService::~TokenizerService() { stop(); }
@@ -164,7 +126,9 @@ std::unique_ptr<TokenizerService> TokenizerService::unloaded_for_docs(TokenizerM
   c.mode = mode;
   c.profile = "qwen3";
   c.upstreams.resize(upstreams);
-  return std::unique_ptr<TokenizerService>(new TokenizerService(std::move(c)));
+  std::unique_ptr<TokenizerService> s(new TokenizerService(std::move(c)));
+  s->assemble();
+  return s;
 }
 
 std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServiceConfig& cfg,
@@ -194,7 +158,11 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   pair(cfg.template_path, cfg.template_sha256, "RJ_CHAT_TEMPLATE_PATH", "RJ_CHAT_TEMPLATE_SHA256");
   pair(cfg.manifest_path, cfg.manifest_sha256, "RJ_TOKENIZER_MANIFEST_PATH", "RJ_TOKENIZER_MANIFEST_SHA256");
   if (cfg.min_bytes > cfg.max_bytes) err("RJ_TOKENIZER_MIN_BYTES is larger than RJ_TOKENIZER_MAX_BYTES");
-  if (errors.size() != before || !local_mode(cfg.mode)) return errors.size() == before ? std::move(s) : nullptr;
+  if (errors.size() != before) return nullptr;
+  if (!local_mode(cfg.mode)) {
+    s->assemble();
+    return s;
+  }
 
   // Local modes: the renderer, pinned; the manifest, pinned; the goldens.
   const auto* profile = s->profile_;
@@ -275,248 +243,40 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   }
   if (errors.size() != before) return nullptr;
   s->manifest_ = std::move(manifest.value());
+  s->assemble();
   spdlog::info("tokenizer: mode={} profile={} {} manifest goldens reproduced", to_string(cfg.mode), cfg.profile,
                s->manifest_->goldens.size());
   return s;
 }
 
 TokenizerService::LocalResult TokenizerService::render_local(const TokenizePayload& p) const {
-  LocalResult r;
-  if (p.local_refusal) {
-    r.outcome = *p.local_refusal;
-    return r;
-  }
-  auto ids = render_payload(*renderer_, p, session_cache_.get());
-  if (!ids) {
-    const PromptErrc kind = ids.error().kind;
-    r.outcome = kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
-                : kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
-                                              : ShadowOutcome::kRenderError;
-    return r;
-  }
-  r.ids = std::move(ids.value());
-  return r;
+  return render::render_local(*renderer_, p, session_cache_.get());
 }
 
 void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) noexcept {
-  if (cfg_.mode == TokenizerMode::kOff || upstream >= cfg_.upstreams.size()) return;
-  if (body.size() < cfg_.min_bytes || body.size() > cfg_.max_bytes) {
-    skipped_[static_cast<size_t>(ShadowSkip::kOutsideSizeWindow)].inc();
-    return;
-  }
-  try {
-    // The copy is made before the lock (a 2 MiB body must not hold up other threads' offers).
-    Job job{upstream, chat, attested(upstream), std::string(body)};
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_ || threads_.empty()) {
-        skipped_[static_cast<size_t>(ShadowSkip::kStopping)].inc();
-        return;
-      }
-      if (queue_.size() >= cfg_.queue_capacity || queued_bytes_ + body.size() > max_queued_bytes()) {
-        skipped_[static_cast<size_t>(ShadowSkip::kQueueFull)].inc();
-        return;
-      }
-      queued_bytes_ += job.body.size();
-      queue_.push_back(std::move(job));
-      queue_depth_.set(static_cast<int64_t>(queue_.size()));
-    }
-    cv_.notify_one();
-  } catch (...) {  // out of memory for the copy: the shadow skips it, the request is unaffected
-    skipped_[static_cast<size_t>(ShadowSkip::kQueueFull)].inc();
-  }
+  if (shadow_) shadow_->offer(upstream, chat, body);
 }
 
-size_t TokenizerService::max_queued_bytes() const { return std::max<size_t>(64u << 20, cfg_.max_bytes); }
-
-void TokenizerService::start(asio::io_context& ctx) {
+void TokenizerService::start(boost::asio::io_context& ctx) {
   if (cfg_.mode == TokenizerMode::kOff) return;
-  {
-    std::lock_guard lock(mu_);
-    const size_t n = std::max<size_t>(1, cfg_.workers);
-    worker_io_.resize(n);
-    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { worker(i); });
-  }
-  if (manifest_) {
-    attest_ = std::make_shared<AttestLoop>(ctx, cfg_.upstreams.size());
-    asio::co_spawn(ctx, attest_loop(attest_), asio::detached);
-  }
+  pool_.start();
+  if (manifest_) attestation_.start(ctx, *manifest_);
 }
 
 void TokenizerService::begin_stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-    stop_requested_.store(true, std::memory_order_release);
-    queue_.clear();
-    queued_bytes_ = 0;
-    queue_depth_.set(0);
-    // An in-flight /tokenize call ends now instead of at its deadline.
-    for (asio::io_context* io : worker_io_)
-      if (io) io->stop();
-  }
-  cv_.notify_all();
-  if (std::shared_ptr<AttestLoop> loop = std::move(attest_)) {
-    loop->stopped = true;
-    // The timer belongs to the context's thread: cancel it there.
-    asio::post(loop->ctx, [loop] { loop->timer.cancel(); });
-  }
+  pool_.begin_stop();  // queued jobs dropped, later offers skipped (stopping)
+  if (shadow_) shadow_->begin_stop();
+  attestation_.begin_stop();
 }
 
 void TokenizerService::stop() {
   begin_stop();
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard lock(mu_);
-    threads.swap(threads_);
-  }
-  for (auto& t : threads) t.join();  // at most one local render each after begin_stop()
+  pool_.stop();  // at most one local render each after begin_stop()
 }
 
-void TokenizerService::worker(size_t index) {
-  asio::io_context io;  // this worker's remote calls
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    worker_io_[index] = &io;
-  }
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) break;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      queued_bytes_ -= job.body.size();
-      queue_depth_.set(static_cast<int64_t>(queue_.size()));
-    }
-    try {
-      process(job, io);
-    } catch (const std::exception& e) {  // e.g. out of memory rendering a huge body
-      spdlog::warn("tokenizer shadow: job abandoned: {}", e.what());
-    }
-  }
-  std::lock_guard lock(mu_);
-  worker_io_[index] = nullptr;
-}
+bool TokenizerService::attested(size_t i) const { return attestation_.attested(i); }
 
-void TokenizerService::process(Job& job, asio::io_context& io) {
-  auto payload = build_tokenize_payload(*profile_, job.chat, job.body);
-  if (!payload) {
-    skipped_[static_cast<size_t>(ShadowSkip::kUnsupportedEndpoint)].inc();
-    return;
-  }
-  if (payload->multimodal) {
-    // The engine would fetch the images again to count their tokens; neither side is asked.
-    skipped_[static_cast<size_t>(ShadowSkip::kMultimodal)].inc();
-    return;
-  }
-  const size_t ep = job.chat ? 1 : 0;
-  std::optional<std::vector<uint32_t>> remote;
-  if (remote_mode(cfg_.mode)) {
-    const auto t0 = Clock::now();
-    net::GetFailure failure = net::GetFailure::kNone;
-    net::SimpleResponse res;
-    const bool completed = net::run_to_completion(
-        io,
-        net::simple_post(cfg_.upstreams[job.upstream], "/tokenize", payload->json, cfg_.bearer, cfg_.timeout,
-                         cfg_.max_response_bytes, failure),
-        res, failure, &stop_requested_);
-    if (!completed) return;  // begin_stop() interrupted the call: nothing to count
-    ShadowOutcome o = from_failure(failure);
-    if (o == ShadowOutcome::kSuccess && res.status != 200) o = ShadowOutcome::kHttpError;
-    if (o == ShadowOutcome::kSuccess) {
-      remote = decode_tokenize_response(res.body);
-      if (!remote) o = ShadowOutcome::kDecodeError;
-    }
-    duration_[0].observe(std::chrono::duration<double>(Clock::now() - t0).count());
-    outcomes_[0][ep][static_cast<size_t>(o)].inc();
-    if (remote) tokens_[0].inc(remote->size());
-  }
-  if (!local_mode(cfg_.mode)) return;
-  ShadowOutcome o;
-  // Attested when it served the request and still now (an engine restarted with another model
-  // in between gets no local tokens for it).
-  if (!job.attested || !attested(job.upstream)) {
-    o = ShadowOutcome::kUnattested;
-  } else {
-    const auto t0 = Clock::now();
-    LocalResult r = render_local(*payload);
-    duration_[1].observe(std::chrono::duration<double>(Clock::now() - t0).count());
-    o = r.outcome;
-    if (o == ShadowOutcome::kSuccess) {
-      tokens_[1].inc(r.ids.size());
-      if (cfg_.mode == TokenizerMode::kLocalShadow) {
-        if (!remote) {
-          o = ShadowOutcome::kRemoteUnavailable;
-        } else if (*remote == r.ids) {
-          o = ShadowOutcome::kParityMatch;
-        } else {
-          o = ShadowOutcome::kParityMismatch;
-          size_t k = 0;
-          while (k < remote->size() && k < r.ids.size() && (*remote)[k] == r.ids[k]) ++k;
-          // Counts and an index only: no token ids, no request bytes.
-          spdlog::warn("tokenizer shadow: parity mismatch upstream={} endpoint={} local_tokens={} "
-                       "remote_tokens={} first_difference={}",
-                       labels_[job.upstream], kEndpoint[ep], r.ids.size(), remote->size(), k);
-        }
-      }
-    }
-  }
-  outcomes_[1][ep][static_cast<size_t>(o)].inc();
-}
-
-bool TokenizerService::attested(size_t i) const { return attestation(i) == Attestation::kMatch; }
-
-Attestation TokenizerService::attestation(size_t i) const {
-  if (i >= attest_state_.size()) return Attestation::kUnchecked;
-  return static_cast<Attestation>(attest_state_[i].load(std::memory_order_acquire));
-}
-
-asio::awaitable<void> TokenizerService::attest_loop(std::shared_ptr<AttestLoop> loop) {
-  while (!loop->stopped) {
-    // Each engine on its own: a hung engine delays only its own next check.
-    for (size_t i = 0; i < cfg_.upstreams.size(); ++i) {
-      if (loop->busy[i]) continue;
-      loop->busy[i] = 1;
-      asio::co_spawn(loop->ctx, attest_one(loop, i), [this, loop, i](std::exception_ptr e) {
-        loop->busy[i] = 0;
-        if (e) set_attestation(i, Attestation::kModelsFetch);  // never left at a stale match
-      });
-    }
-    loop->timer.expires_after(cfg_.attest_interval);
-    boost::system::error_code ec;
-    co_await loop->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-}
-
-asio::awaitable<void> TokenizerService::attest_one(std::shared_ptr<AttestLoop> loop, size_t i) {
-  const auto& url = cfg_.upstreams[i];
-  net::GetFailure failure = net::GetFailure::kNone;
-  auto models = co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, 1u << 20, failure);
-  Attestation a;
-  if (failure != net::GetFailure::kNone || models.status != 200) {
-    a = Attestation::kModelsFetch;
-  } else {
-    a = attest_models(*manifest_, models.body);
-    if (a == Attestation::kMatch) {
-      auto version = co_await net::simple_get(url, "/version", cfg_.bearer, cfg_.timeout, 64u << 10, failure);
-      a = failure != net::GetFailure::kNone || version.status != 200 ? Attestation::kVersionFetch
-                                                                     : attest_version(*manifest_, version.body);
-    }
-  }
-  if (loop->stopped) co_return;
-  attest_checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
-  set_attestation(i, a);
-}
-
-void TokenizerService::set_attestation(size_t i, Attestation a) {
-  const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
-  if (prev == a) return;
-  if (a == Attestation::kMatch) spdlog::info("tokenizer: upstream {} attested", labels_[i]);
-  else spdlog::warn("tokenizer: upstream {} not attested: {}", labels_[i], to_string(a));
-}
+Attestation TokenizerService::attestation(size_t i) const { return attestation_.attestation(i); }
 
 void TokenizerService::write_metrics(metrics::Exposition& out) const {
   const auto& F = kFamilies;
@@ -524,6 +284,8 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
   out.sample(F[kInfo].name,
              "mode=\"" + std::string(to_string(cfg_.mode)) + "\",profile=\"" + cfg_.profile + "\"", uint64_t{1});
   if (cfg_.mode == TokenizerMode::kOff) return;
+  static const ShadowCounters kNothing;  // a service without a comparer (not returned by create)
+  const ShadowCounters& c = shadow_ ? shadow_->counters() : kNothing;
   out.family(F[kShadow]);
   for (size_t b = 0; b < 2; ++b) {
     if (b == 0 && !remote_mode(cfg_.mode)) continue;
@@ -546,36 +308,36 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
         out.sample(F[kShadow].name,
                    "backend=\"" + std::string(kBackend[b]) + "\",endpoint=\"" + std::string(kEndpoint[ep]) +
                        "\",outcome=\"" + std::string(to_string(outcome)) + "\"",
-                   outcomes_[b][ep][o].get());
+                   c.outcomes[b][ep][o].get());
       }
     }
   }
   out.family(F[kSkipped]);
   for (size_t i = 0; i < kShadowSkipCount; ++i)
     out.sample(F[kSkipped].name, "reason=\"" + std::string(to_string(static_cast<ShadowSkip>(i))) + "\"",
-               skipped_[i].get());
+               c.skipped[i].get());
   out.family(F[kQueue]);
-  out.sample(F[kQueue].name, "", queue_depth_.get());
+  out.sample(F[kQueue].name, "", static_cast<int64_t>(pool_.queued()));
   out.family(F[kDuration]);
   for (size_t b = 0; b < 2; ++b)
     if ((b == 0 && remote_mode(cfg_.mode)) || (b == 1 && local_mode(cfg_.mode)))
-      duration_[b].write(out, F[kDuration].name, "backend=\"" + std::string(kBackend[b]) + "\"");
+      c.duration[b].write(out, F[kDuration].name, "backend=\"" + std::string(kBackend[b]) + "\"");
   out.family(F[kTokens]);
   for (size_t b = 0; b < 2; ++b)
     if ((b == 0 && remote_mode(cfg_.mode)) || (b == 1 && local_mode(cfg_.mode)))
-      out.sample(F[kTokens].name, "backend=\"" + std::string(kBackend[b]) + "\"", tokens_[b].get());
+      out.sample(F[kTokens].name, "backend=\"" + std::string(kBackend[b]) + "\"", c.tokens[b].get());
   if (!local_mode(cfg_.mode)) return;
   out.family(F[kAttested]);
   for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
-    out.sample(F[kAttested].name, "upstream=\"" + labels_[i] + "\"", uint64_t{attested(i) ? 1u : 0u});
+    out.sample(F[kAttested].name, "upstream=\"" + std::to_string(i) + "\"", uint64_t{attested(i) ? 1u : 0u});
   out.family(F[kChecks]);
   for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
     for (size_t a = 0; a < kAttestationCount; ++a) {
       if (static_cast<Attestation>(a) == Attestation::kUnchecked) continue;
       out.sample(F[kChecks].name,
-                 "upstream=\"" + labels_[i] + "\",outcome=\"" +
+                 "upstream=\"" + std::to_string(i) + "\",outcome=\"" +
                      std::string(to_string(static_cast<Attestation>(a))) + "\"",
-                 attest_checks_[i * kAttestationCount + a].get());
+                 attestation_.checks(i, static_cast<Attestation>(a)));
     }
   const SessionCacheStats cs = session_cache_ ? session_cache_->stats() : SessionCacheStats{};
   out.family(F[kCacheLookups]);

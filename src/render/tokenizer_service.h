@@ -15,40 +15,34 @@
 // At startup every manifest golden is rendered and encoded and must reproduce the manifest's
 // token count and digest, or ramjet does not start.
 //
-// The tokenize payload both sides render: render/tokenize_payload.h.
+// The parts: render/render_pool.h (worker threads, bounded queue), render/engine_attestation.h
+// (the identity checks), render/shadow_comparer.h (the shadow jobs and their counters),
+// render/tokenize_payload.h (the payload both sides render). This façade checks and loads the
+// configuration, owns the parts, starts and stops them, and writes their metrics.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "config/config.h"
-#include "metrics/histogram.h"
 #include "metrics/metrics.h"
+#include "render/engine_attestation.h"
 #include "render/manifest.h"
 #include "render/prompt.h"
+#include "render/render_pool.h"
+#include "render/shadow_comparer.h"
 #include "render/tokenize_payload.h"
 
 namespace ramjet::render {
 
 class SessionCache;
-
-enum class TokenizerMode : uint8_t { kOff, kRemoteShadow, kLocalShadow, kLocal };
-std::optional<TokenizerMode> parse_tokenizer_mode(std::string_view s);
-std::string_view to_string(TokenizerMode m);
 
 struct TokenizerServiceConfig {
   TokenizerMode mode = TokenizerMode::kOff;
@@ -67,10 +61,6 @@ struct TokenizerServiceConfig {
 };
 
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c);
-
-enum class ShadowSkip : uint8_t { kQueueFull, kOutsideSizeWindow, kUnsupportedEndpoint, kStopping, kMultimodal };
-inline constexpr size_t kShadowSkipCount = 5;
-std::string_view to_string(ShadowSkip s);
 
 class TokenizerService {
  public:
@@ -106,63 +96,23 @@ class TokenizerService {
 
   void write_metrics(metrics::Exposition& out) const;
 
-  // The local pipeline on one payload (the golden check, the workers and the tests).
-  struct LocalResult {
-    ShadowOutcome outcome = ShadowOutcome::kSuccess;
-    std::vector<uint32_t> ids;
-  };
+  // The local pipeline on one payload (the golden check and the tests; the shadow's jobs run
+  // the same render_local).
+  using LocalResult = LocalRender;
   LocalResult render_local(const TokenizePayload& p) const;
 
  private:
   explicit TokenizerService(TokenizerServiceConfig cfg);
-  struct Job {
-    size_t upstream;
-    bool chat;
-    bool attested;  // the engine's attestation when it served the request
-    std::string body;
-  };
-  void worker(size_t index);
-  size_t max_queued_bytes() const;
-  void set_attestation(size_t i, Attestation a);
-  void process(Job& job, boost::asio::io_context& io);
-  // The attestation loop's timer lives with the coroutine (shared), so it goes with the frame
-  // when the io context is destroyed, never after it.
-  struct AttestLoop {
-    AttestLoop(boost::asio::io_context& ctx, size_t engines) : ctx(ctx), timer(ctx), busy(engines, 0) {}
-    boost::asio::io_context& ctx;
-    boost::asio::steady_timer timer;
-    std::atomic<bool> stopped{false};
-    std::vector<char> busy;  // a check in flight per engine (touched on ctx only)
-  };
-  boost::asio::awaitable<void> attest_loop(std::shared_ptr<AttestLoop> loop);
-  boost::asio::awaitable<void> attest_one(std::shared_ptr<AttestLoop> loop, size_t i);
+  void assemble();  // the shadow comparer, once the profile and renderer are known
 
   TokenizerServiceConfig cfg_;
   const model::ModelProfile* profile_ = nullptr;
   std::shared_ptr<const PromptRenderer> renderer_;
   std::optional<Manifest> manifest_;
   std::unique_ptr<SessionCache> session_cache_;  // local modes, when sized
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  size_t queued_bytes_ = 0;
-  bool stopping_ = false;
-  std::atomic<bool> stop_requested_{false};  // stopping_, readable without mu_ (workers' calls)
-  std::vector<std::thread> threads_;
-  std::vector<boost::asio::io_context*> worker_io_;  // each worker's, while it runs (under mu_)
-
-  std::shared_ptr<AttestLoop> attest_;
-
-  // Metrics.
-  std::vector<std::string> labels_;                          // upstream label: the ordinal
-  std::vector<std::atomic<uint8_t>> attest_state_;           // Attestation per upstream
-  std::vector<metrics::Counter> attest_checks_;              // [upstream][Attestation]
-  metrics::Counter outcomes_[2][2][kShadowOutcomeCount];     // [backend remote/local][chat][outcome]
-  metrics::Counter skipped_[kShadowSkipCount];
-  metrics::Counter tokens_[2];
-  metrics::Gauge queue_depth_;
-  metrics::Histogram duration_[2];
+  RenderPool pool_;
+  EngineAttestation attestation_;
+  std::unique_ptr<ShadowComparer> shadow_;  // every service create() returns
 };
 
 // The families TokenizerService::write_metrics exports (docs/metrics.md).

@@ -21,7 +21,7 @@
 #include "model/model_profile.h"
 
 #ifndef RAMJET_TESTDATA_DIR
-#define RAMJET_TESTDATA_DIR "../shared/testdata"
+#define RAMJET_TESTDATA_DIR "test/data/testdata"
 #endif
 
 namespace ramjet::render {
@@ -431,6 +431,48 @@ TEST_F(ServiceTest, FollowUpTurnsReuseTheSessionCacheWithIdenticalIds) {
   EXPECT_NE(text.find("ramjet_tokenizer_session_cache_lookups_total{result=\"miss\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("ramjet_tokenizer_session_cache_lookups_total{result=\"hit\"} 5\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("ramjet_tokenizer_session_cache_reused_bytes_total 0\n"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ramjet::render
+
+namespace ramjet::render {
+namespace {
+
+// The parsed-request entry points give what the JSON-text ones give: the same payload from a
+// parsed body, the same prompt text and ids from a parsed request, the same error for a bad one.
+TEST_F(ServiceTest, ParsedRequestsRenderLikeTheirJsonText) {
+  PromptSources src;
+  src.tokenizer_path = kQwenTok.string();
+  src.template_path = kQwenTpl.string();
+  auto renderer = PromptRenderer::load(src);
+  ASSERT_TRUE(renderer.ok());
+  const auto& qwen = *model::find_profile("qwen3");
+  for (const auto& g : qwen_goldens(16)) {
+    const json::object& request = g.as_object().at("request").as_object();
+    const std::string body = json::serialize(request);
+    auto from_text = build_tokenize_payload(qwen, true, body);
+    auto from_value = build_tokenize_payload(qwen, true, request);
+    ASSERT_TRUE(from_text && from_value);
+    EXPECT_EQ(from_text->json, from_value->json);
+    EXPECT_EQ(from_value->request, json::parse(from_value->json));
+    auto by_text = (*renderer)->chat(from_text->json);
+    auto by_value = (*renderer)->chat_parsed(from_value->request);
+    ASSERT_TRUE(by_text.ok() && by_value.ok());
+    EXPECT_EQ(by_text->text, by_value->text);
+    EXPECT_EQ(by_text->ids, by_value->ids);
+    EXPECT_EQ(token_ids_sha256(by_value->ids), g.as_object().at("token_ids_sha256").as_string());
+  }
+  auto bad_text = (*renderer)->chat("{\"messages\": 3}");
+  auto bad_value = (*renderer)->chat_parsed(json::parse("{\"messages\": 3}"));
+  ASSERT_FALSE(bad_text.ok());
+  ASSERT_FALSE(bad_value.ok());
+  EXPECT_EQ(bad_text.error().kind, PromptErrc::kDecode);
+  EXPECT_EQ(bad_text.error().message, bad_value.error().message);
+  auto not_json = (*renderer)->chat("{not json");
+  ASSERT_FALSE(not_json.ok());
+  EXPECT_EQ(not_json.error().kind, PromptErrc::kDecode);
+  EXPECT_EQ(not_json.error().message, "invalid JSON");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// render::Tokenizer: the goldens of ../shared/testdata (tokenizer and chat lines with token
+// render::Tokenizer: the goldens of test/data/testdata (tokenizer and chat lines with token
 // ids), HF semantics on small hand-made tokenizers, limits and typed errors.
 #include "render/tokenizer.h"
 

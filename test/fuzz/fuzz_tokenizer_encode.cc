@@ -1,5 +1,5 @@
 // Fuzz target for render::Tokenizer::encode on the real Qwen3 and DeepSeek-V3 tokenizers
-// (../shared/testdata; a small built-in byte-level tokenizer when that is absent). Input bytes
+// (test/data/testdata; a small built-in byte-level tokenizer when that is absent). Input bytes
 // are untrusted request text. Checked: invalid UTF-8 is a typed error; valid UTF-8 always
 // encodes; every id is a known token; without a normalizer (DeepSeek) decode(encode(x)) == x;
 // encoding is deterministic (a second call, which hits the word cache, gives the same ids).
@@ -17,7 +17,7 @@
 #include "render/tokenizer.h"
 
 #ifndef RAMJET_TESTDATA_DIR
-#define RAMJET_TESTDATA_DIR "../shared/testdata"
+#define RAMJET_TESTDATA_DIR "test/data/testdata"
 #endif
 
 namespace {

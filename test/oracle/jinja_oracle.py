@@ -11,7 +11,7 @@ raise_exception, with the same message). Must run under /usr/bin/python3 (Debian
 exits 77 (skip) when jinja2 is not importable.
 
   /usr/bin/python3 test/oracle/jinja_oracle.py --bin build/.../ramjet-jinja-render \
-      --testdata ../shared/testdata --count 400 --seed 6
+      --testdata test/data/testdata --count 400 --seed 6
 """
 import argparse
 import json

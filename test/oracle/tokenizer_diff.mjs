@@ -5,7 +5,7 @@
 // look-alikes, case-folding traps, other scripts and random code points.
 //
 //   node tokenizer_diff.mjs --bin build/dev/src/render/ramjet-tokenize \
-//        --testdata ../shared/testdata [--count 3000] [--seed 1]
+//        --testdata test/data/testdata [--count 3000] [--seed 1]
 // Exit 0: identical ids everywhere; 1: a difference (the first ones are printed);
 // 77: skipped (node_modules or the testdata is absent).
 import { spawnSync } from 'node:child_process';

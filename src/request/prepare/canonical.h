@@ -1,5 +1,5 @@
 // request/prepare/canonical: the canonical prompt bytes of a request (the prompt-bearing fields
-// in a fixed order, byte-compatible with ramjet 0.4.0; docs/life-of-a-request.md §4) and
+// in a fixed order, byte-compatible with ramjet 0.4.0; docs/life-of-a-request.md, "Prepare") and
 // their chained 64-bit FNV-1a fingerprints, one per chunk of RJ_ROUTE_CHUNK_BYTES. Pure functions of the post-shim parsed body and its
 // bytes. Storing fingerprints per engine is cache/index; scoring the overlap is route/prefix_load.
 #pragma once

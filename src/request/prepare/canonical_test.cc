@@ -38,7 +38,7 @@ std::string canonical_of(std::string_view body, const FingerprintConfig& c = {},
   return canonical_prompt_bytes(parse(body), body, c, raw);
 }
 
-// An independent, byte-at-a-time statement of §2.3 for cross-checking the streaming hasher.
+// An independent, byte-at-a-time statement of the chain rule for cross-checking the streaming hasher.
 std::vector<uint64_t> naive_chain(std::string_view bytes, size_t chunk) {
   std::vector<uint64_t> out;
   uint64_t prev = 0;
@@ -53,7 +53,7 @@ std::vector<uint64_t> naive_chain(std::string_view bytes, size_t chunk) {
   return out;
 }
 
-// ---- §2.3 golden vectors (chunk 64 B), frozen in the reference's router tests ----
+// ---- chain golden vectors (chunk 64 B), frozen in ramjet 0.4.0's router tests ----
 
 TEST(ChainFingerprints, OpenAiSystemPromptMatchesTheReferenceGolden) {
   EXPECT_EQ(
@@ -90,7 +90,7 @@ TEST(ChainFingerprints, RawFallbackMatchesTheReferenceGolden) {
   EXPECT_EQ(fp.canonical_bytes, body.size());
 }
 
-// ---- §2.3 chain rule ----
+// ---- chain rule ----
 
 TEST(ChainFingerprints, FirstBlockHashesEightZeroBytesThenTheChunk) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -128,7 +128,7 @@ TEST(ChainFingerprints, EqualPrefixesShareLeadingFingerprintsAndDivergeAfter) {
   EXPECT_NE(fa[0], fa[1]);
 }
 
-// ---- §2.2 canonical bytes ----
+// ---- canonical bytes ----
 
 TEST(CanonicalPrompt, EncodesMessagesAndFieldsAsKeyNulCanonicalJsonNul) {
   const std::string expected =

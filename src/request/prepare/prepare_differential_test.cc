@@ -1,7 +1,7 @@
 // Differential test: prepare() (simdjson fast path + Boost fallback) against the frozen
 // Boost-only implementation (prepare_reference.cc), every field of PreparedRequest including the
 // body bytes and the fingerprint chain, over every endpoint and several configurations. Inputs:
-// the fuzz corpus, the §2.3 golden bodies, hand-picked edge cases and generated bodies (shim
+// the fuzz corpus, the chain-fingerprint golden bodies, hand-picked edge cases and generated bodies (shim
 // triggers and near misses, nesting at the depth limits, escapes and invalid UTF-8, numbers at
 // every boundary, duplicate keys, truncated and mutated bodies).
 #include <gtest/gtest.h>
@@ -373,7 +373,7 @@ std::vector<std::string> corpus() {
 
 const std::vector<std::string>& edge_cases() {
   static const std::vector<std::string> cases = {
-      // §2.3 golden bodies
+      // chain-fingerprint golden bodies
       R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})",
       R"({"system":"shared system","messages":[{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})",
       R"({"messages":[{"role":"assistant","content":"ok","reasoning_content":"think","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}],"reasoning_effort":"high"})",

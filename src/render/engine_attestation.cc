@@ -1,0 +1,103 @@
+// render::engine_attestation (see engine_attestation.h).
+#include "render/engine_attestation.h"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "net/client.h"
+
+namespace ramjet::render {
+
+namespace asio = boost::asio;
+
+EngineAttestation::EngineAttestation(AttestationConfig cfg)
+    : cfg_(std::move(cfg)),
+      attest_state_(cfg_.upstreams.size()),
+      checks_(cfg_.upstreams.size() * kAttestationCount) {
+  for (auto& s : attest_state_) s.store(static_cast<uint8_t>(Attestation::kUnchecked));
+}
+
+EngineAttestation::~EngineAttestation() {
+  begin_stop();
+}
+
+void EngineAttestation::start(asio::io_context& ctx, const Manifest& manifest) {
+  if (loop_) return;
+  loop_ = std::make_shared<Loop>(ctx, manifest, cfg_.upstreams.size());
+  asio::co_spawn(ctx, loop(loop_), asio::detached);
+}
+
+void EngineAttestation::begin_stop() {
+  if (std::shared_ptr<Loop> l = std::move(loop_)) {
+    l->stopped = true;
+    // The timer belongs to the context's thread: cancel it there.
+    asio::post(l->ctx, [l] { l->timer.cancel(); });
+  }
+}
+
+bool EngineAttestation::attested(size_t i) const {
+  return attestation(i) == Attestation::kMatch;
+}
+
+Attestation EngineAttestation::attestation(size_t i) const {
+  if (i >= attest_state_.size()) return Attestation::kUnchecked;
+  return static_cast<Attestation>(attest_state_[i].load(std::memory_order_acquire));
+}
+
+uint64_t EngineAttestation::checks(size_t i, Attestation a) const {
+  return checks_[i * kAttestationCount + static_cast<size_t>(a)].get();
+}
+
+asio::awaitable<void> EngineAttestation::loop(std::shared_ptr<Loop> l) {
+  while (!l->stopped) {
+    for (size_t i = 0; i < cfg_.upstreams.size(); ++i) {
+      if (l->busy[i]) continue;
+      l->busy[i] = 1;
+      asio::co_spawn(l->ctx, check_one(l, i), [this, l, i](std::exception_ptr e) {
+        l->busy[i] = 0;
+        if (e) set(i, Attestation::kModelsFetch);  // never left at a stale match
+      });
+    }
+    l->timer.expires_after(cfg_.interval);
+    boost::system::error_code ec;
+    co_await l->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+asio::awaitable<void> EngineAttestation::check_one(std::shared_ptr<Loop> l, size_t i) {
+  const auto& url = cfg_.upstreams[i];
+  net::GetFailure failure = net::GetFailure::kNone;
+  auto models =
+      co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, 1u << 20, failure);
+  Attestation a;
+  if (failure != net::GetFailure::kNone || models.status != 200) {
+    a = Attestation::kModelsFetch;
+  } else {
+    a = attest_models(l->manifest, models.body);
+    if (a == Attestation::kMatch) {
+      auto version =
+          co_await net::simple_get(url, "/version", cfg_.bearer, cfg_.timeout, 64u << 10, failure);
+      a = failure != net::GetFailure::kNone || version.status != 200
+              ? Attestation::kVersionFetch
+              : attest_version(l->manifest, version.body);
+    }
+  }
+  if (l->stopped) co_return;
+  checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
+  set(i, a);
+}
+
+void EngineAttestation::set(size_t i, Attestation a) {
+  const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
+  if (prev == a) return;
+  if (a == Attestation::kMatch)
+    spdlog::info("tokenizer: upstream {} attested", i);
+  else
+    spdlog::warn("tokenizer: upstream {} not attested: {}", i, to_string(a));
+}
+
+}  // namespace ramjet::render
