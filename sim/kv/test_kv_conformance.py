@@ -13,6 +13,7 @@ is byte-identical to msgspec for these payloads.
 
 import json
 import os
+import sys
 import random
 import subprocess
 import tempfile
@@ -20,27 +21,13 @@ import zlib
 
 import msgpack
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "support"))
+from vllm_kv import FIELDS, REQUIRED  # noqa: E402  (the declaration order and defaults vLLM uses)
 import zmq
 
 DUMP = os.environ.get("KV_EVENT_DUMP", "")
 END_SEQ = b"\xff" * 8
-REQUIRED = object()
-
-# Declaration order and defaults of the current msgspec classes.
-FIELDS = {
-    "BlockStored": [
-        ("block_hashes", REQUIRED), ("parent_block_hash", REQUIRED), ("token_ids", REQUIRED),
-        ("block_size", REQUIRED), ("lora_id", REQUIRED), ("medium", REQUIRED),
-        ("lora_name", REQUIRED), ("extra_keys", None), ("group_idx", None),
-        ("kv_cache_spec_kind", None), ("kv_cache_spec_sliding_window", None),
-        ("locality", None), ("ownership", None),
-    ],
-    "BlockRemoved": [
-        ("block_hashes", REQUIRED), ("medium", REQUIRED), ("group_idx", None),
-        ("locality", None), ("ownership", None),
-    ],
-    "AllBlocksCleared": [],
-}
 # Last array_like layout (just before PR #42892): BlockStored 12 = tag + 11 fields,
 # BlockRemoved 4 = tag + 3 fields.
 LATEST_ARRAY = {"stored": 12, "removed": 4, "with_dp_rank": True}

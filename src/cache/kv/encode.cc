@@ -53,6 +53,17 @@ class Writer {
   void opt_uint(const std::optional<uint32_t>& v) {
     opt(v, [&](uint32_t x) { uint(x); });
   }
+  // A map entry that omit_defaults leaves out when the field is None.
+  void entry_if(std::string_view key, const std::optional<uint32_t>& v) {
+    if (!v) return;
+    str(key);
+    uint(*v);
+  }
+  void entry_if(std::string_view key, const std::optional<std::string>& v) {
+    if (!v) return;
+    str(key);
+    str(*v);
+  }
 
  private:
   void put(const char* end) { out_.append(tmp_, static_cast<size_t>(end - tmp_)); }
@@ -130,26 +141,11 @@ struct Encoder {
       w.str("extra_keys");
       extra_keys(e.extra_keys);
     }
-    if (e.group_idx) {
-      w.str("group_idx");
-      w.uint(*e.group_idx);
-    }
-    if (e.kv_cache_spec_kind) {
-      w.str("kv_cache_spec_kind");
-      w.str(*e.kv_cache_spec_kind);
-    }
-    if (e.kv_cache_spec_sliding_window) {
-      w.str("kv_cache_spec_sliding_window");
-      w.uint(*e.kv_cache_spec_sliding_window);
-    }
-    if (e.locality) {
-      w.str("locality");
-      w.str(*e.locality);
-    }
-    if (e.ownership) {
-      w.str("ownership");
-      w.str(*e.ownership);
-    }
+    w.entry_if("group_idx", e.group_idx);
+    w.entry_if("kv_cache_spec_kind", e.kv_cache_spec_kind);
+    w.entry_if("kv_cache_spec_sliding_window", e.kv_cache_spec_sliding_window);
+    w.entry_if("locality", e.locality);
+    w.entry_if("ownership", e.ownership);
   }
   void map_event(const BlockRemoved& e) {
     w.map(3 + e.group_idx.has_value() + e.locality.has_value() + e.ownership.has_value());
@@ -159,18 +155,9 @@ struct Encoder {
     hashes(e.block_hashes);
     w.str("medium");
     w.opt_str(e.medium);
-    if (e.group_idx) {
-      w.str("group_idx");
-      w.uint(*e.group_idx);
-    }
-    if (e.locality) {
-      w.str("locality");
-      w.str(*e.locality);
-    }
-    if (e.ownership) {
-      w.str("ownership");
-      w.str(*e.ownership);
-    }
+    w.entry_if("group_idx", e.group_idx);
+    w.entry_if("locality", e.locality);
+    w.entry_if("ownership", e.ownership);
   }
   void map_event(const AllBlocksCleared&) {
     w.map(1);

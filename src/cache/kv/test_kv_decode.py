@@ -13,29 +13,17 @@ are also written with shuffled keys and unknown extra fields, which a decoder mu
 
 import json
 import os
+import sys
 import random
 import subprocess
 
 import msgpack
 import pytest
 
-DUMP = os.environ.get("KV_DECODE_DUMP", "")
-REQUIRED = object()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "test", "support"))
+from vllm_kv import FIELDS, REQUIRED  # noqa: E402  (the declaration order and defaults vLLM uses)
 
-FIELDS = {
-    "BlockStored": [
-        ("block_hashes", REQUIRED), ("parent_block_hash", REQUIRED), ("token_ids", REQUIRED),
-        ("block_size", REQUIRED), ("lora_id", REQUIRED), ("medium", REQUIRED),
-        ("lora_name", REQUIRED), ("extra_keys", None), ("group_idx", None),
-        ("kv_cache_spec_kind", None), ("kv_cache_spec_sliding_window", None),
-        ("locality", None), ("ownership", None),
-    ],
-    "BlockRemoved": [
-        ("block_hashes", REQUIRED), ("medium", REQUIRED), ("group_idx", None),
-        ("locality", None), ("ownership", None),
-    ],
-    "AllBlocksCleared": [],
-}
+DUMP = os.environ.get("KV_DECODE_DUMP", "")
 
 pytestmark = pytest.mark.skipif(not DUMP, reason="KV_DECODE_DUMP not set")
 
