@@ -173,11 +173,13 @@ int main(int argc, char** argv) {
   // Client connections and dashboard streams hold it; SIGTERM closes it and waits for them.
   net::DrainGate drain;
   request::Proxy proxy(pc, fleet, router, io, pools, clock, drain);
-  // What a served exchange changes in routing: single-flight leads, then index learning.
-  request::SingleFlightLeads single_flight_leads(router);
+  // What a served exchange changes in routing. Index learning comes first: when a response
+  // completes, the index holds its prefix before the single-flight lead on it ends, so a
+  // follower deciding on another thread in between sees one or the other, never neither.
   request::IndexLearning index_learning(router);
-  proxy.add_observer(&single_flight_leads);
+  request::SingleFlightLeads single_flight_leads(router);
   proxy.add_observer(&index_learning);
+  proxy.add_observer(&single_flight_leads);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {
     std::string error;
@@ -284,6 +286,7 @@ int main(int argc, char** argv) {
                m.address().to_string(), m.port(), fleet.size(), threads);
 
   io.run();
+  drain.abandon();  // a forced stop leaves the wait armed: nothing may post to a context going away
   // Orderly teardown: objects owning sockets or timers first, then the io contexts with every
   // pending coroutine frame (which may still reference the proxy, pools and fleet), then the rest.
   signals.reset();

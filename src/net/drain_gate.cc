@@ -14,9 +14,15 @@ struct DrainGate::Waiter {
   std::function<void(bool)> done;
 };
 
-DrainGate::~DrainGate() {
-  std::lock_guard lock(mu_);
-  if (waiter_) waiter_->done = nullptr;  // never called after the gate is gone
+DrainGate::~DrainGate() { abandon(); }
+
+void DrainGate::abandon() {
+  std::shared_ptr<Waiter> w;
+  {
+    std::lock_guard lock(mu_);
+    w = std::move(waiter_);
+  }
+  if (w) w->done = nullptr;  // the timer's handler finds no waiter and returns
 }
 
 void DrainGate::Hold::release() {

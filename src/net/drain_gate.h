@@ -55,6 +55,10 @@ class DrainGate {
   // done(false) (with holders still inside). One wait at a time; the gate must outlive it.
   void async_wait(const boost::asio::any_io_executor& ex, std::chrono::milliseconds grace,
                   std::function<void(bool drained)> done);
+  // Drops the wait without calling it. Call before the waiter's io context is destroyed (a
+  // forced stop: holders still inside release their holds as their frames are destroyed, and
+  // nothing may be posted to a context that is going away).
+  void abandon();
 
  private:
   struct Waiter;

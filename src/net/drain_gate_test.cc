@@ -86,5 +86,21 @@ TEST(DrainGate, HoldersOnOtherThreadsLeaveSafely) {
   EXPECT_TRUE(*result);
 }
 
+TEST(DrainGate, AnAbandonedWaitIsNeverCalledAndHoldsReleasedAfterTheContextIsGoneAreSafe) {
+  DrainGate gate;
+  DrainGate::Hold inside = gate.enter();
+  bool called = false;
+  {
+    boost::asio::io_context io;
+    gate.close();
+    gate.async_wait(io.get_executor(), milliseconds(60000), [&](bool) { called = true; });
+    io.poll();
+    gate.abandon();  // a forced stop: the context goes with the wait still armed
+  }
+  inside.release();  // the last holder leaves after the context is destroyed: nothing is posted
+  EXPECT_FALSE(called);
+  EXPECT_EQ(gate.holders(), 0u);
+}
+
 }  // namespace
 }  // namespace ramjet::net

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "common/log.h"
 #include "request/ingress/endpoint.h"
@@ -180,8 +181,11 @@ std::string format_start(const JournalStart& s) {
   for (size_t rank = 0; rank < d.ranked.size(); ++rank) {
     const route::CandidateTerms& t = d.ranked[rank];
     l.element();
-    l.u64("rank", rank);
-    route::for_each_term([&](const auto& row) { l.term(row.journal, t.*row.member); });
+    route::for_each_term([&](const auto& row) {
+      l.term(row.journal, t.*row.member);
+      // The rank follows the ordinal (the one size_t row), as the journal has always had it.
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(row)>, route::Term<size_t>>) l.u64("rank", rank);
+    });
     l.close();
   }
   l.end_array();
@@ -342,6 +346,7 @@ int64_t unix_ms_now() {
 }  // namespace
 
 void JournalObserver::decided(request::ExchangeRecord& x) {
+  x.seq = journal_.next_seq();
   journal_.start(JournalStart{
       .seq = x.seq,
       .unix_ms = unix_ms_now(),

@@ -44,7 +44,7 @@ struct JournalConfig {
 // One per routed request, written right after the decision. endpoint and request_bytes come
 // from `request` (RouteRequest::body_bytes is the post-shim body length).
 struct JournalStart {
-  uint64_t seq = 0;  // the exchange's (request::ExchangeRecord::seq): 1, 2, ...
+  uint64_t seq = 0;  // Journal::next_seq()
   int64_t unix_ms = 0;
   bool cold = false;        // new prefix: the dispatched engine leads single-flight
   // The request's output limit (PreparedRequest::max_output_tokens), journalled as a bucket only:
@@ -93,7 +93,7 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  // A numbering of records for writers without their own (the proxy numbers exchanges itself).
+  // The records' numbering: one per routed exchange (JournalObserver), 1, 2, ...
   uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }  // 1, 2, ...
 
   // Thread-safe; never blocks on I/O.

@@ -7,7 +7,7 @@
 // docs/journal.md) and in the decision log / dashboard JSON (`api`), the dashboard's short column
 // label (empty: shown by name elsewhere in the row, or not at all), and whether a journal record
 // without it is refused by the replay tool (fields present since journal v1). Rows are in the
-// decision log's key order.
+// journal's key order (docs/journal.md; its `rank` follows `upstream`).
 #pragma once
 
 #include <cstdint>
@@ -29,15 +29,15 @@ struct Term {
 
 inline constexpr auto kCandidateTerms = std::tuple{
     Term<size_t>{&CandidateTerms::ordinal, "upstream", "ordinal", {}, true},
-    Term<bool>{&CandidateTerms::eligible, "healthy", "eligible", {}, true},
-    Term<bool>{&CandidateTerms::failing, "failing", "failing"},
     Term<uint32_t>{&CandidateTerms::overlap, "overlap_blocks", "overlap", "ov", true},
     Term<uint32_t>{&CandidateTerms::single_flight, "single_flight_blocks", "single_flight", "sf"},
     Term<uint32_t>{&CandidateTerms::affinity, "affinity_blocks", "affinity", "aff"},
     Term<int64_t>{&CandidateTerms::load_units, "load_units", "load_units", "load", true},
     Term<uint32_t>{&CandidateTerms::request_load_units, "request_load_units", "request_load_units", "req"},
-    Term<double>{&CandidateTerms::score, "score", "score", "score"},
+    Term<bool>{&CandidateTerms::eligible, "healthy", "eligible", {}, true},
+    Term<bool>{&CandidateTerms::failing, "failing", "failing"},
     Term<Profile>{&CandidateTerms::profile, "profile", "profile"},
+    Term<double>{&CandidateTerms::score, "score", "score", "score"},
 };
 
 // Calls f(row) for every row, in table order (f is generic: rows differ in member type).

@@ -171,7 +171,6 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
 }
 
 void Proxy::decided(Exchange& x, const route::Routed& routed) {
-  x.seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   x.routed = &routed;
   notify(&ExchangeObserver::decided, x);
 }

@@ -32,7 +32,8 @@ namespace ramjet::request {
 // One routed exchange as observers see it (no payload beyond the prepared request, which only an
 // observer that must — index learning, the tokenizer shadow — reads).
 struct ExchangeRecord {
-  uint64_t seq = 0;  // 1, 2, ... per routed exchange of this proxy (the journal's seq)
+  // Observer-owned: the journal's record number (1, 2, ..., set by its `decided`; 0 without one).
+  uint64_t seq = 0;
   Endpoint endpoint = Endpoint::kOther;
   const PreparedRequest* prep = nullptr;      // set from `decided` on
   const route::Routed* routed = nullptr;      // set from `decided` on
@@ -43,7 +44,7 @@ struct ExchangeRecord {
   unsigned status = 0;         // the status the client got
   uint64_t response_bytes = 0;
   bool accounted = false;      // a 200 inference response whose usage is read (`usage` fires)
-  const Usage* usage_read = nullptr;  // set from `usage` on
+  const Usage* usage_read = nullptr;  // what usage accounting read so far (accounted exchanges)
   // The journal's finish record: the result and the engine that served (or was tried last).
   std::string_view result = "upstream_error";
   std::optional<size_t> upstream;

@@ -107,7 +107,7 @@ class Proxy {
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
   size_t build_request_head(Session& s, size_t engine);
   bool upstream_head_fits(Session& s);
-  // Numbers the exchange and tells the observers of its decision.
+  // Tells the observers of the exchange's decision.
   void decided(Exchange& x, const route::Routed& routed);
   // Tells every observer, in order (the proxy's metrics first).
   template <typename X, typename... A, typename... B>
@@ -155,7 +155,6 @@ class Proxy {
   // first observer.
   std::unique_ptr<ExchangeMetrics> metrics_observer_;
   std::vector<ExchangeObserver*> observers_;
-  std::atomic<uint64_t> seq_{0};
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;

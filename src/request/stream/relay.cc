@@ -146,7 +146,6 @@ void Proxy::finish_usage(Session& s, Exchange& x) {
   UsageAccumulator& usage = *s.usage;
   usage.finish();
   metrics_.usage_parse_failures.inc(usage.parse_failures());
-  x.usage_read = &usage.usage();
   notify(&ExchangeObserver::usage, x, usage.usage());
 }
 
@@ -208,7 +207,10 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
   const bool account = is_inference(x.endpoint) && s.res.status == 200;
   x.sse = s.res.fields.get(http::field::content_type).find("text/event-stream") != std::string_view::npos;
   s.sse_tail[0] = s.sse_tail[1] = '\n';
-  if (account) s.usage.emplace(x.endpoint, x.sse);
+  if (account) {
+    s.usage.emplace(x.endpoint, x.sse);
+    x.usage_read = &s.usage->usage();  // what was read so far, however the relay ends
+  }
   x.accounted = account;
   // Phase-aware load: once a streaming response generates, the engine is decoding this
   // request, no longer reading its prompt: keep one decode unit until the end.
