@@ -63,7 +63,7 @@ void raise_descriptor_limit() {
 // response once its last byte went out; offer() only queues (never blocks).
 class ShadowOffer final : public request::ExchangeObserver {
  public:
-  explicit ShadowOffer(render::TokenizerService& t) : t_(t) {}
+  explicit ShadowOffer(render::TokenizerService& t) : ExchangeObserver(request::kFinished), t_(t) {}
   void finished(request::ExchangeRecord& x) override {
     const bool chat = x.endpoint == request::Endpoint::kChat;
     if (x.accounted && x.result == "complete" && x.upstream && (chat || x.endpoint == request::Endpoint::kCompletions)) {

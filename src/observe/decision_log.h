@@ -77,7 +77,8 @@ class DecisionLog {
 // The decision log as an exchange observer: one record per decision.
 class DecisionLogObserver final : public request::ExchangeObserver {
  public:
-  DecisionLogObserver(DecisionLog& log, const route::Router& router) : log_(log), router_(router) {}
+  DecisionLogObserver(DecisionLog& log, const route::Router& router)
+      : ExchangeObserver(request::kDecided), log_(log), router_(router) {}
   void decided(request::ExchangeRecord& x) override { log_.push(*x.routed, router_.policy().name()); }
 
  private:

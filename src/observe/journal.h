@@ -138,7 +138,10 @@ class JournalObserver final : public request::ExchangeObserver {
  public:
   // `router` gives the policy's name and parameters; `phase_aware_load` is RJ_ROUTE_PHASE_AWARE_LOAD.
   JournalObserver(Journal& journal, const route::Router& router, bool phase_aware_load)
-      : journal_(journal), router_(router), phase_aware_load_(phase_aware_load) {}
+      : ExchangeObserver(request::kDecided | request::kFinished),
+        journal_(journal),
+        router_(router),
+        phase_aware_load_(phase_aware_load) {}
   void decided(request::ExchangeRecord& x) override;
   void finished(request::ExchangeRecord& x) override;
 

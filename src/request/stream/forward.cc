@@ -133,7 +133,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     Exchange& x;
     ~Finished() {
       x.end_ns = p.clock_.now_ns();
-      p.notify(&ExchangeObserver::finished, x);
+      p.notify<kFinished>(&ExchangeObserver::finished, x);
     }
   } finished{*this, x};
   decided(x, routed);
@@ -172,7 +172,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
 
 void Proxy::decided(Exchange& x, const route::Routed& routed) {
   x.routed = &routed;
-  notify(&ExchangeObserver::decided, x);
+  notify<kDecided>(&ExchangeObserver::decided, x);
 }
 
 bool Proxy::more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order,
@@ -198,14 +198,14 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   x.upstream = u;
   x.units = c.request_load_units;
   x.engine_done = false;
-  notify(&ExchangeObserver::dispatched, x, u);
+  notify<kDispatched>(&ExchangeObserver::dispatched, x, u);
   // However this attempt ends short of a complete response, observers hear of it.
   struct AttemptEnd {
     Proxy& p;
     Exchange& x;
     size_t u;
     ~AttemptEnd() {
-      if (!x.engine_done) p.notify(&ExchangeObserver::failed, x, u);
+      if (!x.engine_done) p.notify<kFailed>(&ExchangeObserver::failed, x, u);
     }
   } attempt_end{*this, x, u};
   for (int attempt = 0; attempt < 2; ++attempt) {

@@ -115,7 +115,8 @@ struct ProxyMetrics {
 class ExchangeMetrics final : public ExchangeObserver {
  public:
   // `prefix`: the policy routes by prefix (decisions of fingerprinted requests are counted as such).
-  ExchangeMetrics(ProxyMetrics& m, const Clock& clock, bool prefix) : m_(m), clock_(clock), prefix_(prefix) {}
+  ExchangeMetrics(ProxyMetrics& m, const Clock& clock, bool prefix)
+      : ExchangeObserver(kDecided | kFirstToken | kUsage), m_(m), clock_(clock), prefix_(prefix) {}
   void decided(ExchangeRecord& x) override;
   void first_token(ExchangeRecord& x) override;
   void usage(ExchangeRecord& x, const Usage& u) override;

@@ -12,7 +12,8 @@
 //                timed out, was fenced, the request moves on, or the client left)
 //   finished     the exchange is over, however it ended (`result` says how)
 //
-// Observers must not block or throw: they run between the bytes of a response. The journal, the
+// Each observer names the events it handles (ExchangeObserver(events)) and is called for those
+// only. Observers must not block or throw: they run between the bytes of a response. The journal, the
 // decision log, the proxy's own metrics, single-flight leads, index learning and the tokenizer
 // shadow are observers; app/main.cc wires them.
 #pragma once
@@ -53,9 +54,25 @@ struct ExchangeRecord {
   route::SingleFlight::Lease lead;
 };
 
+// The events, as bits: each observer names the ones it handles and is called for those only (an
+// empty virtual call per event and observer is a measurable share of a proxied request).
+enum ExchangeEvent : uint32_t {
+  kDecided = 1u << 0,
+  kDispatched = 1u << 1,
+  kFirstToken = 1u << 2,
+  kUsage = 1u << 3,
+  kCompleted = 1u << 4,
+  kFailed = 1u << 5,
+  kFinished = 1u << 6,
+};
+inline constexpr size_t kExchangeEventCount = 7;
+
 class ExchangeObserver {
  public:
+  // `events`: the ExchangeEvent bits this observer handles.
+  explicit ExchangeObserver(uint32_t events) : events_(events) {}
   virtual ~ExchangeObserver() = default;
+  uint32_t events() const { return events_; }
   virtual void decided(ExchangeRecord&) {}
   virtual void dispatched(ExchangeRecord&, size_t /*engine*/) {}
   virtual void first_token(ExchangeRecord&) {}
@@ -63,6 +80,9 @@ class ExchangeObserver {
   virtual void completed(ExchangeRecord&, size_t /*engine*/) {}
   virtual void failed(ExchangeRecord&, size_t /*engine*/) {}
   virtual void finished(ExchangeRecord&) {}
+
+ private:
+  uint32_t events_;
 };
 
 }  // namespace ramjet::request

@@ -12,7 +12,8 @@ namespace ramjet::request {
 // prefills. The lead ends with the attempt (its response complete, or the attempt failed).
 class SingleFlightLeads final : public ExchangeObserver {
  public:
-  explicit SingleFlightLeads(route::Router& router) : router_(router) {}
+  explicit SingleFlightLeads(route::Router& router)
+      : ExchangeObserver(kDispatched | kCompleted | kFailed), router_(router) {}
   void dispatched(ExchangeRecord& x, size_t engine) override { x.lead = router_.lead(engine, *x.routed, *x.prep); }
   void completed(ExchangeRecord& x, size_t) override { x.lead.end(); }
   void failed(ExchangeRecord& x, size_t) override { x.lead.end(); }
@@ -25,7 +26,7 @@ class SingleFlightLeads final : public ExchangeObserver {
 // sources that its engine now holds the request's prefix.
 class IndexLearning final : public ExchangeObserver {
  public:
-  explicit IndexLearning(route::Router& router) : router_(router) {}
+  explicit IndexLearning(route::Router& router) : ExchangeObserver(kCompleted), router_(router) {}
   void completed(ExchangeRecord& x, size_t engine) override {
     if (x.accounted) router_.observe(engine, *x.prep);
   }

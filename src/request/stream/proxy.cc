@@ -98,7 +98,7 @@ Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, 
   }
   metrics_.budget = &budget_;
   metrics_observer_ = std::make_unique<ExchangeMetrics>(metrics_, clock_, router_.uses_prefix());
-  observers_.push_back(metrics_observer_.get());
+  add_observer(metrics_observer_.get());
   fleet_.set_fence_listener([this](size_t engine) { on_engine_fenced(engine); });
 }
 

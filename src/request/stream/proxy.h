@@ -11,7 +11,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -78,7 +80,11 @@ class Proxy {
   // Adds an observer of every routed exchange (request/stream/observer.h), called after the
   // proxy's own metrics and the observers added before it. Add before serving; each must
   // outlive the proxy's connections.
-  void add_observer(ExchangeObserver* o) { observers_.push_back(o); }
+  void add_observer(ExchangeObserver* o) {
+    for (size_t e = 0; e < kExchangeEventCount; ++e) {
+      if (o->events() & (1u << e)) observers_[e].push_back(o);
+    }
+  }
 
   ProxyMetrics& metrics() { return metrics_; }
   const ProxyMetrics& metrics() const { return metrics_; }
@@ -109,10 +115,10 @@ class Proxy {
   bool upstream_head_fits(Session& s);
   // Tells the observers of the exchange's decision.
   void decided(Exchange& x, const route::Routed& routed);
-  // Tells every observer, in order (the proxy's metrics first).
-  template <typename X, typename... A, typename... B>
-  void notify(void (ExchangeObserver::*event)(ExchangeRecord&, A...), X& x, B&&... args) {
-    for (ExchangeObserver* o : observers_) (o->*event)(x, args...);
+  // Tells every observer of event E, in order (the proxy's metrics first).
+  template <ExchangeEvent E, typename X, typename... A, typename... B>
+  void notify(void (ExchangeObserver::*handler)(ExchangeRecord&, A...), X& x, B&&... args) {
+    for (ExchangeObserver* o : observers_[std::countr_zero(static_cast<uint32_t>(E))]) (o->*handler)(x, args...);
   }
   // Requests waiting for an engine's first byte, per (io thread, engine), so a fence can move
   // them (touched only on their io thread).
@@ -154,7 +160,7 @@ class Proxy {
   // The proxy's own metrics of each exchange (decisions, time to first token, usage): always the
   // first observer.
   std::unique_ptr<ExchangeMetrics> metrics_observer_;
-  std::vector<ExchangeObserver*> observers_;
+  std::array<std::vector<ExchangeObserver*>, kExchangeEventCount> observers_;  // per event bit
   net::IoPool& io_;
   net::PoolSet& pools_;
   const Clock& clock_;

@@ -146,7 +146,7 @@ void Proxy::finish_usage(Session& s, Exchange& x) {
   UsageAccumulator& usage = *s.usage;
   usage.finish();
   metrics_.usage_parse_failures.inc(usage.parse_failures());
-  notify(&ExchangeObserver::usage, x, usage.usage());
+  notify<kUsage>(&ExchangeObserver::usage, x, usage.usage());
 }
 
 // Feeds one relayed batch of body pieces to usage accounting; records the first-token time.
@@ -155,7 +155,7 @@ void Proxy::account_pieces(Session& s, Exchange& x) {
   for (size_t i = 0; i < p.piece_count(); ++i) {
     if (s.usage->feed(p.pieces()[i]) && x.first_token_ns == 0) {
       x.first_token_ns = clock_.now_ns();
-      notify(&ExchangeObserver::first_token, x);
+      notify<kFirstToken>(&ExchangeObserver::first_token, x);
     }
   }
 }
@@ -251,7 +251,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
       // before the last bytes go out, so the client's next request (which may be decided on
       // another thread the moment those bytes arrive) sees the engine as it now is.
       x.engine_done = true;
-      notify(&ExchangeObserver::completed, x, a.engine.ordinal());
+      notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
       a.reservation.release();
     }
     out.clear();
@@ -287,7 +287,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
   if (ec) co_return x.client_send_timed_out ? RelayResult::kClientTimeout : RelayResult::kClientGone;
   if (!x.engine_done) {  // a response without a body (HEAD, 204, 304) is complete with its head
     x.engine_done = true;
-    notify(&ExchangeObserver::completed, x, a.engine.ordinal());
+    notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
   }
   if (account) finish_usage(s, x);
   co_return RelayResult::kComplete;
@@ -323,7 +323,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
     }
   }
   x.engine_done = true;
-  notify(&ExchangeObserver::completed, x, a.engine.ordinal());
+  notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
   if (auto rewritten = rewrite_models_context(body, config_.advertise_ctx_margin)) body = std::move(*rewritten);
   if (s.req.method == http::verb::head) body.clear();
   x.status = up.status;
