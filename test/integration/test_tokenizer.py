@@ -129,7 +129,9 @@ def test_local_shadow_reproduces_the_engines_tokens(tmp_path, sims_factory, ramj
     r = rj.chat({"model": MODEL_ID, "prompt": "Hello, completions: 你好 🙂", "max_tokens": 2}, path="/v1/completions")
     assert r.status == 200, r
     n = len(lines)
-    m = poll(lambda: (lambda m: m if shadow(m, "local", "parity_match") >= n + 1 else None)(rj.metrics()), 30,
+    # Counters are read one by one: wait until both sides of every job are in the same scrape.
+    m = poll(lambda: (lambda m: m if shadow(m, "local", "parity_match") >= n + 1
+                      and shadow(m, "remote", "success") >= n + 1 else None)(rj.metrics()), 30,
              what="every request compared")
     assert shadow(m, "remote", "success", "chat") == n and shadow(m, "remote", "success", "completions") == 1
     assert shadow(m, "local", "parity_match", "chat") == n
