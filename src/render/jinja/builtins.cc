@@ -1629,6 +1629,8 @@ constexpr NameTable<FilterEntry, std::size(kFilters), 128> kFilterTable(kFilters
 
 }  // namespace
 
+bool is_implemented_filter(std::string_view name) { return kFilterTable.find(name) != nullptr; }
+
 bool Interp::apply_filter(std::string_view name, const Value& in_v, CallArgs& a, Value& out) {
   if (const FilterEntry* f = kFilterTable.find(name)) return f->fn(*this, in_v, a, out);
   return fail(RenderErrc::kUnsupported, "filter '" + std::string(name) + "' is not supported");

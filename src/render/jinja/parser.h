@@ -13,5 +13,7 @@ bool parse_template(std::string_view source, const Limits& limits, Template& out
 // `test` tests).
 bool is_known_filter(std::string_view name);
 bool is_known_test(std::string_view name);
+// Whether this interpreter implements a filter of this name (its filter table, builtins.cc).
+bool is_implemented_filter(std::string_view name);
 
 }  // namespace ramjet::render::jinja
