@@ -264,8 +264,8 @@ int main(int argc, char** argv) {
     tokenizer->begin_stop();
     dashboard.stop();
     drain.close();
-    drain.async_wait(io.at(0).get_executor(), milliseconds(cfg.shutdown_grace_ms), [&io, &proxy](bool drained) {
-      if (!drained) spdlog::warn("shutdown grace period over with {} connections open", proxy.open_connections());
+    drain.async_wait(io.at(0).get_executor(), milliseconds(cfg.shutdown_grace_ms), [&io, &drain](bool drained) {
+      if (!drained) spdlog::warn("shutdown grace period over with {} connections or streams open", drain.holders());
       io.stop();
     });
     signals->async_wait(on_signal);

@@ -99,35 +99,22 @@ double exact_top_level_double(std::string_view line, std::string_view key, doubl
 // whatever the row says (a profile label this build does not know); kMissing (absent or of the
 // wrong type) refuses it only for a required row, otherwise the default stays.
 enum class Read { kOk, kMissing, kInvalid };
-Read read_term(const json::value* v, bool& out) {
-  auto b = as_bool(v);
-  if (!b) return Read::kMissing;
-  out = *b;
+template <typename T, typename As>
+Read read_as(const json::value* v, T& out, As as) {
+  auto x = as(v);
+  if (!x) return Read::kMissing;
+  out = static_cast<T>(*x);
   return Read::kOk;
 }
-Read read_term(const json::value* v, uint32_t& out) {
-  auto n = as_u32(v);
-  if (!n) return Read::kMissing;
-  out = *n;
-  return Read::kOk;
-}
-Read read_term(const json::value* v, size_t& out) {
-  auto n = as_u64(v);
-  if (!n || *n > (1u << 20)) return Read::kMissing;  // an ordinal
-  out = static_cast<size_t>(*n);
-  return Read::kOk;
-}
-Read read_term(const json::value* v, int64_t& out) {
-  auto n = as_i64(v);
-  if (!n) return Read::kMissing;
-  out = *n;
-  return Read::kOk;
-}
-Read read_term(const json::value* v, double& out) {
-  auto d = as_double(v);
-  if (!d) return Read::kMissing;
-  out = *d;
-  return Read::kOk;
+Read read_term(const json::value* v, bool& out) { return read_as(v, out, as_bool); }
+Read read_term(const json::value* v, uint32_t& out) { return read_as(v, out, as_u32); }
+Read read_term(const json::value* v, int64_t& out) { return read_as(v, out, as_i64); }
+Read read_term(const json::value* v, double& out) { return read_as(v, out, as_double); }
+Read read_term(const json::value* v, size_t& out) {  // an ordinal
+  return read_as(v, out, [](const json::value* x) {
+    auto n = as_u64(x);
+    return n && *n <= (1u << 20) ? n : std::nullopt;
+  });
 }
 Read read_term(const json::value* v, route::Profile& out) {
   if (!v) return Read::kMissing;

@@ -162,11 +162,6 @@ bool is_quiet_close(const boost::system::error_code& ec) {
 asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   net::DrainGate::Hold hold = gate_.enter();
   if (!hold) co_return;  // shutting down: the socket closes with this frame
-  connections_.fetch_add(1);
-  struct Count {
-    std::atomic<int64_t>& n;
-    ~Count() { n.fetch_sub(1); }
-  } count{connections_};
   Session s(std::move(socket));
   s.thread = net::IoPool::current_index();
   if (s.thread >= io_.size()) s.thread = 0;

@@ -74,8 +74,6 @@ class Proxy {
   // Graceful drain: idle keep-alive connections are closed now, busy ones after their current
   // response. Thread-safe.
   void begin_drain();
-  int64_t active_requests() const { return metrics_.inflight.get(); }
-  int64_t open_connections() const { return connections_.load(); }
 
   // Adds an observer of every routed exchange (request/stream/observer.h), called after the
   // proxy's own metrics and the observers added before it. Add before serving; each must
@@ -140,6 +138,7 @@ class Proxy {
                                               std::string_view message, std::string_view type);
   bool build_response_head(Session& s, Exchange& x, const upstream::Engine& engine, bool* chunked);
   void account_pieces(Session& s, Exchange& x);
+  void engine_completed(Exchange& x, Attempt& a);
   void finish_usage(Session& s, Exchange& x);
   // Writes what s.out_buffers still holds to the client under RJ_CLIENT_SEND_TIMEOUT_MS.
   boost::asio::awaitable<void> write_rest(Session& s, Exchange& x, boost::system::error_code& ec);
@@ -167,7 +166,6 @@ class Proxy {
   net::DrainGate& gate_;
   ProxyMetrics metrics_;
   std::atomic<bool> draining_{false};
-  std::atomic<int64_t> connections_{0};
   // Sessions waiting for their next request: an intrusive list per io thread (touched only on
   // that thread).
   std::vector<Session*> idle_;

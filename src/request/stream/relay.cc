@@ -149,6 +149,13 @@ void Proxy::finish_usage(Session& s, Exchange& x) {
   notify<kUsage>(&ExchangeObserver::usage, x, usage.usage());
 }
 
+// The engine's response is complete: observers hear it once per attempt (the attempt's end
+// reports `failed` unless this ran).
+void Proxy::engine_completed(Exchange& x, Attempt& a) {
+  x.engine_done = true;
+  notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
+}
+
 // Feeds one relayed batch of body pieces to usage accounting; records the first-token time.
 void Proxy::account_pieces(Session& s, Exchange& x) {
   const net::ResponseParser& p = *s.parser;
@@ -250,8 +257,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
       // engine holds the prefix now, a single-flight lead ends) and its load is released, all
       // before the last bytes go out, so the client's next request (which may be decided on
       // another thread the moment those bytes arrive) sees the engine as it now is.
-      x.engine_done = true;
-      notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
+      engine_completed(x, a);
       a.reservation.release();
     }
     out.clear();
@@ -285,10 +291,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
     if (ec || parser.is_done()) break;
   }
   if (ec) co_return x.client_send_timed_out ? RelayResult::kClientTimeout : RelayResult::kClientGone;
-  if (!x.engine_done) {  // a response without a body (HEAD, 204, 304) is complete with its head
-    x.engine_done = true;
-    notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
-  }
+  if (!x.engine_done) engine_completed(x, a);  // no body (HEAD, 204, 304): complete with its head
   if (account) finish_usage(s, x);
   co_return RelayResult::kComplete;
 }
@@ -322,8 +325,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
       co_return RelayResult::kComplete;
     }
   }
-  x.engine_done = true;
-  notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
+  engine_completed(x, a);
   if (auto rewritten = rewrite_models_context(body, config_.advertise_ctx_margin)) body = std::move(*rewritten);
   if (s.req.method == http::verb::head) body.clear();
   x.status = up.status;
