@@ -189,12 +189,12 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  // The dashboard (/ui on the metrics listener): the last routing decisions and 15 min of series.
   std::unique_ptr<observe::JournalObserver> journal_observer;
   if (journal) {
     journal_observer = std::make_unique<observe::JournalObserver>(*journal, router, cfg.route_phase_aware_load);
     proxy.add_observer(journal_observer.get());
   }
+  // The dashboard (/ui on the metrics listener): the last routing decisions and 15 min of series.
   observe::DecisionLog decisions(200, fleet.size());
   observe::DecisionLogObserver decision_observer(decisions, router);
   proxy.add_observer(&decision_observer);
