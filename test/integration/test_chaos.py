@@ -144,7 +144,11 @@ def test_kill_9_mid_stream_ends_those_streams_cleanly_and_the_rest_keep_serving(
     rj = fleet()
     load = Load(rj.api_port, clients=6, max_tokens=400).start()  # long streams (about 1 s)
     load.wait_results(6)
-    time.sleep(0.5)
+    # Kill while engine 0 streams: prefix affinity can hold the whole load on the other two
+    # engines for a while (a CI run once killed it idle, and no stream was cut), so wait for the
+    # sim's own count of running requests (their heads are already sent) before the kill.
+    poll(lambda: sims[0].admin("/sim/stats", {})["running"] > 0, timeout=10, interval=0.002,
+         what="a stream running on engine 0")
     t = time.monotonic()
     sims[0].proc.send_signal(signal.SIGKILL)
     sims[0].proc.wait()
