@@ -1,0 +1,538 @@
+// cache/index/exact_index: a shard is a node slab (one node per block: its key, copy count,
+// reachable flag and trie links) and two open-addressing tables with linear probing and
+// backward-shift deletion: chain key -> node (read by match() on any thread) and removal key ->
+// node + copy count (writer only). All three are allocated once at the limits' size and never
+// move; calloc leaves the pages untouched until the shard fills them.
+#include "cache/index/exact_index.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include <xxhash.h>
+
+namespace ramjet::cache {
+
+static_assert(std::endian::native == std::endian::little, "chain keys hash token IDs as little-endian bytes");
+
+uint64_t exact_root_seed(uint32_t block_size, std::string_view lora_name, std::string_view cache_salt) {
+  static constexpr char kTag[] = "ramjet.exact.v1";  // hashed with its NUL
+  std::string in(kTag, sizeof(kTag));
+  const uint64_t lens[2] = {lora_name.size(), cache_salt.size()};
+  in.append(reinterpret_cast<const char*>(&block_size), sizeof(block_size));
+  in.append(reinterpret_cast<const char*>(lens), sizeof(lens));
+  in.append(lora_name);
+  in.append(cache_salt);
+  return XXH3_64bits(in.data(), in.size());
+}
+
+uint64_t exact_next(uint64_t seed, std::span<const uint32_t> block_tokens) {
+  return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size_bytes(), seed);
+}
+
+void exact_chain(std::span<const uint32_t> tokens, uint32_t block_size, uint64_t root_seed,
+                 std::vector<uint64_t>& out) {
+  if (block_size == 0) return;
+  const size_t blocks = tokens.size() / block_size;
+  out.reserve(out.size() + blocks);
+  uint64_t seed = root_seed;
+  for (size_t b = 0; b < blocks; ++b) {
+    seed = exact_next(seed, tokens.subspan(b * block_size, block_size));
+    out.push_back(seed);
+  }
+}
+
+std::string_view reason(ExactStoreErrc e) {
+  switch (e) {
+    case ExactStoreErrc::kParentUnknown: return "parent_unknown";
+    case ExactStoreErrc::kConflict: return "conflict";
+    case ExactStoreErrc::kCapacity: return "capacity";
+    case ExactStoreErrc::kShape: return "shape";
+  }
+  return "unknown";
+}
+
+// key and flags are read by match() while the writer runs: both sides access them atomically.
+struct ExactShard::Node {
+  uint64_t key;
+  uint32_t flags;  // kReachable
+  uint32_t copies;
+  uint32_t parent;
+  uint32_t first_child;
+  uint32_t next_sibling;  // also the free list's link
+  uint32_t prev_sibling;
+};
+
+struct ExactShard::KeySlot {
+  uint64_t key;
+  uint32_t node_plus1;  // 0 = empty slot
+  uint32_t count;       // copies stored under this key
+};
+
+namespace {
+
+constexpr uint32_t kReachable = 1;
+
+template <typename T>
+T relaxed_load(const T& x) {
+  return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
+}
+template <typename T>
+void relaxed_store(T& x, T v) {
+  std::atomic_ref<T>(x).store(v, std::memory_order_relaxed);
+}
+
+// Chain keys are XXH3 outputs already; removal keys may be structured (small ints), so they are
+// mixed first (murmur3's finaliser).
+uint64_t fmix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
+// Removal keys: a slot's home from the mixed key (the slot keeps the key itself).
+size_t home(uint64_t hash, size_t size) {
+  return static_cast<size_t>((static_cast<unsigned __int128>(hash) * size) >> 64);
+}
+
+// Chain keys: a slot keeps the key's high 32 bits (its tag) and the node; the home is a function
+// of the tag alone, so backward-shift deletion reads no node to place a neighbour.
+uint32_t tag_of(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
+size_t tag_home(uint32_t tag, size_t size) { return static_cast<size_t>((static_cast<uint64_t>(tag) * size) >> 32); }
+uint64_t slot_of(uint32_t tag, uint32_t node) { return (static_cast<uint64_t>(tag) << 32) | (static_cast<uint64_t>(node) + 1); }
+
+// Between `hole` and `j` (cyclically): may the entry at j, whose home is h, move back to hole?
+bool may_move(size_t hole, size_t j, size_t h) {
+  const bool stays = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+  return !stays;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+template <typename T>
+T* zeroed(size_t n) {
+  void* p = std::calloc(n, sizeof(T));
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<T*>(p);
+}
+
+}  // namespace
+
+ExactShard::ExactShard(ExactShardLimits limits) : limits_(limits) {
+  if (limits_.max_blocks == 0) limits_.max_blocks = 1;
+  limits_.max_blocks = std::min(limits_.max_blocks, 1u << 31);  // tag_home needs a table under 2^32
+  table_size_ = std::max<size_t>(16, static_cast<size_t>(limits_.max_blocks) + limits_.max_blocks / 4);
+  nodes_ = zeroed<Node>(limits_.max_blocks);
+  table_ = zeroed<uint64_t>(table_size_);
+  keys_ = zeroed<KeySlot>(table_size_);
+}
+
+ExactShard::~ExactShard() {
+  std::free(nodes_);
+  std::free(table_);
+  std::free(keys_);
+}
+
+size_t ExactShard::table_bytes() const {
+  return static_cast<size_t>(limits_.max_blocks) * sizeof(Node) + table_size_ * (sizeof(uint64_t) + sizeof(KeySlot));
+}
+
+// ---------------------------------------------------------------------------------------- reads
+
+uint32_t ExactShard::read_node(uint64_t key) const {
+  const uint32_t tag = tag_of(key);
+  size_t i = tag_home(tag, table_size_);
+  for (size_t probes = 0; probes < table_size_; ++probes) {
+    const uint64_t s = relaxed_load(table_[i]);
+    if (s == 0) return kNone;
+    if (static_cast<uint32_t>(s >> 32) == tag) {
+      const uint32_t n = static_cast<uint32_t>(s) - 1;
+      if (n < limits_.max_blocks && relaxed_load(nodes_[n].key) == key) return n;
+    }
+    if (++i == table_size_) i = 0;
+  }
+  return kNone;
+}
+
+bool ExactShard::read_reachable(uint64_t key) const {
+  const uint32_t n = read_node(key);
+  return n != kNone && (relaxed_load(nodes_[n].flags) & kReachable) != 0;
+}
+
+// reachable(chain[i]) holds for a prefix of the chain: a block is reachable only when its parent
+// (the chain's previous block) is. Gallop to bracket the first miss, then bisect.
+uint32_t ExactShard::gallop(std::span<const uint64_t> chain) const {
+  const size_t n = chain.size();
+  if (n == 0 || !read_reachable(chain[0])) return 0;
+  size_t lo = 0, hi = n, step = 1;  // chain[lo] reachable; chain[hi] not (or hi == n)
+  while (lo + step < n) {
+    if (read_reachable(chain[lo + step])) {
+      lo += step;
+      step *= 2;
+    } else {
+      hi = lo + step;
+      break;
+    }
+  }
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (read_reachable(chain[mid])) lo = mid;
+    else hi = mid;
+  }
+  return static_cast<uint32_t>(lo + 1);
+}
+
+std::optional<uint32_t> ExactShard::match(std::span<const uint64_t> chain) const {
+  for (int attempt = 0; attempt < kReadTries; ++attempt) {
+    uint64_t s1 = seq_.load(std::memory_order_acquire);
+    for (int spin = 0; (s1 & 1) != 0 && spin < 4096; ++spin) {
+      cpu_relax();
+      s1 = seq_.load(std::memory_order_acquire);
+    }
+    if ((s1 & 1) != 0) continue;
+    const uint32_t r = gallop(chain);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seq_.load(std::memory_order_relaxed) == s1) return r;
+  }
+  return std::nullopt;
+}
+
+// --------------------------------------------------------------------------------------- writes
+
+void ExactShard::begin_write() {
+  const uint64_t s = seq_.load(std::memory_order_relaxed);
+  seq_.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void ExactShard::end_write() {
+  seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+uint32_t ExactShard::find_node(uint64_t key) const {
+  const uint32_t tag = tag_of(key);
+  size_t i = tag_home(tag, table_size_);
+  for (;;) {
+    const uint64_t s = table_[i];
+    if (s == 0) return kNone;
+    if (static_cast<uint32_t>(s >> 32) == tag) {
+      const uint32_t n = static_cast<uint32_t>(s) - 1;
+      if (nodes_[n].key == key) return n;
+    }
+    if (++i == table_size_) i = 0;
+  }
+}
+
+size_t ExactShard::find_key_slot(uint64_t removal_key) const {
+  size_t i = home(fmix(removal_key), table_size_);
+  for (;;) {
+    const KeySlot& s = keys_[i];
+    if (s.node_plus1 == 0) return SIZE_MAX;
+    if (s.key == removal_key) return i;
+    if (++i == table_size_) i = 0;
+  }
+}
+
+void ExactShard::table_insert(uint32_t n) {
+  const uint32_t tag = tag_of(nodes_[n].key);
+  size_t i = tag_home(tag, table_size_);
+  while (table_[i] != 0) {
+    if (++i == table_size_) i = 0;
+  }
+  relaxed_store(table_[i], slot_of(tag, n));
+}
+
+void ExactShard::table_erase(uint32_t n) {
+  size_t hole = tag_home(tag_of(nodes_[n].key), table_size_);
+  while (static_cast<uint32_t>(table_[hole]) != n + 1) {
+    if (++hole == table_size_) hole = 0;
+  }
+  for (size_t j = hole;;) {
+    if (++j == table_size_) j = 0;
+    const uint64_t s = table_[j];
+    if (s == 0) break;
+    if (may_move(hole, j, tag_home(static_cast<uint32_t>(s >> 32), table_size_))) {
+      relaxed_store(table_[hole], s);
+      hole = j;
+    }
+  }
+  relaxed_store(table_[hole], uint64_t{0});
+}
+
+void ExactShard::key_insert(uint64_t removal_key, uint32_t n) {
+  size_t i = home(fmix(removal_key), table_size_);
+  while (keys_[i].node_plus1 != 0) {
+    if (++i == table_size_) i = 0;
+  }
+  keys_[i] = KeySlot{removal_key, n + 1, 1};
+  keys_used_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ExactShard::key_erase(size_t hole) {
+  for (size_t j = hole;;) {
+    if (++j == table_size_) j = 0;
+    if (keys_[j].node_plus1 == 0) break;
+    if (may_move(hole, j, home(fmix(keys_[j].key), table_size_))) {
+      keys_[hole] = keys_[j];
+      hole = j;
+    }
+  }
+  keys_[hole] = KeySlot{};
+  keys_used_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+uint32_t ExactShard::new_node(uint64_t key, uint32_t parent) {
+  uint32_t n;
+  if (free_head_ != kNone) {
+    n = free_head_;
+    free_head_ = nodes_[n].next_sibling;
+  } else {
+    n = high_water_++;
+  }
+  Node& x = nodes_[n];
+  relaxed_store(x.key, key);
+  relaxed_store(x.flags, uint32_t{0});
+  x.copies = 0;
+  x.parent = parent;
+  x.first_child = kNone;
+  x.prev_sibling = kNone;
+  x.next_sibling = parent == kNone ? kNone : nodes_[parent].first_child;
+  if (parent != kNone) {
+    if (x.next_sibling != kNone) nodes_[x.next_sibling].prev_sibling = n;
+    nodes_[parent].first_child = n;
+  }
+  table_insert(n);
+  nodes_used_.fetch_add(1, std::memory_order_relaxed);
+  return n;
+}
+
+void ExactShard::free_node(uint32_t n) {
+  Node& x = nodes_[n];
+  if (x.prev_sibling != kNone) nodes_[x.prev_sibling].next_sibling = x.next_sibling;
+  else if (x.parent != kNone) nodes_[x.parent].first_child = x.next_sibling;
+  if (x.next_sibling != kNone) nodes_[x.next_sibling].prev_sibling = x.prev_sibling;
+  table_erase(n);
+  relaxed_store(x.flags, uint32_t{0});
+  x.parent = kNone;
+  x.next_sibling = free_head_;
+  free_head_ = n;
+  nodes_used_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool ExactShard::is_reachable(uint32_t n) const { return (nodes_[n].flags & kReachable) != 0; }
+
+void ExactShard::set_reachable(uint32_t n, bool v) { relaxed_store(nodes_[n].flags, v ? kReachable : uint32_t{0}); }
+
+// Below n (not n itself): when n became reachable, every resident descendant whose path is now
+// whole does too; when n stopped being reachable, every descendant stops.
+void ExactShard::set_reachable_below(uint32_t n, bool reachable) {
+  stack_.clear();
+  stack_.push_back(n);
+  while (!stack_.empty()) {
+    const uint32_t p = stack_.back();
+    stack_.pop_back();
+    for (uint32_t c = nodes_[p].first_child; c != kNone; c = nodes_[c].next_sibling) {
+      const bool change = reachable ? (nodes_[c].copies > 0 && !is_reachable(c)) : is_reachable(c);
+      if (!change) continue;
+      set_reachable(c, reachable);
+      stack_.push_back(c);
+    }
+  }
+}
+
+void ExactShard::add_copy(uint32_t n) {
+  Node& x = nodes_[n];
+  if (x.copies++ != 0) return;
+  resident_.fetch_add(1, std::memory_order_relaxed);
+  if (x.parent == kNone || is_reachable(x.parent)) {
+    set_reachable(n, true);
+    set_reachable_below(n, true);
+  }
+}
+
+void ExactShard::drop_copy(uint32_t n) {
+  if (--nodes_[n].copies != 0) return;
+  resident_.fetch_sub(1, std::memory_order_relaxed);
+  if (is_reachable(n)) {
+    set_reachable(n, false);
+    set_reachable_below(n, false);
+  }
+  // Prune: a block nobody holds and nothing hangs below is forgotten, and so may its parent be.
+  while (n != kNone && nodes_[n].copies == 0 && nodes_[n].first_child == kNone) {
+    const uint32_t p = nodes_[n].parent;
+    free_node(n);
+    n = p;
+  }
+}
+
+std::optional<ExactStoreErrc> ExactShard::store(std::optional<uint64_t> parent, uint64_t root_seed,
+                                                std::span<const uint64_t> removal_keys,
+                                                std::span<const uint32_t> tokens, uint32_t block_size) {
+  const size_t count = removal_keys.size();
+  if (block_size == 0 || tokens.size() != static_cast<size_t>(block_size) * count) return ExactStoreErrc::kShape;
+  if (count == 0) return std::nullopt;
+  uint32_t parent_node = kNone;
+  uint64_t seed = root_seed;
+  if (parent) {
+    const size_t ks = find_key_slot(*parent);
+    if (ks == SIZE_MAX) return ExactStoreErrc::kParentUnknown;
+    parent_node = keys_[ks].node_plus1 - 1;
+    seed = nodes_[parent_node].key;
+  }
+
+  // Pass 1, read only: every block's key, the blocks and removal keys to create, conflicts. The
+  // probes' results are kept for pass 2 (inserting never moves an entry of a linear-probing table,
+  // and no removal key repeats within a store), and the probes run kPrefetch blocks behind their
+  // prefetches so a long store's cache misses overlap.
+  constexpr uint32_t kNew = kNone - 1;  // "a node this store creates"
+  if (count > 1) {  // one removal key twice in one store would name two different blocks
+    dup_scratch_.assign(removal_keys.begin(), removal_keys.end());
+    std::sort(dup_scratch_.begin(), dup_scratch_.end());
+    if (std::adjacent_find(dup_scratch_.begin(), dup_scratch_.end()) != dup_scratch_.end()) {
+      return ExactStoreErrc::kConflict;
+    }
+  }
+  std::vector<uint64_t>& keys = chain_scratch_;
+  keys.resize(count);
+  for (size_t b = 0; b < count; ++b) keys[b] = seed = exact_next(seed, tokens.subspan(b * block_size, block_size));
+  node_scratch_.resize(count);
+  slot_scratch_.resize(count);
+  uint64_t new_nodes = 0, new_keys = 0;
+  uint32_t prev = parent_node;
+  for (size_t b = 0; b < count; ++b) {
+    if (b + kPrefetch < count) {
+      __builtin_prefetch(&table_[tag_home(tag_of(keys[b + kPrefetch]), table_size_)]);
+      __builtin_prefetch(&keys_[home(fmix(removal_keys[b + kPrefetch]), table_size_)]);
+    }
+    uint32_t n = find_node(keys[b]);
+    if (n != kNone && (prev == kNew || nodes_[n].parent != prev)) return ExactStoreErrc::kConflict;
+    if (n == kNone) {
+      ++new_nodes;
+      n = kNew;
+    }
+    const size_t ks = find_key_slot(removal_keys[b]);
+    if (ks == SIZE_MAX) {
+      ++new_keys;
+    } else if (n == kNew || keys_[ks].node_plus1 - 1 != n) {
+      return ExactStoreErrc::kConflict;
+    }
+    node_scratch_[b] = n;
+    slot_scratch_[b] = ks;
+    prev = n;
+  }
+  if (nodes_used_.load(std::memory_order_relaxed) + new_nodes > limits_.max_blocks ||
+      keys_used_.load(std::memory_order_relaxed) + new_keys > limits_.max_blocks) {
+    return ExactStoreErrc::kCapacity;
+  }
+
+  // Pass 2: apply, in write sections of kWriteBatch blocks so readers are never held long; each
+  // block stored leaves a whole trie behind it.
+  prev = parent_node;
+  begin_write();
+  for (size_t b = 0; b < count; ++b) {
+    if (b != 0 && b % kWriteBatch == 0) {
+      end_write();
+      begin_write();
+    }
+    uint32_t n = node_scratch_[b];
+    if (n == kNew) n = new_node(keys[b], prev);
+    if (slot_scratch_[b] == SIZE_MAX) key_insert(removal_keys[b], n);
+    else ++keys_[slot_scratch_[b]].count;
+    add_copy(n);
+    prev = n;
+  }
+  end_write();
+  return std::nullopt;
+}
+
+uint32_t ExactShard::remove(std::span<const uint64_t> removal_keys) {
+  uint32_t unknown = 0;
+  begin_write();
+  for (size_t b = 0; b < removal_keys.size(); ++b) {
+    if (b != 0 && b % kWriteBatch == 0) {
+      end_write();
+      begin_write();
+    }
+    if (b + kPrefetch < removal_keys.size()) {
+      __builtin_prefetch(&keys_[home(fmix(removal_keys[b + kPrefetch]), table_size_)]);
+    }
+    const size_t ks = find_key_slot(removal_keys[b]);
+    if (ks == SIZE_MAX) {
+      ++unknown;
+      continue;
+    }
+    const uint32_t n = keys_[ks].node_plus1 - 1;
+    if (--keys_[ks].count == 0) key_erase(ks);
+    drop_copy(n);
+  }
+  end_write();
+  return unknown;
+}
+
+void ExactShard::clear() {
+  if (high_water_ == 0 && keys_used_.load(std::memory_order_relaxed) == 0) return;
+  begin_write();
+  for (size_t i = 0; i < table_size_; ++i) {
+    if (table_[i] != 0) relaxed_store(table_[i], uint64_t{0});
+  }
+  for (uint32_t n = 0; n < high_water_; ++n) {
+    if (nodes_[n].flags != 0) relaxed_store(nodes_[n].flags, uint32_t{0});
+  }
+  std::memset(static_cast<void*>(keys_), 0, table_size_ * sizeof(KeySlot));
+  free_head_ = kNone;
+  high_water_ = 0;
+  nodes_used_.store(0, std::memory_order_relaxed);
+  resident_.store(0, std::memory_order_relaxed);
+  keys_used_.store(0, std::memory_order_relaxed);
+  end_write();
+}
+
+// ----------------------------------------------------------------------------------- invariants
+
+bool ExactShard::check_invariants() const {
+  std::vector<uint32_t> copies_by_keys(high_water_, 0);
+  size_t keys = 0;
+  for (size_t i = 0; i < table_size_; ++i) {
+    const KeySlot& s = keys_[i];
+    if (s.node_plus1 == 0) continue;
+    ++keys;
+    if (s.count == 0 || s.node_plus1 > high_water_ || find_key_slot(s.key) != i) return false;
+    copies_by_keys[s.node_plus1 - 1] += s.count;
+  }
+  if (keys != keys_used_.load()) return false;
+  size_t nodes = 0, resident = 0;
+  for (size_t i = 0; i < table_size_; ++i) {
+    if (table_[i] == 0) continue;
+    ++nodes;
+    const uint32_t n = static_cast<uint32_t>(table_[i]) - 1;
+    if (n >= high_water_) return false;
+    const Node& x = nodes_[n];
+    if (static_cast<uint32_t>(table_[i] >> 32) != tag_of(x.key) || find_node(x.key) != n) return false;
+    if (x.copies != copies_by_keys[n]) return false;
+    if (x.copies > 0) ++resident;
+    if (x.copies == 0 && x.first_child == kNone) return false;  // would have been pruned
+    const bool want = x.copies > 0 && (x.parent == kNone || is_reachable(x.parent));
+    if (is_reachable(n) != want) return false;
+    if (x.parent != kNone) {  // listed among its parent's children
+      bool listed = false;
+      for (uint32_t c = nodes_[x.parent].first_child; c != kNone && !listed; c = nodes_[c].next_sibling) listed = c == n;
+      if (!listed) return false;
+    }
+    for (uint32_t c = x.first_child; c != kNone; c = nodes_[c].next_sibling) {
+      if (nodes_[c].parent != n) return false;
+    }
+  }
+  return nodes == nodes_used_.load() && resident == resident_.load();
+}
+
+}  // namespace ramjet::cache

@@ -1,0 +1,141 @@
+// cache/index/exact_index: the exact prefix index, one ExactShard per engine. A shard holds the
+// token blocks the engine's KV cache reports resident, keyed by ramjet's own chained hash of each
+// block's token IDs (exact_chain below), never by vLLM's block hash, which depends on engine
+// settings (hash algorithm, PYTHONHASHSEED, extra keys). vLLM's hashes are kept only as removal
+// keys, counted per copy: vLLM may cache one hash in several physical blocks and reports each
+// copy's store and eviction. Turning KV events into these calls (filters, groups, namespaces,
+// trust) is cache/events' job; scoring a match is route's.
+//
+// Blocks form a trie (each block's parent is the block before it in the prompt). A block is
+// usable for a prefix hit only while it and every block before it are resident, as vLLM's own
+// prefix lookup stops at the first miss; the shard keeps that as a per-block `reachable` flag, so
+// match() is a galloping binary search over a request's chain (about 2·log2(blocks) probes)
+// instead of a probe per block.
+//
+// Concurrency: one writer per shard (the engine's event applier); match() runs on any thread and
+// never waits for the writer. Each mutation runs inside a sequence lock; a read that overlapped
+// one is retried, and after kReadTries overlapping reads match() answers "busy" (nullopt) rather
+// than wait. The tables never move (their size is fixed by the limits, so a full shard fails a
+// store with kCapacity instead of growing), so a racing read is always memory-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace ramjet::cache {
+
+// The key chain. Block 0's key hashes its tokens with a seed that names the namespace (the LoRA
+// adapter and the cache_salt a request was cached under) and the block size; block i's key hashes
+// its tokens with block i-1's key as the seed (XXH3-64 of the little-endian uint32 token IDs).
+uint64_t exact_root_seed(uint32_t block_size, std::string_view lora_name = {}, std::string_view cache_salt = {});
+uint64_t exact_next(uint64_t seed, std::span<const uint32_t> block_tokens);
+// Appends the key of every full block of `tokens` to `out` (the partial tail is not a block).
+void exact_chain(std::span<const uint32_t> tokens, uint32_t block_size, uint64_t root_seed,
+                 std::vector<uint64_t>& out);
+
+struct ExactShardLimits {
+  // Blocks one engine may hold (resident blocks plus the non-resident ones kept because a resident
+  // block hangs below them), and distinct removal keys; beyond it a store fails with kCapacity.
+  // Memory is about 62 bytes per block of this limit, touched as it fills.
+  uint32_t max_blocks = 262144;
+};
+
+enum class ExactStoreErrc : uint8_t {
+  kParentUnknown,  // the parent's removal key is not in the shard (missed event, late join)
+  kConflict,       // a removal key already names a block with other tokens or another parent
+  kCapacity,       // the store needs more blocks or removal keys than the limits allow
+  kShape,          // tokens.size() != block_size * removal_keys.size(), or block_size 0
+};
+std::string_view reason(ExactStoreErrc e);
+
+class ExactShard {
+ public:
+  static constexpr int kReadTries = 8;
+  static constexpr size_t kWriteBatch = 64;  // blocks per write section (readers see whole sections)
+
+  explicit ExactShard(ExactShardLimits limits = {});
+  ~ExactShard();
+  ExactShard(const ExactShard&) = delete;
+  ExactShard& operator=(const ExactShard&) = delete;
+
+  const ExactShardLimits& limits() const { return limits_; }
+
+  // ---- writer side (one thread at a time) ----
+  // Stores removal_keys.size() consecutive blocks of `block_size` tokens each: the first one below
+  // the block stored under `parent` (a removal key), or at the root of `root_seed` when there is no
+  // parent. A block already held gains a copy. All or nothing: on an error nothing changed.
+  std::optional<ExactStoreErrc> store(std::optional<uint64_t> parent, uint64_t root_seed,
+                                      std::span<const uint64_t> removal_keys,
+                                      std::span<const uint32_t> tokens, uint32_t block_size);
+  // Drops one copy per removal key; returns how many keys were unknown (never stored, or already
+  // gone: vLLM evicts blocks ramjet never saw stored when it joined late).
+  uint32_t remove(std::span<const uint64_t> removal_keys);
+  void clear();
+
+  // ---- reader side (any thread) ----
+  // How many leading blocks of `chain` (exact_chain's keys) the engine can serve from its cache;
+  // nullopt when every try overlapped a write (the caller treats the engine as unknown).
+  std::optional<uint32_t> match(std::span<const uint64_t> chain) const;
+  // Bumped by every mutation: two equal revisions mean nothing changed in between.
+  uint64_t revision() const { return seq_.load(std::memory_order_acquire) >> 1; }
+
+  // Counts (any thread; exact when read by the writer).
+  uint32_t blocks() const { return nodes_used_.load(std::memory_order_relaxed); }
+  uint32_t resident_blocks() const { return resident_.load(std::memory_order_relaxed); }
+  uint32_t removal_keys() const { return keys_used_.load(std::memory_order_relaxed); }
+  // Bytes allocated for the tables (address space; pages are touched as the shard fills).
+  size_t table_bytes() const;
+
+  // Test hook: every invariant of the trie, the tables and the counts, checked (writer thread).
+  bool check_invariants() const;
+
+ private:
+  struct Node;
+  struct KeySlot;
+
+  uint32_t find_node(uint64_t key) const;     // writer; kNone when absent
+  uint32_t read_node(uint64_t key) const;     // reader, racy-safe; kNone when absent
+  bool read_reachable(uint64_t key) const;    // reader
+  uint32_t gallop(std::span<const uint64_t> chain) const;
+  size_t find_key_slot(uint64_t removal_key) const;  // writer; npos when absent
+  uint32_t new_node(uint64_t key, uint32_t parent);
+  void free_node(uint32_t n);
+  void table_insert(uint32_t n);
+  void table_erase(uint32_t n);
+  void key_insert(uint64_t removal_key, uint32_t n);
+  void key_erase(size_t slot);
+  void add_copy(uint32_t n);
+  void drop_copy(uint32_t n);
+  void set_reachable_below(uint32_t n, bool reachable);
+  bool is_reachable(uint32_t n) const;
+  void set_reachable(uint32_t n, bool v);
+  void begin_write();
+  void end_write();
+
+  static constexpr uint32_t kNone = 0xffffffffu;
+  static constexpr size_t kPrefetch = 8;     // how far a long store's probes run ahead
+
+  ExactShardLimits limits_;
+  size_t table_size_ = 0;  // slots of both hash tables
+  Node* nodes_ = nullptr;  // max_blocks, calloc'd
+  uint64_t* table_ = nullptr;   // key -> node: (high 32 bits of key) << 32 | (node + 1); 0 = empty
+  KeySlot* keys_ = nullptr;     // removal key -> node and copy count; node 0 = empty
+  uint32_t free_head_ = kNone;  // free node list (through next_sibling)
+  uint32_t high_water_ = 0;     // nodes [0, high_water_) have been handed out at least once
+  std::vector<uint32_t> stack_;  // reused by set_reachable_below
+  std::vector<uint64_t> chain_scratch_;  // store(): the blocks' keys
+  std::vector<uint64_t> dup_scratch_;    // store(): its removal keys, sorted
+  std::vector<uint32_t> node_scratch_;   // store(): each block's node, or "new"
+  std::vector<size_t> slot_scratch_;     // store(): each removal key's slot, or none
+  alignas(64) std::atomic<uint64_t> seq_{0};  // odd while a write is in progress
+  std::atomic<uint32_t> nodes_used_{0};
+  std::atomic<uint32_t> resident_{0};
+  std::atomic<uint32_t> keys_used_{0};
+};
+
+}  // namespace ramjet::cache

@@ -1,0 +1,309 @@
+#include "cache/index/exact_index.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace ramjet::cache {
+namespace {
+
+constexpr uint32_t kBs = 4;  // small blocks keep the tests readable
+
+std::vector<uint32_t> tokens(size_t blocks, uint32_t start = 1) {
+  std::vector<uint32_t> t(blocks * kBs);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = start + static_cast<uint32_t>(i);
+  return t;
+}
+
+std::vector<uint64_t> chain(const std::vector<uint32_t>& t, uint64_t seed = exact_root_seed(kBs)) {
+  std::vector<uint64_t> c;
+  exact_chain(t, kBs, seed, c);
+  return c;
+}
+
+// Removal keys as an engine would make them: anything unique per block (here 1000 + block).
+std::vector<uint64_t> rkeys(size_t from, size_t to, uint64_t base = 1000) {
+  std::vector<uint64_t> k;
+  for (size_t i = from; i < to; ++i) k.push_back(base + i);
+  return k;
+}
+
+std::span<const uint32_t> blocks_of(const std::vector<uint32_t>& t, size_t from, size_t to) {
+  return std::span<const uint32_t>(t).subspan(from * kBs, (to - from) * kBs);
+}
+
+TEST(ExactChain, KeysDependOnEveryTokenTheNamespaceAndTheBlockSize) {
+  const auto t = tokens(3);
+  const auto base = chain(t);
+  ASSERT_EQ(base.size(), 3u);
+  auto u = t;
+  u[9] += 1;  // a token of block 2
+  const auto changed = chain(u);
+  EXPECT_EQ(changed[0], base[0]);
+  EXPECT_EQ(changed[1], base[1]);
+  EXPECT_NE(changed[2], base[2]);
+  EXPECT_NE(chain(t, exact_root_seed(kBs, "adapter"))[0], base[0]);
+  EXPECT_NE(chain(t, exact_root_seed(kBs, "", "salt"))[0], base[0]);
+  EXPECT_NE(exact_root_seed(kBs, "ab", "c"), exact_root_seed(kBs, "a", "bc"));
+  EXPECT_NE(exact_root_seed(16), exact_root_seed(32));
+  std::vector<uint64_t> partial;
+  exact_chain(std::span<const uint32_t>(t).first(11), kBs, exact_root_seed(kBs), partial);
+  EXPECT_EQ(partial.size(), 2u) << "the partial tail block is not a block";
+}
+
+TEST(ExactShard, MatchCountsTheLeadingBlocksTheEngineCanServe) {
+  ExactShard s;
+  const auto t = tokens(6);
+  const auto c = chain(t);
+  EXPECT_EQ(s.match(c), 0u);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 4), blocks_of(t, 0, 4), kBs));
+  EXPECT_EQ(s.match(c), 4u);
+  ASSERT_FALSE(s.store(1003, 0, rkeys(4, 6), blocks_of(t, 4, 6), kBs));
+  EXPECT_EQ(s.match(c), 6u);
+  EXPECT_EQ(s.match(std::span<const uint64_t>(c).first(3)), 3u);
+  // Evicting a middle block cuts every hit after it, as vLLM's lookup stops at the first miss.
+  EXPECT_EQ(s.remove(rkeys(2, 3)), 0u);
+  EXPECT_EQ(s.match(c), 2u);
+  EXPECT_EQ(s.resident_blocks(), 5u);
+  // Stored again, the blocks below it count again.
+  ASSERT_FALSE(s.store(1001, 0, rkeys(2, 3), blocks_of(t, 2, 3), kBs));
+  EXPECT_EQ(s.match(c), 6u);
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, ADuplicateCopyKeepsABlockResidentUntilTheLastCopyGoes) {
+  ExactShard s;
+  const auto t = tokens(2);
+  const auto c = chain(t);
+  for (int copy = 0; copy < 2; ++copy) {
+    ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 2), t, kBs));
+  }
+  EXPECT_EQ(s.removal_keys(), 2u);
+  EXPECT_EQ(s.remove(rkeys(1, 2)), 0u);
+  EXPECT_EQ(s.match(c), 2u) << "one copy of block 1 is still cached";
+  EXPECT_EQ(s.remove(rkeys(1, 2)), 0u);
+  EXPECT_EQ(s.match(c), 1u);
+  EXPECT_EQ(s.remove(rkeys(1, 2)), 1u) << "a third removal names nothing";
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, TwoRemovalKeysForOneBlockEachHoldACopy) {
+  // Two main attention groups report the same tokens under their own hashes.
+  ExactShard s;
+  const auto t = tokens(2);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 2, 1000), t, kBs));
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 2, 5000), t, kBs));
+  EXPECT_EQ(s.blocks(), 2u);
+  s.remove(rkeys(0, 2, 1000));
+  EXPECT_EQ(s.match(chain(t)), 2u);
+  s.remove(rkeys(0, 2, 5000));
+  EXPECT_EQ(s.match(chain(t)), 0u);
+  EXPECT_EQ(s.blocks(), 0u) << "blocks nobody holds are forgotten";
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, AStoreBelowAnUnknownParentFailsAndChangesNothing) {
+  ExactShard s;
+  const auto t = tokens(3);
+  const auto rev = s.revision();
+  EXPECT_EQ(s.store(999, 0, rkeys(1, 3), blocks_of(t, 1, 3), kBs), ExactStoreErrc::kParentUnknown);
+  EXPECT_EQ(s.blocks(), 0u);
+  EXPECT_EQ(s.revision(), rev);
+}
+
+TEST(ExactShard, AConflictingStoreFailsWhole) {
+  ExactShard s;
+  const auto t = tokens(3);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 3), t, kBs));
+  // Removal key 1001 already names block 1; now it is reported for other tokens.
+  const auto other = tokens(2, 500);
+  EXPECT_EQ(s.store(std::nullopt, exact_root_seed(kBs), {std::vector<uint64_t>{7000, 1001}}, other, kBs),
+            ExactStoreErrc::kConflict);
+  // The same removal key twice in one store.
+  EXPECT_EQ(s.store(std::nullopt, exact_root_seed(kBs), {std::vector<uint64_t>{7000, 7000}}, other, kBs),
+            ExactStoreErrc::kConflict);
+  EXPECT_EQ(s.blocks(), 3u);
+  EXPECT_EQ(s.removal_keys(), 3u);
+  EXPECT_EQ(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 2), std::span<const uint32_t>(t).first(7), kBs),
+            ExactStoreErrc::kShape);
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, AStorePastTheLimitFailsWholeAndTheShardStaysUsable) {
+  ExactShard s({.max_blocks = 4});
+  const auto t = tokens(5);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 3), blocks_of(t, 0, 3), kBs));
+  EXPECT_EQ(s.store(1002, 0, rkeys(3, 5), blocks_of(t, 3, 5), kBs), ExactStoreErrc::kCapacity);
+  EXPECT_EQ(s.match(chain(t)), 3u);
+  ASSERT_FALSE(s.store(1002, 0, rkeys(3, 4), blocks_of(t, 3, 4), kBs));
+  EXPECT_EQ(s.match(chain(t)), 4u);
+  s.clear();
+  EXPECT_EQ(s.match(chain(t)), 0u);
+  EXPECT_EQ(s.blocks(), 0u);
+  EXPECT_EQ(s.removal_keys(), 0u);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 4), blocks_of(t, 0, 4), kBs));
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, EveryMutationBumpsTheRevision) {
+  ExactShard s;
+  const auto t = tokens(1);
+  auto r = s.revision();
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 1), t, kBs));
+  EXPECT_GT(s.revision(), r);
+  r = s.revision();
+  s.remove(rkeys(0, 1));
+  EXPECT_GT(s.revision(), r);
+}
+
+// ------------------------------------------------------------------------ against a naive model
+
+// What the shard must answer, computed the obvious way: per removal key its block and copies; a
+// block is resident while any key holds a copy; a chain matches up to its first non-resident block.
+struct Naive {
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> keys;  // removal key -> (chain key, copies)
+  bool has(uint64_t rk) const { return keys.count(rk) != 0; }
+  uint64_t chain_key(uint64_t rk) const { return keys.at(rk).first; }
+  bool resident(uint64_t ck) const {
+    for (const auto& [rk, v] : keys) {
+      if (v.first == ck) return true;
+    }
+    return false;
+  }
+  uint32_t match(const std::vector<uint64_t>& c) const {
+    uint32_t n = 0;
+    while (n < c.size() && resident(c[n])) ++n;
+    return n;
+  }
+};
+
+// Prompts share prefixes (a few roots, random branching); the "engine" stores runs of blocks under
+// a known parent, in one or two groups (two removal-key families), sometimes twice (duplicate
+// copies), evicts single copies, sometimes clears, and sometimes reports a store below a parent it
+// never reported.
+TEST(ExactShard, RandomTracesAnswerLikeANaiveModel) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    ExactShard s({.max_blocks = 4096});
+    Naive model;
+    struct Prompt {
+      std::vector<uint32_t> tokens;
+      uint64_t root;
+      std::vector<uint64_t> chain;
+    };
+    std::vector<Prompt> prompts;
+    const uint64_t roots[3] = {exact_root_seed(kBs), exact_root_seed(kBs, "lora-a"), exact_root_seed(kBs, "", "salt")};
+    for (int p = 0; p < 40; ++p) {
+      Prompt pr;
+      if (p > 0 && rng() % 3 != 0) {  // branch off an earlier prompt
+        const Prompt& base = prompts[rng() % prompts.size()];
+        const size_t keep = (rng() % (base.tokens.size() / kBs + 1)) * kBs;
+        pr.tokens.assign(base.tokens.begin(), base.tokens.begin() + static_cast<long>(keep));
+        pr.root = base.root;
+      } else {
+        pr.root = roots[rng() % 3];
+      }
+      const size_t extra = 1 + rng() % 12;
+      for (size_t i = 0; i < extra * kBs; ++i) pr.tokens.push_back(static_cast<uint32_t>(rng() % 50));
+      exact_chain(pr.tokens, kBs, pr.root, pr.chain);
+      prompts.push_back(std::move(pr));
+    }
+    // The engine's hash of a block: a function of its chain key and its group.
+    auto rk = [](uint64_t chain_key, int group) { return chain_key * 31 + static_cast<uint64_t>(group); };
+    std::vector<uint64_t> stored;  // removal keys ever stored (for removals and bogus parents)
+
+    for (int op = 0; op < 3000; ++op) {
+      const uint64_t roll = rng() % 100;
+      if (roll < 55) {  // store a run of blocks of one prompt in one group
+        const Prompt& pr = prompts[rng() % prompts.size()];
+        const int group = static_cast<int>(rng() % 2);
+        const size_t nb = pr.chain.size();
+        size_t from = rng() % nb;
+        // Mostly below a resident parent; sometimes at the root; sometimes below a missing one.
+        const bool at_root = rng() % 4 == 0;
+        if (at_root) from = 0;
+        const size_t to = from + 1 + rng() % (nb - from);
+        std::optional<uint64_t> parent;
+        if (from > 0) parent = rk(pr.chain[from - 1], group);
+        std::vector<uint64_t> keys;
+        for (size_t b = from; b < to; ++b) keys.push_back(rk(pr.chain[b], group));
+        const auto err = s.store(parent, pr.root, keys, blocks_of(pr.tokens, from, to), kBs);
+        if (parent && !model.has(*parent)) {
+          EXPECT_EQ(err, ExactStoreErrc::kParentUnknown);
+          continue;
+        }
+        ASSERT_FALSE(err) << reason(*err);
+        for (size_t b = from; b < to; ++b) {
+          auto& v = model.keys[keys[b - from]];
+          v.first = pr.chain[b];
+          ++v.second;
+          stored.push_back(keys[b - from]);
+        }
+      } else if (roll < 93) {  // evict one copy of something (or of nothing)
+        if (stored.empty()) continue;
+        const uint64_t key = rng() % 10 == 0 ? rng() : stored[rng() % stored.size()];
+        const uint32_t unknown = s.remove(std::vector<uint64_t>{key});
+        auto it = model.keys.find(key);
+        EXPECT_EQ(unknown, it == model.keys.end() ? 1u : 0u);
+        if (it != model.keys.end() && --it->second.second == 0) model.keys.erase(it);
+      } else if (roll < 94) {
+        s.clear();
+        model.keys.clear();
+      } else {  // read
+        const Prompt& pr = prompts[rng() % prompts.size()];
+        ASSERT_EQ(s.match(pr.chain), model.match(pr.chain)) << "seed " << seed << " op " << op;
+      }
+      if (op % 100 == 0) {
+        ASSERT_TRUE(s.check_invariants()) << "seed " << seed << " op " << op;
+      }
+    }
+    for (const auto& pr : prompts) ASSERT_EQ(s.match(pr.chain), model.match(pr.chain));
+    ASSERT_TRUE(s.check_invariants());
+    // Evicting everything leaves an empty shard (no block kept for nothing).
+    while (!model.keys.empty()) {
+      auto it = model.keys.begin();
+      s.remove(std::vector<uint64_t>(it->second.second, it->first));
+      model.keys.erase(it);
+    }
+    EXPECT_EQ(s.blocks(), 0u);
+    EXPECT_EQ(s.resident_blocks(), 0u);
+    EXPECT_EQ(s.removal_keys(), 0u);
+  }
+}
+
+// A reader racing the writer sees some state the writer left between two write sections (every
+// kWriteBatch blocks), never a torn one, and is never made to wait for the writer.
+TEST(ExactShard, AReaderRacingTheWriterSeesOnlyWholeStates) {
+  ExactShard s;
+  const size_t n = ExactShard::kWriteBatch * 2 + 10;
+  const auto t = tokens(n);
+  const auto c = chain(t);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load()) {
+      ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, n), t, kBs));
+      s.remove(rkeys(0, 1));  // block 0 goes: nothing matches
+      s.remove(rkeys(1, n));
+    }
+  });
+  size_t answered = 0, busy = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const auto m = s.match(c);
+    if (!m) {
+      ++busy;
+      continue;
+    }
+    ++answered;
+    ASSERT_TRUE(*m == 0 || *m == ExactShard::kWriteBatch || *m == 2 * ExactShard::kWriteBatch || *m == n) << *m;
+  }
+  stop = true;
+  writer.join();
+  EXPECT_GT(answered, busy);
+}
+
+}  // namespace
+}  // namespace ramjet::cache
