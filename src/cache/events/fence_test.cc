@@ -1,0 +1,193 @@
+#include "cache/events/fence.h"
+
+#include <gtest/gtest.h>
+
+namespace ramjet::cache::events {
+namespace {
+
+constexpr FenceLimits kLimits{.replay_limit = 100, .tail_limit = 3};
+
+TEST(SequenceFence, StartsFencedAndTrustsAPublisherSeenFromItsFirstBatch) {
+  SequenceFence f(kLimits);
+  EXPECT_EQ(f.mode(), FenceMode::kFenced);
+  const Step s = f.on_live(0, false);
+  EXPECT_EQ(s.verdict, Verdict::kApply);
+  EXPECT_TRUE(s.has(FenceEvent::kFirstBatchTrusted));
+  EXPECT_TRUE(f.trusted());
+  EXPECT_EQ(f.on_live(1, false).verdict, Verdict::kApply);
+  EXPECT_EQ(f.expected(), 2u);
+}
+
+TEST(SequenceFence, AFirstBatchWithinTheReplayLimitAsksForEverythingFromZero) {
+  SequenceFence f(kLimits);
+  const auto gen = f.generation();
+  const Step s = f.on_live(40, false);
+  EXPECT_EQ(s.verdict, Verdict::kHold);
+  EXPECT_TRUE(s.clear_index);
+  ASSERT_TRUE(s.replay);
+  EXPECT_EQ(s.replay->from, 0u);
+  EXPECT_EQ(s.replay->through, 40u);
+  EXPECT_TRUE(s.has(FenceEvent::kFullReplay));
+  EXPECT_GT(f.generation(), gen);
+  EXPECT_EQ(f.mode(), FenceMode::kReplaying);
+  EXPECT_EQ(f.on_live(41, false).verdict, Verdict::kHold);
+  for (uint64_t q = 0; q <= 41; ++q) EXPECT_EQ(f.on_replay_batch(s.replay->ticket, q, false).verdict, Verdict::kApply);
+  const Step end = f.on_replay_end(s.replay->ticket, true);
+  EXPECT_TRUE(end.has(FenceEvent::kReplayDone));
+  EXPECT_TRUE(f.trusted());
+  // The held batches were in the replay too.
+  EXPECT_EQ(f.on_held(40, false).verdict, Verdict::kDuplicate);
+  EXPECT_EQ(f.on_held(41, false).verdict, Verdict::kDuplicate);
+  EXPECT_EQ(f.on_live(42, false).verdict, Verdict::kApply);
+}
+
+TEST(SequenceFence, AFirstBatchBeyondTheReplayLimitOnlyObservesUntilAClear) {
+  SequenceFence f(kLimits);
+  EXPECT_EQ(f.on_live(500, false).verdict, Verdict::kObserve);
+  EXPECT_EQ(f.on_live(501, false).verdict, Verdict::kObserve);
+  EXPECT_FALSE(f.trusted());
+  const Step s = f.on_live(502, true);
+  EXPECT_EQ(s.verdict, Verdict::kApply);
+  EXPECT_TRUE(s.clear_index);
+  EXPECT_TRUE(s.has(FenceEvent::kCleared));
+  EXPECT_TRUE(f.trusted());
+  EXPECT_EQ(f.on_live(503, false).verdict, Verdict::kApply);
+}
+
+TEST(SequenceFence, AGapIsReplayedAndLiveBatchesWaitForIt) {
+  SequenceFence f(kLimits);
+  f.on_live(0, false);
+  f.on_live(1, false);
+  const Step gap = f.on_live(5, false);  // 2, 3, 4 missed
+  EXPECT_EQ(gap.verdict, Verdict::kHold);
+  ASSERT_TRUE(gap.replay);
+  EXPECT_FALSE(gap.clear_index) << "a gap replay keeps what the index has";
+  EXPECT_EQ(gap.replay->from, 2u);
+  EXPECT_EQ(gap.replay->through, 5u);
+  EXPECT_FALSE(f.trusted()) << "trust is suspended while the replay runs";
+  EXPECT_EQ(f.on_live(6, false).verdict, Verdict::kHold);
+  // vLLM replays everything it has from `from` on: 2..5 here (6 came after the replay was served).
+  for (uint64_t q = 2; q <= 5; ++q) EXPECT_EQ(f.on_replay_batch(gap.replay->ticket, q, false).verdict, Verdict::kApply);
+  EXPECT_TRUE(f.on_replay_end(gap.replay->ticket, true).has(FenceEvent::kReplayDone));
+  EXPECT_EQ(f.on_held(5, false).verdict, Verdict::kDuplicate);
+  EXPECT_EQ(f.on_held(6, false).verdict, Verdict::kApply);
+  EXPECT_EQ(f.on_live(7, false).verdict, Verdict::kApply);
+}
+
+TEST(SequenceFence, AGapBeyondTheReplayLimitFencesAndClears) {
+  SequenceFence f(kLimits);
+  f.on_live(0, false);
+  const auto gen = f.generation();
+  const Step s = f.on_live(1 + kLimits.replay_limit, false);
+  EXPECT_EQ(s.verdict, Verdict::kObserve);
+  EXPECT_TRUE(s.clear_index);
+  EXPECT_TRUE(s.has(FenceEvent::kGapTooLarge));
+  EXPECT_GT(f.generation(), gen);
+  EXPECT_FALSE(f.trusted());
+}
+
+TEST(SequenceFence, AReplayThatStartsLateHasAHoleOrEndsShortFences) {
+  for (int kind = 0; kind < 4; ++kind) {
+    SequenceFence f(kLimits);
+    f.on_live(0, false);
+    const Step gap = f.on_live(4, false);
+    const uint64_t t = gap.replay->ticket;
+    if (kind == 0) {  // the engine no longer had 1: starts at 2
+      f.on_replay_batch(t, 2, false);
+    } else if (kind == 1) {  // a hole
+      f.on_replay_batch(t, 1, false);
+      EXPECT_EQ(f.on_replay_batch(t, 3, false).verdict, Verdict::kObserve);
+    } else if (kind == 2) {  // ends before the batch that revealed the gap
+      f.on_replay_batch(t, 1, false);
+      f.on_replay_batch(t, 2, false);
+    } else {  // deadline passed
+      for (uint64_t q = 1; q <= 4; ++q) f.on_replay_batch(t, q, false);
+    }
+    const Step end = f.on_replay_end(t, /*complete=*/kind != 3);
+    EXPECT_TRUE(end.has(FenceEvent::kReplayFailed)) << kind;
+    EXPECT_TRUE(end.clear_index);
+    EXPECT_TRUE(end.drop_held);
+    EXPECT_EQ(f.mode(), FenceMode::kFenced);
+    // One full replay is tried at the next live batch (the engine is young enough).
+    const Step next = f.on_live(5, false);
+    ASSERT_TRUE(next.replay) << kind;
+    EXPECT_EQ(next.replay->from, 0u);
+  }
+}
+
+TEST(SequenceFence, AFailedFullReplayIsNotRetriedUntilSomethingChanges) {
+  SequenceFence f(kLimits);
+  const Step s = f.on_live(10, false);
+  f.on_replay_batch(s.replay->ticket, 3, false);  // buffer no longer reaches 0
+  f.on_replay_end(s.replay->ticket, true);
+  EXPECT_EQ(f.on_live(11, false).verdict, Verdict::kObserve);
+  EXPECT_FALSE(f.on_live(12, false).replay);
+  EXPECT_TRUE(f.on_live(13, true).has(FenceEvent::kCleared));
+  EXPECT_TRUE(f.trusted());
+}
+
+TEST(SequenceFence, TooManyLiveBatchesDuringAReplayFence) {
+  SequenceFence f(kLimits);
+  f.on_live(0, false);
+  f.on_live(3, false);  // holds 1
+  EXPECT_EQ(f.on_live(4, false).verdict, Verdict::kHold);
+  EXPECT_EQ(f.on_live(5, false).verdict, Verdict::kHold);
+  const Step s = f.on_live(6, false);
+  EXPECT_TRUE(s.has(FenceEvent::kHoldOverflow));
+  EXPECT_TRUE(s.drop_held);
+  EXPECT_EQ(f.mode(), FenceMode::kFenced);
+}
+
+TEST(SequenceFence, AStaleReplayIsIgnored) {
+  SequenceFence f(kLimits);
+  f.on_live(0, false);
+  const Step first = f.on_live(3, false);
+  f.on_live(4, true);  // a clear ends the wait: trusted, the replay is moot
+  EXPECT_TRUE(f.trusted());
+  EXPECT_EQ(f.on_replay_batch(first.replay->ticket, 1, false).verdict, Verdict::kObserve);
+  EXPECT_FALSE(f.on_replay_end(first.replay->ticket, true).has(FenceEvent::kReplayDone));
+  EXPECT_TRUE(f.trusted());
+}
+
+TEST(SequenceFence, ASequenceThatGoesBackIsARestartedPublisher) {
+  SequenceFence f(kLimits);
+  for (uint64_t q = 0; q < 20; ++q) f.on_live(q, false);
+  const auto gen = f.generation();
+  const Step s = f.on_live(0, false);  // the engine restarted
+  EXPECT_TRUE(s.has(FenceEvent::kRestart));
+  EXPECT_TRUE(s.clear_index);
+  EXPECT_EQ(s.verdict, Verdict::kApply);
+  EXPECT_GT(f.generation(), gen);
+  EXPECT_TRUE(f.trusted());
+  // A restart seen late (its first batches missed) replays from 0.
+  for (uint64_t q = 1; q < 20; ++q) f.on_live(q, false);
+  const Step late = f.on_live(5, false);
+  EXPECT_TRUE(late.has(FenceEvent::kRestart));
+  ASSERT_TRUE(late.replay);
+  EXPECT_EQ(late.replay->from, 0u);
+}
+
+TEST(SequenceFence, ADisconnectFencesAtOnceAndAReconnectReplaysFromZero) {
+  SequenceFence f(kLimits);
+  for (uint64_t q = 0; q < 10; ++q) f.on_live(q, false);
+  const Step d = f.on_disconnect();
+  EXPECT_TRUE(d.has(FenceEvent::kDisconnect));
+  EXPECT_TRUE(d.clear_index);
+  EXPECT_FALSE(f.trusted());
+  const Step r = f.on_reconnect();
+  ASSERT_TRUE(r.replay);
+  EXPECT_EQ(r.replay->from, 0u);
+  EXPECT_EQ(r.replay->through, 9u);
+  for (uint64_t q = 0; q <= 12; ++q) f.on_replay_batch(r.replay->ticket, q, false);
+  EXPECT_TRUE(f.on_replay_end(r.replay->ticket, true).has(FenceEvent::kReplayDone));
+  EXPECT_EQ(f.on_live(13, false).verdict, Verdict::kApply);
+  // Beyond the limit, a reconnect waits for a clear.
+  SequenceFence g(kLimits);
+  g.on_live(0, false);
+  for (uint64_t q = 1; q < 200; ++q) g.on_live(q, false);
+  g.on_disconnect();
+  EXPECT_FALSE(g.on_reconnect().replay);
+}
+
+}  // namespace
+}  // namespace ramjet::cache::events

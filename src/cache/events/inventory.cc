@@ -1,0 +1,201 @@
+#include "cache/events/inventory.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include <xxhash.h>
+
+#include "cache/kv/extra_keys.h"
+
+namespace ramjet::cache::events {
+
+std::string_view label(Skip s) {
+  switch (s) {
+    case Skip::kUnsupportedMedium: return "unsupported_medium";
+    case Skip::kNonLocal: return "non_local";
+    case Skip::kNonMainAttention: return "non_main_attention";
+    case Skip::kUnknownKind: return "unknown_kind";
+    case Skip::kUnknownGroup: return "unknown_group";
+    case Skip::kExtraKeys: return "extra_keys";
+    case Skip::kBlockSizeMismatch: return "block_size_mismatch";
+    case Skip::kShape: return "shape";
+    case Skip::kOrphanedParent: return "orphaned_parent";
+    case Skip::kUnknownRemoval: return "unknown_removal";
+    case Skip::kCount_: break;
+  }
+  return "unknown";
+}
+
+bool is_main_attention(std::string_view kind) {
+  return kind == "full_attention" || kind == "mla_attention" || kind == "sink_full_attention";
+}
+
+namespace {
+
+// The other kinds vLLM reports (vllm/v1/kv_cache_interface.py): cached, but not the prefix a
+// request's hit is counted on.
+bool is_other_attention(std::string_view kind) {
+  return kind == "sliding_window" || kind == "sliding_window_mla" || kind == "chunked_local_attention" ||
+         kind == "mamba" || kind == "encoder_only_attention" || kind == "cross_attention";
+}
+
+bool on_gpu(const std::optional<std::string>& medium) { return !medium || *medium == "GPU"; }
+bool is_local(const std::optional<std::string>& locality) { return !locality || *locality == "LOCAL"; }
+uint64_t group_key(uint32_t dp_rank, uint32_t group) { return (static_cast<uint64_t>(dp_rank) << 32) | group; }
+
+}  // namespace
+
+Inventory::Inventory(InventoryLimits limits) : shard_(limits.shard) {}
+
+uint64_t Inventory::removal_key(const kv::BlockHash& h, uint32_t dp_rank, uint32_t group) {
+  const auto bytes = h.bytes();
+  const uint64_t v = h.is_bytes() ? XXH3_64bits(bytes.data(), bytes.size()) : h.low64();
+  return XXH3_64bits_withSeed(&v, sizeof(v), group_key(dp_rank, group));
+}
+
+bool Inventory::knows_lora(std::string_view name) const {
+  if (name.empty()) return false;
+  std::shared_lock lock(lora_mu_);
+  return std::find(loras_.begin(), loras_.end(), name) != loras_.end();
+}
+
+std::optional<Inventory::GroupKind> Inventory::group_kind(uint32_t dp_rank, const kv::BlockStored& e) {
+  const uint64_t key = group_key(dp_rank, e.group_idx.value_or(0));
+  if (e.kv_cache_spec_kind) {
+    GroupKind kind;
+    if (is_main_attention(*e.kv_cache_spec_kind)) kind = GroupKind::kMain;
+    else if (is_other_attention(*e.kv_cache_spec_kind)) kind = GroupKind::kOther;
+    else return std::nullopt;
+    kinds_[key] = kind;
+    return kind;
+  }
+  // Releases before kv_cache_spec_kind: what a store of this group said before, or group 0 of a
+  // model with one group.
+  if (auto it = kinds_.find(key); it != kinds_.end()) return it->second;
+  if (e.group_idx.value_or(0) == 0) return GroupKind::kMain;
+  return std::nullopt;
+}
+
+std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, uint32_t dp_rank, ApplyCounts& counts) {
+  const uint64_t n = e.block_hashes.size();
+  if (!on_gpu(e.medium)) return skip(Skip::kUnsupportedMedium, n), std::nullopt;
+  if (!is_local(e.locality)) return skip(Skip::kNonLocal, n), std::nullopt;
+  const auto kind = group_kind(dp_rank, e);
+  if (!kind) {
+    skip(e.kv_cache_spec_kind ? Skip::kUnknownKind : Skip::kUnknownGroup, n);
+    return std::nullopt;
+  }
+  if (*kind == GroupKind::kOther) return skip(Skip::kNonMainAttention, n), std::nullopt;
+  if (n == 0) return std::nullopt;
+  if (e.block_size == 0 || e.token_ids.size() != static_cast<uint64_t>(e.block_size) * n) {
+    return skip(Skip::kShape, n), std::nullopt;
+  }
+  const uint32_t bs = block_size();
+  if (bs == 0) block_size_.store(e.block_size, std::memory_order_release);
+  else if (bs != e.block_size) return skip(Skip::kBlockSizeMismatch, n), std::nullopt;
+
+  // The namespace: the adapter's name, and the cache_salt that vLLM puts in block 0's extra keys
+  // after it. A block below a parent inherits the parent's namespace through its chain key.
+  const std::string_view lora = e.lora_name ? std::string_view(*e.lora_name) : std::string_view();
+  if (e.lora_id && lora.empty()) return skip(Skip::kExtraKeys, n), std::nullopt;  // an unnamed adapter
+  std::string_view salt;
+  if (e.extra_keys) {
+    for (size_t i = 0; i < e.extra_keys->size(); ++i) {
+      const auto& entry = (*e.extra_keys)[i];
+      if (!entry) continue;
+      auto parts = kv::parse_extra_key(*entry);
+      if (!parts || parts->multimodal || parts->other) return skip(Skip::kExtraKeys, n), std::nullopt;
+      std::span<const std::string_view> strings = parts->strings;
+      if (!lora.empty() && !strings.empty() && strings.front() == lora) strings = strings.subspan(1);
+      if (strings.empty()) continue;
+      if (i == 0 && !e.parent_block_hash && strings.size() == 1) {
+        salt = strings.front();  // a view into the event, alive until the store below
+        continue;
+      }
+      return skip(Skip::kExtraKeys, n), std::nullopt;
+    }
+  }
+  if (!lora.empty() && !knows_lora(lora)) {
+    std::unique_lock lock(lora_mu_);
+    loras_.emplace_back(lora);
+  }
+
+  const uint32_t group = e.group_idx.value_or(0);
+  keys_.clear();
+  for (const auto& h : e.block_hashes) keys_.push_back(removal_key(h, dp_rank, group));
+  std::optional<uint64_t> parent;
+  if (e.parent_block_hash) parent = removal_key(*e.parent_block_hash, dp_rank, group);
+  const uint64_t seed = parent ? 0 : exact_root_seed(e.block_size, lora, salt);
+  const auto err = shard_.store(parent, seed, keys_, e.token_ids, e.block_size);
+  if (!err) {
+    counts.stored += n;
+    return std::nullopt;
+  }
+  switch (*err) {
+    case ExactStoreErrc::kParentUnknown: skip(Skip::kOrphanedParent, n); return std::nullopt;
+    case ExactStoreErrc::kShape: skip(Skip::kShape, n); return std::nullopt;
+    default: return err;  // the index cannot mirror the engine any more
+  }
+}
+
+void Inventory::apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, ApplyCounts& counts) {
+  const uint64_t n = e.block_hashes.size();
+  if (!on_gpu(e.medium)) return skip(Skip::kUnsupportedMedium, n);
+  if (!is_local(e.locality)) return skip(Skip::kNonLocal, n);
+  const uint32_t group = e.group_idx.value_or(0);
+  if (auto it = kinds_.find(group_key(dp_rank, group)); it != kinds_.end() && it->second == GroupKind::kOther) {
+    return skip(Skip::kNonMainAttention, n);
+  }
+  keys_.clear();
+  for (const auto& h : e.block_hashes) keys_.push_back(removal_key(h, dp_rank, group));
+  const uint32_t unknown = shard_.remove(keys_);
+  if (unknown != 0) skip(Skip::kUnknownRemoval, unknown);
+  counts.removed += n - unknown;
+}
+
+std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, ApplyCounts* counts) {
+  ApplyCounts local;
+  ApplyCounts& c = counts ? *counts : local;
+  const uint32_t rank = batch.data_parallel_rank.value_or(0);
+  for (const auto& ev : batch.events) {
+    if (const auto* stored = std::get_if<kv::BlockStored>(&ev)) {
+      if (auto err = apply_stored(*stored, rank, c)) return err;
+    } else if (const auto* removed = std::get_if<kv::BlockRemoved>(&ev)) {
+      apply_removed(*removed, rank, c);
+    } else {
+      shard_.clear();
+      ++c.cleared;
+    }
+  }
+  return std::nullopt;
+}
+
+void Inventory::clear() { shard_.clear(); }
+
+void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
+            std::span<std::optional<uint32_t>> out) {
+  struct Chain {
+    uint32_t block_size;
+    bool lora;
+    std::vector<uint64_t> keys;
+  };
+  std::vector<Chain> chains;  // one per (block size, namespace) among the inventories; few
+  for (size_t i = 0; i < inventories.size() && i < out.size(); ++i) {
+    out[i].reset();
+    const Inventory* inv = inventories[i];
+    if (inv == nullptr) continue;
+    const uint32_t bs = inv->block_size();
+    if (bs == 0) continue;
+    const bool lora = inv->knows_lora(request.model);
+    auto it = std::find_if(chains.begin(), chains.end(), [&](const Chain& c) { return c.block_size == bs && c.lora == lora; });
+    if (it == chains.end()) {
+      Chain c{bs, lora, {}};
+      exact_chain(request.tokens, bs, exact_root_seed(bs, lora ? request.model : std::string_view(), request.cache_salt), c.keys);
+      chains.push_back(std::move(c));
+      it = chains.end() - 1;
+    }
+    if (auto m = inv->match(it->keys)) out[i] = *m * bs;
+  }
+}
+
+}  // namespace ramjet::cache::events

@@ -1,0 +1,106 @@
+// cache/events/inventory: one engine's exact inventory. It applies decoded KV-event batches
+// (cache/kv) to the engine's ExactShard (cache/index): which events describe the GPU prefix cache a
+// request can hit (medium, locality, attention kind of the block's group), which namespace a block
+// lives in (LoRA adapter, cache_salt), and the removal key of each vLLM block hash (per data
+// parallel rank and group, so copies in two groups or ranks count apart). Events that say nothing
+// about that cache are skipped and counted by reason. Whether the inventory may be trusted (the
+// sequence fence) is the subscriber's; what an overlap is worth is route's.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/index/exact_index.h"
+#include "cache/kv/event.h"
+
+namespace ramjet::cache::events {
+
+// Why an event (or its blocks) was not applied (label of ramjet_kv_events_skipped_total{reason}).
+enum class Skip : uint8_t {
+  kUnsupportedMedium,  // medium other than GPU (CPU offload, storage tiers)
+  kNonLocal,           // locality REMOTE
+  kNonMainAttention,   // a sliding-window, mamba, chunked-local, encoder or cross-attention group
+  kUnknownKind,        // a kv_cache_spec_kind this build does not know
+  kUnknownGroup,       // a non-zero group whose kind was never reported
+  kExtraKeys,          // multimodal items, prompt embeds or extra keys of unknown shape
+  kBlockSizeMismatch,  // a main-group block size other than the one learned first
+  kShape,              // token_ids != block_size * block_hashes, or block_size 0
+  kOrphanedParent,     // the parent block was never applied (skipped, or missed before a join)
+  kUnknownRemoval,     // a removed hash that was never applied
+  kCount_,
+};
+std::string_view label(Skip s);
+
+// vLLM's kv_cache_spec_kind strings that make a prefix hit: full attention and its variants.
+bool is_main_attention(std::string_view kind);
+
+struct InventoryLimits {
+  ExactShardLimits shard;
+};
+
+struct ApplyCounts {
+  uint64_t stored = 0;   // blocks
+  uint64_t removed = 0;  // block copies
+  uint64_t cleared = 0;  // AllBlocksCleared events
+};
+
+class Inventory {
+ public:
+  explicit Inventory(InventoryLimits limits = {});
+
+  // ---- writer (the engine's subscriber thread) ----
+  // Applies one batch's events in order. An error means the index no longer mirrors the engine
+  // (a conflicting path, or capacity): the caller fences and clears.
+  std::optional<ExactStoreErrc> apply(const kv::EventBatch& batch, ApplyCounts* counts = nullptr);
+  void clear();
+
+  // ---- readers (any thread) ----
+  // Block size of the main attention group, 0 until the first store taught it.
+  uint32_t block_size() const { return block_size_.load(std::memory_order_acquire); }
+  // Whether `name` was seen as a LoRA adapter name in this engine's events.
+  bool knows_lora(std::string_view name) const;
+  std::optional<uint32_t> match(std::span<const uint64_t> chain) const { return shard_.match(chain); }
+  const ExactShard& shard() const { return shard_; }
+  uint64_t skipped(Skip s) const { return skipped_[static_cast<size_t>(s)].load(std::memory_order_relaxed); }
+
+  // A removal key: vLLM's block hash, qualified by data parallel rank and KV-cache group.
+  static uint64_t removal_key(const kv::BlockHash& h, uint32_t dp_rank, uint32_t group);
+
+ private:
+  enum class GroupKind : uint8_t { kMain, kOther };
+  std::optional<GroupKind> group_kind(uint32_t dp_rank, const kv::BlockStored& e);
+  void apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, ApplyCounts& counts);
+  std::optional<ExactStoreErrc> apply_stored(const kv::BlockStored& e, uint32_t dp_rank, ApplyCounts& counts);
+  void skip(Skip s, uint64_t n = 1) { skipped_[static_cast<size_t>(s)].fetch_add(n, std::memory_order_relaxed); }
+
+  ExactShard shard_;
+  std::atomic<uint32_t> block_size_{0};
+  std::unordered_map<uint64_t, GroupKind> kinds_;  // (dp rank << 32 | group) -> kind
+  mutable std::shared_mutex lora_mu_;
+  std::vector<std::string> loras_;  // adapter names seen (few)
+  std::vector<uint64_t> keys_;      // scratch: removal keys of one event
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Skip::kCount_)> skipped_{};
+};
+
+// One request, as the lookup needs it: its prompt token IDs and the namespace it was cached in.
+struct ExactRequest {
+  std::span<const uint32_t> tokens;
+  std::string_view model;       // a LoRA adapter's name when the request names one
+  std::string_view cache_salt;  // empty when none
+};
+
+// Resident prompt tokens of `request` in each inventory (out[i] for inventories[i]; nullopt for a
+// null entry, an inventory that has not learned its block size, or a read that kept racing its
+// writer). Chains are computed once per (block size, namespace).
+void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
+            std::span<std::optional<uint32_t>> out);
+
+}  // namespace ramjet::cache::events
