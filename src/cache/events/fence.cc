@@ -1,5 +1,7 @@
 #include "cache/events/fence.h"
 
+#include <algorithm>
+
 namespace ramjet::cache::events {
 
 std::string_view label(FenceMode m) {
@@ -72,6 +74,7 @@ Step SequenceFence::start_replay(uint64_t from, uint64_t through, bool full, Ste
   replay_through_ = through;
   replay_last_.reset();
   replay_full_ = full;
+  replay_through_any_ = false;
   replay_broken_ = false;
   held_ = step.verdict == Verdict::kHold ? 1 : 0;
   expected_ = from;
@@ -119,9 +122,11 @@ Step SequenceFence::hold(uint64_t seq, bool clears_all) {
   return verdict(Verdict::kHold);
 }
 
-Step SequenceFence::on_live(uint64_t seq, bool clears_all) {
-  const bool restart = last_live_ && seq <= *last_live_;
+Step SequenceFence::on_live(uint64_t seq, bool clears_all, double ts) {
+  const bool restart = (last_live_ && seq <= *last_live_) ||
+                       (mode_ == FenceMode::kTrusted && expected_ && seq < *expected_ && ts > last_ts_);
   last_live_ = seq;
+  last_ts_ = std::max(last_ts_, ts);
   if (restart) {
     // A new publisher instance: what the index holds says nothing about its cache.
     Step reset = fence(FenceEvent::kRestart);
@@ -140,7 +145,8 @@ Step SequenceFence::on_live(uint64_t seq, bool clears_all) {
   return verdict(Verdict::kObserve);
 }
 
-Step SequenceFence::on_held(uint64_t seq, bool clears_all) {
+Step SequenceFence::on_held(uint64_t seq, bool clears_all, double ts) {
+  last_ts_ = std::max(last_ts_, ts);
   switch (mode_) {
     case FenceMode::kTrusted: return in_sequence(seq, clears_all);
     case FenceMode::kReplaying: return hold(seq, clears_all);  // a held batch revealed another gap
@@ -149,8 +155,9 @@ Step SequenceFence::on_held(uint64_t seq, bool clears_all) {
   return verdict(Verdict::kObserve);
 }
 
-Step SequenceFence::on_replay_batch(uint64_t ticket, uint64_t seq, bool clears_all) {
+Step SequenceFence::on_replay_batch(uint64_t ticket, uint64_t seq, bool clears_all, double ts) {
   if (mode_ != FenceMode::kReplaying || ticket != ticket_ || replay_broken_) return verdict(Verdict::kObserve);
+  last_ts_ = std::max(last_ts_, ts);
   const uint64_t want = replay_last_ ? *replay_last_ + 1 : replay_from_;
   if (seq != want) {  // started late (the engine no longer had it), a hole, or out of order
     replay_broken_ = true;
@@ -164,9 +171,9 @@ Step SequenceFence::on_replay_batch(uint64_t ticket, uint64_t seq, bool clears_a
 
 Step SequenceFence::on_replay_end(uint64_t ticket, bool complete) {
   if (mode_ != FenceMode::kReplaying || ticket != ticket_) return verdict(Verdict::kObserve);
-  if (!complete || replay_broken_ || !replay_last_ || *replay_last_ < replay_through_) {
-    return fence(FenceEvent::kReplayFailed);
-  }
+  const bool covered = replay_through_any_ ? true : replay_last_ && *replay_last_ >= replay_through_;
+  if (!complete || replay_broken_ || !covered) return fence(FenceEvent::kReplayFailed);
+  if (!replay_last_) expected_ = replay_from_;  // nothing published yet
   mode_ = FenceMode::kTrusted;
   full_replay_tried_ = false;
   held_ = 0;
@@ -181,11 +188,15 @@ Step SequenceFence::on_disconnect() {
 
 Step SequenceFence::on_index_error() { return fence(FenceEvent::kIndexError); }
 
-Step SequenceFence::on_reconnect() {
-  if (mode_ != FenceMode::kFenced || !last_live_ || *last_live_ + 1 > limits_.replay_limit) {
-    return verdict(Verdict::kObserve);
+Step SequenceFence::on_connect() {
+  if (mode_ != FenceMode::kFenced) return verdict(Verdict::kObserve);
+  if (last_live_) {
+    if (*last_live_ + 1 > limits_.replay_limit) return verdict(Verdict::kObserve);
+    return start_replay(0, *last_live_, /*full=*/true, verdict(Verdict::kObserve));
   }
-  return start_replay(0, *last_live_, /*full=*/true, verdict(Verdict::kObserve));
+  Step s = start_replay(0, 0, /*full=*/true, verdict(Verdict::kObserve));
+  replay_through_any_ = true;
+  return s;
 }
 
 }  // namespace ramjet::cache::events

@@ -19,8 +19,11 @@
 //  - a replay must start at what was asked and run on without holes to at least the batch that
 //    revealed the gap; anything else (or a timeout) -> fenced. A fenced engine tries one full
 //    replay from 0 at its next live batch, then waits for a clear;
-//  - a socket disconnect -> fenced at once; on reconnect, a full replay when the last sequence
-//    seen is within replay_limit.
+//  - a socket disconnect -> fenced at once;
+//  - on (re)connect while fenced: a full replay from 0, through the last sequence seen live when
+//    there was one (within replay_limit), or through whatever the engine holds when there was
+//    none, so an idle engine is trusted without waiting for its next batch (an empty replay from
+//    0 means the publisher has published nothing yet).
 #pragma once
 
 #include <cstdint>
@@ -87,20 +90,22 @@ class SequenceFence {
  public:
   explicit SequenceFence(FenceLimits limits = {}) : limits_(limits) {}
 
-  // A batch from the live socket.
-  Step on_live(uint64_t seq, bool clears_all);
+  // A batch from the live socket; `ts` is the batch's own timestamp (the publisher's clock). A
+  // sequence below the expected one is a duplicate of a replayed batch when it is no newer than
+  // what was applied, and a restarted publisher when it is newer (or not above the last live one).
+  Step on_live(uint64_t seq, bool clears_all, double ts = 0);
   // A held batch, handed back in order after the replay ended (whatever it ended with).
-  Step on_held(uint64_t seq, bool clears_all);
+  Step on_held(uint64_t seq, bool clears_all, double ts = 0);
   // One batch of the replay with this ticket, in the order received; kApply or kObserve (stale
   // ticket, or a batch the replay should not have sent: the replay has then failed).
-  Step on_replay_batch(uint64_t ticket, uint64_t seq, bool clears_all);
+  Step on_replay_batch(uint64_t ticket, uint64_t seq, bool clears_all, double ts = 0);
   // The replay's end: `complete` when the engine's end marker arrived before the deadline.
   Step on_replay_end(uint64_t ticket, bool complete);
   Step on_disconnect();
+  // The live socket is connected (the first time, or again): see the header.
+  Step on_connect();
   // The index refused a batch the fence let through: fenced (and cleared) until it can be whole.
   Step on_index_error();
-  // The socket is back: a full replay when the last sequence seen makes one possible.
-  Step on_reconnect();
 
   FenceMode mode() const { return mode_; }
   bool trusted() const { return mode_ == FenceMode::kTrusted; }
@@ -122,12 +127,14 @@ class SequenceFence {
   uint64_t generation_ = 0;
   std::optional<uint64_t> expected_;   // next sequence to apply (none: no publisher seen yet)
   std::optional<uint64_t> last_live_;  // highest sequence seen on the live socket
+  double last_ts_ = 0;                 // newest timestamp of a batch applied or held
   bool full_replay_tried_ = false;     // this fenced episode already tried a replay from 0
   // The running replay.
   uint64_t ticket_ = 0;
   uint64_t replay_from_ = 0, replay_through_ = 0;
   std::optional<uint64_t> replay_last_;  // last batch the replay delivered
   bool replay_full_ = false;
+  bool replay_through_any_ = false;  // a connect replay: whatever the engine holds from 0
   bool replay_broken_ = false;
   uint64_t held_ = 0;
 };

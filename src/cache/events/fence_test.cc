@@ -167,6 +167,19 @@ TEST(SequenceFence, ASequenceThatGoesBackIsARestartedPublisher) {
   EXPECT_EQ(late.replay->from, 0u);
 }
 
+TEST(SequenceFence, ANewerBatchBelowTheExpectedSequenceIsARestartAnOlderOneADuplicate) {
+  // Sequences learned by replay only (no live watermark): the batch's own timestamp tells.
+  SequenceFence f(kLimits);
+  const Step r = f.on_connect();
+  for (uint64_t q = 0; q <= 4; ++q) f.on_replay_batch(r.replay->ticket, q, false, 100.0 + q);
+  f.on_replay_end(r.replay->ticket, true);
+  EXPECT_EQ(f.on_live(4, false, 104.0).verdict, Verdict::kDuplicate) << "replayed, then delivered live";
+  const Step s = f.on_live(0, false, 200.0);
+  EXPECT_TRUE(s.has(FenceEvent::kRestart));
+  EXPECT_EQ(s.verdict, Verdict::kApply);
+  EXPECT_TRUE(s.clear_index);
+}
+
 TEST(SequenceFence, ADisconnectFencesAtOnceAndAReconnectReplaysFromZero) {
   SequenceFence f(kLimits);
   for (uint64_t q = 0; q < 10; ++q) f.on_live(q, false);
@@ -174,7 +187,7 @@ TEST(SequenceFence, ADisconnectFencesAtOnceAndAReconnectReplaysFromZero) {
   EXPECT_TRUE(d.has(FenceEvent::kDisconnect));
   EXPECT_TRUE(d.clear_index);
   EXPECT_FALSE(f.trusted());
-  const Step r = f.on_reconnect();
+  const Step r = f.on_connect();
   ASSERT_TRUE(r.replay);
   EXPECT_EQ(r.replay->from, 0u);
   EXPECT_EQ(r.replay->through, 9u);
@@ -186,7 +199,31 @@ TEST(SequenceFence, ADisconnectFencesAtOnceAndAReconnectReplaysFromZero) {
   g.on_live(0, false);
   for (uint64_t q = 1; q < 200; ++q) g.on_live(q, false);
   g.on_disconnect();
-  EXPECT_FALSE(g.on_reconnect().replay);
+  EXPECT_FALSE(g.on_connect().replay);
+}
+
+TEST(SequenceFence, AFirstConnectReplaysWhateverTheEngineHolds) {
+  SequenceFence idle(kLimits);  // published nothing yet: an empty replay, trusted at once
+  const Step r = idle.on_connect();
+  ASSERT_TRUE(r.replay);
+  EXPECT_EQ(r.replay->from, 0u);
+  EXPECT_TRUE(idle.on_replay_end(r.replay->ticket, true).has(FenceEvent::kReplayDone));
+  EXPECT_TRUE(idle.trusted());
+  EXPECT_EQ(idle.on_live(0, false).verdict, Verdict::kApply);
+
+  SequenceFence busy(kLimits);  // published 0..6 before ramjet came
+  const Step b = busy.on_connect();
+  for (uint64_t q = 0; q <= 6; ++q) busy.on_replay_batch(b.replay->ticket, q, false);
+  busy.on_replay_end(b.replay->ticket, true);
+  EXPECT_TRUE(busy.trusted());
+  EXPECT_EQ(busy.on_live(7, false).verdict, Verdict::kApply);
+
+  SequenceFence old(kLimits);  // its buffer no longer reaches 0: fenced, no second try from 0
+  const Step o = old.on_connect();
+  old.on_replay_batch(o.replay->ticket, 40, false);
+  EXPECT_TRUE(old.on_replay_end(o.replay->ticket, true).has(FenceEvent::kReplayFailed));
+  EXPECT_EQ(old.on_live(45, false).verdict, Verdict::kObserve);
+  EXPECT_TRUE(old.on_live(46, true).has(FenceEvent::kCleared));
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// cache/events/subscriber: one engine's KV-event transport. A thread of its own holds a ZeroMQ SUB
+// socket on the engine's live endpoint (frames: topic, sequence as 8 bytes big-endian, MessagePack
+// payload), a socket monitor (a disconnect fences at once, even though ZeroMQ reconnects by
+// itself with backoff), and, while the fence asks for one, a DEALER on the replay endpoint
+// (request ["", from as 8 bytes big-endian]; replies [seq, payload] before vLLM 0.26 and
+// [topic, seq, payload] since, ended by the all-0xff sequence or an empty last frame; one deadline
+// for the whole replay). Every batch goes through the SequenceFence; the Inventory only sees the
+// batches the fence lets through, in order. Readers ask trusted() before they use the inventory.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cache/events/fence.h"
+#include "cache/events/inventory.h"
+#include "cache/kv/codec.h"
+
+namespace ramjet::cache::events {
+
+struct SubscriberOptions {
+  std::string live_endpoint;    // e.g. tcp://10.0.0.5:5557 (connected to)
+  std::string replay_endpoint;  // empty: no replay (every gap fences)
+  std::string topic;            // vLLM's kv_events_config.topic ("" by default)
+  std::chrono::milliseconds replay_timeout{5000};        // the whole replay, connect included
+  std::chrono::milliseconds reconnect_min{250};          // ZeroMQ's reconnect backoff
+  std::chrono::milliseconds reconnect_max{10000};
+  FenceLimits fence;
+  kv::DecodeLimits decode;
+};
+
+// Counted by the subscriber thread, read by anyone (metrics, /health).
+struct SubscriberStats {
+  std::atomic<uint64_t> batches{0};          // live batches received with a valid envelope
+  std::atomic<uint64_t> replayed{0};         // batches received by replay
+  std::atomic<uint64_t> bad_frames{0};       // a message with the wrong frame count, topic or sequence width
+  std::atomic<uint64_t> decode_errors{0};    // a payload the decoder refused (the batch is lost: fenced)
+  std::atomic<uint64_t> index_errors{0};     // a batch the index could not follow (fenced)
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(FenceEvent::kCount_)> transitions{};
+  std::atomic<uint64_t> blocks_stored{0};
+  std::atomic<uint64_t> blocks_removed{0};
+  std::atomic<bool> connected{false};
+};
+
+class Subscriber {
+ public:
+  Subscriber(SubscriberOptions options, Inventory& inventory);
+  ~Subscriber();  // stops the thread
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  void start();
+  void stop();
+
+  // Whether the inventory mirrors the engine's cache right now (any thread).
+  bool trusted() const { return mode() == FenceMode::kTrusted; }
+  FenceMode mode() const { return mode_.load(std::memory_order_acquire); }
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  const SubscriberStats& stats() const { return stats_; }
+  const SubscriberOptions& options() const { return options_; }
+
+ private:
+  struct Loop;
+  void run();
+
+  SubscriberOptions options_;
+  Inventory& inventory_;
+  SubscriberStats stats_;
+  std::atomic<FenceMode> mode_{FenceMode::kFenced};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace ramjet::cache::events

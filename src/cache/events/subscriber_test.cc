@@ -1,0 +1,243 @@
+// The subscriber against a fake vLLM publisher on loopback: a PUB socket sending
+// [topic, seq BE8, payload] and a ROUTER answering replays as vLLM >= 0.26 does (every buffered
+// batch from the asked sequence on, then the end marker). End-to-end tests against ramjet-sim's
+// publisher are in test/integration.
+#include "cache/events/subscriber.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+namespace ramjet::cache::events {
+namespace {
+
+constexpr uint32_t kBs = 16;
+const std::vector<uint32_t> kPrompt = [] {
+  std::vector<uint32_t> t(32 * kBs);
+  std::iota(t.begin(), t.end(), 7);
+  return t;
+}();
+
+std::string be8(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+  return s;
+}
+
+// Batch that stores block b of kPrompt below block b - 1 (hash 1000 + b).
+kv::EventBatch store_block(uint64_t b, bool clear_first = false) {
+  kv::BlockStored e;
+  e.block_hashes = {kv::BlockHash::from_uint(1000 + b)};
+  if (b > 0) e.parent_block_hash = kv::BlockHash::from_uint(1000 + b - 1);
+  e.token_ids.assign(kPrompt.begin() + static_cast<long>(b * kBs), kPrompt.begin() + static_cast<long>((b + 1) * kBs));
+  e.block_size = kBs;
+  e.medium = "GPU";
+  e.group_idx = 0;
+  e.kv_cache_spec_kind = "full_attention";
+  static double clock = 1.7e9;
+  kv::EventBatch batch;
+  batch.ts = (clock += 0.001);
+  if (clear_first) batch.events.push_back(kv::AllBlocksCleared{});
+  batch.events.push_back(e);
+  batch.data_parallel_rank = 0;
+  return batch;
+}
+
+class FakeEngine {
+ public:
+  FakeEngine() : pub_(ctx_, zmq::socket_type::pub), router_(ctx_, zmq::socket_type::router) {
+    pub_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::linger, 0);
+    pub_.bind("tcp://127.0.0.1:*");
+    router_.bind("tcp://127.0.0.1:*");
+    live = pub_.get(zmq::sockopt::last_endpoint);
+    replay = router_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { serve_replays(); });
+  }
+  ~FakeEngine() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  // Publishes the next batch (kept for replay); `live` false drops it on the way (a gap).
+  void publish(const kv::EventBatch& b, bool send_live = true) { publish_payload(kv::encode_batch(b, {}), send_live); }
+  void publish_payload(const std::string& payload, bool send_live = true) {
+    const uint64_t seq = next_seq_++;
+    {
+      std::lock_guard lock(mu_);
+      buffer_.emplace_back(seq, payload);
+    }
+    if (!send_live) return;
+    pub_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    pub_.send(zmq::buffer(be8(seq)), zmq::send_flags::sndmore);
+    pub_.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
+  void send_raw(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      pub_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  void restart() {  // a new publisher instance: sequence from 0, empty replay buffer
+    std::lock_guard lock(mu_);
+    buffer_.clear();
+    next_seq_ = 0;
+  }
+
+  std::string live, replay;
+  const std::string topic = "kv";
+  std::atomic<int> replays{0};
+
+ private:
+  void serve_replays() {
+    while (!stop_) {
+      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(20));
+      std::vector<zmq::message_t> req;
+      if (!zmq::recv_multipart(router_, std::back_inserter(req), zmq::recv_flags::dontwait)) continue;
+      if (req.size() != 3 || req[2].size() != 8) continue;  // vLLM ignores other requests
+      uint64_t from = 0;
+      for (size_t i = 0; i < 8; ++i) from = (from << 8) | static_cast<const uint8_t*>(req[2].data())[i];
+      ++replays;
+      const std::string id = req[0].to_string();
+      std::lock_guard lock(mu_);
+      for (const auto& [seq, payload] : buffer_) {
+        if (seq < from) continue;
+        router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
+        router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+        router_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+        router_.send(zmq::buffer(be8(seq)), zmq::send_flags::sndmore);
+        router_.send(zmq::buffer(payload), zmq::send_flags::none);
+      }
+      router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+      router_.send(zmq::buffer(be8(~uint64_t{0})), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t(), zmq::send_flags::none);
+    }
+  }
+
+  zmq::context_t ctx_{1};
+  zmq::socket_t pub_, router_;
+  std::mutex mu_;
+  std::vector<std::pair<uint64_t, std::string>> buffer_;
+  uint64_t next_seq_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+uint32_t resident(const Inventory& inv) {
+  const Inventory* one[] = {&inv};
+  std::optional<uint32_t> out[1];
+  lookup(one, ExactRequest{kPrompt, {}, {}}, out);
+  return out[0].value_or(0);
+}
+
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return f();
+}
+
+uint64_t transitions(const Subscriber& s, FenceEvent e) { return s.stats().transitions[static_cast<size_t>(e)].load(); }
+
+struct Fixture {
+  explicit Fixture(bool with_replay = true) {
+    SubscriberOptions o;
+    o.live_endpoint = engine.live;
+    o.replay_endpoint = with_replay ? engine.replay : "";
+    o.topic = engine.topic;
+    o.replay_timeout = std::chrono::milliseconds(3000);
+    sub = std::make_unique<Subscriber>(o, inventory);
+    sub->start();
+    EXPECT_TRUE(eventually([&] { return sub->stats().connected.load(); }));
+  }
+  FakeEngine engine;
+  Inventory inventory;
+  std::unique_ptr<Subscriber> sub;
+};
+
+TEST(Subscriber, BatchesSeenFromTheStartOrReplayedFromZeroAreTrusted) {
+  Fixture f;
+  // Whether the first batches beat the subscription (ZeroMQ's slow joiner) or not, the subscriber
+  // ends up with all of them: live from 0, or a replay from 0 at its first batch.
+  for (uint64_t b = 0; b < 5; ++b) f.engine.publish(store_block(b));
+  EXPECT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == 5 * kBs; }));
+}
+
+TEST(Subscriber, AGapIsFilledByReplayAndLiveBatchesWait) {
+  Fixture f;
+  for (uint64_t b = 0; b < 3; ++b) f.engine.publish(store_block(b));
+  ASSERT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == 3 * kBs; }));
+  const int replays = f.engine.replays.load();
+  f.engine.publish(store_block(3), /*send_live=*/false);  // lost on the way
+  f.engine.publish(store_block(4));
+  f.engine.publish(store_block(5));
+  EXPECT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == 6 * kBs; }));
+  EXPECT_GT(f.engine.replays.load(), replays);
+  EXPECT_GE(transitions(*f.sub, FenceEvent::kGapReplay), 1u);
+}
+
+TEST(Subscriber, AnUnreadableBatchFencesUntilTheEngineClears) {
+  Fixture f;
+  for (uint64_t b = 0; b < 2; ++b) f.engine.publish(store_block(b));
+  ASSERT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == 2 * kBs; }));
+  f.engine.publish_payload("\xc1 not msgpack");
+  ASSERT_TRUE(eventually([&] { return !f.sub->trusted(); }));
+  EXPECT_EQ(f.sub->stats().decode_errors.load(), 1u);
+  EXPECT_EQ(resident(f.inventory), 0u) << "a fenced inventory is emptied";
+  // The next batch asks for a replay from 0, which holds the same unreadable batch: still fenced.
+  f.engine.publish(store_block(2));
+  ASSERT_TRUE(eventually([&] { return transitions(*f.sub, FenceEvent::kReplayFailed) >= 1; }));
+  EXPECT_FALSE(f.sub->trusted());
+  // A clear makes the engine's cache known again.
+  f.engine.publish(store_block(0, /*clear_first=*/true));
+  EXPECT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == kBs; }));
+}
+
+TEST(Subscriber, ARestartedPublisherIsANewGeneration) {
+  Fixture f;
+  for (uint64_t b = 0; b < 4; ++b) f.engine.publish(store_block(b));
+  ASSERT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == 4 * kBs; }));
+  const uint64_t gen = f.sub->generation();
+  f.engine.restart();
+  f.engine.publish(store_block(0));  // seq 0 again: what the old engine cached is gone
+  EXPECT_TRUE(eventually([&] { return transitions(*f.sub, FenceEvent::kRestart) == 1 && resident(f.inventory) == kBs; }));
+  EXPECT_TRUE(f.sub->trusted());
+  EXPECT_GT(f.sub->generation(), gen);
+}
+
+TEST(Subscriber, WithoutAReplayEndpointAGapFences) {
+  Fixture f(/*with_replay=*/false);
+  f.engine.publish(store_block(0));
+  ASSERT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == kBs; }));
+  const uint64_t failed = transitions(*f.sub, FenceEvent::kReplayFailed);  // the connect's replay
+  f.engine.publish(store_block(1), false);
+  f.engine.publish(store_block(2));
+  EXPECT_TRUE(eventually([&] { return transitions(*f.sub, FenceEvent::kReplayFailed) == failed + 1; }));
+  EXPECT_FALSE(f.sub->trusted());
+  EXPECT_EQ(resident(f.inventory), 0u);
+}
+
+TEST(Subscriber, MalformedEnvelopesAreCountedAndIgnored) {
+  Fixture f;
+  f.engine.publish(store_block(0));
+  ASSERT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == kBs; }));
+  f.engine.send_raw({"kv", be8(9)});                                 // two frames
+  f.engine.send_raw({"kvx", be8(9), kv::encode_batch(store_block(5), {})});  // another topic
+  f.engine.send_raw({"kv", "\x01\x02", kv::encode_batch(store_block(5), {})});  // a 2-byte sequence
+  f.engine.publish(store_block(1));
+  EXPECT_TRUE(eventually([&] { return f.sub->stats().bad_frames.load() == 3 && resident(f.inventory) == 2 * kBs; }));
+  EXPECT_TRUE(f.sub->trusted()) << "without a sequence nothing is known to be lost";
+}
+
+}  // namespace
+}  // namespace ramjet::cache::events
