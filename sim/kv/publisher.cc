@@ -45,7 +45,7 @@ uint64_t read_be64(const void* p) {
 }
 
 struct Item {
-  enum Kind { kBatch, kDrop, kSkip, kRestart } kind = kBatch;
+  enum Kind { kBatch, kDrop, kSkip, kRestart, kGarbage } kind = kBatch;
   double ts = 0;
   std::vector<KvEvent> events;
   uint32_t n = 0;
@@ -91,6 +91,7 @@ struct KvPublisher::Impl {
   std::optional<zmq::socket_t> router;
   uint64_t seq = 0;
   uint32_t pending_drop = 0;
+  uint32_t pending_garbage = 0;
   std::deque<std::pair<uint64_t, std::string>> ring;
   uint64_t invalid_requests = 0;
 
@@ -162,6 +163,9 @@ struct KvPublisher::Impl {
       case Item::kDrop:
         pending_drop += item.n;
         return;
+      case Item::kGarbage:
+        pending_garbage += item.n;
+        return;
       case Item::kSkip:
         seq += item.n;
         next_seq.store(seq);
@@ -176,6 +180,10 @@ struct KvPublisher::Impl {
     }
     const uint64_t s = seq++;
     std::string payload = encode_payload(cfg, item.ts, std::move(item.events));
+    if (pending_garbage > 0) {  // what a buggy engine sends: not MessagePack (0xc1 is reserved)
+      --pending_garbage;
+      payload.assign("\xc1garbage");
+    }
     if (pending_drop > 0) {
       --pending_drop;
     } else {
@@ -375,6 +383,9 @@ void KvPublisher::fault_drop(uint32_t n) {
 }
 void KvPublisher::fault_skip(uint32_t n) {
   if (impl_->active) impl_->enqueue(Item{Item::kSkip, 0, {}, n});
+}
+void KvPublisher::fault_garbage(uint32_t n) {
+  if (impl_->active) impl_->enqueue(Item{Item::kGarbage, 0, {}, n});
 }
 void KvPublisher::fault_restart() {
   if (impl_->active) impl_->enqueue(Item{Item::kRestart, 0, {}, 0});

@@ -78,6 +78,9 @@ class KvPublisher final : public KvEventSink {
   void fault_drop(uint32_t n);
   void fault_skip(uint32_t n);
   void fault_restart();
+  // The next n batches go out (live and into the replay buffer) with a payload that is not
+  // MessagePack, their sequence numbers consumed.
+  void fault_garbage(uint32_t n);
 
   // Resolved endpoints after binding (port 0 -> the ephemeral port), for GET /kv_event_sources.
   std::string bound_endpoint() const;

@@ -590,6 +590,7 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     if (publisher_) {
       if (auto x = as_u64(find(o, "kv_drop"))) publisher_->fault_drop(static_cast<uint32_t>(*x));
       if (auto x = as_u64(find(o, "kv_skip"))) publisher_->fault_skip(static_cast<uint32_t>(*x));
+      if (auto x = as_u64(find(o, "kv_garbage"))) publisher_->fault_garbage(static_cast<uint32_t>(*x));
       if (auto* x = find(o, "kv_restart"); x && x->is_bool() && x->as_bool()) publisher_->fault_restart();
     }
     if (auto* x = find(o, "reset_prefix_cache"); x && x->is_bool() && x->as_bool()) {

@@ -26,6 +26,7 @@
 #include "render/manifest_cli.h"
 #include "render/tokenizer_service.h"
 #include "render/cli.h"
+#include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
@@ -57,6 +58,25 @@ void raise_descriptor_limit() {
   if (setrlimit(RLIMIT_NOFILE, &r) == 0) {
     spdlog::debug("descriptor limit raised from {} to {}", static_cast<uint64_t>(was), static_cast<uint64_t>(r.rlim_cur));
   }
+}
+
+// RJ_KV_EVENT_*: engine i's subscription, or none ("-", or no endpoints at all).
+std::vector<std::optional<cache::events::SubscriberOptions>> kv_sources(const config::Config& cfg) {
+  std::vector<std::optional<cache::events::SubscriberOptions>> out(cfg.upstreams.size());
+  for (size_t i = 0; i < cfg.kv_event_live_endpoints.size() && i < out.size(); ++i) {
+    if (cfg.kv_event_live_endpoints[i] == "-") continue;
+    cache::events::SubscriberOptions o;
+    o.live_endpoint = cfg.kv_event_live_endpoints[i];
+    if (i < cfg.kv_event_replay_endpoints.size() && cfg.kv_event_replay_endpoints[i] != "-") {
+      o.replay_endpoint = cfg.kv_event_replay_endpoints[i];
+    }
+    o.topic = cfg.kv_event_topic;
+    o.replay_timeout = milliseconds(cfg.kv_event_timeout_ms);
+    o.fence = cache::events::FenceLimits{.replay_limit = cfg.kv_event_replay_limit,
+                                         .tail_limit = cfg.kv_event_replay_tail_limit};
+    out[i] = std::move(o);
+  }
+  return out;
 }
 
 // The tokenizer shadow (RJ_TOKENIZER_MODE) hears of every complete 200 chat or completions
@@ -215,6 +235,9 @@ int main(int argc, char** argv) {
     proxy.metrics().set_profiles(std::move(declared));
   }
 
+  // KV events (RJ_KV_EVENT_*): a subscriber and an exact inventory per engine that publishes.
+  cache::events::KvFleet kv(kv_sources(cfg), cache::events::InventoryLimits{.shard = {.max_blocks = cfg.kv_index_max_blocks}});
+
   metrics::Registry registry;
   registry.add([&](metrics::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](metrics::Exposition& x) { fleet.write_metrics(x); });
@@ -222,6 +245,10 @@ int main(int argc, char** argv) {
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
+  if (kv.enabled()) {
+    registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });
+    fleet.add_replica_flag({"kv_trusted", [&kv](size_t i) { return kv.trusted(i) != nullptr; }});
+  }
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }
@@ -261,6 +288,7 @@ int main(int argc, char** argv) {
     proxy.begin_drain();
     prober->stop();
     engine_scraper.stop();
+    kv.stop();
     tokenizer->begin_stop();
     dashboard.stop();
     drain.close();
@@ -274,6 +302,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   prober->start();
+  kv.start();
   engine_scraper.start(io.at(0));
   tokenizer->start(io.at(0));
   app::start_dashboard_sampler(io.at(0), dashboard,

@@ -188,11 +188,15 @@ std::string value_text(const Option& o, const Config& c) {
     case Type::kBool:
       v = c.*member<bool Config::*>(o) ? "true" : "false";
       break;
-    case Type::kList:
-      for (const std::string& item : c.*member<std::vector<std::string> Config::*>(o)) {
-        v += (v.empty() ? "" : ",") + item;
+    case Type::kList: {
+      const auto& items = c.*member<std::vector<std::string> Config::*>(o);
+      if (o.hosts) {  // hosts never reach logs (privacy)
+        if (!items.empty()) v = std::to_string(items.size()) + (items.size() == 1 ? " item" : " items") + " (hosts not logged)";
+        break;
       }
+      for (const std::string& item : items) v += (v.empty() ? "" : ",") + item;
       break;
+    }
     case Type::kHostPort: {
       auto f = member<HostPortField>(o);
       v = c.*f.host + ":" + std::to_string(c.*f.port);
@@ -325,6 +329,24 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                        " URLs for " + std::to_string(c.upstreams.size()) +
                        " RJ_UPSTREAM entries; give one DCGM-exporter URL per upstream, in the "
                        "same order");
+  }
+
+  for (const auto* list : {&c.kv_event_live_endpoints, &c.kv_event_replay_endpoints}) {
+    const bool live = list == &c.kv_event_live_endpoints;
+    const std::string name = live ? "RJ_KV_EVENT_LIVE_ENDPOINTS" : "RJ_KV_EVENT_REPLAY_ENDPOINTS";
+    if (!list->empty() && !c.upstreams.empty() && list->size() != c.upstreams.size()) {
+      r.errors.push_back(name + ": " + std::to_string(list->size()) + " endpoints for " +
+                         std::to_string(c.upstreams.size()) +
+                         " RJ_UPSTREAM entries; give one per upstream, in the same order (\"-\" for none)");
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (auto problem = zmq_endpoint_problem((*list)[i])) {
+        r.errors.push_back(name + ": item " + std::to_string(i + 1) + ": " + *problem);
+      }
+    }
+  }
+  if (!c.kv_event_replay_endpoints.empty() && c.kv_event_live_endpoints.empty()) {
+    r.errors.push_back("RJ_KV_EVENT_REPLAY_ENDPOINTS: set without RJ_KV_EVENT_LIVE_ENDPOINTS");
   }
 
   for (size_t i = 0; i < c.passthrough_paths.size(); ++i) {

@@ -84,6 +84,16 @@ struct Config {
   uint64_t profile_short_max_tokens = 256;  // RJ_PROFILE_SHORT_MAX_TOKENS (1..2^31) <= prefers mtp
   bool route_journal = false;               // RJ_ROUTE_JOURNAL: JSONL decision journal
   std::string route_journal_file;           // RJ_ROUTE_JOURNAL_FILE ("" = stderr)
+  // --- KV events (cache/events; exact routing) ---
+  // RJ_KV_EVENT_LIVE_ENDPOINTS / _REPLAY_ENDPOINTS: one ZeroMQ endpoint per upstream, in RJ_UPSTREAM
+  // order, "-" for an engine without (checked: tcp://host:port or ipc://path).
+  std::vector<std::string> kv_event_live_endpoints;
+  std::vector<std::string> kv_event_replay_endpoints;
+  std::string kv_event_topic;                   // RJ_KV_EVENT_TOPIC (vLLM's kv_events_config.topic)
+  uint32_t kv_event_timeout_ms = 5000;          // RJ_KV_EVENT_TIMEOUT_MS (100..600000) one replay
+  uint32_t kv_event_replay_limit = 8192;        // RJ_KV_EVENT_REPLAY_LIMIT (1..1048576) batches
+  uint32_t kv_event_replay_tail_limit = 4096;   // RJ_KV_EVENT_REPLAY_TAIL_LIMIT (1..1048576)
+  uint32_t kv_index_max_blocks = 262144;        // RJ_KV_INDEX_MAX_BLOCKS (1024..2^31) per engine
   // --- observability ---
   uint32_t engine_scrape_interval_ms = 2000;  // RJ_ENGINE_SCRAPE_INTERVAL_MS (0..3600000; 0 = off)
   uint32_t engine_scrape_timeout_ms = 2000;   // RJ_ENGINE_SCRAPE_TIMEOUT_MS (10..120000)

@@ -287,6 +287,30 @@ TEST(Config, GpuMetricsUrlsAreOnePerUpstreamAndNeverEchoed) {
   EXPECT_EQ(all(short_list.errors).find("secret-dcgm"), std::string::npos);
 }
 
+TEST(Config, KvEventEndpointsAreOnePerUpstreamCheckedAndNeverEchoed) {
+  auto ok = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},
+                 {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://engine-a:5557,-,ipc:///run/vllm/kv"},
+                 {"RJ_KV_EVENT_REPLAY_ENDPOINTS", "tcp://[fd00::1]:5558,-,-"},
+                 {"RJ_KV_EVENT_TOPIC", "kv-events"}});
+  ASSERT_TRUE(ok.errors.empty()) << all(ok.errors);
+  EXPECT_EQ(ok.config.kv_event_live_endpoints[1], "-");
+  EXPECT_EQ(ok.config.kv_event_topic, "kv-events");
+  const std::string described = all(describe(ok.config));
+  EXPECT_NE(described.find("RJ_KV_EVENT_LIVE_ENDPOINTS=3 items (hosts not logged)\n"), std::string::npos) << described;
+  EXPECT_EQ(described.find("engine-a"), std::string::npos) << described;
+
+  auto bad = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
+                  {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://*:5557,udp://secret-host:1,tcp://secret-host:0"}});
+  EXPECT_EQ(count(bad, "RJ_KV_EVENT_LIVE_ENDPOINTS: 3 endpoints for 2 RJ_UPSTREAM entries"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "item 1: a subscriber connects"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "item 2: expected tcp://host:port"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "item 3: port must be 1..65535"), 1u) << all(bad.errors);
+  EXPECT_EQ(all(bad.errors).find("secret-host"), std::string::npos);
+
+  auto replay_only = run(valid({{"RJ_KV_EVENT_REPLAY_ENDPOINTS", "tcp://a:5558"}}));
+  EXPECT_EQ(count(replay_only, "set without RJ_KV_EVENT_LIVE_ENDPOINTS"), 1u) << all(replay_only.errors);
+}
+
 TEST(Config, EngineScrapeIntervalZeroTurnsTheScrapeOff) {
   auto r = run(valid({{"RJ_ENGINE_SCRAPE_INTERVAL_MS", "0"}}));
   ASSERT_TRUE(r.errors.empty()) << all(r.errors);

@@ -49,6 +49,7 @@ struct Option {
   std::span<const std::string_view> choices{};
   bool bytes = false;      // docs show numbers as KiB/MiB/GiB
   bool secret = false;     // never printed: describe() shows <redacted>, errors omit the value
+  bool hosts = false;      // list items name hosts: describe() shows their count only
   bool required = false;   // must be non-empty unless the action is --help / --help-markdown
   std::string_view doc{};  // one line
   Field field{};
@@ -103,6 +104,9 @@ std::optional<std::vector<std::string>> parse_list(std::string_view text, uint64
 // of RFC 3986 path characters without percent-encoding, empty, "." or ".." segments (so
 // what matches is what the engine routes). Returns a problem phrase, or nullopt when valid.
 std::optional<std::string> path_pattern_problem(std::string_view pattern);
+// An RJ_KV_EVENT_*_ENDPOINTS item: "-" (none), tcp://host:port (port 1..65535, host a name, an
+// IPv4 address or a bracketed IPv6 one) or ipc://path. The problem phrase never quotes the item.
+std::optional<std::string> zmq_endpoint_problem(std::string_view endpoint);
 
 // Comma list of http://host[:port][/base-path]; items are named by 1-based ordinal, never by
 // content (hosts stay out of logs). A blank text is an empty list.

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
 #include "common/clock.h"
 #include "upstream/engine_stats.h"
@@ -79,6 +80,8 @@ std::vector<MetricSection> metric_sections() {
        "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
        render::tokenizer_families()},
+      {"KV events", "cache::events::KvFleet::write_metrics (src/cache/events/kv_fleet.cc)",
+       "for the engines that have an RJ_KV_EVENT_LIVE_ENDPOINTS entry", cache::events::kv_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
@@ -115,6 +118,13 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition e;
   render::TokenizerService::unloaded_for_docs(render::TokenizerMode::kLocalShadow, urls.size())->write_metrics(e);
   out.push_back(e.take());
+  // KV events for one engine with a (never started) subscription and one without.
+  cache::events::SubscriberOptions so;
+  so.live_endpoint = "tcp://engine-a:5557";
+  cache::events::KvFleet kv({so, std::nullopt}, cache::events::InventoryLimits{.shard = {.max_blocks = 1024}});
+  metrics::Exposition f;
+  kv.write_metrics(f);
+  out.push_back(f.take());
   out.emplace_back();  // the journal (not opened here; last)
   return out;
 }

@@ -190,10 +190,10 @@ Step SequenceFence::on_index_error() { return fence(FenceEvent::kIndexError); }
 
 Step SequenceFence::on_connect() {
   if (mode_ != FenceMode::kFenced) return verdict(Verdict::kObserve);
-  if (last_live_) {
-    if (*last_live_ + 1 > limits_.replay_limit) return verdict(Verdict::kObserve);
-    return start_replay(0, *last_live_, /*full=*/true, verdict(Verdict::kObserve));
-  }
+  // Whatever publisher is there now (the same one after a blip, or a restarted engine with fewer
+  // batches): a replay that starts at 0 and runs on without holes is the whole of its cache. The
+  // live watermark belonged to the connection before.
+  last_live_.reset();
   Step s = start_replay(0, 0, /*full=*/true, verdict(Verdict::kObserve));
   replay_through_any_ = true;
   return s;

@@ -20,10 +20,9 @@
 //    revealed the gap; anything else (or a timeout) -> fenced. A fenced engine tries one full
 //    replay from 0 at its next live batch, then waits for a clear;
 //  - a socket disconnect -> fenced at once;
-//  - on (re)connect while fenced: a full replay from 0, through the last sequence seen live when
-//    there was one (within replay_limit), or through whatever the engine holds when there was
-//    none, so an idle engine is trusted without waiting for its next batch (an empty replay from
-//    0 means the publisher has published nothing yet).
+//  - on (re)connect while fenced: a full replay from 0 of whatever the engine holds (the same
+//    publisher after a network blip, or a restarted one), so an idle engine is trusted without
+//    waiting for its next batch; an empty replay means the publisher has published nothing yet.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,192 @@
+"""KV events end to end: ramjet subscribed to ramjet-sim engines' ZeroMQ publishers.
+
+Each sim publishes vLLM's KV events (map layout, u64 hashes, replay with the topic frame); ramjet
+keeps an exact index per engine behind a sequence fence. These tests put the publishers into the
+states the fence is for — dropped batches (a replay fills the gap), skipped sequence numbers (it
+cannot), unreadable batches, a restarted publisher, a killed and restarted engine — and check the
+trust ramjet reports (/health kv_trusted, ramjet_kv_state) and what its index holds.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+
+import pytest
+
+from support.ramjet_proc import poll
+from support.sim_proc import SimProc
+
+TOPIC = "kv"
+PROMPT = [{"role": "system", "content": "You are a careful assistant. " * 40},
+          {"role": "user", "content": "Summarise the conversation so far."}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kv_config(live_port: int = 0, replay_port: int = 0) -> str:
+    return json.dumps({"enable_kv_cache_events": True, "publisher": "zmq", "topic": TOPIC,
+                       "endpoint": f"tcp://*:{live_port}", "replay_endpoint": f"tcp://*:{replay_port}",
+                       "buffer_steps": 1000})
+
+
+def kv_sim(*extra: str, live_port: int = 0, replay_port: int = 0, port: int = 0) -> SimProc:
+    args = ["--speed", "50", "--kv-events-config", kv_config(live_port, replay_port), *extra]
+    if port:
+        args += ["--port", str(port)]
+    return SimProc(*args)
+
+
+def local(endpoint: str) -> str:
+    return "tcp://127.0.0.1:" + endpoint.rsplit(":", 1)[1]
+
+
+@pytest.fixture
+def kv_sims():
+    made = [kv_sim(), kv_sim()]
+    yield made
+    for s in made:
+        s.stop()
+
+
+def start(ramjet_factory, sims, env=None):
+    rj = ramjet_factory([s.url for s in sims], env={
+        "RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(local(s.kv_endpoint) for s in sims),
+        "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(local(s.kv_replay) for s in sims),
+        "RJ_KV_EVENT_TOPIC": TOPIC,
+        "RJ_KV_EVENT_TIMEOUT_MS": "2000",
+        "RJ_PROBE_INTERVAL_MS": "200",
+        **(env or {}),
+    })
+    rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every engine's index trusted")
+    return rj
+
+
+def chat(sim: SimProc, i: int = 0, max_tokens: int = 4) -> None:
+    """A request straight to the engine (not through ramjet): its KV events still reach ramjet. Its
+    own long question fills new blocks, so it always publishes a batch."""
+    body = {"model": "ramjet-sim", "max_tokens": max_tokens,
+            "messages": [*PROMPT, {"role": "user", "content": f"question {i}: " + f"detail {i} " * 40}]}
+    r = sim.request("POST", "/v1/chat/completions", body)
+    assert r.status == 200, r.body
+
+
+def transitions(rj, engine: int, event: str) -> float:
+    return rj.metrics().get("ramjet_kv_fence_transitions_total", upstream=str(engine), event=event) or 0
+
+
+def state(rj, engine: int) -> str:
+    m = rj.metrics()
+    for s in ("trusted", "replaying", "fenced"):
+        if m.get("ramjet_kv_state", upstream=str(engine), state=s) == 1:
+            return s
+    return "?"
+
+
+def resident_blocks(rj, engine: int) -> float:
+    return rj.metrics().get("ramjet_kv_index_resident_blocks", upstream=str(engine)) or 0
+
+
+def wait_state(rj, engine: int, want: str, timeout: float = 10.0):
+    poll(lambda: state(rj, engine) == want, timeout=timeout, what=f"engine {engine} {want}")
+
+
+def test_every_engine_is_trusted_and_its_index_follows_its_cache(ramjet_factory, kv_sims):
+    rj = start(ramjet_factory, kv_sims)
+    assert resident_blocks(rj, 0) == 0
+    chat(kv_sims[0])
+    poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="engine 0's blocks in the index")
+    assert resident_blocks(rj, 1) == 0, "engine 1 cached nothing"
+    m = rj.metrics()
+    assert m.get("ramjet_kv_blocks_applied_total", upstream="0", op="stored") >= resident_blocks(rj, 0)
+    assert m.get("ramjet_kv_batches_total", upstream="0", source="live") >= 1
+    # A cache reset empties it (AllBlocksCleared), trust holds.
+    assert kv_sims[0].request("POST", "/reset_prefix_cache").status == 200
+    poll(lambda: resident_blocks(rj, 0) == 0, timeout=5, what="engine 0's index emptied")
+    assert state(rj, 0) == "trusted"
+
+
+def test_dropped_batches_are_replayed_and_trust_comes_back(ramjet_factory, kv_sims):
+    rj = start(ramjet_factory, kv_sims)
+    chat(kv_sims[0], 0)
+    poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="first blocks")
+    done = transitions(rj, 0, "replay_done")  # the connect's replay from 0
+    kv_sims[0].admin("/sim/fault", {"kv_drop": 2})
+    for i in range(1, 4):
+        chat(kv_sims[0], i)
+    poll(lambda: transitions(rj, 0, "gap_replay") >= 1 and transitions(rj, 0, "replay_done") > done
+         and state(rj, 0) == "trusted", timeout=10, what="gap replayed")
+    assert rj.metrics().get("ramjet_kv_batches_total", upstream="0", source="replay") >= 2
+    assert transitions(rj, 0, "replay_failed") == 0
+    assert rj.health()[1]["replicas"][0]["kv_trusted"] is True
+
+
+def test_a_gap_no_replay_can_fill_fences_until_the_engine_clears(ramjet_factory, kv_sims):
+    rj = start(ramjet_factory, kv_sims)
+    chat(kv_sims[0], 0)
+    kv_sims[0].admin("/sim/fault", {"kv_skip": 3})
+    chat(kv_sims[0], 1)
+    poll(lambda: state(rj, 0) == "fenced" and transitions(rj, 0, "replay_failed") >= 1, timeout=10,
+         what="engine 0 fenced by a failed replay")
+    assert resident_blocks(rj, 0) == 0, "a fenced index is emptied"
+    assert rj.health()[1]["replicas"][0]["kv_trusted"] is False
+    assert rj.health()[1]["replicas"][1]["kv_trusted"] is True, "the other engine is not affected"
+    # New batches do not make it whole again (a replay from 0 no longer reaches 0)...
+    chat(kv_sims[0], 2)
+    # ...a cache reset does.
+    assert kv_sims[0].request("POST", "/reset_prefix_cache").status == 200
+    wait_state(rj, 0, "trusted")
+    chat(kv_sims[0], 3)
+    poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="blocks after the clear")
+
+
+def test_an_unreadable_batch_fences_and_is_counted(ramjet_factory, kv_sims):
+    rj = start(ramjet_factory, kv_sims)
+    chat(kv_sims[0], 0)
+    kv_sims[0].admin("/sim/fault", {"kv_garbage": 1})
+    chat(kv_sims[0], 1)
+    wait_state(rj, 0, "fenced")
+    assert rj.metrics().get("ramjet_kv_decode_errors_total", upstream="0") >= 1
+    assert kv_sims[0].request("POST", "/reset_prefix_cache").status == 200
+    wait_state(rj, 0, "trusted")
+    # ramjet kept serving throughout.
+    r = kv_sims[1].request("GET", "/health")
+    assert r.status == 200
+
+
+def test_a_restarted_publisher_starts_a_new_generation(ramjet_factory, kv_sims):
+    rj = start(ramjet_factory, kv_sims)
+    chat(kv_sims[0], 0)
+    poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="first blocks")
+    gen = rj.metrics().get("ramjet_kv_generation", upstream="0")
+    kv_sims[0].admin("/sim/fault", {"kv_restart": True})
+    chat(kv_sims[0], 1)
+    poll(lambda: transitions(rj, 0, "restart") >= 1, timeout=5, what="restart seen")
+    wait_state(rj, 0, "trusted")
+    assert rj.metrics().get("ramjet_kv_generation", upstream="0") > gen
+
+
+def test_a_killed_engine_is_fenced_at_once_and_trusted_again_when_it_is_back(ramjet_factory):
+    live, replay = free_port(), free_port()
+    sims = [kv_sim(live_port=live, replay_port=replay), kv_sim()]
+    try:
+        rj = start(ramjet_factory, sims)
+        chat(sims[0])
+        poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="first blocks")
+        port = sims[0].port
+        sims[0].proc.send_signal(signal.SIGKILL)
+        sims[0].proc.wait()
+        poll(lambda: transitions(rj, 0, "disconnect") >= 1, timeout=5, what="disconnect seen")
+        assert state(rj, 0) != "trusted" and resident_blocks(rj, 0) == 0
+        sims[0] = kv_sim(live_port=live, replay_port=replay, port=port)  # a fresh engine, same endpoints
+        wait_state(rj, 0, "trusted", timeout=20)  # reconnect: a replay from 0 of the new publisher
+        chat(sims[0])
+        poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="the new engine's blocks")
+    finally:
+        for s in sims:
+            s.stop()
