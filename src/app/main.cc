@@ -28,6 +28,7 @@
 #include "render/cli.h"
 #include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
+#include "request/route/exact_overlap.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
 #include "request/stream/proxy.h"
@@ -165,8 +166,19 @@ int main(int argc, char** argv) {
   for (const std::string& p : cfg.upstream_profiles) {
     profiles.push_back(p == "mtp" ? route::Profile::kMtp : route::Profile::kStandard);
   }
+  // KV events (RJ_KV_EVENT_*): a subscriber and an exact inventory per engine that publishes; exact
+  // routing (RJ_EXACT_ROUTE_MODE) asks them before the approximate index.
+  cache::events::KvFleet kv(kv_sources(cfg), cache::events::InventoryLimits{.shard = {.max_blocks = cfg.kv_index_max_blocks}});
+  const route::ExactMode exact_mode = cfg.exact_route_mode == "on"       ? route::ExactMode::kOn
+                                      : cfg.exact_route_mode == "shadow" ? route::ExactMode::kShadow
+                                      : cfg.exact_route_mode == "auto" && kv.enabled() ? route::ExactMode::kOn
+                                                                                       : route::ExactMode::kOff;
+  route::ExactOverlap exact(kv, fleet, exact_mode);
   route::ApproxOverlap approx(index);
-  route::Router router(std::move(policy), fleet, {&approx}, single_flight, std::move(profiles));
+  std::vector<route::OverlapSource*> sources;
+  if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
+  sources.push_back(&approx);
+  route::Router router(std::move(policy), fleet, std::move(sources), single_flight, std::move(profiles));
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
 
   request::ProxyConfig pc;
@@ -190,6 +202,11 @@ int main(int argc, char** argv) {
   pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;
+  pc.exact = request::ExactTokensConfig{.enabled = exact_mode != route::ExactMode::kOff,
+                                        .min_bytes = cfg.exact_route_min_bytes,
+                                        .max_bytes = cfg.exact_route_max_bytes,
+                                        .timeout = milliseconds(cfg.exact_route_timeout_ms),
+                                        .bearer = cfg.upstream_token};
   // Client connections and dashboard streams hold it; SIGTERM closes it and waits for them.
   net::DrainGate drain;
   request::Proxy proxy(pc, fleet, router, io, pools, clock, drain);
@@ -234,9 +251,6 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < fleet.size(); ++i) declared.push_back(router.profile(i));
     proxy.metrics().set_profiles(std::move(declared));
   }
-
-  // KV events (RJ_KV_EVENT_*): a subscriber and an exact inventory per engine that publishes.
-  cache::events::KvFleet kv(kv_sources(cfg), cache::events::InventoryLimits{.shard = {.max_blocks = cfg.kv_index_max_blocks}});
 
   metrics::Registry registry;
   registry.add([&](metrics::Exposition& x) { proxy.metrics().write(x); });

@@ -345,6 +345,10 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
       }
     }
   }
+  if ((c.exact_route_mode == "on" || c.exact_route_mode == "shadow") && c.kv_event_live_endpoints.empty()) {
+    r.errors.push_back("RJ_EXACT_ROUTE_MODE=" + c.exact_route_mode +
+                       " needs RJ_KV_EVENT_LIVE_ENDPOINTS (exact routing reads the engines' KV events)");
+  }
   if (!c.kv_event_replay_endpoints.empty() && c.kv_event_live_endpoints.empty()) {
     r.errors.push_back("RJ_KV_EVENT_REPLAY_ENDPOINTS: set without RJ_KV_EVENT_LIVE_ENDPOINTS");
   }

@@ -94,6 +94,12 @@ struct Config {
   uint32_t kv_event_replay_limit = 8192;        // RJ_KV_EVENT_REPLAY_LIMIT (1..1048576) batches
   uint32_t kv_event_replay_tail_limit = 4096;   // RJ_KV_EVENT_REPLAY_TAIL_LIMIT (1..1048576)
   uint32_t kv_index_max_blocks = 262144;        // RJ_KV_INDEX_MAX_BLOCKS (1024..2^31) per engine
+  // --- exact routing (request/route/exact_overlap.h, request/stream/exact_tokens.h) ---
+  std::string exact_route_mode = "auto";        // RJ_EXACT_ROUTE_MODE auto|off|shadow|on
+  std::string exact_tokens = "remote";          // RJ_EXACT_TOKENS remote
+  uint64_t exact_route_min_bytes = 32768;       // RJ_EXACT_ROUTE_MIN_BYTES (0..1 GiB)
+  uint64_t exact_route_max_bytes = 2u << 20;    // RJ_EXACT_ROUTE_MAX_BYTES (1 KiB..1 GiB)
+  uint32_t exact_route_timeout_ms = 500;        // RJ_EXACT_ROUTE_TIMEOUT_MS (10..60000)
   // --- observability ---
   uint32_t engine_scrape_interval_ms = 2000;  // RJ_ENGINE_SCRAPE_INTERVAL_MS (0..3600000; 0 = off)
   uint32_t engine_scrape_timeout_ms = 2000;   // RJ_ENGINE_SCRAPE_TIMEOUT_MS (10..120000)

@@ -19,6 +19,8 @@ constexpr std::array<std::string_view, 3> kAffinities = {"prefix", "load", "roun
 // Decode profiles of an engine: speculative decoding (MTP) or standard decoding.
 constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
 constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shadow", "local-shadow", "local"};
+constexpr std::array<std::string_view, 4> kExactModes = {"auto", "off", "shadow", "on"};
+constexpr std::array<std::string_view, 1> kExactTokenSources = {"remote"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 
@@ -526,6 +528,55 @@ const std::array kOptions = {
                   "touched as it fills): at least the engine's KV-cache blocks (vLLM logs its GPU KV "
                   "cache size in tokens; divide by the block size). A full index fences.",
            .field = &Config::kv_index_max_blocks},
+    // --- exact routing ---
+    Option{.env = "RJ_EXACT_ROUTE_MODE",
+           .flag = "--exact-route-mode",
+           .type = Type::kEnum,
+           .default_text = "auto",
+           .choices = kExactModes,
+           .doc = "Placement from the engines' KV events. on: a request in the size window is "
+                  "tokenized and placed on exact resident tokens while every healthy engine's index "
+                  "is trusted (otherwise, and on any failure, on the approximate index); shadow: the "
+                  "same is computed and counted (ramjet_exact_route_total, X-Ramjet-Route) but not "
+                  "used; off: never; auto: on when RJ_KV_EVENT_LIVE_ENDPOINTS is set, else off.",
+           .field = &Config::exact_route_mode},
+    Option{.env = "RJ_EXACT_TOKENS",
+           .flag = "--exact-tokens",
+           .type = Type::kEnum,
+           .default_text = "remote",
+           .choices = kExactTokenSources,
+           .doc = "Where exact routing gets a request's prompt tokens. remote: POST /tokenize on a "
+                  "healthy engine (chat form with the request's messages, tools, template and "
+                  "chat_template_kwargs; reasoning_effort carried into the kwargs).",
+           .field = &Config::exact_tokens},
+    Option{.env = "RJ_EXACT_ROUTE_MIN_BYTES",
+           .flag = "--exact-route-min-bytes",
+           .type = Type::kUint,
+           .default_text = "32768",
+           .min = 0,
+           .max = kGiB,
+           .bytes = true,
+           .doc = "Smallest request body exact routing tokenizes (smaller prompts gain little from "
+                  "exact placement and pay the tokenize call).",
+           .field = &Config::exact_route_min_bytes},
+    Option{.env = "RJ_EXACT_ROUTE_MAX_BYTES",
+           .flag = "--exact-route-max-bytes",
+           .type = Type::kUint,
+           .default_text = "2097152",
+           .min = kKiB,
+           .max = kGiB,
+           .bytes = true,
+           .doc = "Largest request body exact routing tokenizes.",
+           .field = &Config::exact_route_max_bytes},
+    Option{.env = "RJ_EXACT_ROUTE_TIMEOUT_MS",
+           .flag = "--exact-route-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "500",
+           .min = 10,
+           .max = 60000,
+           .doc = "Deadline of the tokenize call on the request path; past it the request is placed "
+                  "on the approximate index.",
+           .field = &Config::exact_route_timeout_ms},
     // --- observability ---
     Option{.env = "RJ_ENGINE_SCRAPE_INTERVAL_MS",
            .flag = "--engine-scrape-interval-ms",

@@ -11,6 +11,7 @@
 #include "upstream/engine_stats.h"
 #include "observe/journal.h"
 #include "metrics/prom_text.h"
+#include "request/route/exact_overlap.h"
 #include "request/route/router.h"
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
@@ -95,7 +96,13 @@ std::vector<std::string> render_sections_for_docs() {
   cache::ApproxIndex index(urls.size());
   route::SingleFlight single_flight(urls.size(), route::SingleFlightConfig{}, clock);
   route::ApproxOverlap approx(index);
-  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&approx}, single_flight, {});
+  // Exact routing in shadow (its outcome counter is written only when an exact source exists),
+  // and the KV events of one engine with a (never started) subscription and two without.
+  cache::events::SubscriberOptions so;
+  so.live_endpoint = "tcp://engine-a:5557";
+  cache::events::KvFleet kv({so, std::nullopt, std::nullopt}, cache::events::InventoryLimits{.shard = {.max_blocks = 1024}});
+  route::ExactOverlap exact(kv, fleet, route::ExactMode::kShadow);
+  route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&exact, &approx}, single_flight, {});
   request::ProxyMetrics proxy(urls.size());
   proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
   upstream::EngineScrapeConfig sc;
@@ -118,10 +125,6 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition e;
   render::TokenizerService::unloaded_for_docs(render::TokenizerMode::kLocalShadow, urls.size())->write_metrics(e);
   out.push_back(e.take());
-  // KV events for one engine with a (never started) subscription and one without.
-  cache::events::SubscriberOptions so;
-  so.live_endpoint = "tcp://engine-a:5557";
-  cache::events::KvFleet kv({so, std::nullopt}, cache::events::InventoryLimits{.shard = {.max_blocks = 1024}});
   metrics::Exposition f;
   kv.write_metrics(f);
   out.push_back(f.take());

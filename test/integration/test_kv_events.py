@@ -10,13 +10,17 @@ trust ramjet reports (/health kv_trusted, ramjet_kv_state) and what its index ho
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import signal
 import socket
 
 import pytest
 
-from support.ramjet_proc import poll
+from support.ramjet_proc import http_request, poll
 from support.sim_proc import SimProc
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 TOPIC = "kv"
 PROMPT = [{"role": "system", "content": "You are a careful assistant. " * 40},
@@ -96,8 +100,23 @@ def wait_state(rj, engine: int, want: str, timeout: float = 10.0):
     poll(lambda: state(rj, engine) == want, timeout=timeout, what=f"engine {engine} {want}")
 
 
+def documented(section: str) -> set:
+    names, current = set(), None
+    for line in DOCS.read_text().splitlines():
+        if line.startswith("## "):
+            current = line[3:].strip()
+        m = re.match(r"\| `([a-z_:]+)` \| (counter|gauge|histogram) \|", line)
+        if m and current == section:
+            names.add(m.group(1))
+    return names
+
+
 def test_every_engine_is_trusted_and_its_index_follows_its_cache(ramjet_factory, kv_sims):
     rj = start(ramjet_factory, kv_sims)
+    text = rj.metrics_text() if hasattr(rj, "metrics_text") else http_request(rj.metrics_port, "GET", "/metrics").body.decode()
+    on_metrics = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    assert documented("KV events") and documented("KV events") <= on_metrics, documented("KV events") - on_metrics
+    assert "127.0.0.1" not in text, "endpoints never reach /metrics"
     assert resident_blocks(rj, 0) == 0
     chat(kv_sims[0])
     poll(lambda: resident_blocks(rj, 0) > 0, timeout=5, what="engine 0's blocks in the index")
@@ -190,3 +209,93 @@ def test_a_killed_engine_is_fenced_at_once_and_trusted_again_when_it_is_back(ram
     finally:
         for s in sims:
             s.stop()
+
+
+# ----------------------------------------------------------------------------- exact placement
+def long_chat(k: int, turn: str) -> dict:
+    """A ~40 KB agent prompt of its own (over RJ_EXACT_ROUTE_MIN_BYTES), then one user turn."""
+    system = f"Agent {k} tool manual. " + " ".join(f"rule {k}.{i}: keep the invariant {i * 7 % 13}." for i in range(1400))
+    return {"model": "ramjet-sim", "max_tokens": 2,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": turn}]}
+
+
+def through(rj, body: dict):
+    r = http_request(rj.api_port, "POST", "/v1/chat/completions", json.dumps(body).encode(),
+                     {"Content-Type": "application/json"}, timeout=30)
+    assert r.status == 200, r.body
+    return r
+
+
+def warm_behind_its_back(rj, sim: SimProc, engine: int, body: dict) -> None:
+    """Sends `body` straight to one engine and waits until its blocks reached ramjet's index."""
+    before = rj.metrics().get("ramjet_kv_blocks_applied_total", upstream=str(engine), op="stored") or 0
+    r = sim.request("POST", "/v1/chat/completions", body)
+    assert r.status == 200, r.body
+    poll(lambda: (rj.metrics().get("ramjet_kv_blocks_applied_total", upstream=str(engine), op="stored") or 0) > before,
+         timeout=5, what="the warmed blocks in ramjet's index")
+
+
+@pytest.fixture
+def three_kv_sims():
+    made = [kv_sim("--enable-prompt-tokens-details") for _ in range(3)]
+    yield made
+    for s in made:
+        s.stop()
+
+
+def test_forced_miss_exact_placement_finds_the_engine_warmed_behind_its_back(ramjet_factory, three_kv_sims):
+    sims = three_kv_sims
+    rj = start(ramjet_factory, sims)  # RJ_EXACT_ROUTE_MODE=auto: on, since KV endpoints are set
+    for k in range(4):
+        warm_behind_its_back(rj, sims[1], 1, long_chat(k, "first question"))
+        r = through(rj, long_chat(k, "first question"))
+        assert r.header("X-Ramjet-Upstream") == "1", f"prompt {k}: placed on {r.header('X-Ramjet-Upstream')}"
+        receipt = r.header("X-Ramjet-Route")
+        assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
+        predicted = int(receipt.rsplit("=", 1)[1])
+        cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
+        # The engine's hit is the prediction, less the block a fully cached prompt recomputes.
+        assert cached > 8000 and predicted - 16 <= cached <= predicted, (predicted, cached)
+    m = rj.metrics()
+    assert m.get("ramjet_exact_route_total", outcome="exact") >= 4
+    # A small request is outside the size window: the approximate index places it, and says so.
+    small = through(rj, {"model": "ramjet-sim", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
+    assert small.header("X-Ramjet-Route") == "ineligible"
+
+
+def test_forced_miss_the_approximate_index_cannot_see_it(ramjet_factory, three_kv_sims):
+    sims = three_kv_sims
+    rj = start(ramjet_factory, sims, env={"RJ_EXACT_ROUTE_MODE": "off"})
+    landed = []
+    for k in range(4):
+        warm_behind_its_back(rj, sims[1], 1, long_chat(10 + k, "first question"))
+        r = through(rj, long_chat(10 + k, "first question"))
+        assert r.header("X-Ramjet-Route") is None
+        landed.append(r.header("X-Ramjet-Upstream"))
+    # Cold to the approximate index, the prompts take turns: the warm engine gets its share only.
+    assert landed.count("1") <= 2, landed
+
+
+def test_shadow_mode_counts_what_exact_placement_would_have_done(ramjet_factory, three_kv_sims):
+    sims = three_kv_sims
+    rj = start(ramjet_factory, sims, env={"RJ_EXACT_ROUTE_MODE": "shadow"})
+    outcomes = []
+    for k in range(4):
+        warm_behind_its_back(rj, sims[1], 1, long_chat(20 + k, "first question"))
+        r = through(rj, long_chat(20 + k, "first question"))
+        receipt = r.header("X-Ramjet-Route")
+        outcomes.append((r.header("X-Ramjet-Upstream"), receipt.split(";")[0]))
+    for upstream, outcome in outcomes:
+        assert outcome == ("shadow_agree" if upstream == "1" else "shadow_would_move"), outcomes
+    m = rj.metrics()
+    assert m.get("ramjet_exact_route_total", outcome="shadow_would_move") == sum(1 for u, _ in outcomes if u != "1")
+
+
+def test_a_fenced_engine_sends_requests_back_to_the_approximate_index(ramjet_factory, three_kv_sims):
+    sims = three_kv_sims
+    rj = start(ramjet_factory, sims)
+    sims[2].admin("/sim/fault", {"kv_skip": 3})
+    chat(sims[2], 0)
+    poll(lambda: state(rj, 2) == "fenced", timeout=10, what="engine 2 fenced")
+    r = through(rj, long_chat(30, "first question"))
+    assert r.header("X-Ramjet-Route") == "untrusted"

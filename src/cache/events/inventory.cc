@@ -185,7 +185,10 @@ void lookup(std::span<const Inventory* const> inventories, const ExactRequest& r
     const Inventory* inv = inventories[i];
     if (inv == nullptr) continue;
     const uint32_t bs = inv->block_size();
-    if (bs == 0) continue;
+    if (bs == 0) {  // it never stored a block
+      out[i] = 0;
+      continue;
+    }
     const bool lora = inv->knows_lora(request.model);
     auto it = std::find_if(chains.begin(), chains.end(), [&](const Chain& c) { return c.block_size == bs && c.lora == lora; });
     if (it == chains.end()) {

@@ -97,9 +97,9 @@ struct ExactRequest {
   std::string_view cache_salt;  // empty when none
 };
 
-// Resident prompt tokens of `request` in each inventory (out[i] for inventories[i]; nullopt for a
-// null entry, an inventory that has not learned its block size, or a read that kept racing its
-// writer). Chains are computed once per (block size, namespace).
+// Resident prompt tokens of `request` in each inventory (out[i] for inventories[i]; 0 for one that
+// never stored a block; nullopt for a null entry or a read that kept racing its writer). Chains
+// are computed once per (block size, namespace).
 void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
             std::span<std::optional<uint32_t>> out);
 

@@ -68,7 +68,7 @@ std::string extra_key(std::initializer_list<std::string_view> parts) {
 TEST(Inventory, StoredBlocksAnswerForTheRequestsWholeBlocks) {
   Inventory inv;
   const auto t = prompt(5 * kBs + 7);
-  EXPECT_EQ(resident(inv, t), std::nullopt) << "no block size learned yet";
+  EXPECT_EQ(resident(inv, t), 0u) << "nothing stored yet";
   ASSERT_FALSE(inv.apply(batch({stored(t, 0, 3)})));
   EXPECT_EQ(inv.block_size(), kBs);
   EXPECT_EQ(resident(inv, t), 3 * kBs);
@@ -115,7 +115,8 @@ TEST(Inventory, OnlyLocalGpuMainAttentionBlocksCount) {
   unknown_group.group_idx = 3;
   unknown_group.kv_cache_spec_kind.reset();
   ASSERT_FALSE(inv.apply(batch({cpu, remote, swa, weird, unknown_group})));
-  EXPECT_EQ(resident(inv, t), std::nullopt);
+  EXPECT_EQ(resident(inv, t), 0u);
+  EXPECT_EQ(inv.block_size(), 0u) << "nothing was stored";
   EXPECT_EQ(inv.skipped(Skip::kUnsupportedMedium), 2u);
   EXPECT_EQ(inv.skipped(Skip::kNonLocal), 2u);
   EXPECT_EQ(inv.skipped(Skip::kNonMainAttention), 2u);

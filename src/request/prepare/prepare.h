@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "request/ingress/endpoint.h"
 #include "request/prepare/canonical.h"
@@ -38,6 +39,24 @@ struct ShimReport {
   }
 };
 
+// How a request's prompt tokens for exact routing were got (ramjet_exact_route_total's outcomes
+// before any lookup).
+enum class ExactTokens : uint8_t {
+  kOff,         // exact routing is off
+  kIneligible,  // not chat/completions, outside RJ_EXACT_ROUTE_MIN_BYTES..MAX, or not renderable
+  kTokenized,   // `tokens` holds them
+  kTimeout,     // the engine's /tokenize did not answer within RJ_EXACT_ROUTE_TIMEOUT_MS
+  kFailed,      // it refused, failed or answered something else
+  kNoEngine,    // no healthy engine to ask
+};
+
+struct ExactInput {
+  ExactTokens status = ExactTokens::kOff;
+  std::vector<uint32_t> tokens;  // the prompt's token IDs as the engines render and tokenize it
+  std::string model;             // the request's "model" (a LoRA adapter's name selects its namespace)
+  std::string cache_salt;        // the request's "cache_salt" (its own namespace)
+};
+
 struct PreparedRequest {
   Endpoint endpoint = Endpoint::kOther;
   std::string body;              // bytes to forward: the original bytes unless a shim changed something
@@ -52,6 +71,9 @@ struct PreparedRequest {
   // Chain fingerprints of the post-shim canonical prompt (empty unless config.fingerprint and an
   // inference endpoint); a body that is not a JSON object is fingerprinted raw.
   Fingerprints fingerprints;
+  // Exact routing (RJ_EXACT_ROUTE_MODE): request/stream fills this before the decision, route's
+  // exact overlap source reads it. Empty unless the mode is on or shadow.
+  ExactInput exact;
 };
 
 // Shims (chat and completions only), exactly as the reference:

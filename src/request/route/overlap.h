@@ -15,13 +15,37 @@
 
 namespace ramjet::route {
 
+// How the exact source (exact_overlap.h) answered for one request: the label of
+// ramjet_exact_route_total{outcome} and of the X-Ramjet-Route receipt.
+enum class ExactOutcome : uint8_t {
+  kNone,             // no exact source, or it was not asked (RJ_EXACT_ROUTE_MODE=off)
+  kExact,            // exact overlaps placed the request
+  kShadowAgree,      // shadow: the approximate choice is (one of) the engines holding the most
+  kShadowWouldMove,  // shadow: another engine holds more of the prompt
+  kUntrusted,        // an engine's index is fenced, replaying or missing: approximate
+  kBusy,             // a lookup kept racing its index's writer: approximate
+  kIneligible,       // not a request exact routing tokenizes (endpoint, size): approximate
+  kTokenizeTimeout,  // the engine's /tokenize was too slow: approximate
+  kTokenizeFailed,   // it failed: approximate
+  kNoEngine,         // no healthy engine to tokenize with: approximate
+  kCount,
+};
+std::string_view label(ExactOutcome o);
+
+// What a source may add to its answer (the router passes it to every source it asks).
+struct OverlapNote {
+  std::span<uint32_t> tokens;  // one per engine, zeroed: resident prompt tokens, when the source knows
+  ExactOutcome exact = ExactOutcome::kNone;
+  bool shadow = false;  // the source computed overlaps but declines to be used (it returned false)
+};
+
 class OverlapSource {
  public:
   virtual ~OverlapSource() = default;
   virtual std::string_view name() const = 0;
   // Fills out[engine] (zeroed by the caller, one entry per engine) with the leading blocks of
   // `req` that engine holds; false when this source cannot answer for `req`.
-  virtual bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const = 0;
+  virtual bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const = 0;
   // A complete 200 response on an inference endpoint: `engine` now holds `req`'s prefix (sources
   // that learn from served traffic take it; sources fed by the engines ignore it).
   virtual void served(size_t engine, const request::PreparedRequest& req) = 0;
@@ -33,7 +57,7 @@ class ApproxOverlap final : public OverlapSource {
  public:
   explicit ApproxOverlap(cache::ApproxIndex& index) : index_(index) {}
   std::string_view name() const override { return "approx"; }
-  bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const override;
+  bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
   void served(size_t engine, const request::PreparedRequest& req) override;
   // ramjet_route_index_entries{upstream}
   void write_metrics(metrics::Exposition& x) const override;

@@ -15,6 +15,7 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
       single_flight_(single_flight),
       profiles_(std::move(profiles)) {
   if (!profiles_.empty()) profiles_.resize(fleet_.size(), Profile::kNone);
+  for (const OverlapSource* s : sources_) has_exact_ = has_exact_ || s->name() == "exact";
 }
 
 Routed Router::decide(const request::PreparedRequest& req) {
@@ -22,12 +23,16 @@ Routed Router::decide(const request::PreparedRequest& req) {
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
+  // One decision's overlaps and resident tokens, per engine (vectors of this thread's, reused).
+  thread_local std::vector<uint32_t> overlap;
+  thread_local std::vector<uint32_t> tokens;
+  OverlapNote note;
   if (policy_->uses_prefix() && !chain.empty()) {
-    // One decision's overlaps, per engine (a small vector on this thread's stack of reuse).
-    thread_local std::vector<uint32_t> overlap;
     overlap.assign(snap.candidates.size(), 0);
+    tokens.assign(snap.candidates.size(), 0);
+    note.tokens = tokens;
     for (const OverlapSource* source : sources_) {
-      if (source->overlaps(req, overlap)) break;
+      if (source->overlaps(req, overlap, note)) break;
       std::fill(overlap.begin(), overlap.end(), 0);
     }
     for (CandidateState& c : snap.candidates) {
@@ -48,6 +53,19 @@ Routed Router::decide(const request::PreparedRequest& req) {
   r.request = RouteRequest::of(req, policy_->config());
   r.decision = policy_->decide_next(r.request, snap);
   r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
+  r.exact = note.exact;
+  if (note.shadow) {
+    // Shadow: would the exact overlaps have placed it elsewhere? Agree when the chosen engine
+    // holds as much of the prompt as any eligible one.
+    uint32_t best = 0;
+    for (const CandidateTerms& c : r.decision.ranked) {
+      if (c.eligible) best = std::max(best, tokens[c.ordinal]);
+    }
+    const CandidateTerms* chosen = r.decision.first_dispatch();
+    r.exact = chosen && tokens[chosen->ordinal] >= best ? ExactOutcome::kShadowAgree : ExactOutcome::kShadowWouldMove;
+  }
+  if (note.shadow || note.exact == ExactOutcome::kExact) r.exact_tokens = tokens;
+  if (r.exact != ExactOutcome::kNone) exact_outcomes_[static_cast<size_t>(r.exact)].fetch_add(1, std::memory_order_relaxed);
   return r;
 }
 
@@ -61,7 +79,7 @@ void Router::observe(size_t engine, const request::PreparedRequest& req) {
   for (OverlapSource* source : sources_) source->served(engine, req);
 }
 
-bool ApproxOverlap::overlaps(const request::PreparedRequest& req, std::span<uint32_t> out) const {
+bool ApproxOverlap::overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote&) const {
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   if (chain.empty()) return false;
   for (size_t i = 0; i < out.size(); ++i) out[i] = index_.overlap(i, chain);
@@ -78,8 +96,8 @@ namespace ramjet::route {
 
 namespace {
 
-enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired };
-constexpr std::array<metrics::Family, 5> kFamilies = {{
+enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes };
+constexpr std::array<metrics::Family, 6> kFamilies = {{
     {"ramjet_route_index_entries", metrics::MetricKind::kGauge, "upstream",
      "Prefix fingerprints in the approximate index per upstream ordinal."},
     {"ramjet_route_single_flight_leaders", metrics::MetricKind::kGauge, "",
@@ -90,6 +108,12 @@ constexpr std::array<metrics::Family, 5> kFamilies = {{
      "Cold requests not registered because the single-flight table was full."},
     {"ramjet_route_single_flight_expired_total", metrics::MetricKind::kCounter, "",
      "Single-flight leaders that expired before their response ended."},
+    {"ramjet_exact_route_total", metrics::MetricKind::kCounter, "outcome",
+     "Routing decisions by how exact routing answered (RJ_EXACT_ROUTE_MODE on or shadow): exact "
+     "(placed on exact overlaps), shadow_agree / shadow_would_move (shadow: the approximate choice "
+     "held the most of the prompt, or not), untrusted (a healthy engine's index is not trusted), "
+     "busy (a lookup raced its writer), ineligible (endpoint or size), tokenize_timeout, "
+     "tokenize_failed, no_engine; all but exact and shadow_* were placed on the approximate index."},
 }};
 const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
@@ -116,6 +140,13 @@ void Router::write_metrics(metrics::Exposition& x) const {
   one(F::kLeads, static_cast<int64_t>(st.leads));
   one(F::kRefused, static_cast<int64_t>(st.refused_full));
   one(F::kExpired, static_cast<int64_t>(st.expired));
+  if (has_exact_) {
+    x.family(fam(F::kExactOutcomes));
+    for (size_t o = 1; o < exact_outcomes_.size(); ++o) {
+      x.sample(fam(F::kExactOutcomes).name, "outcome=\"" + std::string(label(static_cast<ExactOutcome>(o))) + "\"",
+               exact_outcomes_[o].load(std::memory_order_relaxed));
+    }
+  }
 }
 
 }  // namespace ramjet::route

@@ -6,6 +6,8 @@
 // sources (request/stream decides when).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
@@ -29,6 +31,10 @@ struct Routed {
   // The request's prefix is new: no engine holds or is prefilling any of its blocks. The engine
   // it is dispatched to becomes the single-flight leader for it (lead()).
   bool cold = false;
+  // Exact routing: how the exact source answered (kNone without one) and, when it looked the
+  // prompt up, each engine's resident prompt tokens (the X-Ramjet-Route receipt's prediction).
+  ExactOutcome exact = ExactOutcome::kNone;
+  std::vector<uint32_t> exact_tokens;
 };
 
 // The routing families Router::write_metrics exports (names, labels, help; docs/metrics.md).
@@ -69,6 +75,8 @@ class Router {
   std::vector<OverlapSource*> sources_;
   SingleFlight& single_flight_;
   std::vector<Profile> profiles_;
+  bool has_exact_ = false;  // a source named "exact" is among sources_
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(ExactOutcome::kCount)> exact_outcomes_{};
 };
 
 }  // namespace ramjet::route

@@ -156,7 +156,7 @@ class FixedOverlap final : public OverlapSource {
  public:
   FixedOverlap(bool answers, std::vector<uint32_t> overlap) : answers_(answers), overlap_(std::move(overlap)) {}
   std::string_view name() const override { return "fixed"; }
-  bool overlaps(const request::PreparedRequest&, std::span<uint32_t> out) const override {
+  bool overlaps(const request::PreparedRequest&, std::span<uint32_t> out, OverlapNote&) const override {
     if (!answers_) {
       out[0] = 999;  // scribbled on while declining: the router must not keep it
       return false;

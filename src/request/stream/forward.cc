@@ -125,6 +125,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     co_return;
   }
 
+  if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
   const route::Routed routed = router_.decide(s.prep);
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.

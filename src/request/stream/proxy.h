@@ -29,6 +29,7 @@
 #include "request/ingress/endpoint.h"
 #include "request/prepare/prepare.h"
 #include "request/route/router.h"
+#include "request/stream/exact_tokens.h"
 #include "request/stream/metrics.h"
 #include "request/stream/observer.h"
 #include "upstream/fleet.h"
@@ -55,6 +56,7 @@ struct ProxyConfig {
   uint64_t advertise_ctx_margin = 16384;
   size_t max_models_body = 16u << 20;
   PrepareConfig prepare;
+  ExactTokensConfig exact;  // RJ_EXACT_ROUTE_*: prompt tokens for exact routing
   // RJ_ROUTE_PHASE_AWARE_LOAD: at a streaming response's first generated token the request's
   // reservation shrinks to one decode unit.
   bool phase_aware_load = true;
@@ -108,6 +110,8 @@ class Proxy {
   // Whether a candidate after order[k] may still be tried.
   bool more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order, size_t k) const;
   void prepare_exchange(Session& s, Exchange& x);
+  // exact_tokens.cc: the prompt's tokens for exact routing, into s.prep.exact.
+  boost::asio::awaitable<void> fetch_exact_tokens(Session& s);
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
   size_t build_request_head(Session& s, size_t engine);
   bool upstream_head_fits(Session& s);
@@ -166,6 +170,7 @@ class Proxy {
   net::DrainGate& gate_;
   ProxyMetrics metrics_;
   std::atomic<bool> draining_{false};
+  std::atomic<size_t> tokenize_turn_{0};  // which healthy engine tokenizes next (exact routing)
   // Sessions waiting for their next request: an intrusive list per io thread (touched only on
   // that thread).
   std::vector<Session*> idle_;

@@ -35,9 +35,19 @@ bool response_has_body(http::verb method, unsigned status) {
 void append_response_fields(net::HeadBuffer& out, const net::HeadFields& fields, std::string_view ordinal) {
   const net::HopByHop hop(fields, kRouteHeader);
   for (size_t i = 0; i < fields.size(); ++i) {
-    if (!hop.drop(fields, i)) net::append_field(out, fields.name(i), fields.value(i));
+    if (hop.drop(fields, i) || beast::iequals(fields.name(i), kReceiptHeader)) continue;
+    net::append_field(out, fields.name(i), fields.value(i));
   }
   net::append_field(out, kRouteHeader, ordinal);
+}
+
+// X-Ramjet-Route: how exact routing answered for this request and, when it looked the prompt up,
+// the tokens it predicted `engine` holds (no payload).
+void append_receipt(net::HeadBuffer& out, const route::Routed* routed, size_t engine) {
+  if (routed == nullptr || routed->exact == route::ExactOutcome::kNone) return;
+  std::string v(route::label(routed->exact));
+  if (engine < routed->exact_tokens.size()) v += "; predicted_cached_tokens=" + std::to_string(routed->exact_tokens[engine]);
+  net::append_field(out, kReceiptHeader, v);
 }
 
 // Keeps the last two bytes an SSE stream relayed, to tell whether it stopped between events.
@@ -129,6 +139,7 @@ bool Proxy::build_response_head(Session& s, Exchange& x, const upstream::Engine&
   out.clear();
   net::append_status_line(out, version, up.status, up.reason);
   append_response_fields(out, up.fields, engine.label());
+  append_receipt(out, x.routed, engine.ordinal());
   if (length) {
     out.append("Content-Length: ");
     net::append_decimal(out, *length);

@@ -56,6 +56,8 @@ static_assert(OutBuffers::kMax >= net::ResponseParser::kMaxPieces + 4);
 
 inline constexpr size_t kReadMax = 64 * 1024;  // bytes asked for by one socket read
 inline constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
+// The routing receipt (exact routing's outcome and prediction); an engine's own is dropped.
+inline constexpr std::string_view kReceiptHeader = "X-Ramjet-Route";
 
 // Parses what the connection's buffer holds, without I/O: the head, or body pieces (views into
 // the buffer, valid until the next read) until the buffer is drained, the piece list is full or

@@ -1,0 +1,38 @@
+// request/stream/exact_tokens: the prompt tokens exact routing looks up (RJ_EXACT_ROUTE_MODE on or
+// shadow, RJ_EXACT_TOKENS=remote): a chat or completions request inside the size window is
+// tokenized by a healthy engine's POST /tokenize — the chat form with the request's messages,
+// tools, template and chat_template_kwargs, reasoning_effort carried into the kwargs as vLLM's
+// chat endpoint does — under one deadline, before the decision. Any failure leaves the request
+// to the approximate index; it never waits past the deadline.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "request/ingress/endpoint.h"
+
+namespace ramjet::request {
+
+struct ExactTokensConfig {
+  bool enabled = false;          // RJ_EXACT_ROUTE_MODE on or shadow
+  uint64_t min_bytes = 32768;    // RJ_EXACT_ROUTE_MIN_BYTES: smaller bodies gain little
+  uint64_t max_bytes = 2u << 20;  // RJ_EXACT_ROUTE_MAX_BYTES
+  std::chrono::milliseconds timeout{500};  // RJ_EXACT_ROUTE_TIMEOUT_MS
+  std::string bearer;            // RJ_UPSTREAM_TOKEN
+  size_t max_response = 64u << 20;
+};
+
+// The /tokenize body for a request body, and the namespace fields read on the way; nullopt when
+// the request is not one exact routing handles (not a JSON object, no messages / string prompt,
+// a non-text content part).
+struct TokenizeCall {
+  std::string payload;
+  std::string model;
+  std::string cache_salt;
+};
+std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view body);
+
+}  // namespace ramjet::request
