@@ -299,3 +299,18 @@ def test_a_fenced_engine_sends_requests_back_to_the_approximate_index(ramjet_fac
     poll(lambda: state(rj, 2) == "fenced", timeout=10, what="engine 2 fenced")
     r = through(rj, long_chat(30, "first question"))
     assert r.header("X-Ramjet-Route") == "untrusted"
+
+
+def test_two_ramjets_on_the_same_engines_make_the_same_exact_choice(ramjet_factory, three_kv_sims):
+    sims = three_kv_sims
+    a = start(ramjet_factory, sims)
+    b = start(ramjet_factory, sims)
+    for k in range(3):
+        warm_behind_its_back(a, sims[2], 2, long_chat(40 + k, "first question"))
+        poll(lambda: resident_blocks(a, 2) == resident_blocks(b, 2) > 0, timeout=5,
+             what="both ramjets hold the same blocks of engine 2")
+        ra = through(a, long_chat(40 + k, "first question"))
+        rb = through(b, long_chat(40 + k, "first question"))
+        assert ra.header("X-Ramjet-Upstream") == rb.header("X-Ramjet-Upstream") == "2"
+        pa, pb = (int(r.header("X-Ramjet-Route").rsplit("=", 1)[1]) for r in (ra, rb))
+        assert ra.header("X-Ramjet-Route").startswith("exact") and abs(pa - pb) <= 16, (pa, pb)

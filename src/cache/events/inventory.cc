@@ -138,7 +138,9 @@ std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, 
   }
 }
 
-void Inventory::apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, ApplyCounts& counts) {
+// Queues the event's removal keys; flush_removed() hands a run of them to the shard at once (vLLM
+// sends one BlockRemoved per evicted block, many per batch), so its probes can overlap.
+void Inventory::apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank) {
   const uint64_t n = e.block_hashes.size();
   if (!on_gpu(e.medium)) return skip(Skip::kUnsupportedMedium, n);
   if (!is_local(e.locality)) return skip(Skip::kNonLocal, n);
@@ -146,11 +148,15 @@ void Inventory::apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, Apply
   if (auto it = kinds_.find(group_key(dp_rank, group)); it != kinds_.end() && it->second == GroupKind::kOther) {
     return skip(Skip::kNonMainAttention, n);
   }
-  keys_.clear();
-  for (const auto& h : e.block_hashes) keys_.push_back(removal_key(h, dp_rank, group));
-  const uint32_t unknown = shard_.remove(keys_);
+  for (const auto& h : e.block_hashes) removals_.push_back(removal_key(h, dp_rank, group));
+}
+
+void Inventory::flush_removed(ApplyCounts& counts) {
+  if (removals_.empty()) return;
+  const uint32_t unknown = shard_.remove(removals_);
   if (unknown != 0) skip(Skip::kUnknownRemoval, unknown);
-  counts.removed += n - unknown;
+  counts.removed += removals_.size() - unknown;
+  removals_.clear();
 }
 
 std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, ApplyCounts* counts) {
@@ -158,15 +164,19 @@ std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, Appl
   ApplyCounts& c = counts ? *counts : local;
   const uint32_t rank = batch.data_parallel_rank.value_or(0);
   for (const auto& ev : batch.events) {
+    if (const auto* removed = std::get_if<kv::BlockRemoved>(&ev)) {
+      apply_removed(*removed, rank);
+      continue;
+    }
+    flush_removed(c);  // events apply in order
     if (const auto* stored = std::get_if<kv::BlockStored>(&ev)) {
       if (auto err = apply_stored(*stored, rank, c)) return err;
-    } else if (const auto* removed = std::get_if<kv::BlockRemoved>(&ev)) {
-      apply_removed(*removed, rank, c);
     } else {
       shard_.clear();
       ++c.cleared;
     }
   }
+  flush_removed(c);
   return std::nullopt;
 }
 

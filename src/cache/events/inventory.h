@@ -77,7 +77,8 @@ class Inventory {
  private:
   enum class GroupKind : uint8_t { kMain, kOther };
   std::optional<GroupKind> group_kind(uint32_t dp_rank, const kv::BlockStored& e);
-  void apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, ApplyCounts& counts);
+  void apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank);
+  void flush_removed(ApplyCounts& counts);
   std::optional<ExactStoreErrc> apply_stored(const kv::BlockStored& e, uint32_t dp_rank, ApplyCounts& counts);
   void skip(Skip s, uint64_t n = 1) { skipped_[static_cast<size_t>(s)].fetch_add(n, std::memory_order_relaxed); }
 
@@ -86,7 +87,8 @@ class Inventory {
   std::unordered_map<uint64_t, GroupKind> kinds_;  // (dp rank << 32 | group) -> kind
   mutable std::shared_mutex lora_mu_;
   std::vector<std::string> loras_;  // adapter names seen (few)
-  std::vector<uint64_t> keys_;      // scratch: removal keys of one event
+  std::vector<uint64_t> keys_;      // scratch: removal keys of one store
+  std::vector<uint64_t> removals_;  // removal keys of a run of BlockRemoved events
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Skip::kCount_)> skipped_{};
 };
 

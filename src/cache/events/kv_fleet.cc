@@ -68,6 +68,9 @@ void KvFleet::start() {
 }
 
 void KvFleet::stop() {
+  for (auto& e : engines_) {  // every thread told first, so they end together
+    if (e) e->subscriber.request_stop();
+  }
   for (auto& e : engines_) {
     if (e) e->subscriber.stop();
   }

@@ -265,8 +265,10 @@ void Subscriber::start() {
   thread_ = std::thread([this] { run(); });
 }
 
+void Subscriber::request_stop() { stop_.store(true, std::memory_order_release); }
+
 void Subscriber::stop() {
-  stop_.store(true, std::memory_order_release);
+  request_stop();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -54,7 +54,8 @@ class Subscriber {
   Subscriber& operator=(const Subscriber&) = delete;
 
   void start();
-  void stop();
+  void stop();          // request_stop() and join
+  void request_stop();  // returns at once; the thread ends within its 100 ms poll
 
   // Whether the inventory mirrors the engine's cache right now (any thread).
   bool trusted() const { return mode() == FenceMode::kTrusted; }

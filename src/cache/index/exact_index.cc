@@ -463,8 +463,14 @@ uint32_t ExactShard::remove(std::span<const uint64_t> removal_keys) {
       end_write();
       begin_write();
     }
+    // Two stages ahead: the key's slot (kPrefetch blocks on), then, once that slot is in cache,
+    // its node and the node's table slot (half as far).
     if (b + kPrefetch < removal_keys.size()) {
       __builtin_prefetch(&keys_[home(fmix(removal_keys[b + kPrefetch]), table_size_)]);
+    }
+    if (b + kPrefetch / 2 < removal_keys.size()) {
+      const size_t ahead = find_key_slot(removal_keys[b + kPrefetch / 2]);
+      if (ahead != SIZE_MAX) __builtin_prefetch(&nodes_[keys_[ahead].node_plus1 - 1]);
     }
     const size_t ks = find_key_slot(removal_keys[b]);
     if (ks == SIZE_MAX) {

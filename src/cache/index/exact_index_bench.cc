@@ -6,6 +6,7 @@
 //  - BM_ExactMemory: bytes per block of a full shard (counter bytes_per_block).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
@@ -30,9 +31,10 @@ std::vector<uint32_t> random_tokens(size_t n, uint64_t seed) {
 }
 
 // Sessions of `blocks_per_store` blocks stored below a shared 64-block system prompt; once the
-// shard holds `resident` session blocks, each new session evicts the oldest one, one event per
-// block and its tail first (vLLM frees a request's blocks in reverse order, and its free queue
-// evicts the least recently freed first). items = blocks applied: stored plus removed.
+// shard holds `resident` session blocks, each new session evicts the oldest one, its tail first
+// (vLLM frees a request's blocks in reverse order, and its free queue evicts the least recently
+// freed first), as one batch of BlockRemoved events (the inventory hands a batch's consecutive
+// removals to one remove()). items = blocks applied: stored plus removed.
 void BM_ExactApply(benchmark::State& state) {
   const uint32_t per_store = static_cast<uint32_t>(state.range(0));
   const uint32_t resident = 200000;
@@ -51,8 +53,9 @@ void BM_ExactApply(benchmark::State& state) {
   for (auto _ : state) {
     const size_t slot = stored % sessions;
     std::span<uint64_t> keys(&ring[slot * per_store], per_store);
-    if (stored >= sessions) {  // evict the session this slot held
-      for (size_t b = per_store; b-- > 0;) removed += 1 - shard.remove(keys.subspan(b, 1));
+    if (stored >= sessions) {  // evict the session this slot held, tail first, in one batch
+      std::reverse(keys.begin(), keys.end());
+      removed += per_store - shard.remove(keys);
     }
     auto& body = bodies[stored % bodies.size()];
     body[0] = static_cast<uint32_t>(stored);

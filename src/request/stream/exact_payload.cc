@@ -1,0 +1,77 @@
+// request/stream/exact_payload: the /tokenize body for exact routing (exact_tokens.h), a pure
+// function of the request body (its own library: the fuzz target links it without the proxy).
+#include <boost/json.hpp>
+
+#include "request/stream/exact_tokens.h"
+
+namespace ramjet::request {
+
+namespace json = boost::json;
+
+namespace {
+
+bool text_only(const json::array& messages) {
+  for (const json::value& m : messages) {
+    const json::object* o = m.if_object();
+    if (o == nullptr) return false;
+    const json::value* content = o->if_contains("content");
+    if (content == nullptr || !content->is_array()) continue;
+    for (const json::value& part : content->as_array()) {
+      const json::object* p = part.if_object();
+      const json::value* type = p ? p->if_contains("type") : nullptr;
+      if (type == nullptr || !type->is_string() || type->as_string() != "text") return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view body) {
+  if (endpoint != Endpoint::kChat && endpoint != Endpoint::kCompletions) return std::nullopt;
+  json::parse_options opt;
+  opt.max_depth = 128;
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec, {}, opt);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::object& req = v.as_object();
+  TokenizeCall call;
+  json::object out;
+  if (const json::value* m = req.if_contains("model"); m && m->is_string()) {
+    call.model = m->as_string();
+    out["model"] = *m;
+  }
+  if (const json::value* s = req.if_contains("cache_salt"); s && s->is_string()) call.cache_salt = s->as_string();
+  auto copy = [&](std::string_view key, json::kind kind) {
+    if (const json::value* x = req.if_contains(key); x && x->kind() == kind) out[key] = *x;
+  };
+  if (endpoint == Endpoint::kChat) {
+    const json::value* messages = req.if_contains("messages");
+    if (messages == nullptr || !messages->is_array() || !text_only(messages->as_array())) return std::nullopt;
+    out["messages"] = *messages;
+    copy("add_generation_prompt", json::kind::bool_);
+    copy("continue_final_message", json::kind::bool_);
+    copy("add_special_tokens", json::kind::bool_);
+    copy("chat_template", json::kind::string);
+    copy("tools", json::kind::array);
+    // vLLM's chat endpoint hands reasoning_effort to the template, and sets enable_thinking from
+    // it unless the caller did: /tokenize only takes chat_template_kwargs, so they go there.
+    json::object kwargs;
+    if (const json::value* k = req.if_contains("chat_template_kwargs"); k && k->is_object()) kwargs = k->as_object();
+    if (const json::value* effort = req.if_contains("reasoning_effort"); effort && effort->is_string()) {
+      if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+      if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = effort->as_string() != "none";
+    }
+    if (!kwargs.empty()) out["chat_template_kwargs"] = std::move(kwargs);
+  } else {
+    const json::value* prompt = req.if_contains("prompt");
+    if (prompt == nullptr || !prompt->is_string()) return std::nullopt;
+    out["prompt"] = *prompt;
+    copy("add_special_tokens", json::kind::bool_);
+  }
+  out["return_token_strs"] = false;
+  call.payload = json::serialize(out);
+  return call;
+}
+
+}  // namespace ramjet::request
