@@ -50,7 +50,8 @@ kv::EventBatch store_block(uint64_t b, bool clear_first = false) {
 
 class FakeEngine {
  public:
-  FakeEngine() : pub_(ctx_, zmq::socket_type::pub), router_(ctx_, zmq::socket_type::router) {
+  // XPUB: it sees the subscription arrive, so a test can publish once the subscriber listens.
+  FakeEngine() : pub_(ctx_, zmq::socket_type::xpub), router_(ctx_, zmq::socket_type::router) {
     pub_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::linger, 0);
     pub_.bind("tcp://127.0.0.1:*");
@@ -76,6 +77,12 @@ class FakeEngine {
     pub_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
     pub_.send(zmq::buffer(be8(seq)), zmq::send_flags::sndmore);
     pub_.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
+  bool wait_subscribed(std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+    zmq::pollitem_t item{pub_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, limit) <= 0) return false;
+    zmq::message_t m;
+    return pub_.recv(m, zmq::recv_flags::dontwait) && m.size() >= 1 && static_cast<const uint8_t*>(m.data())[0] == 1;
   }
   void send_raw(const std::vector<std::string>& frames) {
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -158,6 +165,7 @@ struct Fixture {
     o.replay_timeout = std::chrono::milliseconds(3000);
     sub = std::make_unique<Subscriber>(o, inventory);
     sub->start();
+    EXPECT_TRUE(engine.wait_subscribed());
     EXPECT_TRUE(eventually([&] { return sub->stats().connected.load(); }));
   }
   FakeEngine engine;
@@ -167,8 +175,8 @@ struct Fixture {
 
 TEST(Subscriber, BatchesSeenFromTheStartOrReplayedFromZeroAreTrusted) {
   Fixture f;
-  // Whether the first batches beat the subscription (ZeroMQ's slow joiner) or not, the subscriber
-  // ends up with all of them: live from 0, or a replay from 0 at its first batch.
+  // The connect's replay from 0 and the live batches race; either way the subscriber ends up
+  // with all of them.
   for (uint64_t b = 0; b < 5; ++b) f.engine.publish(store_block(b));
   EXPECT_TRUE(eventually([&] { return f.sub->trusted() && resident(f.inventory) == 5 * kBs; }));
 }
