@@ -173,7 +173,11 @@ int main(int argc, char** argv) {
                                       : cfg.exact_route_mode == "shadow" ? route::ExactMode::kShadow
                                       : cfg.exact_route_mode == "auto" && kv.enabled() ? route::ExactMode::kOn
                                                                                        : route::ExactMode::kOff;
-  route::ExactOverlap exact(kv, fleet, exact_mode);
+  route::PredictionCheck predictions(fleet.size(),
+                                     route::PredictionCheckConfig{.miss_limit = cfg.exact_miss_limit,
+                                                                  .cooldown_ms = int64_t{cfg.exact_miss_cooldown_ms}},
+                                     clock);
+  route::ExactOverlap exact(kv, fleet, exact_mode, &predictions);
   route::ApproxOverlap approx(index);
   std::vector<route::OverlapSource*> sources;
   if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
@@ -217,6 +221,8 @@ int main(int argc, char** argv) {
   request::SingleFlightLeads single_flight_leads(router);
   proxy.add_observer(&index_learning);
   proxy.add_observer(&single_flight_leads);
+  request::ExactPredictions exact_predictions(predictions);
+  if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {
     std::string error;
@@ -259,6 +265,7 @@ int main(int argc, char** argv) {
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
+  if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
   if (kv.enabled()) {
     registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });
     fleet.add_replica_flag({"kv_trusted", [&kv](size_t i) { return kv.trusted(i) != nullptr; }});

@@ -577,6 +577,25 @@ const std::array kOptions = {
            .doc = "Deadline of the tokenize call on the request path; past it the request is placed "
                   "on the approximate index.",
            .field = &Config::exact_route_timeout_ms},
+    Option{.env = "RJ_EXACT_MISS_LIMIT",
+           .flag = "--exact-miss-limit",
+           .type = Type::kUint,
+           .default_text = "5",
+           .min = 0,
+           .max = 1000,
+           .doc = "Exact placements in a row whose prediction the engine's cached_tokens contradicts "
+                  "(by more than two blocks) before that engine's exact trust is withdrawn for "
+                  "RJ_EXACT_MISS_COOLDOWN_MS (a tokenizer, template or block-size mismatch); 0 = never.",
+           .field = &Config::exact_miss_limit},
+    Option{.env = "RJ_EXACT_MISS_COOLDOWN_MS",
+           .flag = "--exact-miss-cooldown-ms",
+           .type = Type::kUint,
+           .default_text = "60000",
+           .min = 1000,
+           .max = 86400000,
+           .doc = "How long a withdrawn engine's exact trust stays withdrawn; then it is used again "
+                  "and its next miss withdraws it again.",
+           .field = &Config::exact_miss_cooldown_ms},
     // --- observability ---
     Option{.env = "RJ_ENGINE_SCRAPE_INTERVAL_MS",
            .flag = "--engine-scrape-interval-ms",

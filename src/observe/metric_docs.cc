@@ -83,6 +83,8 @@ std::vector<MetricSection> metric_sections() {
        render::tokenizer_families()},
       {"KV events", "cache::events::KvFleet::write_metrics (src/cache/events/kv_fleet.cc)",
        "for the engines that have an RJ_KV_EVENT_LIVE_ENDPOINTS entry", cache::events::kv_families()},
+      {"Exact predictions", "route::PredictionCheck::write_metrics (src/request/route/prediction_check.cc)",
+       "when exact routing is on (RJ_EXACT_ROUTE_MODE on, or auto with KV endpoints)", route::prediction_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
@@ -128,6 +130,10 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition f;
   kv.write_metrics(f);
   out.push_back(f.take());
+  route::PredictionCheck check(urls.size(), route::PredictionCheckConfig{}, clock);
+  metrics::Exposition g;
+  check.write_metrics(g);
+  out.push_back(g.take());
   out.emplace_back();  // the journal (not opened here; last)
   return out;
 }

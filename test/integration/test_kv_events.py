@@ -258,6 +258,10 @@ def test_forced_miss_exact_placement_finds_the_engine_warmed_behind_its_back(ram
         assert cached > 8000 and predicted - 16 <= cached <= predicted, (predicted, cached)
     m = rj.metrics()
     assert m.get("ramjet_exact_route_total", outcome="exact") >= 4
+    # Each placement was checked against the engine's own report, and agreed.
+    assert m.get("ramjet_exact_predictions_total", upstream="1", result="agree") >= 4
+    assert m.sum("ramjet_exact_predictions_total", result="miss") == 0
+    assert m.get("ramjet_exact_withdrawn", upstream="1") == 0
     # A small request is outside the size window: the approximate index places it, and says so.
     small = through(rj, {"model": "ramjet-sim", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
     assert small.header("X-Ramjet-Route") == "ineligible"

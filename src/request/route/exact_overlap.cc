@@ -19,6 +19,7 @@ std::string_view label(ExactOutcome o) {
     case ExactOutcome::kTokenizeTimeout: return "tokenize_timeout";
     case ExactOutcome::kTokenizeFailed: return "tokenize_failed";
     case ExactOutcome::kNoEngine: return "no_engine";
+    case ExactOutcome::kWithdrawn: return "withdrawn";
     case ExactOutcome::kCount: break;
   }
   return "none";
@@ -47,10 +48,16 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
   resident.assign(n, std::nullopt);
   for (size_t i = 0; i < n; ++i) {
     inventories[i] = kv_.trusted(i);
-    if (inventories[i] == nullptr && fleet_.at(i).healthy()) {
+    if (!fleet_.at(i).healthy()) continue;
+    if (inventories[i] == nullptr) {
       note.exact = ExactOutcome::kUntrusted;
       return false;
     }
+    if (check_ != nullptr && check_->withdrawn(i)) {
+      note.exact = ExactOutcome::kWithdrawn;
+      return false;
+    }
+    note.block_size = std::max(note.block_size, inventories[i]->block_size());
   }
   cache::events::lookup(inventories, cache::events::ExactRequest{req.exact.tokens, req.exact.model, req.exact.cache_salt},
                         resident);

@@ -13,6 +13,7 @@
 
 #include "cache/events/kv_fleet.h"
 #include "request/route/overlap.h"
+#include "request/route/prediction_check.h"
 
 namespace ramjet::upstream {
 class Fleet;
@@ -24,8 +25,10 @@ enum class ExactMode : uint8_t { kOff, kShadow, kOn };
 
 class ExactOverlap final : public OverlapSource {
  public:
-  ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fleet& fleet, ExactMode mode)
-      : kv_(kv), fleet_(fleet), mode_(mode) {}
+  // `check` (optional) withdraws engines whose predictions keep missing.
+  ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fleet& fleet, ExactMode mode,
+               const PredictionCheck* check = nullptr)
+      : kv_(kv), fleet_(fleet), mode_(mode), check_(check) {}
   std::string_view name() const override { return "exact"; }
   ExactMode mode() const { return mode_; }
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
@@ -40,6 +43,7 @@ class ExactOverlap final : public OverlapSource {
   const cache::events::KvFleet& kv_;
   const upstream::Fleet& fleet_;
   ExactMode mode_;
+  const PredictionCheck* check_;
 };
 
 }  // namespace ramjet::route

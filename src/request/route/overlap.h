@@ -28,6 +28,7 @@ enum class ExactOutcome : uint8_t {
   kTokenizeTimeout,  // the engine's /tokenize was too slow: approximate
   kTokenizeFailed,   // it failed: approximate
   kNoEngine,         // no healthy engine to tokenize with: approximate
+  kWithdrawn,        // a healthy engine's predictions kept missing (prediction_check.h): approximate
   kCount,
 };
 std::string_view label(ExactOutcome o);
@@ -36,6 +37,7 @@ std::string_view label(ExactOutcome o);
 struct OverlapNote {
   std::span<uint32_t> tokens;  // one per engine, zeroed: resident prompt tokens, when the source knows
   ExactOutcome exact = ExactOutcome::kNone;
+  uint32_t block_size = 0;  // the block size resident tokens were counted in (the largest engine's)
   bool shadow = false;  // the source computed overlaps but declines to be used (it returned false)
 };
 

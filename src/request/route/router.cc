@@ -64,7 +64,10 @@ Routed Router::decide(const request::PreparedRequest& req) {
     const CandidateTerms* chosen = r.decision.first_dispatch();
     r.exact = chosen && tokens[chosen->ordinal] >= best ? ExactOutcome::kShadowAgree : ExactOutcome::kShadowWouldMove;
   }
-  if (note.shadow || note.exact == ExactOutcome::kExact) r.exact_tokens = tokens;
+  if (note.shadow || note.exact == ExactOutcome::kExact) {
+    r.exact_tokens = tokens;
+    r.exact_block_size = note.block_size;
+  }
   if (r.exact != ExactOutcome::kNone) exact_outcomes_[static_cast<size_t>(r.exact)].fetch_add(1, std::memory_order_relaxed);
   return r;
 }
@@ -113,7 +116,8 @@ constexpr std::array<metrics::Family, 6> kFamilies = {{
      "(placed on exact overlaps), shadow_agree / shadow_would_move (shadow: the approximate choice "
      "held the most of the prompt, or not), untrusted (a healthy engine's index is not trusted), "
      "busy (a lookup raced its writer), ineligible (endpoint or size), tokenize_timeout, "
-     "tokenize_failed, no_engine; all but exact and shadow_* were placed on the approximate index."},
+     "tokenize_failed, no_engine, withdrawn (a healthy engine's predictions kept missing); all but "
+     "exact and shadow_* were placed on the approximate index."},
 }};
 const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 

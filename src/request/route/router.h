@@ -35,6 +35,7 @@ struct Routed {
   // prompt up, each engine's resident prompt tokens (the X-Ramjet-Route receipt's prediction).
   ExactOutcome exact = ExactOutcome::kNone;
   std::vector<uint32_t> exact_tokens;
+  uint32_t exact_block_size = 0;
 };
 
 // The routing families Router::write_metrics exports (names, labels, help; docs/metrics.md).

@@ -2,6 +2,9 @@
 // (request/stream/observer.h). app/main.cc adds them to the proxy.
 #pragma once
 
+#include <algorithm>
+
+#include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
 
@@ -33,6 +36,29 @@ class IndexLearning final : public ExchangeObserver {
 
  private:
   route::Router& router_;
+};
+
+// Exact placements checked: the usage of a complete 200 response placed on exact overlaps tells
+// the prediction check what the chosen engine predicted and what it reported cached
+// (route/prediction_check.h), and how much another eligible engine held beyond it.
+class ExactPredictions final : public ExchangeObserver {
+ public:
+  explicit ExactPredictions(route::PredictionCheck& check) : ExchangeObserver(kUsage), check_(check) {}
+  void usage(ExchangeRecord& x, const Usage& u) override {
+    const route::Routed* r = x.routed;
+    if (r == nullptr || r->exact != route::ExactOutcome::kExact || !x.upstream) return;
+    const size_t engine = *x.upstream;
+    if (engine >= r->exact_tokens.size()) return;
+    const uint64_t predicted = r->exact_tokens[engine];
+    uint64_t best = predicted;
+    for (const route::CandidateTerms& c : r->decision.ranked) {
+      if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
+    }
+    check_.record(engine, predicted, u.cached_tokens, r->exact_block_size, best - predicted);
+  }
+
+ private:
+  route::PredictionCheck& check_;
 };
 
 }  // namespace ramjet::request

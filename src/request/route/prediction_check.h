@@ -1,0 +1,65 @@
+// request/route/prediction_check: every exact placement is a prediction — "engine i holds N tokens
+// of this prompt" — that the engine's own usage report checks (prompt_tokens_details.cached_tokens,
+// with vLLM's --enable-prompt-tokens-details). A prediction agrees when the two are within
+// tolerance_blocks blocks (vLLM recomputes a fully cached prompt's last block; a block may be
+// evicted or added between the decision and the prefill). An engine whose predictions miss
+// miss_limit times in a row (a tokenizer, template or block-size mismatch) has its exact trust
+// withdrawn for cooldown_ms; then it is used again, and its next miss withdraws it again.
+// Counted per engine, with the error distribution and the locality regret (tokens the chosen
+// engine had to prefill that another eligible engine held).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/clock.h"
+#include "metrics/histogram.h"
+#include "metrics/metrics.h"
+
+namespace ramjet::route {
+
+struct PredictionCheckConfig {
+  uint32_t tolerance_blocks = 2;
+  uint32_t miss_limit = 5;     // RJ_EXACT_MISS_LIMIT (0 = never withdraw)
+  int64_t cooldown_ms = 60000;  // RJ_EXACT_MISS_COOLDOWN_MS
+};
+
+enum class PredictionResult : uint8_t { kAgree, kMiss, kUnreported, kCount };
+
+class PredictionCheck {
+ public:
+  PredictionCheck(size_t engines, PredictionCheckConfig config, const Clock& clock);
+
+  // A completed exchange placed on exact overlaps on `engine`: the predicted resident prompt
+  // tokens, the engine's cached_tokens (nullopt when its usage had none), the block size the
+  // prediction was made in, and the regret of the choice.
+  PredictionResult record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached, uint32_t block_size,
+                          uint64_t regret_tokens);
+  bool withdrawn(size_t engine) const;
+  size_t engines() const { return engines_.size(); }
+
+  void write_metrics(metrics::Exposition& x) const;
+
+ private:
+  struct Engine {
+    std::atomic<uint32_t> consecutive_misses{0};
+    std::atomic<int64_t> withdrawn_until_ms{0};
+    std::atomic<bool> reports_cached{false};  // the engine has reported cached_tokens at least once
+    std::atomic<uint64_t> withdrawals{0};
+    std::array<std::atomic<uint64_t>, static_cast<size_t>(PredictionResult::kCount)> results{};
+  };
+  PredictionCheckConfig config_;
+  const Clock& clock_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+  metrics::Histogram error_;  // |predicted - cached| in tokens
+  std::atomic<uint64_t> regret_tokens_{0};
+};
+
+std::span<const metrics::Family> prediction_families();
+
+}  // namespace ramjet::route
