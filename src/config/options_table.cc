@@ -474,7 +474,9 @@ const std::array kOptions = {
            .doc = "Each engine's KV-event publisher (vLLM --kv-events-config endpoint), one per "
                   "RJ_UPSTREAM entry in the same order, \"-\" for an engine without: tcp://host:port "
                   "or ipc://path. ramjet subscribes and keeps an exact index of every engine's prefix "
-                  "cache (trust per engine in /health and ramjet_kv_state). Empty = no KV events.",
+                  "cache (trust per engine in /health and ramjet_kv_state). Exact routing needs every "
+                  "healthy engine's index: a healthy \"-\" engine keeps it on the fingerprints. Empty = "
+                  "no KV events.",
            .field = &Config::kv_event_live_endpoints},
     Option{.env = "RJ_KV_EVENT_REPLAY_ENDPOINTS",
            .flag = "--kv-event-replay-endpoints",
