@@ -210,7 +210,9 @@ int main(int argc, char** argv) {
                                         .min_bytes = cfg.exact_route_min_bytes,
                                         .max_bytes = cfg.exact_route_max_bytes,
                                         .timeout = milliseconds(cfg.exact_route_timeout_ms),
-                                        .bearer = cfg.upstream_token};
+                                        .bearer = cfg.upstream_token,
+                                        .canary_bps = cfg.exact_route_canary_bps,
+                                        .canary_key = cfg.exact_route_canary_key};
   // Client connections and dashboard streams hold it; SIGTERM closes it and waits for them.
   net::DrainGate drain;
   request::Proxy proxy(pc, fleet, router, io, pools, clock, drain);

@@ -579,6 +579,25 @@ const std::array kOptions = {
            .doc = "Deadline of the tokenize call on the request path; past it the request is placed "
                   "on the approximate index.",
            .field = &Config::exact_route_timeout_ms},
+    Option{.env = "RJ_EXACT_ROUTE_CANARY_BPS",
+           .flag = "--exact-route-canary-bps",
+           .type = Type::kUint,
+           .default_text = "10000",
+           .min = 0,
+           .max = 10000,
+           .doc = "Rollout of exact placement, in sessions per 10,000: a request whose single "
+                  "X-Session-ID hashes (SHA-256 with RJ_EXACT_ROUTE_CANARY_KEY) into the share is "
+                  "placed exactly; the rest, and requests without a session, are computed and "
+                  "recorded as shadow decisions only. 10000 = every request, with or without a "
+                  "session; 0 = instant rollback (ramjet_exact_route_canary_total).",
+           .field = &Config::exact_route_canary_bps},
+    Option{.env = "RJ_EXACT_ROUTE_CANARY_KEY",
+           .flag = "--exact-route-canary-key",
+           .type = Type::kString,
+           .secret = true,
+           .doc = "Key of the canary's session hash: another key draws another cohort of the same "
+                  "size.",
+           .field = &Config::exact_route_canary_key},
     Option{.env = "RJ_EXACT_MISS_LIMIT",
            .flag = "--exact-miss-limit",
            .type = Type::kUint,

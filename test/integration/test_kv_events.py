@@ -318,3 +318,19 @@ def test_two_ramjets_on_the_same_engines_make_the_same_exact_choice(ramjet_facto
         assert ra.header("X-Ramjet-Upstream") == rb.header("X-Ramjet-Upstream") == "2"
         pa, pb = (int(r.header("X-Ramjet-Route").rsplit("=", 1)[1]) for r in (ra, rb))
         assert ra.header("X-Ramjet-Route").startswith("exact") and abs(pa - pb) <= 16, (pa, pb)
+
+
+def test_the_canary_places_only_its_sessions_and_zero_rolls_back(ramjet_factory, three_kv_sims):
+    sims = three_kv_sims
+    rj = start(ramjet_factory, sims, env={"RJ_EXACT_ROUTE_CANARY_BPS": "0", "RJ_EXACT_ROUTE_CANARY_KEY": "k"})
+    warm_behind_its_back(rj, sims[1], 1, long_chat(50, "first question"))
+    body = json.dumps(long_chat(50, "first question")).encode()
+    r = http_request(rj.api_port, "POST", "/v1/chat/completions", body,
+                     {"Content-Type": "application/json", "X-Session-ID": "s-1"}, timeout=30)
+    assert r.status == 200 and r.header("X-Ramjet-Route").split(";")[0] in ("shadow_agree", "shadow_would_move")
+    r = http_request(rj.api_port, "POST", "/v1/chat/completions", body, {"Content-Type": "application/json"}, timeout=30)
+    assert r.status == 200 and r.header("X-Ramjet-Route").split(";")[0] in ("shadow_agree", "shadow_would_move")
+    m = rj.metrics()
+    assert m.get("ramjet_exact_route_canary_total", cohort="control") == 1
+    assert m.get("ramjet_exact_route_canary_total", cohort="no_session") == 1
+    assert m.get("ramjet_exact_route_total", outcome="exact") == 0

@@ -50,8 +50,13 @@ enum class ExactTokens : uint8_t {
   kNoEngine,    // no healthy engine to ask
 };
 
+// The request's canary cohort (RJ_EXACT_ROUTE_CANARY_BPS): only kAll and kTreatment are placed on
+// exact overlaps; the others are computed and recorded as shadow decisions.
+enum class ExactCohort : uint8_t { kAll, kTreatment, kControl, kNoSession };
+
 struct ExactInput {
   ExactTokens status = ExactTokens::kOff;
+  ExactCohort cohort = ExactCohort::kAll;
   std::vector<uint32_t> tokens;  // the prompt's token IDs as the engines render and tokenize it
   std::string model;             // the request's "model" (a LoRA adapter's name selects its namespace)
   std::string cache_salt;        // the request's "cache_salt" (its own namespace)

@@ -74,7 +74,8 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     }
     if (i < note.tokens.size()) note.tokens[i] = *resident[i];
   }
-  if (mode_ == ExactMode::kShadow) {
+  const bool control = req.exact.cohort == request::ExactCohort::kControl || req.exact.cohort == request::ExactCohort::kNoSession;
+  if (mode_ == ExactMode::kShadow || control) {
     note.shadow = true;  // the router tells agree from would-move once the policy decided
     return false;
   }

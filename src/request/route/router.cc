@@ -68,7 +68,12 @@ Routed Router::decide(const request::PreparedRequest& req) {
     r.exact_tokens = tokens;
     r.exact_block_size = note.block_size;
   }
-  if (r.exact != ExactOutcome::kNone) exact_outcomes_[static_cast<size_t>(r.exact)].fetch_add(1, std::memory_order_relaxed);
+  if (r.exact != ExactOutcome::kNone) {
+    exact_outcomes_[static_cast<size_t>(r.exact)].fetch_add(1, std::memory_order_relaxed);
+    if (req.exact.status == request::ExactTokens::kTokenized) {
+      canary_[static_cast<size_t>(req.exact.cohort)].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   return r;
 }
 
@@ -99,8 +104,8 @@ namespace ramjet::route {
 
 namespace {
 
-enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes };
-constexpr std::array<metrics::Family, 6> kFamilies = {{
+enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary };
+constexpr std::array<metrics::Family, 7> kFamilies = {{
     {"ramjet_route_index_entries", metrics::MetricKind::kGauge, "upstream",
      "Prefix fingerprints in the approximate index per upstream ordinal."},
     {"ramjet_route_single_flight_leaders", metrics::MetricKind::kGauge, "",
@@ -118,6 +123,10 @@ constexpr std::array<metrics::Family, 6> kFamilies = {{
      "busy (a lookup raced its writer), ineligible (endpoint or size), tokenize_timeout, "
      "tokenize_failed, no_engine, withdrawn (a healthy engine's predictions kept missing); all but "
      "exact and shadow_* were placed on the approximate index."},
+    {"ramjet_exact_route_canary_total", metrics::MetricKind::kCounter, "cohort",
+     "Tokenized requests by canary cohort (RJ_EXACT_ROUTE_CANARY_BPS over a keyed hash of "
+     "X-Session-ID): all (10000 bps), treatment (placed exactly), control and no_session (computed "
+     "and recorded as shadow decisions only)."},
 }};
 const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
@@ -149,6 +158,11 @@ void Router::write_metrics(metrics::Exposition& x) const {
     for (size_t o = 1; o < exact_outcomes_.size(); ++o) {
       x.sample(fam(F::kExactOutcomes).name, "outcome=\"" + std::string(label(static_cast<ExactOutcome>(o))) + "\"",
                exact_outcomes_[o].load(std::memory_order_relaxed));
+    }
+    static constexpr std::array<std::string_view, 4> kCohorts = {"all", "treatment", "control", "no_session"};
+    x.family(fam(F::kCanary));
+    for (size_t c = 0; c < kCohorts.size(); ++c) {
+      x.sample(fam(F::kCanary).name, "cohort=\"" + std::string(kCohorts[c]) + "\"", canary_[c].load(std::memory_order_relaxed));
     }
   }
 }

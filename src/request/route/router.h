@@ -78,6 +78,7 @@ class Router {
   std::vector<Profile> profiles_;
   bool has_exact_ = false;  // a source named "exact" is among sources_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(ExactOutcome::kCount)> exact_outcomes_{};
+  std::array<std::atomic<uint64_t>, 4> canary_{};  // decisions per request::ExactCohort
 };
 
 }  // namespace ramjet::route

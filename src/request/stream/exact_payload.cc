@@ -1,6 +1,7 @@
 // request/stream/exact_payload: the /tokenize body for exact routing (exact_tokens.h), a pure
 // function of the request body (its own library: the fuzz target links it without the proxy).
 #include <boost/json.hpp>
+#include <openssl/sha.h>
 
 #include "request/stream/exact_tokens.h"
 
@@ -72,6 +73,20 @@ std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view bo
   out["return_token_strs"] = false;
   call.payload = json::serialize(out);
   return call;
+}
+
+bool canary_treatment(std::string_view key, std::string_view session, uint32_t bps) {
+  if (bps >= 10000) return true;
+  if (bps == 0) return false;
+  std::string in(key);
+  in.push_back('\0');
+  in.append(session);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(in.data()), in.size(), digest);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | digest[i];
+  // v / 2^64 < bps / 10000  <=>  v * 10000 < bps * 2^64
+  return static_cast<unsigned __int128>(v) * 10000 < static_cast<unsigned __int128>(bps) << 64;
 }
 
 }  // namespace ramjet::request

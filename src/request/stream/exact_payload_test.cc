@@ -60,5 +60,28 @@ TEST(ExactPayload, WhatExactRoutingCannotTokenizeIsRefused) {
   EXPECT_FALSE(tokenize_call(Endpoint::kChat, R"({"messages":)" + deep));
 }
 
+TEST(ExactCanary, ACohortIsStablePerSessionAndKeyAndItsShareIsTheBps) {
+  EXPECT_TRUE(canary_treatment("k", "s", 10000));
+  EXPECT_FALSE(canary_treatment("k", "s", 0));
+  for (uint32_t bps : {100u, 1000u, 5000u}) {
+    int in = 0;
+    for (int i = 0; i < 20000; ++i) in += canary_treatment("key", "session-" + std::to_string(i), bps) ? 1 : 0;
+    EXPECT_NEAR(in / 20000.0, bps / 10000.0, 0.01) << bps;
+  }
+  for (int i = 0; i < 100; ++i) {
+    const std::string s = "session-" + std::to_string(i);
+    EXPECT_EQ(canary_treatment("key", s, 1000), canary_treatment("key", s, 1000));
+    if (canary_treatment("key", s, 1000)) {
+      EXPECT_TRUE(canary_treatment("key", s, 5000)) << "a wider rollout keeps its sessions";
+    }
+  }
+  int differ = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string s = "session-" + std::to_string(i);
+    differ += canary_treatment("a", s, 5000) != canary_treatment("b", s, 5000);
+  }
+  EXPECT_GT(differ, 300) << "another key draws another cohort";
+}
+
 }  // namespace
 }  // namespace ramjet::request

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "request/ingress/endpoint.h"
+#include "request/prepare/prepare.h"
 
 namespace ramjet::request {
 
@@ -23,7 +24,14 @@ struct ExactTokensConfig {
   std::chrono::milliseconds timeout{500};  // RJ_EXACT_ROUTE_TIMEOUT_MS
   std::string bearer;            // RJ_UPSTREAM_TOKEN
   size_t max_response = 64u << 20;
+  uint32_t canary_bps = 10000;   // RJ_EXACT_ROUTE_CANARY_BPS: sessions placed exactly, per 10,000
+  std::string canary_key;        // RJ_EXACT_ROUTE_CANARY_KEY
 };
+
+// Whether a session is in the canary's treatment: SHA-256(key, 0, session)'s first 8 bytes as a
+// big-endian fraction of 2^64 below bps / 10,000 (stable per session and key; bps 0 = none,
+// 10,000 = all).
+bool canary_treatment(std::string_view key, std::string_view session, uint32_t bps);
 
 // The /tokenize body for a request body, and the namespace fields read on the way; nullopt when
 // the request is not one exact routing handles (not a JSON object, no messages / string prompt,
