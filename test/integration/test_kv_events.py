@@ -10,17 +10,15 @@ trust ramjet reports (/health kv_trusted, ramjet_kv_state) and what its index ho
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 import signal
 import socket
 
 import pytest
 
+from support.metric_docs import families_by_section
 from support.ramjet_proc import http_request, poll
 from support.sim_proc import SimProc
-
-DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 TOPIC = "kv"
 PROMPT = [{"role": "system", "content": "You are a careful assistant. " * 40},
@@ -100,22 +98,12 @@ def wait_state(rj, engine: int, want: str, timeout: float = 10.0):
     poll(lambda: state(rj, engine) == want, timeout=timeout, what=f"engine {engine} {want}")
 
 
-def documented(section: str) -> set:
-    names, current = set(), None
-    for line in DOCS.read_text().splitlines():
-        if line.startswith("## "):
-            current = line[3:].strip()
-        m = re.match(r"\| `([a-z_:]+)` \| (counter|gauge|histogram) \|", line)
-        if m and current == section:
-            names.add(m.group(1))
-    return names
-
-
 def test_every_engine_is_trusted_and_its_index_follows_its_cache(ramjet_factory, kv_sims):
     rj = start(ramjet_factory, kv_sims)
     text = rj.metrics_text() if hasattr(rj, "metrics_text") else http_request(rj.metrics_port, "GET", "/metrics").body.decode()
     on_metrics = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
-    assert documented("KV events") and documented("KV events") <= on_metrics, documented("KV events") - on_metrics
+    documented = families_by_section()["KV events"]
+    assert documented and documented <= on_metrics, documented - on_metrics
     assert "127.0.0.1" not in text, "endpoints never reach /metrics"
     assert resident_blocks(rj, 0) == 0
     chat(kv_sims[0])

@@ -16,15 +16,14 @@ import re
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.metric_docs import documented_families
 from support.ramjet_proc import Metrics, http_request, poll
 from support.sim_proc import SimProc
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 # tiny preset (16-token blocks) at 20x real time, cached-token details on, two synthetic GPUs.
 SIM_ARGS = ("--preset", "tiny", "--speed", "20", "--enable-prompt-tokens-details", "--gpus", "2")
 ENV = {"RJ_ENGINE_SCRAPE_INTERVAL_MS": "100", "RJ_UPSTREAM_PROFILES": "mtp,standard"}
@@ -58,17 +57,6 @@ def raw_metrics(rj) -> str:
     assert r.status == 200
     assert r.header("Content-Type").startswith("text/plain; version=0.0.4")
     return r.body.decode()
-
-
-def documented_families(sections_excluded=("Route journal",)) -> set:
-    names, section = set(), None
-    for line in DOCS.read_text().splitlines():
-        if line.startswith("## "):
-            section = line[3:].strip()
-        m = re.match(r"\| `([a-z_:]+)` \| (counter|gauge|histogram) \|", line)
-        if m and section not in sections_excluded:
-            names.add(m.group(1))
-    return names
 
 
 def typed_families(text: str) -> dict:

@@ -149,7 +149,9 @@ size_t ExactShard::table_bytes() const {
 
 // ---------------------------------------------------------------------------------------- reads
 
-uint32_t ExactShard::read_node(uint64_t key) const {
+// The writer's lookups and match()'s are one probe loop: relaxed loads cost the writer nothing, and
+// the bounds (probe count, node index) only ever matter to a reader racing it.
+uint32_t ExactShard::find_node(uint64_t key) const {
   const uint32_t tag = tag_of(key);
   size_t i = tag_home(tag, table_size_);
   for (size_t probes = 0; probes < table_size_; ++probes) {
@@ -165,7 +167,7 @@ uint32_t ExactShard::read_node(uint64_t key) const {
 }
 
 bool ExactShard::read_reachable(uint64_t key) const {
-  const uint32_t n = read_node(key);
+  const uint32_t n = find_node(key);
   return n != kNone && (relaxed_load(nodes_[n].flags) & kReachable) != 0;
 }
 
@@ -217,20 +219,6 @@ void ExactShard::begin_write() {
 
 void ExactShard::end_write() {
   seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
-uint32_t ExactShard::find_node(uint64_t key) const {
-  const uint32_t tag = tag_of(key);
-  size_t i = tag_home(tag, table_size_);
-  for (;;) {
-    const uint64_t s = table_[i];
-    if (s == 0) return kNone;
-    if (static_cast<uint32_t>(s >> 32) == tag) {
-      const uint32_t n = static_cast<uint32_t>(s) - 1;
-      if (nodes_[n].key == key) return n;
-    }
-    if (++i == table_size_) i = 0;
-  }
 }
 
 size_t ExactShard::find_key_slot(uint64_t removal_key) const {

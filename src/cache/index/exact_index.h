@@ -98,8 +98,7 @@ class ExactShard {
   struct Node;
   struct KeySlot;
 
-  uint32_t find_node(uint64_t key) const;     // writer; kNone when absent
-  uint32_t read_node(uint64_t key) const;     // reader, racy-safe; kNone when absent
+  uint32_t find_node(uint64_t key) const;     // any thread (racy-safe for readers); kNone when absent
   bool read_reachable(uint64_t key) const;    // reader
   uint32_t gallop(std::span<const uint64_t> chain) const;
   size_t find_key_slot(uint64_t removal_key) const;  // writer; npos when absent

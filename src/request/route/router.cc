@@ -29,8 +29,10 @@ Routed Router::decide(const request::PreparedRequest& req) {
   OverlapNote note;
   if (policy_->uses_prefix() && !chain.empty()) {
     overlap.assign(snap.candidates.size(), 0);
-    tokens.assign(snap.candidates.size(), 0);
-    note.tokens = tokens;
+    if (has_exact_) {  // only an exact source fills resident tokens
+      tokens.assign(snap.candidates.size(), 0);
+      note.tokens = tokens;
+    }
     for (const OverlapSource* source : sources_) {
       if (source->overlaps(req, overlap, note)) break;
       std::fill(overlap.begin(), overlap.end(), 0);
