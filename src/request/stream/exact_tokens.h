@@ -13,7 +13,6 @@
 #include <string_view>
 
 #include "request/ingress/endpoint.h"
-#include "request/prepare/prepare.h"
 
 namespace ramjet::request {
 
