@@ -177,7 +177,8 @@ int main(int argc, char** argv) {
                                      route::PredictionCheckConfig{.miss_limit = cfg.exact_miss_limit,
                                                                   .cooldown_ms = int64_t{cfg.exact_miss_cooldown_ms}},
                                      clock);
-  route::ExactOverlap exact(kv, fleet, exact_mode, &predictions);
+  route::ExactOverlap exact(kv, fleet, exact_mode, &predictions,
+                            cache::ProvisionalLimits{.ttl_ms = static_cast<int64_t>(cfg.exact_provisional_ttl_ms)});
   route::ApproxOverlap approx(index);
   std::vector<route::OverlapSource*> sources;
   if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
@@ -212,7 +213,10 @@ int main(int argc, char** argv) {
                                         .timeout = milliseconds(cfg.exact_route_timeout_ms),
                                         .bearer = cfg.upstream_token,
                                         .canary_bps = cfg.exact_route_canary_bps,
-                                        .canary_key = cfg.exact_route_canary_key};
+                                        .canary_key = cfg.exact_route_canary_key,
+                                        .local = exact_mode != route::ExactMode::kOff && cfg.exact_tokens == "local"
+                                                     ? tokenizer.get()
+                                                     : nullptr};
   // Client connections and dashboard streams hold it; SIGTERM closes it and waits for them.
   net::DrainGate drain;
   request::Proxy proxy(pc, fleet, router, io, pools, clock, drain);
@@ -276,7 +280,10 @@ int main(int argc, char** argv) {
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }
   ShadowOffer shadow(*tokenizer);
-  if (tokenizer->enabled()) proxy.add_observer(&shadow);
+  // In mode local the shadow only renders again what exact routing (RJ_EXACT_TOKENS=local) has
+  // just rendered before the decision: no second render then.
+  const bool routing_renders = pc.exact.local != nullptr && tokenizer->mode() == render::TokenizerMode::kLocal;
+  if (tokenizer->enabled() && !routing_renders) proxy.add_observer(&shadow);
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });

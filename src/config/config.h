@@ -96,7 +96,8 @@ struct Config {
   uint32_t kv_index_max_blocks = 262144;        // RJ_KV_INDEX_MAX_BLOCKS (1024..2^31) per engine
   // --- exact routing (request/route/exact_overlap.h, request/stream/exact_tokens.h) ---
   std::string exact_route_mode = "auto";        // RJ_EXACT_ROUTE_MODE auto|off|shadow|on
-  std::string exact_tokens = "remote";          // RJ_EXACT_TOKENS remote
+  std::string exact_tokens = "remote";          // RJ_EXACT_TOKENS remote|local
+  uint64_t exact_provisional_ttl_ms = 8000;      // RJ_EXACT_PROVISIONAL_TTL_MS (0 = off)
   uint64_t exact_route_min_bytes = 32768;       // RJ_EXACT_ROUTE_MIN_BYTES (0..1 GiB)
   uint64_t exact_route_max_bytes = 2u << 20;    // RJ_EXACT_ROUTE_MAX_BYTES (1 KiB..1 GiB)
   uint32_t exact_route_timeout_ms = 500;        // RJ_EXACT_ROUTE_TIMEOUT_MS (10..60000)

@@ -20,7 +20,7 @@ constexpr std::array<std::string_view, 3> kAffinities = {"prefix", "load", "roun
 constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
 constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shadow", "local-shadow", "local"};
 constexpr std::array<std::string_view, 4> kExactModes = {"auto", "off", "shadow", "on"};
-constexpr std::array<std::string_view, 1> kExactTokenSources = {"remote"};
+constexpr std::array<std::string_view, 2> kExactTokenSources = {"remote", "local"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 
@@ -549,7 +549,11 @@ const std::array kOptions = {
            .choices = kExactTokenSources,
            .doc = "Where exact routing gets a request's prompt tokens. remote: POST /tokenize on a "
                   "healthy engine (chat form with the request's messages, tools, template and "
-                  "chat_template_kwargs; reasoning_effort carried into the kwargs).",
+                  "chat_template_kwargs; reasoning_effort carried into the kwargs): one engine round "
+                  "trip per request. local: ramjet's own renderer and tokenizer (needs "
+                  "RJ_TOKENIZER_MODE=local or local-shadow and its pinned files and manifest), on the "
+                  "RJ_TOKENIZER_WORKERS pool, used while every healthy engine is attested against the "
+                  "manifest; a follow-up turn encodes only its new part (the session cache).",
            .field = &Config::exact_tokens},
     Option{.env = "RJ_EXACT_ROUTE_MIN_BYTES",
            .flag = "--exact-route-min-bytes",
@@ -579,6 +583,17 @@ const std::array kOptions = {
            .doc = "Deadline of the tokenize call on the request path; past it the request is placed "
                   "on the approximate index.",
            .field = &Config::exact_route_timeout_ms},
+    Option{.env = "RJ_EXACT_PROVISIONAL_TTL_MS",
+           .flag = "--exact-provisional-ttl-ms",
+           .type = Type::kUint,
+           .default_text = "8000",
+           .min = 0,
+           .max = 600000,
+           .doc = "Speculative residency: the blocks of a request's prompt its engine does not hold "
+                  "yet count as held there for this long after the placement (or until the engine's "
+                  "events confirm them), so the next request with that prefix follows it instead of "
+                  "scattering before the events arrive. About the longest prefill plus queueing; 0 = off.",
+           .field = &Config::exact_provisional_ttl_ms},
     Option{.env = "RJ_EXACT_ROUTE_CANARY_BPS",
            .flag = "--exact-route-canary-bps",
            .type = Type::kUint,

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/json.hpp>
+
 #include <algorithm>
 #include <array>
 
@@ -251,6 +253,42 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
 
 TokenizerService::LocalResult TokenizerService::render_local(const TokenizePayload& p) const {
   return render::render_local(*renderer_, p, session_cache_.get());
+}
+
+TokenizerService::RoutingRender TokenizerService::render_routing(bool chat, std::string_view body) const {
+  RoutingRender out;
+  boost::system::error_code ec;
+  boost::json::parse_options opt;
+  opt.max_depth = 128;  // as build_tokenize_payload's own parse
+  const boost::json::value v = boost::json::parse(body, ec, {}, opt);
+  if (ec || !v.is_object() || renderer_ == nullptr || profile_ == nullptr) {
+    out.outcome = ShadowOutcome::kDecodeError;
+    return out;
+  }
+  const boost::json::object& req = v.as_object();
+  if (const boost::json::value* m = req.if_contains("model"); m && m->is_string()) out.model = m->as_string();
+  if (const boost::json::value* s = req.if_contains("cache_salt"); s && s->is_string()) out.cache_salt = s->as_string();
+  std::optional<TokenizePayload> payload = build_tokenize_payload(*profile_, chat, req);
+  if (!payload) {
+    out.outcome = ShadowOutcome::kDecodeError;
+    return out;
+  }
+  if (payload->multimodal) {  // the engine's tokens depend on the media: not reproduced here
+    out.outcome = ShadowOutcome::kUnsupported;
+    return out;
+  }
+  LocalRender r = render_local(*payload);
+  out.outcome = r.outcome;
+  out.ids = std::move(r.ids);
+  return out;
+}
+
+boost::asio::awaitable<Result<TokenizerService::RoutingRender, PoolRefusal>> TokenizerService::render_for_routing(
+    bool chat, std::string body, RenderPool::Clock::time_point deadline) {
+  const size_t bytes = body.size();
+  // The job owns the body: an awaiter that gives up at the deadline leaves it running.
+  co_return co_await pool_.run(deadline, bytes,
+                               [this, chat, body = std::move(body)]() { return render_routing(chat, body); });
 }
 
 void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) noexcept {

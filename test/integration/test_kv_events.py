@@ -322,3 +322,81 @@ def test_the_canary_places_only_its_sessions_and_zero_rolls_back(ramjet_factory,
     assert m.get("ramjet_exact_route_canary_total", cohort="control") == 1
     assert m.get("ramjet_exact_route_canary_total", cohort="no_session") == 1
     assert m.get("ramjet_exact_route_total", outcome="exact") == 0
+
+
+# ----------------------------------------------------------------------------- speculative residency
+def first_turn(k: int) -> dict:
+    """A session's first turn: the shared agent prompt of long_chat(k), then a long context of its own."""
+    body = long_chat(k, "context: " + " ".join(f"fact {k}.{i} is {i * 3 % 11}." for i in range(1000)))
+    return body
+
+
+def follow_up(k: int) -> dict:
+    """The session's next turn: the whole first turn, then more."""
+    body = first_turn(k)
+    body["messages"] += [{"role": "assistant", "content": "noted"}, {"role": "user", "content": "and then?"}]
+    return body
+
+
+def burst(rj, sims, k: int):
+    """Places a new session's first turn through ramjet on slow engines and, while that engine is
+    still prefilling it (before any of its blocks are stored), sends the session's next turn.
+    Returns (first turn's engine, next turn's response)."""
+    import threading
+    first = {}
+    t = threading.Thread(target=lambda: first.setdefault("r", through(rj, first_turn(k))))
+    t.start()
+    busy = poll(lambda: next((str(i) for i, s in enumerate(sims) if s.admin("/sim/stats", {})["running"] > 0), None),
+                timeout=5, interval=0.01, what="the first turn running")
+    nxt = through(rj, follow_up(k))
+    t.join()
+    assert first["r"].header("X-Ramjet-Upstream") == busy
+    return busy, nxt
+
+
+@pytest.fixture
+def slow_warm_sims():
+    """Three engines that all hold the same system prompt, then take 1.5 s per engine step of at most
+    1024 tokens (chunked prefill: vLLM caches, and reports, a prompt's blocks chunk by chunk)."""
+    made = [kv_sim("--enable-prompt-tokens-details", "--max-model-len", "40960", "--max-num-batched-tokens", "1024")
+            for _ in range(3)]
+    yield made
+    for s in made:
+        s.stop()
+
+
+def warm_everywhere(rj, sims, k: int) -> None:
+    for i, s in enumerate(sims):
+        warm_behind_its_back(rj, s, i, {"model": "ramjet-sim", "max_tokens": 2,
+                                        "messages": long_chat(k, "warm")["messages"][:1]})
+    for s in sims:
+        s.admin("/sim/fault", {"slow_ms": 1500})
+
+
+def test_a_burst_of_one_session_follows_its_first_turn_before_the_events_arrive(ramjet_factory, slow_warm_sims):
+    sims = slow_warm_sims
+    rj = start(ramjet_factory, sims)
+    warm_everywhere(rj, sims, 60)
+    busy, nxt = burst(rj, sims, 60)
+    # The events have told ramjet of the first chunks of the first turn only; the placement of all.
+    assert nxt.header("X-Ramjet-Upstream") == busy
+    receipt = nxt.header("X-Ramjet-Route")
+    assert receipt.startswith("exact; predicted_cached_tokens=") and "; provisional_tokens=" in receipt, receipt
+    provisional = int(receipt.rsplit("=", 1)[1])
+    assert provisional > 2000, receipt
+    m = rj.metrics()
+    assert m.get("ramjet_exact_provisional_hits_total") >= 1
+    assert m.get("ramjet_exact_provisional_blocks_total") >= provisional // 16
+    # The engine's report agreed with the range [confirmed, confirmed + provisional].
+    assert m.sum("ramjet_exact_predictions_total", result="miss") == 0
+
+
+def test_speculative_residency_off_predicts_only_what_the_events_said(ramjet_factory, slow_warm_sims):
+    sims = slow_warm_sims
+    rj = start(ramjet_factory, sims, env={"RJ_EXACT_PROVISIONAL_TTL_MS": "0"})
+    warm_everywhere(rj, sims, 61)
+    busy, nxt = burst(rj, sims, 61)
+    receipt = nxt.header("X-Ramjet-Route")
+    assert receipt.startswith("exact; predicted_cached_tokens=") and "provisional" not in receipt, receipt
+    m = rj.metrics()
+    assert m.get("ramjet_exact_provisional_blocks_total") == 0 and m.get("ramjet_exact_provisional_hits_total") == 0

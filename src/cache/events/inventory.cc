@@ -182,14 +182,21 @@ std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, Appl
 
 void Inventory::clear() { shard_.clear(); }
 
-void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
+std::span<const uint64_t> RequestChains::of(const Inventory& inv) {
+  const uint32_t bs = inv.block_size();
+  if (bs == 0) return {};
+  const bool lora = inv.knows_lora(request_.model);
+  for (const Chain& c : chains_) {
+    if (c.block_size == bs && c.lora == lora) return c.keys;
+  }
+  Chain& c = chains_.emplace_back(Chain{bs, lora, {}});
+  exact_chain(request_.tokens, bs, exact_root_seed(bs, lora ? request_.model : std::string_view(), request_.cache_salt),
+              c.keys);
+  return c.keys;
+}
+
+void lookup(std::span<const Inventory* const> inventories, RequestChains& chains,
             std::span<std::optional<uint32_t>> out) {
-  struct Chain {
-    uint32_t block_size;
-    bool lora;
-    std::vector<uint64_t> keys;
-  };
-  std::vector<Chain> chains;  // one per (block size, namespace) among the inventories; few
   for (size_t i = 0; i < inventories.size() && i < out.size(); ++i) {
     out[i].reset();
     const Inventory* inv = inventories[i];
@@ -199,16 +206,14 @@ void lookup(std::span<const Inventory* const> inventories, const ExactRequest& r
       out[i] = 0;
       continue;
     }
-    const bool lora = inv->knows_lora(request.model);
-    auto it = std::find_if(chains.begin(), chains.end(), [&](const Chain& c) { return c.block_size == bs && c.lora == lora; });
-    if (it == chains.end()) {
-      Chain c{bs, lora, {}};
-      exact_chain(request.tokens, bs, exact_root_seed(bs, lora ? request.model : std::string_view(), request.cache_salt), c.keys);
-      chains.push_back(std::move(c));
-      it = chains.end() - 1;
-    }
-    if (auto m = inv->match(it->keys)) out[i] = *m * bs;
+    if (auto m = inv->match(chains.of(*inv))) out[i] = *m * bs;
   }
+}
+
+void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
+            std::span<std::optional<uint32_t>> out) {
+  RequestChains chains(request);
+  lookup(inventories, chains, out);
 }
 
 }  // namespace ramjet::cache::events

@@ -99,9 +99,29 @@ struct ExactRequest {
   std::string_view cache_salt;  // empty when none
 };
 
-// Resident prompt tokens of `request` in each inventory (out[i] for inventories[i]; 0 for one that
-// never stored a block; nullopt for a null entry or a read that kept racing its writer). Chains
-// are computed once per (block size, namespace).
+// A request's key chains (exact_chain), computed on first use per (block size, namespace) and
+// kept, so the lookup and speculative residency hash the prompt once. Holds `request`'s spans.
+class RequestChains {
+ public:
+  explicit RequestChains(const ExactRequest& request) : request_(request) {}
+  // The chain in `inv`'s block size and namespace (empty while `inv` knows no block size).
+  std::span<const uint64_t> of(const Inventory& inv);
+  const ExactRequest& request() const { return request_; }
+
+ private:
+  struct Chain {
+    uint32_t block_size;
+    bool lora;
+    std::vector<uint64_t> keys;
+  };
+  ExactRequest request_;
+  std::vector<Chain> chains_;  // few: one per (block size, namespace) among the engines
+};
+
+// Resident prompt tokens of the request in each inventory (out[i] for inventories[i]; 0 for one
+// that never stored a block; nullopt for a null entry or a read that kept racing its writer).
+void lookup(std::span<const Inventory* const> inventories, RequestChains& chains,
+            std::span<std::optional<uint32_t>> out);
 void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
             std::span<std::optional<uint32_t>> out);
 

@@ -45,9 +45,11 @@ enum class ExactTokens : uint8_t {
   kOff,         // exact routing is off
   kIneligible,  // not chat/completions, outside RJ_EXACT_ROUTE_MIN_BYTES..MAX, or not renderable
   kTokenized,   // `tokens` holds them
-  kTimeout,     // the engine's /tokenize did not answer within RJ_EXACT_ROUTE_TIMEOUT_MS
-  kFailed,      // it refused, failed or answered something else
+  kTimeout,     // no tokens within RJ_EXACT_ROUTE_TIMEOUT_MS (the engine's /tokenize, or the local render)
+  kFailed,      // the engine refused, failed or answered something else; the local render failed
   kNoEngine,    // no healthy engine to ask
+  kUnattested,  // RJ_EXACT_TOKENS=local: a healthy engine is not attested against the manifest
+  kBusy,        // RJ_EXACT_TOKENS=local: the render pool's queue is full
 };
 
 // The request's canary cohort (RJ_EXACT_ROUTE_CANARY_BPS): only kAll and kTreatment are placed on

@@ -1,6 +1,7 @@
 #include "request/route/exact_overlap.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "upstream/fleet.h"
@@ -20,9 +21,36 @@ std::string_view label(ExactOutcome o) {
     case ExactOutcome::kTokenizeFailed: return "tokenize_failed";
     case ExactOutcome::kNoEngine: return "no_engine";
     case ExactOutcome::kWithdrawn: return "withdrawn";
+    case ExactOutcome::kUnattested: return "unattested";
+    case ExactOutcome::kTokenizeBusy: return "tokenize_busy";
     case ExactOutcome::kCount: break;
   }
   return "none";
+}
+
+thread_local ExactOverlap::LastLookup ExactOverlap::last_lookup_;
+
+ExactOverlap::ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fleet& fleet, ExactMode mode,
+                           const PredictionCheck* check, cache::ProvisionalLimits provisional, const Clock& clock)
+    : kv_(kv), fleet_(fleet), mode_(mode), check_(check), clock_(clock) {
+  provisional_.reserve(kv.size());
+  for (size_t i = 0; i < kv.size(); ++i) provisional_.push_back(std::make_unique<cache::ProvisionalBlocks>(provisional));
+}
+
+void ExactOverlap::placed(size_t engine, const request::PreparedRequest& req, uint32_t resident) {
+  if (req.exact.status != request::ExactTokens::kTokenized || engine >= provisional_.size()) return;
+  const cache::events::Inventory* inv = kv_.trusted(engine);
+  if (inv == nullptr || inv->block_size() == 0) return;
+  // The chains the lookup just computed on this thread for this request, else computed again.
+  std::optional<cache::events::RequestChains> own;
+  cache::events::RequestChains* chains = last_lookup_.req == &req ? &*last_lookup_.chains : nullptr;
+  if (chains == nullptr) {
+    own.emplace(cache::events::ExactRequest{req.exact.tokens, req.exact.model, req.exact.cache_salt});
+    chains = &*own;
+  }
+  const std::span<const uint64_t> chain = chains->of(*inv);
+  const size_t entered = provisional_[engine]->enter(chain, resident / inv->block_size(), clock_.now_ms());
+  entered_.fetch_add(entered, std::memory_order_relaxed);
 }
 
 uint32_t ExactOverlap::units(uint64_t tokens, uint64_t prompt_tokens, uint64_t blocks) {
@@ -39,8 +67,11 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     case ExactTokens::kTimeout: note.exact = ExactOutcome::kTokenizeTimeout; return false;
     case ExactTokens::kFailed: note.exact = ExactOutcome::kTokenizeFailed; return false;
     case ExactTokens::kNoEngine: note.exact = ExactOutcome::kNoEngine; return false;
+    case ExactTokens::kUnattested: note.exact = ExactOutcome::kUnattested; return false;
+    case ExactTokens::kBusy: note.exact = ExactOutcome::kTokenizeBusy; return false;
     case ExactTokens::kTokenized: break;
   }
+  last_lookup_ = {};
   const size_t n = std::min(out.size(), kv_.size());
   thread_local std::vector<const cache::events::Inventory*> inventories;
   thread_local std::vector<std::optional<uint32_t>> resident;
@@ -59,10 +90,14 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     }
     note.block_size = std::max(note.block_size, inventories[i]->block_size());
   }
-  cache::events::lookup(inventories, cache::events::ExactRequest{req.exact.tokens, req.exact.model, req.exact.cache_salt},
-                        resident);
+  last_lookup_.chains.emplace(cache::events::ExactRequest{req.exact.tokens, req.exact.model, req.exact.cache_salt});
+  last_lookup_.req = &req;
+  cache::events::RequestChains& chains = *last_lookup_.chains;
+  cache::events::lookup(inventories, chains, resident);
   const uint64_t prompt = req.exact.tokens.size();
   const uint64_t blocks = req.fingerprints.chain.size();
+  const int64_t now = clock_.now_ms();
+  bool lengthened = false;
   for (size_t i = 0; i < n; ++i) {
     if (inventories[i] == nullptr) {  // an engine out of service: nothing to place there
       resident[i] = 0;
@@ -73,7 +108,17 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
       return false;
     }
     if (i < note.tokens.size()) note.tokens[i] = *resident[i];
+    // Speculative residency: the match continues through blocks just placed there.
+    const uint32_t bs = inventories[i]->block_size();
+    if (bs == 0 || i >= provisional_.size()) continue;
+    const size_t more = provisional_[i]->match(chains.of(*inventories[i]), *resident[i] / bs, now);
+    if (more == 0) continue;
+    lengthened = true;
+    const uint32_t extra = static_cast<uint32_t>(more * bs);
+    if (i < note.provisional.size()) note.provisional[i] = extra;
+    resident[i] = *resident[i] + extra;
   }
+  if (lengthened) used_.fetch_add(1, std::memory_order_relaxed);
   const bool control = req.exact.cohort == request::ExactCohort::kControl || req.exact.cohort == request::ExactCohort::kNoSession;
   if (mode_ == ExactMode::kShadow || control) {
     note.shadow = true;  // the router tells agree from would-move once the policy decided

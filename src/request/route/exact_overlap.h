@@ -6,12 +6,23 @@
 // trusted (one fenced engine would be compared on another scale) and declines otherwise, so the
 // approximate index answers instead. In shadow mode it computes the same and always declines:
 // the router records whether the approximate choice agreed.
+//
+// Speculative residency: when the router places a request that was looked up, the blocks of its
+// prompt the chosen engine does not report yet are entered for that engine as provisional
+// (cache/index/provisional.h, RJ_EXACT_PROVISIONAL_TTL_MS); a later lookup continues each engine's
+// exact match through them. Resident tokens (note.tokens, the prediction the engine's usage
+// checks) count only what the events confirmed; note.provisional counts the rest.
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "cache/events/kv_fleet.h"
+#include "cache/index/provisional.h"
+#include "common/clock.h"
 #include "request/route/overlap.h"
 #include "request/route/prediction_check.h"
 
@@ -27,13 +38,15 @@ class ExactOverlap final : public OverlapSource {
  public:
   // `check` (optional) withdraws engines whose predictions keep missing.
   ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fleet& fleet, ExactMode mode,
-               const PredictionCheck* check = nullptr)
-      : kv_(kv), fleet_(fleet), mode_(mode), check_(check) {}
+               const PredictionCheck* check = nullptr, cache::ProvisionalLimits provisional = {},
+               const Clock& clock = SteadyClock::instance());
   std::string_view name() const override { return "exact"; }
   ExactMode mode() const { return mode_; }
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
   void served(size_t, const request::PreparedRequest&) override {}  // the engines' events teach it
-  void write_metrics(metrics::Exposition&) const override {}        // the router counts outcomes
+  void placed(size_t engine, const request::PreparedRequest& req, uint32_t resident) override;
+  // ramjet_exact_provisional_* (router.cc, in route_families(); outcomes are the router's own)
+  void write_metrics(metrics::Exposition& x) const override;
 
   // Blocks on the approximate scale for `tokens` resident of a `prompt_tokens` prompt that has
   // `blocks` fingerprint blocks (rounded up: a hit of any size is worth something).
@@ -44,6 +57,17 @@ class ExactOverlap final : public OverlapSource {
   const upstream::Fleet& fleet_;
   ExactMode mode_;
   const PredictionCheck* check_;
+  const Clock& clock_;
+  // This thread's last lookup (the router places a request right after looking it up).
+  struct LastLookup {
+    const request::PreparedRequest* req = nullptr;
+    std::optional<cache::events::RequestChains> chains;
+  };
+  static thread_local LastLookup last_lookup_;
+  std::vector<std::unique_ptr<cache::ProvisionalBlocks>> provisional_;  // per engine
+  std::atomic<uint64_t> entered_{0};  // provisional blocks entered
+  mutable std::atomic<uint64_t> used_{0};  // lookups a provisional block lengthened
 };
+
 
 }  // namespace ramjet::route

@@ -25,10 +25,12 @@ enum class ExactOutcome : uint8_t {
   kUntrusted,        // an engine's index is fenced, replaying or missing: approximate
   kBusy,             // a lookup kept racing its index's writer: approximate
   kIneligible,       // not a request exact routing tokenizes (endpoint, size): approximate
-  kTokenizeTimeout,  // the engine's /tokenize was too slow: approximate
+  kTokenizeTimeout,  // the tokens (engine's /tokenize or local render) came too late: approximate
   kTokenizeFailed,   // it failed: approximate
   kNoEngine,         // no healthy engine to tokenize with: approximate
   kWithdrawn,        // a healthy engine's predictions kept missing (prediction_check.h): approximate
+  kUnattested,       // RJ_EXACT_TOKENS=local and a healthy engine is not attested: approximate
+  kTokenizeBusy,     // RJ_EXACT_TOKENS=local and the render pool was full: approximate
   kCount,
 };
 std::string_view label(ExactOutcome o);
@@ -36,6 +38,9 @@ std::string_view label(ExactOutcome o);
 // What a source may add to its answer (the router passes it to every source it asks).
 struct OverlapNote {
   std::span<uint32_t> tokens;  // one per engine, zeroed: resident prompt tokens, when the source knows
+  // One per engine, zeroed: further prompt tokens the engine is about to hold (speculative
+  // residency: blocks of requests just placed there, not yet confirmed by its events).
+  std::span<uint32_t> provisional;
   ExactOutcome exact = ExactOutcome::kNone;
   uint32_t block_size = 0;  // the block size resident tokens were counted in (the largest engine's)
   bool shadow = false;  // the source computed overlaps but declines to be used (it returned false)
@@ -51,6 +56,9 @@ class OverlapSource {
   // A complete 200 response on an inference endpoint: `engine` now holds `req`'s prefix (sources
   // that learn from served traffic take it; sources fed by the engines ignore it).
   virtual void served(size_t engine, const request::PreparedRequest& req) = 0;
+  // The router placed `req` on `engine` after this source looked it up (`resident` tokens there):
+  // a source that can, notes what the engine is about to hold.
+  virtual void placed(size_t /*engine*/, const request::PreparedRequest& /*req*/, uint32_t /*resident*/) {}
   virtual void write_metrics(metrics::Exposition& x) const = 0;
 };
 

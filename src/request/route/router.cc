@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "request/route/exact_overlap.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -26,12 +27,15 @@ Routed Router::decide(const request::PreparedRequest& req) {
   // One decision's overlaps and resident tokens, per engine (vectors of this thread's, reused).
   thread_local std::vector<uint32_t> overlap;
   thread_local std::vector<uint32_t> tokens;
+  thread_local std::vector<uint32_t> provisional;
   OverlapNote note;
   if (policy_->uses_prefix() && !chain.empty()) {
     overlap.assign(snap.candidates.size(), 0);
     if (has_exact_) {  // only an exact source fills resident tokens
       tokens.assign(snap.candidates.size(), 0);
+      provisional.assign(snap.candidates.size(), 0);
       note.tokens = tokens;
+      note.provisional = provisional;
     }
     for (const OverlapSource* source : sources_) {
       if (source->overlaps(req, overlap, note)) break;
@@ -56,19 +60,24 @@ Routed Router::decide(const request::PreparedRequest& req) {
   r.decision = policy_->decide_next(r.request, snap);
   r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
   r.exact = note.exact;
+  const CandidateTerms* chosen = r.decision.first_dispatch();
   if (note.shadow) {
     // Shadow: would the exact overlaps have placed it elsewhere? Agree when the chosen engine
-    // holds as much of the prompt as any eligible one.
+    // holds (or is about to hold) as much of the prompt as any eligible one.
     uint32_t best = 0;
     for (const CandidateTerms& c : r.decision.ranked) {
-      if (c.eligible) best = std::max(best, tokens[c.ordinal]);
+      if (c.eligible) best = std::max(best, tokens[c.ordinal] + provisional[c.ordinal]);
     }
-    const CandidateTerms* chosen = r.decision.first_dispatch();
-    r.exact = chosen && tokens[chosen->ordinal] >= best ? ExactOutcome::kShadowAgree : ExactOutcome::kShadowWouldMove;
+    const bool agree = chosen && tokens[chosen->ordinal] + provisional[chosen->ordinal] >= best;
+    r.exact = agree ? ExactOutcome::kShadowAgree : ExactOutcome::kShadowWouldMove;
   }
   if (note.shadow || note.exact == ExactOutcome::kExact) {
     r.exact_tokens = tokens;
+    r.exact_provisional = provisional;
     r.exact_block_size = note.block_size;
+    if (chosen) {  // speculative residency: what the chosen engine is about to hold
+      for (OverlapSource* source : sources_) source->placed(chosen->ordinal, req, tokens[chosen->ordinal]);
+    }
   }
   if (r.exact != ExactOutcome::kNone) {
     exact_outcomes_[static_cast<size_t>(r.exact)].fetch_add(1, std::memory_order_relaxed);
@@ -106,8 +115,18 @@ namespace ramjet::route {
 
 namespace {
 
-enum class F { kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary };
-constexpr std::array<metrics::Family, 7> kFamilies = {{
+enum class F {
+  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary
+};
+constexpr std::array<metrics::Family, 9> kFamilies = {{
+    // ExactOverlap's (asked before the approximate index, so written first)
+    {"ramjet_exact_provisional_blocks_total", metrics::MetricKind::kCounter, "",
+     "Blocks entered as provisional (speculative residency): blocks of a placed request's prompt "
+     "the chosen engine did not report yet, counted as held there for RJ_EXACT_PROVISIONAL_TTL_MS "
+     "or until its events confirm them."},
+    {"ramjet_exact_provisional_hits_total", metrics::MetricKind::kCounter, "",
+     "Exact lookups in which provisional blocks lengthened an engine's match (a request that "
+     "arrived before the engine's events for its prefix)."},
     {"ramjet_route_index_entries", metrics::MetricKind::kGauge, "upstream",
      "Prefix fingerprints in the approximate index per upstream ordinal."},
     {"ramjet_route_single_flight_leaders", metrics::MetricKind::kGauge, "",
@@ -123,8 +142,9 @@ constexpr std::array<metrics::Family, 7> kFamilies = {{
      "(placed on exact overlaps), shadow_agree / shadow_would_move (shadow: the approximate choice "
      "held the most of the prompt, or not), untrusted (a healthy engine's index is not trusted), "
      "busy (a lookup raced its writer), ineligible (endpoint or size), tokenize_timeout, "
-     "tokenize_failed, no_engine, withdrawn (a healthy engine's predictions kept missing); all but "
-     "exact and shadow_* were placed on the approximate index."},
+     "tokenize_failed, no_engine, withdrawn (a healthy engine's predictions kept missing), "
+     "unattested (RJ_EXACT_TOKENS=local and a healthy engine is not attested), tokenize_busy (the "
+     "local render pool was full); all but exact and shadow_* were placed on the approximate index."},
     {"ramjet_exact_route_canary_total", metrics::MetricKind::kCounter, "cohort",
      "Tokenized requests by canary cohort (RJ_EXACT_ROUTE_CANARY_BPS over a keyed hash of "
      "X-Session-ID): all (10000 bps), treatment (placed exactly), control and no_session (computed "
@@ -142,6 +162,13 @@ void ApproxOverlap::write_metrics(metrics::Exposition& x) const {
     x.sample(fam(F::kIndexEntries).name, "upstream=\"" + std::to_string(i) + "\"",
              static_cast<int64_t>(index_.entries(i)));
   }
+}
+
+void ExactOverlap::write_metrics(metrics::Exposition& x) const {
+  x.family(fam(F::kProvisionalBlocks));
+  x.sample(fam(F::kProvisionalBlocks).name, "", entered_.load(std::memory_order_relaxed));
+  x.family(fam(F::kProvisionalHits));
+  x.sample(fam(F::kProvisionalHits).name, "", used_.load(std::memory_order_relaxed));
 }
 
 void Router::write_metrics(metrics::Exposition& x) const {

@@ -33,8 +33,11 @@ struct Routed {
   bool cold = false;
   // Exact routing: how the exact source answered (kNone without one) and, when it looked the
   // prompt up, each engine's resident prompt tokens (the X-Ramjet-Route receipt's prediction).
+  // exact_provisional: further tokens each engine is about to hold (speculative residency),
+  // not part of the prediction the engine's usage checks.
   ExactOutcome exact = ExactOutcome::kNone;
   std::vector<uint32_t> exact_tokens;
+  std::vector<uint32_t> exact_provisional;
   uint32_t exact_block_size = 0;
 };
 

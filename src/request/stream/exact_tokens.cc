@@ -5,6 +5,7 @@
 
 #include "net/client.h"
 #include "render/tokenize_payload.h"
+#include "render/tokenizer_service.h"
 #include "request/stream/proxy.h"
 #include "request/stream/session.h"
 #include "upstream/fleet.h"
@@ -28,6 +29,10 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   const uint64_t size = s.prep.body.size();
   if (!s.prep.json_object || size < c.min_bytes || size > c.max_bytes) {
     e.status = ExactTokens::kIneligible;
+    co_return;
+  }
+  if (c.local != nullptr) {
+    co_await local_exact_tokens(s);
     co_return;
   }
   auto call = tokenize_call(s.prep.endpoint, s.prep.body);
@@ -62,6 +67,52 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
     co_return;
   }
   e.tokens = std::move(*ids);
+  e.status = ExactTokens::kTokenized;
+}
+
+boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s) {
+  ExactInput& e = s.prep.exact;
+  const ExactTokensConfig& c = config_.exact;
+  const Endpoint endpoint = s.prep.endpoint;
+  if (endpoint != Endpoint::kChat && endpoint != Endpoint::kCompletions) {
+    e.status = ExactTokens::kIneligible;
+    co_return;
+  }
+  // Local tokens are the engines' tokens only for engines that match the manifest: one healthy
+  // engine that does not (a model or version roll in progress) sends the fleet to the fingerprints.
+  bool any = false;
+  for (size_t i = 0; i < fleet_.size(); ++i) {
+    if (!fleet_.at(i).healthy()) continue;
+    any = true;
+    if (!c.local->attested(i)) {
+      e.status = ExactTokens::kUnattested;
+      co_return;
+    }
+  }
+  if (!any) {
+    e.status = ExactTokens::kNoEngine;
+    co_return;
+  }
+  auto r = co_await c.local->render_for_routing(endpoint == Endpoint::kChat, s.prep.body,
+                                                std::chrono::steady_clock::now() + c.timeout);
+  if (!r.ok()) {
+    switch (r.error()) {
+      case render::PoolRefusal::kDeadline: e.status = ExactTokens::kTimeout; break;
+      case render::PoolRefusal::kQueueFull: e.status = ExactTokens::kBusy; break;
+      default: e.status = ExactTokens::kFailed; break;
+    }
+    co_return;
+  }
+  render::TokenizerService::RoutingRender& out = r.value();
+  if (out.outcome != render::ShadowOutcome::kSuccess) {
+    e.status = out.outcome == render::ShadowOutcome::kUnsupported || out.outcome == render::ShadowOutcome::kDecodeError
+                   ? ExactTokens::kIneligible
+                   : ExactTokens::kFailed;
+    co_return;
+  }
+  e.model = std::move(out.model);
+  e.cache_salt = std::move(out.cache_salt);
+  e.tokens = std::move(out.ids);
   e.status = ExactTokens::kTokenized;
 }
 

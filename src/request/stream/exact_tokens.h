@@ -1,9 +1,13 @@
 // request/stream/exact_tokens: the prompt tokens exact routing looks up (RJ_EXACT_ROUTE_MODE on or
-// shadow, RJ_EXACT_TOKENS=remote): a chat or completions request inside the size window is
-// tokenized by a healthy engine's POST /tokenize — the chat form with the request's messages,
-// tools, template and chat_template_kwargs, reasoning_effort carried into the kwargs as vLLM's
-// chat endpoint does — under one deadline, before the decision. Any failure leaves the request
-// to the approximate index; it never waits past the deadline.
+// shadow): a chat or completions request inside the size window is tokenized before the decision,
+// under one deadline —
+//   remote: by a healthy engine's POST /tokenize — the chat form with the request's messages,
+//           tools, template and chat_template_kwargs, reasoning_effort carried into the kwargs as
+//           vLLM's chat endpoint does;
+//   local:  by ramjet's own attested renderer (RJ_TOKENIZER_MODE=local|local-shadow) on the
+//           render pool, while every healthy engine is attested against the manifest; a follow-up
+//           turn encodes only its new part (the session cache). No engine round trip.
+// Any failure leaves the request to the approximate index; it never waits past the deadline.
 #pragma once
 
 #include <chrono>
@@ -13,6 +17,10 @@
 #include <string_view>
 
 #include "request/ingress/endpoint.h"
+
+namespace ramjet::render {
+class TokenizerService;
+}
 
 namespace ramjet::request {
 
@@ -25,6 +33,7 @@ struct ExactTokensConfig {
   size_t max_response = 64u << 20;
   uint32_t canary_bps = 10000;   // RJ_EXACT_ROUTE_CANARY_BPS: sessions placed exactly, per 10,000
   std::string canary_key;        // RJ_EXACT_ROUTE_CANARY_KEY
+  render::TokenizerService* local = nullptr;  // RJ_EXACT_TOKENS=local: the attested renderer
 };
 
 // Whether a session is in the canary's treatment: SHA-256(key, 0, session)'s first 8 bytes as a

@@ -49,7 +49,11 @@ class ExactPredictions final : public ExchangeObserver {
     if (r == nullptr || r->exact != route::ExactOutcome::kExact || !x.upstream) return;
     const size_t engine = *x.upstream;
     if (engine >= r->exact_tokens.size()) return;
-    const uint64_t predicted = r->exact_tokens[engine];
+    // Blocks only placed there moments ago (speculative residency) may or may not be cached by
+    // the time the engine prefills: a report anywhere in that range agrees with the prediction.
+    const uint64_t confirmed = r->exact_tokens[engine];
+    const uint64_t pending = engine < r->exact_provisional.size() ? r->exact_provisional[engine] : 0;
+    const uint64_t predicted = std::clamp<uint64_t>(u.cached_tokens.value_or(confirmed), confirmed, confirmed + pending);
     uint64_t best = predicted;
     for (const route::CandidateTerms& c : r->decision.ranked) {
       if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
