@@ -177,6 +177,15 @@ std::string format_start(const JournalStart& s) {
   l.str("wanted_profile", route::profile_label(s.request.wanted));
   l.str("output_limit", output_limit_bucket(s.max_output_tokens));
   l.str("score_tie_break", "overlap");
+  // Exact routing: its outcome label and the tokens it predicted the winner holds (a count).
+  if (s.exact == route::ExactOutcome::kNone)
+    l.null("exact_outcome");
+  else
+    l.str("exact_outcome", route::label(s.exact));
+  if (!d.ranked.empty() && d.ranked.front().ordinal < s.exact_tokens.size())
+    l.u64("predicted_cached_tokens", s.exact_tokens[d.ranked.front().ordinal]);
+  else
+    l.null("predicted_cached_tokens");
   l.array("candidates");
   for (size_t rank = 0; rank < d.ranked.size(); ++rank) {
     const route::CandidateTerms& t = d.ranked[rank];
@@ -358,6 +367,8 @@ void JournalObserver::decided(request::ExchangeRecord& x) {
       .policy = router_.policy().name(),
       .phase_aware_load = phase_aware_load_,
       .single_flight = router_.single_flight_enabled(),
+      .exact = x.routed->exact,
+      .exact_tokens = x.routed->exact_tokens,
   });
 }
 

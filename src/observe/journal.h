@@ -32,7 +32,7 @@
 
 namespace ramjet::observe {
 
-inline constexpr int kJournalVersion = 10;
+inline constexpr int kJournalVersion = 11;
 
 struct JournalConfig {
   bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)
@@ -57,6 +57,11 @@ struct JournalStart {
   std::string_view policy;      // Policy::name(): prefix|load|round_robin
   bool phase_aware_load = false;
   bool single_flight = false;  // RJ_ROUTE_SINGLE_FLIGHT was on
+  // Exact routing (route::Routed): how the exact source answered (kNone: no exact source, or it
+  // was not asked) and, when it looked the prompt up, each engine's predicted resident prompt
+  // tokens by ordinal (empty otherwise). Only the chosen engine's count is journalled.
+  route::ExactOutcome exact = route::ExactOutcome::kNone;
+  std::span<const uint32_t> exact_tokens = {};
 };
 
 // One per routed request, when its response (or its failure) is over.

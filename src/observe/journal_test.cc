@@ -125,11 +125,13 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "wanted_profile",
                         "output_limit",
                         "score_tie_break",
+                        "exact_outcome",
+                        "predicted_cached_tokens",
                         "candidates"}) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
-  EXPECT_EQ(o.size(), 25u) << "no key beyond the documented schema";
-  EXPECT_EQ(o.at("v").as_int64(), 10);
+  EXPECT_EQ(o.size(), 27u) << "no key beyond the documented schema";
+  EXPECT_EQ(o.at("v").as_int64(), 11);
   EXPECT_EQ(o.at("event").as_string(), "start");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("unix_ms").as_int64(), 1700000000123);
@@ -153,6 +155,8 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   EXPECT_EQ(o.at("wanted_profile").as_string(), "mtp");
   EXPECT_EQ(o.at("output_limit").as_string(), "65_256");
   EXPECT_EQ(o.at("score_tie_break").as_string(), "overlap");
+  EXPECT_TRUE(o.at("exact_outcome").is_null()) << "no exact source: nothing to say";
+  EXPECT_TRUE(o.at("predicted_cached_tokens").is_null());
 
   const json::array& cands = o.at("candidates").as_array();
   ASSERT_EQ(cands.size(), 3u);
@@ -178,6 +182,29 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   EXPECT_EQ(cands[2].as_object().at("healthy").as_bool(), false);
 }
 
+TEST(JournalRecord, ExactRoutingIsJournalledAsItsOutcomeAndTheWinnersPredictedTokens) {
+  Fixture fx;
+  const size_t winner = fx.decision.ranked.front().ordinal;
+  std::vector<uint32_t> tokens = {0, 0, 0};
+  tokens[winner] = 4096;
+  tokens[(winner + 1) % 3] = 12288;  // another engine's count is not journalled
+  JournalStart s = fx.start();
+  s.exact = route::ExactOutcome::kShadowWouldMove;
+  s.exact_tokens = tokens;
+  const std::string line = format_start(s);
+  const json::object o = parse_line(line);
+  EXPECT_EQ(o.at("exact_outcome").as_string(), "shadow_would_move");
+  EXPECT_EQ(o.at("predicted_cached_tokens").as_int64(), 4096);
+  EXPECT_EQ(line.find("12288"), std::string::npos) << line;
+
+  // An outcome without a lookup (the index was not trusted): the label, and no prediction.
+  s.exact = route::ExactOutcome::kUntrusted;
+  s.exact_tokens = {};
+  const json::object u = parse_line(format_start(s));
+  EXPECT_EQ(u.at("exact_outcome").as_string(), "untrusted");
+  EXPECT_TRUE(u.at("predicted_cached_tokens").is_null());
+}
+
 TEST(JournalRecord, FinishCarriesEveryKeyWithNullForWhatIsUnknown) {
   const json::object o = parse_line(format_finish(finish(42)));
   for (const char* k : {"v", "event", "seq", "unix_ms", "result", "upstream", "request_load_units",
@@ -186,7 +213,7 @@ TEST(JournalRecord, FinishCarriesEveryKeyWithNullForWhatIsUnknown) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
   EXPECT_EQ(o.size(), 15u);
-  EXPECT_EQ(o.at("v").as_int64(), 10);
+  EXPECT_EQ(o.at("v").as_int64(), 11);
   EXPECT_EQ(o.at("event").as_string(), "finish");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("result").as_string(), "complete");
@@ -456,7 +483,7 @@ TEST(Journal, StderrModeWritesPlainJsonLines) {
   ASSERT_EQ(lines.size(), 2u) << err;
   EXPECT_EQ(json::parse(lines[0]).as_object().at("event").as_string(), "start");
   EXPECT_EQ(json::parse(lines[1]).as_object().at("event").as_string(), "finish");
-  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 10);
+  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 11);
 }
 
 }  // namespace
