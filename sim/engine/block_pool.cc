@@ -45,16 +45,21 @@ void BlockPool::unlink_free(uint32_t b) {
   --num_free_;
 }
 
-int64_t BlockPool::cached_block(const BlockHash& hash) const {
-  auto it = cached_.find(hash);
+int64_t BlockPool::cached_block(const BlockHash& hash, uint32_t group) const {
+  auto it = cached_.find(GroupHash{hash, group});
   if (it == cached_.end() || it->second.empty()) return -1;
   return it->second.front();
+}
+
+uint32_t BlockPool::copies(const BlockHash& hash, uint32_t group) const {
+  auto it = cached_.find(GroupHash{hash, group});
+  return it == cached_.end() ? 0 : static_cast<uint32_t>(it->second.size());
 }
 
 void BlockPool::maybe_evict(uint32_t b, std::vector<KvEvent>& events) {
   Block& blk = blocks_[b];
   if (!blk.cached) return;
-  auto it = cached_.find(blk.hash);
+  auto it = cached_.find(GroupHash{blk.hash, blk.group});
   assert(it != cached_.end());
   Copies& copies = it->second;
   copies.erase(std::find(copies.begin(), copies.end(), b));
@@ -64,7 +69,7 @@ void BlockPool::maybe_evict(uint32_t b, std::vector<KvEvent>& events) {
   BlockRemoved removed;
   removed.block_hashes.push_back(blk.hash);
   removed.medium = "GPU";
-  removed.group_idx = 0;
+  removed.group_idx = blk.group;
   events.emplace_back(std::move(removed));
 }
 
@@ -83,6 +88,7 @@ void BlockPool::get_new_blocks(uint32_t n, std::vector<uint32_t>& out,
 
 void BlockPool::touch(std::span<const uint32_t> blocks) {
   for (uint32_t b : blocks) {
+    if (b == 0) continue;  // the null block
     Block& blk = blocks_[b];
     if (blk.ref == 0) unlink_free(b);
     ++blk.ref;
@@ -91,6 +97,7 @@ void BlockPool::touch(std::span<const uint32_t> blocks) {
 
 void BlockPool::free_reversed(std::span<const uint32_t> blocks) {
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    if (*it == 0) continue;  // the null block is never freed
     Block& blk = blocks_[*it];
     assert(blk.ref > 0);
     if (--blk.ref == 0) push_back_free(*it);
@@ -99,29 +106,37 @@ void BlockPool::free_reversed(std::span<const uint32_t> blocks) {
 
 void BlockPool::cache_full_blocks(std::span<const uint32_t> blocks,
                                   std::span<const BlockHash> hashes, uint32_t num_cached,
-                                  uint32_t num_full,
-                                  std::span<const uint32_t> tokens, std::vector<KvEvent>& events) {
+                                  uint32_t num_full, std::span<const uint32_t> tokens,
+                                  const StoreInfo& info, std::vector<KvEvent>& events) {
   if (!caching_ || num_cached >= num_full) return;
   assert(blocks.size() >= num_full && hashes.size() >= num_full);
   assert(tokens.size() >= static_cast<size_t>(num_full) * block_size_);
-  // As vLLM's GPU pool of one full-attention group reports a text-only request (no LoRA, no
-  // extra keys: one None per block).
+  // As vLLM's GPU pool reports a text-only request: one extra_keys entry per reported block
+  // (None without a namespace), the group's spec kind filled in as take_events() does.
   BlockStored stored;
   stored.block_size = block_size_;
   stored.medium = "GPU";
-  stored.extra_keys.emplace(num_full - num_cached);
-  stored.group_idx = 0;
-  stored.kv_cache_spec_kind = "full_attention";
+  if (info.ns != nullptr && info.ns->lora()) {
+    stored.lora_id = info.ns->lora_id;
+    stored.lora_name = info.ns->lora_name;
+  }
+  cache::kv::ExtraKeys extra;
+  stored.group_idx = info.group;
+  stored.kv_cache_spec_kind = info.kind;
   stored.block_hashes.reserve(num_full - num_cached);
   for (uint32_t i = num_cached; i < num_full; ++i) {
+    if (blocks[i] == 0) continue;  // a null block (a state the group does not keep)
     Block& blk = blocks_[blocks[i]];
     assert(!blk.cached);
     blk.hash = hashes[i];
+    blk.group = info.group;
     blk.cached = true;
     ++num_cached_;
-    cached_[hashes[i]].push_back(blocks[i]);
+    cached_[GroupHash{hashes[i], info.group}].push_back(blocks[i]);
     stored.block_hashes.push_back(hashes[i]);
+    extra.push_back(info.ns != nullptr ? extra_keys_msgpack(*info.ns, i) : std::nullopt);
   }
+  if (!extra.empty()) stored.extra_keys = std::move(extra);
   if (num_cached > 0) stored.parent_block_hash = hashes[num_cached - 1];
   stored.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(num_cached) * block_size_,
                           tokens.begin() + static_cast<ptrdiff_t>(num_full) * block_size_);
@@ -161,7 +176,7 @@ std::string BlockPool::check_invariants() const {
     if (blk.in_free == (blk.ref > 0)) return "block neither free nor referenced, or both";
     if (blk.cached) {
       ++cached;
-      auto it = cached_.find(blk.hash);
+      auto it = cached_.find(GroupHash{blk.hash, blk.group});
       if (it == cached_.end() ||
           std::find(it->second.begin(), it->second.end(), static_cast<uint32_t>(b)) ==
               it->second.end()) {
@@ -176,7 +191,9 @@ std::string BlockPool::check_invariants() const {
   for (const auto& [hash, copies] : cached_) {
     if (copies.empty()) return "empty hash entry";
     for (uint32_t b : copies) {
-      if (!blocks_[b].cached || blocks_[b].hash != hash) return "hash map points at a stale block";
+      if (!blocks_[b].cached || blocks_[b].hash != hash.hash || blocks_[b].group != hash.group) {
+        return "hash map points at a stale block";
+      }
     }
     mapped += copies.size();
   }

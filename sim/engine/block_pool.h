@@ -1,7 +1,8 @@
-// sim/engine block pool: vLLM v1's BlockPool (vllm/v1/core/block_pool.py) for one full-attention
-// KV cache group. Owns the physical blocks, their reference counts, the free queue (eviction
-// order) and the prefix-cache map hash -> blocks, and produces the KV events those operations
-// cause. Which blocks a request holds, and when they become full, is the scheduler's business.
+// sim/engine block pool: vLLM v1's BlockPool (vllm/v1/core/block_pool.py), shared by every KV
+// cache group of the engine (one full-attention group, plus a mamba group for a hybrid layout).
+// Owns the physical blocks, their reference counts, the free queue (eviction order) and the
+// prefix-cache map (hash, group) -> blocks, and produces the KV events those operations cause.
+// Which blocks a request holds, and when they become full, is the scheduler's business.
 //
 // Choices copied from vLLM (mainline, ≈v0.10+):
 // - block 0 is the "null block": never allocated, never freed; usable blocks = num_blocks - 1;
@@ -11,6 +12,9 @@
 // - no de-duplication: when a block with an already cached hash becomes full it is inserted as
 //   a second copy (`BlockHashToBlockMap` holds several blocks per hash; lookups return the
 //   oldest copy) and it gets its own BlockStored; evicting either copy emits a BlockRemoved;
+// - a block list may hold the null block (id 0) where a group keeps nothing (mamba's skipped
+//   states): caching skips it (no hash, no extra-keys entry; token_ids still cover the range),
+//   touching and freeing ignore it;
 // - reset_prefix_cache() refuses while any block is referenced.
 #pragma once
 
@@ -23,6 +27,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include "sim/engine/kv_sink.h"
+#include "sim/engine/prefix_hash.h"
 
 namespace ramjet::sim {
 
@@ -33,6 +38,25 @@ struct DigestHash {
     for (size_t i = 0; i < sizeof(size_t); ++i) v = (v << 8) | d.bytes()[i];
     return v;
   }
+};
+
+// Cache key: vLLM's BlockHashWithGroupId (the hash qualified by its KV cache group).
+struct GroupHash {
+  BlockHash hash;
+  uint32_t group = 0;
+  friend bool operator==(const GroupHash&, const GroupHash&) = default;
+};
+struct GroupHashHash {
+  using is_avalanching = void;
+  size_t operator()(const GroupHash& k) const noexcept { return DigestHash{}(k.hash) ^ (size_t{k.group} * 0x9e3779b97f4a7c15ull); }
+};
+
+// What a BlockStored says besides the blocks: the group (its id and kv_cache_spec_kind) and the
+// request's namespace (lora_id, lora_name, extra_keys).
+struct StoreInfo {
+  uint32_t group = 0;
+  const char* kind = "full_attention";
+  const CacheNamespace* ns = nullptr;  // null: no LoRA, no extra keys
 };
 
 class BlockPool {
@@ -48,8 +72,9 @@ class BlockPool {
   // kv_cache_usage as vLLM reports it: 1 - free / usable.
   double usage() const;
 
-  // The oldest cached copy of `hash`, or -1.
-  int64_t cached_block(const BlockHash& hash) const;
+  // The oldest cached copy of `hash` in `group`, or -1.
+  int64_t cached_block(const BlockHash& hash, uint32_t group = 0) const;
+  uint32_t copies(const BlockHash& hash, uint32_t group = 0) const;  // cached copies of `hash`
 
   uint32_t ref_count(uint32_t block) const { return blocks_[block].ref; }
   bool is_free(uint32_t block) const { return blocks_[block].in_free; }
@@ -65,12 +90,19 @@ class BlockPool {
   // as KVCacheManager.free does. Blocks reaching zero references go to the free-queue tail.
   void free_reversed(std::span<const uint32_t> blocks);
 
-  // Caches blocks[num_cached, num_full) under hashes[num_cached, num_full) and appends ONE
-  // BlockStored: parent = hashes[num_cached-1] (nullopt at block 0), token_ids =
-  // tokens[num_cached*block_size, num_full*block_size).
+  // Caches blocks[num_cached, num_full) under hashes[num_cached, num_full) in info.group and
+  // appends ONE BlockStored: the hashes of the non-null blocks, parent = hashes[num_cached-1]
+  // (nullopt at block 0; the logical parent even when that block is null), token_ids =
+  // tokens[num_cached*block_size, num_full*block_size), extra_keys one entry per reported block
+  // (None when the list is empty), lora_id/lora_name of the namespace, group_idx and kind.
   void cache_full_blocks(std::span<const uint32_t> blocks, std::span<const BlockHash> hashes,
                          uint32_t num_cached, uint32_t num_full, std::span<const uint32_t> tokens,
-                         std::vector<KvEvent>& events);
+                         const StoreInfo& info, std::vector<KvEvent>& events);
+  void cache_full_blocks(std::span<const uint32_t> blocks, std::span<const BlockHash> hashes,
+                         uint32_t num_cached, uint32_t num_full, std::span<const uint32_t> tokens,
+                         std::vector<KvEvent>& events) {
+    cache_full_blocks(blocks, hashes, num_cached, num_full, tokens, StoreInfo{}, events);
+  }
 
   // Drops every cached hash and appends AllBlocksCleared; false (and nothing changes) while
   // any block is referenced.
@@ -86,6 +118,7 @@ class BlockPool {
     int32_t prev = -1, next = -1;  // free-queue links (sentinel = num_blocks)
     bool in_free = false;
     bool cached = false;
+    uint32_t group = 0;  // the group of the cached hash
     BlockHash hash{};
   };
   using Copies = boost::container::small_vector<uint32_t, 2>;
@@ -100,7 +133,7 @@ class BlockPool {
   Block sentinel_;
   uint32_t num_free_ = 0;
   uint32_t num_cached_ = 0;
-  boost::unordered_flat_map<BlockHash, Copies, DigestHash> cached_;
+  boost::unordered_flat_map<GroupHash, Copies, GroupHashHash> cached_;
 };
 
 }  // namespace ramjet::sim

@@ -16,8 +16,8 @@ Engine::Engine(EngineConfig config, KvEventSink* sink)
 
 Engine::~Engine() = default;
 
-bool Engine::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens) {
-  return impl_->core.add_request(id, std::move(prompt), max_tokens);
+bool Engine::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, CacheNamespace ns) {
+  return impl_->core.add_request(id, std::move(prompt), max_tokens, std::move(ns));
 }
 
 void Engine::abort(uint64_t id) { impl_->core.abort(id); }
@@ -30,9 +30,9 @@ bool Engine::reset_prefix_cache(double now_wall_s) {
   return impl_->core.reset_prefix_cache(now_wall_s);
 }
 
-uint32_t Engine::resident_prefix_tokens(const std::vector<uint32_t>& tokens) const {
+uint32_t Engine::resident_prefix_tokens(const std::vector<uint32_t>& tokens, const CacheNamespace& ns) const {
   // Hashing reuses the engine's digest context; the engine has one writer (its owner).
-  return impl_->core.resident_prefix_tokens(tokens);
+  return impl_->core.resident_prefix_tokens(tokens, ns);
 }
 
 EngineStats Engine::stats() const { return impl_->core.stats(); }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/engine/kv_sink.h"
+#include "sim/engine/prefix_hash.h"
 
 namespace ramjet::sim {
 
@@ -48,6 +49,13 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   std::string hash_seed = "0";       // like PYTHONHASHSEED: NONE_HASH = hash(seed)
   uint64_t random_seed = 1;          // speculative acceptance draws (deterministic)
+  // A hybrid layout (--hybrid-mamba): KV cache group 0 is full attention, group 1 a mamba group
+  // in vLLM's "align" prefix-caching mode with the same block size (docs/sim.md §2.1).
+  bool hybrid_mamba = false;
+  // --delay-cache-blocks: newly full blocks enter the prefix cache at the end of the step that
+  // computes them (vLLM's delay_cache_blocks, as with an asynchronous KV load), not when they
+  // are allocated; requests admitted in the same step then compute, and cache, their own copies.
+  bool delay_cache_blocks = false;
   TimingModel timing;
 };
 
@@ -93,9 +101,9 @@ class Engine {
   Engine(EngineConfig config, KvEventSink* sink);  // sink may be null
   ~Engine();
 
-  // Queues a request. Returns false (and queues nothing) when prompt + max_tokens exceeds
-  // max_model_len or the prompt is empty.
-  bool add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens);
+  // Queues a request, cached in namespace `ns` (its LoRA adapter and cache_salt). Returns false
+  // (and queues nothing) when prompt + max_tokens exceeds max_model_len or the prompt is empty.
+  bool add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, CacheNamespace ns = {});
   void abort(uint64_t id);             // frees its blocks (cached blocks stay cached); reported once,
                                        // with FinishReason::kAbort, in the next step's outputs
   bool idle() const;                   // nothing waiting or running
@@ -108,8 +116,10 @@ class Engine {
   // requests are running, as vLLM does.
   bool reset_prefix_cache(double now_wall_s);
 
-  // Oracle: how many leading tokens of `tokens` are resident in the prefix cache (full blocks).
-  uint32_t resident_prefix_tokens(const std::vector<uint32_t>& tokens) const;
+  // Oracle: how many leading tokens of `tokens` (in namespace `ns`) a request could reuse from
+  // the prefix cache (full blocks; for a hybrid layout, up to the last block whose mamba state
+  // is cached too).
+  uint32_t resident_prefix_tokens(const std::vector<uint32_t>& tokens, const CacheNamespace& ns = {}) const;
 
   EngineStats stats() const;
   const EngineConfig& config() const;

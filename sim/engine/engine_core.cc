@@ -37,7 +37,7 @@ uint32_t EngineCore::max_request_tokens() const {
   return static_cast<uint32_t>(std::min<uint64_t>(config_.max_model_len, pool_tokens));
 }
 
-bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens) {
+bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, CacheNamespace ns) {
   if (prompt.empty() || max_tokens == 0) return false;
   if (prompt.size() + static_cast<uint64_t>(max_tokens) > max_request_tokens()) return false;
   if (requests_.contains(id)) return false;
@@ -45,6 +45,7 @@ bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t
   r->id = id;
   r->prompt_len = static_cast<uint32_t>(prompt.size());
   r->max_tokens = max_tokens;
+  r->ns = std::move(ns);
   r->tokens = std::move(prompt);
   r->tokens.reserve(r->prompt_len + std::min<uint32_t>(max_tokens, 4096));
   r->hashes.reserve(r->tokens.capacity() / config_.block_size);
@@ -54,9 +55,14 @@ bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t
 }
 
 void EngineCore::free_request_blocks(Request& r) {
+  // KVCacheCoordinator.free: every group in order, each in reverse.
   pool_.free_reversed(r.blocks);
   r.blocks.clear();
   r.num_cached_blocks = 0;
+  pool_.free_reversed(r.mamba_blocks);
+  r.mamba_blocks.clear();
+  r.mamba_num_cached = 0;
+  r.cache_upto = 0;
 }
 
 void EngineCore::abort(uint64_t id) {
@@ -79,13 +85,16 @@ void EngineCore::ensure_hashes(Request& r, uint32_t num_blocks) {
   while (r.hashes.size() < num_blocks) {
     const size_t i = r.hashes.size();
     const BlockHash& parent = i == 0 ? hasher_.none_hash() : r.hashes[i - 1];
-    r.hashes.push_back(hasher_.hash_block(
-        parent, std::span<const uint32_t>(r.tokens.data() + i * bs, bs)));
+    const auto extra = block_extra_keys(r.ns, i);
+    r.hashes.push_back(hash_block_with_keys(hasher_, parent, std::span<const uint32_t>(r.tokens.data() + i * bs, bs),
+                                            extra, hash_buf_));
   }
 }
 
 uint32_t EngineCore::find_cached_prefix(Request& r) {
   hit_blocks_.clear();
+  mamba_hit_ = -1;
+  mamba_hit_this_step_ = false;
   if (!pool_.caching()) return 0;
   // At least one token must be computed to get logits: a fully cached prompt recomputes its
   // last block (kv_cache_manager.get_computed_blocks, max_cache_hit_length = num_tokens - 1).
@@ -96,7 +105,55 @@ uint32_t EngineCore::find_cached_prefix(Request& r) {
     if (b < 0) break;
     hit_blocks_.push_back(static_cast<uint32_t>(b));
   }
+  if (config_.hybrid_mamba) {
+    // MambaManager.find_longest_cache_hit within the full-attention hit: the last block whose
+    // state is cached (right to left); the hit is cut back to it, or to nothing.
+    size_t n = hit_blocks_.size();
+    while (n > 0 && pool_.cached_block(r.hashes[n - 1], kMambaGroup) < 0) --n;
+    hit_blocks_.resize(n);
+    if (n > 0) {
+      const GroupHash key{r.hashes[n - 1], kMambaGroup};
+      mamba_hit_ = pool_.cached_block(key.hash, kMambaGroup);
+      mamba_hit_this_step_ = std::find(mamba_cached_this_step_.begin(), mamba_cached_this_step_.end(), key) !=
+                             mamba_cached_this_step_.end();
+    }
+  }
   return static_cast<uint32_t>(hit_blocks_.size()) * config_.block_size;
+}
+
+uint32_t EngineCore::mamba_aligned(const Request& r, uint64_t num_computed, uint32_t num_new) const {
+  if (!config_.hybrid_mamba || !pool_.caching()) return num_new;
+  const uint64_t bs = config_.block_size;
+  const uint64_t n = r.tokens.size();
+  // Prefill only (a resumed request replays its output too); decoding is left alone.
+  if (num_computed >= std::max<uint64_t>(r.prompt_len, n - 1)) return num_new;
+  const uint64_t last_cache_position = n - n % bs;
+  const uint64_t after = num_computed + num_new;
+  if (after < last_cache_position) return static_cast<uint32_t>(num_new / bs * bs);  // align to blocks
+  if (num_computed < last_cache_position && last_cache_position < after) {
+    return static_cast<uint32_t>(last_cache_position - num_computed);  // stop at the last boundary
+  }
+  return num_new;  // prefill the last few tokens
+}
+
+void EngineCore::cache_blocks(Request& r, uint32_t num_full) {
+  if (num_full <= r.num_cached_blocks && (!config_.hybrid_mamba || num_full <= r.mamba_num_cached)) return;
+  ensure_hashes(r, num_full);
+  // KVCacheCoordinator.cache_blocks: each group's manager in order; one BlockStored per group.
+  if (num_full > r.num_cached_blocks) {
+    pool_.cache_full_blocks(r.blocks, r.hashes, r.num_cached_blocks, num_full, r.tokens, StoreInfo{0, "full_attention", &r.ns},
+                            events_);
+    r.num_cached_blocks = num_full;
+  }
+  if (config_.hybrid_mamba && num_full > r.mamba_num_cached) {
+    const uint32_t from = r.mamba_num_cached;
+    pool_.cache_full_blocks(r.mamba_blocks, r.hashes, from, num_full, r.tokens, StoreInfo{kMambaGroup, "mamba", &r.ns},
+                            events_);
+    for (uint32_t i = from; i < num_full; ++i) {
+      if (r.mamba_blocks[i] != 0) mamba_cached_this_step_.push_back(GroupHash{r.hashes[i], kMambaGroup});
+    }
+    r.mamba_num_cached = num_full;
+  }
 }
 
 bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
@@ -111,24 +168,57 @@ bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const ui
   // A hit on a free (evictable) cached block takes it off the free queue too.
   uint64_t evictable = 0;
   for (uint32_t b : computed) evictable += pool_.ref_count(b) == 0 ? 1 : 0;
-  if (new_blocks + evictable > pool_.num_free()) return false;
+
+  // The mamba group ("align" mode): no lookahead; one state block per new block boundary.
+  uint64_t mamba_new = 0;
+  const bool mamba_hit = !computed.empty() && mamba_hit_ >= 0;
+  if (config_.hybrid_mamba) {
+    // Mamba can't rely on a state another request cached in this very step: not this step.
+    if (mamba_hit && mamba_hit_this_step_) return false;
+    // remove_skipped_blocks: only the state of the last computed token is needed; the blocks
+    // before the one holding it are freed (they stay cached until evicted).
+    if (num_computed > 0) {
+      const uint64_t skipped = (num_computed - 1) / bs;
+      for (uint64_t i = std::min<uint64_t>(skipped, r.mamba_blocks.size()); i-- > 0;) {
+        if (r.mamba_blocks[i] == 0) break;
+        pool_.free_reversed(std::span<const uint32_t>(&r.mamba_blocks[i], 1));
+        r.mamba_blocks[i] = 0;
+      }
+    }
+    const uint64_t m_required = (std::min<uint64_t>(num_computed + num_new, max_request_tokens()) + bs - 1) / bs;
+    const uint64_t m_have = mamba_hit ? computed.size() : r.mamba_blocks.size();
+    mamba_new = m_required > m_have ? 1 : 0;
+    if (mamba_hit && pool_.ref_count(static_cast<uint32_t>(mamba_hit_)) == 0) ++evictable;
+  }
+  if (new_blocks + mamba_new + evictable > pool_.num_free()) return false;
 
   if (!computed.empty()) {
     pool_.touch(computed);
     r.blocks.insert(r.blocks.end(), computed.begin(), computed.end());
     r.num_cached_blocks = static_cast<uint32_t>(r.blocks.size());
+    if (mamba_hit) {
+      const auto hit = static_cast<uint32_t>(mamba_hit_);
+      pool_.touch(std::span<const uint32_t>(&hit, 1));
+      r.mamba_blocks.assign(computed.size() - 1, 0);  // null blocks before the hit state
+      r.mamba_blocks.push_back(hit);
+      r.mamba_num_cached = static_cast<uint32_t>(r.mamba_blocks.size());
+    }
   }
   pool_.get_new_blocks(static_cast<uint32_t>(new_blocks), r.blocks, events_);
+  if (mamba_new > 0) {
+    const uint64_t m_required = (std::min<uint64_t>(num_computed + num_new, max_request_tokens()) + bs - 1) / bs;
+    if (r.mamba_blocks.size() < m_required - 1) r.mamba_blocks.resize(m_required - 1, 0);  // skipped states
+    pool_.get_new_blocks(1, r.mamba_blocks, events_);
+  }
 
   if (pool_.caching()) {
     // Cache only finalized tokens (never draft tokens): up to the end of this step's chunk.
     const uint64_t to_cache = std::min<uint64_t>(num_computed + num_new, r.tokens.size());
     const auto num_full = static_cast<uint32_t>(to_cache / bs);
-    if (num_full > r.num_cached_blocks) {
-      ensure_hashes(r, num_full);
-      pool_.cache_full_blocks(r.blocks, r.hashes, r.num_cached_blocks, num_full, r.tokens,
-                              events_);
-      r.num_cached_blocks = num_full;
+    if (config_.delay_cache_blocks) {
+      r.cache_upto = std::max(r.cache_upto, num_full);  // cached once the step computed them
+    } else {
+      cache_blocks(r, num_full);
     }
   }
   return true;
@@ -158,7 +248,11 @@ void EngineCore::schedule() {
     const auto remaining = static_cast<uint32_t>(r.tokens.size() - r.num_computed);
     uint32_t drafts = r.decoding ? k : 0;
     if (r.tokens.size() + drafts > cap) drafts = cap - static_cast<uint32_t>(r.tokens.size());
-    const uint32_t num_new = std::min(remaining + drafts, budget);
+    const uint32_t num_new = mamba_aligned(r, r.num_computed, std::min(remaining + drafts, budget));
+    if (num_new == 0) {  // a chunk the budget cannot align: next step
+      ++i;
+      continue;
+    }
     bool ok = false;
     for (;;) {
       ok = allocate_slots(r, num_new, {}, k);
@@ -189,7 +283,8 @@ void EngineCore::schedule() {
       stats_.prefix_cache_queries += r.tokens.size();
       stats_.prefix_cache_hits += hit;
     }
-    const uint32_t num_new = std::min(static_cast<uint32_t>(r.tokens.size()) - hit, budget);
+    const uint32_t num_new = mamba_aligned(r, hit, std::min(static_cast<uint32_t>(r.tokens.size()) - hit, budget));
+    if (num_new == 0) break;
     if (!allocate_slots(r, num_new, hit_blocks_, 0)) break;
     waiting_.pop_front();
     running_.push_back(&r);
@@ -216,7 +311,12 @@ StepResult EngineCore::step(double now_wall_s) {
   pending_aborts_.clear();
 
   events_.clear();
+  mamba_cached_this_step_.clear();  // MambaManager.new_step_starts
   schedule();
+  if (config_.delay_cache_blocks) {
+    // The step computed the scheduled chunks: their full blocks enter the prefix cache now.
+    for (Request* r : scheduled_) cache_blocks(*r, r->cache_upto);
+  }
 
   StepShape shape;
   for (const Request* r : scheduled_) {
@@ -295,17 +395,19 @@ bool EngineCore::reset_prefix_cache(double now_wall_s) {
   return true;
 }
 
-uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens) {
+uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens, const CacheNamespace& ns) {
   if (!pool_.caching()) return 0;
   const uint32_t bs = config_.block_size;
   BlockHash parent = hasher_.none_hash();
-  uint32_t n = 0;
+  uint32_t n = 0, reusable = 0;
   for (size_t off = 0; off + bs <= tokens.size(); off += bs) {
-    parent = hasher_.hash_block(parent, tokens.subspan(off, bs));
+    const auto extra = block_extra_keys(ns, n);
+    parent = hash_block_with_keys(hasher_, parent, tokens.subspan(off, bs), extra, hash_buf_);
     if (pool_.cached_block(parent) < 0) break;
     ++n;
+    if (!config_.hybrid_mamba || pool_.cached_block(parent, kMambaGroup) >= 0) reusable = n;
   }
-  return n * bs;
+  return reusable * bs;
 }
 
 EngineStats EngineCore::stats() const {

@@ -24,18 +24,20 @@ class EngineCore {
  public:
   EngineCore(EngineConfig config, KvEventSink* sink);
 
-  bool add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens);
+  bool add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, CacheNamespace ns = {});
   void abort(uint64_t id);
   bool idle() const { return waiting_.empty() && running_.empty(); }
   StepResult step(double now_wall_s);
   bool reset_prefix_cache(double now_wall_s);
-  uint32_t resident_prefix_tokens(std::span<const uint32_t> tokens);
+  uint32_t resident_prefix_tokens(std::span<const uint32_t> tokens, const CacheNamespace& ns = {});
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
 
   const BlockPool& pool() const { return pool_; }
   // Longest prompt + output a request may ask for: max_model_len, bounded by the pool.
   uint32_t max_request_tokens() const;
+
+  static constexpr uint32_t kMambaGroup = 1;  // the mamba group of a hybrid layout
 
  private:
   struct Request {
@@ -48,6 +50,12 @@ class EngineCore {
     std::vector<uint32_t> blocks;   // physical blocks, in logical order
     std::vector<BlockHash> hashes;     // chained hashes of the full blocks of `tokens` (lazy)
     uint32_t num_cached_blocks = 0; // leading blocks registered in the prefix cache
+    CacheNamespace ns;              // LoRA adapter and cache_salt: the blocks' extra keys
+    // Hybrid layout: the mamba group's blocks (0 = the null block: a state not kept), and how
+    // many leading ones were offered to the prefix cache.
+    std::vector<uint32_t> mamba_blocks;
+    uint32_t mamba_num_cached = 0;
+    uint32_t cache_upto = 0;        // --delay-cache-blocks: full blocks to cache after scheduling
     int64_t cached_tokens = -1;     // prefix hit at first scheduling
     uint32_t preemptions = 0;
     bool running = false;
@@ -60,8 +68,15 @@ class EngineCore {
   };
 
   void ensure_hashes(Request& r, uint32_t num_blocks);
-  // Prefix-cache hit for a request with no computed tokens: fills hit_blocks_.
+  // Prefix-cache hit for a request with no computed tokens: fills hit_blocks_ (and, hybrid,
+  // mamba_hit_). vLLM's coordinator: the full-attention hit, cut back to the last block whose
+  // mamba state is cached as well.
   uint32_t find_cached_prefix(Request& r);
+  // vLLM's _mamba_block_aligned_split: a prefill chunk of a hybrid layout ends on a block
+  // boundary, or at the prompt's last block boundary, so the state there gets cached.
+  uint32_t mamba_aligned(const Request& r, uint64_t num_computed, uint32_t num_new) const;
+  // Caches r's newly full blocks up to num_full in every group (one BlockStored per group).
+  void cache_blocks(Request& r, uint32_t num_full);
   bool allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
                       uint32_t lookahead);
   void preempt(Request& r);
@@ -80,6 +95,10 @@ class EngineCore {
   // Per-step scratch, reused.
   std::vector<Request*> scheduled_;
   std::vector<uint32_t> hit_blocks_;
+  int64_t mamba_hit_ = -1;            // the hit's mamba state block (hybrid), or -1
+  bool mamba_hit_this_step_ = false;  // ...cached by another request in this very step
+  std::vector<GroupHash> mamba_cached_this_step_;  // MambaManager.cached_blocks_this_step
+  std::vector<uint8_t> hash_buf_;
   std::vector<KvEvent> events_;
   bool preempted_this_step_ = false;
   EngineStats stats_;

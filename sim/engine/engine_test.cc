@@ -453,5 +453,295 @@ TEST(Engine, StepWithFiveHundredRunningSequencesIsCheap) {
   EXPECT_LT(per_step_ms, 10.0);  // generous for sanitizer builds; Release is ~0.05 ms
 }
 
+
+// ---------------------------------------------------------------- namespaces, copies, hybrid
+
+namespace ns_tests {
+
+std::string hex(std::span<const uint8_t> b) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t c : b) {
+    s.push_back(d[c >> 4]);
+    s.push_back(d[c & 15]);
+  }
+  return s;
+}
+
+CacheNamespace lora(std::string salt = "") { return CacheNamespace{"sql-lora", 1, std::move(salt)}; }
+CacheNamespace salted(std::string salt) { return CacheNamespace{"", 0, std::move(salt)}; }
+
+// Stores of group `g` only.
+std::vector<BlockStored> stores(const Recorder& rec, uint32_t g = 0) {
+  std::vector<BlockStored> out;
+  for (auto& s : rec.all<BlockStored>()) {
+    if (s.group_idx.value_or(0) == g) out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace ns_tests
+
+TEST(PrefixHash, ExtraKeysHashLikeVllmSha256Cbor) {
+  // Pinned with Python: hashlib.sha256(cbor2.dumps((parent, tuple(tokens), extra), canonical=True)),
+  // NONE_HASH = sha256(cbor2.dumps("0")), tokens 5000..5015 (then 5016..5031).
+  cache::kv::BlockHasher hasher(cache::kv::HashAlgo::kSha256Cbor, "0");
+  std::vector<uint8_t> buf;
+  const auto t0 = seq_tokens(16), t1 = seq_tokens(16, 5016);
+  auto h = [&](const BlockHash& parent, const std::vector<uint32_t>& t, std::vector<std::string> extra) {
+    return hash_block_with_keys(hasher, parent, t, extra, buf);
+  };
+  using ns_tests::hex;
+  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {}).bytes()), "6e7685527fbfe447c03c02dbfe614b9807386e4fc455347fa72300090009d54f");
+  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {"sql-lora"}).bytes()),
+            "24b8bcc85ae5f62b62200a8769f5b8b1bc71c2425657deb29c5fa134f8cc6e7e");
+  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {"salt-1"}).bytes()),
+            "16680daea96e036bdff5756ac4836021fd8718cacb7be65c34229023dd1be4c3");
+  const auto both = h(hasher.none_hash(), t0, {"sql-lora", "salt-1"});
+  EXPECT_EQ(hex(both.bytes()), "8219e9f9e6eb360bd4a776fbc26bc6e3f067169a4718226be5621d4508ce2cd7");
+  EXPECT_EQ(hex(h(both, t1, {"sql-lora"}).bytes()), "7e5fcb1c77bb35ca9e16b3e9425151e100c93b9074b1383344e0c26d86056863");
+  // The order of generate_block_hash_extra_keys: LoRA name (every block), cache_salt (block 0).
+  EXPECT_EQ(block_extra_keys(ns_tests::lora("salt-1"), 0), (std::vector<std::string>{"sql-lora", "salt-1"}));
+  EXPECT_EQ(block_extra_keys(ns_tests::lora("salt-1"), 1), (std::vector<std::string>{"sql-lora"}));
+  EXPECT_TRUE(block_extra_keys(ns_tests::salted("s"), 1).empty());
+  // msgpack.packb(("sql-lora", "salt-1")) and a 40-byte name (str8).
+  const auto mp = extra_keys_msgpack(ns_tests::lora("salt-1"), 0);
+  ASSERT_TRUE(mp);
+  EXPECT_EQ(hex(std::span(reinterpret_cast<const uint8_t*>(mp->data()), mp->size())), "92a873716c2d6c6f7261a673616c742d31");
+  const auto long_name = extra_keys_msgpack(CacheNamespace{std::string(40, 'x'), 1, ""}, 3);
+  ASSERT_TRUE(long_name);
+  EXPECT_EQ(long_name->substr(0, 3), std::string("\x91\xd9\x28", 3));
+  EXPECT_FALSE(extra_keys_msgpack(CacheNamespace{}, 0));
+}
+
+TEST(Engine, LoraRequestsStoreTheAdapterAndNeverShareTheBaseModelsCache) {
+  Recorder rec;
+  EngineCore core(tiny(), &rec);
+  ASSERT_TRUE(core.add_request(1, seq_tokens(64), 1, ns_tests::lora()));
+  drain(core);
+  auto st = ns_tests::stores(rec);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].lora_id, 1);
+  EXPECT_EQ(st[0].lora_name, "sql-lora");
+  ASSERT_TRUE(st[0].extra_keys);
+  ASSERT_EQ(st[0].extra_keys->size(), 4u);
+  for (const auto& k : *st[0].extra_keys) EXPECT_EQ(k, std::string("\x91\xa8sql-lora"));
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(64), ns_tests::lora()), 64u);
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(64)), 0u) << "the base model does not see the adapter's blocks";
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(64), CacheNamespace{"other", 2, ""}), 0u);
+
+  // The base model computes its own blocks: a miss, and a store without LoRA fields.
+  rec.batches.clear();
+  ASSERT_TRUE(core.add_request(2, seq_tokens(64), 1));
+  auto outs = drain(core);
+  EXPECT_EQ(first_output(outs, 2)->cached_tokens, 0u);
+  st = ns_tests::stores(rec);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_FALSE(st[0].lora_id);
+  EXPECT_FALSE(st[0].lora_name);
+  EXPECT_EQ(st[0].extra_keys, cache::kv::ExtraKeys(4));
+  // ...and the adapter hits its own.
+  ASSERT_TRUE(core.add_request(3, seq_tokens(80), 1, ns_tests::lora()));
+  outs = drain(core);
+  EXPECT_EQ(first_output(outs, 3)->cached_tokens, 64u);
+  EXPECT_EQ(core.pool().check_invariants(), "");
+}
+
+TEST(Engine, CacheSaltKeysBlockZeroOnlyAndSeparatesSaltedFromUnsaltedPrompts) {
+  Recorder rec;
+  EngineCore core(tiny(), &rec);
+  ASSERT_TRUE(core.add_request(1, seq_tokens(48), 1, ns_tests::salted("tenant-a")));
+  drain(core);
+  auto st = ns_tests::stores(rec);
+  ASSERT_EQ(st.size(), 1u);
+  ASSERT_TRUE(st[0].extra_keys);
+  ASSERT_EQ(st[0].extra_keys->size(), 3u);
+  EXPECT_EQ((*st[0].extra_keys)[0], std::string("\x91\xa8tenant-a"));
+  EXPECT_FALSE((*st[0].extra_keys)[1]);
+  EXPECT_FALSE((*st[0].extra_keys)[2]);
+  EXPECT_FALSE(st[0].lora_name);
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(48), ns_tests::salted("tenant-a")), 48u);
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(48)), 0u);
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(48), ns_tests::salted("tenant-b")), 0u);
+  // Unsalted, then salted again: the salt's chain changes every later hash too.
+  ASSERT_TRUE(core.add_request(2, seq_tokens(48), 1));
+  auto outs = drain(core);
+  EXPECT_EQ(first_output(outs, 2)->cached_tokens, 0u);
+  ASSERT_TRUE(core.add_request(3, seq_tokens(64), 1, ns_tests::salted("tenant-a")));
+  outs = drain(core);
+  EXPECT_EQ(first_output(outs, 3)->cached_tokens, 48u);
+  // An adapter with a salt: [lora, salt] on block 0, [lora] after.
+  rec.batches.clear();
+  ASSERT_TRUE(core.add_request(4, seq_tokens(33, 9000), 1, ns_tests::lora("s")));
+  drain(core);
+  st = ns_tests::stores(rec);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ((*st[0].extra_keys)[0], std::string("\x92\xa8sql-lora\xa1s"));
+  EXPECT_EQ((*st[0].extra_keys)[1], std::string("\x91\xa8sql-lora"));
+}
+
+TEST(Engine, ConcurrentIdenticalPromptsCacheTwoCopiesOfTheBlocksNeitherFoundCached) {
+  // Two identical requests in flight: the second hits the first's full prompt blocks, but the
+  // partial last block (then filled with the same generated tokens) is computed by both, so its
+  // hash is stored twice, as vLLM does (no de-duplication).
+  Recorder rec;
+  EngineCore core(tiny(), &rec);
+  ASSERT_TRUE(core.add_request(1, seq_tokens(40), 20));
+  ASSERT_TRUE(core.add_request(2, seq_tokens(40), 20));
+  const auto outs = drain(core);
+  EXPECT_EQ(first_output(outs, 2)->cached_tokens, 32u);
+  std::map<BlockHash, int> stored;
+  for (const auto& s : rec.all<BlockStored>()) {
+    for (const auto& h : s.block_hashes) ++stored[h];
+  }
+  int twice = 0;
+  for (const auto& [h, n] : stored) {
+    EXPECT_LE(n, 2);
+    if (n == 2) {
+      ++twice;
+      EXPECT_EQ(core.pool().copies(h), 2u);
+    }
+  }
+  EXPECT_EQ(twice, 1) << "block 2 (8 prompt + 8 generated tokens) is cached by both requests";
+  EXPECT_EQ(core.pool().check_invariants(), "");
+}
+
+TEST(Engine, DelayCacheBlocksMakesSameStepRequestsCacheTheirOwnCopiesAndEachCopyIsRemoved) {
+  EngineConfig cfg = tiny();
+  cfg.delay_cache_blocks = true;
+  cfg.num_gpu_blocks = 17;  // 16 usable
+  Recorder rec;
+  EngineCore core(cfg, &rec);
+  ASSERT_TRUE(core.add_request(1, seq_tokens(64), 1));
+  ASSERT_TRUE(core.add_request(2, seq_tokens(64), 1));
+  auto outs = drain(core);
+  EXPECT_EQ(first_output(outs, 2)->cached_tokens, 0u) << "nothing was cached when it was admitted";
+  auto st = rec.all<BlockStored>();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].block_hashes, st[1].block_hashes);
+  EXPECT_EQ(st[0].token_ids, st[1].token_ids);
+  EXPECT_FALSE(st[1].parent_block_hash);
+  for (const auto& h : st[0].block_hashes) EXPECT_EQ(core.pool().copies(h), 2u);
+  // A later request sees the blocks (the oldest copy).
+  ASSERT_TRUE(core.add_request(3, seq_tokens(80), 1));
+  outs = drain(core);
+  EXPECT_EQ(first_output(outs, 3)->cached_tokens, 64u);
+  // Pressure evicts every copy: one BlockRemoved per copy, stored - removed = resident copies.
+  ASSERT_TRUE(core.add_request(4, seq_tokens(16 * 16 - 8, 70000), 1));
+  drain(core);
+  std::map<BlockHash, int> live;
+  for (const auto& [ts, events] : rec.batches) {
+    for (const auto& e : events) {
+      if (auto* s = std::get_if<BlockStored>(&e)) for (const auto& h : s->block_hashes) ++live[h];
+      if (auto* r = std::get_if<BlockRemoved>(&e)) {
+        ASSERT_EQ(r->block_hashes.size(), 1u);
+        EXPECT_GT(live[r->block_hashes[0]]--, 0) << "a removal of a hash with no stored copy";
+      }
+    }
+  }
+  for (const auto& [h, n] : live) EXPECT_EQ(static_cast<uint32_t>(n), core.pool().copies(h));
+  for (const auto& h : st[0].block_hashes) EXPECT_EQ(live[h], 0) << "both copies evicted, each reported";
+  EXPECT_EQ(core.pool().check_invariants(), "");
+}
+
+TEST(Engine, HybridMambaPublishesAMambaGroupBesideFullAttentionAsVllmDoes) {
+  EngineConfig cfg = tiny();
+  cfg.hybrid_mamba = true;
+  cfg.max_num_batched_tokens = 40;  // chunks: 32 (aligned), 32, then the rest
+  Recorder rec;
+  EngineCore core(cfg, &rec);
+  ASSERT_TRUE(core.add_request(1, seq_tokens(100), 1));
+  drain(core);
+  const auto full = ns_tests::stores(rec, 0);
+  const auto mamba = ns_tests::stores(rec, 1);
+  ASSERT_FALSE(mamba.empty());
+  uint32_t full_blocks = 0;
+  for (const auto& s : full) {
+    EXPECT_EQ(s.kv_cache_spec_kind, "full_attention");
+    EXPECT_EQ(s.token_ids.size(), 16 * s.block_hashes.size());
+    full_blocks += static_cast<uint32_t>(s.block_hashes.size());
+  }
+  EXPECT_EQ(full_blocks, 6u);
+  std::vector<BlockHash> states;
+  for (const auto& s : mamba) {
+    EXPECT_EQ(s.kv_cache_spec_kind, "mamba");
+    EXPECT_EQ(s.block_size, 16u);
+    EXPECT_EQ(s.medium, "GPU");
+    // The state blocks only (null blocks skipped), token_ids the whole range.
+    EXPECT_EQ(s.token_ids.size() % 16, 0u);
+    EXPECT_LE(s.block_hashes.size() * 16, s.token_ids.size());
+    EXPECT_EQ(s.extra_keys ? s.extra_keys->size() : 0u, s.block_hashes.size());
+    states.insert(states.end(), s.block_hashes.begin(), s.block_hashes.end());
+  }
+  // Chunk ends 32, 64, 96 (the prompt's last block boundary): the states there are cached.
+  ASSERT_EQ(states.size(), 3u);
+  EXPECT_EQ(states[0], full[0].block_hashes[1]);
+  EXPECT_EQ(states[2], full.back().block_hashes.back());
+  // The same prompt again: hit up to the last cached state (96 tokens).
+  EXPECT_EQ(core.resident_prefix_tokens(seq_tokens(100)), 96u);
+  ASSERT_TRUE(core.add_request(2, seq_tokens(100), 1));
+  auto outs = drain(core);
+  EXPECT_EQ(first_output(outs, 2)->cached_tokens, 96u);
+  // A prompt that shares 5 blocks but whose state at block 5 is not cached: cut back to 64.
+  auto other = seq_tokens(100);
+  other[90] = 1;
+  EXPECT_EQ(core.resident_prefix_tokens(other), 64u);
+  EXPECT_EQ(core.pool().check_invariants(), "");
+}
+
+TEST(Engine, HybridMambaEvictionRemovesStatesOfGroupOne) {
+  EngineConfig cfg = tiny();
+  cfg.hybrid_mamba = true;
+  cfg.num_gpu_blocks = 17;
+  Recorder rec;
+  EngineCore core(cfg, &rec);
+  ASSERT_TRUE(core.add_request(1, seq_tokens(64), 1));
+  drain(core);
+  const auto mamba = ns_tests::stores(rec, 1);
+  ASSERT_EQ(mamba.size(), 1u);
+  ASSERT_EQ(mamba[0].block_hashes.size(), 1u) << "one state: at the prompt's last block boundary";
+  ASSERT_TRUE(core.add_request(2, seq_tokens(16 * 15, 70000), 1));
+  drain(core);
+  bool removed_state = false;
+  for (const auto& r : rec.all<BlockRemoved>()) {
+    if (r.group_idx == 1u) removed_state |= r.block_hashes[0] == mamba[0].block_hashes[0];
+  }
+  EXPECT_TRUE(removed_state);
+  EXPECT_EQ(core.pool().check_invariants(), "");
+}
+
+TEST(Engine, RandomLoadWithHybridLoraSaltAndDelayedCachingKeepsInvariants) {
+  EngineConfig cfg = tiny();
+  cfg.hybrid_mamba = true;
+  cfg.delay_cache_blocks = true;
+  cfg.num_gpu_blocks = 200;
+  cfg.max_num_batched_tokens = 256;
+  Recorder rec;
+  EngineCore core(cfg, &rec);
+  uint64_t x = 7;
+  auto rnd = [&] { return x = x * 6364136223846793005ull + 1442695040888963407ull, x >> 33; };
+  for (uint64_t id = 1; id <= 300; ++id) {
+    CacheNamespace ns;
+    if (rnd() % 3 == 0) ns = ns_tests::lora();
+    if (rnd() % 4 == 0) ns.cache_salt = "s" + std::to_string(rnd() % 2);
+    ASSERT_TRUE(core.add_request(id, seq_tokens(20 + rnd() % 300, 5000 + 16 * (rnd() % 4)), 1 + rnd() % 40, ns));
+    for (int k = 0; k < 3; ++k) {
+      if (!core.idle()) core.step(0);
+    }
+    ASSERT_EQ(core.pool().check_invariants(), "") << id;
+  }
+  drain(core);
+  ASSERT_EQ(core.pool().check_invariants(), "");
+  // Per (group, hash): stored - removed == cached copies.
+  std::map<std::pair<uint32_t, BlockHash>, int> live;
+  for (const auto& [ts, events] : rec.batches) {
+    for (const auto& e : events) {
+      if (auto* s = std::get_if<BlockStored>(&e)) for (const auto& h : s->block_hashes) ++live[{*s->group_idx, h}];
+      if (auto* r = std::get_if<BlockRemoved>(&e)) for (const auto& h : r->block_hashes) --live[{*r->group_idx, h}];
+    }
+  }
+  for (const auto& [k, n] : live) EXPECT_EQ(static_cast<uint32_t>(n), core.pool().copies(k.second, k.first));
+}
+
 }  // namespace
 }  // namespace ramjet::sim

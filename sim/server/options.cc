@@ -1,5 +1,7 @@
 #include "sim/server/options.h"
 
+#include <boost/json.hpp>
+
 #include <charconv>
 #include <functional>
 #include <map>
@@ -35,6 +37,36 @@ std::string parse_double(const std::string& v, double& out, double lo, double hi
   } catch (...) {
     return "not a number: " + v;
   }
+}
+
+// vLLM's LoRAParserAction: `name=path`, or a JSON object {"name", "path", "base_model_name"?}.
+std::string parse_lora_module(const std::string& v, SimOptions& o) {
+  LoraModule m;
+  if (!v.empty() && v.front() == '{') {
+    boost::system::error_code ec;
+    auto j = boost::json::parse(v, ec);
+    if (ec || !j.is_object()) return "invalid JSON: " + v;
+    const auto& obj = j.as_object();
+    auto str = [&](const char* k) -> const boost::json::string* {
+      auto* x = obj.if_contains(k);
+      return x && x->is_string() ? &x->as_string() : nullptr;
+    };
+    if (!str("name") || !str("path")) return "a JSON module needs \"name\" and \"path\" strings";
+    m.name = std::string(*str("name"));
+    m.path = std::string(*str("path"));
+    if (auto* b = str("base_model_name")) m.base_model_name = std::string(*b);
+  } else {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) return "expected name=path: " + v;
+    m.name = v.substr(0, eq);
+    m.path = v.substr(eq + 1);
+  }
+  for (const auto& x : o.lora_modules) {
+    if (x.name == m.name) return "adapter '" + m.name + "' given twice";
+  }
+  if (m.name.size() > 1024) return "adapter name longer than 1024 bytes";
+  o.lora_modules.push_back(std::move(m));
+  return "";
 }
 
 const std::vector<Flag>& flags() {
@@ -76,6 +108,12 @@ const std::vector<Flag>& flags() {
        }},
       {"--num-gpu-blocks-override", true, "number of KV blocks",
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.num_gpu_blocks, 1, 1u << 26); }},
+      {"--lora-modules", true, "LoRA adapters: name=path ... (or JSON); a request's model names one",
+       [](const std::string& v, SimOptions& o) { return parse_lora_module(v, o); }},
+      {"--hybrid-mamba", false, "hybrid KV layout: group 0 full attention + group 1 mamba (align mode)",
+       [](const std::string&, SimOptions& o) { o.engine.hybrid_mamba = true; return std::string(); }},
+      {"--delay-cache-blocks", false, "cache full blocks after the step computing them (concurrent copies)",
+       [](const std::string&, SimOptions& o) { o.engine.delay_cache_blocks = true; return std::string(); }},
       {"--enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens",
        [](const std::string&, SimOptions& o) { o.enable_prompt_tokens_details = true; return std::string(); }},
       {"--no-enable-prefix-caching", false, "disable prefix caching",
@@ -202,6 +240,15 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
       continue;
     }
     if (std::string e = flag->apply(value, out); !e.empty()) errors.push_back(a + ": " + e);
+    // vLLM's --lora-modules takes several values (nargs='+'): the arguments up to the next flag.
+    if (a == "--lora-modules" && !has_value) {
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+        if (std::string e = flag->apply(args[++i], out); !e.empty()) errors.push_back(a + ": " + e);
+      }
+    }
+  }
+  for (const auto& m : out.lora_modules) {
+    if (m.name == out.served_model_name) errors.push_back("--lora-modules: adapter '" + m.name + "' is the served model's name");
   }
   const PromptFlags& pf = out.prompt;
   if (pf.tokenizer.empty()) {

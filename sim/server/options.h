@@ -46,6 +46,15 @@ struct PromptFlags {
   std::string added_tokens;      // --added-tokens: added-tokens override for the tokenizer
 };
 
+// One --lora-modules entry (vLLM's LoRAModulePath): served under `name`, id = its 1-based
+// position (vLLM's lora_int_id counter), listed by /v1/models with parent = base_model_name or
+// the served model. The simulator never reads `path`.
+struct LoraModule {
+  std::string name;
+  std::string path;
+  std::string base_model_name;
+};
+
 struct SimOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8000;
@@ -53,6 +62,7 @@ struct SimOptions {
   std::string model_root = "ramjet-sim";
   std::string engine_version = "0.26.0+ramjet.sim";  // GET /version
   PromptFlags prompt;
+  std::vector<LoraModule> lora_modules;  // --lora-modules name=path ... (or JSON objects)
   EngineConfig engine;
   bool enable_prompt_tokens_details = false;
   uint32_t default_max_tokens = 256;  // the sim never emits EOS; real models stop on their own

@@ -121,7 +121,7 @@ asio::awaitable<void> SimServer::drive() {
   auto due = clock::now();
   for (;;) {
     boost::system::error_code ec;
-    if (engine_.idle()) {
+    if (engine_.idle() || paused_) {
       idle_wake_.expires_at(clock::time_point::max());
       co_await idle_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       due = clock::now();
@@ -165,8 +165,22 @@ struct ParsedInference {
   bool continuous_usage = false;
   std::optional<uint64_t> max_tokens;
   std::string model;
+  std::string cache_salt;
   std::vector<uint32_t> prompt;
 };
+
+// vLLM's cache_salt check (protocol.py): a non-empty string when given (null = absent); current
+// builds also cap it at 1024 characters.
+std::string read_cache_salt(const json::object& o, std::string& out) {
+  const json::value* v = find(o, "cache_salt");
+  if (!v) return "";
+  if (!v->is_string() || v->as_string().empty()) return "Parameter 'cache_salt' must be a non-empty string if provided.";
+  size_t chars = 0;
+  for (unsigned char c : v->as_string()) chars += (c & 0xc0) != 0x80;
+  if (chars > 1024) return "Parameter 'cache_salt' must be at most 1024 characters.";
+  out = std::string(v->as_string());
+  return "";
+}
 
 // Returns "" or an error message (400).
 std::string parse_inference(bool chat, const std::string& body, const Prompter& prompter, ParsedInference& p) {
@@ -191,6 +205,7 @@ std::string parse_inference(bool chat, const std::string& body, const Prompter& 
     if (!(p.max_tokens = as_u64(mt))) return "max_tokens must be a non-negative integer";
   }
   if (p.max_tokens && *p.max_tokens == 0) return "max_tokens must be at least 1";
+  if (auto e = read_cache_salt(o, p.cache_salt); !e.empty()) return e;
   if (chat) {
     auto* msgs = find(o, "messages");
     if (!msgs || !msgs->is_array() || msgs->as_array().empty()) return "messages must be a non-empty array";
@@ -325,7 +340,15 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", started_unix_},
                         {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
                         {"max_model_len", opt_.engine.max_model_len}, {"permission", json::array{}}};
-      json::object list{{"object", "list"}, {"data", json::array{card}}};
+      json::array cards{card};
+      // Served LoRA adapters (vLLM's show_available_models): one card each, parent = the base.
+      for (const auto& m : opt_.lora_modules) {
+        cards.push_back(json::object{{"id", m.name}, {"object", "model"}, {"created", started_unix_},
+                                     {"owned_by", "vllm"}, {"root", m.path},
+                                     {"parent", m.base_model_name.empty() ? opt_.served_model_name : m.base_model_name},
+                                     {"max_model_len", nullptr}, {"permission", json::array{}}});
+      }
+      json::object list{{"object", "list"}, {"data", std::move(cards)}};
       more = co_await reply(200, json::serialize(list), "application/json");
     } else if (get && path == "/metrics") {
       more = co_await reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
@@ -389,7 +412,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       const bool chat = path == "/v1/chat/completions";
       ParsedInference p;
       std::string err = parse_inference(chat, req.body(), prompter_, p);
-      if (err.empty() && !p.model.empty() && p.model != opt_.served_model_name) {
+      CacheNamespace ns;
+      if (err.empty()) ns = namespace_of(p.model, p.cache_salt);
+      const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name;
+      if (err.empty() && !p.model.empty() && p.model != opt_.served_model_name && !ns.lora()) {
         more = co_await reply(404, vllm_error("The model `" + p.model + "` does not exist.", "NotFoundError", 404),
                               "application/json");
         if (!more) break;
@@ -422,7 +448,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       }
       Live live(ctx_);
       live.id = next_id_++;
-      if (!engine_.add_request(live.id, p.prompt, static_cast<uint32_t>(max_tokens))) {
+      if (!engine_.add_request(live.id, p.prompt, static_cast<uint32_t>(max_tokens), ns)) {
         more = co_await reply(400, vllm_error("request rejected by the engine", "BadRequestError", 400),
                               "application/json");
         if (!more) break;
@@ -455,7 +481,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
         choice["logprobs"] = nullptr;
         choice["finish_reason"] = fin ? json::value(*fin) : json::value(nullptr);
         if (fin) choice["stop_reason"] = nullptr;
-        json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", opt_.served_model_name},
+        json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", response_model},
                        {"choices", json::array{std::move(choice)}}};
         if (p.continuous_usage && p.include_usage) c["usage"] = usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details);
         return "data: " + json::serialize(c) + "\n\n";
@@ -508,7 +534,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       if (p.stream) {
         co_await write_chunk(chunk_json("", false, std::string_view(fin)));
         if (p.include_usage) {
-          json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", opt_.served_model_name},
+          json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", response_model},
                          {"choices", json::array{}},
                          {"usage", usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details)}};
           co_await write_chunk("data: " + json::serialize(c) + "\n\n");
@@ -532,7 +558,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
         choice["logprobs"] = nullptr;
         choice["finish_reason"] = fin;
         choice["stop_reason"] = nullptr;
-        json::object o{{"id", id}, {"object", object}, {"created", created}, {"model", opt_.served_model_name},
+        json::object o{{"id", id}, {"object", object}, {"created", created}, {"model", response_model},
                        {"choices", json::array{std::move(choice)}},
                        {"usage", usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details)}};
         more = co_await reply(200, json::serialize(o), "application/json");
@@ -545,6 +571,18 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
   boost::system::error_code ignored;
   socket.shutdown(tcp::socket::shutdown_send, ignored);
   socket.close(ignored);
+}
+
+CacheNamespace SimServer::namespace_of(const std::string& model, const std::string& cache_salt) const {
+  CacheNamespace ns;
+  ns.cache_salt = cache_salt;
+  if (model.empty() || model == opt_.served_model_name) return ns;
+  for (size_t i = 0; i < opt_.lora_modules.size(); ++i) {
+    if (opt_.lora_modules[i].name != model) continue;
+    ns.lora_name = model;
+    ns.lora_id = static_cast<int64_t>(i + 1);  // vLLM's lora_id_counter: 1, 2, ... in flag order
+  }
+  return ns;
 }
 
 std::string SimServer::handle_admin(const std::string& path, const std::string& body, unsigned& status) {
@@ -568,7 +606,14 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
       }
       tokens = std::move(ids.value());
     }
-    json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", engine_.resident_prefix_tokens(tokens)}};
+    std::string salt, model;
+    if (auto e = read_cache_salt(o, salt); !e.empty()) {
+      status = 400;
+      return vllm_error(e, "BadRequestError", 400);
+    }
+    if (auto* m = find(o, "model"); m && m->is_string()) model = m->as_string();
+    const CacheNamespace ns = namespace_of(model, salt);
+    json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", engine_.resident_prefix_tokens(tokens, ns)}};
     auto st = engine_.stats();
     r["running"] = st.running;
     r["waiting"] = st.waiting;
@@ -580,6 +625,10 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
       std::_Exit(1);
     }
     if (auto* x = find(o, "hang"); x && x->is_bool()) hang_ = x->as_bool();
+    if (auto* x = find(o, "pause"); x && x->is_bool()) {
+      paused_ = x->as_bool();
+      if (!paused_) wake_driver();
+    }
     if (auto* x = find(o, "health_fail"); x && x->is_bool()) health_fail_ = x->as_bool();
     if (auto* x = find(o, "garbage"); x && x->is_bool()) garbage_ = x->as_bool();
     if (auto x = as_u64(find(o, "drop_header_bytes"))) drop_header_bytes_ = *x;
@@ -602,7 +651,7 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", slow_ms_},
                                         {"error_rate", error_rate_}, {"error_status", error_status_},
                                         {"garbage", garbage_}, {"drop_header_bytes", drop_header_bytes_},
-                                        {"stall_after_tokens", stall_after_tokens_}});
+                                        {"stall_after_tokens", stall_after_tokens_}, {"pause", paused_}});
   }
   if (path == "/sim/stats") {
     auto st = engine_.stats();

@@ -40,6 +40,9 @@ class SimServer {
  private:
   boost::asio::awaitable<void> drive();
   std::string handle_admin(const std::string& path, const std::string& body, unsigned& status);
+  // The namespace a request's blocks are cached in: its adapter (when `model` names one of
+  // --lora-modules) and its cache_salt.
+  CacheNamespace namespace_of(const std::string& model, const std::string& cache_salt) const;
   std::string metrics_text() const;
   void write_dcgm(metrics::Exposition& x, const EngineStats& st) const;
   void wake_driver();
@@ -60,6 +63,7 @@ class SimServer {
   uint64_t steps_ = 0;
   uint64_t success_by_reason_[3] = {0, 0, 0};  // stop, length, abort
   bool hang_ = false;
+  bool paused_ = false;  // /sim/fault {"pause":true}: the engine takes no step (requests queue)
   uint32_t slow_ms_ = 0;
   double error_rate_ = 0;
   unsigned error_status_ = 503;
