@@ -286,9 +286,10 @@ TokenizerService::RoutingRender TokenizerService::render_routing(bool chat, std:
 boost::asio::awaitable<Result<TokenizerService::RoutingRender, PoolRefusal>> TokenizerService::render_for_routing(
     bool chat, std::string body, RenderPool::Clock::time_point deadline) {
   const size_t bytes = body.size();
-  // The job owns the body: an awaiter that gives up at the deadline leaves it running.
-  co_return co_await pool_.run(deadline, bytes,
-                               [this, chat, body = std::move(body)]() { return render_routing(chat, body); });
+  // The job owns the body: an awaiter that gives up at the deadline leaves it running. (Not a
+  // coroutine itself: GCC 12 destroys a temporary lambda of a co_await expression twice.)
+  auto job = [this, chat, body = std::move(body)]() { return render_routing(chat, body); };
+  return pool_.run(deadline, bytes, std::move(job));
 }
 
 void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) noexcept {

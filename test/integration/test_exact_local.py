@@ -1,0 +1,113 @@
+"""Exact routing with local tokens (RJ_EXACT_TOKENS=local): ramjet renders and tokenizes each prompt
+itself with the attested pipeline (RJ_TOKENIZER_MODE=local: the real Qwen3 tokenizer and chat
+template, pinned by digest and checked against a manifest whose goldens come from an independent
+implementation) and looks the tokens up in the engines' KV-event indexes — no /tokenize round trip.
+The sims tokenize with the same real files, so their KV events carry the same token IDs."""
+
+from __future__ import annotations
+
+import json
+
+from support.ramjet_proc import http_request, poll
+from support.sim_proc import SimProc
+from test_kv_events import TOPIC, kv_config, local
+from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, wait_attested
+
+
+def qwen_kv_sim(version: str = VERSION) -> SimProc:
+    return SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name", MODEL_ID,
+                   "--model", ROOT, "--max-model-len", str(CTX), "--engine-version", version,
+                   "--kv-events-config", kv_config(), "--enable-prompt-tokens-details",
+                   "--num-gpu-blocks-override", "16384")
+
+
+def agent_chat(k: int, *turns: str) -> dict:
+    """A ~40 KB agent prompt of its own, then the user turns (alternating with short answers)."""
+    system = f"Agent {k} tool manual. " + " ".join(f"rule {k}.{i}: keep the invariant {i * 7 % 13}." for i in range(1400))
+    messages = [{"role": "system", "content": system}]
+    for i, t in enumerate(turns):
+        if i:
+            messages.append({"role": "assistant", "content": "done"})
+        messages.append({"role": "user", "content": t})
+    return {"model": MODEL_ID, "max_tokens": 2, "messages": messages}
+
+
+def warm_behind_its_back(rj, sim: SimProc, engine: int, body: dict) -> None:
+    """Sends `body` straight to one engine and waits until all of its full blocks reached ramjet's
+    index (a long prompt is prefilled, and reported, in several chunks)."""
+    def stored():
+        return rj.metrics().get("ramjet_kv_blocks_applied_total", upstream=str(engine), op="stored") or 0
+    before = stored()
+    r = sim.request("POST", "/v1/chat/completions", body)
+    assert r.status == 200, r.body
+    blocks = json.loads(r.body)["usage"]["prompt_tokens"] // 16
+    poll(lambda: stored() >= before + blocks, timeout=5, what="the warmed blocks in ramjet's index")
+
+
+def through(rj, body: dict):
+    r = http_request(rj.api_port, "POST", "/v1/chat/completions", json.dumps(body).encode(),
+                     {"Content-Type": "application/json"}, timeout=30)
+    assert r.status == 200, r.body
+    return r
+
+
+def start(tmp_path, ramjet_factory, sims):
+    env = local_env(tmp_path, mode="local", RJ_EXACT_TOKENS="local", RJ_AFFINITY="prefix",
+                    RJ_KV_EVENT_LIVE_ENDPOINTS=",".join(local(s.kv_endpoint) for s in sims),
+                    RJ_KV_EVENT_REPLAY_ENDPOINTS=",".join(local(s.kv_replay) for s in sims),
+                    RJ_KV_EVENT_TOPIC=TOPIC)
+    rj = ramjet_factory([s.url for s in sims], env=env)
+    rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every engine's index trusted")
+    return rj
+
+
+def sims_of(*versions):
+    made = [qwen_kv_sim(v) for v in versions]
+    return made
+
+
+def test_local_tokens_place_exactly_without_asking_an_engine(tmp_path, ramjet_factory):
+    sims = sims_of(VERSION, VERSION, VERSION)
+    try:
+        rj = start(tmp_path, ramjet_factory, sims)
+        wait_attested(rj, [0, 1, 2])
+        for k in range(3):
+            warm_behind_its_back(rj, sims[1], 1, agent_chat(k, "first question"))
+            r = through(rj, agent_chat(k, "first question"))
+            assert r.header("X-Ramjet-Upstream") == "1", f"prompt {k}: placed on {r.header('X-Ramjet-Upstream')}"
+            receipt = r.header("X-Ramjet-Route")
+            assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
+            predicted = int(receipt.split(";")[1].split("=")[1])
+            cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
+            # ramjet's own tokens are the engine's: its prediction is the engine's hit (less the
+            # block a fully cached prompt recomputes).
+            assert cached > 5000 and predicted - 16 <= cached <= predicted, (predicted, cached)
+        # The next turn of a session is placed on the engine that served it; its render reuses
+        # the conversation's encoded prefix (the session cache) instead of encoding it again.
+        r = through(rj, agent_chat(0, "first question", "second question"))
+        assert r.header("X-Ramjet-Upstream") == "1" and r.header("X-Ramjet-Route").startswith("exact")
+        m = rj.metrics()
+        assert m.get("ramjet_exact_route_total", outcome="exact") >= 4
+        assert m.sum("ramjet_exact_predictions_total", result="miss") == 0
+        assert m.get("ramjet_tokenizer_session_cache_lookups_total", result="hit") >= 1
+        # No engine was asked for tokens: mode local makes no remote call, and the shadow does not
+        # render a second time what routing rendered.
+        assert m.sum("ramjet_tokenizer_shadow_total", backend="remote") == 0
+        assert m.sum("ramjet_tokenizer_shadow_total", backend="local") == 0
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_an_engine_that_does_not_match_the_manifest_sends_the_fleet_to_the_fingerprints(tmp_path, ramjet_factory):
+    sims = sims_of(VERSION, VERSION, "0.0.1-other")
+    try:
+        rj = start(tmp_path, ramjet_factory, sims)
+        wait_attested(rj, [0, 1])
+        poll(lambda: rj.metrics().get("ramjet_tokenizer_attested", upstream="2") == 0, 10, what="engine 2 unattested")
+        r = through(rj, agent_chat(7, "first question"))
+        assert r.header("X-Ramjet-Route") == "unattested"
+        assert rj.metrics().get("ramjet_exact_route_total", outcome="unattested") == 1
+    finally:
+        for s in sims:
+            s.stop()
