@@ -54,6 +54,9 @@ void DecisionLog::push(const route::Routed& routed, std::string_view policy, int
   r.cold = routed.cold;
   r.fail_open = d.fail_open;
   r.candidates.assign(d.ranked.begin(), d.ranked.end());  // keeps its capacity from earlier records
+  r.exact = routed.exact;
+  r.exact_tokens.assign(routed.exact_tokens.begin(), routed.exact_tokens.end());
+  r.exact_block_size = routed.exact_block_size;
 }
 
 std::vector<DecisionRecord> DecisionLog::last(size_t n) const {
@@ -110,6 +113,13 @@ void append_decision_json(std::string& out, const DecisionRecord& r) {
   out += std::to_string(r.request_bytes);
   out += r.cold ? ",\"cold\":true" : ",\"cold\":false";
   out += r.fail_open ? ",\"fail_open\":true" : ",\"fail_open\":false";
+  out += ",\"exact\":";
+  if (r.exact == route::ExactOutcome::kNone)
+    out += "null";
+  else
+    append_json_string(out, route::label(r.exact));
+  out += ",\"exact_block_size\":";
+  out += r.exact_tokens.empty() ? std::string("null") : std::to_string(r.exact_block_size);
   out += ",\"candidates\":[";
   for (size_t i = 0; i < r.candidates.size(); ++i) {
     const route::CandidateTerms& c = r.candidates[i];
@@ -122,6 +132,8 @@ void append_decision_json(std::string& out, const DecisionRecord& r) {
       out += ':';
       append_term(out, c.*row.member);
     });
+    // Only when exact routing looked the prompt up: the key's absence says it did not.
+    if (c.ordinal < r.exact_tokens.size()) out += ",\"exact_tokens\":" + std::to_string(r.exact_tokens[c.ordinal]);
     out += '}';
   }
   out += "]}";

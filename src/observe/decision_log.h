@@ -1,9 +1,11 @@
 // observe/decision_log: the last N routing decisions in memory, for the dashboard's Decisions tab
 // (GET /api/v1/decisions). One record per routed request: the endpoint, policy and outcome labels,
-// the chosen ordinal, the request size, whether its prefix was cold, and every candidate's terms.
+// the chosen ordinal, the request size, whether its prefix was cold, every candidate's terms and,
+// with exact routing, how it answered and each engine's predicted resident prompt tokens.
 //
-// Privacy: like the journal, a record holds closed-set labels, ordinals, sizes and scores only —
-// never prompt bytes, fingerprints, request ids or hosts; the types below cannot carry them.
+// Privacy: like the journal, a record holds closed-set labels, ordinals, sizes, token counts and
+// scores only — never prompt bytes, token ids, fingerprints, request ids or hosts; the types below
+// cannot carry them.
 //
 // Lock-light: push() takes a ticket from an atomic counter and writes its own slot under that
 // slot's mutex (contended only by a reader copying the same slot, or by a writer a whole ring
@@ -40,6 +42,12 @@ struct DecisionRecord {
   bool cold = false;
   bool fail_open = false;
   std::vector<route::CandidateTerms> candidates;  // ranked, best first (request/route/terms.h)
+  // Exact routing (route::Routed): its outcome (kNone: no exact source, or not asked) and, when it
+  // looked the prompt up, each engine's predicted resident prompt tokens by ordinal (else empty)
+  // counted in blocks of exact_block_size tokens.
+  route::ExactOutcome exact = route::ExactOutcome::kNone;
+  std::vector<uint32_t> exact_tokens;
+  uint32_t exact_block_size = 0;
 };
 
 class DecisionLog {

@@ -83,6 +83,8 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   EXPECT_EQ(d.at("chosen").as_int64(), 1);
   EXPECT_EQ(d.at("request_bytes").as_int64(), 4096);
   EXPECT_EQ(d.at("cold").as_bool(), false);
+  EXPECT_TRUE(d.at("exact").is_null()) << "no exact source";
+  EXPECT_TRUE(d.at("exact_block_size").is_null());
   const auto& cands = d.at("candidates").as_array();
   ASSERT_EQ(cands.size(), 4u);
   const auto& c = cands.at(1).as_object();
@@ -109,6 +111,48 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   }
   EXPECT_EQ(columns, (std::vector<std::string>{"overlap", "single_flight", "affinity", "load_units",
                                                "request_load_units", "score"}));
+}
+
+TEST(DecisionLog, ExactRoutingShowsItsOutcomeAndEachCandidatesPredictedTokens) {
+  DecisionLog log(8, 3);
+  route::Routed placed = with(make(3, 1), req(65536));
+  placed.exact = route::ExactOutcome::kExact;
+  placed.exact_tokens = {0, 8192, 1024};  // by ordinal
+  placed.exact_block_size = 16;
+  log.push(placed, "prefix", 1);
+  route::Routed declined = with(make(3, 0), req(65536));
+  declined.exact = route::ExactOutcome::kUntrusted;  // a fenced index: no lookup, no tokens
+  log.push(declined, "prefix", 2);
+
+  const auto recs = log.last(2);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[1].exact, route::ExactOutcome::kExact);
+  EXPECT_EQ(recs[1].exact_tokens, (std::vector<uint32_t>{0, 8192, 1024}));
+  EXPECT_EQ(recs[0].exact, route::ExactOutcome::kUntrusted);
+  EXPECT_TRUE(recs[0].exact_tokens.empty());
+  DecisionLog one(1, 3);  // one slot, reused: the later record keeps none of the earlier's tokens
+  one.push(placed, "prefix", 1);
+  one.push(declined, "prefix", 2);
+  EXPECT_TRUE(one.last(1).at(0).exact_tokens.empty());
+
+  auto v = boost::json::parse(log.json(10));
+  const auto& ds = v.at("decisions").as_array();
+  const auto& untrusted = ds.at(0).as_object();
+  EXPECT_EQ(untrusted.at("exact").as_string(), "untrusted");
+  EXPECT_TRUE(untrusted.at("exact_block_size").is_null());
+  for (const auto& c : untrusted.at("candidates").as_array()) EXPECT_FALSE(c.as_object().contains("exact_tokens"));
+  const auto& exact = ds.at(1).as_object();
+  EXPECT_EQ(exact.at("exact").as_string(), "exact");
+  EXPECT_EQ(exact.at("exact_block_size").as_int64(), 16);
+  // Candidates are ranked (1, 2, 0); each carries its own ordinal's prediction.
+  const auto& cands = exact.at("candidates").as_array();
+  ASSERT_EQ(cands.size(), 3u);
+  for (const auto& c : cands) {
+    const auto& o = c.as_object();
+    const int64_t want[] = {0, 8192, 1024};
+    EXPECT_EQ(o.at("exact_tokens").as_int64(), want[o.at("ordinal").as_int64()]) << o.at("ordinal");
+  }
+  EXPECT_EQ(cands.at(0).as_object().at("ordinal").as_int64(), 1);
 }
 
 TEST(DecisionLog, ConcurrentWritersAndReaders) {
