@@ -39,7 +39,8 @@ observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy) {
 
 observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, const upstream::Fleet& fleet,
                                             const route::Router& router, const observe::DecisionLog* decisions,
-                                            const upstream::EngineScraper* scraper) {
+                                            const upstream::EngineScraper* scraper,
+                                            const cache::events::KvFleet* kv) {
   observe::DashboardSources s;
   s.ramjet = [&m, decisions](observe::Reading& r) {
     r.completion_tokens = m.completion_tokens.get();
@@ -68,6 +69,12 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
   if (scraper && scraper->enabled()) {
     s.engine_samples = [scraper] { return scraper->engines(); };
     s.gpu_samples = [scraper] { return scraper->gpus(); };
+  }
+  if (kv && kv->enabled()) {
+    s.kv_index = [kv](size_t i) -> std::string_view {
+      if (i >= kv->size() || !kv->has_events(i)) return "none";
+      return cache::events::label(kv->mode(i));
+    };
   }
   return s;
 }

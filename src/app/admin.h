@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "cache/events/kv_fleet.h"
 #include "net/drain_gate.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
@@ -30,10 +31,12 @@ struct DashboardRoutes {
 observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy);
 
 // What the dashboard samples: ramjet's own counters and histograms, the fleet (state, load,
-// declared profiles), the decisions routed to each engine, and the engine scrape (optional).
+// declared profiles), the decisions routed to each engine, the engine scrape (optional) and each
+// engine's KV-event index state (optional; shown when an engine publishes KV events).
 observe::DashboardSources dashboard_sources(const request::ProxyMetrics& proxy, const upstream::Fleet& fleet,
                                             const route::Router& router, const observe::DecisionLog* decisions,
-                                            const upstream::EngineScraper* scraper);
+                                            const upstream::EngineScraper* scraper,
+                                            const cache::events::KvFleet* kv = nullptr);
 
 // Samples `sources` into `dashboard` once a second on `ctx` until dashboard.stop().
 void start_dashboard_sampler(boost::asio::io_context& ctx, observe::Dashboard& dashboard,

@@ -325,6 +325,11 @@ void Dashboard::render_state_locked(const Reading& r) {
     out += ",\"inflight\":" + std::to_string(er.inflight);
     out += ",\"load_units\":" + std::to_string(er.load_units);
     out += ",\"routed\":" + std::to_string(er.routed);
+    out += ",\"kv_index\":";
+    if (er.kv_index.empty())
+      out += "null";
+    else
+      append_json_string(out, er.kv_index);
     out += ',', key(out, "req_rate"), numf(out, ep.req_rate);
     out += ',', key(out, "running"), numf(out, ep.running);
     out += ',', key(out, "waiting"), numf(out, ep.waiting);
@@ -527,6 +532,9 @@ Reading read_sources(const DashboardSources& s, int64_t unix_ms) {
     for (size_t e = 0; e < samples.size() && e < r.engines.size(); ++e) r.engines[e].scrape = std::move(samples[e]);
   }
   if (s.gpu_samples) r.gpus = s.gpu_samples();
+  if (s.kv_index) {
+    for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].kv_index = s.kv_index(e);
+  }
   return r;
 }
 

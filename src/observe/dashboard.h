@@ -107,6 +107,10 @@ struct EngineReading {
   uint64_t routed = 0;             // cumulative decisions that chose it (request rate)
   uint64_t fail_open_dispatches = 0;  // cumulative
   std::optional<upstream::EngineSample> scrape;  // the latest engine scrape, when a scraper runs
+  // Its KV-event index (cache/events' trust state): trusted|replaying|fenced, or none when it
+  // publishes no KV events while others do. Empty when no engine publishes them (nothing to show).
+  // Exact routing answers only while every healthy engine's index is trusted.
+  std::string kv_index;
 };
 
 // Everything one tick reads. Counters are cumulative; the dashboard takes the deltas.
@@ -211,6 +215,9 @@ struct DashboardSources {
   std::function<void(Reading&)> fleet;                      // engines: profile, state, load, routed
   std::function<std::vector<upstream::EngineSample>()> engine_samples;  // optional (EngineScraper::engines)
   std::function<std::vector<upstream::GpuSample>()> gpu_samples;        // optional (EngineScraper::gpus)
+  // Optional, set when an engine publishes KV events: engine i's KV-event index state
+  // (EngineReading::kv_index; cache/events' KvFleet through app/admin.cc).
+  std::function<std::string_view(size_t)> kv_index;
 };
 Reading read_sources(const DashboardSources& s, int64_t unix_ms);
 

@@ -314,6 +314,32 @@ TEST(Dashboard, FencedEngineAndFailOpen) {
   EXPECT_FALSE(state.at("engines").as_array()[1].at("fail_open").as_bool());
 }
 
+TEST(Dashboard, EachEnginesKvIndexStateIsReadAndShown) {
+  DashboardSources src;
+  src.fleet = [](Reading& r) {
+    r.engines.resize(3);
+    for (auto& e : r.engines) e.state = "healthy";
+  };
+  Reading without = read_sources(src, 1);  // no engine publishes KV events: nothing to show
+  for (const auto& e : without.engines) EXPECT_TRUE(e.kv_index.empty());
+  src.kv_index = [](size_t i) -> std::string_view { return i == 0 ? "trusted" : i == 1 ? "fenced" : "none"; };
+  Reading r = read_sources(src, 1'800'000'000'000);
+  ASSERT_EQ(r.engines.size(), 3u);
+  EXPECT_EQ(r.engines[1].kv_index, "fenced");
+
+  Dashboard d(config());
+  d.tick(without);
+  auto before = boost::json::parse(*d.state_json());
+  for (const auto& e : before.at("engines").as_array()) EXPECT_TRUE(e.at("kv_index").is_null());
+  d.tick(r);
+  auto state = boost::json::parse(*d.state_json());
+  const auto& engines = state.at("engines").as_array();
+  EXPECT_EQ(engines[0].at("kv_index").as_string(), "trusted");
+  EXPECT_EQ(engines[1].at("kv_index").as_string(), "fenced");
+  EXPECT_EQ(engines[1].at("state").as_string(), "healthy") << "a fenced index is not a fenced engine";
+  EXPECT_EQ(engines[2].at("kv_index").as_string(), "none");
+}
+
 TEST(Dashboard, ClientsAreBoundedAndWokenOnTickAndStop) {
   DashboardConfig c = config();
   c.max_sse_clients = 2;

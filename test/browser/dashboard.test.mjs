@@ -1,9 +1,12 @@
 // The dashboard in a real browser: Debian's chromium driven by playwright-core (no browser
 // download), against ramjet in front of four ramjet-sim engines (two MTP, two standard, two
 // synthetic GPUs each) with a little streaming traffic. Every tab must render live data; the
-// topology shows the four engines with their profiles; killing one engine turns its node red;
-// an engine that answers 500 to everything turns magenta (ejected); the GPU grid shows eight
-// devices. Screenshots go to $ARTIFACTS_DIR (default build/dev/test-artifacts/browser).
+// topology shows the four engines with their profiles and their KV-event indexes trusted; an
+// index fenced by a lost batch is drawn striped with its meaning in a tooltip while the engine
+// stays healthy, and the Decisions tab shows exact routing's outcome and predicted tokens;
+// killing one engine turns its node red; an engine that answers 500 to everything turns magenta
+// (ejected); the GPU grid shows eight devices. Screenshots go to $ARTIFACTS_DIR (default
+// build/dev/test-artifacts/browser).
 //
 // Environment: RAMJET_BIN, SIM_BIN (the binaries), CHROMIUM (default /usr/bin/chromium),
 // ARTIFACTS_DIR. Exit 77 (ctest: skipped) when chromium or playwright-core is missing.
@@ -131,11 +134,16 @@ try {
   // The first half MTP, the second half standard (4 engines: mtp,mtp,standard,standard).
   const profiles = Array.from({ length: N }, (_, i) => (i < Math.ceil(N / 2) ? 'mtp' : 'standard'));
   const presets = profiles.map((p) => (p === 'mtp' ? 'qwen3.8-27b-tp4-mtp' : 'qwen3.8-27b-tp4'));
+  // Every engine publishes vLLM's KV events (live and replay endpoints on ports of its own).
+  const kvConfig = JSON.stringify({ enable_kv_cache_events: true, publisher: 'zmq', topic: 'kv',
+    endpoint: 'tcp://*:0', replay_endpoint: 'tcp://*:0', buffer_steps: 1000 });
   const sims = [];
   for (let i = 0; i < N; i++) {
     const s = await start(`sim${i}`, SIM, ['--host', '127.0.0.1', '--port', '0', '--preset', presets[i], '--speed', '2',
-      '--enable-prompt-tokens-details', '--gpus', '2', '--seed', String(i + 1)], cleanEnv({}), /listening port=(\d+)/);
-    sims.push({ proc: s.proc, port: Number(s.match[1]) });
+      '--enable-prompt-tokens-details', '--gpus', '2', '--seed', String(i + 1), '--kv-events-config', kvConfig],
+    cleanEnv({}), /listening port=(\d+).* kv_endpoint=(\S+) kv_replay=(\S+)/);
+    const local = (ep) => 'tcp://127.0.0.1:' + ep.split(':').pop();
+    sims.push({ proc: s.proc, port: Number(s.match[1]), kv: local(s.match[2]), replay: local(s.match[3]) });
   }
   const upstreams = sims.map((s) => `http://127.0.0.1:${s.port}`).join(',');
   const env = {
@@ -151,6 +159,11 @@ try {
   const ejects = help.includes('RJ_OUTLIER_CONSECUTIVE_FAILURES');
   if (ejects) Object.assign(env, { RJ_OUTLIER_CONSECUTIVE_FAILURES: '3', RJ_OUTLIER_PENALTY_MS: '100',
     RJ_OUTLIER_BASE_EJECTION_MS: '60000' });
+  // Exact routing from the engines' KV events (when this build has it).
+  const kv = help.includes('RJ_KV_EVENT_LIVE_ENDPOINTS');
+  if (kv) Object.assign(env, { RJ_KV_EVENT_LIVE_ENDPOINTS: sims.map((s) => s.kv).join(','),
+    RJ_KV_EVENT_REPLAY_ENDPOINTS: sims.map((s) => s.replay).join(','), RJ_KV_EVENT_TOPIC: 'kv',
+    RJ_KV_EVENT_TIMEOUT_MS: '2000' });
   const rj = await start('ramjet', RAMJET, [], cleanEnv(env), /listening api=[0-9.]+:(\d+) metrics=[0-9.]+:(\d+)/);
   const apiPort = Number(rj.match[1]), metricsPort = Number(rj.match[2]);
   const base = `http://127.0.0.1:${metricsPort}`;
@@ -216,6 +229,11 @@ try {
   check(JSON.stringify(nodes.map((n) => n.p)) === JSON.stringify(profiles),
     `topology profiles ${N > 8 ? '(' + N + ')' : profiles} (${N > 8 ? 'as declared' : nodes.map((n) => n.p)})`);
   check(nodes.every((n) => n.s === 'healthy'), `all nodes healthy (${nodes.map((n) => n.s)})`);
+  if (kv) {
+    const trusted = await until(() => page.$$eval('g.node', (gs) =>
+      (gs.every((g) => g.dataset.kv === 'trusted') ? gs.length : 0)), 10000, 'every KV-event index trusted');
+    check(trusted.value === N, `every node's KV-event index is trusted (${trusted.value})`);
+  }
   const active = await until(() => page.$$eval('path.edge.active', (e) => e.length), 10000, 'an animated edge');
   check(active.value > 0, `edges animate with traffic (${active.value} active)`);
   await sleep(1000);
@@ -241,6 +259,79 @@ try {
   const text = await page.$eval('#decisions tbody', (t) => t.textContent);
   check(!text.includes('house rules') && !text.includes('127.0.0.1'), 'no prompt text or hosts in the decisions table');
   await page.screenshot({ path: shot('decisions'), fullPage: false });
+
+  // ---- KV-event index: a long prompt is placed exactly (the Decisions tab says so, with each
+  // candidate's predicted resident tokens); then engine 1 loses a batch its replay cannot fill:
+  // its index is fenced — drawn striped, explained in a tooltip — while the engine stays healthy,
+  // and the next long prompt falls back to the approximate index.
+  if (kv && N > 1) {
+    const longChat = async (k) => {
+      const system = `Browser agent ${k}. ` + Array.from({ length: 1400 }, (_, i) => `rule ${k}.${i}: keep invariant ${(i * 7) % 13}.`).join(' ');
+      const r = await fetch(`http://127.0.0.1:${apiPort}/v1/chat/completions`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, signal: AbortSignal.timeout(30000),
+        body: JSON.stringify({ model: 'ramjet-sim', max_tokens: 2,
+          messages: [{ role: 'system', content: system }, { role: 'user', content: 'first question' }] }),
+      });
+      await r.text();
+      return r.headers.get('x-ramjet-route') || '';
+    };
+    const placed = await longChat(1);
+    check(placed.startsWith('exact'), `a long prompt is placed exactly (X-Ramjet-Route: ${placed})`);
+    const exactRow = await until(() => page.$$eval('tr.decision', (rs) => {
+      const r = rs.find((x) => x.querySelector('.exact[data-exact="exact"]'));
+      return r ? { cells: r.querySelectorAll('td.exact-tokens').length, title: r.querySelector('.exact').title } : null;
+    }), 10000, 'a decision row with exact: exact');
+    check(exactRow.value && exactRow.value.cells >= Math.min(N, 4),
+      `the exact decision shows each candidate's predicted tokens (${JSON.stringify(exactRow.value)})`);
+    if (exactRow.value) {
+      await page.locator('tr.decision:has(.exact[data-exact="exact"])').first().screenshot({ path: shot('decision-exact') });
+    }
+
+    await page.goto(base + '/ui/#topology');
+    await page.waitForSelector('g.node[data-kv]');
+    await fetch(`http://127.0.0.1:${sims[1].port}/sim/fault`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ kv_skip: 3 }),
+    });
+    // A prompt of its own, several blocks long, so the engine publishes a batch after the gap.
+    await (await fetch(`http://127.0.0.1:${sims[1].port}/v1/chat/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'ramjet-sim', max_tokens: 2, messages: [{ role: 'user', content: 'straight to the engine: ' + 'detail 7 '.repeat(300) }] }),
+    })).text();
+    const fencedKv = await until(() => page.$eval('g.node[data-ordinal="1"]', (g) => (g.dataset.kv === 'fenced' ? {
+      state: g.dataset.state,
+      band: getComputedStyle(g.querySelector('.kvband')).stroke,
+      fill: getComputedStyle(g.querySelector('.kvband')).fill,
+      text: g.querySelector('.kvrow .kvstate').textContent,
+      tip: g.querySelector('.kvrow title').textContent,
+    } : null)), 10000, "engine 1's index fenced");
+    const f = fencedKv.value;
+    check(f && f.state === 'healthy', `engine 1's index fenced, the engine itself healthy (${f && f.state})`);
+    check(f && f.band === 'rgb(251, 146, 60)' && f.fill.includes('kv-hatch'),
+      `the fenced index is drawn striped orange (stroke ${f && f.band}, fill ${f && f.fill})`);
+    check(f && f.text.includes('fenced') && f.tip.includes('falls back to the approximate'),
+      `its label and tooltip say what it means (${f && f.text} / ${f && f.tip.slice(0, 60)}…)`);
+    const legend = await page.$eval('#kv-legend', (l) => !l.hidden && l.textContent.includes('fenced'));
+    check(legend, 'the topology legend explains the KV-index states');
+    const status = await page.$eval('#kv-status', (e) => (e.hidden ? '' : e.textContent));
+    check(status.includes('falls back') && status.includes('engine 1 KV index fenced'),
+      `the topology says exact routing falls back, and why (${status})`);
+    const othersKv = await page.$$eval('g.node', (gs) => gs.filter((g) => g.dataset.ordinal !== '1').map((g) => g.dataset.kv));
+    check(othersKv.every((k) => k === 'trusted'), `the other indexes stay trusted (${N > 8 ? othersKv.length : othersKv})`);
+    await sleep(1200);
+    await page.screenshot({ path: shot('topology-kv-fenced'), fullPage: true });
+
+    const fallback = await longChat(2);
+    check(fallback === 'untrusted', `with an index fenced, a long prompt falls back (X-Ramjet-Route: ${fallback})`);
+    await page.goto(base + '/ui/#decisions');
+    const untrusted = await until(() => page.$$eval('tr.decision .exact[data-exact="untrusted"]', (e) => e.length),
+      10000, 'a decision row with exact: untrusted');
+    check(untrusted.value > 0, `the Decisions tab shows the fallback (${untrusted.value} row(s) exact: untrusted)`);
+    await page.screenshot({ path: shot('decisions-exact'), fullPage: false });
+    await page.goto(base + '/ui/#overview');
+    const chip = await until(() => page.$eval('.chip[data-ordinal="1"]', (c) =>
+      (c.classList.contains('kv-untrusted') ? c.textContent : null)), 5000, "engine 1's chip marked");
+    check(chip.value && chip.value.includes('KV index fenced'), `the overview chip says so (${chip.value})`);
+  }
 
   // ---- Fencing: kill the last engine; its node turns red within a few seconds.
   await page.goto(base + '/ui/#topology');

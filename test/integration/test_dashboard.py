@@ -1,8 +1,9 @@
 """The dashboard's HTTP side on the metrics listener, end to end with ramjet-sim engines: the
 embedded UI files (redirects, Content-Type, ETag/304), the JSON API (state, series, decisions)
 with no hosts or prompt text in it, and the SSE stream (a `state` event a second, a bounded
-number of clients, `event: bye` and a clean end of the body on shutdown). The browser test
-(test/browser) drives the pages themselves."""
+number of clients, `event: bye` and a clean end of the body on shutdown). With KV-event engines:
+each engine's index state in the state answer (trusted, fenced, none) and exact routing's outcome
+and predicted tokens per decision. The browser test (test/browser) drives the pages themselves."""
 
 from __future__ import annotations
 
@@ -97,6 +98,107 @@ def test_api_state_series_decisions(sims, ramjet_factory):
         body = _get(rj, path).body
         assert b"127.0.0.1" not in body and b"secret system prompt" not in body, path
         assert _get(rj, path).header("Cache-Control") == "no-store"
+
+
+# ----------------------------------------------------------------------------- exact routing
+KV_TOPIC = "kv"
+
+
+def _kv_sim() -> SimProc:
+    """An engine that publishes vLLM's KV events (live and replay on ports of its own)."""
+    config = {"enable_kv_cache_events": True, "publisher": "zmq", "topic": KV_TOPIC, "endpoint": "tcp://*:0",
+              "replay_endpoint": "tcp://*:0", "buffer_steps": 1000}
+    return SimProc("--speed", "50", "--enable-prompt-tokens-details", "--kv-events-config", json.dumps(config))
+
+
+def _local(endpoint: str) -> str:
+    return "tcp://127.0.0.1:" + endpoint.rsplit(":", 1)[1] if endpoint != "-" else "-"
+
+
+def _kv_env(sims) -> dict:
+    return {"RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(_local(s.kv_endpoint) for s in sims),
+            "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(_local(s.kv_replay) for s in sims),
+            "RJ_KV_EVENT_TOPIC": KV_TOPIC, "RJ_KV_EVENT_TIMEOUT_MS": "2000", "RJ_PROBE_INTERVAL_MS": "200"}
+
+
+def _kv_states(rj):
+    return [e["kv_index"] for e in json.loads(_get(rj, "/api/v1/state").body).get("engines", [])]
+
+
+def _long_chat(rj, k: int):
+    """A ~40 KB prompt of its own (over RJ_EXACT_ROUTE_MIN_BYTES): exact routing tokenizes it."""
+    system = f"Dashboard agent {k}. " + " ".join(f"rule {k}.{i}: keep invariant {i * 7 % 13}." for i in range(1400))
+    body = {"model": "ramjet-sim", "max_tokens": 2,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": "first question"}]}
+    r = http_request(rj.api_port, "POST", "/v1/chat/completions", json.dumps(body).encode(),
+                     {"Content-Type": "application/json"}, timeout=30)
+    assert r.status == 200, r.body
+    return r
+
+
+def test_kv_index_state_per_engine_and_exact_outcomes_per_decision(ramjet_factory):
+    sims = [_kv_sim(), _kv_sim()]
+    try:
+        rj = ramjet_factory(sims, env=_kv_env(sims))
+        rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every index trusted")
+        poll(lambda: _kv_states(rj) == ["trusted", "trusted"], timeout=5, what="the dashboard shows both trusted")
+
+        # The same long prompt twice: the second is placed on the engine that now holds it, and its
+        # decision lists every candidate's predicted resident tokens.
+        _long_chat(rj, 1)
+        # The engine publishes the prompt's blocks after it answered: wait until they are indexed.
+        poll(lambda: (rj.metrics().sum("ramjet_kv_index_resident_blocks") or 0) > 100, timeout=5,
+             what="the first prompt's blocks in ramjet's index")
+        r = _long_chat(rj, 1)
+        receipt = r.header("X-Ramjet-Route")
+        assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
+        predicted = int(receipt.rsplit("=", 1)[1])
+        d = json.loads(_get(rj, "/api/v1/decisions?n=1").body)["decisions"][0]
+        assert d["exact"] == "exact" and d["exact_block_size"] > 0, d
+        assert d["chosen"] == int(r.header("X-Ramjet-Upstream"))
+        tokens = {c["ordinal"]: c["exact_tokens"] for c in d["candidates"]}
+        assert set(tokens) == {0, 1} and tokens[d["chosen"]] == predicted > 8000, (tokens, predicted)
+        assert tokens[1 - d["chosen"]] == 0, tokens
+
+        # Fence engine 1's index (a sequence gap its replay cannot fill): the engine stays healthy,
+        # its index is shown fenced, and the next long request falls back to the approximate index.
+        sims[1].admin("/sim/fault", {"kv_skip": 3})
+        assert sims[1].request("POST", "/v1/chat/completions", {
+            "model": "ramjet-sim", "max_tokens": 2,
+            "messages": [{"role": "user", "content": "straight to the engine: " + "detail 7 " * 300}]}).status == 200
+        poll(lambda: _kv_states(rj) == ["trusted", "fenced"], timeout=10, what="engine 1's index fenced")
+        state = json.loads(_get(rj, "/api/v1/state").body)
+        assert [e["state"] for e in state["engines"]] == ["healthy", "healthy"], "a fenced index, not a fenced engine"
+        r = _long_chat(rj, 2)
+        assert r.header("X-Ramjet-Route") == "untrusted"
+        d = json.loads(_get(rj, "/api/v1/decisions?n=1").body)["decisions"][0]
+        assert d["exact"] == "untrusted" and d["exact_block_size"] is None, d
+        assert all("exact_tokens" not in c for c in d["candidates"]), d["candidates"]
+
+        for path in ("/api/v1/state", "/api/v1/decisions?n=200"):
+            body = _get(rj, path).body
+            assert b"127.0.0.1" not in body and b"tcp://" not in body and b"Dashboard agent" not in body, path
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_an_engine_without_kv_events_is_shown_as_such(ramjet_factory, sims):
+    with_events = _kv_sim()
+    try:
+        engines = [with_events, sims[0]]  # sims[0] publishes nothing: '-' in the endpoint lists
+        rj = ramjet_factory(engines, env=_kv_env(engines))
+        poll(lambda: _kv_states(rj) == ["trusted", "none"], timeout=10, what="trusted and none")
+    finally:
+        with_events.stop()
+
+
+def test_without_kv_events_the_dashboard_shows_no_index_state(sims, ramjet_factory):
+    rj = ramjet_factory(sims, env=ENV)
+    poll(lambda: _kv_states(rj) == [None, None], timeout=5, what="a state without index states")
+    _chat(rj, 0)
+    d = poll(lambda: json.loads(_get(rj, "/api/v1/decisions?n=1").body)["decisions"], timeout=5, what="a decision")
+    assert d[0]["exact"] is None and all("exact_tokens" not in c for c in d[0]["candidates"])
 
 
 def _open_stream(rj):

@@ -40,6 +40,20 @@ const fmtPct = (v, d = 0) => (isNum(v) ? v.toFixed(d) + '%' : '—');
 const pctOf = (f) => { const p = f * 100; return p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0); };
 const engineColor = (i, n) => `hsl(${Math.round((i * 360) / Math.max(n, 1) + 200) % 360} 75% 62%)`;
 const stateLabel = (s) => (s === 'unhealthy' ? 'fenced' : s);
+// An engine's KV-event index (cache/events): what its state means for exact routing. null: no
+// engine publishes KV events (nothing to show).
+const KV_INDEX = {
+  trusted: 'KV-event index trusted: it mirrors this engine\'s prefix cache, so exact routing can read it.',
+  replaying: 'KV-event index replaying: fetching event batches it missed. Until it is trusted again, exact ' +
+    'routing falls back to the approximate (fingerprint) index for the whole fleet while this engine is healthy.',
+  fenced: 'KV-event index fenced: events were lost or unreadable, so the index is emptied and not used until a ' +
+    'replay or a cache reset makes it whole. Meanwhile exact routing falls back to the approximate ' +
+    '(fingerprint) index for the whole fleet while this engine is healthy.',
+  none: 'No KV events from this engine: exact routing falls back to the approximate (fingerprint) index for ' +
+    'the whole fleet while this engine is healthy.',
+};
+const kvUntrusted = (k) => k === 'fenced' || k === 'replaying' || k === 'none';
+const kvLabel = (k) => (k === 'none' ? 'no KV events' : 'KV index ' + k);
 const profileShort = (p) => (p === 'mtp' ? 'MTP' : p === 'standard' ? 'STD' : '—');
 
 // ------------------------------------------------------------------ data
@@ -248,7 +262,10 @@ function renderOverview() {
     { label: '30 s mean', color: '#22c55e', values: s.gen_tps_30s, width: 2 },
   ], { t: s.t, height: 160 });
   $('#ov-engines').innerHTML = engines.map((e) =>
-    `<span class="chip ${e.state}" data-ordinal="${e.ordinal}">#${e.ordinal} ${profileShort(e.profile)} · ${esc(stateLabel(e.state))} · ${e.inflight} in flight</span>`).join('');
+    `<span class="chip ${e.state}${kvUntrusted(e.kv_index) ? ' kv-untrusted' : ''}" data-ordinal="${e.ordinal}"` +
+    `${e.kv_index ? ` data-kv="${esc(e.kv_index)}" title="${esc(KV_INDEX[e.kv_index] || '')}"` : ''}>` +
+    `#${e.ordinal} ${profileShort(e.profile)} · ${esc(stateLabel(e.state))} · ${e.inflight} in flight` +
+    `${kvUntrusted(e.kv_index) ? ` · <b>${esc(kvLabel(e.kv_index))}</b>` : ''}</span>`).join('');
 }
 
 function renderHours() {
@@ -322,7 +339,8 @@ function renderServing() {
 }
 
 // ------------------------------------------------------------------ topology
-const NODE_W = 200, NODE_H = 116, GAP_X = 18, GAP_Y = 26, HUB_H = 62;
+const NODE_W = 200, GAP_X = 18, GAP_Y = 26, HUB_H = 62;
+let NODE_H = 116;  // 134 with the KV-index row
 let topoShape = '';
 
 function topoLayout(n) {
@@ -348,6 +366,8 @@ function topoLayout(n) {
 
 function buildTopology(engines) {
   const el = $('#topo');
+  const kv = engines.some((e) => e.kv_index);
+  NODE_H = kv ? 134 : 116;
   const L = topoLayout(engines.length);
   const hubX = L.hub.x + L.hub.w / 2, hubY = L.hub.y + L.hub.h;
   let edges = '', nodes = '';
@@ -374,20 +394,41 @@ function buildTopology(engines) {
       `<text class="load small" x="10" y="56"></text>` +
       `<rect class="bar-bg" x="10" y="64" width="${NODE_W - 20}" height="6" rx="3"/><rect class="bar-fg kv" x="10" y="64" width="0" height="6" rx="3"/>` +
       `<text class="kvtext small" x="10" y="84"></text>` +
-      `<text class="hit small" x="10" y="101"></text></g>`;
+      `<text class="hit small" x="10" y="101"></text>` +
+      (kv ? `<g class="kvrow"><title></title><rect class="kvband" x="6" y="108" width="${NODE_W - 12}" height="18" rx="3"/>` +
+        `<text class="kvstate" x="10" y="121"></text></g>` : '') + '</g>';
   });
   const hub = `<g class="hub"><rect x="${L.hub.x}" y="${L.hub.y}" width="${L.hub.w}" height="${L.hub.h}"/>` +
     `<text class="title" x="${hubX}" y="${L.hub.y + 24}" text-anchor="middle">ramjet</text>` +
     `<text class="hubtext small" x="${hubX}" y="${L.hub.y + 44}" text-anchor="middle"></text></g>`;
-  el.innerHTML = `<svg viewBox="0 0 ${L.W} ${L.H}" width="${L.W}" height="${L.H}">${edges}${hub}${nodes}</svg>`;
+  // Diagonal stripes: the band of an engine whose KV-event index exact routing cannot use.
+  const defs = '<defs><pattern id="kv-hatch" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">' +
+    '<rect width="8" height="8" class="kvhatch-bg"/><rect width="4" height="8" class="kvhatch-fg"/></pattern></defs>';
+  el.innerHTML = `<svg viewBox="0 0 ${L.W} ${L.H}" width="${L.W}" height="${L.H}">${defs}${edges}${hub}${nodes}</svg>`;
+  $('#kv-legend').hidden = !kv;
+}
+
+// Exact routing reads the KV-event indexes only while every healthy engine's is trusted
+// (request/route/exact_overlap.h): one line says whether it can, and which indexes keep it off.
+function renderKvStatus(engines) {
+  const el = $('#kv-status');
+  if (!engines.some((e) => e.kv_index)) { el.hidden = true; return; }
+  const blocking = engines.filter((e) => e.state === 'healthy' && kvUntrusted(e.kv_index || 'none'));
+  el.hidden = false;
+  el.className = 'kv-status' + (blocking.length ? ' off' : '');
+  el.textContent = blocking.length
+    ? '⚠ Exact routing (when on) falls back to the approximate index for the whole fleet: ' +
+      blocking.map((e) => `engine ${e.ordinal} ${kvLabel(e.kv_index || 'none')}`).join(', ') + '.'
+    : 'Every healthy engine\'s KV-event index is trusted: exact routing (when on) can read them.';
 }
 
 function renderTopology() {
   const st = S.state;
   const engines = st.engines || [];
   const el = $('#topo');
-  const shape = String(engines.length);
+  const shape = engines.length + (engines.some((e) => e.kv_index) ? ':kv' : '');
   if (shape !== topoShape || !$('svg', el)) { buildTopology(engines); topoShape = shape; }
+  renderKvStatus(engines);
   const k = st.tiles || {};
   $('.hubtext', el).textContent = `${fmt(k.inflight, 0)} in flight · ${fmt(k.gen_tps_30s)} tok/s · ${st.healthy}/${st.total} healthy`;
   for (const e of engines) {
@@ -408,6 +449,14 @@ function renderTopology() {
       ? `KV ${pctOf(e.kv_usage)}% · run ${fmt(e.running, 0)} · wait ${fmt(e.waiting, 0)}`
       : `KV — ${e.scrape_ok ? '' : '· no engine scrape'}`;
     $('.hit', g).textContent = `cache hit ${fmtPct(e.cache_hit)} · ${fmt(e.gen_tps)} tok/s`;
+    const kvrow = $('.kvrow', g);
+    if (kvrow) {
+      const k = e.kv_index || 'none';
+      g.dataset.kv = k;
+      kvrow.setAttribute('class', 'kvrow ' + k);
+      $('.kvstate', kvrow).textContent = (kvUntrusted(k) ? '⚠ ' : '') + kvLabel(k);
+      $('title', kvrow).textContent = KV_INDEX[k] || '';
+    }
     // Edge: animated while traffic flows; faster and thicker with more of it.
     const busy = (isNum(e.req_rate) && e.req_rate > 0.01) || e.inflight > 0;
     if ((e.state === 'unhealthy' || e.state === 'ejected') && !e.fail_open) {
@@ -491,10 +540,33 @@ function termCell(c, col) {
   return `${col.label} ${v}`;
 }
 
-function candidateRow(c, chosen, columns) {
+// With exact routing, a decision whose prompt was looked up carries each candidate's predicted
+// resident prompt tokens (exact_tokens): one more column for those decisions.
+function candidateRow(c, chosen, columns, exact) {
   return `<tr class="${c.ordinal === chosen ? 'chosen' : ''}${c.eligible ? '' : ' inel'}">` +
     `<td>#${c.ordinal}</td><td>${profileShort(c.profile)}</td><td>${c.eligible ? 'eligible' : 'not eligible'}</td>` +
-    columns.map((col) => `<td>${termCell(c, col)}</td>`).join('') + '</tr>';
+    columns.map((col) => `<td>${termCell(c, col)}</td>`).join('') +
+    (exact ? `<td class="exact-tokens">exact ${isNum(c.exact_tokens) ? c.exact_tokens.toLocaleString() + ' tok' : '—'}</td>` : '') +
+    '</tr>';
+}
+
+// How exact routing answered (ramjet_exact_route_total{outcome}); placed on exact overlaps or
+// not, and why.
+function exactNote(x) {
+  if (x === 'exact') return 'placed on the engines\' exact resident tokens (KV events)';
+  if (x === 'shadow_agree') return 'shadow: the approximate choice holds the most of the prompt';
+  if (x === 'shadow_would_move') return 'shadow: another engine holds more of the prompt';
+  if (x === 'untrusted') return 'a healthy engine\'s KV-event index is not trusted: placed on the approximate index';
+  return 'placed on the approximate index';
+}
+// used: the exact overlaps placed it (or agreed); moved: shadow would have moved it; fallback: an
+// engine's exact trust is missing (a fenced, replaying or absent index, withdrawn, unattested);
+// approx: exact routing was not for this request (size, tokenization).
+function exactClass(x) {
+  if (x === 'exact' || x === 'shadow_agree') return 'used';
+  if (x === 'shadow_would_move') return 'moved';
+  if (x === 'untrusted' || x === 'withdrawn' || x === 'unattested') return 'fallback';
+  return 'approx';
 }
 
 function renderDecisions() {
@@ -503,13 +575,20 @@ function renderDecisions() {
   $('#dec-note').textContent = `newest first · ${d.decisions.length} of ${d.total} decisions (the last ${d.capacity} are kept) · terms per candidate, best ranked first`;
   const rows = d.decisions.map((r) => {
     const cands = r.candidates || [];
-    const head = cands.slice(0, 4).map((c) => candidateRow(c, r.chosen, d.columns || [])).join('');
+    const exact = cands.some((c) => isNum(c.exact_tokens));
+    const row = (c) => candidateRow(c, r.chosen, d.columns || [], exact);
+    const head = cands.slice(0, 4).map(row).join('');
     const rest = cands.length > 4
-      ? `<details><summary>${cands.length - 4} more</summary><table class="cands">${cands.slice(4).map((c) => candidateRow(c, r.chosen, d.columns || [])).join('')}</table></details>`
+      ? `<details><summary>${cands.length - 4} more</summary><table class="cands">${cands.slice(4).map(row).join('')}</table></details>`
+      : '';
+    const x = r.exact;
+    const exactTag = x
+      ? ` <span class="exact ${exactClass(x)}"` +
+        ` data-exact="${esc(x)}" title="${esc(exactNote(x))}">exact: ${esc(x)}</span>`
       : '';
     const time = new Date(r.unix_ms).toLocaleTimeString([], { hour12: false }) + '.' + String(r.unix_ms % 1000).padStart(3, '0');
     return `<tr class="decision" data-seq="${r.seq}"><td>${r.seq}</td><td>${time}</td><td>${esc(r.endpoint)}</td><td>${esc(r.policy)}</td>` +
-      `<td><span class="outcome">${esc(r.outcome)}</span>${r.fail_open ? ' <b style="color:var(--red)">fail-open</b>' : ''}</td>` +
+      `<td><span class="outcome">${esc(r.outcome)}</span>${exactTag}${r.fail_open ? ' <b style="color:var(--red)">fail-open</b>' : ''}</td>` +
       `<td>${r.chosen === null ? '—' : '#' + r.chosen}</td><td>${r.request_bytes.toLocaleString()}</td><td>${r.cold ? 'cold' : ''}</td>` +
       `<td><table class="cands">${head}</table>${rest}</td></tr>`;
   });
