@@ -40,7 +40,8 @@ observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy) {
 observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, const upstream::Fleet& fleet,
                                             const route::Router& router, const observe::DecisionLog* decisions,
                                             const upstream::EngineScraper* scraper,
-                                            const cache::events::KvFleet* kv) {
+                                            const cache::events::KvFleet* kv,
+                                            const route::PredictionCheck* predictions) {
   observe::DashboardSources s;
   s.ramjet = [&m, decisions](observe::Reading& r) {
     r.completion_tokens = m.completion_tokens.get();
@@ -76,6 +77,7 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
       return cache::events::label(kv->mode(i));
     };
   }
+  if (predictions) s.exact_withdrawn = [predictions](size_t i) { return predictions->withdrawn(i); };
   return s;
 }
 

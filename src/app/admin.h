@@ -14,6 +14,7 @@
 #include "observe/decision_log.h"
 #include "upstream/engine_stats.h"
 #include "metrics/metrics.h"
+#include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/metrics.h"
 #include "upstream/fleet.h"
@@ -32,11 +33,13 @@ observe::DashboardConfig dashboard_config(const request::ProxyMetrics& proxy);
 
 // What the dashboard samples: ramjet's own counters and histograms, the fleet (state, load,
 // declared profiles), the decisions routed to each engine, the engine scrape (optional) and each
-// engine's KV-event index state (optional; shown when an engine publishes KV events).
+// engine's KV-event index state and exact trust (optional; shown when an engine publishes KV
+// events, and when exact placements are checked).
 observe::DashboardSources dashboard_sources(const request::ProxyMetrics& proxy, const upstream::Fleet& fleet,
                                             const route::Router& router, const observe::DecisionLog* decisions,
                                             const upstream::EngineScraper* scraper,
-                                            const cache::events::KvFleet* kv = nullptr);
+                                            const cache::events::KvFleet* kv = nullptr,
+                                            const route::PredictionCheck* predictions = nullptr);
 
 // Samples `sources` into `dashboard` once a second on `ctx` until dashboard.stop().
 void start_dashboard_sampler(boost::asio::io_context& ctx, observe::Dashboard& dashboard,

@@ -330,6 +330,7 @@ void Dashboard::render_state_locked(const Reading& r) {
       out += "null";
     else
       append_json_string(out, er.kv_index);
+    out += er.exact_withdrawn ? ",\"exact_withdrawn\":true" : ",\"exact_withdrawn\":false";
     out += ',', key(out, "req_rate"), numf(out, ep.req_rate);
     out += ',', key(out, "running"), numf(out, ep.running);
     out += ',', key(out, "waiting"), numf(out, ep.waiting);
@@ -534,6 +535,9 @@ Reading read_sources(const DashboardSources& s, int64_t unix_ms) {
   if (s.gpu_samples) r.gpus = s.gpu_samples();
   if (s.kv_index) {
     for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].kv_index = s.kv_index(e);
+  }
+  if (s.exact_withdrawn) {
+    for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].exact_withdrawn = s.exact_withdrawn(e);
   }
   return r;
 }

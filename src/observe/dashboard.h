@@ -111,6 +111,9 @@ struct EngineReading {
   // publishes no KV events while others do. Empty when no engine publishes them (nothing to show).
   // Exact routing answers only while every healthy engine's index is trusted.
   std::string kv_index;
+  // Its exact trust is withdrawn: its predictions kept missing its own cached-token reports
+  // (request/route/prediction_check.h); exact routing falls back as for an untrusted index.
+  bool exact_withdrawn = false;
 };
 
 // Everything one tick reads. Counters are cumulative; the dashboard takes the deltas.
@@ -218,6 +221,8 @@ struct DashboardSources {
   // Optional, set when an engine publishes KV events: engine i's KV-event index state
   // (EngineReading::kv_index; cache/events' KvFleet through app/admin.cc).
   std::function<std::string_view(size_t)> kv_index;
+  // Optional, set when exact placements are checked: whether engine i's exact trust is withdrawn.
+  std::function<bool(size_t)> exact_withdrawn;
 };
 Reading read_sources(const DashboardSources& s, int64_t unix_ms);
 

@@ -338,6 +338,16 @@ TEST(Dashboard, EachEnginesKvIndexStateIsReadAndShown) {
   EXPECT_EQ(engines[1].at("kv_index").as_string(), "fenced");
   EXPECT_EQ(engines[1].at("state").as_string(), "healthy") << "a fenced index is not a fenced engine";
   EXPECT_EQ(engines[2].at("kv_index").as_string(), "none");
+  for (const auto& e : engines) EXPECT_FALSE(e.at("exact_withdrawn").as_bool());
+
+  // Engine 0's predictions kept missing: its index stays trusted, its exact trust is withdrawn.
+  src.exact_withdrawn = [](size_t i) { return i == 0; };
+  d.tick(read_sources(src, 1'800'000'001'000));
+  auto later = boost::json::parse(*d.state_json());
+  const auto& e0 = later.at("engines").as_array()[0];
+  EXPECT_EQ(e0.at("kv_index").as_string(), "trusted");
+  EXPECT_TRUE(e0.at("exact_withdrawn").as_bool());
+  EXPECT_FALSE(later.at("engines").as_array()[1].at("exact_withdrawn").as_bool());
 }
 
 TEST(Dashboard, ClientsAreBoundedAndWokenOnTickAndStop) {

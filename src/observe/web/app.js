@@ -51,9 +51,16 @@ const KV_INDEX = {
     '(fingerprint) index for the whole fleet while this engine is healthy.',
   none: 'No KV events from this engine: exact routing falls back to the approximate (fingerprint) index for ' +
     'the whole fleet while this engine is healthy.',
+  withdrawn: 'Exact trust withdrawn: its KV-event index is trusted, but exact predictions kept missing the ' +
+    'cached tokens the engine reported (a tokenizer, template or block-size mismatch). Until the cooldown ' +
+    '(RJ_EXACT_MISS_COOLDOWN_MS) ends, exact routing falls back to the approximate (fingerprint) index for the ' +
+    'whole fleet while this engine is healthy.',
 };
-const kvUntrusted = (k) => k === 'fenced' || k === 'replaying' || k === 'none';
-const kvLabel = (k) => (k === 'none' ? 'no KV events' : 'KV index ' + k);
+const kvUntrusted = (k) => k === 'fenced' || k === 'replaying' || k === 'none' || k === 'withdrawn';
+const kvLabel = (k) => (k === 'none' ? 'no KV events' : k === 'withdrawn' ? 'exact trust withdrawn' : 'KV index ' + k);
+// The state drawn for an engine: its index's, or `withdrawn` when a trusted index's predictions
+// kept missing (null: no engine publishes KV events).
+const kvShown = (e) => (!e.kv_index ? null : e.kv_index === 'trusted' && e.exact_withdrawn ? 'withdrawn' : e.kv_index);
 const profileShort = (p) => (p === 'mtp' ? 'MTP' : p === 'standard' ? 'STD' : '—');
 
 // ------------------------------------------------------------------ data
@@ -261,11 +268,13 @@ function renderOverview() {
     { label: '1 s', color: '#38bdf8', values: s.gen_tps, width: 1 },
     { label: '30 s mean', color: '#22c55e', values: s.gen_tps_30s, width: 2 },
   ], { t: s.t, height: 160 });
-  $('#ov-engines').innerHTML = engines.map((e) =>
-    `<span class="chip ${e.state}${kvUntrusted(e.kv_index) ? ' kv-untrusted' : ''}" data-ordinal="${e.ordinal}"` +
-    `${e.kv_index ? ` data-kv="${esc(e.kv_index)}" title="${esc(KV_INDEX[e.kv_index] || '')}"` : ''}>` +
-    `#${e.ordinal} ${profileShort(e.profile)} · ${esc(stateLabel(e.state))} · ${e.inflight} in flight` +
-    `${kvUntrusted(e.kv_index) ? ` · <b>${esc(kvLabel(e.kv_index))}</b>` : ''}</span>`).join('');
+  $('#ov-engines').innerHTML = engines.map((e) => {
+    const k = kvShown(e);
+    return `<span class="chip ${e.state}${kvUntrusted(k) ? ' kv-untrusted' : ''}" data-ordinal="${e.ordinal}"` +
+      `${k ? ` data-kv="${esc(k)}" title="${esc(KV_INDEX[k] || '')}"` : ''}>` +
+      `#${e.ordinal} ${profileShort(e.profile)} · ${esc(stateLabel(e.state))} · ${e.inflight} in flight` +
+      `${kvUntrusted(k) ? ` · <b>${esc(kvLabel(k))}</b>` : ''}</span>`;
+  }).join('');
 }
 
 function renderHours() {
@@ -413,12 +422,12 @@ function buildTopology(engines) {
 function renderKvStatus(engines) {
   const el = $('#kv-status');
   if (!engines.some((e) => e.kv_index)) { el.hidden = true; return; }
-  const blocking = engines.filter((e) => e.state === 'healthy' && kvUntrusted(e.kv_index || 'none'));
+  const blocking = engines.filter((e) => e.state === 'healthy' && kvUntrusted(kvShown(e) || 'none'));
   el.hidden = false;
   el.className = 'kv-status' + (blocking.length ? ' off' : '');
   el.textContent = blocking.length
     ? '⚠ Exact routing (when on) falls back to the approximate index for the whole fleet: ' +
-      blocking.map((e) => `engine ${e.ordinal} ${kvLabel(e.kv_index || 'none')}`).join(', ') + '.'
+      blocking.map((e) => `engine ${e.ordinal} ${kvLabel(kvShown(e) || 'none')}`).join(', ') + '.'
     : 'Every healthy engine\'s KV-event index is trusted: exact routing (when on) can read them.';
 }
 
@@ -451,7 +460,7 @@ function renderTopology() {
     $('.hit', g).textContent = `cache hit ${fmtPct(e.cache_hit)} · ${fmt(e.gen_tps)} tok/s`;
     const kvrow = $('.kvrow', g);
     if (kvrow) {
-      const k = e.kv_index || 'none';
+      const k = kvShown(e) || 'none';
       g.dataset.kv = k;
       kvrow.setAttribute('class', 'kvrow ' + k);
       $('.kvstate', kvrow).textContent = (kvUntrusted(k) ? '⚠ ' : '') + kvLabel(k);
