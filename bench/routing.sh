@@ -17,13 +17,23 @@
 #      profile routing > profile-blind.
 #   D  preparation cost: ramjet-micro-canonical (parse + shims + canonical bytes + fingerprints
 #      against a bare simdjson parse of the same 256 KiB and 2 MiB bodies).
+#   E  exact routing under eviction pressure: sims that publish vLLM KV events, a KV pool small
+#      enough to evict, two workloads — (trace) the first E_TRACE_REQUESTS requests of the Mooncake
+#      conversation trace (ramjet-bench --workload trace, replayed whole at E_TIME_SCALE) on 4
+#      standard sims, (agent) scripts/demo's cache-pressured agent workload on its fleet (2 MTP +
+#      2 standard, RJ_UPSTREAM_PROFILES) — one run each of round_robin, approximate prefix
+#      (fingerprints), exact (RJ_EXACT_ROUTE_MODE=on, tokens from the engine's /tokenize) and the
+#      oracle. Every run, the oracle's included, has a ramjet subscribed to the sims' KV events
+#      (RJ_EXACT_ROUTE_MODE=off except for exact), so the blocks the sims evicted are counted
+#      (ramjet_kv_blocks_applied_total{op="removed"}) and the event-apply CPU is paid alike.
+#      Targets: exact >= approximate on cached % and TTFT p95; exact cached >= 95 % of the oracle's.
 #
 # Every run starts fresh sims (cold prefix caches) and a fresh ramjet; the policy order rotates
 # from cell to cell so background noise hits every policy alike. Prints Markdown and writes
 # bench/results/routing-<UTC date-time>.md.
 #
 # Usage (from anywhere, after scripts/setup):
-#   bench/routing.sh [--no-build] [--sections A,B,C,D]
+#   bench/routing.sh [--no-build] [--sections A,B,C,D[,E]]   (default A,B,C,D)
 # Environment:
 #   DURATION=30        seconds of issuing per run (in-flight requests then finish)
 #   SPEED=6            sim --speed (virtual time runs SPEED x wall time; tok/s are wall-clock,
@@ -38,6 +48,21 @@
 #   A_KV_BLOCKS=       section A's KV pool per sim (--num-gpu-blocks-override): empty = the preset's
 #                      pool; one number for every cell; or a list, one per CONCURRENCY entry
 #   MICRO_REPS=3 MICRO_MIN_TIME=0.5   section D repetitions (median) and min time per benchmark
+#   E_WORKLOADS=trace,agent   section E's workloads (either or both)
+#   E_POLICIES=approx,exact,round_robin,oracle   section E's runs, in the first workload's order
+#                      (rotated for the next); exact_nowithdraw adds exact with RJ_EXACT_MISS_LIMIT=0
+#                      (exact trust never withdrawn after cached_tokens contradicts a prediction)
+#   E_TRACE=../shared/traces/mooncake_conversation_trace.jsonl (relative to the repository root)
+#   E_TRACE_REQUESTS=2000 E_TIME_SCALE=0.15   trace slice (head -n) and --time-scale; the slice is
+#                      replayed whole (no --duration), so every policy gets the same requests
+#   E_TRACE_KV_BLOCKS=3126   trace: KV pool per sim in 784-token blocks (the preset's own pool: the
+#                      slice's ~5 M distinct prompt tokens per engine overflow its 2.45 M; empty =
+#                      the preset's)
+#   E_TRACE_MIN_BYTES=8192   trace: RJ_EXACT_ROUTE_MIN_BYTES of the exact run (as scripts/demo;
+#                      empty = ramjet's default, 32 KiB, which leaves ~45 % of the trace ineligible)
+#   E_AGENT_DURATION=20 E_AGENT_CONCURRENCY=32 E_AGENT_PREFIX_KIB=24 E_AGENT_TURNS=10
+#   E_AGENT_USER_WORDS=2048 E_AGENT_MAX_TOKENS=64 E_AGENT_KV_BLOCKS=384 E_AGENT_MIN_BYTES=8192
+#                      agent: scripts/demo's defaults (4 apps, seed 7, --ignore-eos)
 #   BUILD_DIR=build/release   where the binaries are (built there unless --no-build)
 #   COMMIT             what the report names as the code measured (default: the tree's HEAD)
 #   RESULTS_DIR=bench/results
@@ -64,9 +89,25 @@ SEED=${SEED:-7}
 A_KV_BLOCKS=${A_KV_BLOCKS:-}
 MICRO_REPS=${MICRO_REPS:-3}
 MICRO_MIN_TIME=${MICRO_MIN_TIME:-0.5}
+E_WORKLOADS=${E_WORKLOADS:-trace,agent}
+E_POLICIES=${E_POLICIES:-approx,exact,round_robin,oracle}
+E_TRACE=${E_TRACE:-../shared/traces/mooncake_conversation_trace.jsonl}
+E_TRACE_REQUESTS=${E_TRACE_REQUESTS:-2000}
+E_TIME_SCALE=${E_TIME_SCALE:-0.15}
+E_TRACE_KV_BLOCKS=${E_TRACE_KV_BLOCKS-3126}
+E_TRACE_MIN_BYTES=${E_TRACE_MIN_BYTES-8192}
+E_AGENT_DURATION=${E_AGENT_DURATION:-20}
+E_AGENT_CONCURRENCY=${E_AGENT_CONCURRENCY:-32}
+E_AGENT_PREFIX_KIB=${E_AGENT_PREFIX_KIB:-24}
+E_AGENT_TURNS=${E_AGENT_TURNS:-10}
+E_AGENT_USER_WORDS=${E_AGENT_USER_WORDS:-2048}
+E_AGENT_MAX_TOKENS=${E_AGENT_MAX_TOKENS:-64}
+E_AGENT_KV_BLOCKS=${E_AGENT_KV_BLOCKS-384}
+E_AGENT_MIN_BYTES=${E_AGENT_MIN_BYTES:-8192}
 BUILD_DIR=${BUILD_DIR:-build/release}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 [[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
+[[ $E_TRACE == /* ]] || E_TRACE=$ROOT/$E_TRACE
 
 die() { echo "routing: $*" >&2; exit 1; }
 log() { echo "routing: $*" >&2; }
@@ -85,6 +126,13 @@ for c in "${concs[@]}"; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "bad concurrency: $c
 for v in DURATION SPEED B_SESSIONS C_CONCURRENCY C_SHORT_TOKENS C_LONG_TOKENS APPS TURNS USER_WORDS MAX_TOKENS MICRO_REPS; do
   [[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$v must be a number (got '${!v}')"
 done
+for v in E_TRACE_REQUESTS E_TIME_SCALE E_AGENT_DURATION E_AGENT_CONCURRENCY E_AGENT_PREFIX_KIB E_AGENT_TURNS \
+  E_AGENT_MAX_TOKENS E_AGENT_MIN_BYTES; do
+  [[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$v must be a number (got '${!v}')"
+done
+for v in E_TRACE_KV_BLOCKS E_TRACE_MIN_BYTES E_AGENT_KV_BLOCKS E_AGENT_USER_WORDS; do
+  [[ -z ${!v} || ${!v} =~ ^[0-9]+$ ]] || die "$v must be empty or an integer (got '${!v}')"
+done
 ((C_CONCURRENCY >= 2)) || die "C_CONCURRENCY must be >= 2 (half short, half long)"
 IFS=, read -ra a_blocks <<<"$A_KV_BLOCKS"
 for b in "${a_blocks[@]}"; do [[ $b =~ ^[1-9][0-9]*$ ]] || die "bad A_KV_BLOCKS entry: $b"; done
@@ -102,6 +150,7 @@ SIM=$BUILD_DIR/sim/server/ramjet-sim
 BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
 MICRO=$BUILD_DIR/src/request/prepare/ramjet-micro-canonical
 for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
+if has_section E && [[ ,$E_WORKLOADS, == *,trace,* ]]; then [[ -r $E_TRACE ]] || die "E_TRACE $E_TRACE not readable"; fi
 if has_section D; then [[ -x $MICRO ]] || die "$MICRO not found (needs RAMJET_BUILD_BENCH=ON and libbenchmark)"; fi
 if ldd "$RAMJET" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)'; then
   log "warning: $RAMJET is a sanitizer build; use the release preset for real numbers"
@@ -135,17 +184,23 @@ wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
   return 1
 }
 
-engines=()
+engines=() kv_live=() kv_replay=()
 SIM_EXTRA=()  # extra ramjet-sim arguments for every sim (section A's --num-gpu-blocks-override)
+KV_EVENTS=0   # 1: every sim publishes vLLM KV events (live + replay) -> kv_live, kv_replay
 start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per preset
-  local i=0 p port
-  engines=()
+  local i=0 p port kv=()
+  engines=() kv_live=() kv_replay=()
+  ((KV_EVENTS)) && kv=(--kv-events-config '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}')
   for p in "$@"; do
     "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$p" --speed "$SPEED" \
-      --enable-prompt-tokens-details --seed $((i + 1)) "${SIM_EXTRA[@]}" >"$WORK/sim$i.log" 2>&1 &
+      --enable-prompt-tokens-details --seed $((i + 1)) "${SIM_EXTRA[@]}" "${kv[@]}" >"$WORK/sim$i.log" 2>&1 &
     pids+=($!)
     port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i ($p) did not start"
     engines+=("http://127.0.0.1:$port")
+    if ((KV_EVENTS)); then
+      kv_live+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_endpoint=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_endpoint"
+      kv_replay+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_replay=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_replay"
+    fi
     i=$((i + 1))
   done
 }
@@ -159,11 +214,14 @@ start_ramjet() {  # start_ramjet NAME [VAR=VALUE...] -> api, metrics (host:port)
   api=$(wait_grep "$WORK/$name.ramjet.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet ($name) did not start"
   metrics=$(wait_grep "$WORK/$name.ramjet.err" 'metrics=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet ($name): no metrics address"
   # every engine healthy before the clock starts
+  local h
   for _ in $(seq 100); do
-    [[ $(curl -s "http://$api/health" 2>/dev/null) == *'"status":"ok"'* ]] && return 0
+    h=$(curl -s "http://$api/health" 2>/dev/null || true)
+    # with KV events: every engine's exact index trusted too (else exact falls back: untrusted)
+    if [[ $h == *'"status":"ok"'* ]] && { ((!KV_EVENTS)) || [[ $h != *'"kv_trusted":false'* ]]; }; then return 0; fi
     sleep 0.1
   done
-  die "ramjet ($name): /health never answered ok: $(curl -s "http://$api/health")"
+  die "ramjet ($name): /health never answered ok (with KV events: every kv_trusted): $(curl -s "http://$api/health")"
 }
 
 collect() {  # collect NAME: sim stats and ramjet's routing counters, for the report
@@ -175,6 +233,10 @@ collect() {  # collect NAME: sim stats and ramjet's routing counters, for the re
   done
   if [[ -n $metrics ]]; then
     curl -s "http://$metrics/metrics" | grep -E '^ramjet_route_decisions_total' >"$WORK/$name.route.txt" || true
+    if ((KV_EVENTS)); then
+      curl -s "http://$metrics/metrics" | grep -E '^ramjet_(kv_blocks_applied_total|exact_route_total|exact_predictions_total|exact_prediction_error_tokens|kv_fence_transitions_total|kv_state|exact_provisional_hits_total|exact_withdrawn)' \
+        >"$WORK/$name.kv.txt" || true
+    fi
   fi
 }
 
@@ -281,6 +343,74 @@ if has_section D; then
     --benchmark_format=json --benchmark_out="$WORK/micro.json" --benchmark_out_format=json >/dev/null 2>"$WORK/micro.err" \
     || { cat "$WORK/micro.err" >&2; die "ramjet-micro-canonical failed"; }
 fi
+# ---------------------------------------------------------------- E: exact routing under eviction pressure
+# run_exact_cell NAME POLICY [VAR=VALUE...]: POLICY is oracle, round_robin, approx or exact; fleet in
+# FLEET, workload + shape args in WL (array), KV pool in SIM_EXTRA, ramjet settings every policy
+# shares in E_COMMON (array), the exact window in E_MIN_BYTES. Sims publish KV events; a ramjet
+# subscribes in every run (for the oracle only to count evictions: the bench routes by itself).
+run_exact_cell() {
+  local name=$1 policy=$2; shift 2
+  start_sims "${FLEET[@]}"
+  local kv=(RJ_KV_EVENT_LIVE_ENDPOINTS="$(IFS=,; echo "${kv_live[*]}")"
+            RJ_KV_EVENT_REPLAY_ENDPOINTS="$(IFS=,; echo "${kv_replay[*]}")")
+  local settings target
+  case $policy in
+    oracle) settings=(RJ_AFFINITY=round_robin RJ_EXACT_ROUTE_MODE=off) ;;
+    round_robin) settings=(RJ_AFFINITY=round_robin RJ_EXACT_ROUTE_MODE=off) ;;
+    approx) settings=(RJ_AFFINITY=prefix RJ_EXACT_ROUTE_MODE=off) ;;
+    exact) settings=(RJ_AFFINITY=prefix RJ_EXACT_ROUTE_MODE=on ${E_MIN_BYTES:+RJ_EXACT_ROUTE_MIN_BYTES=$E_MIN_BYTES}) ;;
+    exact_nowithdraw)  # diagnostic: exact trust never withdrawn after prediction misses
+      settings=(RJ_AFFINITY=prefix RJ_EXACT_ROUTE_MODE=on ${E_MIN_BYTES:+RJ_EXACT_ROUTE_MIN_BYTES=$E_MIN_BYTES} RJ_EXACT_MISS_LIMIT=0) ;;
+    *) die "unknown section E policy $policy" ;;
+  esac
+  start_ramjet "$name" "${E_COMMON[@]}" "${kv[@]}" "${settings[@]}" "$@"
+  if [[ $policy == oracle ]]; then target=(--target oracle --engines "$(IFS=,; echo "${engines[*]}")")
+  else target=(--target "http://$api"); fi
+  log "  $name: ${settings[*]} ${E_COMMON[*]} $*"
+  local t0=$SECONDS
+  "$BENCH" "${target[@]}" "${WL[@]}" "${bench_args_common[@]}" --label "$name" --out-json "$WORK/$name.json" \
+    >/dev/null 2>"$WORK/$name.bench.err" || { tail -5 "$WORK/$name.bench.err" >&2; die "ramjet-bench failed ($name)"; }
+  echo $((SECONDS - t0)) >"$WORK/$name.wall"
+  collect "$name"
+  stop_pids
+}
+
+if has_section E; then
+  KV_EVENTS=1
+  IFS=, read -ra e_workloads <<<"$E_WORKLOADS"
+  IFS=, read -ra e_policies <<<"$E_POLICIES"
+  cell=0
+  for wl in "${e_workloads[@]}"; do
+    case $wl in
+      trace)
+        head -n "$E_TRACE_REQUESTS" "$E_TRACE" >"$WORK/trace.jsonl"
+        log "E trace: first $E_TRACE_REQUESTS requests of $(basename "$E_TRACE"), time scale $E_TIME_SCALE, 4 x $PRESET, KV pool ${E_TRACE_KV_BLOCKS:-(preset)} blocks/sim"
+        FLEET=("$PRESET" "$PRESET" "$PRESET" "$PRESET")
+        SIM_EXTRA=()
+        [[ -n $E_TRACE_KV_BLOCKS ]] && SIM_EXTRA=(--num-gpu-blocks-override "$E_TRACE_KV_BLOCKS")
+        WL=(--workload trace --trace "$WORK/trace.jsonl" --time-scale "$E_TIME_SCALE")
+        E_COMMON=()
+        E_MIN_BYTES=$E_TRACE_MIN_BYTES
+        ;;
+      agent)
+        log "E agent: 4 apps x $E_AGENT_PREFIX_KIB KiB, $E_AGENT_TURNS turns of ${E_AGENT_USER_WORDS:-48} words, c=$E_AGENT_CONCURRENCY, ${E_AGENT_DURATION}s, 2 x $MTP_PRESET + 2 x $PRESET, KV pool ${E_AGENT_KV_BLOCKS:-(preset)} blocks/sim"
+        FLEET=("$MTP_PRESET" "$MTP_PRESET" "$PRESET" "$PRESET")
+        SIM_EXTRA=()
+        [[ -n $E_AGENT_KV_BLOCKS ]] && SIM_EXTRA=(--num-gpu-blocks-override "$E_AGENT_KV_BLOCKS")
+        WL=(--workload shared-prefix --apps 4 --prefix-kib "$E_AGENT_PREFIX_KIB" --turns "$E_AGENT_TURNS"
+            ${E_AGENT_USER_WORDS:+--user-words "$E_AGENT_USER_WORDS"} --seed 7 --max-tokens "$E_AGENT_MAX_TOKENS"
+            --concurrency "$E_AGENT_CONCURRENCY" --duration "$E_AGENT_DURATION")
+        E_COMMON=(RJ_UPSTREAM_PROFILES=mtp,mtp,standard,standard)
+        E_MIN_BYTES=$E_AGENT_MIN_BYTES
+        ;;
+      *) die "unknown E_WORKLOADS entry: $wl (trace, agent)" ;;
+    esac
+    mapfile -t order < <(rotate "$cell" "${e_policies[@]}")
+    for p in "${order[@]}"; do run_exact_cell "E-$wl-$p" "$p"; done
+    cell=$((cell + 1))
+  done
+  SIM_EXTRA=() KV_EVENTS=0
+fi
 ELAPSED=$((SECONDS - T0))
 
 # ---------------------------------------------------------------- report
@@ -297,15 +427,19 @@ REPORT=$RESULTS_DIR/routing-$STAMP.md
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT, binaries ${BUILD_DIR#"$ROOT"/}"
   echo "- machine: $(nproc) CPU(s), $CPU_MODEL, kernel $(uname -r); load average at start $START_LOAD, at end $(cut -d' ' -f1-3 /proc/loadavg); no pinning (sims, ramjet and the bench share every CPU)"
-  echo "- command: \`DURATION=$DURATION SPEED=$SPEED CONCURRENCY=$CONCURRENCY B_SESSIONS=$B_SESSIONS C_CONCURRENCY=$C_CONCURRENCY C_SHORT_TOKENS=$C_SHORT_TOKENS C_LONG_TOKENS=$C_LONG_TOKENS TURNS=$TURNS USER_WORDS=$USER_WORDS MAX_TOKENS=$MAX_TOKENS PRESET=$PRESET MTP_PRESET=$MTP_PRESET${A_KV_BLOCKS:+ A_KV_BLOCKS=$A_KV_BLOCKS} bench/routing.sh --sections $SECTIONS\` ($((ELAPSED / 60)) min $((ELAPSED % 60)) s of runs)"
+  echo "- command: \`DURATION=$DURATION SPEED=$SPEED CONCURRENCY=$CONCURRENCY B_SESSIONS=$B_SESSIONS C_CONCURRENCY=$C_CONCURRENCY C_SHORT_TOKENS=$C_SHORT_TOKENS C_LONG_TOKENS=$C_LONG_TOKENS TURNS=$TURNS USER_WORDS=$USER_WORDS MAX_TOKENS=$MAX_TOKENS PRESET=$PRESET MTP_PRESET=$MTP_PRESET${A_KV_BLOCKS:+ A_KV_BLOCKS=$A_KV_BLOCKS} $(has_section E && echo " E_WORKLOADS=$E_WORKLOADS E_POLICIES=$E_POLICIES E_TRACE_REQUESTS=$E_TRACE_REQUESTS E_TIME_SCALE=$E_TIME_SCALE E_TRACE_KV_BLOCKS=$E_TRACE_KV_BLOCKS E_TRACE_MIN_BYTES=$E_TRACE_MIN_BYTES E_AGENT_DURATION=$E_AGENT_DURATION E_AGENT_CONCURRENCY=$E_AGENT_CONCURRENCY E_AGENT_PREFIX_KIB=$E_AGENT_PREFIX_KIB E_AGENT_TURNS=$E_AGENT_TURNS E_AGENT_USER_WORDS=$E_AGENT_USER_WORDS E_AGENT_MAX_TOKENS=$E_AGENT_MAX_TOKENS E_AGENT_KV_BLOCKS=$E_AGENT_KV_BLOCKS E_AGENT_MIN_BYTES=$E_AGENT_MIN_BYTES") bench/routing.sh --sections $SECTIONS\` ($((ELAPSED / 60)) min $((ELAPSED % 60)) s of runs)"
   echo "- sims: ramjet-sim --speed $SPEED (tok/s below are wall-clock: divide by $SPEED for the modelled engines; times are wall-clock: multiply by $SPEED), fresh sims (cold caches) and a fresh ramjet per run, policy order rotated per cell"
   echo
   python3 - "$WORK" "$SECTIONS" "$SPEED" "$CONCURRENCY" "$APPS" "$PREFIX_KIB" "$TURNS" "$MAX_TOKENS" \
     "$B_SESSIONS" "$C_CONCURRENCY" "$C_SHORT_TOKENS" "$C_LONG_TOKENS" "$PRESET" "$MTP_PRESET" "$DURATION" "$USER_WORDS" \
-    "$A_KV_BLOCKS" <<'PY'
+    "$A_KV_BLOCKS" "$E_WORKLOADS" "$(basename "$E_TRACE")" "$E_TRACE_REQUESTS" "$E_TIME_SCALE" "$E_TRACE_KV_BLOCKS" \
+    "$E_TRACE_MIN_BYTES" "$E_AGENT_DURATION" "$E_AGENT_CONCURRENCY" "$E_AGENT_PREFIX_KIB" "$E_AGENT_TURNS" \
+    "$E_AGENT_USER_WORDS" "$E_AGENT_MAX_TOKENS" "$E_AGENT_KV_BLOCKS" "$E_AGENT_MIN_BYTES" <<'PY'
 import json, os, re, sys
 (work, sections, speed, concs, apps, prefix_kib, turns, max_tokens, b_sessions, c_conc, c_short,
- c_long, preset, mtp_preset, duration, user_words, a_kv_blocks) = sys.argv[1:]
+ c_long, preset, mtp_preset, duration, user_words, a_kv_blocks, e_workloads, e_trace, e_trace_requests,
+ e_time_scale, e_trace_kv_blocks, e_trace_min_bytes, e_agent_duration, e_agent_conc, e_agent_prefix_kib,
+ e_agent_turns, e_agent_user_words, e_agent_max_tokens, e_agent_kv_blocks, e_agent_min_bytes) = sys.argv[1:]
 sections = sections.split(",")
 a_blocks = [b for b in a_kv_blocks.split(",") if b]
 
@@ -490,6 +624,119 @@ if "D" in sections:
         print("\nprepare() excludes the body copy the benchmark makes (BM_CopyBody subtracted); shims = prepare() − Boost parse; "
               "canonical bytes = canonical + FNV − FNV only; full = prepare() with fingerprints from its own parse "
               "(BM_PrepareFingerprinted − BM_CopyBody: what a request pays with RJ_AFFINITY=prefix).\n")
+
+def kv(name):
+    """Σ over the engines of ramjet_kv_blocks_applied_total by op, exact outcomes, prediction results."""
+    p = os.path.join(work, name + ".kv.txt")
+    ops, outcomes, preds = {}, {}, {}
+    if not os.path.exists(p):
+        return None
+    for line in open(p):
+        m = re.match(r'ramjet_kv_blocks_applied_total\{([^}]*)\} ([0-9.e+]+)', line)
+        if m:
+            op = re.search(r'op="(\w+)"', m.group(1)).group(1)
+            ops[op] = ops.get(op, 0) + int(float(m.group(2)))
+        m = re.match(r'ramjet_exact_route_total\{outcome="(\w+)"\} ([0-9.e+]+)', line)
+        if m and float(m.group(2)) > 0:
+            outcomes[m.group(1)] = int(float(m.group(2)))
+        m = re.match(r'ramjet_exact_predictions_total\{([^}]*)\} ([0-9.e+]+)', line)
+        if m:
+            r = re.search(r'result="(\w+)"', m.group(1)).group(1)
+            preds[r] = preds.get(r, 0) + int(float(m.group(2)))
+    return ops, outcomes, preds
+
+def errhist(name):
+    """ramjet_exact_prediction_error_tokens as counts per range (cumulative buckets differenced)."""
+    p = os.path.join(work, name + ".kv.txt")
+    if not os.path.exists(p):
+        return ""
+    b = []
+    for line in open(p):
+        m = re.match(r'ramjet_exact_prediction_error_tokens_bucket\{le="([^"]+)"\} ([0-9.e+]+)', line)
+        if m:
+            b.append((m.group(1), int(float(m.group(2)))))
+    if not b or b[-1][1] == 0:
+        return ""
+    out, prev, lo = [], 0, "0"
+    for le, c in b:
+        if c - prev:
+            out.append(f"{'0' if le == '0' else ('>' + lo if le == '+Inf' else lo + '–' + le)}:{c - prev}")
+        prev, lo = c, le
+    return " ".join(out)
+
+if "E" in sections:
+    for wl in e_workloads.split(","):
+        if wl == "trace":
+            print(f"## E. Exact routing under eviction pressure: trace replay\n")
+            print(f"The first {e_trace_requests} requests of `{e_trace}` (`ramjet-bench --workload trace --time-scale "
+                  f"{e_time_scale}`, replayed whole: every policy gets the same requests; output_length as max_tokens, "
+                  f"ignore_eos), 4 × {preset}, KV pool {e_trace_kv_blocks or 'of the preset'} blocks per sim, "
+                  f"exact window RJ_EXACT_ROUTE_MIN_BYTES={e_trace_min_bytes or '32768 (default)'}.\n")
+        else:
+            print(f"## E. Exact routing under eviction pressure: cache-pressured agent workload\n")
+            print(f"scripts/demo's workload: 4 apps × {e_agent_prefix_kib} KiB system prompt, {e_agent_turns} turns of "
+                  f"{e_agent_user_words or 48} user words, max_tokens {e_agent_max_tokens}, c = {e_agent_conc}, "
+                  f"{e_agent_duration} s, 2 × {mtp_preset} + 2 × {preset} (RJ_UPSTREAM_PROFILES=mtp,mtp,standard,standard), "
+                  f"KV pool {e_agent_kv_blocks or 'of the preset'} blocks per sim, exact window "
+                  f"RJ_EXACT_ROUTE_MIN_BYTES={e_agent_min_bytes}.\n")
+        print("| policy | out tok/s | cached % | vs oracle | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | requests | wall s "
+              "| engine split | exact outcomes | KV blocks stored / removed (Σ sims) | preemptions | sim late steps / max lag |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|")
+        orc = step(f"E-{wl}-oracle")
+        for p, label in (("round_robin", "round_robin"), ("approx", "approximate (prefix fingerprints)"),
+                         ("exact", "exact (KV events, remote tokens)"),
+                         ("exact_nowithdraw", "exact, RJ_EXACT_MISS_LIMIT=0 (diagnostic)"), ("oracle", "oracle")):
+            n = f"E-{wl}-{p}"
+            st = step(n)
+            if st is None:
+                continue
+            lt, lag = late(n)
+            k = kv(n)
+            ops, outcomes, preds = k if k else ({}, {}, {})
+            wall = open(os.path.join(work, n + ".wall")).read().strip() if os.path.exists(os.path.join(work, n + ".wall")) else "-"
+            oc = " ".join(f"{a}:{b}" for a, b in outcomes.items()) or "-"
+            if preds:
+                oc += " (predictions " + " ".join(f"{a}:{b}" for a, b in preds.items()) + ")"
+            eh = errhist(n)
+            if eh:
+                oc += "; \\|predicted − cached\\| tokens " + eh
+            print(f"| {label} | {f(st['output_tok_s'])} | {f(st['cached_pct'], 1)} "
+                  f"| {ratio(st['cached_pct'], orc and orc['cached_pct']) * 100:.1f} % | {f(st['ttft_p50_ms'], 1)} "
+                  f"| {f(st['ttft_p95_ms'], 1)} | {f(st['tpot_p50_ms'], 2)} "
+                  f"| {st['ok']}{' (' + str(st['errors']) + ' errors)' if st['errors'] else ''} | {wall} | {split(st)} | {oc} "
+                  f"| {ops.get('stored', 0):,} / **{ops.get('removed', 0):,}** | {sim_metrics(n)[0]} | {lt} / {lag} |")
+        ap, ex = step(f"E-{wl}-approx"), step(f"E-{wl}-exact")
+        if ap and ex:
+            rc = ratio(ex["cached_pct"], ap["cached_pct"])
+            rt95 = ratio(ex["ttft_p95_ms"], ap["ttft_p95_ms"])
+            rt50 = ratio(ex["ttft_p50_ms"], ap["ttft_p50_ms"])
+            rtp = ratio(ex["output_tok_s"], ap["output_tok_s"])
+            print(f"\nexact / approximate: cached % {rc:.3f}×, TTFT p50 {rt50:.2f}×, TTFT p95 {rt95:.2f}× (lower is better), "
+                  f"output tok/s {rtp:.2f}×", end="")
+            if orc:
+                ro = ratio(ex["cached_pct"], orc["cached_pct"])
+                print(f"; exact / oracle: cached % {ro * 100:.1f} %, TTFT p95 {ratio(ex['ttft_p95_ms'], orc['ttft_p95_ms']):.2f}×, "
+                      f"output tok/s {ratio(ex['output_tok_s'], orc['output_tok_s']):.2f}×", end="")
+            print()
+            nw = step(f"E-{wl}-exact_nowithdraw")
+            if nw:
+                print(f"exact with RJ_EXACT_MISS_LIMIT=0 / approximate: cached % {ratio(nw['cached_pct'], ap['cached_pct']):.3f}×, "
+                      f"TTFT p50 {ratio(nw['ttft_p50_ms'], ap['ttft_p50_ms']):.2f}×, TTFT p95 "
+                      f"{ratio(nw['ttft_p95_ms'], ap['ttft_p95_ms']):.2f}×, output tok/s {ratio(nw['output_tok_s'], ap['output_tok_s']):.2f}×"
+                      + (f"; / oracle: cached % {ratio(nw['cached_pct'], orc['cached_pct']) * 100:.1f} %" if orc else ""))
+            print()
+            removed = (kv(f"E-{wl}-exact") or ({}, {}, {}))[0].get("removed", 0)
+            verdicts.append(
+                f"E {wl}: exact cached {ex['cached_pct']:.1f} % vs approximate {ap['cached_pct']:.1f} % "
+                f"(exact ≥ approximate: {'met' if ex['cached_pct'] >= ap['cached_pct'] else 'not met'}); "
+                f"TTFT p95 {ex['ttft_p95_ms']:.1f} vs {ap['ttft_p95_ms']:.1f} ms "
+                f"(exact ≤ approximate: {'met' if ex['ttft_p95_ms'] <= ap['ttft_p95_ms'] else 'not met'})"
+                + (f"; exact = {ratio(ex['cached_pct'], orc['cached_pct']) * 100:.1f} % of the oracle's cached "
+                   f"{orc['cached_pct']:.1f} % (target ≥ 95 %: "
+                   f"{'met' if ratio(ex['cached_pct'], orc['cached_pct']) >= 0.95 else 'not met'})" if orc else "")
+                + f"; {removed:,} blocks evicted in the exact run ({'evictions happened' if removed else 'NO evictions'})")
+        else:
+            print()
 
 print("## Verdicts\n")
 for v in verdicts:
