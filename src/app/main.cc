@@ -29,6 +29,7 @@
 #include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
 #include "request/route/exact_overlap.h"
+#include "upstream/engine_catalog.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
 #include "request/stream/proxy.h"
@@ -67,7 +68,8 @@ std::vector<std::optional<cache::events::SubscriberOptions>> kv_sources(const co
   for (size_t i = 0; i < cfg.kv_event_live_endpoints.size() && i < out.size(); ++i) {
     if (cfg.kv_event_live_endpoints[i] == "-") continue;
     cache::events::SubscriberOptions o;
-    o.live_endpoint = cfg.kv_event_live_endpoints[i];
+    // "discover": the engine catalog finds the endpoints (until then the subscriber waits, fenced).
+    if (cfg.kv_event_live_endpoints[i] != "discover") o.live_endpoint = cfg.kv_event_live_endpoints[i];
     if (i < cfg.kv_event_replay_endpoints.size() && cfg.kv_event_replay_endpoints[i] != "-") {
       o.replay_endpoint = cfg.kv_event_replay_endpoints[i];
     }
@@ -179,6 +181,30 @@ int main(int argc, char** argv) {
                                      clock);
   route::ExactOverlap exact(kv, fleet, exact_mode, &predictions,
                             cache::ProvisionalLimits{.ttl_ms = static_cast<int64_t>(cfg.exact_provisional_ttl_ms)});
+  // What the engines say about themselves (upstream/engine_catalog.h): their model lists (which
+  // names are LoRA adapters: exact routing's namespaces) and, for `discover` engines, their
+  // KV-event endpoints, handed to the subscribers. Polled only when exact routing is on.
+  std::unique_ptr<upstream::EngineCatalog> catalog;
+  if (exact_mode != route::ExactMode::kOff) {
+    upstream::EngineCatalogConfig cc;
+    cc.upstreams = cfg.upstreams;
+    for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
+      cc.discover.push_back(i < cfg.kv_event_live_endpoints.size() && cfg.kv_event_live_endpoints[i] == "discover");
+    }
+    cc.bearer = cfg.upstream_token;
+    cc.retry = milliseconds(cfg.probe_interval_ms);
+    cc.urgent = [&kv](size_t i) { return kv.trusted(i) == nullptr; };  // restarted on other ports?
+    catalog = std::make_unique<upstream::EngineCatalog>(
+        std::move(cc), [&kv](size_t i, const std::optional<upstream::EngineCatalog::Endpoints>& e) {
+          if (!e) return kv.set_endpoints(i, std::nullopt);
+          cache::events::SubscriberOptions o;
+          o.live_endpoint = e->live;
+          o.replay_endpoint = e->replay;
+          o.topic = e->topic;
+          kv.set_endpoints(i, std::move(o));
+        });
+    exact.set_catalog(catalog.get());
+  }
   route::ApproxOverlap approx(index);
   std::vector<route::OverlapSource*> sources;
   if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
@@ -272,6 +298,7 @@ int main(int argc, char** argv) {
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
+  if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
   if (kv.enabled()) {
     registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });
     fleet.add_replica_flag({"kv_trusted", [&kv](size_t i) { return kv.trusted(i) != nullptr; }});
@@ -319,6 +346,7 @@ int main(int argc, char** argv) {
     prober->stop();
     engine_scraper.stop();
     kv.stop();
+    if (catalog) catalog->begin_stop();
     tokenizer->begin_stop();
     dashboard.stop();
     drain.close();
@@ -333,10 +361,13 @@ int main(int argc, char** argv) {
 
   prober->start();
   kv.start();
+  if (catalog) catalog->start(io.at(0));
   engine_scraper.start(io.at(0));
   tokenizer->start(io.at(0));
-  app::start_dashboard_sampler(io.at(0), dashboard,
-                               app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper));
+  app::start_dashboard_sampler(
+      io.at(0), dashboard,
+      app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper, &kv,
+                             exact_mode == route::ExactMode::kOn ? &predictions : nullptr));
   (*api)->start();
   (*admin)->start();
   auto a = (*api)->local_endpoint();

@@ -331,6 +331,10 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                        "same order");
   }
 
+  // One "discover" stands for every engine.
+  if (c.kv_event_live_endpoints.size() == 1 && c.kv_event_live_endpoints[0] == "discover" && c.upstreams.size() > 1) {
+    r.config.kv_event_live_endpoints.assign(c.upstreams.size(), "discover");
+  }
   for (const auto* list : {&c.kv_event_live_endpoints, &c.kv_event_replay_endpoints}) {
     const bool live = list == &c.kv_event_live_endpoints;
     const std::string name = live ? "RJ_KV_EVENT_LIVE_ENDPOINTS" : "RJ_KV_EVENT_REPLAY_ENDPOINTS";
@@ -340,9 +344,17 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                          " RJ_UPSTREAM entries; give one per upstream, in the same order (\"-\" for none)");
     }
     for (size_t i = 0; i < list->size(); ++i) {
+      if (live && (*list)[i] == "discover") continue;
       if (auto problem = zmq_endpoint_problem((*list)[i])) {
         r.errors.push_back(name + ": item " + std::to_string(i + 1) + ": " + *problem);
       }
+    }
+  }
+  for (size_t i = 0; i < c.kv_event_live_endpoints.size() && i < c.kv_event_replay_endpoints.size(); ++i) {
+    if (c.kv_event_live_endpoints[i] == "discover" && c.kv_event_replay_endpoints[i] != "-") {
+      r.errors.push_back("RJ_KV_EVENT_REPLAY_ENDPOINTS: item " + std::to_string(i + 1) +
+                         ": the engine's endpoints are discovered (RJ_KV_EVENT_LIVE_ENDPOINTS says discover); "
+                         "give - here");
     }
   }
   if ((c.exact_route_mode == "on" || c.exact_route_mode == "shadow") && c.kv_event_live_endpoints.empty()) {

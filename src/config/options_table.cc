@@ -473,10 +473,12 @@ const std::array kOptions = {
            .hosts = true,
            .doc = "Each engine's KV-event publisher (vLLM --kv-events-config endpoint), one per "
                   "RJ_UPSTREAM entry in the same order, \"-\" for an engine without: tcp://host:port "
-                  "or ipc://path. ramjet subscribes and keeps an exact index of every engine's prefix "
-                  "cache (trust per engine in /health and ramjet_kv_state). Exact routing needs every "
-                  "healthy engine's index: a healthy \"-\" engine keeps it on the fingerprints. Empty = "
-                  "no KV events.",
+                  "or ipc://path, or discover: ask the engine's GET /kv_event_sources (newest vLLM) "
+                  "for its live and replay endpoints and topic, again every 30 s (a lone discover "
+                  "means every engine). ramjet subscribes and keeps an exact index of every engine's "
+                  "prefix cache (trust per engine in /health and ramjet_kv_state). Exact routing needs "
+                  "every healthy engine's index: a healthy \"-\" engine (or one whose discovery finds "
+                  "none) keeps it on the fingerprints. Empty = no KV events.",
            .field = &Config::kv_event_live_endpoints},
     Option{.env = "RJ_KV_EVENT_REPLAY_ENDPOINTS",
            .flag = "--kv-event-replay-endpoints",

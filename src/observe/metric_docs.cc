@@ -15,6 +15,7 @@
 #include "request/route/router.h"
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
+#include "upstream/engine_catalog.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::observe {
@@ -83,6 +84,9 @@ std::vector<MetricSection> metric_sections() {
        render::tokenizer_families()},
       {"KV events", "cache::events::KvFleet::write_metrics (src/cache/events/kv_fleet.cc)",
        "for the engines that have an RJ_KV_EVENT_LIVE_ENDPOINTS entry", cache::events::kv_families()},
+      {"Engine catalog", "upstream::EngineCatalog::write_metrics (src/upstream/engine_catalog.cc)",
+       "when exact routing is on or in shadow (discovery series for `discover` engines only)",
+       upstream::catalog_families()},
       {"Exact predictions", "route::PredictionCheck::write_metrics (src/request/route/prediction_check.cc)",
        "when exact routing is on (RJ_EXACT_ROUTE_MODE on, or auto with KV endpoints)", route::prediction_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
@@ -130,6 +134,13 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition f;
   kv.write_metrics(f);
   out.push_back(f.take());
+  upstream::EngineCatalogConfig catalog_config;
+  catalog_config.upstreams = urls;
+  catalog_config.discover = {true, false, false};
+  upstream::EngineCatalog catalog(catalog_config, nullptr);
+  metrics::Exposition f2;
+  catalog.write_metrics(f2);
+  out.push_back(f2.take());
   route::PredictionCheck check(urls.size(), route::PredictionCheckConfig{}, clock);
   metrics::Exposition g;
   check.write_metrics(g);

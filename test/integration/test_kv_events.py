@@ -400,3 +400,55 @@ def test_speculative_residency_off_predicts_only_what_the_events_said(ramjet_fac
     assert receipt.startswith("exact; predicted_cached_tokens=") and "provisional" not in receipt, receipt
     m = rj.metrics()
     assert m.get("ramjet_exact_provisional_blocks_total") == 0 and m.get("ramjet_exact_provisional_hits_total") == 0
+
+
+# ----------------------------------------------------------------------------- discovery
+def test_discovered_endpoints_are_subscribed_and_followed_to_a_restarted_engine(ramjet_factory):
+    """RJ_KV_EVENT_LIVE_ENDPOINTS=discover: ramjet asks each engine's GET /kv_event_sources (the
+    sims bind tcp://*:0, as vLLM's default config binds *), subscribes to what it says, and asks
+    again when a subscription stops being trusted — here an engine restarted on other ports."""
+    sims = [kv_sim("--enable-prompt-tokens-details") for _ in range(3)]
+    try:
+        rj = ramjet_factory([s.url for s in sims], env={"RJ_KV_EVENT_LIVE_ENDPOINTS": "discover",
+                                                      "RJ_KV_EVENT_TIMEOUT_MS": "2000", "RJ_PROBE_INTERVAL_MS": "200"})
+        rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every engine discovered")
+        m = rj.metrics()
+        for i in range(3):
+            assert m.get("ramjet_kv_discovery_total", upstream=str(i), outcome="found") >= 1
+        # Exact placement works on the discovered subscriptions (mode auto: on).
+        warm_behind_its_back(rj, sims[2], 2, long_chat(70, "first question"))
+        r = through(rj, long_chat(70, "first question"))
+        assert r.header("X-Ramjet-Upstream") == "2" and r.header("X-Ramjet-Route").startswith("exact")
+        # The engine comes back on the same HTTP port but new KV ports (bound to :0 again).
+        port = sims[0].port
+        old = sims[0].kv_endpoint
+        sims[0].proc.send_signal(signal.SIGKILL)
+        sims[0].proc.wait()
+        sims[0] = kv_sim("--enable-prompt-tokens-details", port=port)
+        assert sims[0].kv_endpoint != old
+        wait_state(rj, 0, "trusted", timeout=20)
+        warm_behind_its_back(rj, sims[0], 0, long_chat(71, "first question"))
+        r = through(rj, long_chat(71, "first question"))
+        assert r.header("X-Ramjet-Upstream") == "0" and r.header("X-Ramjet-Route").startswith("exact")
+        # Nothing of the endpoints reaches the log.
+        assert sims[0].kv_endpoint.rsplit(":", 1)[1] not in rj.output()
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_an_engine_without_kv_event_sources_is_counted_and_keeps_exact_routing_off(ramjet_factory, kv_sims):
+    # A plain HTTP server that is not vLLM answers 404 to /kv_event_sources: the sim without
+    # --kv-events-config answers an empty list instead.
+    plain = SimProc("--speed", "50")
+    try:
+        sims = [kv_sims[0], plain]
+        rj = ramjet_factory([s.url for s in sims], env={"RJ_KV_EVENT_LIVE_ENDPOINTS": "discover",
+                                                      "RJ_PROBE_INTERVAL_MS": "200"})
+        rj.wait_health(lambda c, j: j["replicas"][0].get("kv_trusted"), 10, "engine 0 discovered")
+        poll(lambda: rj.metrics().get("ramjet_kv_discovery_total", upstream="1", outcome="none") >= 1, timeout=5,
+             what="engine 1 publishes none")
+        r = through(rj, long_chat(72, "first question"))
+        assert r.header("X-Ramjet-Route") == "untrusted"  # one healthy engine without an index
+    finally:
+        plain.stop()

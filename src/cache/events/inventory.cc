@@ -185,7 +185,7 @@ void Inventory::clear() { shard_.clear(); }
 std::span<const uint64_t> RequestChains::of(const Inventory& inv) {
   const uint32_t bs = inv.block_size();
   if (bs == 0) return {};
-  const bool lora = inv.knows_lora(request_.model);
+  const bool lora = request_.adapter.value_or(inv.knows_lora(request_.model));
   for (const Chain& c : chains_) {
     if (c.block_size == bs && c.lora == lora) return c.keys;
   }

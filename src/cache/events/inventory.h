@@ -97,6 +97,9 @@ struct ExactRequest {
   std::span<const uint32_t> tokens;
   std::string_view model;       // a LoRA adapter's name when the request names one
   std::string_view cache_salt;  // empty when none
+  // Whether `model` is a LoRA adapter (its own namespace on every engine), as the engines' model
+  // lists say; nullopt: each inventory decides by the adapter names its events carried.
+  std::optional<bool> adapter = std::nullopt;
 };
 
 // A request's key chains (exact_chain), computed on first use per (block size, namespace) and

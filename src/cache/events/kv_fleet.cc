@@ -76,6 +76,15 @@ void KvFleet::stop() {
   }
 }
 
+void KvFleet::set_endpoints(size_t engine, std::optional<SubscriberOptions> endpoints) {
+  if (engine >= engines_.size() || !engines_[engine]) return;
+  if (endpoints) {
+    engines_[engine]->subscriber.set_endpoints(endpoints->live_endpoint, endpoints->replay_endpoint, endpoints->topic);
+  } else {
+    engines_[engine]->subscriber.set_endpoints({}, {}, {});
+  }
+}
+
 bool KvFleet::enabled() const {
   for (const auto& e : engines_) {
     if (e) return true;

@@ -17,12 +17,16 @@ namespace ramjet::cache::events {
 
 class KvFleet {
  public:
-  // sources[i]: engine i's subscription, or nullopt when it publishes none.
+  // sources[i]: engine i's subscription, or nullopt when it publishes none; a subscription with
+  // an empty live endpoint waits for set_endpoints (discovery).
   KvFleet(std::vector<std::optional<SubscriberOptions>> sources, InventoryLimits limits);
   ~KvFleet();
 
   void start();
   void stop();
+  // A discovered engine's endpoints (upstream/engine_catalog.h; any thread): its subscriber moves
+  // to them (nullopt: none, fenced). Ignored for an engine made without a subscription.
+  void set_endpoints(size_t engine, std::optional<SubscriberOptions> endpoints);
 
   size_t size() const { return engines_.size(); }
   bool enabled() const;  // at least one engine publishes

@@ -81,7 +81,7 @@ struct Subscriber::Loop {
 
   void publish() {
     self.mode_.store(fence.mode(), std::memory_order_release);
-    self.generation_.store(fence.generation(), std::memory_order_release);
+    self.generation_.store(self.generation_offset_ + fence.generation(), std::memory_order_release);
   }
 
   // Does what the fence said about one batch (or about none: a replay's end, a disconnect).
@@ -226,7 +226,7 @@ struct Subscriber::Loop {
 
   void run() {
     publish();
-    while (!self.stop_.load(std::memory_order_acquire)) {
+    while (!self.stop_.load(std::memory_order_acquire) && !self.reconfigure_.load(std::memory_order_acquire)) {
       zmq::pollitem_t items[3] = {{sub.handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0}};
       size_t n = 2;
       auto timeout = std::chrono::milliseconds(100);
@@ -255,7 +255,7 @@ struct Subscriber::Loop {
 };
 
 Subscriber::Subscriber(SubscriberOptions options, Inventory& inventory)
-    : options_(std::move(options)), inventory_(inventory) {}
+    : options_(options), base_(std::move(options)), inventory_(inventory) {}
 
 Subscriber::~Subscriber() { stop(); }
 
@@ -272,20 +272,53 @@ void Subscriber::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Subscriber::set_endpoints(std::string live, std::string replay, std::string topic) {
+  std::lock_guard lock(pending_mu_);
+  SubscriberOptions o = pending_ ? *pending_ : base_;
+  o.live_endpoint = std::move(live);
+  o.replay_endpoint = std::move(replay);
+  o.topic = std::move(topic);
+  pending_ = std::move(o);
+  reconfigure_.store(true, std::memory_order_release);
+}
+
+bool Subscriber::take_pending() {
+  std::lock_guard lock(pending_mu_);
+  reconfigure_.store(false, std::memory_order_release);
+  if (!pending_) return false;
+  options_ = std::move(*pending_);
+  pending_.reset();
+  return true;
+}
+
 void Subscriber::run() {
   // A socket that cannot be made (a malformed endpoint, no file descriptors) leaves the engine
-  // fenced; the loop tries again every second until stopped.
+  // fenced; the loop tries again every second until stopped. New endpoints (set_endpoints) end
+  // the loop: the index is dropped and the new endpoints subscribed with a fence of their own.
+  auto pause = [this] {
+    for (int i = 0; i < 10 && !stop_.load(std::memory_order_acquire) && !reconfigure_.load(std::memory_order_acquire); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  };
   while (!stop_.load(std::memory_order_acquire)) {
+    if (take_pending()) {
+      mode_.store(FenceMode::kFenced, std::memory_order_release);
+      inventory_.clear();
+    }
+    if (options_.live_endpoint.empty()) {  // nothing to subscribe to (yet)
+      mode_.store(FenceMode::kFenced, std::memory_order_release);
+      pause();
+      continue;
+    }
     try {
       Loop loop(*this);
       loop.run();
-      return;
+      if (!reconfigure_.load(std::memory_order_acquire)) return;
+      generation_offset_ += loop.fence.generation();
     } catch (const zmq::error_t&) {
       mode_.store(FenceMode::kFenced, std::memory_order_release);
       inventory_.clear();
-      for (int i = 0; i < 10 && !stop_.load(std::memory_order_acquire); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
+      pause();
     }
   }
 }

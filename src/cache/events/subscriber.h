@@ -10,6 +10,8 @@
 
 #include <array>
 #include <atomic>
+#include <optional>
+#include <mutex>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,19 +58,29 @@ class Subscriber {
   void start();
   void stop();          // request_stop() and join
   void request_stop();  // returns at once; the thread ends within its 100 ms poll
+  // New endpoints and topic (any thread, returns at once): the thread drops its sockets and the
+  // index within its 100 ms poll and subscribes again. An empty live endpoint: none (fenced,
+  // waiting). A subscriber made with an empty live endpoint waits for this (discovery).
+  void set_endpoints(std::string live, std::string replay, std::string topic);
 
   // Whether the inventory mirrors the engine's cache right now (any thread).
   bool trusted() const { return mode() == FenceMode::kTrusted; }
   FenceMode mode() const { return mode_.load(std::memory_order_acquire); }
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   const SubscriberStats& stats() const { return stats_; }
-  const SubscriberOptions& options() const { return options_; }
 
  private:
   struct Loop;
   void run();
 
-  SubscriberOptions options_;
+  bool take_pending();  // the subscriber thread: new endpoints into options_, when set_endpoints left some
+
+  SubscriberOptions options_;  // the subscriber thread's (set_endpoints hands new ones over via pending_)
+  const SubscriberOptions base_;  // as made: set_endpoints changes only endpoints and topic
+  uint64_t generation_offset_ = 0;  // generations of earlier endpoints (subscriber thread)
+  std::mutex pending_mu_;
+  std::optional<SubscriberOptions> pending_;
+  std::atomic<bool> reconfigure_{false};
   Inventory& inventory_;
   SubscriberStats stats_;
   std::atomic<FenceMode> mode_{FenceMode::kFenced};

@@ -4,6 +4,7 @@
 #include <array>
 #include <vector>
 
+#include "upstream/engine_catalog.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -37,6 +38,12 @@ ExactOverlap::ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fle
   for (size_t i = 0; i < kv.size(); ++i) provisional_.push_back(std::make_unique<cache::ProvisionalBlocks>(provisional));
 }
 
+cache::events::ExactRequest ExactOverlap::exact_request(const request::PreparedRequest& req) const {
+  cache::events::ExactRequest r{req.exact.tokens, req.exact.model, req.exact.cache_salt, std::nullopt};
+  if (catalog_ != nullptr && !req.exact.model.empty()) r.adapter = catalog_->is_adapter(req.exact.model);
+  return r;
+}
+
 void ExactOverlap::placed(size_t engine, const request::PreparedRequest& req, uint32_t resident) {
   if (req.exact.status != request::ExactTokens::kTokenized || engine >= provisional_.size()) return;
   const cache::events::Inventory* inv = kv_.trusted(engine);
@@ -45,7 +52,7 @@ void ExactOverlap::placed(size_t engine, const request::PreparedRequest& req, ui
   std::optional<cache::events::RequestChains> own;
   cache::events::RequestChains* chains = last_lookup_.req == &req ? &*last_lookup_.chains : nullptr;
   if (chains == nullptr) {
-    own.emplace(cache::events::ExactRequest{req.exact.tokens, req.exact.model, req.exact.cache_salt});
+    own.emplace(exact_request(req));
     chains = &*own;
   }
   const std::span<const uint64_t> chain = chains->of(*inv);
@@ -90,7 +97,7 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     }
     note.block_size = std::max(note.block_size, inventories[i]->block_size());
   }
-  last_lookup_.chains.emplace(cache::events::ExactRequest{req.exact.tokens, req.exact.model, req.exact.cache_salt});
+  last_lookup_.chains.emplace(exact_request(req));
   last_lookup_.req = &req;
   cache::events::RequestChains& chains = *last_lookup_.chains;
   cache::events::lookup(inventories, chains, resident);

@@ -28,6 +28,7 @@
 
 namespace ramjet::upstream {
 class Fleet;
+class EngineCatalog;
 }
 
 namespace ramjet::route {
@@ -40,6 +41,9 @@ class ExactOverlap final : public OverlapSource {
   ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fleet& fleet, ExactMode mode,
                const PredictionCheck* check = nullptr, cache::ProvisionalLimits provisional = {},
                const Clock& clock = SteadyClock::instance());
+  // The engines' model lists (optional): an adapter request is looked up in the adapter's
+  // namespace on every engine, even one whose events never named it.
+  void set_catalog(const upstream::EngineCatalog* catalog) { catalog_ = catalog; }
   std::string_view name() const override { return "exact"; }
   ExactMode mode() const { return mode_; }
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
@@ -58,6 +62,8 @@ class ExactOverlap final : public OverlapSource {
   ExactMode mode_;
   const PredictionCheck* check_;
   const Clock& clock_;
+  const upstream::EngineCatalog* catalog_ = nullptr;
+  cache::events::ExactRequest exact_request(const request::PreparedRequest& req) const;
   // This thread's last lookup (the router places a request right after looking it up).
   struct LastLookup {
     const request::PreparedRequest* req = nullptr;

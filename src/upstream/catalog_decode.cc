@@ -1,0 +1,102 @@
+#include "upstream/catalog_decode.h"
+
+#include <boost/json.hpp>
+
+#include "config/options.h"
+
+namespace ramjet::upstream {
+
+namespace json = boost::json;
+
+namespace {
+
+std::optional<json::value> parse(std::string_view body, const CatalogLimits& limits) {
+  if (body.size() > limits.max_body) return std::nullopt;
+  json::parse_options opt;
+  opt.max_depth = 8;  // both answers are an object of a list of flat objects
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec, {}, opt);
+  if (ec) return std::nullopt;
+  return v;
+}
+
+// A string field of `o` within the limit: the string, "" when absent or null, nullopt otherwise.
+std::optional<std::string> text(const json::object& o, std::string_view key, const CatalogLimits& limits) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || v->is_null()) return std::string();
+  if (!v->is_string() || v->as_string().size() > limits.max_string) return std::nullopt;
+  return std::string(v->as_string());
+}
+
+}  // namespace
+
+std::optional<std::vector<ModelCard>> decode_models(std::string_view body, const CatalogLimits& limits) {
+  auto v = parse(body, limits);
+  if (!v || !v->is_object()) return std::nullopt;
+  const json::value* data = v->as_object().if_contains("data");
+  if (data == nullptr || !data->is_array() || data->as_array().size() > limits.max_entries) return std::nullopt;
+  std::vector<ModelCard> out;
+  for (const json::value& c : data->as_array()) {
+    if (!c.is_object()) return std::nullopt;
+    auto id = text(c.as_object(), "id", limits);
+    auto parent = text(c.as_object(), "parent", limits);
+    if (!id || id->empty() || !parent) return std::nullopt;
+    out.push_back(ModelCard{std::move(*id), !parent->empty()});
+  }
+  return out;
+}
+
+std::optional<std::vector<KvEventSource>> decode_kv_event_sources(std::string_view body, const CatalogLimits& limits) {
+  auto v = parse(body, limits);
+  if (!v) return std::nullopt;
+  const json::value* list = &*v;
+  if (v->is_object()) list = v->as_object().if_contains("sources");
+  if (list == nullptr || !list->is_array() || list->as_array().size() > limits.max_entries) return std::nullopt;
+  std::vector<KvEventSource> out;
+  for (const json::value& s : list->as_array()) {
+    if (!s.is_object()) return std::nullopt;
+    const json::object& o = s.as_object();
+    KvEventSource src;
+    if (const json::value* r = o.if_contains("data_parallel_rank"); r && !r->is_null()) {
+      if (!r->is_int64() || r->as_int64() < 0 || r->as_int64() > 65535) {
+        if (!r->is_uint64() || r->as_uint64() > 65535) return std::nullopt;
+        src.data_parallel_rank = static_cast<uint32_t>(r->as_uint64());
+      } else {
+        src.data_parallel_rank = static_cast<uint32_t>(r->as_int64());
+      }
+    }
+    auto endpoint = text(o, "endpoint", limits);
+    auto replay = text(o, "replay_endpoint", limits);
+    auto topic = text(o, "topic", limits);
+    if (!endpoint || endpoint->empty() || !replay || !topic) return std::nullopt;
+    src.endpoint = std::move(*endpoint);
+    src.replay_endpoint = std::move(*replay);
+    src.topic = std::move(*topic);
+    out.push_back(std::move(src));
+  }
+  return out;
+}
+
+std::optional<std::string> resolve_endpoint(std::string_view bound, std::string_view engine_host) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (bound.substr(0, kTcp.size()) != kTcp) return std::nullopt;  // ipc:// and inproc:// are the engine's own
+  const std::string_view rest = bound.substr(kTcp.size());
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = rest.substr(0, colon);
+  const std::string_view port = rest.substr(colon + 1);
+  std::string out(kTcp);
+  if (host == "*" || host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) {
+    if (engine_host.empty()) return std::nullopt;
+    const bool v6 = engine_host.find(':') != std::string_view::npos && engine_host.front() != '[';
+    out += v6 ? "[" + std::string(engine_host) + "]" : std::string(engine_host);
+  } else {
+    out += host;
+  }
+  out += ':';
+  out += port;
+  if (config::zmq_endpoint_problem(out)) return std::nullopt;
+  return out;
+}
+
+}  // namespace ramjet::upstream

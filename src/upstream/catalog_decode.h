@@ -1,0 +1,48 @@
+// upstream/catalog_decode: an engine's own description of itself, read from untrusted bytes —
+// GET /v1/models (which names are base models and which are LoRA adapters) and
+// GET /kv_event_sources (where a vLLM engine publishes its KV events; newest vLLM builds). Pure
+// functions with limits (fuzz target catalog_decode); the poller is upstream/engine_catalog.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ramjet::upstream {
+
+struct CatalogLimits {
+  size_t max_body = 1u << 20;   // bytes of one answer
+  size_t max_entries = 1024;    // model cards / sources
+  size_t max_string = 1024;     // bytes of one id / endpoint / topic
+};
+
+// One /v1/models card: vLLM lists the served model (parent null) and each LoRA adapter (parent:
+// the base model's id).
+struct ModelCard {
+  std::string id;
+  bool adapter = false;
+};
+// {"object":"list","data":[{"id":..,"parent":null|"base",...},...]} -> the cards; nullopt when the
+// answer is not that shape or exceeds the limits.
+std::optional<std::vector<ModelCard>> decode_models(std::string_view body, const CatalogLimits& limits = {});
+
+// One KV-event source: {"data_parallel_rank","endpoint","replay_endpoint","topic"}.
+struct KvEventSource {
+  uint32_t data_parallel_rank = 0;
+  std::string endpoint;         // as the engine bound it, e.g. tcp://*:5557
+  std::string replay_endpoint;  // "" when the engine offers no replay
+  std::string topic;
+};
+// {"sources":[...]} (or, from an earlier variant, the bare list) -> the sources; nullopt when the
+// answer is not that shape or exceeds the limits.
+std::optional<std::vector<KvEventSource>> decode_kv_event_sources(std::string_view body,
+                                                                  const CatalogLimits& limits = {});
+
+// A bound endpoint as ramjet connects to it: a wildcard host (*, 0.0.0.0, [::]) becomes the
+// engine's host; anything that is not a tcp://host:port endpoint ramjet can connect to is nullopt.
+std::optional<std::string> resolve_endpoint(std::string_view bound, std::string_view engine_host);
+
+}  // namespace ramjet::upstream

@@ -1,0 +1,193 @@
+#include "upstream/engine_catalog.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "net/client.h"
+
+namespace ramjet::upstream {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::array<metrics::Family, 2> kFamilies = {{
+    {"ramjet_kv_discovery_total", metrics::MetricKind::kCounter, "upstream,outcome",
+     "GET /kv_event_sources calls to engines whose RJ_KV_EVENT_LIVE_ENDPOINTS item is `discover`, by "
+     "outcome: found (one source, endpoints subscribed), not_offered (404: set the endpoints "
+     "instead), none (the engine publishes no KV events), unsupported (several data-parallel "
+     "sources behind one URL), bad_answer, fetch_error."},
+    {"ramjet_catalog_adapters", metrics::MetricKind::kGauge, "upstream",
+     "LoRA adapters the engine's GET /v1/models lists (exact routing looks an adapter's requests "
+     "up in the adapter's namespace on every engine)."},
+}};
+
+}  // namespace
+
+std::span<const metrics::Family> catalog_families() { return kFamilies; }
+
+std::string_view label(Discovery d) {
+  switch (d) {
+    case Discovery::kFound: return "found";
+    case Discovery::kNotOffered: return "not_offered";
+    case Discovery::kNone: return "none";
+    case Discovery::kUnsupported: return "unsupported";
+    case Discovery::kBadAnswer: return "bad_answer";
+    case Discovery::kFetchError: return "fetch_error";
+    case Discovery::kCount: break;
+  }
+  return "fetch_error";
+}
+
+EngineCatalog::EngineCatalog(EngineCatalogConfig cfg, OnSources on_sources)
+    : cfg_(std::move(cfg)),
+      on_sources_(std::move(on_sources)),
+      models_(cfg_.upstreams.size()),
+      endpoints_(cfg_.upstreams.size()),
+      discovery_(cfg_.upstreams.size()) {
+  cfg_.discover.resize(cfg_.upstreams.size(), false);
+}
+
+EngineCatalog::~EngineCatalog() { begin_stop(); }
+
+void EngineCatalog::start(asio::io_context& ctx) {
+  if (loop_) return;
+  loop_ = std::make_shared<Loop>(ctx);
+  for (size_t i = 0; i < cfg_.upstreams.size(); ++i) {
+    loop_->timers.push_back(std::make_unique<asio::steady_timer>(ctx));
+  }
+  for (size_t i = 0; i < cfg_.upstreams.size(); ++i) asio::co_spawn(ctx, poll(loop_, i), asio::detached);
+}
+
+void EngineCatalog::begin_stop() {
+  if (std::shared_ptr<Loop> l = std::move(loop_)) {
+    l->stopped = true;
+    asio::post(l->ctx, [l] {  // the timers belong to the context's thread
+      for (auto& t : l->timers) t->cancel();
+    });
+  }
+}
+
+asio::awaitable<void> EngineCatalog::poll(std::shared_ptr<Loop> l, size_t i) {
+  // Every retry interval: ask when the last answer is older than the refresh interval (or there
+  // was none), or when the caller calls the engine urgent.
+  using clock = std::chrono::steady_clock;
+  std::optional<clock::time_point> answered_at;
+  while (!l->stopped) {
+    const bool due = !answered_at || clock::now() - *answered_at >= cfg_.refresh ||
+                     (cfg_.discover[i] && cfg_.urgent && cfg_.urgent(i));
+    if (due) {
+      bool answered = false;
+      try {
+        answered = co_await ask_models(i);
+        if (cfg_.discover[i] && !l->stopped) answered = (co_await ask_sources(i)) && answered;
+      } catch (const std::exception&) {
+        answered = false;
+      }
+      if (answered) answered_at = clock::now();
+      else answered_at.reset();
+    }
+    l->timers[i]->expires_after(cfg_.retry);
+    boost::system::error_code ec;
+    co_await l->timers[i]->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+asio::awaitable<bool> EngineCatalog::ask_models(size_t i) {
+  net::GetFailure failure = net::GetFailure::kNone;
+  auto r = co_await net::simple_get(cfg_.upstreams[i], "/v1/models", cfg_.bearer, cfg_.timeout, cfg_.limits.max_body,
+                                    failure);
+  if (failure != net::GetFailure::kNone || r.status != 200) co_return false;
+  auto cards = decode_models(r.body, cfg_.limits);
+  if (!cards) co_return false;
+  learn_models(i, *cards);
+  co_return true;
+}
+
+void EngineCatalog::learn_models(size_t i, const std::vector<ModelCard>& cards) {
+  std::lock_guard lock(mu_);
+  if (i < models_.size()) models_[i] = cards;
+}
+
+asio::awaitable<bool> EngineCatalog::ask_sources(size_t i) {
+  net::GetFailure failure = net::GetFailure::kNone;
+  auto r = co_await net::simple_get(cfg_.upstreams[i], "/kv_event_sources", cfg_.bearer, cfg_.timeout,
+                                    cfg_.limits.max_body, failure);
+  if (failure != net::GetFailure::kNone || (r.status != 200 && r.status != 404)) {
+    count(i, Discovery::kFetchError);
+    co_return false;
+  }
+  std::optional<Endpoints> found;
+  Discovery outcome = Discovery::kFound;
+  if (r.status == 404) {
+    outcome = Discovery::kNotOffered;
+  } else if (auto sources = decode_kv_event_sources(r.body, cfg_.limits); !sources) {
+    outcome = Discovery::kBadAnswer;
+  } else if (sources->empty()) {
+    outcome = Discovery::kNone;
+  } else if (sources->size() > 1) {
+    outcome = Discovery::kUnsupported;
+  } else {
+    const KvEventSource& s = sources->front();
+    auto live = resolve_endpoint(s.endpoint, cfg_.upstreams[i].host);
+    std::optional<std::string> replay = std::string();
+    if (!s.replay_endpoint.empty()) replay = resolve_endpoint(s.replay_endpoint, cfg_.upstreams[i].host);
+    if (!live || !replay) outcome = Discovery::kBadAnswer;
+    else found = Endpoints{std::move(*live), std::move(*replay), s.topic};
+  }
+  count(i, outcome);
+  // A failed answer keeps what an earlier one found (a flaky engine is not unsubscribed); an
+  // answer that says "none" (or is not offered any more) ends the subscription.
+  const bool keep = outcome == Discovery::kBadAnswer;
+  if (!keep && found != endpoints_[i]) {
+    if (found) spdlog::info("kv events: upstream {} publishes its KV events; subscribing", i);
+    else spdlog::warn("kv events: upstream {} offers no KV-event source ({})", i, label(outcome));
+    endpoints_[i] = found;
+    if (on_sources_) on_sources_(i, found);
+  }
+  co_return outcome == Discovery::kFound || outcome == Discovery::kNone;
+}
+
+void EngineCatalog::count(size_t i, Discovery d) {
+  discovery_[i][static_cast<size_t>(d)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::optional<bool> EngineCatalog::is_adapter(std::string_view model) const {
+  std::lock_guard lock(mu_);
+  std::optional<bool> out;
+  for (const auto& cards : models_) {
+    for (const ModelCard& c : cards) {
+      if (c.id != model) continue;
+      if (c.adapter) return true;
+      out = false;
+    }
+  }
+  return out;
+}
+
+void EngineCatalog::write_metrics(metrics::Exposition& x) const {
+  const auto& d = kFamilies[0];
+  x.family(d);
+  for (size_t i = 0; i < discovery_.size(); ++i) {
+    if (!cfg_.discover[i]) continue;
+    for (size_t o = 0; o < static_cast<size_t>(Discovery::kCount); ++o) {
+      x.sample(d.name, "upstream=\"" + std::to_string(i) + "\",outcome=\"" + std::string(label(static_cast<Discovery>(o))) + "\"",
+               discovery_[i][o].load(std::memory_order_relaxed));
+    }
+  }
+  const auto& a = kFamilies[1];
+  x.family(a);
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < models_.size(); ++i) {
+    const auto n = std::count_if(models_[i].begin(), models_[i].end(), [](const ModelCard& c) { return c.adapter; });
+    x.sample(a.name, "upstream=\"" + std::to_string(i) + "\"", static_cast<int64_t>(n));
+  }
+}
+
+}  // namespace ramjet::upstream
