@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 
 #include "request/route/prediction_check.h"
 #include "request/route/router.h"
@@ -51,8 +52,13 @@ class ExactPredictions final : public ExchangeObserver {
     if (engine >= r->exact_tokens.size()) return;
     // Blocks only placed there moments ago (speculative residency) may or may not be cached by
     // the time the engine prefills: a report anywhere in that range agrees with the prediction.
+    // So may a single-flight follower's: it was sent after a leader still prefilling its prefix,
+    // and the engine serves whatever the leader cached by then (any amount above the prediction).
     const uint64_t confirmed = r->exact_tokens[engine];
-    const uint64_t pending = engine < r->exact_provisional.size() ? r->exact_provisional[engine] : 0;
+    uint64_t pending = engine < r->exact_provisional.size() ? r->exact_provisional[engine] : 0;
+    for (const route::CandidateTerms& c : r->decision.ranked) {
+      if (c.ordinal == engine && c.single_flight > 0) pending = std::numeric_limits<uint64_t>::max() - confirmed;
+    }
     const uint64_t predicted = std::clamp<uint64_t>(u.cached_tokens.value_or(confirmed), confirmed, confirmed + pending);
     uint64_t best = predicted;
     for (const route::CandidateTerms& c : r->decision.ranked) {
