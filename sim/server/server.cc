@@ -93,6 +93,7 @@ struct SimServer::Live {
 
 SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter)
     : ctx_(ctx),
+      frontend_(std::make_unique<asio::thread_pool>(1)),
       opt_(std::move(options)),
       publisher_(publisher),
       prompter_(std::move(prompter)),
@@ -109,7 +110,32 @@ SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* pub
       garbage_(opt_.faults.garbage),
       started_unix_(static_cast<int64_t>(wall_now())) {}
 
-SimServer::~SimServer() = default;
+SimServer::~SimServer() {
+  if (frontend_) frontend_->join();
+}
+
+asio::awaitable<SimServer::Tokenized> SimServer::tokenize(std::string body) const {
+  Tokenized out;
+  boost::system::error_code jec;
+  json::value v = json::parse(body, jec);
+  if (jec || !v.is_object()) {
+    out.error = "request body must be a JSON object";
+  } else if (find(v.as_object(), "messages")) {
+    // Chat style: add_special_tokens defaults to false (the template writes the specials).
+    auto ids = prompter_.chat(v.as_object());
+    if (ids) out.tokens = std::move(ids.value());
+    else out.error = ids.error().message;
+  } else if (auto* pr = find(v.as_object(), "prompt"); pr && pr->is_string()) {
+    bool add_special = true;  // completion style: vLLM's default
+    if (auto* a = find(v.as_object(), "add_special_tokens"); a && a->is_bool()) add_special = a->as_bool();
+    auto ids = prompter_.text(pr->as_string(), add_special);
+    if (ids) out.tokens = std::move(ids.value());
+    else out.error = ids.error().message;
+  } else {
+    out.error = "prompt or messages is required";
+  }
+  co_return out;
+}
 
 void SimServer::start() { asio::co_spawn(ctx_, drive(), asio::detached); }
 
@@ -369,32 +395,14 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string ctype = ok ? std::string() : std::string("application/json");
       more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
     } else if (post && path == "/tokenize") {
-      boost::system::error_code jec;
-      json::value v = json::parse(req.body(), jec);
-      std::vector<uint32_t> tokens;
-      std::string err;
-      if (jec || !v.is_object()) {
-        err = "request body must be a JSON object";
-      } else if (find(v.as_object(), "messages")) {
-        // Chat style: add_special_tokens defaults to false (the template writes the specials).
-        auto ids = prompter_.chat(v.as_object());
-        if (ids) tokens = std::move(ids.value());
-        else err = ids.error().message;
-      } else if (auto* pr = find(v.as_object(), "prompt"); pr && pr->is_string()) {
-        bool add_special = true;  // completion style: vLLM's default
-        if (auto* a = find(v.as_object(), "add_special_tokens"); a && a->is_bool()) add_special = a->as_bool();
-        auto ids = prompter_.text(pr->as_string(), add_special);
-        if (ids) tokens = std::move(ids.value());
-        else err = ids.error().message;
-      } else {
-        err = "prompt or messages is required";
-      }
-      if (!err.empty()) {
-        more = co_await reply(400, vllm_error(err, "BadRequestError", 400), "application/json");
+      Tokenized t = co_await asio::co_spawn(frontend_->get_executor(), tokenize(std::string(req.body())),
+                                            asio::use_awaitable);
+      if (!t.error.empty()) {
+        more = co_await reply(400, vllm_error(t.error, "BadRequestError", 400), "application/json");
       } else {
         json::array ids;
-        for (auto t : tokens) ids.push_back(t);
-        json::object o{{"count", tokens.size()}, {"max_model_len", opt_.engine.max_model_len}, {"tokens", ids},
+        for (auto tok : t.tokens) ids.push_back(tok);
+        json::object o{{"count", t.tokens.size()}, {"max_model_len", opt_.engine.max_model_len}, {"tokens", ids},
                        {"token_strs", nullptr}};
         more = co_await reply(200, json::serialize(o), "application/json");
       }

@@ -12,6 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <memory>
 #include <random>
@@ -46,8 +47,16 @@ class SimServer {
   std::string metrics_text() const;
   void write_dcgm(metrics::Exposition& x, const EngineStats& st) const;
   void wake_driver();
+  // POST /tokenize: the body's token ids or a 400 message, computed on frontend_ (vLLM tokenizes
+  // in its API server process, beside the engine core: a tokenize call never stalls a step).
+  struct Tokenized {
+    std::vector<uint32_t> tokens;
+    std::string error;
+  };
+  boost::asio::awaitable<Tokenized> tokenize(std::string body) const;
 
   boost::asio::io_context& ctx_;
+  std::unique_ptr<boost::asio::thread_pool> frontend_;  // one thread
   SimOptions opt_;
   KvPublisher* publisher_;
   Prompter prompter_;
