@@ -395,8 +395,8 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string ctype = ok ? std::string() : std::string("application/json");
       more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
     } else if (post && path == "/tokenize") {
-      Tokenized t = co_await asio::co_spawn(frontend_->get_executor(), tokenize(std::string(req.body())),
-                                            asio::use_awaitable);
+      auto op = asio::co_spawn(frontend_->get_executor(), tokenize(std::string(req.body())), asio::use_awaitable);
+      Tokenized t = co_await std::move(op);  // (no temporary inside the co_await: GCC 12)
       if (!t.error.empty()) {
         more = co_await reply(400, vllm_error(t.error, "BadRequestError", 400), "application/json");
       } else {

@@ -7,6 +7,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string_view>
@@ -86,9 +87,13 @@ std::vector<std::optional<cache::events::SubscriberOptions>> kv_sources(const co
 // response once its last byte went out; offer() only queues (never blocks).
 class ShadowOffer final : public request::ExchangeObserver {
  public:
-  explicit ShadowOffer(render::TokenizerService& t) : ExchangeObserver(request::kFinished), t_(t) {}
+  // `skip_routed`: mode local with RJ_EXACT_TOKENS=local — a request exact routing already
+  // rendered locally is not rendered a second time (its render is the local one).
+  ShadowOffer(render::TokenizerService& t, bool skip_routed)
+      : ExchangeObserver(request::kFinished), t_(t), skip_routed_(skip_routed) {}
   void finished(request::ExchangeRecord& x) override {
     const bool chat = x.endpoint == request::Endpoint::kChat;
+    if (skip_routed_ && x.prep->exact.status == request::ExactTokens::kTokenized) return;
     if (x.accounted && x.result == "complete" && x.upstream && (chat || x.endpoint == request::Endpoint::kCompletions)) {
       t_.offer(*x.upstream, chat, x.prep->body);
     }
@@ -96,6 +101,7 @@ class ShadowOffer final : public request::ExchangeObserver {
 
  private:
   render::TokenizerService& t_;
+  bool skip_routed_;
 };
 
 }  // namespace
@@ -183,9 +189,12 @@ int main(int argc, char** argv) {
                             cache::ProvisionalLimits{.ttl_ms = static_cast<int64_t>(cfg.exact_provisional_ttl_ms)});
   // What the engines say about themselves (upstream/engine_catalog.h): their model lists (which
   // names are LoRA adapters: exact routing's namespaces) and, for `discover` engines, their
-  // KV-event endpoints, handed to the subscribers. Polled only when exact routing is on.
+  // KV-event endpoints, handed to the subscribers. Polled when exact routing is on or an engine
+  // is discovered.
   std::unique_ptr<upstream::EngineCatalog> catalog;
-  if (exact_mode != route::ExactMode::kOff) {
+  const bool discovers = std::find(cfg.kv_event_live_endpoints.begin(), cfg.kv_event_live_endpoints.end(),
+                                   "discover") != cfg.kv_event_live_endpoints.end();
+  if (exact_mode != route::ExactMode::kOff || discovers) {
     upstream::EngineCatalogConfig cc;
     cc.upstreams = cfg.upstreams;
     for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
@@ -203,7 +212,7 @@ int main(int argc, char** argv) {
           o.topic = e->topic;
           kv.set_endpoints(i, std::move(o));
         });
-    exact.set_catalog(catalog.get());
+    if (exact_mode != route::ExactMode::kOff) exact.set_catalog(catalog.get());
   }
   route::ApproxOverlap approx(index);
   std::vector<route::OverlapSource*> sources;
@@ -306,11 +315,10 @@ int main(int argc, char** argv) {
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }
-  ShadowOffer shadow(*tokenizer);
-  // In mode local the shadow only renders again what exact routing (RJ_EXACT_TOKENS=local) has
-  // just rendered before the decision: no second render then.
-  const bool routing_renders = pc.exact.local != nullptr && tokenizer->mode() == render::TokenizerMode::kLocal;
-  if (tokenizer->enabled() && !routing_renders) proxy.add_observer(&shadow);
+  // In mode local the shadow would only render again what exact routing (RJ_EXACT_TOKENS=local)
+  // rendered before the decision: those requests are skipped, the others still counted.
+  ShadowOffer shadow(*tokenizer, pc.exact.local != nullptr && tokenizer->mode() == render::TokenizerMode::kLocal);
+  if (tokenizer->enabled()) proxy.add_observer(&shadow);
 
   auto api = net::Listener::bind(io, cfg.listen_host, cfg.listen_port,
                                  [&](asio::ip::tcp::socket s) { return proxy.serve(std::move(s)); });
@@ -383,6 +391,7 @@ int main(int argc, char** argv) {
   prober.reset();
   engine_scraper.stop();  // releases its timer before the io contexts go
   tokenizer->stop();
+  catalog.reset();  // its timers belong to io.at(0)
   api->reset();
   admin->reset();
   pools.clear();

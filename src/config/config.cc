@@ -361,9 +361,11 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     r.errors.push_back("RJ_EXACT_ROUTE_MODE=" + c.exact_route_mode +
                        " needs RJ_KV_EVENT_LIVE_ENDPOINTS (exact routing reads the engines' KV events)");
   }
-  if (c.exact_tokens == "local" && c.tokenizer_mode != "local" && c.tokenizer_mode != "local-shadow") {
-    r.errors.push_back("RJ_EXACT_TOKENS=local needs RJ_TOKENIZER_MODE=local or local-shadow (the attested local "
-                       "renderer), not " + c.tokenizer_mode);
+  if (c.exact_tokens == "local" && c.tokenizer_mode != "local") {
+    // (not local-shadow: its jobs hold the render pool's workers through a remote /tokenize each,
+    // and a request's own render would queue behind them)
+    r.errors.push_back("RJ_EXACT_TOKENS=local needs RJ_TOKENIZER_MODE=local (the attested local renderer), not " +
+                       c.tokenizer_mode);
   }
   if (!c.kv_event_replay_endpoints.empty() && c.kv_event_live_endpoints.empty()) {
     r.errors.push_back("RJ_KV_EVENT_REPLAY_ENDPOINTS: set without RJ_KV_EVENT_LIVE_ENDPOINTS");

@@ -553,7 +553,7 @@ const std::array kOptions = {
                   "healthy engine (chat form with the request's messages, tools, template and "
                   "chat_template_kwargs; reasoning_effort carried into the kwargs): one engine round "
                   "trip per request. local: ramjet's own renderer and tokenizer (needs "
-                  "RJ_TOKENIZER_MODE=local or local-shadow and its pinned files and manifest), on the "
+                  "RJ_TOKENIZER_MODE=local and its pinned files and manifest), on the "
                   "RJ_TOKENIZER_WORKERS pool, used while every healthy engine is attested against the "
                   "manifest; a follow-up turn encodes only its new part (the session cache).",
            .field = &Config::exact_tokens},

@@ -91,6 +91,12 @@ std::optional<std::string> resolve_endpoint(std::string_view bound, std::string_
     const bool v6 = engine_host.find(':') != std::string_view::npos && engine_host.front() != '[';
     out += v6 ? "[" + std::string(engine_host) + "]" : std::string(engine_host);
   } else {
+    // A loopback bind is the engine's own machine: from here it would be ours (and another
+    // engine's port on it). Only an engine that is itself on loopback may name it.
+    auto loopback = [](std::string_view h) {
+      return h == "localhost" || h.starts_with("127.") || h == "[::1]" || h == "::1";
+    };
+    if (loopback(host) && !loopback(engine_host)) return std::nullopt;
     out += host;
   }
   out += ':';

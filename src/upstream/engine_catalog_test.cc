@@ -57,6 +57,10 @@ TEST(CatalogDecode, AWildcardBindBecomesTheEnginesHost) {
   EXPECT_EQ(resolve_endpoint("tcp://[::]:5557", "::1"), "tcp://[::1]:5557");
   EXPECT_EQ(resolve_endpoint("tcp://*:5557", "[::1]"), "tcp://[::1]:5557");
   EXPECT_EQ(resolve_endpoint("tcp://10.1.1.1:6000", "engine-a"), "tcp://10.1.1.1:6000");
+  // A loopback bind names the engine's machine, not ours: only for an engine on loopback.
+  EXPECT_FALSE(resolve_endpoint("tcp://127.0.0.1:5557", "engine-a"));
+  EXPECT_FALSE(resolve_endpoint("tcp://localhost:5557", "10.0.0.5"));
+  EXPECT_EQ(resolve_endpoint("tcp://127.0.0.1:5557", "127.0.0.1"), "tcp://127.0.0.1:5557");
   EXPECT_FALSE(resolve_endpoint("ipc:///tmp/kv", "engine-a"));  // the engine's own machine only
   EXPECT_FALSE(resolve_endpoint("tcp://*:0", "engine-a"));
   EXPECT_FALSE(resolve_endpoint("tcp://*", "engine-a"));

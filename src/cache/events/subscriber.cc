@@ -300,6 +300,7 @@ void Subscriber::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   };
+  bool looped = false;
   while (!stop_.load(std::memory_order_acquire)) {
     if (take_pending()) {
       mode_.store(FenceMode::kFenced, std::memory_order_release);
@@ -310,11 +311,14 @@ void Subscriber::run() {
       pause();
       continue;
     }
+    // Each loop's fence starts at generation 0: a later loop (new endpoints, a socket error)
+    // counts on from what was published, as it starts the index again from empty.
+    if (looped) generation_offset_ = generation_.load(std::memory_order_acquire) + 1;
+    looped = true;
     try {
       Loop loop(*this);
       loop.run();
       if (!reconfigure_.load(std::memory_order_acquire)) return;
-      generation_offset_ += loop.fence.generation();
     } catch (const zmq::error_t&) {
       mode_.store(FenceMode::kFenced, std::memory_order_release);
       inventory_.clear();

@@ -58,6 +58,7 @@ void ExactOverlap::placed(size_t engine, const request::PreparedRequest& req, ui
   const std::span<const uint64_t> chain = chains->of(*inv);
   const size_t entered = provisional_[engine]->enter(chain, resident / inv->block_size(), clock_.now_ms());
   entered_.fetch_add(entered, std::memory_order_relaxed);
+  last_lookup_ = {};  // its spans point into this request, which is about to go
 }
 
 uint32_t ExactOverlap::units(uint64_t tokens, uint64_t prompt_tokens, uint64_t blocks) {

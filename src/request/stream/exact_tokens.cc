@@ -93,8 +93,11 @@ boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s) {
     e.status = ExactTokens::kNoEngine;
     co_return;
   }
-  auto r = co_await c.local->render_for_routing(endpoint == Endpoint::kChat, s.prep.body,
-                                                std::chrono::steady_clock::now() + c.timeout);
+  // The awaitable is made first, then awaited: no temporary lives inside the co_await expression
+  // (GCC 12 destroys such temporaries twice).
+  auto op = c.local->render_for_routing(endpoint == Endpoint::kChat, s.prep.body,
+                                        std::chrono::steady_clock::now() + c.timeout);
+  auto r = co_await std::move(op);
   if (!r.ok()) {
     switch (r.error()) {
       case render::PoolRefusal::kDeadline: e.status = ExactTokens::kTimeout; break;

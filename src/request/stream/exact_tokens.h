@@ -4,7 +4,7 @@
 //   remote: by a healthy engine's POST /tokenize — the chat form with the request's messages,
 //           tools, template and chat_template_kwargs, reasoning_effort carried into the kwargs as
 //           vLLM's chat endpoint does;
-//   local:  by ramjet's own attested renderer (RJ_TOKENIZER_MODE=local|local-shadow) on the
+//   local:  by ramjet's own attested renderer (RJ_TOKENIZER_MODE=local) on the
 //           render pool, while every healthy engine is attested against the manifest; a follow-up
 //           turn encodes only its new part (the session cache). No engine round trip.
 // Any failure leaves the request to the approximate index; it never waits past the deadline.
