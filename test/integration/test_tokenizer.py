@@ -118,7 +118,9 @@ def shadow(m, backend, outcome, endpoint=None):
 
 def test_local_shadow_reproduces_the_engines_tokens(tmp_path, sims_factory, ramjet_factory):
     sims = sims_factory((), ())
-    rj = ramjet_factory(sims, env=local_env(tmp_path))
+    # Room for every job and time for every call under a loaded CI machine (ASan, parallel suites):
+    # this test is about parity; queue_full and timeouts have tests of their own.
+    rj = ramjet_factory(sims, env=local_env(tmp_path, RJ_TOKENIZER_QUEUE_CAPACITY="64", RJ_TOKENIZER_TIMEOUT_MS="10000"))
     assert "manifest goldens reproduced" in rj.output()
     wait_attested(rj, [0, 1])
     lines = goldens()
@@ -130,9 +132,15 @@ def test_local_shadow_reproduces_the_engines_tokens(tmp_path, sims_factory, ramj
     assert r.status == 200, r
     n = len(lines)
     # Counters are read one by one: wait until both sides of every job are in the same scrape.
-    m = poll(lambda: (lambda m: m if shadow(m, "local", "parity_match") >= n + 1
-                      and shadow(m, "remote", "success") >= n + 1 else None)(rj.metrics()), 30,
-             what="every request compared")
+    try:
+        m = poll(lambda: (lambda m: m if shadow(m, "local", "parity_match") >= n + 1
+                          and shadow(m, "remote", "success") >= n + 1 else None)(rj.metrics()), 30,
+                 what="every request compared")
+    except AssertionError:
+        m = rj.metrics()
+        print("shadow outcomes:", [(sorted(k.items()), v) for k, v in m.find("ramjet_tokenizer_shadow_total") if v],
+              "skipped:", [(sorted(k.items()), v) for k, v in m.find("ramjet_tokenizer_shadow_skipped_total") if v])
+        raise
     assert shadow(m, "remote", "success", "chat") == n and shadow(m, "remote", "success", "completions") == 1
     assert shadow(m, "local", "parity_match", "chat") == n
     assert shadow(m, "local", "parity_match", "completions") == 1
