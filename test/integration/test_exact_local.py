@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from support.ramjet_proc import http_request, poll
+from support.ramjet_proc import poll
 from support.sim_proc import SimProc
-from test_kv_events import TOPIC, kv_config, local
+from test_kv_events import TOPIC, kv_config, local, through
 from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, wait_attested
 
 
@@ -42,13 +42,6 @@ def warm_behind_its_back(rj, sim: SimProc, engine: int, body: dict) -> None:
     assert r.status == 200, r.body
     blocks = json.loads(r.body)["usage"]["prompt_tokens"] // 16
     poll(lambda: stored() >= before + blocks, timeout=5, what="the warmed blocks in ramjet's index")
-
-
-def through(rj, body: dict):
-    r = http_request(rj.api_port, "POST", "/v1/chat/completions", json.dumps(body).encode(),
-                     {"Content-Type": "application/json"}, timeout=30)
-    assert r.status == 200, r.body
-    return r
 
 
 def start(tmp_path, ramjet_factory, sims):
