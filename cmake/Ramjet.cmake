@@ -26,7 +26,10 @@ function(ramjet_library name)
   add_library(ramjet_${name} STATIC ${ARG_SOURCES})
   target_include_directories(ramjet_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(ramjet_${name} PUBLIC ${ARG_DEPS})
-  target_compile_definitions(ramjet_${name} PUBLIC BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
+  # No BOOST_BEAST_USE_STD_STRING_VIEW: since Boost 1.81 beast::string_view is always
+  # boost::core::string_view (it converts to and from std::string_view), and the macro only makes
+  # every Beast include print a deprecation note.
+  target_compile_definitions(ramjet_${name} PUBLIC BOOST_ASIO_NO_DEPRECATED)
   ramjet_target_options(ramjet_${name})
 endfunction()
 
