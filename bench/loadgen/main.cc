@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "common/build_info.h"
 #include "options.h"
 #include "report.h"
 #include "runner.h"
@@ -147,6 +148,10 @@ int main(int argc, char** argv) {
   const Options& o = parsed.value();
   if (o.help) {
     std::fputs(help_text().c_str(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    std::puts(ramjet::version_line("ramjet-bench").c_str());
     return 0;
   }
 

@@ -184,6 +184,8 @@ const std::vector<Opt>& table() {
        str_field(&Options::out_svg)},
       {"quiet", "", "", "no progress line on stderr", flag(&Options::quiet, true)},
       {"help", "", "", "this text", flag(&Options::help, true)},
+      {"version", "", "", "print the version, commit, build type and compiler, and exit",
+       flag(&Options::version, true)},
   };
   return t;
 }
@@ -258,7 +260,7 @@ Result<Options> parse_options(const std::vector<std::string_view>& args) {
     }
     if (auto p = opt->set(o, value)) problems.push_back("--" + std::string(a) + ": " + *p);
   }
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   // cross-field checks
   if (o.target.empty()) problems.push_back("--target is required");
   if (o.target == "oracle" && o.engines.empty())

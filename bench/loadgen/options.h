@@ -52,6 +52,7 @@ struct Options {
   std::string out_svg;
   bool quiet = false;
   bool help = false;
+  bool version = false;  // --version: print the build (common/build_info.h) and exit
 
   std::string shape() const;  // "closed", "open" or "trace"
 };

@@ -90,6 +90,13 @@ TEST(Options, HelpIsGeneratedFromTheTable) {
   EXPECT_NE(h.find("compare"), std::string::npos);
 }
 
+TEST(Options, VersionNeedsNoTarget) {
+  auto o = parse({"--version"});
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(o->version);
+  EXPECT_NE(help_text().find("--version"), std::string::npos);
+}
+
 TEST(CompareOptions, TakesFilesAndOutputs) {
   auto c = parse_compare({"a.json", "b.json", "--out-md", "x.md", "--out-svg", "x.svg"});
   ASSERT_TRUE(c);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/build_info.h"
 #include "net/io_pool.h"
 #include "net/listener.h"
 #include "sim/kv/publisher.h"
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
   auto errors = sim::parse_options(std::vector<std::string>(argv + 1, argv + argc), opt);
   if (opt.help) {
     std::cout << sim::usage_text();
+    return 0;
+  }
+  if (opt.version) {
+    std::cout << version_line("ramjet-sim") << '\n';
     return 0;
   }
   if (!errors.empty()) {

@@ -193,6 +193,8 @@ const std::vector<Flag>& flags() {
       {"--h11-max-header-count", true, "most request header fields (vLLM default 256)",
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.http.max_header_count, 1, 1u << 20); }},
       {"--help", false, "this text", [](const std::string&, SimOptions& o) { o.help = true; return std::string(); }},
+      {"--version", false, "print the version, commit, build type and compiler, and exit",
+       [](const std::string&, SimOptions& o) { o.version = true; return std::string(); }},
   };
   return f;
 }

@@ -73,6 +73,7 @@ struct SimOptions {
   Faults faults;
   HttpLimits http;
   bool help = false;
+  bool version = false;  // --version: print the build (common/build_info.h) and exit
 };
 
 // Parses argv (without the program name). Returns every error found.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "app/admin.h"
+#include "common/build_info.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "net/client.h"
@@ -114,6 +115,13 @@ int main(int argc, char** argv) {
   // `ramjet manifest ...`: a tokenizer compatibility manifest from a live engine (render/manifest_cli.h).
   if (argc > 1 && std::string_view(argv[1]) == "manifest") {
     return render::manifest_cli::run(argc - 1, argv + 1);
+  }
+  // `ramjet --version`: one line (common/build_info.h), before any configuration is read.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--version") {
+      std::cout << version_line("ramjet") << '\n';
+      return 0;
+    }
   }
   auto parsed = config::parse_process(argc, argv);
   if (parsed.action == config::Action::kHelp) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "metrics/build_metrics.h"
+
 namespace ramjet::metrics {
 
 std::string_view metric_kind_name(MetricKind k) {
@@ -69,6 +71,7 @@ void Registry::add(Writer w) {
 
 std::string Registry::render() const {
   Exposition e;
+  write_build_info(e);  // first: which build answers this scrape
   std::lock_guard lock(mu_);
   for (const auto& w : writers_) w(e);
   return e.take();

@@ -71,7 +71,8 @@ class Exposition {
   std::string out_;
 };
 
-// A registry of writers. add() is called at startup; render() from the metrics listener.
+// A registry of writers. add() is called at startup; render() from the metrics listener. Every
+// rendering starts with ramjet_build_info (metrics/build_metrics.h).
 class Registry {
  public:
   using Writer = std::function<void(Exposition&)>;

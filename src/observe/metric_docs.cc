@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "upstream/engine_stats.h"
 #include "observe/journal.h"
+#include "metrics/build_metrics.h"
 #include "metrics/prom_text.h"
 #include "request/route/exact_overlap.h"
 #include "request/route/router.h"
@@ -71,6 +72,8 @@ std::map<std::string, Seen> inspect(const std::string& text, std::span<const met
 
 std::vector<MetricSection> metric_sections() {
   return {
+      {"Build", "metrics::write_build_info (src/metrics/build_metrics.cc)", "always, first in every scrape",
+       metrics::build_families()},
       {"Data plane", "request::ProxyMetrics::write (src/request/stream/metrics.cc)", "always",
        request::proxy_families()},
       {"Upstreams", "upstream::Fleet::write_metrics (src/upstream/fleet.cc)", "always",
@@ -116,6 +119,10 @@ std::vector<std::string> render_sections_for_docs() {
   upstream::EngineScraper scraper(sc);
 
   std::vector<std::string> out;
+  // Placeholders, not this build's values: the docs stay the same whichever build writes them.
+  metrics::Exposition build;
+  metrics::write_build_info(build, BuildInfo{"MAJOR.MINOR.PATCH", "COMMIT", "BUILD_TYPE", "COMPILER"});
+  out.push_back(build.take());
   metrics::Exposition a;
   proxy.write(a);
   out.push_back(a.take());

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "common/build_info.h"
 #include "common/log.h"
 
 namespace ramjet::upstream {
@@ -227,7 +228,9 @@ std::string Fleet::health_json() const {
   out += R"(","admission_mode":"http","healthy_replicas":)" + std::to_string(healthy);
   out += R"(,"warming_replicas":)" + std::to_string(warming);
   out += R"(,"ejected_replicas":)" + std::to_string(ejected);
-  out += R"(,"total_replicas":)" + std::to_string(engines_.size()) + R"(,"replicas":[)";
+  out += R"(,"total_replicas":)" + std::to_string(engines_.size());
+  out += R"(,"version":)" + build_info_json();  // which build answers: version, commit, build type
+  out += R"(,"replicas":[)";
   for (size_t i = 0; i < engines_.size(); ++i) {
     const Engine& e = *engines_[i];
     if (i) out += ',';

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "common/build_info.h"
 #include "replay.h"
 
 int main(int argc, char** argv) {
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-line-bytes", max_line_bytes,
                  "longer lines are counted as errors and skipped")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  app.set_version_flag("--version", ramjet::version_line("ramjet-route-replay"),
+                       "print the version, commit, build type and compiler, and exit");
   CLI11_PARSE(app, argc, argv);
   if (*a) {
     if (!std::isfinite(alpha)) {
