@@ -8,8 +8,10 @@
 
 set(commit "${COMMIT}")
 if(commit STREQUAL "" AND GIT)
-  # Never take the index lock (describe --dirty refreshes the index): another git command in the
-  # same checkout must not fail because a build is running.
+  # `git describe --always --dirty`, in two steps: describe --dirty refreshes the index under
+  # .git/index.lock (GIT_OPTIONAL_LOCKS or not, git 2.39), and a build must never make a `git
+  # commit` in the same checkout fail. `git status` with GIT_OPTIONAL_LOCKS=0 takes no lock; like
+  # --dirty it counts staged and unstaged changes to tracked files, not untracked ones.
   set(ENV{GIT_OPTIONAL_LOCKS} 0)
   execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse --show-toplevel
                   OUTPUT_VARIABLE top RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
@@ -17,10 +19,14 @@ if(commit STREQUAL "" AND GIT)
     file(REAL_PATH "${top}" top)
     file(REAL_PATH "${SOURCE_DIR}" source)
     if(top STREQUAL source)
-      execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" describe --always --dirty
+      execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" describe --always
                       OUTPUT_VARIABLE commit RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-      if(NOT rc EQUAL 0)
+      execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
+                      OUTPUT_VARIABLE changes RESULT_VARIABLE rc2 ERROR_QUIET)
+      if(NOT rc EQUAL 0 OR NOT rc2 EQUAL 0)
         set(commit "")
+      elseif(NOT changes STREQUAL "")
+        string(APPEND commit "-dirty")
       endif()
     endif()
   endif()
