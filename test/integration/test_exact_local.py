@@ -10,7 +10,7 @@ import json
 
 from support.ramjet_proc import poll
 from support.sim_proc import SimProc
-from test_kv_events import TOPIC, kv_config, local, through
+from test_kv_events import TOPIC, kv_config, local, through, warm_behind_its_back
 from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, wait_attested
 
 
@@ -30,18 +30,6 @@ def agent_chat(k: int, *turns: str) -> dict:
             messages.append({"role": "assistant", "content": "done"})
         messages.append({"role": "user", "content": t})
     return {"model": MODEL_ID, "max_tokens": 2, "messages": messages}
-
-
-def warm_behind_its_back(rj, sim: SimProc, engine: int, body: dict) -> None:
-    """Sends `body` straight to one engine and waits until all of its full blocks reached ramjet's
-    index (a long prompt is prefilled, and reported, in several chunks)."""
-    def stored():
-        return rj.metrics().get("ramjet_kv_blocks_applied_total", upstream=str(engine), op="stored") or 0
-    before = stored()
-    r = sim.request("POST", "/v1/chat/completions", body)
-    assert r.status == 200, r.body
-    blocks = json.loads(r.body)["usage"]["prompt_tokens"] // 16
-    poll(lambda: stored() >= before + blocks, timeout=5, what="the warmed blocks in ramjet's index")
 
 
 def start(tmp_path, ramjet_factory, sims):

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 
 #include <xxhash.h>
 
@@ -201,7 +202,12 @@ std::optional<uint32_t> ExactShard::match(std::span<const uint64_t> chain) const
       cpu_relax();
       s1 = seq_.load(std::memory_order_acquire);
     }
-    if ((s1 & 1) != 0) continue;
+    if ((s1 & 1) != 0) {
+      // The writer is still inside its section: most likely descheduled mid-write on a busy
+      // machine. Give it the CPU once before the next try instead of spinning against it.
+      std::this_thread::yield();
+      continue;
+    }
     const uint32_t r = gallop(chain);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (seq_.load(std::memory_order_relaxed) == s1) return r;

@@ -14,7 +14,8 @@
 //
 // Concurrency: one writer per shard (the engine's event applier); match() runs on any thread and
 // never waits for the writer. Each mutation runs inside a sequence lock; a read that overlapped
-// one is retried, and after kReadTries overlapping reads match() answers "busy" (nullopt) rather
+// one is retried (yielding the CPU once when the writer is mid-section), and after kReadTries
+// overlapping reads match() answers "busy" (nullopt) rather
 // than wait. The tables never move (their size is fixed by the limits, so a full shard fails a
 // store with kCapacity instead of growing), so a racing read is always memory-safe.
 #pragma once
