@@ -32,6 +32,7 @@
 #include "cache/index/approx_index.h"
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_catalog.h"
+#include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
 #include "request/stream/proxy.h"
@@ -150,6 +151,14 @@ int main(int argc, char** argv) {
     return report_configuration_errors(tokenizer_errors);
   }
   for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
+  // RJ_API_KEYS_FILE: an unreadable file, a bad line or no key at all stops startup.
+  std::unique_ptr<request::ApiKeys> api_keys;
+  if (!cfg.api_keys_file.empty()) {
+    auto loaded = request::ApiKeys::load(cfg.api_keys_file);
+    if (!loaded) return report_configuration_errors({"RJ_API_KEYS_FILE: " + loaded.error().message});
+    api_keys = std::move(loaded).value();
+    spdlog::info("client API keys required: {} keys loaded", api_keys->size());
+  }
 
   const size_t threads = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   net::IoPool io(threads);
@@ -250,6 +259,8 @@ int main(int argc, char** argv) {
   pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;
+  pc.api_keys = api_keys.get();
+  if (api_keys && !cfg.upstream_token.empty()) pc.upstream_authorization = "Bearer " + cfg.upstream_token;
   pc.exact = request::ExactTokensConfig{.enabled = exact_mode != route::ExactMode::kOff,
                                         .min_bytes = cfg.exact_route_min_bytes,
                                         .max_bytes = cfg.exact_route_max_bytes,
@@ -314,6 +325,7 @@ int main(int argc, char** argv) {
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
+  if (api_keys) registry.add([&](metrics::Exposition& x) { api_keys->write_metrics(x); });
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
   if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
   if (kv.enabled()) {
@@ -373,6 +385,18 @@ int main(int argc, char** argv) {
     signals->async_wait(on_signal);
   };
   signals->async_wait(on_signal);
+  // SIGHUP reloads what may change under a running ramjet, callback by callback (API keys; a
+  // failed reload keeps the old state and says why). A signal_set of its own: it never drains.
+  std::vector<std::function<void()>> reloads;
+  if (api_keys) reloads.emplace_back([&api_keys] { api_keys->reload(); });
+  auto hangups = std::make_unique<asio::signal_set>(io.at(0), SIGHUP);
+  std::function<void(boost::system::error_code, int)> on_hangup = [&](boost::system::error_code ec, int) {
+    if (ec) return;
+    spdlog::info("SIGHUP: reloading ({} reloadable)", reloads.size());
+    for (const auto& reload : reloads) reload();
+    hangups->async_wait(on_hangup);
+  };
+  hangups->async_wait(on_hangup);
   std::signal(SIGPIPE, SIG_IGN);
 
   prober->start();
@@ -396,6 +420,7 @@ int main(int argc, char** argv) {
   // Orderly teardown: objects owning sockets or timers first, then the io contexts with every
   // pending coroutine frame (which may still reference the proxy, pools and fleet), then the rest.
   signals.reset();
+  hangups.reset();
   prober.reset();
   engine_scraper.stop();  // releases its timer before the io contexts go
   tokenizer->stop();

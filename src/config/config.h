@@ -40,6 +40,7 @@ struct Config {
   // --- API surface (request/ingress/endpoint.h) ---
   bool serve_tokenize = false;                 // RJ_SERVE_TOKENIZE: forward /tokenize, /detokenize
   std::vector<std::string> passthrough_paths;  // RJ_PASSTHROUGH_PATHS: "/path" or "/prefix*" (checked)
+  std::string api_keys_file;  // RJ_API_KEYS_FILE: client API keys ("" = off; request/ingress/api_keys.h)
   // --- limits and timeouts (ingress) ---
   uint64_t max_body_bytes = 64ull << 20;   // RJ_MAX_BODY_BYTES (1 KiB..1 GiB)
   uint32_t max_header_bytes = 64 * 1024;   // RJ_MAX_HEADER_BYTES (1 KiB..1 MiB)

@@ -40,7 +40,8 @@ const std::array kOptions = {
            .type = Type::kString,
            .secret = true,
            .doc = "Bearer token for calls ramjet makes itself (probes, /v1/models); proxied "
-                  "requests keep the client's own Authorization.",
+                  "requests keep the client's own Authorization, unless RJ_API_KEYS_FILE is set: "
+                  "then they carry this token instead.",
            .field = &Config::upstream_token},
     Option{.env = "RJ_UPSTREAM_PROFILES",
            .flag = "--upstream-profiles",
@@ -118,6 +119,18 @@ const std::array kOptions = {
                   "endpoints (/reset_prefix_cache, /sleep, /metrics, ...) are never reachable "
                   "unless listed here.",
            .field = &Config::passthrough_paths},
+    Option{.env = "RJ_API_KEYS_FILE",
+           .flag = "--api-keys-file",
+           .type = Type::kString,
+           .doc = "Client API keys: when set, every request but GET /health (and CORS preflights) needs "
+                  "`Authorization: Bearer <key>` or `x-api-key: <key>` with a key from this file, else "
+                  "401. One key per line, `key` or `name key` (name: letters, digits, `_-.`, the "
+                  "`ramjet_client_requests_by_key_total` label; `unnamed` when absent); a key may be "
+                  "written as `sha256:<64 hex>` of its bytes; blank lines and `#` lines are ignored. "
+                  "A bad line stops startup (named by number, never quoted); SIGHUP reloads the file "
+                  "(a bad file keeps the old keys). The clients' keys are not forwarded: engines get "
+                  "RJ_UPSTREAM_TOKEN instead.",
+           .field = &Config::api_keys_file},
     // --- limits and timeouts (ingress) ---
     Option{.env = "RJ_MAX_BODY_BYTES",
            .flag = "--max-body-bytes",

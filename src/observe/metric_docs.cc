@@ -13,6 +13,7 @@
 #include "metrics/build_metrics.h"
 #include "metrics/prom_text.h"
 #include "request/route/exact_overlap.h"
+#include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
@@ -92,6 +93,10 @@ std::vector<MetricSection> metric_sections() {
        upstream::catalog_families()},
       {"Exact predictions", "route::PredictionCheck::write_metrics (src/request/route/prediction_check.cc)",
        "when exact routing is on (RJ_EXACT_ROUTE_MODE on, or auto with KV endpoints)", route::prediction_families()},
+      {"Client API keys", "request::ApiKeys::write_metrics (src/request/ingress/api_keys.cc)",
+       "when RJ_API_KEYS_FILE is set (one `key` series per name in the file; shown here for a file with "
+       "keys named alice and bob and one without a name)",
+       request::api_key_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
@@ -152,6 +157,10 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition g;
   check.write_metrics(g);
   out.push_back(g.take());
+  request::ApiKeys keys("", request::KeySet::parse("alice sk-a\nbob sk-b\nsk-c\n").value());
+  metrics::Exposition h;
+  keys.write_metrics(h);
+  out.push_back(h.take());
   out.emplace_back();  // the journal (not opened here; last)
   return out;
 }

@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/read_size.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 
 #include "common/log.h"
@@ -39,6 +40,13 @@ bool closed_early(const boost::system::error_code& ec) {
          ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor;
 }
 
+// A client's API key (Authorization, x-api-key): ramjet's own business when it checks keys.
+bool client_credential(const net::HeadFields& fields, size_t i) {
+  const http::field id = fields.id(i);
+  return id == http::field::authorization ||
+         (id == http::field::unknown && beast::iequals(fields.name(i), "x-api-key"));
+}
+
 }  // namespace
 
 // Prepares the exchange's body (parse, shims, facts) into s.prep and counts it.
@@ -61,7 +69,8 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
 }
 
 // The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream and
-// Expect are not forwarded; Host and Content-Length are set here.
+// Expect are not forwarded; Host and Content-Length are set here. With client API keys on, the
+// client's Authorization and x-api-key stay here too, and RJ_UPSTREAM_TOKEN (if any) goes instead.
 size_t Proxy::build_request_head(Session& s, size_t u) {
   const net::RequestHead& req = s.req;
   net::HeadBuffer& out = s.out;
@@ -73,12 +82,18 @@ size_t Proxy::build_request_head(Session& s, size_t u) {
   out.append(" HTTP/1.1\r\n");
   const net::HopByHop hop(req.fields, kRouteHeader);
   size_t fields = 1;  // Host
+  const bool own_keys = config_.api_keys != nullptr;
   for (size_t i = 0; i < req.fields.size(); ++i) {
     if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect) continue;
+    if (own_keys && client_credential(req.fields, i)) continue;
     net::append_field(out, req.fields.name(i), req.fields.value(i));
     ++fields;
   }
   net::append_field(out, "Host", host_headers_[u]);
+  if (own_keys && !config_.upstream_authorization.empty()) {
+    net::append_field(out, "Authorization", config_.upstream_authorization);
+    ++fields;
+  }
   if (!s.prep.body.empty() || req.method == http::verb::post || req.method == http::verb::put ||
       req.method == http::verb::patch) {
     out.append("Content-Length: ");
@@ -94,8 +109,10 @@ size_t Proxy::build_request_head(Session& s, size_t u) {
 // client-side limit already guarantees it (the forwarded head is the client's, less hop-by-hop
 // fields, plus a base path, Host and Content-Length).
 bool Proxy::upstream_head_fits(Session& s) {
-  const bool count_ok = s.req.fields.size() + 2 <= config_.upstream_max_header_count;
-  if (count_ok && config_.max_header_bytes + max_host_header_ + 1024 <= config_.upstream_max_header_bytes) return true;
+  const size_t added = config_.upstream_authorization.empty() ? 2 : 3;  // Host, Content-Length, Authorization
+  const bool count_ok = s.req.fields.size() + added <= config_.upstream_max_header_count;
+  const size_t extra = max_host_header_ + config_.upstream_authorization.size();  // + RJ_UPSTREAM_TOKEN
+  if (count_ok && config_.max_header_bytes + extra + 1024 <= config_.upstream_max_header_bytes) return true;
   const size_t fields = build_request_head(s, 0);
   const uint64_t bytes = s.out.size() - host_headers_[0].size() + max_host_header_;
   return fields <= config_.upstream_max_header_count && bytes <= config_.upstream_max_header_bytes;

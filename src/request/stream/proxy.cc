@@ -26,6 +26,7 @@ constexpr size_t kKeepBodyCapacity = 1 << 20;
 // The answer when RJ_MAX_BUFFERED_BYTES is full (on a declared length or a growing chunked body).
 constexpr std::string_view kBusyMessage = "too many request bytes in flight; retry shortly";
 constexpr std::string_view kRetryAfter = "Retry-After: 1";
+constexpr std::string_view kWwwAuthenticate = "WWW-Authenticate: Bearer";
 
 }  // namespace
 
@@ -128,11 +129,9 @@ void Proxy::begin_drain() {
 
 namespace {
 
-// A bare response for requests rejected before they were fully read; always closes.
-asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, net::Deadline& deadline,
-                             unsigned status, std::string_view message, std::string_view type,
-                             std::string_view extra_field = {}) {
-  const std::string body = error_json(message, type, static_cast<int>(status));
+// A bare JSON response for requests rejected before they were fully read; always closes.
+asio::awaitable<void> reject_json(tcp::socket& client, net::HeadBuffer& out, net::Deadline& deadline,
+                                  unsigned status, std::string_view body, std::string_view extra_field = {}) {
   out.clear();
   net::append_status_line(out, 11, status, "");
   net::append_field(out, "Content-Type", "application/json");
@@ -149,6 +148,47 @@ asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, net::Dea
   deadline.arm(std::chrono::seconds(5));
   co_await asio::async_write(client, asio::buffer(out.data(), out.size()), asio::redirect_error(asio::use_awaitable, ec));
   deadline.disarm();
+}
+
+// The same with an OpenAI-style error body.
+asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, net::Deadline& deadline,
+                             unsigned status, std::string_view message, std::string_view type,
+                             std::string_view extra_field = {}) {
+  const std::string body = error_json(message, type, static_cast<int>(status));
+  co_await reject_json(client, out, deadline, status, body, extra_field);
+}
+
+// RJ_API_KEYS_FILE: whether a request must present a key. ramjet's own GET /health (liveness
+// probes) and CORS preflights (browsers never send credentials with them) need none.
+bool needs_key(const net::RequestHead& req, Endpoint endpoint) {
+  if (endpoint == Endpoint::kHealth) return false;
+  return !(req.method == http::verb::options && !req.fields.get(http::field::access_control_request_method).empty());
+}
+
+// After a 401 the connection closes with the request's body unread. Closing a socket with unread
+// bytes sends a reset, which can destroy the 401 before the client read it (an SDK would then
+// retry a connection error): stop sending, then read and drop what the client still sends, for
+// a bounded while (nginx's lingering close), so the close is a FIN.
+asio::awaitable<void> linger(tcp::socket& client, beast::flat_buffer& sink, net::Deadline& deadline) {
+  boost::system::error_code ec;
+  client.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) co_return;
+  deadline.arm(std::chrono::seconds(2));
+  for (size_t dropped = 0; dropped < (size_t{4} << 20);) {
+    sink.clear();
+    const size_t n = co_await client.async_read_some(sink.prepare(kReadMax), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;
+    dropped += n;
+  }
+  deadline.disarm();
+}
+
+// The first x-api-key value (Anthropic SDKs), or "".
+std::string_view x_api_key(const net::HeadFields& fields) {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (fields.id(i) == http::field::unknown && beast::iequals(fields.name(i), "x-api-key")) return fields.value(i);
+  }
+  return {};
 }
 
 bool is_quiet_close(const boost::system::error_code& ec) {
@@ -259,6 +299,20 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
         }
         break;
       }
+      // Classified once; the key is checked before anything else is read, parsed or routed. A
+      // refused request's connection closes (its body, if any, is never read).
+      const Endpoint endpoint = classify(s.req.method_string, s.req.target, config_.served);
+      if (config_.api_keys != nullptr && needs_key(s.req, endpoint)) {
+        const ApiKeys::Outcome auth =
+            config_.api_keys->check(s.req.fields.get(http::field::authorization), x_api_key(s.req.fields));
+        if (auth != ApiKeys::Outcome::kAccepted) {
+          s.deadline.disarm();
+          const std::string_view body = ApiKeys::error_body(auth);
+          co_await reject_json(s.client, s.out, s.deadline, 401, body, kWwwAuthenticate);
+          co_await linger(s.client, s.buffer, s.deadline);
+          break;
+        }
+      }
       if (parser.content_length() && *parser.content_length() > config_.max_body_bytes) {
         s.deadline.disarm();
         metrics_.rejections[static_cast<size_t>(Rejection::kBodyTooLarge)].inc();
@@ -268,7 +322,6 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       // The body's bytes come out of RJ_MAX_BUFFERED_BYTES before they are read (a chunked one
       // as it grows): past it, 503 and Retry-After rather than more memory. An inference body is
       // counted twice: preparing it parses it into a document about as large.
-      const Endpoint endpoint = classify(s.req.method_string, s.req.target, config_.served);
       const uint64_t weight = is_inference(endpoint) ? 2 : 1;
       if (parser.content_length() && !s.body_lease.grow_to(budget_, weight * *parser.content_length())) {
         s.deadline.disarm();

@@ -25,6 +25,7 @@
 #include "net/client.h"
 #include "net/drain_gate.h"
 #include "net/io_pool.h"
+#include "request/ingress/api_keys.h"
 #include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
 #include "request/prepare/prepare.h"
@@ -60,6 +61,12 @@ struct ProxyConfig {
   // RJ_ROUTE_PHASE_AWARE_LOAD: at a streaming response's first generated token the request's
   // reservation shrinks to one decode unit.
   bool phase_aware_load = true;
+  // RJ_API_KEYS_FILE (null: off): every request but GET /health and CORS preflights needs a key,
+  // checked once its head is read; the client's Authorization and x-api-key are then not
+  // forwarded, and `upstream_authorization` ("Bearer <RJ_UPSTREAM_TOKEN>", or "" for none) goes
+  // upstream instead. Must outlive the proxy.
+  ApiKeys* api_keys = nullptr;
+  std::string upstream_authorization;
 };
 
 class Proxy {
