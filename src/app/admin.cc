@@ -9,6 +9,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <openssl/err.h>
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
@@ -125,9 +128,10 @@ std::optional<int64_t> query_int(std::string_view target, std::string_view name)
   return std::nullopt;
 }
 
-asio::awaitable<bool> write_chunk(beast::tcp_stream& stream, std::string_view data) {
+template <class Stream>
+asio::awaitable<bool> write_chunk(Stream& stream, std::string_view data) {
   boost::system::error_code ec;
-  stream.expires_after(std::chrono::seconds(10));  // a client that stops reading is dropped
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));  // a client that stops reading is dropped
   co_await asio::async_write(stream, http::make_chunk(asio::const_buffer(data.data(), data.size())),
                              asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;
@@ -135,7 +139,8 @@ asio::awaitable<bool> write_chunk(beast::tcp_stream& stream, std::string_view da
 
 // GET /api/v1/stream: an SSE `state` event after every dashboard tick (once a second), a comment
 // when nothing happened for 15 s, and `event: bye` plus the end of the chunked body on shutdown.
-asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, bool keep_alive,
+template <class Stream>
+asio::awaitable<void> serve_sse(Stream& stream, unsigned version, bool keep_alive,
                                 observe::Dashboard& dashboard, net::DrainGate* gate) {
   net::DrainGate::Hold hold;
   if (gate) hold = gate->enter();
@@ -167,7 +172,7 @@ asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, boo
     busy.body() = request::error_json("too many dashboard streams", "too_many_streams", 503);
     busy.keep_alive(false);
     busy.prepare_payload();
-    stream.expires_after(std::chrono::seconds(10));
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
     co_await http::async_write(stream, busy, asio::redirect_error(asio::use_awaitable, ec));
     co_return;
   }
@@ -183,14 +188,14 @@ asio::awaitable<void> serve_sse(beast::tcp_stream& stream, unsigned version, boo
   res.keep_alive(keep_alive);
   res.chunked(true);
   http::response_serializer<http::empty_body> sr{res};
-  stream.expires_after(std::chrono::seconds(10));
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(10));
   co_await http::async_write_header(stream, sr, asio::redirect_error(asio::use_awaitable, ec));
   if (ec || !co_await write_chunk(stream, "retry: 2000\n\n")) co_return;
   uint64_t sent = UINT64_MAX;
   for (;;) {
     if (dashboard.stopped()) {
       if (co_await write_chunk(stream, "event: bye\ndata: {}\n\n")) {
-        stream.expires_after(std::chrono::seconds(2));
+        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
         co_await asio::async_write(stream, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, ec));
       }
       co_return;
@@ -298,17 +303,20 @@ asio::awaitable<void> engine_metrics(std::string_view ordinal, const upstream::F
 
 }  // namespace
 
-asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const metrics::Registry& registry,
-                                  const upstream::Fleet& fleet, DashboardRoutes ui,
-                                  const upstream::EngineScraper* engines) {
-  beast::tcp_stream stream(std::move(socket));
+namespace {
+
+// The requests of one connection, plain (beast::tcp_stream) or HTTPS (beast::ssl_stream).
+template <class Stream>
+asio::awaitable<void> serve_requests(Stream& stream, const metrics::Registry& registry,
+                                     const upstream::Fleet& fleet, const DashboardRoutes& ui,
+                                     const upstream::EngineScraper* engines) {
   beast::flat_buffer buffer;
   for (;;) {
     boost::system::error_code ec;
     http::request_parser<http::string_body> parser;
     parser.header_limit(16 * 1024);
     parser.body_limit(64 * 1024);
-    stream.expires_after(std::chrono::seconds(30));
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
     auto& req = parser.get();
@@ -340,8 +348,35 @@ asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const metrics::R
     co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || !res.keep_alive()) break;
   }
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_admin(asio::ip::tcp::socket socket, const metrics::Registry& registry,
+                                  const upstream::Fleet& fleet, DashboardRoutes ui,
+                                  const upstream::EngineScraper* engines) {
+  beast::tcp_stream tcp(std::move(socket));
+  if (ui.tls == nullptr) {
+    co_await serve_requests(tcp, registry, fleet, ui, engines);
+  } else {
+    // HTTPS only: the handshake under the same 30 s a request head gets.
+    const std::shared_ptr<asio::ssl::context> ctx = ui.tls->current();
+    beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *ctx);
+    boost::system::error_code ec;
+    beast::get_lowest_layer(tls).expires_after(std::chrono::seconds(30));
+    co_await tls.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      ui.tls->count_handshake_failure(net::ServerTls::Listener::kMetrics);
+      ERR_clear_error();
+      co_return;
+    }
+    co_await serve_requests(tls, registry, fleet, ui, engines);
+    boost::system::error_code ignored;
+    beast::get_lowest_layer(tls).socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    co_return;
+  }
   boost::system::error_code ignored;
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
 }
 
 }  // namespace ramjet::app

@@ -10,6 +10,7 @@
 
 #include "cache/events/kv_fleet.h"
 #include "net/drain_gate.h"
+#include "net/tls.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
 #include "upstream/engine_stats.h"
@@ -26,6 +27,7 @@ struct DashboardRoutes {
   observe::Dashboard* dashboard = nullptr;
   const observe::DecisionLog* decisions = nullptr;
   net::DrainGate* gate = nullptr;  // every event stream holds it (net/drain_gate.h)
+  const net::ServerTls* tls = nullptr;  // RJ_TLS_CERT_FILE: the listener speaks HTTPS only
 };
 
 // The dashboard's configuration for this process's histograms (bucket bounds).

@@ -20,6 +20,7 @@
 #include "net/client.h"
 #include "net/io_pool.h"
 #include "net/listener.h"
+#include "net/tls.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
 #include "upstream/engine_stats.h"
@@ -143,6 +144,20 @@ int main(int argc, char** argv) {
   const config::Config& cfg = parsed.config;
   log::init(cfg.log_level);
   raise_descriptor_limit();
+  // TLS, before any connection is made: the upstream client context (https:// engines; a bad CA
+  // file, certificate or key stops startup) and the listeners' certificate (RJ_TLS_*).
+  {
+    auto upstream_tls = net::UpstreamTls::create({cfg.upstream_tls_ca_file, cfg.upstream_tls_cert_file,
+                                                  cfg.upstream_tls_key_file});
+    if (!upstream_tls) return report_configuration_errors({upstream_tls.error().message});
+    net::UpstreamTls::install(std::move(upstream_tls).value());
+  }
+  std::unique_ptr<net::ServerTls> server_tls;
+  if (!cfg.tls_cert_file.empty()) {
+    auto made = net::ServerTls::create(cfg.tls_cert_file, cfg.tls_key_file);
+    if (!made) return report_configuration_errors({made.error().message});
+    server_tls = std::move(made).value();
+  }
   // RJ_TOKENIZER_*: the profile is checked even when off; local modes load and pin the
   // tokenizer, template and manifest and re-render the manifest's goldens (a mismatch stops here).
   std::vector<std::string> tokenizer_errors;
@@ -260,6 +275,7 @@ int main(int argc, char** argv) {
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;
   pc.api_keys = api_keys.get();
+  pc.tls = server_tls.get();
   if (api_keys && !cfg.upstream_token.empty()) pc.upstream_authorization = "Bearer " + cfg.upstream_token;
   pc.exact = request::ExactTokensConfig{.enabled = exact_mode != route::ExactMode::kOff,
                                         .min_bytes = cfg.exact_route_min_bytes,
@@ -326,6 +342,7 @@ int main(int argc, char** argv) {
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
   if (api_keys) registry.add([&](metrics::Exposition& x) { api_keys->write_metrics(x); });
+  if (server_tls) registry.add([&](metrics::Exposition& x) { net::write_server_tls_metrics(x, server_tls.get()); });
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
   if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
   if (kv.enabled()) {
@@ -347,8 +364,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto admin = net::Listener::bind(io, cfg.metrics_host, cfg.metrics_port, [&](asio::ip::tcp::socket s) {
-    return app::serve_admin(std::move(s), registry, fleet, app::DashboardRoutes{&dashboard, &decisions, &drain},
-                             &engine_scraper);
+    return app::serve_admin(std::move(s), registry, fleet,
+                            app::DashboardRoutes{&dashboard, &decisions, &drain, server_tls.get()}, &engine_scraper);
   });
   if (!admin) {
     spdlog::error("metrics listener: {}", log::json_escape(admin.error().message));
@@ -389,6 +406,13 @@ int main(int argc, char** argv) {
   // failed reload keeps the old state and says why). A signal_set of its own: it never drains.
   std::vector<std::function<void()>> reloads;
   if (api_keys) reloads.emplace_back([&api_keys] { api_keys->reload(); });
+  if (server_tls) {
+    reloads.emplace_back([&server_tls] {
+      auto r = server_tls->reload();
+      if (r) spdlog::info("tls: certificate reloaded");
+      else spdlog::error("tls: reload failed, keeping the current certificate: {}", log::json_escape(r.error().message));
+    });
+  }
   auto hangups = std::make_unique<asio::signal_set>(io.at(0), SIGHUP);
   std::function<void(boost::system::error_code, int)> on_hangup = [&](boost::system::error_code ec, int) {
     if (ec) return;

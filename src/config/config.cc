@@ -220,7 +220,7 @@ std::string value_text(const Option& o, const Config& c) {
 
 std::string UpstreamUrl::host_header() const {
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  if (port != 80) h += ":" + std::to_string(port);
+  if (port != (tls ? 443 : 80)) h += ":" + std::to_string(port);
   return h;
 }
 
@@ -366,6 +366,12 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     // and a request's own render would queue behind them)
     r.errors.push_back("RJ_EXACT_TOKENS=local needs RJ_TOKENIZER_MODE=local (the attested local renderer), not " +
                        c.tokenizer_mode);
+  }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    r.errors.push_back("RJ_TLS_CERT_FILE and RJ_TLS_KEY_FILE: give both (HTTPS listeners) or neither");
+  }
+  if (c.upstream_tls_cert_file.empty() != c.upstream_tls_key_file.empty()) {
+    r.errors.push_back("RJ_UPSTREAM_TLS_CERT_FILE and RJ_UPSTREAM_TLS_KEY_FILE: give both (mutual TLS) or neither");
   }
   if (!c.kv_event_replay_endpoints.empty() && c.kv_event_live_endpoints.empty()) {
     r.errors.push_back("RJ_KV_EVENT_REPLAY_ENDPOINTS: set without RJ_KV_EVENT_LIVE_ENDPOINTS");

@@ -17,13 +17,16 @@ struct UpstreamUrl {
   std::string host;       // never logged (privacy): use the ordinal
   uint16_t port = 80;
   std::string base_path;  // "" or "/prefix" without trailing '/'
-  std::string host_header() const;  // "host:port" (port omitted when 80)
+  bool tls = false;       // https:// (port 443 unless given)
+  std::string host_header() const;  // "host:port" (port omitted when the scheme's default)
 };
 
 struct Config {
   // --- upstreams ---
   std::vector<UpstreamUrl> upstreams;   // RJ_UPSTREAM (comma list, required, 1..256)
   std::string upstream_token;           // RJ_UPSTREAM_TOKEN (secret; LB-originated calls only)
+  // RJ_UPSTREAM_TLS_CA_FILE / _CERT_FILE / _KEY_FILE: https:// engines (net/tls.h)
+  std::string upstream_tls_ca_file, upstream_tls_cert_file, upstream_tls_key_file;
   // RJ_UPSTREAM_PROFILES: "mtp" or "standard" per upstream, in RJ_UPSTREAM order (lowercase);
   // empty, or exactly one per upstream (checked).
   std::vector<std::string> upstream_profiles;
@@ -41,6 +44,7 @@ struct Config {
   bool serve_tokenize = false;                 // RJ_SERVE_TOKENIZE: forward /tokenize, /detokenize
   std::vector<std::string> passthrough_paths;  // RJ_PASSTHROUGH_PATHS: "/path" or "/prefix*" (checked)
   std::string api_keys_file;  // RJ_API_KEYS_FILE: client API keys ("" = off; request/ingress/api_keys.h)
+  std::string tls_cert_file, tls_key_file;  // RJ_TLS_CERT_FILE / RJ_TLS_KEY_FILE: HTTPS listeners
   // --- limits and timeouts (ingress) ---
   uint64_t max_body_bytes = 64ull << 20;   // RJ_MAX_BODY_BYTES (1 KiB..1 GiB)
   uint32_t max_header_bytes = 64 * 1024;   // RJ_MAX_HEADER_BYTES (1 KiB..1 MiB)

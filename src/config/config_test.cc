@@ -48,7 +48,7 @@ size_t count(const ParseResult& r, std::string_view needle) {
 }
 
 TEST(Config, ReportsEveryProblemAtOnce) {
-  auto r = run({{"RJ_UPSTREAM", "https://engine-a"},
+  auto r = run({{"RJ_UPSTREAM", "ftp://engine-a"},
                 {"RJ_THREADS", "999"},
                 {"RJ_LOG_LEVEL", "loud"},
                 {"RJ_LISTEN", "nohost"},
@@ -131,7 +131,7 @@ TEST(Config, SecretsPrintRedacted) {
 }
 
 TEST(Config, ErrorsNeverEchoSecretsOrUpstreamHosts) {
-  auto r = run({{"RJ_UPSTREAM", "https://private-host.internal:8000"}},
+  auto r = run({{"RJ_UPSTREAM", "ftp://private-host.internal:8000"}},
                {"--upstream-tokn=s3cr3t", "--upstream-token"});
   ASSERT_EQ(r.errors.size(), 3u) << all(r.errors);
   std::string errors = all(r.errors);
@@ -176,12 +176,25 @@ TEST(Config, HostHeaderOmitsPort80AndBracketsIpv6) {
   EXPECT_EQ((UpstreamUrl{"::1", 80, ""}).host_header(), "[::1]");
 }
 
-TEST(Config, HttpsUpstreamIsRejected) {
-  auto r = run({{"RJ_UPSTREAM", "http://a:1,https://b:443"}});
-  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
-  EXPECT_NE(r.errors[0].find("RJ_UPSTREAM: item 2: TLS upstreams"), std::string::npos)
-      << r.errors[0];
-  EXPECT_NE(r.errors[0].find("not supported yet"), std::string::npos) << r.errors[0];
+TEST(Config, HttpsUpstreamsAreTls) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,https://b,HTTPS://c:8443/v1"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const auto& u = r.config.upstreams;
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_FALSE(u[0].tls);
+  EXPECT_TRUE(u[1].tls);
+  EXPECT_EQ(u[1].port, 443);
+  EXPECT_EQ(u[1].host_header(), "b");  // the scheme's default port is left out
+  EXPECT_TRUE(u[2].tls);
+  EXPECT_EQ(u[2].host_header(), "c:8443");
+  EXPECT_EQ(u[2].base_path, "/v1");
+}
+
+TEST(Config, TlsFilesComeInPairs) {
+  auto r = run({{"RJ_UPSTREAM", "https://b"}, {"RJ_TLS_CERT_FILE", "/x.pem"}, {"RJ_UPSTREAM_TLS_KEY_FILE", "/k.pem"}});
+  ASSERT_EQ(r.errors.size(), 2u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_TLS_CERT_FILE and RJ_TLS_KEY_FILE"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_UPSTREAM_TLS_CERT_FILE and RJ_UPSTREAM_TLS_KEY_FILE"), 1u) << all(r.errors);
 }
 
 TEST(Config, MalformedUpstreamsAreNamedByOrdinal) {

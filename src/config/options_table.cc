@@ -32,8 +32,10 @@ const std::array kOptions = {
            .min = 1,
            .max = 256,
            .required = true,
-           .doc = "Engine base URLs, comma-separated: http://host[:port][/base-path]. "
-                  "https:// is not supported yet.",
+           .doc = "Engine base URLs, comma-separated: http[s]://host[:port][/base-path]. https:// "
+                  "engines are verified (certificate chain and the URL's host name or IP, SNI for "
+                  "names) against the system CA store or RJ_UPSTREAM_TLS_CA_FILE; TLS sessions are "
+                  "resumed on new connections.",
            .field = &Config::upstreams},
     Option{.env = "RJ_UPSTREAM_TOKEN",
            .flag = "--upstream-token",
@@ -43,6 +45,23 @@ const std::array kOptions = {
                   "requests keep the client's own Authorization, unless RJ_API_KEYS_FILE is set: "
                   "then they carry this token instead.",
            .field = &Config::upstream_token},
+    Option{.env = "RJ_UPSTREAM_TLS_CA_FILE",
+           .flag = "--upstream-tls-ca-file",
+           .type = Type::kString,
+           .doc = "PEM file of the CA certificates that https:// engines are verified against, "
+                  "instead of the system store (/etc/ssl/certs).",
+           .field = &Config::upstream_tls_ca_file},
+    Option{.env = "RJ_UPSTREAM_TLS_CERT_FILE",
+           .flag = "--upstream-tls-cert-file",
+           .type = Type::kString,
+           .doc = "Client certificate (PEM, may hold the chain) that ramjet presents to https:// "
+                  "engines requiring mutual TLS. Needs RJ_UPSTREAM_TLS_KEY_FILE.",
+           .field = &Config::upstream_tls_cert_file},
+    Option{.env = "RJ_UPSTREAM_TLS_KEY_FILE",
+           .flag = "--upstream-tls-key-file",
+           .type = Type::kString,
+           .doc = "Private key (PEM, unencrypted) of RJ_UPSTREAM_TLS_CERT_FILE.",
+           .field = &Config::upstream_tls_key_file},
     Option{.env = "RJ_UPSTREAM_PROFILES",
            .flag = "--upstream-profiles",
            .type = Type::kList,
@@ -131,6 +150,19 @@ const std::array kOptions = {
                   "(a bad file keeps the old keys). The clients' keys are not forwarded: engines get "
                   "RJ_UPSTREAM_TOKEN instead.",
            .field = &Config::api_keys_file},
+    Option{.env = "RJ_TLS_CERT_FILE",
+           .flag = "--tls-cert-file",
+           .type = Type::kString,
+           .doc = "Server certificate (PEM; the chain may follow it): with RJ_TLS_KEY_FILE, the API "
+                  "and metrics listeners speak HTTPS only (HTTP/1.1, TLS 1.2+; the handshake counts "
+                  "against RJ_HEADER_TIMEOUT_MS). SIGHUP re-reads both files; a bad pair keeps the "
+                  "old one.",
+           .field = &Config::tls_cert_file},
+    Option{.env = "RJ_TLS_KEY_FILE",
+           .flag = "--tls-key-file",
+           .type = Type::kString,
+           .doc = "Private key (PEM, unencrypted) of RJ_TLS_CERT_FILE.",
+           .field = &Config::tls_key_file},
     // --- limits and timeouts (ingress) ---
     Option{.env = "RJ_MAX_BODY_BYTES",
            .flag = "--max-body-bytes",

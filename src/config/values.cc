@@ -133,12 +133,10 @@ std::optional<UpstreamUrl> parse_upstream(std::string_view item, const std::stri
     return std::nullopt;
   };
   size_t sep = item.find("://");
-  if (sep == std::string_view::npos) return fail("expected http://host[:port][/base-path]");
+  if (sep == std::string_view::npos) return fail("expected http[s]://host[:port][/base-path]");
   std::string_view scheme = item.substr(0, sep);
-  if (iequals(scheme, "https")) {
-    return fail("TLS upstreams (https://) are not supported yet; use http://");
-  }
-  if (!iequals(scheme, "http")) return fail("unsupported scheme; use http://");
+  const bool tls = iequals(scheme, "https");
+  if (!tls && !iequals(scheme, "http")) return fail("unsupported scheme; use http:// or https://");
   std::string_view rest = item.substr(sep + 3);
   size_t auth_end = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, auth_end);
@@ -151,6 +149,8 @@ std::optional<UpstreamUrl> parse_upstream(std::string_view item, const std::stri
   }
 
   UpstreamUrl url;
+  url.tls = tls;
+  if (tls) url.port = 443;
   std::string_view port_text;
   bool has_port = false;
   if (!authority.empty() && authority.front() == '[') {

@@ -9,6 +9,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
+#include <openssl/err.h>
+
+#include "net/tls.h"
+
 namespace ramjet::net {
 
 namespace asio = boost::asio;
@@ -51,12 +55,48 @@ class SocketTimeout {
 
 // True when the peer has not closed the idle connection and sent nothing unexpected.
 bool looks_open(UpstreamConnection& c) {
-  if (!c.socket.is_open()) return false;
+  if (!c.stream.is_open()) return false;
   char byte;
-  ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t n = ::recv(c.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return false;                                     // orderly close
   if (n > 0) return false;                                      // unsolicited bytes: unusable
   return errno == EAGAIN || errno == EWOULDBLOCK;               // nothing to read: still open
+}
+
+// The TLS handshake of a connection to an https:// engine, under the connect's deadline.
+// Verification failures are typed and counted on the engine's TlsTarget, never logged with the
+// certificate or the host.
+asio::awaitable<bool> handshake(UpstreamConnection& conn, const config::UpstreamUrl& url,
+                                const SocketTimeout& deadline, ConnectFailure& failure) {
+  UpstreamTls& tls = UpstreamTls::instance();
+  TlsTarget& target = tls.target(url.host, url.port);
+  conn.stream.start_tls(tls.context());
+  SSL* ssl = conn.stream.tls_layer().native_handle();
+  if (!tls.prepare(ssl, url.host, target)) {
+    ERR_clear_error();
+    target.count_failure(TlsFailure::kHandshake);
+    failure = ConnectFailure::kTls;
+    co_return false;
+  }
+  boost::system::error_code ec;
+  co_await conn.stream.tls_layer().async_handshake(asio::ssl::stream_base::client,
+                                                    asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec && deadline.fired()) ec = asio::error::timed_out;
+  if (ec) {
+    if (deadline.fired()) {
+      failure = ConnectFailure::kTimeout;
+    } else if (ec == asio::error::operation_aborted) {
+      failure = ConnectFailure::kCancelled;
+    } else {
+      failure = ConnectFailure::kTls;
+      target.count_failure(classify_tls_failure(ssl));
+      target.forget();  // a session the engine no longer takes must not be offered again
+    }
+    ERR_clear_error();
+    co_return false;
+  }
+  target.count_handshake(SSL_session_reused(ssl) == 1);
+  co_return true;
 }
 }  // namespace
 
@@ -73,7 +113,7 @@ ConnectionPtr IdlePool::take() {
 }
 
 void IdlePool::put(ConnectionPtr c) {
-  if (!c || idle_.size() >= max_idle_ || !c->socket.is_open()) return;
+  if (!c || idle_.size() >= max_idle_ || !c->stream.is_open()) return;
   c->buffer.consume(c->buffer.size());
   idle_.push_back(std::move(c));
 }
@@ -94,12 +134,12 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
   auto conn = std::make_unique<UpstreamConnection>(ex);
   if (out) *out = conn.get();
   boost::system::error_code ec;
-  SocketTimeout deadline(conn->socket, timeout);
+  tcp::socket& sock = conn->stream.socket();
+  SocketTimeout deadline(sock, timeout);
   // IP literals skip the resolver (Asio resolves on a helper thread: a thread hop per connect).
   auto address = asio::ip::make_address(url.host, ec);
   if (!ec) {
-    co_await conn->socket.async_connect(tcp::endpoint(address, url.port),
-                                        asio::redirect_error(asio::use_awaitable, ec));
+    co_await sock.async_connect(tcp::endpoint(address, url.port), asio::redirect_error(asio::use_awaitable, ec));
   } else {
     ec = {};
     tcp::resolver resolver(ex);
@@ -112,8 +152,8 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
     for (const auto& entry : results) {
       if (deadline.fired()) break;
       boost::system::error_code ignored;
-      conn->socket.close(ignored);
-      co_await conn->socket.async_connect(entry.endpoint(), asio::redirect_error(asio::use_awaitable, ec));
+      sock.close(ignored);
+      co_await sock.async_connect(entry.endpoint(), asio::redirect_error(asio::use_awaitable, ec));
       if (!ec || ec == asio::error::operation_aborted) break;
     }
   }
@@ -124,20 +164,24 @@ asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
                                                      : ConnectFailure::kConnect;
     co_return nullptr;
   }
-  conn->socket.set_option(tcp::no_delay(true), ec);
+  sock.set_option(tcp::no_delay(true), ec);
   // Asio registered the socket for writability to complete the connect, and would keep
   // EPOLLOUT for good: every ACK from the engine would then be an event to process. The
   // request path writes synchronously first, so re-register the connected socket for reads.
-  const tcp::endpoint local = conn->socket.local_endpoint(ec);
+  const tcp::endpoint local = sock.local_endpoint(ec);
   if (!ec) {
-    auto fd = conn->socket.release(ec);
-    if (!ec) conn->socket.assign(local.protocol(), fd, ec);
+    auto fd = sock.release(ec);
+    if (!ec) sock.assign(local.protocol(), fd, ec);
     if (ec) {
       failure = ConnectFailure::kConnect;
       co_return nullptr;
     }
   }
-  conn->socket.non_blocking(true, ec);
+  sock.non_blocking(true, ec);
+  if (url.tls) {
+    const bool ok = co_await handshake(*conn, url, deadline, failure);
+    if (!ok) co_return nullptr;
+  }
   co_return conn;
 }
 
@@ -153,7 +197,9 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
   ConnectFailure cf;
   auto conn = co_await connect(url, timeout, cf);
   if (!conn) {
-    failure = cf == ConnectFailure::kTimeout ? GetFailure::kTimeout : GetFailure::kConnect;
+    failure = cf == ConnectFailure::kTimeout ? GetFailure::kTimeout
+              : cf == ConnectFailure::kTls   ? GetFailure::kTls
+                                             : GetFailure::kConnect;
     co_return out;
   }
   req.set(http::field::host, url.host_header());
@@ -166,20 +212,27 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
   parser.body_limit(max_body);
   bool timed_out = false;
   {
-    SocketTimeout deadline(conn->socket, timeout);
-    co_await http::async_write(conn->socket, req, asio::redirect_error(asio::use_awaitable, ec));
+    SocketTimeout deadline(conn->stream.socket(), timeout);
+    co_await http::async_write(conn->stream, req, asio::redirect_error(asio::use_awaitable, ec));
     if (!ec) {
-      co_await http::async_read(conn->socket, conn->buffer, parser,
+      co_await http::async_read(conn->stream, conn->buffer, parser,
                                 asio::redirect_error(asio::use_awaitable, ec));
     }
     timed_out = deadline.fired();
   }
   boost::system::error_code ignored;
-  conn->socket.close(ignored);
+  conn->stream.close(ignored);
   if (ec || timed_out) {
     failure = timed_out                         ? GetFailure::kTimeout
               : ec == http::error::body_limit   ? GetFailure::kTooLarge
                                                 : GetFailure::kProtocol;
+    if (!timed_out && conn->stream.tls() && ec.category() == asio::error::get_ssl_category()) {
+      // A TLS alert after the handshake: under TLS 1.3 a server that wants a client certificate
+      // (mTLS) refuses it only once our first record arrives.
+      failure = GetFailure::kTls;
+      UpstreamTls::instance().target(url.host, url.port).count_failure(TlsFailure::kHandshake);
+      ERR_clear_error();
+    }
     co_return out;
   }
   failure = GetFailure::kNone;

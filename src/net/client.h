@@ -17,16 +17,18 @@
 
 #include "config/config.h"
 #include "net/deadline.h"
+#include "net/stream.h"
 
 namespace ramjet::net {
 
-// A plain socket in non-blocking mode (writes are tried synchronously first), its read buffer
-// and its deadline (the data plane's first-byte and idle timeouts).
+// A connection in non-blocking mode (plain writes are tried synchronously first; https://
+// engines under TLS, net/stream.h), its read buffer and its deadline (the data plane's
+// first-byte and idle timeouts).
 struct UpstreamConnection {
-  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : socket(ex), deadline(socket) {
+  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex), deadline(stream.socket()) {
     buffer.reserve(16 * 1024);  // reads fill at most the free capacity
   }
-  boost::asio::ip::tcp::socket socket;
+  Stream stream;
   Deadline deadline;
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
@@ -61,9 +63,12 @@ class PoolSet {
   std::vector<std::vector<IdlePool>> pools_;
 };
 
-enum class ConnectFailure { kNone, kTimeout, kConnect, kCancelled };
+// kTls: the TLS handshake with an https:// engine failed (its reason is counted on the engine's
+// net::TlsTarget).
+enum class ConnectFailure { kNone, kTimeout, kConnect, kCancelled, kTls };
 
-// Resolves and connects with a deadline. On failure returns nullptr and sets `failure`.
+// Resolves and connects with a deadline (an https:// URL: the TCP connect and the TLS handshake
+// under the same one). On failure returns nullptr and sets `failure`.
 // `out` (optional) receives the connection object as soon as it exists, so a caller can close
 // it from another coroutine (client disconnect) while the connect is pending.
 boost::asio::awaitable<ConnectionPtr> connect(const config::UpstreamUrl& url,
@@ -75,7 +80,7 @@ struct SimpleResponse {
   unsigned status = 0;
   std::string body;
 };
-enum class GetFailure { kNone, kTimeout, kConnect, kProtocol, kTooLarge };
+enum class GetFailure { kNone, kTimeout, kConnect, kProtocol, kTooLarge, kTls };
 
 // One GET on a fresh connection (Connection: close), whole exchange under one deadline.
 boost::asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::string path,

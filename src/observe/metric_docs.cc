@@ -13,6 +13,7 @@
 #include "metrics/build_metrics.h"
 #include "metrics/prom_text.h"
 #include "request/route/exact_overlap.h"
+#include "net/tls.h"
 #include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "render/tokenizer_service.h"
@@ -97,14 +98,18 @@ std::vector<MetricSection> metric_sections() {
        "when RJ_API_KEYS_FILE is set (one `key` series per name in the file; shown here for a file with "
        "keys named alice and bob and one without a name)",
        request::api_key_families()},
+      {"Listener TLS", "net::write_server_tls_metrics (src/net/tls.cc)", "when RJ_TLS_CERT_FILE is set",
+       net::server_tls_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
 }
 
 std::vector<std::string> render_sections_for_docs() {
-  // Three upstreams, one per declared profile, so the info gauge shows every profile value.
-  const std::vector<config::UpstreamUrl> urls = {{"engine-a", 8000, ""}, {"engine-b", 8000, ""}, {"engine-c", 8000, ""}};
+  // Three upstreams, one per declared profile, so the info gauge shows every profile value; the
+  // third is https:// (its TLS series).
+  const std::vector<config::UpstreamUrl> urls = {
+      {"engine-a", 8000, ""}, {"engine-b", 8000, ""}, {"engine-c", 8443, "", true}};
   const Clock& clock = SteadyClock::instance();
   upstream::Fleet fleet(urls, clock, 30000);
   cache::ApproxIndex index(urls.size());
@@ -161,6 +166,9 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition h;
   keys.write_metrics(h);
   out.push_back(h.take());
+  metrics::Exposition t;
+  net::write_server_tls_metrics(t, nullptr);
+  out.push_back(t.take());
   out.emplace_back();  // the journal (not opened here; last)
   return out;
 }

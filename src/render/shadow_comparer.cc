@@ -24,6 +24,7 @@ ShadowOutcome from_failure(net::GetFailure f) {
     case net::GetFailure::kTimeout:
       return ShadowOutcome::kTimeout;
     case net::GetFailure::kConnect:
+    case net::GetFailure::kTls:
       return ShadowOutcome::kConnectError;
     case net::GetFailure::kTooLarge:
       return ShadowOutcome::kResponseTooLarge;

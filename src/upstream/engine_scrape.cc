@@ -119,7 +119,8 @@ std::optional<ScrapeError> from_get_failure(net::GetFailure f) {
   switch (f) {
     case net::GetFailure::kNone: return std::nullopt;
     case net::GetFailure::kTimeout: return ScrapeError::kTimeout;
-    case net::GetFailure::kConnect: return ScrapeError::kConnect;
+    case net::GetFailure::kConnect:
+    case net::GetFailure::kTls: return ScrapeError::kConnect;  // (the TLS reason is counted per engine)
     case net::GetFailure::kProtocol: return ScrapeError::kProtocol;
     case net::GetFailure::kTooLarge: return ScrapeError::kTooLarge;
   }

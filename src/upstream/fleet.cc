@@ -6,6 +6,7 @@
 
 #include "common/build_info.h"
 #include "common/log.h"
+#include "net/tls.h"
 
 namespace ramjet::upstream {
 
@@ -16,6 +17,7 @@ std::string_view probe_failure_label(ProbeFailure f) {
     case ProbeFailure::kProtocol: return "protocol";
     case ProbeFailure::kHttp: return "http";
     case ProbeFailure::kTooLarge: return "response_too_large";
+    case ProbeFailure::kTls: return "tls";
     case ProbeFailure::kCount: break;
   }
   return "unknown";
@@ -25,6 +27,7 @@ std::string_view fence_reason_label(FenceReason f) {
   switch (f) {
     case FenceReason::kConnect: return "connect";
     case FenceReason::kTimeout: return "timeout";
+    case FenceReason::kTls: return "tls";
     case FenceReason::kCount: break;
   }
   return "unknown";
@@ -123,7 +126,7 @@ void Fleet::fence(size_t i, FenceReason why) {
   transition(e, EngineState::kUnhealthy, "fence", fence_reason_label(why));
   // A refusal leaves no doubt; a connect timeout may be an overloaded accept queue (unless it
   // was already fenced).
-  if ((why == FenceReason::kConnect || was_unhealthy) && fence_listener_) fence_listener_(e.ordinal());
+  if ((why != FenceReason::kTimeout || was_unhealthy) && fence_listener_) fence_listener_(e.ordinal());
 }
 
 void Fleet::on_failure(size_t i, Failure why) {
@@ -257,7 +260,8 @@ namespace {
 
 enum class F {
   kUp, kState, kReadmissions, kInflight, kLoadUnits, kProbeFailures, kProbeSuppressed, kFences,
-  kFailures, kConsecutiveFailures, kEjections, kEjectionsCapped, kLastSuccess, kCount
+  kFailures, kConsecutiveFailures, kEjections, kEjectionsCapped, kLastSuccess, kTlsHandshakes, kTlsFailures,
+  kCount
 };
 
 using metrics::Family;
@@ -274,12 +278,15 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_upstream_inflight", MetricKind::kGauge, "upstream", "Requests in flight per upstream."},
     {"ramjet_upstream_load_units", MetricKind::kGauge, "upstream", "Reserved load units per upstream."},
     {"ramjet_upstream_probe_failures_total", MetricKind::kCounter, "upstream,reason",
-     "Failed health probes by reason: timeout, connect, protocol, http, response_too_large."},
+     "Failed health probes by reason: timeout, connect, protocol, http, response_too_large, tls "
+     "(the TLS handshake with an https:// engine failed; ramjet_upstream_tls_failures_total says "
+     "why)."},
     {"ramjet_upstream_probe_suppressed_total", MetricKind::kCounter, "upstream",
      "Probe failures not fenced because the upstream served within the recent-success window."},
     {"ramjet_upstream_fences_total", MetricKind::kCounter, "upstream,reason",
      "Upstreams fenced by the data plane because a connection could not be made, by reason: "
-     "connect (refused, unreachable), timeout (RJ_UPSTREAM_CONNECT_TIMEOUT_MS)."},
+     "connect (refused, unreachable), timeout (RJ_UPSTREAM_CONNECT_TIMEOUT_MS), tls (handshake "
+     "with an https:// engine failed)."},
     {"ramjet_upstream_failures_total", MetricKind::kCounter, "upstream,kind",
      "Request failures blamed on the upstream (outlier detection's evidence), by kind: "
      "status_5xx, dropped (closed before a response head), bad_response, timeout, cut (response "
@@ -294,6 +301,14 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "ejected (the upstream kept serving)."},
     {"ramjet_last_upstream_success_timestamp_seconds", MetricKind::kGauge, "upstream",
      "Unix time of the upstream's last non-5xx response to a proxied request (0: none yet)."},
+    {"ramjet_upstream_tls_handshakes_total", MetricKind::kCounter, "upstream,resumed",
+     "Completed TLS handshakes with an https:// upstream (probes, scrapes and proxied requests), "
+     "by whether a previous session was resumed (true) or a full handshake was made (false)."},
+    {"ramjet_upstream_tls_failures_total", MetricKind::kCounter, "upstream,reason",
+     "Failed TLS handshakes with an https:// upstream, by reason: untrusted (chain not verified "
+     "against the CA store or RJ_UPSTREAM_TLS_CA_FILE), hostname (certificate not for the URL's "
+     "host or IP), expired, not_yet_valid, handshake (anything else: protocol, a refused client "
+     "certificate, a reset)."},
 }};
 
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
@@ -354,6 +369,32 @@ void Fleet::write_metrics(metrics::Exposition& x) const {
     if (last <= INT64_MIN / 4) return 0.0;  // never
     return static_cast<double>(unix_now_ms - (now_ms - last)) / 1000.0;
   });
+  // https:// engines only (a plain one has no TLS to count).
+  const net::UpstreamTls* tls = nullptr;
+  for (const auto& e : engines_) {
+    if (e->url().tls) tls = &net::UpstreamTls::instance();
+  }
+  x.family(fam(F::kTlsHandshakes));
+  for (const auto& e : engines_) {
+    if (!e->url().tls) continue;
+    const net::TlsTarget* t = tls->find(e->url().host, e->url().port);
+    for (bool resumed : {false, true}) {
+      x.sample(fam(F::kTlsHandshakes).name,
+               "upstream=\"" + e->label() + "\",resumed=\"" + (resumed ? "true" : "false") + "\"",
+               t ? t->handshakes(resumed) : uint64_t{0});
+    }
+  }
+  x.family(fam(F::kTlsFailures));
+  for (const auto& e : engines_) {
+    if (!e->url().tls) continue;
+    const net::TlsTarget* t = tls->find(e->url().host, e->url().port);
+    for (int r = 0; r < static_cast<int>(net::TlsFailure::kCount); ++r) {
+      const auto f = static_cast<net::TlsFailure>(r);
+      x.sample(fam(F::kTlsFailures).name,
+               "upstream=\"" + e->label() + "\",reason=\"" + std::string(net::tls_failure_label(f)) + "\"",
+               t ? t->failures(f) : uint64_t{0});
+    }
+  }
 }
 
 }  // namespace ramjet::upstream

@@ -24,14 +24,14 @@ namespace ramjet::upstream {
 // The families Fleet::write_metrics writes (ramjet_upstream_*; docs/metrics.md).
 std::span<const metrics::Family> fleet_families();
 
-enum class ProbeFailure { kTimeout, kConnect, kProtocol, kHttp, kTooLarge, kCount };
+enum class ProbeFailure { kTimeout, kConnect, kProtocol, kHttp, kTooLarge, kTls, kCount };
 std::string_view probe_failure_label(ProbeFailure f);
 
 // Why an engine was fenced by the data plane: a connection to it could not be made (refused,
 // unreachable, or not established within RJ_UPSTREAM_CONNECT_TIMEOUT_MS). Nothing a request
 // contains can cause either, so one is enough; failures after the request was sent count
 // towards outlier ejection instead (Fleet::on_failure).
-enum class FenceReason { kConnect, kTimeout, kCount };
+enum class FenceReason { kConnect, kTimeout, kTls, kCount };
 std::string_view fence_reason_label(FenceReason f);
 
 // An engine's health state. Only kHealthy is serving-eligible. A fenced (unhealthy) engine must

@@ -61,6 +61,7 @@ asio::awaitable<void> Prober::probe_one(size_t i) {
       break;
     case net::GetFailure::kTimeout: fleet_.on_probe_failure(i, ProbeFailure::kTimeout); break;
     case net::GetFailure::kConnect: fleet_.on_probe_failure(i, ProbeFailure::kConnect); break;
+    case net::GetFailure::kTls: fleet_.on_probe_failure(i, ProbeFailure::kTls); break;
     case net::GetFailure::kTooLarge: fleet_.on_probe_failure(i, ProbeFailure::kTooLarge); break;
     case net::GetFailure::kProtocol: fleet_.on_probe_failure(i, ProbeFailure::kProtocol); break;
   }

@@ -15,6 +15,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 
+#include <openssl/err.h>
+
 #include "common/log.h"
 #include "net/http.h"
 #include "request/route/reservation.h"
@@ -237,9 +239,11 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         if (watch.gone) co_return Step::kNext;
         x.last_error = cf == net::ConnectFailure::kTimeout ? UpstreamError::kTimeout : UpstreamError::kConnect;
         metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
-        // Nothing a request holds can make a connection fail: the engine is fenced at once.
-        fleet_.fence(u, x.last_error == UpstreamError::kTimeout ? upstream::FenceReason::kTimeout
-                                                                : upstream::FenceReason::kConnect);
+        // Nothing a request holds can make a connection (or a TLS handshake) fail: the engine is
+        // fenced at once.
+        fleet_.fence(u, cf == net::ConnectFailure::kTimeout ? upstream::FenceReason::kTimeout
+                        : cf == net::ConnectFailure::kTls   ? upstream::FenceReason::kTls
+                                                            : upstream::FenceReason::kConnect);
         co_return Step::kNext;
       }
     }
@@ -259,7 +263,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
       start_exchange(s, x, *conn, u, write_ec);
       if (!s.out_buffers.empty() && !write_ec) {
         arm_upstream(*conn, x);  // an engine that stops reading the body counts as silent
-        co_await asio::async_write(conn->socket, s.out_buffers.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
+        co_await asio::async_write(conn->stream, s.out_buffers.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
       }
       // An engine may answer before it has read the whole request (413, 400) and close: its
       // answer is still read and relayed, but the connection is not reused (the request was cut).
@@ -270,7 +274,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         parse_buffered(*conn, head_parser, ec);
         if (ec || head_parser.is_header_done()) break;
         arm_upstream(*conn, x);
-        size_t n = co_await conn->socket.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
+        size_t n = co_await conn->stream.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
                                                          asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
           on_read_error(head_parser, ec);
@@ -288,6 +292,13 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         case HeadResult::kClientGone: co_return Step::kNext;
         case HeadResult::kFenced:
           metrics_.upstream_errors[ep][static_cast<size_t>(UpstreamError::kFenced)].inc();
+          co_return Step::kNext;
+        case HeadResult::kTls:  // like a failed handshake: nothing in the request caused it
+          ERR_clear_error();
+          net::UpstreamTls::instance().target(engine.url().host, engine.url().port).count_failure(net::TlsFailure::kHandshake);
+          x.last_error = UpstreamError::kConnect;
+          metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
+          fleet_.fence(u, upstream::FenceReason::kTls);
           co_return Step::kNext;
         case HeadResult::kTimeout:
           x.result = "upstream_timeout";
@@ -354,7 +365,7 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
   out.clear();
   out.add(s.out);
   out.add(s.prep.body);
-  out.send_now(conn.socket, write_ec);
+  out.send_now(conn.stream, write_ec);
   net::ResponseParser& parser = s.parser.emplace(s.res);
   parser.body_limit(boost::none);
   parser.header_limit(256 * 1024);
@@ -370,6 +381,9 @@ Proxy::HeadResult Proxy::head_failure(Session& s, const net::UpstreamConnection&
   if (conn.deadline.expired()) return HeadResult::kTimeout;
   const bool closed = closed_early(ec);
   if (closed && conn.reused && !s.parser->got_some()) return HeadResult::kStale;
+  if (conn.stream.tls() && !s.parser->got_some() && ec.category() == asio::error::get_ssl_category()) {
+    return HeadResult::kTls;
+  }
   return closed ? HeadResult::kDropped : HeadResult::kBadResponse;
 }
 
@@ -435,7 +449,7 @@ void Proxy::on_engine_fenced(size_t u) {
         s->engine_fenced = true;
         if (s->watch->upstream) {
           boost::system::error_code ignored;
-          s->watch->upstream->socket.close(ignored);  // completions are posted: the list holds
+          s->watch->upstream->stream.close(ignored);  // completions are posted: the list holds
         }
       }
     });

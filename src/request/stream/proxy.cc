@@ -9,6 +9,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 
+#include <openssl/err.h>
+
 #include "common/log.h"
 #include "request/stream/session.h"
 
@@ -32,10 +34,10 @@ constexpr std::string_view kWwwAuthenticate = "WWW-Authenticate: Bearer";
 
 // --- OutBuffers ------------------------------------------------------------------------------
 
-bool OutBuffers::send_now(tcp::socket& socket, boost::system::error_code& ec) {
+bool OutBuffers::send_now(net::Stream& stream, boost::system::error_code& ec) {
   ec = {};
   while (first_ < count_) {
-    size_t n = socket.write_some(rest(), ec);
+    size_t n = stream.write_some(rest(), ec);
     if (ec) {
       if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
       return false;
@@ -60,12 +62,12 @@ void OutBuffers::consume(size_t n) {
 // --- Session ---------------------------------------------------------------------------------
 
 Proxy::Session::Session(tcp::socket s)
-    : client(std::move(s)), deadline(client), watch(std::make_shared<ClientWatch>()) {
+    : client(std::move(s)), deadline(client.socket()), watch(std::make_shared<ClientWatch>()) {
   buffer.reserve(16 * 1024);
   watch->client = &client;
   watch->buffer = &buffer;
   boost::system::error_code ignored;
-  client.non_blocking(true, ignored);
+  client.socket().non_blocking(true, ignored);
 }
 
 Proxy::Session::~Session() {
@@ -121,7 +123,7 @@ void Proxy::begin_drain() {
     asio::post(io_.at(t), [this, t] {
       for (Session* s = idle_[t]; s != nullptr; s = s->idle_links.next) {
         boost::system::error_code ignored;
-        s->client.cancel(ignored);
+        s->client.socket().cancel(ignored);
       }
     });
   }
@@ -130,7 +132,7 @@ void Proxy::begin_drain() {
 namespace {
 
 // A bare JSON response for requests rejected before they were fully read; always closes.
-asio::awaitable<void> reject_json(tcp::socket& client, net::HeadBuffer& out, net::Deadline& deadline,
+asio::awaitable<void> reject_json(net::Stream& client, net::HeadBuffer& out, net::Deadline& deadline,
                                   unsigned status, std::string_view body, std::string_view extra_field = {}) {
   out.clear();
   net::append_status_line(out, 11, status, "");
@@ -151,7 +153,7 @@ asio::awaitable<void> reject_json(tcp::socket& client, net::HeadBuffer& out, net
 }
 
 // The same with an OpenAI-style error body.
-asio::awaitable<void> reject(tcp::socket& client, net::HeadBuffer& out, net::Deadline& deadline,
+asio::awaitable<void> reject(net::Stream& client, net::HeadBuffer& out, net::Deadline& deadline,
                              unsigned status, std::string_view message, std::string_view type,
                              std::string_view extra_field = {}) {
   const std::string body = error_json(message, type, static_cast<int>(status));
@@ -169,9 +171,9 @@ bool needs_key(const net::RequestHead& req, Endpoint endpoint) {
 // bytes sends a reset, which can destroy the 401 before the client read it (an SDK would then
 // retry a connection error): stop sending, then read and drop what the client still sends, for
 // a bounded while (nginx's lingering close), so the close is a FIN.
-asio::awaitable<void> linger(tcp::socket& client, beast::flat_buffer& sink, net::Deadline& deadline) {
+asio::awaitable<void> linger(net::Stream& client, beast::flat_buffer& sink, net::Deadline& deadline) {
   boost::system::error_code ec;
-  client.shutdown(tcp::socket::shutdown_send, ec);
+  client.socket().shutdown(tcp::socket::shutdown_send, ec);
   if (ec) co_return;
   deadline.arm(std::chrono::seconds(2));
   for (size_t dropped = 0; dropped < (size_t{4} << 20);) {
@@ -205,6 +207,21 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   Session s(std::move(socket));
   s.thread = net::IoPool::current_index();
   if (s.thread >= io_.size()) s.thread = 0;
+  if (config_.tls != nullptr) {
+    // HTTPS: the handshake is part of reading the first request's head (its timeout covers a
+    // client that connects and says nothing). A failed one is counted and closed without a word.
+    s.client.start_tls(config_.tls->current());
+    boost::system::error_code ec;
+    s.deadline.arm(config_.header_timeout);
+    co_await s.client.tls_layer().async_handshake(asio::ssl::stream_base::server,
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+    s.deadline.disarm();
+    if (ec) {
+      config_.tls->count_handshake_failure(net::ServerTls::Listener::kApi);
+      ERR_clear_error();
+      co_return;
+    }
+  }
   struct NotIdle {
     Proxy& p;
     Session& s;
@@ -397,7 +414,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
     spdlog::error("connection handler failed: {}", log::json_escape(e.what()));
   }
   boost::system::error_code ignored;
-  s.client.shutdown(tcp::socket::shutdown_send, ignored);
+  s.client.socket().shutdown(tcp::socket::shutdown_send, ignored);
   s.client.close(ignored);
 }
 

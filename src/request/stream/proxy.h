@@ -25,6 +25,7 @@
 #include "net/client.h"
 #include "net/drain_gate.h"
 #include "net/io_pool.h"
+#include "net/tls.h"
 #include "request/ingress/api_keys.h"
 #include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
@@ -67,6 +68,9 @@ struct ProxyConfig {
   // upstream instead. Must outlive the proxy.
   ApiKeys* api_keys = nullptr;
   std::string upstream_authorization;
+  // RJ_TLS_CERT_FILE / _KEY_FILE (null: plain HTTP): every connection starts with a TLS
+  // handshake, under the header timeout. Must outlive the proxy.
+  const net::ServerTls* tls = nullptr;
 };
 
 class Proxy {
@@ -101,7 +105,9 @@ class Proxy {
   struct Exchange;
   struct Attempt;
   // How writing the request and reading the response head on one connection went.
-  enum class HeadResult { kOk, kClientGone, kStale, kFenced, kTimeout, kDropped, kBadResponse };
+  // kTls: an https:// engine refused the connection with a TLS alert before any byte of an answer
+  // (TLS 1.3 refuses a missing client certificate only then).
+  enum class HeadResult { kOk, kClientGone, kStale, kFenced, kTimeout, kDropped, kBadResponse, kTls };
   // How one candidate engine's attempt ended: the response went out, or try the next one.
   enum class Step { kDone, kNext };
   enum class RelayResult { kComplete, kClientGone, kClientTimeout, kUpstreamCut, kUpstreamTimeout };

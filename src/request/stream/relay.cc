@@ -100,7 +100,7 @@ void start_client_read(const std::shared_ptr<ClientWatch>& w) {
           w->gone = true;
           if (w->upstream) {
             boost::system::error_code ignored;
-            w->upstream->socket.close(ignored);
+            w->upstream->stream.close(ignored);
           }
         }
         if (w->waiter) {  // resume the connection loop
@@ -252,7 +252,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
       parse_buffered(conn, parser, ec);
       if (!ec && parser.piece_count() == 0 && !parser.is_done()) {
         arm_upstream(conn, x);
-        size_t n = co_await conn.socket.async_read_some(
+        size_t n = co_await conn.stream.async_read_some(
             conn.buffer.prepare(beast::read_size(conn.buffer, kReadMax)),
             asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
@@ -321,7 +321,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
     parse_buffered(a.conn, a.parser, ec);
     if (!ec && a.parser.piece_count() == 0 && !a.parser.is_done()) {
       arm_upstream(a.conn, x);
-      size_t n = co_await a.conn.socket.async_read_some(
+      size_t n = co_await a.conn.stream.async_read_some(
           a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)),
           asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {

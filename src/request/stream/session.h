@@ -41,7 +41,7 @@ class OutBuffers {
   }
   bool empty() const { return first_ == count_; }
   // True when everything was written; false with ec clear when the socket is full.
-  bool send_now(boost::asio::ip::tcp::socket& socket, boost::system::error_code& ec);
+  bool send_now(net::Stream& stream, boost::system::error_code& ec);
   std::span<const boost::asio::const_buffer> rest() const { return {bufs_.data() + first_, count_ - first_}; }
   // Drops the first n bytes of what is left (written elsewhere).
   void consume(size_t n);
@@ -76,7 +76,7 @@ void on_read_error(net::ResponseParser& p, boost::system::error_code& ec);
 // once before waiting, so a separate watch would cost a syscall more per request).
 // Shared with the pending read's handler, which may run after the session is gone.
 struct ClientWatch {
-  boost::asio::ip::tcp::socket* client = nullptr;  // null once the connection is gone
+  net::Stream* client = nullptr;  // null once the connection is gone
   boost::beast::flat_buffer* buffer = nullptr;     // the session's read buffer
   bool active = false;      // an exchange is being forwarded
   bool gone = false;        // the client went away during the active exchange
@@ -98,7 +98,7 @@ void unwatch_client(ClientWatch& w);
 struct Proxy::Session {
   explicit Session(boost::asio::ip::tcp::socket s);
   ~Session();
-  boost::asio::ip::tcp::socket client;
+  net::Stream client;
   boost::beast::flat_buffer buffer;
   size_t thread = 0;
   bool close_after = false;  // the response was framed by closing the connection, or it broke

@@ -1,0 +1,92 @@
+// net/stream: one TCP connection, plain or under TLS, with the operations the data plane uses.
+// Plain connections pay nothing for TLS existing: every operation is one branch and then the
+// socket's own (no type erasure, no extra coroutine frame). Under TLS:
+//  - write_some() (the data plane's synchronous first try on a non-blocking socket) writes
+//    nothing and answers would_block, so the caller's asynchronous write takes it all: OpenSSL
+//    must not be left holding a record half written by a non-blocking call;
+//  - a peer that closes without close_notify ends a read as a plain close (eof), as it does on
+//    a plain socket: HTTP framing (length, chunks) already says whether a message was complete;
+//  - one read and one write may be pending at once (Asio's ssl::stream is full duplex), as the
+//    client watch needs.
+// Not movable: the TLS layer refers to the socket.
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
+
+#include <memory>
+#include <utility>
+
+namespace ramjet::net {
+
+class Stream {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+  using tcp = boost::asio::ip::tcp;
+  using tls_stream = boost::asio::ssl::stream<tcp::socket&>;
+
+  explicit Stream(const executor_type& ex) : socket_(ex) {}
+  explicit Stream(tcp::socket s) : socket_(std::move(s)) {}
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  tcp::socket& socket() { return socket_; }
+  const tcp::socket& socket() const { return socket_; }
+  executor_type get_executor() { return socket_.get_executor(); }
+  bool is_open() const { return socket_.is_open(); }
+  void close(boost::system::error_code& ec) { socket_.close(ec); }
+
+  // Wraps the connected socket in TLS; the context stays alive as long as this stream.
+  void start_tls(std::shared_ptr<boost::asio::ssl::context> ctx) {
+    ctx_ = std::move(ctx);
+    tls_ = std::make_unique<tls_stream>(socket_, *ctx_);
+  }
+  bool tls() const { return tls_ != nullptr; }
+  tls_stream& tls_layer() { return *tls_; }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, size_t)>(
+        [this](auto handler, const MutableBuffers& b) {
+          if (!tls_) {
+            socket_.async_read_some(b, std::move(handler));
+            return;
+          }
+          tls_->async_read_some(b, [h = std::move(handler)](boost::system::error_code ec, size_t n) mutable {
+            if (ec == boost::asio::ssl::error::stream_truncated) ec = boost::asio::error::eof;
+            std::move(h)(ec, n);
+          });
+        },
+        token, buffers);
+  }
+
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, size_t)>(
+        [this](auto handler, const ConstBuffers& b) {
+          if (tls_) tls_->async_write_some(b, std::move(handler));
+          else socket_.async_write_some(b, std::move(handler));
+        },
+        token, buffers);
+  }
+
+  // What the socket takes now, without waiting (the socket is non-blocking); TLS: nothing.
+  template <class ConstBuffers>
+  size_t write_some(const ConstBuffers& buffers, boost::system::error_code& ec) {
+    if (tls_) {
+      ec = boost::asio::error::would_block;
+      return 0;
+    }
+    return socket_.write_some(buffers, ec);
+  }
+
+ private:
+  tcp::socket socket_;  // declared first: the TLS layer refers to it and goes first
+  std::shared_ptr<boost::asio::ssl::context> ctx_;
+  std::unique_ptr<tls_stream> tls_;
+};
+
+}  // namespace ramjet::net
