@@ -432,7 +432,7 @@ std::string help_text() {
   }
   std::string out =
       "Usage: ramjet [--flag=VALUE | --flag VALUE]...\n"
-      "       ramjet --help | --help-markdown | --help-metrics\n"
+      "       ramjet --help | --help-markdown | --help-metrics | --version\n"
       "       ramjet render ...     offline prompt rendering and tokenization (ramjet render --help)\n"
       "       ramjet manifest ...   a tokenizer manifest from a live engine (ramjet manifest --help)\n"
       "\n"
@@ -440,7 +440,8 @@ std::string help_text() {
       "variable with a matching --flag; flags override the environment. Unknown RJ_* names,\n"
       "retired MD_*/DS4_* names and invalid values stop startup, all reported at once.\n"
       "--help-markdown prints this table as docs/configuration.md; --help-metrics prints\n"
-      "the metric families as docs/metrics.md.\n"
+      "the metric families as docs/metrics.md; --version prints the version, commit, build\n"
+      "type and compiler.\n"
       "\n";
   // One row per option, its description on the next line so the table fits a terminal.
   for (const Row& row : rows) {
