@@ -15,6 +15,7 @@
 #include "config/options.h"
 #include "model/model_profile.h"
 #include "net/client.h"
+#include "net/tls.h"
 #include "render/manifest.h"
 #include "render/tokenizer_service.h"
 
@@ -36,7 +37,8 @@ RJ_TOKENIZER_MANIFEST_PATH. Pin it with `sha256sum` (RJ_TOKENIZER_MANIFEST_SHA25
   --requests   JSONL: each line a request body, or {"id", "endpoint": "chat"|"completions",
                "request": {...}}; 1 to 64 lines
   --model-id   the served model id to pin when /v1/models lists several
-  RJ_UPSTREAM_TOKEN, when set, is sent as the bearer token.
+  RJ_UPSTREAM_TOKEN, when set, is sent as the bearer token. An https:// engine is verified as
+  ramjet verifies it: RJ_UPSTREAM_TLS_CA_FILE, RJ_UPSTREAM_TLS_CERT_FILE and _KEY_FILE apply.
 Exit status: 0 ok, 2 bad arguments or files, 1 the engine or the local renderer disagrees.
 )";
 
@@ -117,10 +119,23 @@ int run(int argc, char** argv) {
   std::vector<std::string> problems;
   auto urls = config::parse_upstreams(a.upstream, 1, 1, problems);
   if (!urls || urls->size() != 1) {
-    err << "ramjet manifest: --upstream: " << (problems.empty() ? "one http:// URL" : problems.front()) << "\n";
+    err << "ramjet manifest: --upstream: " << (problems.empty() ? "one http[s]:// URL" : problems.front()) << "\n";
     return 2;
   }
   const config::UpstreamUrl url = urls->front();
+  if (url.tls) {
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v ? v : "");
+    };
+    auto tls = net::UpstreamTls::create({env("RJ_UPSTREAM_TLS_CA_FILE"), env("RJ_UPSTREAM_TLS_CERT_FILE"),
+                                         env("RJ_UPSTREAM_TLS_KEY_FILE")});
+    if (!tls) {
+      err << "ramjet manifest: " << tls.error().message << "\n";
+      return 2;
+    }
+    net::UpstreamTls::install(std::move(tls).value());
+  }
   const model::ModelProfile* profile = model::find_profile(a.profile);
   if (!profile) {
     err << "ramjet manifest: --profile: unknown profile '" << a.profile << "'\n";
