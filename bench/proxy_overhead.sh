@@ -9,6 +9,7 @@
 # Usage (from anywhere; run as root on Debian 12 after scripts/setup):
 #   bench/proxy_overhead.sh [--targets direct,ramjet,nginx[,base]] [--modes json,sse]
 #                           [--concurrency 1,16,64] [--no-build] [--pin split|none]
+#                           [--upstream-tls]
 # Environment:
 #   DURATION=10s      wrk duration per run          WARMUP=1s   wrk warm-up per target and mode
 #   REPEATS=1         runs per cell and target (the median req/s run is reported)
@@ -18,6 +19,22 @@
 #   RAMJET_BASE_BIN             the `base` target: another ramjet build (say, the previous
 #                               commit's), measured in the same run, with a ramjet/base column
 #   RESULTS_DIR       where the report goes (default: bench/results)
+#
+# --upstream-tls: the upstream is reached over TLS. The responder is put behind "the TLS
+# responder": a second nginx (own prefix, pid and config, pinned to the server CPUs like the
+# responder, one worker per server CPU) with `listen ... ssl` (TLS 1.2/1.3, ssl_session_cache +
+# ssl_session_tickets on), `proxy_pass http://` to the responder with upstream keep-alive, and a
+# throwaway CA + server certificate (ECDSA P-256, SAN IP:127.0.0.1 and DNS:localhost) made with
+# openssl in the work dir. Then `direct` is wrk over https straight to the TLS responder; `ramjet`
+# is wrk (plain http) -> ramjet with RJ_UPSTREAM=https://127.0.0.1:<tls port> and
+# RJ_UPSTREAM_TLS_CA_FILE=<the CA> (so `base` must be a build with upstream TLS too); `nginx` is wrk
+# (plain http) -> nginx with proxy_pass https://, proxy_ssl_verify on against the CA,
+# proxy_ssl_name localhost + proxy_ssl_server_name on (nginx checks names, not IP SANs),
+# proxy_ssl_session_reuse on, TLS 1.2/1.3 and upstream keep-alive. The run fails if any wrk run
+# sees a non-2xx response, or if a ramjet's /metrics shows no upstream TLS handshake
+# (ramjet_upstream_tls_handshakes_total) or any failed one (ramjet_upstream_tls_failures_total).
+# The report is bench/results/proxy_overhead-tls-<UTC date-time>.md. Without the flag nothing
+# changes.
 #
 # Pinning (--pin split, the default when there are >= 2 CPUs): wrk runs on CPU 0 and every
 # server process (responder, nginx, ramjet) on CPUs 1..N-1. The load generator then never steals
@@ -40,6 +57,7 @@ SSE_CHUNKS=${SSE_CHUNKS:-8}
 RAMJET_BIN=${RAMJET_BIN:-$ROOT/build/release/src/app/ramjet}
 RESPONDER_BIN=${RESPONDER_BIN:-$ROOT/build/release/bench/ramjet-responder}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+UPSTREAM_TLS=0
 
 die() { echo "proxy_overhead: $*" >&2; exit 1; }
 log() { echo "proxy_overhead: $*" >&2; }
@@ -51,6 +69,7 @@ while (($#)); do
     --concurrency) CONCURRENCY=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --pin) PIN=$2; shift 2 ;;
+    --upstream-tls) UPSTREAM_TLS=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -68,6 +87,10 @@ has_target direct || die "--targets must include direct (latency and ratios are 
 for d in "$DURATION" "$WARMUP"; do [[ $d =~ ^[1-9][0-9]*[smh]?$ ]] || die "bad duration '$d' (wrk wants whole units: 3s, 1m)"; done
 for tool in wrk curl; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 if has_target nginx; then command -v nginx >/dev/null || die "nginx not found (run scripts/setup as root)"; fi
+if ((UPSTREAM_TLS)); then
+  command -v nginx >/dev/null || die "--upstream-tls needs nginx for the TLS responder (run scripts/setup as root)"
+  command -v openssl >/dev/null || die "--upstream-tls needs openssl for the throwaway certificates"
+fi
 
 # ---------------------------------------------------------------- build
 if ((BUILD)); then
@@ -151,6 +174,95 @@ RESP_PORT=$(sed -n 's/^listening port=\([0-9]*\).*/\1/p' "$WORK/responder.out")
 declare -A URL=([direct]="http://127.0.0.1:$RESP_PORT")
 log "responder on port $RESP_PORT"
 
+# the TLS responder (--upstream-tls): nginx terminating TLS in front of the responder
+UPSTREAM_URL="http://127.0.0.1:$RESP_PORT"
+NGINX_UPSTREAM_SERVER="127.0.0.1:$RESP_PORT"
+NGINX_SCHEME=http
+NGINX_PROXY_SSL=""
+CURL_TLS=()  # curl's options for the https direct target
+if ((UPSTREAM_TLS)); then
+  PKI=$WORK/pki
+  mkdir -p "$PKI"
+  {
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$PKI/ca.key" \
+      -out "$PKI/ca.pem" -days 2 -subj "/CN=ramjet bench throwaway CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$PKI/server.key" \
+      -out "$PKI/server.csr" -subj "/CN=localhost"
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=critical,CA:FALSE" \
+      "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" \
+      "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid" >"$PKI/server.ext"
+    openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
+      -days 2 -extfile "$PKI/server.ext" -out "$PKI/server.pem"
+  } >"$PKI/openssl.log" 2>&1 || { cat "$PKI/openssl.log" >&2; die "could not make the throwaway certificates"; }
+  chmod -R a+rX "$PKI"
+  TLS_PORT=$(free_port)
+  mkdir -p "$WORK/tls/tmp"
+  cat >"$WORK/tls/nginx.conf" <<EOF
+# generated by bench/proxy_overhead.sh --upstream-tls: the TLS responder
+worker_processes $SERVER_NCPU;
+daemon off;
+pid $WORK/tls/nginx.pid;
+error_log $WORK/tls/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/tls/tmp/body;
+  proxy_temp_path $WORK/tls/tmp/proxy;
+  fastcgi_temp_path $WORK/tls/tmp/fastcgi;
+  uwsgi_temp_path $WORK/tls/tmp/uwsgi;
+  scgi_temp_path $WORK/tls/tmp/scgi;
+  keepalive_requests 1000000;
+  upstream responder {
+    server 127.0.0.1:$RESP_PORT;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$TLS_PORT ssl reuseport;
+    ssl_certificate $PKI/server.pem;
+    ssl_certificate_key $PKI/server.key;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:rjbench:10m;
+    ssl_session_timeout 1h;
+    ssl_session_tickets on;
+    location / {
+      proxy_pass http://responder;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+EOF
+  chmod -R a+rwx "$WORK/tls/tmp"
+  "${SERVER_PREFIX[@]}" nginx -p "$WORK/tls" -e "$WORK/tls/error.log" -c "$WORK/tls/nginx.conf" \
+    >"$WORK/tls/stdout" 2>&1 &
+  pids+=($!)
+  # curl verifies the chain and both SANs here, so a bad certificate stops the run before any proxy sees it
+  wait_for 10 curl -sf --cacert "$PKI/ca.pem" "https://127.0.0.1:$TLS_PORT/health" \
+    || { cat "$WORK/tls/stdout" "$WORK/tls/error.log" >&2 2>/dev/null; die "the TLS responder did not start"; }
+  curl -sf --cacert "$PKI/ca.pem" --resolve "localhost:$TLS_PORT:127.0.0.1" "https://localhost:$TLS_PORT/health" >/dev/null \
+    || die "the TLS responder's certificate does not verify as localhost"
+  TLS_PROTO=$(openssl s_client -connect "127.0.0.1:$TLS_PORT" -CAfile "$PKI/ca.pem" -verify_return_error \
+    -verify_ip 127.0.0.1 </dev/null 2>/dev/null | sed -n 's/^New, \([^,]*\), Cipher is \(.*\)/\1, \2/p' | head -1) \
+    || die "openssl s_client could not verify the TLS responder"
+  UPSTREAM_URL="https://127.0.0.1:$TLS_PORT"
+  URL[direct]=$UPSTREAM_URL
+  CURL_TLS=(--cacert "$PKI/ca.pem")
+  NGINX_UPSTREAM_SERVER="127.0.0.1:$TLS_PORT"
+  NGINX_SCHEME=https
+  NGINX_PROXY_SSL="
+      proxy_ssl_trusted_certificate $PKI/ca.pem;
+      proxy_ssl_verify on;
+      proxy_ssl_verify_depth 2;
+      proxy_ssl_name localhost;
+      proxy_ssl_server_name on;
+      proxy_ssl_protocols TLSv1.2 TLSv1.3;
+      proxy_ssl_session_reuse on;"
+  log "TLS responder on port $TLS_PORT ($SERVER_NCPU worker(s); $TLS_PROTO) in front of the responder"
+fi
+
 # nginx
 if has_target nginx; then
   NGINX_PORT=$(free_port)
@@ -171,17 +283,17 @@ http {
   scgi_temp_path $WORK/nginx/tmp/scgi;
   keepalive_requests 1000000;
   upstream responder {
-    server 127.0.0.1:$RESP_PORT;
+    server $NGINX_UPSTREAM_SERVER;
     keepalive 64;
     keepalive_requests 1000000;
   }
   server {
     listen 127.0.0.1:$NGINX_PORT reuseport;
     location / {
-      proxy_pass http://responder;
+      proxy_pass $NGINX_SCHEME://responder;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-      proxy_buffering off;
+      proxy_buffering off;${NGINX_PROXY_SSL}
     }
   }
 }
@@ -197,15 +309,18 @@ EOF
 fi
 
 # ramjet and base (each prints a JSON log line on stderr: ... listening api=127.0.0.1:PORT ...)
+declare -A METRICS_URL
 start_ramjet() {  # start_ramjet <target> <binary>
   local t=$1 bin=$2 port
-  RJ_UPSTREAM="http://127.0.0.1:$RESP_PORT" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
+  if ((UPSTREAM_TLS)); then local -x RJ_UPSTREAM_TLS_CA_FILE="$PKI/ca.pem"; fi
+  RJ_UPSTREAM="$UPSTREAM_URL" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
     RJ_THREADS="$SERVER_NCPU" "${SERVER_PREFIX[@]}" "$bin" >"$WORK/$t.out" 2>"$WORK/$t.err" &
   pids+=($!)
   wait_for 15 grep -q 'listening api=' "$WORK/$t.err" || { tail -20 "$WORK/$t.err" >&2; die "$t did not start"; }
   port=$(grep -o 'listening api=[^ "]*' "$WORK/$t.err" | head -1 | sed 's/.*:\([0-9]*\)$/\1/')
   [[ $port =~ ^[0-9]+$ ]] || die "could not parse the $t API port from: $(grep 'listening' "$WORK/$t.err")"
   URL[$t]="http://127.0.0.1:$port"
+  METRICS_URL[$t]="http://$(grep -o 'metrics=[^ "]*' "$WORK/$t.err" | head -1 | sed 's/^metrics=//')"
   log "$t on port $port ($SERVER_NCPU io thread(s))"
 }
 has_target ramjet && start_ramjet ramjet "$RAMJET_BIN"
@@ -215,11 +330,11 @@ has_target base && start_ramjet base "$RAMJET_BASE_BIN"
 declare -A SCRIPT=([json]="$ROOT/bench/wrk/chat_json.lua" [sse]="$ROOT/bench/wrk/chat_sse.lua")
 check_target() {
   local t=$1 url=${URL[$1]} out
-  out=$(curl -sf -XPOST "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+  out=$(curl -sf "${CURL_TLS[@]}" -XPOST "$url/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"model":"bench-model","messages":[{"role":"user","content":"hi"}],"stream":false}') \
     || die "$t: non-streaming request failed"
   [[ $out == *'"object":"chat.completion"'*'"usage"'* ]] || die "$t: unexpected JSON response: ${out:0:200}"
-  out=$(curl -sfN -XPOST "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+  out=$(curl -sfN "${CURL_TLS[@]}" -XPOST "$url/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"model":"bench-model","messages":[{"role":"user","content":"hi"}],"stream":true}') \
     || die "$t: streaming request failed"
   [[ $out == *'chat.completion.chunk'*'"usage"'*'data: [DONE]'* ]] || die "$t: unexpected SSE response: ${out:0:200}"
@@ -264,6 +379,10 @@ for m in "${modes[@]}"; do
         p50=$(to_us "$(awk '$1 == "50%" {print $2}' <<<"$out")")
         p99=$(to_us "$(awk '$1 == "99%" {print $2}' <<<"$out")")
         errs=$(awk '/Non-2xx/ {s += $NF} /Socket errors/ {gsub(/,/, ""); s += $4 + $6 + $8 + $10} END {print s + 0}' <<<"$out")
+        if ((UPSTREAM_TLS)) && grep -q 'Non-2xx' <<<"$out"; then
+          echo "$out" >&2
+          die "$t answered non-2xx responses over the TLS upstream ($m, c=$c): $(grep 'Non-2xx' <<<"$out")"
+        fi
         runs[$t]+="$rps $p50 $p99 $errs"$'\n'
       done
     done
@@ -274,6 +393,21 @@ for m in "${modes[@]}"; do
     unset runs
   done
 done
+
+# ---------------------------------------------------------------- TLS upstream: did every ramjet really use it?
+declare -A TLS_FULL TLS_RESUMED
+if ((UPSTREAM_TLS)); then
+  for t in ramjet base; do
+    has_target $t || continue
+    metrics=$(curl -sf "${METRICS_URL[$t]}/metrics") || die "$t: could not scrape ${METRICS_URL[$t]}/metrics"
+    TLS_FULL[$t]=$(awk '/^ramjet_upstream_tls_handshakes_total[{ ]/ && /resumed="false"/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+    TLS_RESUMED[$t]=$(awk '/^ramjet_upstream_tls_handshakes_total[{ ]/ && /resumed="true"/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+    failures=$(awk '/^ramjet_upstream_tls_failures_total[{ ]/ {s += $NF} END {printf "%.0f", s}' <<<"$metrics")
+    ((TLS_FULL[$t] + TLS_RESUMED[$t] > 0)) || die "$t made no upstream TLS handshake (ramjet_upstream_tls_handshakes_total is 0)"
+    ((failures == 0)) || { grep '^ramjet_upstream_tls_failures_total' <<<"$metrics" >&2; die "$t: $failures failed upstream TLS handshake(s)"; }
+    log "$t: ${TLS_FULL[$t]} full + ${TLS_RESUMED[$t]} resumed upstream TLS handshake(s), no failure"
+  done
+fi
 
 # ---------------------------------------------------------------- report
 fmt_rps() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
@@ -288,14 +422,22 @@ git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT+="+dirty"
 STAMP=$(date -u +%Y-%m-%d-%H%M%S)
 mkdir -p "$RESULTS_DIR"
 REPORT=$RESULTS_DIR/proxy_overhead-$STAMP.md
+((UPSTREAM_TLS)) && REPORT=$RESULTS_DIR/proxy_overhead-tls-$STAMP.md
 
 proxies=()
 for t in ramjet base nginx; do has_target $t && proxies+=("$t"); done
 
 {
   title=${targets[0]}; for t in "${targets[@]:1}"; do title+=" vs $t"; done
-  echo "# Proxy overhead: $title"
+  echo "# Proxy overhead: $title$( ((UPSTREAM_TLS)) && echo ' (TLS upstream)')"
   echo
+  if ((UPSTREAM_TLS)); then
+    echo "- mode: **TLS upstream** (--upstream-tls). The responder sits behind the TLS responder: nginx, $SERVER_NCPU worker(s) on the server CPU(s), listen ssl (TLS 1.2/1.3, session cache + tickets), proxy_pass http:// with keepalive 64; throwaway CA, ECDSA P-256 server certificate with SAN IP:127.0.0.1, DNS:localhost; what openssl s_client negotiates with it: $TLS_PROTO"
+    echo "- direct = wrk over https to the TLS responder; ramjet = wrk (http) -> ramjet -> RJ_UPSTREAM=https://127.0.0.1:<port> with RJ_UPSTREAM_TLS_CA_FILE (chain + IP SAN verified)$(has_target nginx && echo "; nginx = wrk (http) -> nginx -> proxy_pass https:// (proxy_ssl_verify on, proxy_ssl_name localhost + SNI, proxy_ssl_session_reuse on, TLS 1.2/1.3, keepalive 64)")"
+    for t in ramjet base; do
+      has_target $t && echo "- $t upstream TLS handshakes over the whole run (probes included): ${TLS_FULL[$t]} full, ${TLS_RESUMED[$t]} resumed, 0 failed"
+    done
+  fi
   echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT"
   echo "- machine: $NCPU CPU(s), $CPU_MODEL, kernel $(uname -r), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- placement: $PIN_DESC"
