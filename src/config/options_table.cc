@@ -154,8 +154,8 @@ const std::array kOptions = {
            .flag = "--tls-cert-file",
            .type = Type::kString,
            .doc = "Server certificate (PEM; the chain may follow it): with RJ_TLS_KEY_FILE, the API "
-                  "and metrics listeners speak HTTPS only (HTTP/1.1, TLS 1.2+; the handshake counts "
-                  "against RJ_HEADER_TIMEOUT_MS). SIGHUP re-reads both files; a bad pair keeps the "
+                  "and metrics listeners speak HTTPS only (HTTP/1.1, TLS 1.2+; the handshake must finish "
+                  "within RJ_HEADER_TIMEOUT_MS). SIGHUP re-reads both files; a bad pair keeps the "
                   "old one.",
            .field = &Config::tls_cert_file},
     Option{.env = "RJ_TLS_KEY_FILE",

@@ -92,7 +92,7 @@ size_t Proxy::build_request_head(Session& s, size_t u) {
     ++fields;
   }
   net::append_field(out, "Host", host_headers_[u]);
-  if (own_keys && !config_.upstream_authorization.empty()) {
+  if (own_keys && s.authenticated && !config_.upstream_authorization.empty()) {
     net::append_field(out, "Authorization", config_.upstream_authorization);
     ++fields;
   }
@@ -283,7 +283,12 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         }
         conn->buffer.commit(n);
       }
-      if (ec) h = head_failure(s, *conn, write_ec ? write_ec : ec);  // no answer: the write says what happened
+      if (ec) {
+        // No answer: the write says what happened, unless the read found a TLS alert (a TLS 1.3
+        // engine refusing our client certificate resets the write of a large request).
+        const bool tls_alert = conn->stream.tls() && ec.category() == asio::error::get_ssl_category();
+        h = head_failure(s, *conn, write_ec && !tls_alert ? write_ec : ec);
+      }
     }
     if (h == HeadResult::kStale && attempt == 0) continue;  // closed by the engine while idle
     if (h != HeadResult::kOk) {
@@ -381,7 +386,9 @@ Proxy::HeadResult Proxy::head_failure(Session& s, const net::UpstreamConnection&
   if (conn.deadline.expired()) return HeadResult::kTimeout;
   const bool closed = closed_early(ec);
   if (closed && conn.reused && !s.parser->got_some()) return HeadResult::kStale;
-  if (conn.stream.tls() && !s.parser->got_some() && ec.category() == asio::error::get_ssl_category()) {
+  // (A fresh connection only: a pooled one was past its handshake and served before.)
+  if (conn.stream.tls() && !conn.reused && !s.parser->got_some() &&
+      ec.category() == asio::error::get_ssl_category()) {
     return HeadResult::kTls;
   }
   return closed ? HeadResult::kDropped : HeadResult::kBadResponse;

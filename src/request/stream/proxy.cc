@@ -319,9 +319,11 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       // Classified once; the key is checked before anything else is read, parsed or routed. A
       // refused request's connection closes (its body, if any, is never read).
       const Endpoint endpoint = classify(s.req.method_string, s.req.target, config_.served);
+      s.authenticated = false;
       if (config_.api_keys != nullptr && needs_key(s.req, endpoint)) {
         const ApiKeys::Outcome auth =
             config_.api_keys->check(s.req.fields.get(http::field::authorization), x_api_key(s.req.fields));
+        s.authenticated = auth == ApiKeys::Outcome::kAccepted;
         if (auth != ApiKeys::Outcome::kAccepted) {
           s.deadline.disarm();
           const std::string_view body = ApiKeys::error_body(auth);
@@ -416,6 +418,14 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   boost::system::error_code ignored;
   s.client.socket().shutdown(tcp::socket::shutdown_send, ignored);
   s.client.close(ignored);
+  // A read the client watch left pending (the exchange ended, then the loop did) completes,
+  // aborted by the close, before the session goes: under TLS its completion still runs inside
+  // the TLS stream, which must outlive it.
+  if (s.watch->reading) {
+    ClientWatch& w = *s.watch;
+    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+        [&w](ClientWatch::Waiter handler) { w.waiter.emplace(std::move(handler)); }, asio::use_awaitable);
+  }
 }
 
 asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status,

@@ -102,6 +102,9 @@ struct Proxy::Session {
   boost::beast::flat_buffer buffer;
   size_t thread = 0;
   bool close_after = false;  // the response was framed by closing the connection, or it broke
+  // RJ_API_KEYS_FILE: the current request presented a valid key (only then does
+  // RJ_UPSTREAM_TOKEN go upstream: an exempt CORS preflight is forwarded without it).
+  bool authenticated = false;
   net::Deadline deadline;  // the client socket: header/body reads, response writes
   std::shared_ptr<ClientWatch> watch;
   // Reused by every request of the connection (their capacity is kept).
