@@ -21,6 +21,7 @@ import datetime
 import http.client
 import ipaddress
 import os
+import select
 import shutil
 import socket
 import ssl
@@ -432,9 +433,9 @@ http {{
 # ---------------------------------------------------------------------------- strict Python front
 class StrictTlsFront:
     """A TLS terminator in this process that requires a client certificate in the handshake
-    (ssl.CERT_REQUIRED = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT), then pipes bytes to
-    127.0.0.1:<upstream_port>. With TLS 1.2 a missing client certificate fails the client's
-    handshake; with TLS 1.3 the client's handshake completes and the server's alert
+    (ssl.CERT_REQUIRED = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT), then relays bytes to
+    127.0.0.1:<upstream_port>, one thread per connection for both directions. With TLS 1.2 a
+    missing client certificate fails the client's handshake; with TLS 1.3 the client's handshake completes and the server's alert
     (certificate_required) arrives on its first read — both are TLS failures for the client.
     handshakes: list of ("ok"|"error: <reason>") per accepted connection."""
 
@@ -504,24 +505,44 @@ class StrictTlsFront:
             return
         with self._lock:
             self._conns += [s, up]
+        self._relay(s, up)
 
-        def pump(src, dst):
-            try:
-                while True:
-                    data = src.recv(65536)
+    @staticmethod
+    def _relay(s: ssl.SSLSocket, up: socket.socket) -> None:
+        """Both directions from one thread: an SSL object must never be read and written from two
+        threads at once (that garbles the stream)."""
+        try:
+            while True:
+                if s.pending():
+                    ready = [s]
+                else:
+                    ready, _, _ = select.select([s, up], [], [], 60)
+                    if not ready:
+                        break
+                if s in ready:
+                    s.settimeout(0.2)  # the readable bytes may not be a whole record yet
+                    try:
+                        data = s.recv(65536)
+                    except (socket.timeout, ssl.SSLWantReadError):
+                        data = None
+                    if data == b"":
+                        break
+                    if data:
+                        up.sendall(data)
+                if up in ready:
+                    data = up.recv(65536)
                     if not data:
                         break
-                    dst.sendall(data)
-            except (OSError, ssl.SSLError):
-                pass
-            for x in (src, dst):
+                    s.settimeout(30)
+                    s.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            for x in (s, up):
                 try:
                     x.close()
                 except OSError:
                     pass
-
-        threading.Thread(target=pump, args=(up, s), daemon=True).start()
-        pump(s, up)
 
     def stop(self) -> None:
         self._stop.set()
