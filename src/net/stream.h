@@ -32,6 +32,15 @@ class Stream {
   explicit Stream(tcp::socket s) : socket_(std::move(s)) {}
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
+  // A TLS connection ends without close_notify (the socket just closes). OpenSSL would then mark
+  // its session bad, and the engine's next connection could not resume it: say the shutdown was
+  // sent, as HTTP clients do (CPython's ssl module does the same).
+  ~Stream() {
+    if (tls_) {
+      SSL* ssl = tls_->native_handle();
+      SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_SENT_SHUTDOWN);
+    }
+  }
 
   tcp::socket& socket() { return socket_; }
   const tcp::socket& socket() const { return socket_; }

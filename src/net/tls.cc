@@ -5,6 +5,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include <cstring>
 #include <optional>
 
 namespace ramjet::net {
@@ -17,10 +18,16 @@ namespace {
 // OpenSSL's reason for the last error on this thread (library text only: no file contents),
 // and the queue cleared.
 std::string openssl_reason() {
-  unsigned long e = ERR_peek_last_error();
-  std::string why = e ? ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "unknown" : "unknown";
-  ERR_clear_error();
-  return why;
+  std::string why, system;
+  while (unsigned long e = ERR_get_error()) {
+    if (ERR_SYSTEM_ERROR(e)) {
+      system = std::strerror(ERR_GET_REASON(e));  // e.g. a missing file: "No such file or directory"
+    } else if (const char* r = ERR_reason_error_string(e)) {
+      why = r;
+    }
+  }
+  if (!system.empty()) return system;
+  return why.empty() ? "unknown" : why;
 }
 
 Error tls_error(std::string message) { return Error{"tls", std::move(message)}; }
@@ -196,9 +203,12 @@ bool UpstreamTls::prepare(SSL* ssl, const std::string& host, TlsTarget& target) 
   }
   if (SSL_set_ex_data(ssl, target_index(), &target) != 1) return false;
   if (SSL_SESSION* s = target.session()) {
-    const int ok = SSL_set_session(ssl, s);
+    const int ok = SSL_SESSION_is_resumable(s) == 1 ? SSL_set_session(ssl, s) : 0;
     SSL_SESSION_free(s);
-    if (ok != 1) ERR_clear_error();  // a full handshake instead
+    if (ok != 1) {  // a full handshake instead, and no more offers of that session
+      ERR_clear_error();
+      target.forget();
+    }
   }
   return true;
 }

@@ -492,6 +492,30 @@ def test_client_tls_serves_the_api_and_the_metrics_listener_over_https(tls_rj, p
         conn.close()
 
 
+def test_https_connections_that_end_after_their_response_leave_ramjet_whole(tls_rj):
+    """`Connection: close` (and HTTP/1.0) end the connection right after the response, while the
+    read that watched the client during the exchange is still pending on the TLS stream: the
+    session must not go before that read's completion has run (under ASan a use after free
+    would show here)."""
+    from support.ramjet_proc import SANITIZER_MARKERS
+    for i in range(12):
+        conn = http.client.HTTPSConnection("localhost", tls_rj.rj.api_port, timeout=30, context=tls_rj.ctx)
+        if i % 3 == 2:
+            conn._http_vsn, conn._http_vsn_str = 10, "HTTP/1.0"
+        try:
+            b = body(stream=i % 2 == 1)
+            conn.request("POST", CHAT, json.dumps(b), {"Content-Type": "application/json", "Connection": "close"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            resp.read()
+        finally:
+            conn.close()
+    assert tls_rj.chat(body()).status == 200
+    assert tls_rj.rj.alive()
+    out = tls_rj.rj.output()
+    assert not any(m in out for m in SANITIZER_MARKERS), out[-3000:]
+
+
 @pytest.mark.parametrize("listener", ["api", "metrics"])
 def test_plain_http_to_a_tls_port_gets_no_http_answer_and_ramjet_keeps_serving(tls_rj, listener):
     port = tls_rj.rj.api_port if listener == "api" else tls_rj.rj.metrics_port
