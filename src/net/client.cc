@@ -226,7 +226,7 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
     failure = timed_out                         ? GetFailure::kTimeout
               : ec == http::error::body_limit   ? GetFailure::kTooLarge
                                                 : GetFailure::kProtocol;
-    if (!timed_out && conn->stream.tls() && ec.category() == asio::error::get_ssl_category()) {
+    if (!timed_out && conn->stream.tls_error(ec)) {
       // A TLS alert after the handshake: under TLS 1.3 a server that wants a client certificate
       // (mTLS) refuses it only once our first record arrives.
       failure = GetFailure::kTls;

@@ -55,6 +55,11 @@ class Stream {
   }
   bool tls() const { return tls_ != nullptr; }
   tls_stream& tls_layer() { return *tls_; }
+  // `ec`, from an operation on this stream, is the TLS layer's (an alert, a bad record), not the
+  // socket's.
+  bool tls_error(const boost::system::error_code& ec) const {
+    return tls_ != nullptr && ec.category() == boost::asio::error::get_ssl_category();
+  }
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {

@@ -259,7 +259,11 @@ class Response(HeaderLookup):
 
 
 def http_request(port: int, method: str, path: str, body=None, headers=None, timeout: float = 10.0) -> Response:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    return exchange(http.client.HTTPConnection("127.0.0.1", port, timeout=timeout), method, path, body, headers)
+
+
+def exchange(conn: http.client.HTTPConnection, method: str, path: str, body=None, headers=None) -> Response:
+    """One request on `conn` (plain or HTTPS, not yet used), read whole; the connection closes."""
     try:
         if isinstance(body, str):
             body = body.encode()

@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from support.ramjet_proc import Metrics, Response
+from support.ramjet_proc import Metrics, Response, exchange
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -567,15 +567,7 @@ def https_request(port: int, method: str, path: str, body=None, headers=None, ti
     conn = http.client.HTTPSConnection(server_hostname, port, timeout=timeout, context=ctx)
     # Connect to loopback whatever the name, with the name for SNI and the hostname check.
     conn.sock = tls_connect(port, ctx, server_hostname, timeout)
-    try:
-        if isinstance(body, str):
-            body = body.encode()
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        data = r.read()
-        return Response(r.status, r.reason, r.getheaders(), data)
-    finally:
-        conn.close()
+    return exchange(conn, method, path, body, headers)
 
 
 def https_scrape(port: int, ctx: ssl.SSLContext, path: str = "/metrics") -> Metrics:

@@ -286,7 +286,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
       if (ec) {
         // No answer: the write says what happened, unless the read found a TLS alert (a TLS 1.3
         // engine refusing our client certificate resets the write of a large request).
-        const bool tls_alert = conn->stream.tls() && ec.category() == asio::error::get_ssl_category();
+        const bool tls_alert = conn->stream.tls_error(ec);
         h = head_failure(s, *conn, write_ec && !tls_alert ? write_ec : ec);
       }
     }
@@ -387,8 +387,7 @@ Proxy::HeadResult Proxy::head_failure(Session& s, const net::UpstreamConnection&
   const bool closed = closed_early(ec);
   if (closed && conn.reused && !s.parser->got_some()) return HeadResult::kStale;
   // (A fresh connection only: a pooled one was past its handshake and served before.)
-  if (conn.stream.tls() && !conn.reused && !s.parser->got_some() &&
-      ec.category() == asio::error::get_ssl_category()) {
+  if (conn.stream.tls_error(ec) && !conn.reused && !s.parser->got_some()) {
     return HeadResult::kTls;
   }
   return closed ? HeadResult::kDropped : HeadResult::kBadResponse;
