@@ -15,6 +15,7 @@ import pytest
 
 from support.ramjet_proc import RawClient, http_request, poll
 from support.sim_proc import SimProc
+from test_kv_events import settle
 
 PROMPT = "The secret system prompt of the dashboard test. " * 120  # three 2 KiB blocks
 ENV = {"RJ_UPSTREAM_PROFILES": "mtp,standard", "RJ_ENGINE_SCRAPE_INTERVAL_MS": "500"}
@@ -146,9 +147,12 @@ def test_kv_index_state_per_engine_and_exact_outcomes_per_decision(ramjet_factor
         # The same long prompt twice: the second is placed on the engine that now holds it, and its
         # decision lists every candidate's predicted resident tokens.
         _long_chat(rj, 1)
-        # The engine publishes the prompt's blocks after it answered: wait until they are indexed.
+        # The engine publishes the prompt's blocks after it answered, in several batches: wait until
+        # they are indexed and no batch is still being applied (a lookup that meets the index
+        # mid-write on a loaded machine answers busy, by design).
         poll(lambda: (rj.metrics().sum("ramjet_kv_index_resident_blocks") or 0) > 100, timeout=5,
              what="the first prompt's blocks in ramjet's index")
+        settle(rj)
         r = _long_chat(rj, 1)
         receipt = r.header("X-Ramjet-Route")
         assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt

@@ -15,6 +15,7 @@ import pytest
 from support.e2e import open_stream
 from support.ramjet_proc import http_request, poll
 from support.sim_proc import SimProc
+from test_kv_events import settle
 
 MARKER = "PROMPT-MARKER-7f3a9c"
 
@@ -131,6 +132,7 @@ def test_exact_routing_journals_its_outcome_and_the_predicted_tokens(ramjet_fact
         # The engine publishes the prompt's blocks after it answered: wait until they are indexed.
         poll(lambda: (rj.metrics().sum("ramjet_kv_index_resident_blocks") or 0) > 100, timeout=5,
              what="the first prompt's blocks in ramjet's index")
+        settle(rj)  # every batch applied: a lookup meeting the index mid-write would answer busy
         receipts.append(_chat(rj, system, "first question", max_tokens=2).header("X-Ramjet-Route"))
         small = _chat(rj, "short", "hi", max_tokens=2).header("X-Ramjet-Route")
         assert small == "ineligible", small
