@@ -45,7 +45,7 @@ void BM_RenderMetrics(benchmark::State& state) {
   route::ApproxOverlap approx(index);
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&approx}, single_flight, profiles);
   request::ProxyMetrics proxy(n);
-  proxy.set_profiles(profiles);
+  proxy.set_profiles([&router](size_t i) { return router.profile(i); });
   upstream::EngineScrapeConfig sc;
   sc.engines = u;
   upstream::EngineScraper scraper(sc);

@@ -63,7 +63,10 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
       const upstream::Engine& e = fleet.at(i);
       observe::EngineReading& er = r.engines[i];
       er.profile = route::profile_label(router.profile(i));
-      er.state = upstream::engine_state_label(e.state());
+      const net::SlotState slot = fleet.roster().state(i);
+      er.state = slot == net::SlotState::kVacant    ? "vacant"
+                 : slot == net::SlotState::kLeaving ? "leaving"
+                                                    : std::string(upstream::engine_state_label(e.state()));
       er.inflight = e.inflight();
       er.load_units = e.load_units();
       er.routed = decisions ? decisions->routed_to(i) : 0;
@@ -281,7 +284,7 @@ asio::awaitable<void> engine_metrics(std::string_view ordinal, const upstream::F
   size_t i = 0;
   auto [end, ec] = std::from_chars(ordinal.data(), ordinal.data() + ordinal.size(), i);
   if (ordinal.empty() || ec != std::errc() || end != ordinal.data() + ordinal.size() || i >= fleet.size() ||
-      i >= engines.config().engines.size()) {
+      i >= engines.slots() || !fleet.roster().listed(i)) {
     res.result(http::status::not_found);
     res.set(http::field::content_type, "application/json");
     res.body() = request::error_json("no such upstream", "not_found_error", 404);

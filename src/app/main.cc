@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <string_view>
@@ -37,7 +38,9 @@
 #include "request/route/router.h"
 #include "request/stream/observers.h"
 #include "request/stream/proxy.h"
+#include "upstream/dns.h"
 #include "upstream/fleet.h"
+#include "upstream/membership.h"
 #include "upstream/probe.h"
 
 namespace asio = boost::asio;
@@ -66,16 +69,77 @@ void raise_descriptor_limit() {
   }
 }
 
-// RJ_KV_EVENT_*: engine i's subscription, or none ("-", or no endpoints at all).
+// A KV-event endpoint item for one engine: tcp://*:port is the engine's own address.
+std::string own_endpoint(const std::string& item, const config::UpstreamUrl& url) {
+  if (!item.starts_with("tcp://*:")) return item;
+  const std::string host = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  return "tcp://" + host + item.substr(7);
+}
+
+// The engines a source lists, as upstream::Membership takes them: the static RJ_UPSTREAM list
+// (source 0) with its profiles and KV-event items, or one RJ_UPSTREAM_DNS name's template.
+std::vector<upstream::Listed> static_engines(const config::Config& cfg) {
+  std::vector<upstream::Listed> out;
+  for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
+    upstream::Listed l{cfg.upstreams[i]};
+    if (i < cfg.upstream_profiles.size()) l.profile = cfg.upstream_profiles[i];
+    if (i < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[i];
+    if (i < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[i];
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<upstream::Listed> dns_names(const config::Config& cfg) {
+  std::vector<upstream::Listed> out;
+  for (size_t n = 0; n < cfg.upstream_dns.size(); ++n) {
+    const size_t k = cfg.upstreams.size() + n;  // its position in the per-source lists
+    upstream::Listed l{cfg.upstream_dns[n]};
+    if (k < cfg.upstream_profiles.size()) l.profile = cfg.upstream_profiles[k];
+    if (k < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[k];
+    if (k < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[k];
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// The routing weights (RJ_ROUTE_*); a reload may change them.
+route::RouteConfig route_config(const config::Config& cfg) {
+  route::RouteConfig rc;
+  rc.load_unit_bytes = cfg.route_load_unit_bytes;
+  rc.max_load_units = cfg.route_max_load_units;
+  rc.alpha = cfg.route_alpha;
+  rc.max_overlap_blocks = cfg.route_max_overlap_blocks;
+  rc.chunk_bytes = cfg.route_chunk_bytes;
+  rc.short_max_tokens = cfg.profile_short_max_tokens;
+  return rc;
+}
+
+// What a SIGHUP reload applies while running; any other option that changed waits for a restart.
+constexpr std::array<std::string_view, 9> kReloadable = {
+    "RJ_UPSTREAM",          "RJ_UPSTREAM_PROFILES",     "RJ_ROUTE_ALPHA",
+    "RJ_ROUTE_MAX_OVERLAP_BLOCKS", "RJ_ROUTE_LOAD_UNIT_BYTES", "RJ_ROUTE_MAX_LOAD_UNITS",
+    "RJ_PROFILE_SHORT_MAX_TOKENS", "RJ_LOG_LEVEL",       "RJ_KV_EVENT_LIVE_ENDPOINTS"};
+
+route::Profile profile_of(std::string_view p) {
+  return p == "mtp" ? route::Profile::kMtp : p == "standard" ? route::Profile::kStandard : route::Profile::kNone;
+}
+
+// RJ_KV_EVENT_*: slot i's subscription, or none ("-", or no endpoints at all). When engines can
+// join later, every slot has a subscriber (waiting, fenced, until an engine with endpoints joins).
 std::vector<std::optional<cache::events::SubscriberOptions>> kv_sources(const config::Config& cfg) {
-  std::vector<std::optional<cache::events::SubscriberOptions>> out(cfg.upstreams.size());
-  for (size_t i = 0; i < cfg.kv_event_live_endpoints.size() && i < out.size(); ++i) {
-    if (cfg.kv_event_live_endpoints[i] == "-") continue;
+  std::vector<std::optional<cache::events::SubscriberOptions>> out(cfg.slots());
+  const bool dynamic = cfg.slots() > cfg.upstreams.size();
+  for (size_t i = 0; i < out.size() && !cfg.kv_event_live_endpoints.empty(); ++i) {
+    const bool fixed = i < cfg.upstreams.size() && i < cfg.kv_event_live_endpoints.size();
+    if (fixed && cfg.kv_event_live_endpoints[i] == "-" && !dynamic) continue;
     cache::events::SubscriberOptions o;
     // "discover": the engine catalog finds the endpoints (until then the subscriber waits, fenced).
-    if (cfg.kv_event_live_endpoints[i] != "discover") o.live_endpoint = cfg.kv_event_live_endpoints[i];
-    if (i < cfg.kv_event_replay_endpoints.size() && cfg.kv_event_replay_endpoints[i] != "-") {
-      o.replay_endpoint = cfg.kv_event_replay_endpoints[i];
+    if (fixed && cfg.kv_event_live_endpoints[i] != "discover" && cfg.kv_event_live_endpoints[i] != "-") {
+      o.live_endpoint = own_endpoint(cfg.kv_event_live_endpoints[i], cfg.upstreams[i]);
+    }
+    if (fixed && i < cfg.kv_event_replay_endpoints.size() && cfg.kv_event_replay_endpoints[i] != "-") {
+      o.replay_endpoint = own_endpoint(cfg.kv_event_replay_endpoints[i], cfg.upstreams[i]);
     }
     o.topic = cfg.kv_event_topic;
     o.replay_timeout = milliseconds(cfg.kv_event_timeout_ms);
@@ -158,10 +222,15 @@ int main(int argc, char** argv) {
     if (!made) return report_configuration_errors({made.error().message});
     server_tls = std::move(made).value();
   }
+  // The engines by ordinal slot (net/roster.h): RJ_UPSTREAM in the first slots; engines from
+  // RJ_UPSTREAM_DNS or a reload join the others (upstream/membership.h).
+  net::Roster roster(cfg.upstreams, cfg.slots());
   // RJ_TOKENIZER_*: the profile is checked even when off; local modes load and pin the
   // tokenizer, template and manifest and re-render the manifest's goldens (a mismatch stops here).
   std::vector<std::string> tokenizer_errors;
-  auto tokenizer = render::TokenizerService::create(render::tokenizer_service_config(cfg), tokenizer_errors);
+  render::TokenizerServiceConfig tokenizer_config = render::tokenizer_service_config(cfg);
+  tokenizer_config.roster = &roster;
+  auto tokenizer = render::TokenizerService::create(tokenizer_config, tokenizer_errors);
   if (!tokenizer) {
     return report_configuration_errors(tokenizer_errors);
   }
@@ -178,20 +247,13 @@ int main(int argc, char** argv) {
   const size_t threads = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   net::IoPool io(threads);
   const Clock& clock = SteadyClock::instance();
-  upstream::Fleet fleet(cfg.upstreams, clock, cfg.recent_success_ms,
+  upstream::Fleet fleet(roster, clock, cfg.recent_success_ms,
                         upstream::Readiness{cfg.ready_successes,
                                             int64_t{cfg.ready_stable_seconds} * 1000},
                         upstream::OutlierConfig{cfg.outlier_consecutive_failures, cfg.outlier_base_ejection_ms,
                                                 cfg.outlier_max_ejection_ms, cfg.outlier_max_ejection_percent,
                                                 cfg.outlier_penalty_ms});
-  route::RouteConfig rc;
-  rc.load_unit_bytes = cfg.route_load_unit_bytes;
-  rc.max_load_units = cfg.route_max_load_units;
-  rc.alpha = cfg.route_alpha;
-  rc.max_overlap_blocks = cfg.route_max_overlap_blocks;
-  rc.chunk_bytes = cfg.route_chunk_bytes;
-  rc.short_max_tokens = cfg.profile_short_max_tokens;
-  auto policy = route::make_policy(cfg.affinity, rc);
+  auto policy = route::make_policy(cfg.affinity, route_config(cfg));
   if (!policy) {
     std::fprintf(stderr, "ramjet: unknown routing policy\n");
     return 2;
@@ -228,9 +290,16 @@ int main(int argc, char** argv) {
                                    "discover") != cfg.kv_event_live_endpoints.end();
   if (exact_mode != route::ExactMode::kOff || discovers) {
     upstream::EngineCatalogConfig cc;
-    cc.upstreams = cfg.upstreams;
-    for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
-      cc.discover.push_back(i < cfg.kv_event_live_endpoints.size() && cfg.kv_event_live_endpoints[i] == "discover");
+    cc.roster = &roster;
+    // Slots past the static list hold engines from RJ_UPSTREAM_DNS (or a reload): discovered when
+    // the DNS names' KV items say so (config checks they all say the same).
+    const bool later_discover = std::find(cfg.kv_event_live_endpoints.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                              cfg.upstreams.size(), cfg.kv_event_live_endpoints.size())),
+                                          cfg.kv_event_live_endpoints.end(), "discover") != cfg.kv_event_live_endpoints.end();
+    for (size_t i = 0; i < roster.capacity(); ++i) {
+      cc.discover.push_back(i < cfg.upstreams.size()
+                                ? i < cfg.kv_event_live_endpoints.size() && cfg.kv_event_live_endpoints[i] == "discover"
+                                : later_discover);
     }
     cc.bearer = cfg.upstream_token;
     cc.retry = milliseconds(cfg.probe_interval_ms);
@@ -252,6 +321,11 @@ int main(int argc, char** argv) {
   sources.push_back(&approx);
   route::Router router(std::move(policy), fleet, std::move(sources), single_flight, std::move(profiles));
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
+  // Engines that join later (RJ_UPSTREAM_DNS names, a reload's RJ_UPSTREAM): the longest Host
+  // header and base path any of them can bring (a DNS name is at most 253 bytes).
+  size_t max_engine_prefix = 0;
+  for (const auto& d : cfg.upstream_dns) max_engine_prefix = std::max(max_engine_prefix, d.host_header().size() + d.base_path.size());
+  if (!cfg.config_file.empty()) max_engine_prefix = std::max<size_t>(max_engine_prefix, 253 + 6 + 256);
 
   request::ProxyConfig pc;
   // A body the buffer budget could never hold (an inference body counts twice) is refused as too
@@ -267,6 +341,7 @@ int main(int argc, char** argv) {
   pc.client_send_timeout = milliseconds(cfg.client_send_timeout_ms);
   pc.upstream_max_header_bytes = cfg.upstream_max_header_bytes;
   pc.upstream_max_header_count = cfg.upstream_max_header_count;
+  pc.max_engine_prefix_bytes = max_engine_prefix;
   pc.max_buffered_bytes = cfg.max_buffered_bytes;
   pc.served = request::ServedPaths{cfg.serve_tokenize, cfg.passthrough_paths};
   pc.advertise_ctx_margin = cfg.advertise_ctx_margin;
@@ -326,18 +401,59 @@ int main(int argc, char** argv) {
       .bearer = cfg.upstream_token,
       .max_body = cfg.engine_scrape_max_bytes,
       .engines = cfg.upstreams,
+      .roster = &roster,
       .gpu_urls = cfg.gpu_metrics_urls,
   });
-  {
-    std::vector<route::Profile> declared;
-    for (size_t i = 0; i < fleet.size(); ++i) declared.push_back(router.profile(i));
-    proxy.metrics().set_profiles(std::move(declared));
-  }
+  proxy.metrics().set_profiles([&router](size_t i) { return router.profile(i); });
+
+  // Membership (upstream/membership.h): source 0 is the static list, sources 1.. the DNS names.
+  // What a slot's engine leaves behind is freed when the slot is vacated; a joining engine
+  // starts from a clean slot.
+  upstream::Membership membership(
+      roster, fleet, 1 + cfg.upstream_dns.size(), static_engines(cfg),
+      upstream::Membership::Hooks{
+          .joined =
+              [&](size_t slot, const upstream::Listed& l) {
+                router.set_profile(slot, profile_of(l.profile));
+                index.clear(slot);
+                predictions.reset(slot);
+                if (l.kv_live.empty() || l.kv_live == "-") {
+                  kv.set_endpoints(slot, std::nullopt);
+                } else if (l.kv_live != "discover") {
+                  cache::events::SubscriberOptions o;
+                  o.live_endpoint = own_endpoint(l.kv_live, l.url);
+                  if (!l.kv_replay.empty() && l.kv_replay != "-") o.replay_endpoint = own_endpoint(l.kv_replay, l.url);
+                  o.topic = cfg.kv_event_topic;
+                  kv.set_endpoints(slot, std::move(o));
+                }
+              },
+          .vacated =
+              [&](size_t slot) {
+                kv.set_endpoints(slot, std::nullopt);  // unsubscribed, its exact index dropped
+                index.clear(slot);
+                for (size_t t = 0; t < threads; ++t) {  // its idle connections, each on its own thread
+                  asio::post(io.at(t), [&pools, t, slot] { pools.at(t, slot).clear(); });
+                }
+                predictions.reset(slot);
+                engine_scraper.forget(slot);
+              },
+      });
+  auto sweeper = std::make_shared<asio::steady_timer>(io.at(0));  // membership.sweep() every 500 ms
+  upstream::DnsDiscovery dns(
+      upstream::DnsConfig{.names = dns_names(cfg),
+                          .interval = milliseconds(cfg.upstream_dns_interval_ms),
+                          .server = cfg.upstream_dns_server},
+      [&io, &membership](size_t name, std::vector<upstream::Listed> engines) {
+        asio::post(io.at(0), [&membership, name, engines = std::move(engines)] { membership.update(1 + name, engines); });
+      });
 
   metrics::Registry registry;
+  registry.set_upstream_filter([&roster](size_t i) { return i < roster.capacity() && roster.listed(i); });
   registry.add([&](metrics::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](metrics::Exposition& x) { fleet.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { router.write_metrics(x); });
+  if (roster.capacity() > cfg.upstreams.size()) registry.add([&](metrics::Exposition& x) { membership.write_metrics(x); });
+  if (!cfg.upstream_dns.empty()) registry.add([&](metrics::Exposition& x) { dns.write_metrics(x); });
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
@@ -389,6 +505,7 @@ int main(int argc, char** argv) {
     (*api)->close();
     proxy.begin_drain();
     prober->stop();
+    sweeper->cancel();
     engine_scraper.stop();
     kv.stop();
     if (catalog) catalog->begin_stop();
@@ -413,6 +530,54 @@ int main(int argc, char** argv) {
       else spdlog::error("tls: reload failed, keeping the current certificate: {}", log::json_escape(r.error().message));
     });
   }
+  // RJ_CONFIG_FILE: the whole configuration read again (environment, command line, the file) and
+  // validated; what may change while running is applied, the rest is named in the log.
+  config::Config running = cfg;
+  if (!cfg.config_file.empty()) {
+    reloads.emplace_back([&, argc, argv] {
+      config::ParseResult next = config::parse_process(argc, argv);
+      const config::Config& n = next.config;
+      if (next.errors.empty() && n.upstreams.size() > roster.capacity()) {
+        next.errors.push_back("RJ_UPSTREAM: " + std::to_string(n.upstreams.size()) + " engines but " +
+                              std::to_string(roster.capacity()) + " ordinals (RJ_UPSTREAM_MAX, a restart setting)");
+      }
+      if (next.errors.empty() && n.affinity != running.affinity) {
+        next.errors.push_back("RJ_AFFINITY: the routing policy's kind changes only with a restart");
+      }
+      if (!next.errors.empty()) {
+        for (const auto& e : next.errors) spdlog::error("reload: configuration error: {}", log::json_escape(e));
+        spdlog::error("reload: {} problem(s); the running configuration stays", next.errors.size());
+        membership.count_reload(false);
+        return;
+      }
+      const std::vector<std::string> before = config::describe(running), after = config::describe(n);
+      std::vector<std::string> restart;
+      for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+        if (before[i] == after[i]) continue;
+        const std::string name = after[i].substr(0, after[i].find('='));
+        if (std::find(kReloadable.begin(), kReloadable.end(), name) == kReloadable.end()) restart.push_back(name);
+      }
+      membership.update(0, static_engines(n));
+      router.set_policy(route::make_policy(n.affinity, route_config(n)));
+      if (n.log_level != running.log_level) log::init(n.log_level);
+      for (const auto& name : restart) spdlog::warn("reload: {} changed; it takes effect after a restart", name);
+      spdlog::info("reload: configuration applied ({} engines listed, {} setting(s) wait for a restart)",
+                   roster.listed_count(), restart.size());
+      membership.count_reload(true);
+      // Settings needing a restart stay as running (so they are named again until then).
+      config::Config kept = running;
+      kept.upstreams = n.upstreams;
+      kept.upstream_profiles = n.upstream_profiles;
+      kept.kv_event_live_endpoints = n.kv_event_live_endpoints;
+      kept.route_alpha = n.route_alpha;
+      kept.route_max_overlap_blocks = n.route_max_overlap_blocks;
+      kept.route_load_unit_bytes = n.route_load_unit_bytes;
+      kept.route_max_load_units = n.route_max_load_units;
+      kept.profile_short_max_tokens = n.profile_short_max_tokens;
+      kept.log_level = n.log_level;
+      running = std::move(kept);
+    });
+  }
   auto hangups = std::make_unique<asio::signal_set>(io.at(0), SIGHUP);
   std::function<void(boost::system::error_code, int)> on_hangup = [&](boost::system::error_code ec, int) {
     if (ec) return;
@@ -424,6 +589,17 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   prober->start();
+  dns.start();
+  // Leaving engines are vacated once their requests are done.
+  std::function<void()> sweep = [&] {
+    sweeper->expires_after(milliseconds(500));
+    sweeper->async_wait([&](boost::system::error_code ec) {
+      if (ec || draining) return;
+      membership.sweep();
+      sweep();
+    });
+  };
+  if (roster.capacity() > cfg.upstreams.size()) sweep();
   kv.start();
   if (catalog) catalog->start(io.at(0));
   engine_scraper.start(io.at(0));
@@ -446,6 +622,8 @@ int main(int argc, char** argv) {
   signals.reset();
   hangups.reset();
   prober.reset();
+  dns.stop();
+  sweeper.reset();
   engine_scraper.stop();  // releases its timer before the io contexts go
   tokenizer->stop();
   catalog.reset();  // its timers belong to io.at(0)

@@ -3,6 +3,10 @@
 #include "config/config.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -101,6 +105,24 @@ void apply(const Option& o, std::string_view text, const std::string& label, Con
       }
       break;
     case Type::kUrlList:
+      if (o.env == "RJ_UPSTREAM_DNS") {  // the scheme is optional: name:port means http://
+        std::string with;
+        size_t start = 0;
+        while (start <= text.size()) {
+          size_t comma = text.find(',', start);
+          if (comma == std::string_view::npos) comma = text.size();
+          std::string_view item = text.substr(start, comma - start);
+          while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+          if (!with.empty() || start > 0) with += ',';
+          if (!item.empty() && item.find("://") == std::string_view::npos) with += "http://";
+          with += item;
+          start = comma + 1;
+        }
+        if (auto v = parse_upstreams(with, o.min, o.max, problems)) {
+          c.*member<std::vector<UpstreamUrl> Config::*>(o) = std::move(*v);
+        }
+        break;
+      }
       if (auto v = parse_upstreams(text, o.min, o.max, problems)) {
         c.*member<std::vector<UpstreamUrl> Config::*>(o) = std::move(*v);
       }
@@ -219,7 +241,8 @@ std::string value_text(const Option& o, const Config& c) {
 }  // namespace
 
 std::string UpstreamUrl::host_header() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  const std::string& n = server_name();
+  std::string h = n.find(':') != std::string::npos ? "[" + n + "]" : n;
   if (port != (tls ? 443 : 80)) h += ":" + std::to_string(port);
   return h;
 }
@@ -317,12 +340,30 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
 
   // 4. Checks across options. Skipped while either side is unset or invalid (already reported).
   const Config& c = r.config;
-  if (!c.upstream_profiles.empty() && !c.upstreams.empty() &&
-      c.upstream_profiles.size() != c.upstreams.size()) {
+  // Static entries, then DNS names: the positions RJ_UPSTREAM_PROFILES and the KV endpoints follow.
+  const size_t sources = c.upstreams.size() + c.upstream_dns.size();
+  if (!c.upstream_profiles.empty() && sources > 0 && c.upstream_profiles.size() != sources) {
     r.errors.push_back("RJ_UPSTREAM_PROFILES: " + std::to_string(c.upstream_profiles.size()) +
-                       " profiles for " + std::to_string(c.upstreams.size()) +
-                       " RJ_UPSTREAM entries; give one profile per upstream, in the same order");
+                       " profiles for " + std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
+                       std::to_string(c.upstream_dns.size()) +
+                       " RJ_UPSTREAM_DNS names; give one profile per entry, then one per name, in order");
   }
+  if (!c.upstream_dns_server.empty()) {
+    const size_t colon = c.upstream_dns_server.rfind(':');
+    uint32_t port = 0;
+    const char* end = c.upstream_dns_server.data() + c.upstream_dns_server.size();
+    const bool port_ok = colon != std::string::npos &&
+                         std::from_chars(c.upstream_dns_server.data() + colon + 1, end, port).ptr == end && port > 0 &&
+                         port <= 65535;
+    unsigned a = 0, b = 0, cc = 0, d = 0;
+    char tail = 0;
+    const bool ip_ok = colon != std::string::npos &&
+                       std::sscanf(c.upstream_dns_server.substr(0, colon).c_str(), "%u.%u.%u.%u%c", &a, &b, &cc, &d, &tail) == 4 &&
+                       a < 256 && b < 256 && cc < 256 && d < 256;
+    if (!port_ok || !ip_ok) r.errors.push_back("RJ_UPSTREAM_DNS_SERVER: expected an IPv4 address and port, e.g. 10.96.0.10:53");
+    if (c.upstream_dns.empty()) r.errors.push_back("RJ_UPSTREAM_DNS_SERVER: set without RJ_UPSTREAM_DNS");
+  }
+
   if (!c.gpu_metrics_urls.empty() && !c.upstreams.empty() &&
       c.gpu_metrics_urls.size() != c.upstreams.size()) {
     r.errors.push_back("RJ_GPU_METRICS_URLS: " + std::to_string(c.gpu_metrics_urls.size()) +
@@ -332,16 +373,37 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
   }
 
   // One "discover" stands for every engine.
-  if (c.kv_event_live_endpoints.size() == 1 && c.kv_event_live_endpoints[0] == "discover" && c.upstreams.size() > 1) {
-    r.config.kv_event_live_endpoints.assign(c.upstreams.size(), "discover");
+  // One item (discover, or an endpoint whose host is *: each engine's own address) stands for
+  // every entry and name.
+  if (c.kv_event_live_endpoints.size() == 1 && sources > 1) {
+    r.config.kv_event_live_endpoints.assign(sources, c.kv_event_live_endpoints[0]);
+    if (c.kv_event_replay_endpoints.size() == 1) r.config.kv_event_replay_endpoints.assign(sources, c.kv_event_replay_endpoints[0]);
   }
   for (const auto* list : {&c.kv_event_live_endpoints, &c.kv_event_replay_endpoints}) {
     const bool live = list == &c.kv_event_live_endpoints;
     const std::string name = live ? "RJ_KV_EVENT_LIVE_ENDPOINTS" : "RJ_KV_EVENT_REPLAY_ENDPOINTS";
-    if (!list->empty() && !c.upstreams.empty() && list->size() != c.upstreams.size()) {
+    if (!list->empty() && sources > 0 && list->size() != sources) {
       r.errors.push_back(name + ": " + std::to_string(list->size()) + " endpoints for " +
-                         std::to_string(c.upstreams.size()) +
-                         " RJ_UPSTREAM entries; give one per upstream, in the same order (\"-\" for none)");
+                         std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
+                         std::to_string(c.upstream_dns.size()) +
+                         " RJ_UPSTREAM_DNS names; give one per entry, then one per name, in order (\"-\" for "
+                         "none), or a single one for all");
+    }
+    if (live && list->size() == sources && c.upstream_dns.size() > 1) {  // one catalog setting for all DNS engines
+      const bool first = (*list)[c.upstreams.size()] == "discover";
+      for (size_t i = c.upstreams.size(); i < list->size(); ++i) {
+        if (((*list)[i] == "discover") != first) {
+          r.errors.push_back(name + ": the RJ_UPSTREAM_DNS names' items must all be discover, or none of them");
+          break;
+        }
+      }
+    }
+    for (size_t i = c.upstreams.size(); i < list->size(); ++i) {  // a DNS name's engines have no fixed host
+      const std::string& e = (*list)[i];
+      if (e != "-" && e != "discover" && !e.starts_with("tcp://*:")) {
+        r.errors.push_back(name + ": item " + std::to_string(i + 1) +
+                           " (an RJ_UPSTREAM_DNS name): give tcp://*:port (each engine's own address), discover or -");
+      }
     }
     for (size_t i = 0; i < list->size(); ++i) {
       if (live && (*list)[i] == "discover") continue;
@@ -383,8 +445,16 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     }
   }
 
-  // 5. Required options (not when only help is wanted).
+  // 5. Required options (not when only help is wanted). The engines: RJ_UPSTREAM, or DNS names.
   if (r.action == Action::kRun) {
+    bool engines = false;
+    for (size_t i = 0; i < table.size(); ++i) {
+      if (table[i].env == "RJ_UPSTREAM" || table[i].env == "RJ_UPSTREAM_DNS") engines = engines || provided[i];
+    }
+    if (!engines) {
+      r.errors.push_back("RJ_UPSTREAM is required (or --upstream), unless RJ_UPSTREAM_DNS names the engines: "
+                         "engine base URLs, comma-separated");
+    }
     for (size_t i = 0; i < table.size(); ++i) {
       if (table[i].required && !provided[i]) {
         r.errors.push_back(std::string(table[i].env) + " is required (or " +
@@ -395,20 +465,90 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
   return r;
 }
 
+std::optional<std::map<std::string, std::string>> read_config_file(const std::string& path,
+                                                                   std::vector<std::string>& errors) {
+  constexpr size_t kMaxBytes = 1 << 20;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    errors.push_back("RJ_CONFIG_FILE: cannot open the file: " + std::string(std::strerror(errno)));
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[8192];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= kMaxBytes) text.append(buf, n);
+  std::fclose(f);
+  if (text.size() > kMaxBytes) {
+    errors.push_back("RJ_CONFIG_FILE: larger than 1 MiB");
+    return std::nullopt;
+  }
+  std::map<std::string, std::string> out;
+  size_t line_no = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (line.empty() || line.front() == '#') continue;
+    if (line.starts_with("export ")) line.remove_prefix(7);
+    const size_t eq = line.find('=');
+    std::string_view name = eq == std::string_view::npos ? line : line.substr(0, eq);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    // Line numbers only: a value may be a secret.
+    if (eq == std::string_view::npos || !name.starts_with("RJ_")) {
+      errors.push_back("RJ_CONFIG_FILE: line " + std::to_string(line_no) + ": expected RJ_NAME=value");
+      continue;
+    }
+    std::string_view value = line.substr(eq + 1);
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (name == "RJ_CONFIG_FILE") {
+      errors.push_back("RJ_CONFIG_FILE: line " + std::to_string(line_no) + ": a configuration file cannot name another");
+      continue;
+    }
+    out[std::string(name)] = std::string(value);
+  }
+  return out;
+}
+
 ParseResult parse_process(int argc, char** argv) {
   std::vector<std::string> names;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view kv(*e);
     names.emplace_back(kv.substr(0, kv.find('=')));
   }
-  EnvLookup lookup = [](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return parse(names, lookup, args);
+  // RJ_CONFIG_FILE (or --config-file): its values stand in for what the environment and the
+  // command line leave unset.
+  std::string file;
+  if (const char* v = std::getenv("RJ_CONFIG_FILE")) file = v;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config-file" && i + 1 < args.size()) file = args[i + 1];
+    else if (args[i].starts_with("--config-file=")) file = args[i].substr(14);
+  }
+  std::vector<std::string> file_errors;
+  std::map<std::string, std::string> from_file;
+  if (!file.empty()) {
+    if (auto read = read_config_file(file, file_errors)) from_file = std::move(*read);
+  }
+  for (const auto& [name, value] : from_file) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  EnvLookup lookup = [&from_file](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v != nullptr) return std::string(v);
+    auto it = from_file.find(std::string(name));
+    if (it != from_file.end()) return it->second;
+    return std::nullopt;
+  };
+  ParseResult r = parse(names, lookup, args);
+  r.errors.insert(r.errors.begin(), file_errors.begin(), file_errors.end());
+  return r;
 }
 
 std::string help_text() {

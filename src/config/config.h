@@ -18,17 +18,34 @@ struct UpstreamUrl {
   uint16_t port = 80;
   std::string base_path;  // "" or "/prefix" without trailing '/'
   bool tls = false;       // https:// (port 443 unless given)
+  // The DNS name the operator gave when `host` is one of its addresses (RJ_UPSTREAM_DNS): the
+  // TLS server name (SNI, certificate check) and the Host header; empty otherwise. Never logged.
+  std::string name{};
+  const std::string& server_name() const { return name.empty() ? host : name; }
   std::string host_header() const;  // "host:port" (port omitted when the scheme's default)
 };
 
 struct Config {
   // --- upstreams ---
-  std::vector<UpstreamUrl> upstreams;   // RJ_UPSTREAM (comma list, required, 1..256)
+  std::vector<UpstreamUrl> upstreams;   // RJ_UPSTREAM (comma list, 0..256; this or RJ_UPSTREAM_DNS)
+  // RJ_UPSTREAM_DNS: names whose A/AAAA records are engines (host = the name), 0..64;
+  // RJ_UPSTREAM_DNS_INTERVAL_MS, RJ_UPSTREAM_DNS_SERVER (IPv4 ip:port, "" = system resolver).
+  std::vector<UpstreamUrl> upstream_dns;
+  uint32_t upstream_dns_interval_ms = 5000;
+  std::string upstream_dns_server;
+  uint32_t upstream_max = 0;  // RJ_UPSTREAM_MAX: ordinals (slots); 0 = auto (see slots())
+  // Slots for engines: RJ_UPSTREAM_MAX, or the static list alone when nothing can add engines,
+  // else at least 64.
+  size_t slots() const {
+    if (upstream_max) return upstream_max < upstreams.size() ? upstreams.size() : upstream_max;
+    return upstream_dns.empty() && config_file.empty() ? upstreams.size() : std::max<size_t>(64, upstreams.size());
+  }
+  std::string config_file;  // RJ_CONFIG_FILE: RJ_NAME=value lines, re-read on SIGHUP
   std::string upstream_token;           // RJ_UPSTREAM_TOKEN (secret; LB-originated calls only)
   // RJ_UPSTREAM_TLS_CA_FILE / _CERT_FILE / _KEY_FILE: https:// engines (net/tls.h)
   std::string upstream_tls_ca_file, upstream_tls_cert_file, upstream_tls_key_file;
-  // RJ_UPSTREAM_PROFILES: "mtp" or "standard" per upstream, in RJ_UPSTREAM order (lowercase);
-  // empty, or exactly one per upstream (checked).
+  // RJ_UPSTREAM_PROFILES: "mtp" or "standard" per RJ_UPSTREAM entry, then per RJ_UPSTREAM_DNS
+  // name, in order (lowercase); empty, or exactly one each (checked).
   std::vector<std::string> upstream_profiles;
   // --- listeners ---
   std::string listen_host = "0.0.0.0";  // RJ_LISTEN host:port

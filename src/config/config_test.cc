@@ -313,9 +313,11 @@ TEST(Config, KvEventEndpointsAreOnePerUpstreamCheckedAndNeverEchoed) {
   EXPECT_EQ(described.find("engine-a"), std::string::npos) << described;
 
   auto bad = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
-                  {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://*:5557,udp://secret-host:1,tcp://secret-host:0"}});
+                  {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://*x:5557,udp://secret-host:1,tcp://secret-host:0"}});
   EXPECT_EQ(count(bad, "RJ_KV_EVENT_LIVE_ENDPOINTS: 3 endpoints for 2 RJ_UPSTREAM entries"), 1u) << all(bad.errors);
   EXPECT_EQ(count(bad, "item 1: a subscriber connects"), 1u) << all(bad.errors);
+  // * alone is each engine's own address (vLLM's own bind form).
+  EXPECT_TRUE(run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://*:5557"}}).errors.empty());
   EXPECT_EQ(count(bad, "item 2: expected tcp://host:port"), 1u) << all(bad.errors);
   EXPECT_EQ(count(bad, "item 3: port must be 1..65535"), 1u) << all(bad.errors);
   EXPECT_EQ(all(bad.errors).find("secret-host"), std::string::npos);
@@ -381,7 +383,7 @@ TEST(Config, BoundsAreEnforced) {
   std::string many;
   for (int i = 0; i < 257; ++i) many += "http://e" + std::to_string(i) + ",";
   auto r257 = run({{"RJ_UPSTREAM", many.substr(0, many.size() - 1)}});
-  EXPECT_EQ(count(r257, "RJ_UPSTREAM: 257 items; expected 1..256"), 1u) << all(r257.errors);
+  EXPECT_EQ(count(r257, "RJ_UPSTREAM: 257 items; expected 0..256"), 1u) << all(r257.errors);
   auto r256 = run({{"RJ_UPSTREAM", many.substr(0, many.rfind(",http://e256"))}});
   EXPECT_TRUE(r256.errors.empty()) << all(r256.errors);
   EXPECT_EQ(r256.config.upstreams.size(), 256u);
@@ -592,7 +594,7 @@ TEST(Config, TableRowsAreWellFormed) {
     }
     if (o.required) {
       EXPECT_TRUE(o.default_text.empty());
-    } else if (o.type != Type::kString) {
+    } else if (o.type != Type::kString && o.env != "RJ_UPSTREAM") {  // (it or RJ_UPSTREAM_DNS is required)
       // The default is written as a user would write it and passes the same checks.
       auto r = run(valid({{std::string(o.env), std::string(o.default_text)}}));
       EXPECT_TRUE(r.errors.empty()) << all(r.errors);
@@ -668,6 +670,45 @@ TEST(Config, DocsConfigurationMdIsUpToDate) {
   FAIL() << "docs/configuration.md is out of date with the options table (first difference at "
          << "line " << line << ").\n  on disk:   " << la << "\n  generated: " << lb
          << "\nRegenerate with `build/dev/src/app/ramjet --help-markdown > docs/configuration.md`.";
+}
+
+}  // namespace
+}  // namespace ramjet::config
+
+namespace ramjet::config {
+namespace {
+
+TEST(Config, DnsNamesListEnginesWithOrWithoutAScheme) {
+  auto r = run({{"RJ_UPSTREAM_DNS", "vllm-mtp.serving.svc:8000, https://vllm-std.serving.svc:8443/v1"},
+                {"RJ_UPSTREAM_PROFILES", "mtp,standard"},
+                {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://*:5557"},
+                {"RJ_UPSTREAM_DNS_SERVER", "10.96.0.10:53"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  ASSERT_EQ(r.config.upstream_dns.size(), 2u);
+  EXPECT_EQ(r.config.upstream_dns[0].host, "vllm-mtp.serving.svc");
+  EXPECT_FALSE(r.config.upstream_dns[0].tls);
+  EXPECT_TRUE(r.config.upstream_dns[1].tls);
+  EXPECT_EQ(r.config.upstream_dns[1].base_path, "/v1");
+  EXPECT_TRUE(r.config.upstreams.empty());
+  EXPECT_EQ(r.config.kv_event_live_endpoints.size(), 2u);  // one for every name
+  EXPECT_EQ(r.config.slots(), 64u);
+  EXPECT_EQ(run({{"RJ_UPSTREAM", "http://a:1"}}).config.slots(), 1u);  // nothing can join later
+}
+
+TEST(Config, DnsNamesAreChecked) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1"},
+                {"RJ_UPSTREAM_DNS", "engines:8000"},
+                {"RJ_UPSTREAM_PROFILES", "mtp"},
+                {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://a:5557,tcp://engines:5557"},
+                {"RJ_UPSTREAM_DNS_SERVER", "dns.local:53"}});
+  EXPECT_EQ(count(r, "1 profiles for 1 RJ_UPSTREAM entries and 1 RJ_UPSTREAM_DNS names"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "item 2 (an RJ_UPSTREAM_DNS name): give tcp://*:port"), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_UPSTREAM_DNS_SERVER: expected an IPv4 address and port"), 1u) << all(r.errors);
+  EXPECT_EQ(count(run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DNS_SERVER", "10.0.0.1:53"}}),
+                  "RJ_UPSTREAM_DNS_SERVER: set without RJ_UPSTREAM_DNS"),
+            1u);
+  auto dns_only = run({{"RJ_UPSTREAM_DNS", "engines:8000"}});
+  EXPECT_TRUE(dns_only.errors.empty()) << all(dns_only.errors);
 }
 
 }  // namespace

@@ -29,14 +29,65 @@ const std::array kOptions = {
     Option{.env = "RJ_UPSTREAM",
            .flag = "--upstream",
            .type = Type::kUrlList,
-           .min = 1,
+           .min = 0,
            .max = 256,
-           .required = true,
-           .doc = "Engine base URLs, comma-separated: http[s]://host[:port][/base-path]. https:// "
+           .doc = "Engine base URLs, comma-separated: http[s]://host[:port][/base-path] (this, "
+                  "RJ_UPSTREAM_DNS, or both). https:// "
                   "engines are verified (certificate chain and the URL's host name or IP, SNI for "
                   "names) against the system CA store or RJ_UPSTREAM_TLS_CA_FILE; TLS sessions are "
-                  "resumed on new connections.",
+                  "resumed on new connections. Reloaded on SIGHUP when it comes from RJ_CONFIG_FILE: "
+                  "engines added join through the readiness gate, engines removed finish their "
+                  "requests first.",
            .field = &Config::upstreams},
+    Option{.env = "RJ_UPSTREAM_DNS",
+           .flag = "--upstream-dns",
+           .type = Type::kUrlList,
+           .min = 0,
+           .max = 64,
+           .doc = "Engines discovered from DNS, comma-separated [http[s]://]name:port[/base-path]: "
+                  "each name's A and AAAA records are engines (one per address, e.g. a Kubernetes "
+                  "headless Service), looked up again every RJ_UPSTREAM_DNS_INTERVAL_MS. A new "
+                  "address joins fenced and must pass the probes and the readiness gate; an address "
+                  "that disappears leaves (no new requests, its requests in flight finish, then its "
+                  "index, KV subscription and connections are freed). A failed lookup changes "
+                  "nothing. https:// names are verified against the name, not the address.",
+           .field = &Config::upstream_dns},
+    Option{.env = "RJ_UPSTREAM_DNS_INTERVAL_MS",
+           .flag = "--upstream-dns-interval-ms",
+           .type = Type::kUint,
+           .default_text = "5000",
+           .min = 100,
+           .max = 3600000,
+           .doc = "How often every RJ_UPSTREAM_DNS name is looked up again.",
+           .field = &Config::upstream_dns_interval_ms},
+    Option{.env = "RJ_UPSTREAM_DNS_SERVER",
+           .flag = "--upstream-dns-server",
+           .type = Type::kString,
+           .doc = "Ask this DNS server (IPv4 ip:port) for RJ_UPSTREAM_DNS names instead of the "
+                  "system resolver (/etc/hosts, /etc/resolv.conf); names are asked as given, "
+                  "without the search list.",
+           .field = &Config::upstream_dns_server},
+    Option{.env = "RJ_UPSTREAM_MAX",
+           .flag = "--upstream-max",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 1024,
+           .doc = "Engines the fleet can hold at once (ordinals 0..N-1). 0 = the RJ_UPSTREAM "
+                  "entries alone, or at least 64 when RJ_UPSTREAM_DNS or RJ_CONFIG_FILE can add "
+                  "engines. An engine that leaves frees its ordinal once its requests are done; "
+                  "one that comes back gets its old ordinal if it is still free.",
+           .field = &Config::upstream_max},
+    Option{.env = "RJ_CONFIG_FILE",
+           .flag = "--config-file",
+           .type = Type::kString,
+           .doc = "A file of RJ_NAME=value lines (# comments, blank lines; values as in the "
+                  "environment) for every option the environment and command line leave unset. "
+                  "SIGHUP reads it again, validates the whole configuration and applies what can "
+                  "change while running (RJ_UPSTREAM, RJ_UPSTREAM_PROFILES, the RJ_ROUTE_* weights, "
+                  "RJ_LOG_LEVEL), or keeps the running configuration and logs every problem; other "
+                  "changed options are named in the log and wait for a restart.",
+           .field = &Config::config_file},
     Option{.env = "RJ_UPSTREAM_TOKEN",
            .flag = "--upstream-token",
            .type = Type::kString,
@@ -68,7 +119,8 @@ const std::array kOptions = {
            .min = 0,
            .max = 256,
            .choices = kProfiles,
-           .doc = "Decode profile of each engine, one per RJ_UPSTREAM entry in the same order: "
+           .doc = "Decode profile of each engine, one per RJ_UPSTREAM entry in the same order, then "
+                  "one per RJ_UPSTREAM_DNS name (for all of its engines): "
                   "mtp (speculative decoding) or standard, case-insensitive; empty = no profile "
                   "preference.",
            .field = &Config::upstream_profiles},

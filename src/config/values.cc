@@ -408,7 +408,8 @@ std::optional<std::string> zmq_endpoint_problem(std::string_view e) {
   const size_t colon = hp.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return "expected tcp://host:port";
   const std::string_view host = hp.substr(0, colon), port = hp.substr(colon + 1);
-  if (host == "*" || host.find('*') != std::string_view::npos) return "a subscriber connects: name the engine's host, not *";
+  // * alone: each engine's own address (its RJ_UPSTREAM host or DNS address), as vLLM binds it.
+  if (host != "*" && host.find('*') != std::string_view::npos) return "a subscriber connects: name the engine's host, or * for the engine's own address";
   if (host.front() == '[' ? host.back() != ']' : host.find(':') != std::string_view::npos) {
     return "an IPv6 host goes in brackets";
   }

@@ -28,6 +28,21 @@ void Exposition::family(std::string_view name, std::string_view type, std::strin
   out_ += '\n';
 }
 
+bool Exposition::hidden(std::string_view labels) const {
+  if (!upstream_visible_) return false;
+  constexpr std::string_view key = "upstream=\"";
+  for (size_t at = labels.find(key); at != std::string_view::npos; at = labels.find(key, at + 1)) {
+    if (at != 0 && labels[at - 1] != ',') continue;  // e.g. a key ending in "upstream"
+    size_t ordinal = 0;
+    size_t p = at + key.size();
+    if (p >= labels.size() || labels[p] < '0' || labels[p] > '9') return false;
+    for (; p < labels.size() && labels[p] >= '0' && labels[p] <= '9'; ++p) ordinal = ordinal * 10 + static_cast<size_t>(labels[p] - '0');
+    if (p >= labels.size() || labels[p] != '"') return false;
+    return !upstream_visible_(ordinal);
+  }
+  return false;
+}
+
 void Exposition::prefix(std::string_view name, std::string_view labels) {
   out_ += name;
   if (!labels.empty()) {
@@ -39,6 +54,7 @@ void Exposition::prefix(std::string_view name, std::string_view labels) {
 }
 
 void Exposition::sample(std::string_view name, std::string_view labels, double value) {
+  if (hidden(labels)) return;
   prefix(name, labels);
   if (std::isnan(value)) {
     out_ += "NaN";
@@ -53,12 +69,14 @@ void Exposition::sample(std::string_view name, std::string_view labels, double v
 }
 
 void Exposition::sample(std::string_view name, std::string_view labels, uint64_t value) {
+  if (hidden(labels)) return;
   prefix(name, labels);
   out_ += std::to_string(value);
   out_ += '\n';
 }
 
 void Exposition::sample(std::string_view name, std::string_view labels, int64_t value) {
+  if (hidden(labels)) return;
   prefix(name, labels);
   out_ += std::to_string(value);
   out_ += '\n';
@@ -69,10 +87,16 @@ void Registry::add(Writer w) {
   writers_.push_back(std::move(w));
 }
 
+void Registry::set_upstream_filter(std::function<bool(size_t)> visible) {
+  std::lock_guard lock(mu_);
+  upstream_visible_ = std::move(visible);
+}
+
 std::string Registry::render() const {
   Exposition e;
   write_build_info(e);  // first: which build answers this scrape
   std::lock_guard lock(mu_);
+  e.set_upstream_filter(upstream_visible_);
   for (const auto& w : writers_) w(e);
   return e.take();
 }

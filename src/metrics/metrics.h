@@ -65,10 +65,15 @@ class Exposition {
   void sample(std::string_view name, std::string_view labels, uint64_t value);
   void sample(std::string_view name, std::string_view labels, int64_t value);
   std::string take() { return std::move(out_); }
+  // Drops every sample whose `upstream` label names an ordinal `visible` rejects: the vacant
+  // slots of a fleet whose engines come and go (net/roster.h) have no series.
+  void set_upstream_filter(std::function<bool(size_t)> visible) { upstream_visible_ = std::move(visible); }
 
  private:
+  bool hidden(std::string_view labels) const;
   void prefix(std::string_view name, std::string_view labels);
   std::string out_;
+  std::function<bool(size_t)> upstream_visible_;
 };
 
 // A registry of writers. add() is called at startup; render() from the metrics listener. Every
@@ -78,10 +83,12 @@ class Registry {
   using Writer = std::function<void(Exposition&)>;
   void add(Writer w);
   std::string render() const;
+  void set_upstream_filter(std::function<bool(size_t)> visible);  // Exposition::set_upstream_filter
 
  private:
   mutable std::mutex mu_;  // guards the writer list (startup and scrape only)
   std::vector<Writer> writers_;
+  std::function<bool(size_t)> upstream_visible_;
 };
 
 }  // namespace ramjet::metrics

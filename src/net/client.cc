@@ -72,7 +72,7 @@ asio::awaitable<bool> handshake(UpstreamConnection& conn, const config::Upstream
   TlsTarget& target = tls.target(url.host, url.port);
   conn.stream.start_tls(tls.context());
   SSL* ssl = conn.stream.tls_layer().native_handle();
-  if (!tls.prepare(ssl, url.host, target)) {
+  if (!tls.prepare(ssl, url.server_name(), target)) {
     ERR_clear_error();
     target.count_failure(TlsFailure::kHandshake);
     failure = ConnectFailure::kTls;
@@ -100,11 +100,11 @@ asio::awaitable<bool> handshake(UpstreamConnection& conn, const config::Upstream
 }
 }  // namespace
 
-ConnectionPtr IdlePool::take() {
+ConnectionPtr IdlePool::take(uint64_t incarnation) {
   while (!idle_.empty()) {
     ConnectionPtr c = std::move(idle_.back());
     idle_.pop_back();
-    if (looks_open(*c)) {
+    if (c->incarnation == incarnation && looks_open(*c)) {
       c->reused = true;
       return c;
     }

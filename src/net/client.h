@@ -32,6 +32,7 @@ struct UpstreamConnection {
   Deadline deadline;
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
+  uint64_t incarnation = 0;  // the engine it was made to (net/roster.h): another one in its slot never gets it
 };
 using ConnectionPtr = std::unique_ptr<UpstreamConnection>;
 
@@ -41,11 +42,13 @@ class IdlePool {
   explicit IdlePool(size_t max_idle = 64) : max_idle_(max_idle) {}
   IdlePool(IdlePool&&) = default;
   IdlePool& operator=(IdlePool&&) = default;
-  // The most recently used idle connection that still looks open, or nullptr.
-  ConnectionPtr take();
+  // The most recently used idle connection to `incarnation` that still looks open, or nullptr
+  // (connections to an engine that left the slot are closed).
+  ConnectionPtr take(uint64_t incarnation = 0);
   // Keeps a connection whose response was fully read and that may be reused.
   void put(ConnectionPtr c);
   size_t size() const { return idle_.size(); }
+  void clear() { idle_.clear(); }  // closes them (on the owning thread)
 
  private:
   size_t max_idle_;

@@ -289,9 +289,12 @@ void Dashboard::render_state_locked(const Reading& r) {
   out += std::to_string(config_.window_s);
   out += ",\"fail_open\":";
   out += r.fail_open ? "true" : "false";
-  size_t healthy = 0;
-  for (const auto& e : r.engines) healthy += e.state == "healthy";
-  out += ",\"healthy\":" + std::to_string(healthy) + ",\"total\":" + std::to_string(r.engines.size());
+  size_t healthy = 0, total = 0;
+  for (const auto& e : r.engines) {
+    healthy += e.state == "healthy";
+    total += e.state != "vacant" && e.state != "leaving";
+  }
+  out += ",\"healthy\":" + std::to_string(healthy) + ",\"total\":" + std::to_string(total);
   out += ",\"tiles\":{";
   key(out, "gen_tps_30s"), numf(out, p.gen_tps_30s);
   out += ',', key(out, "gen_tps"), numf(out, p.gen_tps);
@@ -315,7 +318,8 @@ void Dashboard::render_state_locked(const Reading& r) {
     const Reading* win = readings_.size() >= 2 ? readings_.ago(std::min<size_t>(config_.window_s, readings_.size() - 1)) : nullptr;
     const bool fo = r.fail_open && win && e < win->engines.size() &&
                     er.fail_open_dispatches > win->engines[e].fail_open_dispatches;
-    if (e) out += ',';
+    if (er.state == "vacant") continue;  // an ordinal no engine holds now
+    if (out.back() != '[') out += ',';
     out += "{\"ordinal\":" + std::to_string(e);
     out += ",\"profile\":";
     append_json_string(out, er.profile);

@@ -101,7 +101,7 @@ class HourStrip {
 // One engine (upstream ordinal) at one instant.
 struct EngineReading {
   std::string profile;  // none|mtp|standard
-  std::string state;    // healthy|warming|unhealthy
+  std::string state;    // healthy|warming|unhealthy|ejected, leaving (out of the fleet, finishing), vacant (no engine)
   int64_t inflight = 0;
   int64_t load_units = 0;
   uint64_t routed = 0;             // cumulative decisions that chose it (request rate)

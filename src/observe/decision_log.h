@@ -87,7 +87,7 @@ class DecisionLogObserver final : public request::ExchangeObserver {
  public:
   DecisionLogObserver(DecisionLog& log, const route::Router& router)
       : ExchangeObserver(request::kDecided), log_(log), router_(router) {}
-  void decided(request::ExchangeRecord& x) override { log_.push(*x.routed, router_.policy().name()); }
+  void decided(request::ExchangeRecord& x) override { log_.push(*x.routed, router_.policy()->name()); }
 
  private:
   DecisionLog& log_;

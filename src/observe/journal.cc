@@ -364,7 +364,7 @@ void JournalObserver::decided(request::ExchangeRecord& x) {
       .decision = x.routed->decision,
       .config = router_.config(),
       .request = x.routed->request,
-      .policy = router_.policy().name(),
+      .policy = router_.policy()->name(),
       .phase_aware_load = phase_aware_load_,
       .single_flight = router_.single_flight_enabled(),
       .exact = x.routed->exact,

@@ -52,7 +52,7 @@ struct JournalStart {
   // produced is journalled exactly as wanted_profile (from `request`).
   std::optional<uint64_t> max_output_tokens;
   const route::Decision& decision;
-  const route::RouteConfig& config;
+  route::RouteConfig config;  // the weights this decision was made with
   route::RouteRequest request;  // endpoint, body_bytes, wanted profile
   std::string_view policy;      // Policy::name(): prefix|load|round_robin
   bool phase_aware_load = false;

@@ -19,7 +19,9 @@
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
 #include "upstream/engine_catalog.h"
+#include "upstream/dns.h"
 #include "upstream/fleet.h"
+#include "upstream/membership.h"
 
 namespace ramjet::observe {
 namespace {
@@ -100,6 +102,12 @@ std::vector<MetricSection> metric_sections() {
        request::api_key_families()},
       {"Listener TLS", "net::write_server_tls_metrics (src/net/tls.cc)", "when RJ_TLS_CERT_FILE is set",
        net::server_tls_families()},
+      {"Engine membership", "upstream::Membership::write_metrics (src/upstream/membership.cc)",
+       "when engines can join later (RJ_UPSTREAM_DNS or RJ_CONFIG_FILE set, or RJ_UPSTREAM_MAX above the "
+       "RJ_UPSTREAM entries)",
+       upstream::membership_families()},
+      {"DNS discovery", "upstream::DnsDiscovery::write_metrics (src/upstream/dns.cc)", "when RJ_UPSTREAM_DNS is set",
+       upstream::dns_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
@@ -123,7 +131,9 @@ std::vector<std::string> render_sections_for_docs() {
   route::ExactOverlap exact(kv, fleet, route::ExactMode::kShadow);
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&exact, &approx}, single_flight, {});
   request::ProxyMetrics proxy(urls.size());
-  proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
+  proxy.set_profiles([](size_t i) {
+    return i == 1 ? route::Profile::kMtp : i == 2 ? route::Profile::kStandard : route::Profile::kNone;
+  });
   upstream::EngineScrapeConfig sc;
   sc.engines = urls;
   upstream::EngineScraper scraper(sc);
@@ -169,6 +179,16 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition t;
   net::write_server_tls_metrics(t, nullptr);
   out.push_back(t.take());
+  net::Roster roster(urls, 8);
+  upstream::Fleet spare(roster, clock, 30000);
+  upstream::Membership membership(roster, spare, 2, {}, {});
+  metrics::Exposition m;
+  membership.write_metrics(m);
+  out.push_back(m.take());
+  upstream::DnsDiscovery dns(upstream::DnsConfig{.names = {upstream::Listed{urls[0]}}}, nullptr);
+  metrics::Exposition n;
+  dns.write_metrics(n);
+  out.push_back(n.take());
   out.emplace_back();  // the journal (not opened here; last)
   return out;
 }

@@ -16,8 +16,9 @@ namespace asio = boost::asio;
 
 EngineAttestation::EngineAttestation(AttestationConfig cfg)
     : cfg_(std::move(cfg)),
-      attest_state_(cfg_.upstreams.size()),
-      checks_(cfg_.upstreams.size() * kAttestationCount) {
+      roster_(cfg_.roster, cfg_.upstreams),
+      attest_state_(roster_->capacity()),
+      checks_(roster_->capacity() * kAttestationCount) {
   for (auto& s : attest_state_) s.store(static_cast<uint8_t>(Attestation::kUnchecked));
 }
 
@@ -27,7 +28,7 @@ EngineAttestation::~EngineAttestation() {
 
 void EngineAttestation::start(asio::io_context& ctx, const Manifest& manifest) {
   if (loop_) return;
-  loop_ = std::make_shared<Loop>(ctx, manifest, cfg_.upstreams.size());
+  loop_ = std::make_shared<Loop>(ctx, manifest, roster_->capacity());
   asio::co_spawn(ctx, loop(loop_), asio::detached);
 }
 
@@ -54,8 +55,15 @@ uint64_t EngineAttestation::checks(size_t i, Attestation a) const {
 
 asio::awaitable<void> EngineAttestation::loop(std::shared_ptr<Loop> l) {
   while (!l->stopped) {
-    for (size_t i = 0; i < cfg_.upstreams.size(); ++i) {
+    for (size_t i = 0; i < roster_->capacity(); ++i) {
       if (l->busy[i]) continue;
+      // Another engine in the slot (or none) is unchecked until checked itself.
+      const uint64_t now_in = roster_->active(i) ? roster_->incarnation(i) : 0;
+      if (now_in != l->seen[i]) {
+        l->seen[i] = now_in;
+        attest_state_[i].store(static_cast<uint8_t>(Attestation::kUnchecked), std::memory_order_release);
+      }
+      if (now_in == 0) continue;
       l->busy[i] = 1;
       asio::co_spawn(l->ctx, check_one(l, i), [this, l, i](std::exception_ptr e) {
         l->busy[i] = 0;
@@ -69,7 +77,9 @@ asio::awaitable<void> EngineAttestation::loop(std::shared_ptr<Loop> l) {
 }
 
 asio::awaitable<void> EngineAttestation::check_one(std::shared_ptr<Loop> l, size_t i) {
-  const auto& url = cfg_.upstreams[i];
+  const std::shared_ptr<const net::Member> member = roster_->member(i);
+  if (!member) co_return;
+  const config::UpstreamUrl& url = member->url;
   net::GetFailure failure = net::GetFailure::kNone;
   auto models =
       co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, 1u << 20, failure);
@@ -86,7 +96,7 @@ asio::awaitable<void> EngineAttestation::check_one(std::shared_ptr<Loop> l, size
               : attest_version(l->manifest, version.body);
     }
   }
-  if (l->stopped) co_return;
+  if (l->stopped || roster_->incarnation(i) != member->incarnation) co_return;  // it left meanwhile
   checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
   set(i, a);
 }

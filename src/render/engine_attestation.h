@@ -19,13 +19,15 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "config/config.h"
+#include "net/roster.h"
 #include "metrics/metrics.h"
 #include "render/manifest.h"
 
 namespace ramjet::render {
 
 struct AttestationConfig {
-  std::vector<config::UpstreamUrl> upstreams;
+  std::vector<config::UpstreamUrl> upstreams;  // a fixed fleet (when `roster` is not set)
+  const net::Roster* roster = nullptr;         // the engines by slot, changing at runtime
   std::string bearer;                        // RJ_UPSTREAM_TOKEN
   std::chrono::milliseconds timeout{2000};   // one /v1/models or /version call
   std::chrono::milliseconds interval{5000};  // RJ_PROBE_INTERVAL_MS
@@ -58,12 +60,14 @@ class EngineAttestation {
     boost::asio::steady_timer timer;
     std::atomic<bool> stopped{false};
     std::vector<char> busy;  // a check in flight per engine (touched on ctx only)
+    std::vector<uint64_t> seen = std::vector<uint64_t>(busy.size(), 0);  // the engine checked, per slot (ctx only)
   };
   boost::asio::awaitable<void> loop(std::shared_ptr<Loop> loop);
   boost::asio::awaitable<void> check_one(std::shared_ptr<Loop> loop, size_t i);
   void set(size_t i, Attestation a);
 
   AttestationConfig cfg_;
+  net::RosterRef roster_;
   std::shared_ptr<Loop> loop_;
   std::vector<std::atomic<uint8_t>> attest_state_;  // Attestation per upstream
   std::vector<metrics::Counter> checks_;            // [upstream][Attestation]

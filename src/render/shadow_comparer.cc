@@ -84,6 +84,7 @@ ShadowComparer::ShadowComparer(ShadowConfig cfg, const model::ModelProfile* prof
                                std::shared_ptr<const PromptRenderer> renderer, SessionCache* cache,
                                RenderPool& pool, const EngineAttestation& attestation)
     : cfg_(std::move(cfg)),
+      roster_(cfg_.roster, cfg_.upstreams),
       profile_(profile),
       renderer_(std::move(renderer)),
       cache_(cache),
@@ -91,7 +92,7 @@ ShadowComparer::ShadowComparer(ShadowConfig cfg, const model::ModelProfile* prof
       attestation_(attestation) {}
 
 void ShadowComparer::offer(size_t upstream, bool chat, std::string_view body) noexcept {
-  if (cfg_.mode == TokenizerMode::kOff || !profile_ || upstream >= cfg_.upstreams.size()) return;
+  if (cfg_.mode == TokenizerMode::kOff || !profile_ || upstream >= roster_->capacity()) return;
   if (body.size() < cfg_.min_bytes || body.size() > cfg_.max_bytes) {
     counters_.skipped[static_cast<size_t>(ShadowSkip::kOutsideSizeWindow)].inc();
     return;
@@ -153,9 +154,11 @@ std::optional<std::vector<uint32_t>> ShadowComparer::ask_engine(const Job& job,
   const auto t0 = Clock::now();
   net::GetFailure failure = net::GetFailure::kNone;
   net::SimpleResponse res;
+  const std::shared_ptr<const net::Member> engine = roster_->member(job.upstream);
+  if (!engine) return std::nullopt;  // it left since (nothing to compare with)
   const bool completed = net::run_to_completion(
       io,
-      net::simple_post(cfg_.upstreams[job.upstream], "/tokenize", payload.json, cfg_.bearer,
+      net::simple_post(engine->url, "/tokenize", payload.json, cfg_.bearer,
                        cfg_.timeout, cfg_.max_response_bytes, failure),
       res, failure, &stop_requested_);
   if (!completed) {  // begin_stop() interrupted the call: nothing to count

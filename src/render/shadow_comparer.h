@@ -22,6 +22,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "config/config.h"
+#include "net/roster.h"
 #include "metrics/histogram.h"
 #include "metrics/metrics.h"
 #include "render/tokenize_payload.h"
@@ -65,7 +66,8 @@ struct ShadowConfig {
   std::chrono::milliseconds timeout{2000};         // one /tokenize call
   size_t max_response_bytes = 16u << 20;
   std::string bearer;  // RJ_UPSTREAM_TOKEN
-  std::vector<config::UpstreamUrl> upstreams;
+  std::vector<config::UpstreamUrl> upstreams;  // a fixed fleet (when `roster` is not set)
+  const net::Roster* roster = nullptr;         // the engines by slot, changing at runtime
 };
 
 // What the shadow counted (read by TokenizerService::write_metrics).
@@ -109,6 +111,7 @@ class ShadowComparer {
                                                   bool& interrupted);
 
   ShadowConfig cfg_;
+  net::RosterRef roster_;
   const model::ModelProfile* profile_;
   std::shared_ptr<const PromptRenderer> renderer_;
   SessionCache* cache_;

@@ -107,7 +107,7 @@ RenderPoolLimits pool_limits(const TokenizerServiceConfig& c) {
 TokenizerService::TokenizerService(TokenizerServiceConfig cfg)
     : cfg_(std::move(cfg)),
       pool_(pool_limits(cfg_)),
-      attestation_(AttestationConfig{cfg_.upstreams, cfg_.bearer, cfg_.timeout, cfg_.attest_interval}) {}
+      attestation_(AttestationConfig{cfg_.upstreams, cfg_.roster, cfg_.bearer, cfg_.timeout, cfg_.attest_interval}) {}
 
 void TokenizerService::assemble() {
   shadow_ = std::make_unique<ShadowComparer>(
@@ -117,7 +117,8 @@ void TokenizerService::assemble() {
                    .timeout = cfg_.timeout,
                    .max_response_bytes = cfg_.max_response_bytes,
                    .bearer = cfg_.bearer,
-                   .upstreams = cfg_.upstreams},
+                   .upstreams = cfg_.upstreams,
+                   .roster = cfg_.roster},
       profile_, renderer_, session_cache_.get(), pool_, attestation_);
 }
 
@@ -367,10 +368,10 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
       out.sample(F[kTokens].name, "backend=\"" + std::string(kBackend[b]) + "\"", c.tokens[b].get());
   if (!local_mode(cfg_.mode)) return;
   out.family(F[kAttested]);
-  for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
+  for (size_t i = 0; i < attestation_.engines(); ++i)
     out.sample(F[kAttested].name, "upstream=\"" + std::to_string(i) + "\"", uint64_t{attested(i) ? 1u : 0u});
   out.family(F[kChecks]);
-  for (size_t i = 0; i < cfg_.upstreams.size(); ++i)
+  for (size_t i = 0; i < attestation_.engines(); ++i)
     for (size_t a = 0; a < kAttestationCount; ++a) {
       if (static_cast<Attestation>(a) == Attestation::kUnchecked) continue;
       out.sample(F[kChecks].name,

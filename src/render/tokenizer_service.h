@@ -58,6 +58,7 @@ struct TokenizerServiceConfig {
   size_t session_cache_bytes = 128u << 20;          // 0 = no session cache
   std::string bearer;                               // RJ_UPSTREAM_TOKEN
   std::vector<config::UpstreamUrl> upstreams;
+  const net::Roster* roster = nullptr;  // set by app: the engines by slot (else `upstreams`, fixed)
 };
 
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c);

@@ -47,11 +47,12 @@ std::string_view label(Discovery d) {
 
 EngineCatalog::EngineCatalog(EngineCatalogConfig cfg, OnSources on_sources)
     : cfg_(std::move(cfg)),
+      roster_(cfg_.roster, cfg_.upstreams),
       on_sources_(std::move(on_sources)),
-      models_(cfg_.upstreams.size()),
-      endpoints_(cfg_.upstreams.size()),
-      discovery_(cfg_.upstreams.size()) {
-  cfg_.discover.resize(cfg_.upstreams.size(), false);
+      models_(roster_->capacity()),
+      endpoints_(roster_->capacity()),
+      discovery_(roster_->capacity()) {
+  cfg_.discover.resize(roster_->capacity(), false);
 }
 
 EngineCatalog::~EngineCatalog() { begin_stop(); }
@@ -59,10 +60,10 @@ EngineCatalog::~EngineCatalog() { begin_stop(); }
 void EngineCatalog::start(asio::io_context& ctx) {
   if (loop_) return;
   loop_ = std::make_shared<Loop>(ctx);
-  for (size_t i = 0; i < cfg_.upstreams.size(); ++i) {
+  for (size_t i = 0; i < roster_->capacity(); ++i) {
     loop_->timers.push_back(std::make_unique<asio::steady_timer>(ctx));
   }
-  for (size_t i = 0; i < cfg_.upstreams.size(); ++i) asio::co_spawn(ctx, poll(loop_, i), asio::detached);
+  for (size_t i = 0; i < roster_->capacity(); ++i) asio::co_spawn(ctx, poll(loop_, i), asio::detached);
 }
 
 void EngineCatalog::begin_stop() {
@@ -79,14 +80,25 @@ asio::awaitable<void> EngineCatalog::poll(std::shared_ptr<Loop> l, size_t i) {
   // was none), or when the caller calls the engine urgent.
   using clock = std::chrono::steady_clock;
   std::optional<clock::time_point> answered_at;
+  uint64_t incarnation = 0;  // the engine in slot i we know about (0: none)
   while (!l->stopped) {
-    const bool due = !answered_at || clock::now() - *answered_at >= cfg_.refresh ||
-                     (cfg_.discover[i] && cfg_.urgent && cfg_.urgent(i));
+    // A different engine in the slot (or none) starts from nothing: what the last one said is not its.
+    std::shared_ptr<const net::Member> member = roster_->active(i) ? roster_->member(i) : nullptr;
+    const uint64_t now_in = member ? member->incarnation : 0;
+    if (now_in != incarnation) {
+      incarnation = now_in;
+      answered_at.reset();
+      endpoints_[i].reset();
+      std::lock_guard lock(mu_);
+      models_[i].clear();
+    }
+    const bool due = member && (!answered_at || clock::now() - *answered_at >= cfg_.refresh ||
+                                (cfg_.discover[i] && cfg_.urgent && cfg_.urgent(i)));
     if (due) {
       bool answered = false;
       try {
-        answered = co_await ask_models(i);
-        if (cfg_.discover[i] && !l->stopped) answered = (co_await ask_sources(i)) && answered;
+        answered = co_await ask_models(i, member->url);
+        if (cfg_.discover[i] && !l->stopped) answered = (co_await ask_sources(i, member->url)) && answered;
       } catch (const std::exception&) {
         answered = false;
       }
@@ -99,9 +111,9 @@ asio::awaitable<void> EngineCatalog::poll(std::shared_ptr<Loop> l, size_t i) {
   }
 }
 
-asio::awaitable<bool> EngineCatalog::ask_models(size_t i) {
+asio::awaitable<bool> EngineCatalog::ask_models(size_t i, const config::UpstreamUrl& url) {
   net::GetFailure failure = net::GetFailure::kNone;
-  auto r = co_await net::simple_get(cfg_.upstreams[i], "/v1/models", cfg_.bearer, cfg_.timeout, cfg_.limits.max_body,
+  auto r = co_await net::simple_get(url, "/v1/models", cfg_.bearer, cfg_.timeout, cfg_.limits.max_body,
                                     failure);
   if (failure != net::GetFailure::kNone || r.status != 200) co_return false;
   auto cards = decode_models(r.body, cfg_.limits);
@@ -115,9 +127,9 @@ void EngineCatalog::learn_models(size_t i, const std::vector<ModelCard>& cards) 
   if (i < models_.size()) models_[i] = cards;
 }
 
-asio::awaitable<bool> EngineCatalog::ask_sources(size_t i) {
+asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const config::UpstreamUrl& url) {
   net::GetFailure failure = net::GetFailure::kNone;
-  auto r = co_await net::simple_get(cfg_.upstreams[i], "/kv_event_sources", cfg_.bearer, cfg_.timeout,
+  auto r = co_await net::simple_get(url, "/kv_event_sources", cfg_.bearer, cfg_.timeout,
                                     cfg_.limits.max_body, failure);
   if (failure != net::GetFailure::kNone || (r.status != 200 && r.status != 404)) {
     count(i, Discovery::kFetchError);
@@ -135,9 +147,9 @@ asio::awaitable<bool> EngineCatalog::ask_sources(size_t i) {
     outcome = Discovery::kUnsupported;
   } else {
     const KvEventSource& s = sources->front();
-    auto live = resolve_endpoint(s.endpoint, cfg_.upstreams[i].host);
+    auto live = resolve_endpoint(s.endpoint, url.host);
     std::optional<std::string> replay = std::string();
-    if (!s.replay_endpoint.empty()) replay = resolve_endpoint(s.replay_endpoint, cfg_.upstreams[i].host);
+    if (!s.replay_endpoint.empty()) replay = resolve_endpoint(s.replay_endpoint, url.host);
     if (!live || !replay) outcome = Discovery::kBadAnswer;
     else found = Endpoints{std::move(*live), std::move(*replay), s.topic};
   }
@@ -145,6 +157,8 @@ asio::awaitable<bool> EngineCatalog::ask_sources(size_t i) {
   // A failed answer keeps what an earlier one found (a flaky engine is not unsubscribed); an
   // answer that says "none" (or is not offered any more) ends the subscription.
   const bool keep = outcome == Discovery::kBadAnswer;
+  // (An answer from an engine that has left the slot since is not the slot's any more.)
+  if (roster_->member(i) == nullptr || roster_->member(i)->url.host != url.host) co_return false;
   if (!keep && found != endpoints_[i]) {
     if (found) spdlog::info("kv events: upstream {} publishes its KV events; subscribing", i);
     else spdlog::warn("kv events: upstream {} offers no KV-event source ({})", i, label(outcome));

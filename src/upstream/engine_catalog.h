@@ -30,14 +30,16 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "config/config.h"
+#include "net/roster.h"
 #include "metrics/metrics.h"
 #include "upstream/catalog_decode.h"
 
 namespace ramjet::upstream {
 
 struct EngineCatalogConfig {
-  std::vector<config::UpstreamUrl> upstreams;
-  std::vector<bool> discover;                  // per upstream: ask GET /kv_event_sources
+  std::vector<config::UpstreamUrl> upstreams;  // a fixed fleet (when `roster` is not set)
+  const net::Roster* roster = nullptr;         // the engines by slot, changing at runtime
+  std::vector<bool> discover;                  // per slot: ask GET /kv_event_sources
   std::string bearer;                          // RJ_UPSTREAM_TOKEN
   std::chrono::milliseconds timeout{2000};     // one call
   std::chrono::milliseconds retry{1000};       // until an engine answered (RJ_PROBE_INTERVAL_MS)
@@ -92,11 +94,12 @@ class EngineCatalog {
     std::vector<std::unique_ptr<boost::asio::steady_timer>> timers;  // one per engine (ctx only)
   };
   boost::asio::awaitable<void> poll(std::shared_ptr<Loop> loop, size_t engine);
-  boost::asio::awaitable<bool> ask_models(size_t engine);
-  boost::asio::awaitable<bool> ask_sources(size_t engine);
+  boost::asio::awaitable<bool> ask_models(size_t engine, const config::UpstreamUrl& url);
+  boost::asio::awaitable<bool> ask_sources(size_t engine, const config::UpstreamUrl& url);
   void count(size_t engine, Discovery d);
 
   EngineCatalogConfig cfg_;
+  net::RosterRef roster_;
   OnSources on_sources_;
   std::shared_ptr<Loop> loop_;
   mutable std::mutex mu_;

@@ -153,7 +153,14 @@ metrics::PromTextLimits limits_for(const EngineScrapeConfig& c) {
 }  // namespace
 
 asio::awaitable<EngineMetricsFetch> fetch_engine_metrics(const EngineScrapeConfig& config, size_t engine) {
-  co_return co_await fetch(config.engines.at(engine), "/metrics", config);
+  if (!config.roster) co_return co_await fetch(config.engines.at(engine), "/metrics", config);
+  std::shared_ptr<const net::Member> m = config.roster->member(engine);
+  if (!m) {
+    EngineMetricsFetch none;
+    none.error = ScrapeError::kConnect;
+    co_return none;
+  }
+  co_return co_await fetch(m->url, "/metrics", config);
 }
 
 // ---------------------------------------------------------------------------- the loop
@@ -183,11 +190,10 @@ asio::awaitable<void> scrape_gpu_url(EngineScraper* self, std::shared_ptr<Engine
 // Here rather than in engine_stats.cc: members need Loop and Smi complete.
 EngineScraper::EngineScraper(EngineScrapeConfig config)
     : config_(std::move(config)),
-      samples_(config_.engines.size()),
-      engine_gpus_(config_.engines.size()),
-      url_gpus_(config_.engines.size()),
-      errors_(new metrics::Counter[(config_.engines.size() ? config_.engines.size() : 1) *
-                          static_cast<size_t>(ScrapeError::kCount)]) {}
+      samples_(slots()),
+      engine_gpus_(slots()),
+      url_gpus_(slots()),
+      errors_(new metrics::Counter[(slots() ? slots() : 1) * static_cast<size_t>(ScrapeError::kCount)]) {}
 
 EngineScraper::~EngineScraper() {
   stop();
@@ -195,16 +201,17 @@ EngineScraper::~EngineScraper() {
 }
 
 void EngineScraper::start(asio::io_context& ctx) {
-  if (!enabled() || loop_ || config_.engines.empty()) return;
+  if (!enabled() || loop_ || slots() == 0) return;
   loop_ = std::make_shared<Loop>(ctx);
-  loop_->busy.assign(config_.engines.size(), 0);
-  loop_->gpu_busy.assign(config_.engines.size(), 0);
+  loop_->busy.assign(slots(), 0);
+  loop_->gpu_busy.assign(slots(), 0);
   std::shared_ptr<Loop> loop = loop_;
   asio::co_spawn(
       ctx,
       [this, loop]() -> asio::awaitable<void> {
         while (!loop->stopped) {
-          for (size_t i = 0; i < config_.engines.size(); ++i) {
+          for (size_t i = 0; i < slots(); ++i) {
+            if (config_.roster && !config_.roster->active(i)) continue;  // vacant or leaving
             if (!loop->busy[i]) {
               loop->busy[i] = 1;
               asio::co_spawn(loop->ctx, scrape_engine(this, loop, i), asio::detached);
@@ -260,9 +267,12 @@ void EngineScraper::stop() {
 namespace {
 
 asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {
+  const net::Roster* roster = self->config().roster;
+  const uint64_t incarnation = roster ? roster->incarnation(i) : 0;
   EngineMetricsFetch f = co_await fetch_engine_metrics(self->config(), i);
   loop->busy[i] = 0;
   if (loop->stopped) co_return;
+  if (roster && (roster->incarnation(i) != incarnation || !roster->active(i))) co_return;  // it left meanwhile
   if (!f.ok) {
     self->record_error(i, f.error.value_or(ScrapeError::kProtocol));
     co_return;
@@ -325,7 +335,7 @@ std::span<const metrics::Family> engine_families() { return kEngineFamilies; }
 
 void EngineScraper::write_metrics(metrics::Exposition& x) const {
   using F = EngineFamily;
-  const size_t n = config_.engines.size();
+  const size_t n = slots();
   std::vector<EngineSample> samples = engines();
   auto label = [](size_t i) { return "upstream=\"" + std::to_string(i) + "\""; };
   x.family(family(F::kScrapeUp));

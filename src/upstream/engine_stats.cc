@@ -44,6 +44,13 @@ void EngineScraper::record(size_t engine, EngineSample sample, std::vector<GpuSa
   engine_gpus_[engine] = std::move(gpus);
 }
 
+void EngineScraper::forget(size_t engine) {
+  if (engine >= samples_.size()) return;
+  std::lock_guard lock(mu_);
+  samples_[engine] = EngineSample{};
+  engine_gpus_[engine].clear();
+}
+
 void EngineScraper::record_error(size_t engine, ScrapeError why) {
   if (engine >= samples_.size() || why == ScrapeError::kCount) return;
   errors_[engine * static_cast<size_t>(ScrapeError::kCount) + static_cast<size_t>(why)].inc();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "net/roster.h"
 #include "metrics/metrics.h"
 
 namespace boost::asio {
@@ -52,7 +53,8 @@ struct EngineScrapeConfig {
   std::chrono::milliseconds timeout{2000};   // per GET (at most the interval)
   std::string bearer;                        // RJ_UPSTREAM_TOKEN
   size_t max_body = 4 * 1024 * 1024;         // a larger /metrics answer is a scrape error
-  std::vector<config::UpstreamUrl> engines;  // RJ_UPSTREAM, in order
+  std::vector<config::UpstreamUrl> engines;  // RJ_UPSTREAM, in order (a fixed fleet)
+  const net::Roster* roster = nullptr;       // or the engines by slot, changing at runtime
   std::vector<config::UpstreamUrl> gpu_urls;  // RJ_GPU_METRICS_URLS: DCGM exporter per engine
   bool nvidia_smi = true;  // try nvidia-smi when no GPU URLs are set and an engine shows no GPU
 };
@@ -77,7 +79,10 @@ class EngineScraper {
   const EngineScrapeConfig& config() const { return config_; }
 
   // Thread-safe snapshots for the dashboard and metrics.
-  std::vector<EngineSample> engines() const;  // one per engine ordinal
+  std::vector<EngineSample> engines() const;  // one per engine ordinal (slot)
+  size_t slots() const { return config_.roster ? config_.roster->capacity() : config_.engines.size(); }
+  // Slot `engine` was vacated: what its last engine reported is dropped.
+  void forget(size_t engine);
   std::vector<GpuSample> gpus() const;        // engines' devices in ordinal order, then host GPUs
 
   // ramjet_engine_* families (see observe/metric_families).

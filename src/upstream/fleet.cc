@@ -60,22 +60,78 @@ constexpr EngineState kStates[] = {EngineState::kHealthy, EngineState::kWarming,
                                    EngineState::kUnhealthy, EngineState::kEjected};
 }  // namespace
 
-Engine::Engine(size_t ordinal, config::UpstreamUrl url)
-    : ordinal_(ordinal), label_(std::to_string(ordinal)), url_(std::move(url)) {}
+Engine::Engine(size_t ordinal) : ordinal_(ordinal), label_(std::to_string(ordinal)) {}
 
-Fleet::Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock,
-             int64_t recent_success_ms, Readiness readiness, OutlierConfig outlier)
-    : clock_(clock), recent_success_ms_(recent_success_ms), readiness_(readiness), outlier_(outlier) {
+Fleet::Fleet(const net::Roster& roster, const Clock& clock, int64_t recent_success_ms, Readiness readiness,
+             OutlierConfig outlier)
+    : roster_(roster), clock_(clock), recent_success_ms_(recent_success_ms), readiness_(readiness), outlier_(outlier) {
+  init();
+}
+
+void Fleet::init() {
+  const net::Roster& roster = roster_;
   if (readiness_.successes == 0) readiness_.successes = 1;
   if (readiness_.stable_ms < 0) readiness_.stable_ms = 0;
-  engines_.reserve(urls.size());
-  for (size_t i = 0; i < urls.size(); ++i) engines_.push_back(std::make_unique<Engine>(i, urls[i]));
+  engines_.reserve(roster.capacity());
+  for (size_t i = 0; i < roster.capacity(); ++i) {
+    engines_.push_back(std::make_unique<Engine>(i));
+    engines_.back()->member_.store(roster.active(i), std::memory_order_release);
+  }
+}
+
+Fleet::Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock, int64_t recent_success_ms,
+             Readiness readiness, OutlierConfig outlier)
+    : own_roster_(std::make_unique<net::Roster>(urls)),
+      roster_(*own_roster_),
+      clock_(clock),
+      recent_success_ms_(recent_success_ms),
+      readiness_(readiness),
+      outlier_(outlier) {
+  init();
 }
 
 size_t Fleet::healthy_count() const {
   size_t n = 0;
   for (const auto& e : engines_) n += e->healthy() ? 1 : 0;
   return n;
+}
+
+void Fleet::join(size_t i) {
+  Engine& e = *engines_[i];
+  {
+    std::lock_guard lock(e.mu_);
+    if (e.state_.load(std::memory_order_relaxed) == EngineState::kEjected) ejected_.fetch_sub(1, std::memory_order_relaxed);
+    e.state_.store(EngineState::kUnhealthy, std::memory_order_release);
+    e.passes_ = 0;
+    e.warming_since_ms_ = 0;
+    e.last_success_ms_.store(INT64_MIN / 2, std::memory_order_release);
+    e.consecutive_failures_.store(0, std::memory_order_relaxed);
+    e.failed_at_ms_.store(Engine::kNever, std::memory_order_relaxed);
+    e.ejected_until_ms_.store(INT64_MIN / 2, std::memory_order_relaxed);
+    e.ejection_level_ = 0;
+    e.last_readmitted_ms_ = INT64_MIN / 2;
+  }
+  e.member_.store(true, std::memory_order_release);
+  spdlog::info("upstream {} joined (unhealthy until it passes the readiness gate)", i);
+}
+
+void Fleet::leave(size_t i) {
+  engines_[i]->member_.store(false, std::memory_order_release);
+  spdlog::info("upstream {} leaving: no new requests, {} in flight finish", i, engines_[i]->inflight());
+}
+
+void Fleet::rejoin(size_t i) {
+  engines_[i]->member_.store(true, std::memory_order_release);
+  spdlog::info("upstream {} back before it left: serving again in its current state", i);
+}
+
+void Fleet::vacate(size_t i) {
+  Engine& e = *engines_[i];
+  e.member_.store(false, std::memory_order_release);
+  std::lock_guard lock(e.mu_);
+  if (e.state_.load(std::memory_order_relaxed) == EngineState::kEjected) ejected_.fetch_sub(1, std::memory_order_relaxed);
+  e.state_.store(EngineState::kUnhealthy, std::memory_order_release);
+  spdlog::info("upstream {} left", i);
 }
 
 void Fleet::transition(Engine& e, EngineState to, std::string_view source, std::string_view reason) {
@@ -145,7 +201,7 @@ void Fleet::on_failure(size_t i, Failure why) {
 void Fleet::eject(Engine& e, Failure why) {
   size_t ejected = ejected_.load(std::memory_order_relaxed);
   do {
-    if (ejected >= outlier_.max_ejected(engines_.size())) {
+    if (ejected >= outlier_.max_ejected(roster_.active_count())) {
       e.ejections_capped_.inc();  // outliers must not empty the fleet: it keeps serving
       return;
     }
@@ -216,30 +272,41 @@ void Fleet::on_probe_failure(size_t i, ProbeFailure why) {
 
 std::string Fleet::health_json() const {
   // One read of each state, so the counts and the replicas agree.
+  // Vacant slots are not replicas; a leaving one is listed (its requests are finishing) but not
+  // counted: the status is about the engines meant to serve.
   std::vector<EngineState> states(engines_.size());
-  size_t healthy = 0, warming = 0, ejected = 0;
+  std::vector<net::SlotState> slots(engines_.size());
+  size_t healthy = 0, warming = 0, ejected = 0, members = 0;
   for (size_t i = 0; i < engines_.size(); ++i) {
+    slots[i] = roster_.state(i);
     states[i] = engines_[i]->state();
+    if (slots[i] != net::SlotState::kActive) continue;
+    ++members;
     healthy += states[i] == EngineState::kHealthy ? 1 : 0;
     warming += states[i] == EngineState::kWarming ? 1 : 0;
     ejected += states[i] == EngineState::kEjected ? 1 : 0;
   }
   const int64_t now = clock_.now_ms();
-  const char* status = healthy == engines_.size() ? "ok" : healthy > 0 ? "degraded" : "unhealthy";
+  const char* status = healthy == members && members > 0 ? "ok" : healthy > 0 ? "degraded" : "unhealthy";
   std::string out = R"({"status":")";
   out += status;
   out += R"(","admission_mode":"http","healthy_replicas":)" + std::to_string(healthy);
   out += R"(,"warming_replicas":)" + std::to_string(warming);
   out += R"(,"ejected_replicas":)" + std::to_string(ejected);
-  out += R"(,"total_replicas":)" + std::to_string(engines_.size());
+  out += R"(,"total_replicas":)" + std::to_string(members);
   out += R"(,"version":)" + build_info_json();  // which build answers: version, commit, build type
   out += R"(,"replicas":[)";
+  bool first = true;
   for (size_t i = 0; i < engines_.size(); ++i) {
     const Engine& e = *engines_[i];
-    if (i) out += ',';
+    if (slots[i] == net::SlotState::kVacant) continue;
+    if (!first) out += ',';
+    first = false;
+    const bool leaving = slots[i] == net::SlotState::kLeaving;
     out += R"({"index":)" + std::to_string(i);
     out += R"(,"healthy":)";
-    out += states[i] == EngineState::kHealthy ? "true" : "false";
+    out += states[i] == EngineState::kHealthy && !leaving ? "true" : "false";
+    if (leaving) out += R"(,"leaving":true)";
     out += R"(,"state":")";
     out += engine_state_label(states[i]);
     out += R"(","inflight":)" + std::to_string(e.inflight());
@@ -370,14 +437,18 @@ void Fleet::write_metrics(metrics::Exposition& x) const {
     return static_cast<double>(unix_now_ms - (now_ms - last)) / 1000.0;
   });
   // https:// engines only (a plain one has no TLS to count).
+  // (Vacant slots' samples are dropped by the registry's filter: app wires it to the roster.)
   const net::UpstreamTls* tls = nullptr;
-  for (const auto& e : engines_) {
-    if (e->url().tls) tls = &net::UpstreamTls::instance();
+  std::vector<std::shared_ptr<const net::Member>> members(engines_.size());
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    members[i] = roster_.member(i);
+    if (members[i] && members[i]->url.tls) tls = &net::UpstreamTls::instance();
   }
   x.family(fam(F::kTlsHandshakes));
   for (const auto& e : engines_) {
-    if (!e->url().tls) continue;
-    const net::TlsTarget* t = tls->find(e->url().host, e->url().port);
+    const auto& m = members[e->ordinal()];
+    if (!m || !m->url.tls) continue;
+    const net::TlsTarget* t = tls->find(m->url.host, m->url.port);
     for (bool resumed : {false, true}) {
       x.sample(fam(F::kTlsHandshakes).name,
                "upstream=\"" + e->label() + "\",resumed=\"" + (resumed ? "true" : "false") + "\"",
@@ -386,8 +457,9 @@ void Fleet::write_metrics(metrics::Exposition& x) const {
   }
   x.family(fam(F::kTlsFailures));
   for (const auto& e : engines_) {
-    if (!e->url().tls) continue;
-    const net::TlsTarget* t = tls->find(e->url().host, e->url().port);
+    const auto& m = members[e->ordinal()];
+    if (!m || !m->url.tls) continue;
+    const net::TlsTarget* t = tls->find(m->url.host, m->url.port);
     for (int r = 0; r < static_cast<int>(net::TlsFailure::kCount); ++r) {
       const auto f = static_cast<net::TlsFailure>(r);
       x.sample(fam(F::kTlsFailures).name,

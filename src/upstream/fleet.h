@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "metrics/metrics.h"
+#include "net/roster.h"
 #include "upstream/outlier.h"
 
 namespace ramjet::upstream {
@@ -53,14 +54,15 @@ struct Readiness {
 
 class Engine {
  public:
-  Engine(size_t ordinal, config::UpstreamUrl url);
+  explicit Engine(size_t ordinal);
 
   size_t ordinal() const { return ordinal_; }
   const std::string& label() const { return label_; }  // opaque ordinal, "0", "1", ...
-  const config::UpstreamUrl& url() const { return url_; }
 
-  // Serving-eligible (routing reads this): state() == kHealthy.
-  bool healthy() const { return state() == EngineState::kHealthy; }
+  // Serving-eligible (routing reads this): an active member (net/roster.h: not vacant, not
+  // leaving) whose state() is kHealthy.
+  bool healthy() const { return member() && state() == EngineState::kHealthy; }
+  bool member() const { return member_.load(std::memory_order_acquire); }
   EngineState state() const { return state_.load(std::memory_order_acquire); }
   int64_t inflight() const { return inflight_.get(); }
   int64_t load_units() const { return load_units_.get(); }
@@ -82,7 +84,7 @@ class Engine {
   friend class Fleet;
   size_t ordinal_;
   std::string label_;
-  config::UpstreamUrl url_;
+  std::atomic<bool> member_{false};  // the roster's slot is active (Fleet::join / leave)
   std::atomic<EngineState> state_{EngineState::kHealthy};
   std::mutex mu_;                 // serialises state transitions and the fields below
   uint32_t passes_ = 0;           // consecutive passing probes while not healthy
@@ -109,10 +111,26 @@ class Engine {
 
 class Fleet {
  public:
+  // One Engine per roster slot; the roster's active slots are members, starting healthy (the
+  // static RJ_UPSTREAM list, as ramjet always has); engines joining later start fenced.
+  Fleet(const net::Roster& roster, const Clock& clock, int64_t recent_success_ms, Readiness readiness = {},
+        OutlierConfig outlier = {});
+  // A fixed fleet of these engines (a roster of its own, no spare slots).
   Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock, int64_t recent_success_ms,
         Readiness readiness = {}, OutlierConfig outlier = {});
 
+  // Slots, not engines: a vacant or leaving slot is never serving-eligible (Engine::member).
   size_t size() const { return engines_.size(); }
+  const net::Roster& roster() const { return roster_; }
+  // The engine now in slot i: its address (nullptr when vacant).
+  std::shared_ptr<const net::Member> member(size_t i) const { return roster_.member(i); }
+  // Membership (upstream/membership.h, after the roster changed): a joining engine starts fenced
+  // with a fresh health record and must pass the readiness gate; a leaving one is out of
+  // routing at once (its requests in flight finish); a vacated one drops its ejection.
+  void join(size_t i);
+  void leave(size_t i);
+  void rejoin(size_t i);
+  void vacate(size_t i);
   Engine& at(size_t i) { return *engines_[i]; }
   const Engine& at(size_t i) const { return *engines_[i]; }
   size_t healthy_count() const;  // serving-eligible engines
@@ -166,12 +184,15 @@ class Fleet {
   void write_metrics(metrics::Exposition& e) const;
 
  private:
+  void init();  // both constructors: one Engine per slot
   // Moves e to `to` (the caller holds e.mu_) and logs the change by ordinal, never by host.
   void transition(Engine& e, EngineState to, std::string_view source, std::string_view reason = {});
   // Ejects e (the caller holds e.mu_) when the max-ejection share allows it.
   void eject(Engine& e, Failure why);
   // A passing probe or (gate off) response for an unhealthy or ejected engine.
   void readmit_step(Engine& e, std::string_view source);
+  std::unique_ptr<net::Roster> own_roster_;  // the fixed-fleet constructor's
+  const net::Roster& roster_;
   const Clock& clock_;
   int64_t recent_success_ms_;
   Readiness readiness_;

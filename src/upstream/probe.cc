@@ -28,6 +28,7 @@ asio::awaitable<void> Prober::loop() {
     // readiness gate and is readmitted as early as possible.
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t i = 0; i < fleet_.size(); ++i) {
+        if (!fleet_.at(i).member()) continue;  // vacant or leaving: nothing to admit
         bool healthy = fleet_.at(i).healthy();
         if ((pass == 0) == healthy || busy_[i]) continue;
         busy_[i] = 1;
@@ -41,7 +42,13 @@ asio::awaitable<void> Prober::loop() {
 }
 
 asio::awaitable<void> Prober::probe_one(size_t i) {
-  const auto& url = fleet_.at(i).url();
+  const std::shared_ptr<const net::Member> engine = fleet_.member(i);
+  if (!engine) {
+    busy_[i] = 0;
+    co_return;
+  }
+  const uint64_t incarnation = engine->incarnation;
+  const config::UpstreamUrl& url = engine->url;
   net::GetFailure failure = net::GetFailure::kNone;
   auto res = co_await net::simple_get(url, "/health", config_.bearer, config_.timeout,
                                       config_.max_body, failure);
@@ -50,7 +57,8 @@ asio::awaitable<void> Prober::probe_one(size_t i) {
                                    config_.max_body, failure);
   }
   busy_[i] = 0;
-  if (stopped_) co_return;
+  // Stopped, or the engine probed is not the one in the slot any more (it left while we asked).
+  if (stopped_ || fleet_.roster().incarnation(i) != incarnation || !fleet_.at(i).member()) co_return;
   switch (failure) {
     case net::GetFailure::kNone:
       if (res.status == 200) {

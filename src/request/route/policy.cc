@@ -11,13 +11,15 @@ std::unique_ptr<Policy> make_round_robin_policy(const RouteConfig& config);
 std::unique_ptr<Policy> make_prefix_load_policy(const RouteConfig& config);
 
 FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
+  // Members only: a vacant or leaving slot is not a candidate, not even to fail open to.
   FleetSnapshot s;
-  s.candidates.resize(fleet.size());
+  s.candidates.reserve(fleet.size());
   const int64_t now = fleet.now_ms();
   for (size_t i = 0; i < fleet.size(); ++i) {
     const auto& e = fleet.at(i);
-    s.candidates[i] = CandidateState{i, e.healthy(), e.load_units(), e.inflight()};
-    s.candidates[i].failing = fleet.failing(i, now);
+    if (!e.member()) continue;
+    s.candidates.push_back(CandidateState{i, e.healthy(), e.load_units(), e.inflight()});
+    s.candidates.back().failing = fleet.failing(i, now);
   }
   return s;
 }

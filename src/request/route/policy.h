@@ -46,7 +46,7 @@ struct CandidateState {
 };
 
 struct FleetSnapshot {
-  std::vector<CandidateState> candidates;  // indexed by ordinal
+  std::vector<CandidateState> candidates;  // one per member (net/roster.h), in ordinal order
   static FleetSnapshot of(const upstream::Fleet& fleet);
 };
 

@@ -41,6 +41,12 @@ class PredictionCheck {
   PredictionResult record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached, uint32_t block_size,
                           uint64_t regret_tokens);
   bool withdrawn(size_t engine) const;
+  // A different engine took the slot: its record starts clean (counters stay: they are the slot's).
+  void reset(size_t engine) {
+    engines_[engine]->consecutive_misses.store(0, std::memory_order_relaxed);
+    engines_[engine]->withdrawn_until_ms.store(0, std::memory_order_relaxed);
+    engines_[engine]->reports_cached.store(false, std::memory_order_relaxed);
+  }
   size_t engines() const { return engines_.size(); }
 
   void write_metrics(metrics::Exposition& x) const;

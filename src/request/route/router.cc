@@ -10,16 +10,18 @@ namespace ramjet::route {
 
 Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vector<OverlapSource*> sources,
                SingleFlight& single_flight, std::vector<Profile> profiles)
-    : policy_(std::move(policy)),
+    : policy_(std::shared_ptr<Policy>(std::move(policy))),
+      uses_prefix_(policy_.load()->uses_prefix()),
       fleet_(fleet),
       sources_(std::move(sources)),
       single_flight_(single_flight),
-      profiles_(std::move(profiles)) {
-  if (!profiles_.empty()) profiles_.resize(fleet_.size(), Profile::kNone);
+      profiles_(std::make_unique<std::atomic<Profile>[]>(fleet_.size())) {
+  for (size_t i = 0; i < fleet_.size(); ++i) profiles_[i].store(i < profiles.size() ? profiles[i] : Profile::kNone);
   for (const OverlapSource* s : sources_) has_exact_ = has_exact_ || s->name() == "exact";
 }
 
 Routed Router::decide(const request::PreparedRequest& req) {
+  const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
   FleetSnapshot snap = FleetSnapshot::of(fleet_);
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
@@ -29,11 +31,12 @@ Routed Router::decide(const request::PreparedRequest& req) {
   thread_local std::vector<uint32_t> tokens;
   thread_local std::vector<uint32_t> provisional;
   OverlapNote note;
-  if (policy_->uses_prefix() && !chain.empty()) {
-    overlap.assign(snap.candidates.size(), 0);
+  if (uses_prefix_ && !chain.empty()) {
+    // By ordinal (slot), whether or not the slot holds a member now.
+    overlap.assign(fleet_.size(), 0);
     if (has_exact_) {  // only an exact source fills resident tokens
-      tokens.assign(snap.candidates.size(), 0);
-      provisional.assign(snap.candidates.size(), 0);
+      tokens.assign(fleet_.size(), 0);
+      provisional.assign(fleet_.size(), 0);
       note.tokens = tokens;
       note.provisional = provisional;
     }
@@ -47,7 +50,7 @@ Routed Router::decide(const request::PreparedRequest& req) {
     }
     if (!warm) {
       // Cold everywhere in the index: is a concurrent leader prefilling the same prefix?
-      std::vector<uint32_t> pending(snap.candidates.size(), 0);
+      std::vector<uint32_t> pending(fleet_.size(), 0);
       single_flight_.pending(chain, pending);
       for (CandidateState& c : snap.candidates) {
         c.single_flight = pending[c.ordinal];
@@ -56,9 +59,9 @@ Routed Router::decide(const request::PreparedRequest& req) {
     }
   }
   Routed r;
-  r.request = RouteRequest::of(req, policy_->config());
-  r.decision = policy_->decide_next(r.request, snap);
-  r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
+  r.request = RouteRequest::of(req, policy->config());
+  r.decision = policy->decide_next(r.request, snap);
+  r.cold = uses_prefix_ && !chain.empty() && !warm;
   r.exact = note.exact;
   const CandidateTerms* chosen = r.decision.first_dispatch();
   if (note.shadow) {
@@ -94,7 +97,7 @@ SingleFlight::Lease Router::lead(size_t engine, const Routed& routed, const requ
 }
 
 void Router::observe(size_t engine, const request::PreparedRequest& req) {
-  if (!policy_->uses_prefix() || req.fingerprints.chain.empty()) return;
+  if (!uses_prefix_ || req.fingerprints.chain.empty()) return;
   for (OverlapSource* source : sources_) source->served(engine, req);
 }
 

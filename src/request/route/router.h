@@ -51,11 +51,17 @@ class Router {
   Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vector<OverlapSource*> sources,
          SingleFlight& single_flight, std::vector<Profile> profiles);
 
-  const Policy& policy() const { return *policy_; }
-  const RouteConfig& config() const { return policy_->config(); }
-  // Whether requests need fingerprints (PrepareConfig::fingerprint).
-  bool uses_prefix() const { return policy_->uses_prefix(); }
-  Profile profile(size_t engine) const { return profiles_.empty() ? Profile::kNone : profiles_[engine]; }
+  std::shared_ptr<const Policy> policy() const { return policy_.load(std::memory_order_acquire); }
+  RouteConfig config() const { return policy()->config(); }
+  // Whether requests need fingerprints (PrepareConfig::fingerprint): fixed for the process (a
+  // reload may change a policy's weights, not its kind).
+  bool uses_prefix() const { return uses_prefix_; }
+  // A configuration reload's weights (RJ_ROUTE_ALPHA, ...): decisions made after this use `p`,
+  // those in progress finish with the policy they started with. `p` is of the same kind.
+  void set_policy(std::unique_ptr<Policy> p) { policy_.store(std::shared_ptr<Policy>(std::move(p)), std::memory_order_release); }
+  Profile profile(size_t engine) const { return profiles_[engine].load(std::memory_order_relaxed); }
+  // The decode profile of the engine now in slot `engine` (one that joined later; any thread).
+  void set_profile(size_t engine, Profile p) { profiles_[engine].store(p, std::memory_order_relaxed); }
 
   Routed decide(const request::PreparedRequest& req);
 
@@ -74,11 +80,12 @@ class Router {
   bool single_flight_enabled() const { return single_flight_.config().enabled; }
 
  private:
-  std::unique_ptr<Policy> policy_;
+  std::atomic<std::shared_ptr<Policy>> policy_;
+  bool uses_prefix_ = false;
   upstream::Fleet& fleet_;
   std::vector<OverlapSource*> sources_;
   SingleFlight& single_flight_;
-  std::vector<Profile> profiles_;
+  std::unique_ptr<std::atomic<Profile>[]> profiles_;  // per slot
   bool has_exact_ = false;  // a source named "exact" is among sources_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(ExactOutcome::kCount)> exact_outcomes_{};
   std::array<std::atomic<uint64_t>, 4> canary_{};  // decisions per request::ExactCohort

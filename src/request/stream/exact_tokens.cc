@@ -45,17 +45,17 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   // A healthy engine, in turn: any of them renders the same tokens (one model, one template).
   const size_t n = fleet_.size();
   const size_t start = tokenize_turn_.fetch_add(1, std::memory_order_relaxed);
-  const upstream::Engine* engine = nullptr;
+  std::shared_ptr<const net::Member> engine;
   for (size_t k = 0; k < n && engine == nullptr; ++k) {
-    const upstream::Engine& candidate = fleet_.at((start + k) % n);
-    if (candidate.healthy()) engine = &candidate;
+    const size_t i = (start + k) % n;
+    if (fleet_.at(i).healthy()) engine = fleet_.member(i);
   }
   if (engine == nullptr) {
     e.status = ExactTokens::kNoEngine;
     co_return;
   }
   net::GetFailure failure = net::GetFailure::kNone;
-  net::SimpleResponse r = co_await net::simple_post(engine->url(), "/tokenize", std::move(call->payload), c.bearer,
+  net::SimpleResponse r = co_await net::simple_post(engine->url, "/tokenize", std::move(call->payload), c.bearer,
                                                     c.timeout, c.max_response, failure);
   if (failure == net::GetFailure::kTimeout) {
     e.status = ExactTokens::kTimeout;

@@ -73,13 +73,13 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
 // The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream and
 // Expect are not forwarded; Host and Content-Length are set here. With client API keys on, the
 // client's Authorization and x-api-key stay here too, and RJ_UPSTREAM_TOKEN (if any) goes instead.
-size_t Proxy::build_request_head(Session& s, size_t u) {
+size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url) {
   const net::RequestHead& req = s.req;
   net::HeadBuffer& out = s.out;
   out.clear();
   out.append(req.method_string);
   out.push_back(' ');
-  out.append(fleet_.at(u).url().base_path);
+  out.append(url.base_path);
   out.append(req.target);
   out.append(" HTTP/1.1\r\n");
   const net::HopByHop hop(req.fields, kRouteHeader);
@@ -91,7 +91,7 @@ size_t Proxy::build_request_head(Session& s, size_t u) {
     net::append_field(out, req.fields.name(i), req.fields.value(i));
     ++fields;
   }
-  net::append_field(out, "Host", host_headers_[u]);
+  net::append_field(out, "Host", url.host_header());
   if (own_keys && s.authenticated && !config_.upstream_authorization.empty()) {
     net::append_field(out, "Authorization", config_.upstream_authorization);
     ++fields;
@@ -115,8 +115,8 @@ bool Proxy::upstream_head_fits(Session& s) {
   const bool count_ok = s.req.fields.size() + added <= config_.upstream_max_header_count;
   const size_t extra = max_host_header_ + config_.upstream_authorization.size();  // + RJ_UPSTREAM_TOKEN
   if (count_ok && config_.max_header_bytes + extra + 1024 <= config_.upstream_max_header_bytes) return true;
-  const size_t fields = build_request_head(s, 0);
-  const uint64_t bytes = s.out.size() - host_headers_[0].size() + max_host_header_;
+  const size_t fields = build_request_head(s, config::UpstreamUrl{});  // Host "" and no base path
+  const uint64_t bytes = s.out.size() + max_host_header_;
   return fields <= config_.upstream_max_header_count && bytes <= config_.upstream_max_header_bytes;
 }
 
@@ -215,6 +215,13 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   ClientWatch& watch = *s.watch;
   if (d.fail_open) metrics_.fail_open_dispatches[u].inc();
   route::LoadReservation reservation(engine, c.request_load_units);
+  // The engine in slot u now. It cannot leave the slot while this reservation holds it
+  // (upstream/membership.h vacates only idle slots), but it may have left since the decision.
+  const std::shared_ptr<const net::Member> member = fleet_.member(u);
+  if (!member) {
+    x.last_error = UpstreamError::kConnect;
+    co_return Step::kNext;
+  }
   x.upstream = u;
   x.units = c.request_load_units;
   x.engine_done = false;
@@ -230,10 +237,11 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   } attempt_end{*this, x, u};
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (watch.gone) co_return Step::kNext;
-    net::ConnectionPtr conn = attempt == 0 ? pools_.at(s.thread, u).take() : nullptr;
+    net::ConnectionPtr conn = attempt == 0 ? pools_.at(s.thread, u).take(member->incarnation) : nullptr;
     if (!conn) {
       net::ConnectFailure cf = net::ConnectFailure::kNone;
-      conn = co_await net::connect(engine.url(), config_.connect_timeout, cf, &watch.upstream);
+      conn = co_await net::connect(member->url, config_.connect_timeout, cf, &watch.upstream);
+      if (conn) conn->incarnation = member->incarnation;
       watch.upstream = nullptr;
       if (!conn) {
         if (watch.gone) co_return Step::kNext;
@@ -260,7 +268,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         ~NotWaiting() { p.set_waiting(s, Session::kNotWaiting); }
       } not_waiting{*this, s};
       boost::system::error_code ec, write_ec;
-      start_exchange(s, x, *conn, u, write_ec);
+      start_exchange(s, x, *conn, member->url, write_ec);
       if (!s.out_buffers.empty() && !write_ec) {
         arm_upstream(*conn, x);  // an engine that stops reading the body counts as silent
         co_await asio::async_write(conn->stream, s.out_buffers.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
@@ -300,7 +308,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
           co_return Step::kNext;
         case HeadResult::kTls:  // like a failed handshake: nothing in the request caused it
           ERR_clear_error();
-          net::UpstreamTls::instance().target(engine.url().host, engine.url().port).count_failure(net::TlsFailure::kHandshake);
+          net::UpstreamTls::instance().target(member->url.host, member->url.port).count_failure(net::TlsFailure::kHandshake);
           x.last_error = UpstreamError::kConnect;
           metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
           fleet_.fence(u, upstream::FenceReason::kTls);
@@ -358,14 +366,14 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
 // Starts an exchange on `conn` (engine u): arms the first-byte deadline, serialises the head and
 // writes what the socket takes now; the rest (if any) stays in s.out_buffers. A fresh parser
 // waits for the response head.
-void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, size_t u,
+void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const config::UpstreamUrl& url,
                            boost::system::error_code& write_ec) {
   s.engine_fenced = false;
   x.body_started = false;
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                               ? std::chrono::steady_clock::now() + config_.first_byte_timeout
                               : std::chrono::steady_clock::time_point::max();
-  build_request_head(s, u);
+  build_request_head(s, url);
   OutBuffers& out = s.out_buffers;
   out.clear();
   out.add(s.out);

@@ -374,7 +374,7 @@ void ProxyMetrics::write(metrics::Exposition& x) const {
                upstream_requests[u * kClasses.size() + c].get());
   x.family(fam(F::kUpstreamInfo));
   for (size_t u = 0; u < upstreams; ++u) {
-    route::Profile p = u < upstream_profiles.size() ? upstream_profiles[u] : route::Profile::kNone;
+    route::Profile p = upstream_profiles ? upstream_profiles(u) : route::Profile::kNone;
     x.sample(name(F::kUpstreamInfo), up_label(u) + ",profile=\"" + std::string(route::profile_label(p)) + "\"",
              int64_t{1});
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -71,7 +72,8 @@ struct ProxyMetrics {
   // outcome. Times are the exchange's clock_ns values (first_token_ns 0: not streamed).
   void observe_usage(Endpoint e, const Usage& u, int64_t start_ns, int64_t first_token_ns, int64_t now_ns);
   // ramjet_upstream_info{upstream,profile}: the declared profile of each upstream ordinal.
-  void set_profiles(std::vector<route::Profile> profiles) { upstream_profiles = std::move(profiles); }
+  // Each upstream's decode profile label (thread-safe reader; unset: every upstream "none").
+  void set_profiles(std::function<route::Profile(size_t)> profiles) { upstream_profiles = std::move(profiles); }
   void write(metrics::Exposition& x) const;
 
   // requests_total[endpoint][stream][code - 100]
@@ -97,7 +99,7 @@ struct ProxyMetrics {
   metrics::Histogram route_overlap;   // the winner's raw overlap, blocks (prefix routing)
   metrics::Histogram route_affinity;  // the winner's capped affinity, blocks (prefix routing)
   std::unique_ptr<metrics::Counter[]> upstream_requests;  // [upstream][1xx..5xx]
-  std::vector<route::Profile> upstream_profiles;          // empty: every upstream "none"
+  std::function<route::Profile(size_t)> upstream_profiles;
   metrics::Histogram request_duration;  // seconds
   metrics::Histogram ttft;              // seconds to first generated token (streaming)
   metrics::Histogram tpot;              // seconds per output token after the first (streaming)

@@ -94,10 +94,11 @@ Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, 
       waiting_(io.size(), std::vector<Session*>(fleet.size(), nullptr)),
       budget_(config_.max_buffered_bytes) {
   config_.prepare.fingerprint = router_.uses_prefix();
-  host_headers_.reserve(fleet.size());
+  max_host_header_ = config_.max_engine_prefix_bytes;
   for (size_t i = 0; i < fleet.size(); ++i) {
-    host_headers_.push_back(fleet.at(i).url().host_header());
-    max_host_header_ = std::max(max_host_header_, host_headers_.back().size() + fleet.at(i).url().base_path.size());
+    if (auto m = fleet.member(i)) {
+      max_host_header_ = std::max(max_host_header_, m->url.host_header().size() + m->url.base_path.size());
+    }
   }
   metrics_.budget = &budget_;
   metrics_observer_ = std::make_unique<ExchangeMetrics>(metrics_, clock_, router_.uses_prefix());

@@ -53,6 +53,9 @@ struct ProxyConfig {
   // What the engines accept (RJ_UPSTREAM_MAX_HEADER_BYTES / _COUNT): larger heads get 431 here.
   uint64_t upstream_max_header_bytes = 4u << 20;
   uint32_t upstream_max_header_count = 256;
+  // The longest Host header + base path an engine that joins later can have (RJ_UPSTREAM_DNS
+  // names, a reload's RJ_UPSTREAM); the engines present at the start are measured themselves.
+  size_t max_engine_prefix_bytes = 0;
   uint64_t max_buffered_bytes = 256ull << 20;  // RJ_MAX_BUFFERED_BYTES
   ServedPaths served;                          // RJ_SERVE_TOKENIZE, RJ_PASSTHROUGH_PATHS
   uint64_t advertise_ctx_margin = 16384;
@@ -115,7 +118,7 @@ class Proxy {
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
   boost::asio::awaitable<Step> dispatch(Session& s, Exchange& x, const route::Routed& routed,
                                         const std::vector<route::CandidateTerms>& order, size_t k);
-  void start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, size_t u,
+  void start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const config::UpstreamUrl& url,
                       boost::system::error_code& write_ec);
   HeadResult head_failure(Session& s, const net::UpstreamConnection& conn, const boost::system::error_code& ec) const;
   boost::asio::awaitable<Step> on_sent_failure(Session& s, Exchange& x, size_t u, HeadResult why, bool more);
@@ -127,7 +130,7 @@ class Proxy {
   boost::asio::awaitable<void> fetch_exact_tokens(Session& s);
   boost::asio::awaitable<void> local_exact_tokens(Session& s);  // RJ_EXACT_TOKENS=local
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
-  size_t build_request_head(Session& s, size_t engine);
+  size_t build_request_head(Session& s, const config::UpstreamUrl& engine);
   bool upstream_head_fits(Session& s);
   // Tells the observers of the exchange's decision.
   void decided(Exchange& x, const route::Routed& routed);
@@ -190,8 +193,7 @@ class Proxy {
   std::vector<Session*> idle_;
   void set_idle(Session& s, bool idle);
   std::vector<std::vector<Session*>> waiting_;  // [io thread][engine]: list heads
-  std::vector<std::string> host_headers_;  // per engine ordinal: the Host header sent upstream
-  size_t max_host_header_ = 0;
+  size_t max_host_header_ = 0;  // the longest Host header + base path any engine can have
   BodyBudget budget_;
 };
 

@@ -1,0 +1,42 @@
+#include "net/roster.h"
+
+namespace ramjet::net {
+
+Roster::Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity)
+    : slots_(capacity < urls.size() ? urls.size() : capacity) {
+  for (size_t i = 0; i < urls.size(); ++i) join(i, urls[i]);
+}
+
+size_t Roster::listed_count() const {
+  size_t n = 0;
+  for (size_t i = 0; i < slots_.size(); ++i) n += listed(i) ? 1 : 0;
+  return n;
+}
+
+size_t Roster::active_count() const {
+  size_t n = 0;
+  for (size_t i = 0; i < slots_.size(); ++i) n += active(i) ? 1 : 0;
+  return n;
+}
+
+uint64_t Roster::join(size_t i, config::UpstreamUrl url) {
+  const uint64_t inc = next_incarnation_++;
+  slots_[i].member.store(std::make_shared<const Member>(Member{std::move(url), inc}), std::memory_order_release);
+  slots_[i].state.store(SlotState::kActive, std::memory_order_release);
+  return inc;
+}
+
+void Roster::leave(size_t i) {
+  if (active(i)) slots_[i].state.store(SlotState::kLeaving, std::memory_order_release);
+}
+
+void Roster::rejoin(size_t i) {
+  if (state(i) == SlotState::kLeaving) slots_[i].state.store(SlotState::kActive, std::memory_order_release);
+}
+
+void Roster::vacate(size_t i) {
+  slots_[i].state.store(SlotState::kVacant, std::memory_order_release);
+  slots_[i].member.store(nullptr, std::memory_order_release);
+}
+
+}  // namespace ramjet::net

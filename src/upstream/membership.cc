@@ -1,0 +1,157 @@
+#include "upstream/membership.h"
+
+#include <array>
+
+#include "common/log.h"
+
+namespace ramjet::upstream {
+
+namespace {
+
+using metrics::Family;
+using metrics::MetricKind;
+
+constexpr std::array<Family, 3> kFamilies = {{
+    {"ramjet_upstream_members", MetricKind::kGauge, "state",
+     "Engines in the fleet by membership state: active (routed, probed) or leaving (no longer "
+     "listed by RJ_UPSTREAM or its DNS name; its requests in flight finish, then its ordinal is "
+     "freed)."},
+    {"ramjet_upstream_membership_changes_total", MetricKind::kCounter, "change",
+     "Membership changes: joined (a new engine took an ordinal; it starts fenced), leaving (no "
+     "source lists it), rejoined (listed again before it left), vacated (its ordinal was freed), "
+     "rejected (no free ordinal: RJ_UPSTREAM_MAX engines are already listed)."},
+    {"ramjet_config_reloads_total", MetricKind::kCounter, "outcome",
+     "SIGHUP configuration reloads (RJ_CONFIG_FILE): applied (the new engine list and weights are in "
+     "use), invalid (a problem in the new configuration: the running one stays; the log says what)."},
+}};
+
+}  // namespace
+
+std::span<const metrics::Family> membership_families() { return kFamilies; }
+
+std::string Membership::key(const config::UpstreamUrl& u) {
+  return (u.tls ? "https://" : "http://") + u.host + "|" + std::to_string(u.port) + "|" + u.base_path + "|" + u.name;
+}
+
+Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const std::vector<Listed>& initial,
+                       Hooks hooks)
+    : roster_(roster),
+      fleet_(fleet),
+      sources_(sources),
+      hooks_(std::move(hooks)),
+      last_key_(roster.capacity()),
+      vacated_at_(roster.capacity(), 0) {
+  for (size_t i = 0; i < initial.size() && i < roster.capacity(); ++i) {
+    Entry& e = entries_[key(initial[i].url)];
+    e.slot = i;
+    e.sources.assign(sources_, false);
+    e.sources[0] = true;
+    e.profile = initial[i].profile;
+    vacated_at_[i] = ++vacate_seq_;  // used
+  }
+}
+
+bool Membership::place(const std::string& k, const Listed& l, size_t& slot) {
+  const size_t n = roster_.capacity();
+  size_t never = n, oldest = n, same = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (roster_.listed(i)) continue;
+    if (last_key_[i] == k) same = i;
+    if (vacated_at_[i] == 0) {
+      if (never == n) never = i;
+    } else if (oldest == n || vacated_at_[i] < vacated_at_[oldest]) {
+      oldest = i;
+    }
+  }
+  slot = same != n ? same : never != n ? never : oldest;
+  if (slot == n) return false;
+  roster_.join(slot, l.url);
+  fleet_.join(slot);
+  vacated_at_[slot] = ++vacate_seq_;  // used (a later vacate stamps it again)
+  last_key_[slot] = k;
+  return true;
+}
+
+void Membership::leave(const std::string&, Entry& e) {
+  if (!roster_.active(e.slot)) return;
+  roster_.leave(e.slot);
+  fleet_.leave(e.slot);
+  ++leaves_;
+}
+
+void Membership::update(size_t source, const std::vector<Listed>& engines) {
+  if (source >= sources_) return;
+  std::map<std::string, const Listed*> now;
+  for (const Listed& l : engines) now.emplace(key(l.url), &l);
+  for (auto& [k, e] : entries_) {
+    if (!e.sources[source] || now.count(k)) continue;
+    e.sources[source] = false;
+    bool listed = false;
+    for (bool b : e.sources) listed = listed || b;
+    if (!listed) leave(k, e);
+  }
+  for (const auto& [k, l] : now) {
+    auto it = entries_.find(k);
+    if (it != entries_.end()) {
+      it->second.sources[source] = true;
+      if (roster_.state(it->second.slot) == net::SlotState::kLeaving) {
+        roster_.rejoin(it->second.slot);
+        fleet_.rejoin(it->second.slot);
+        ++rejoins_;
+      }
+      continue;
+    }
+    size_t slot = 0;
+    if (!place(k, *l, slot)) {
+      ++rejected_;
+      spdlog::warn("upstream membership: no free ordinal for a new engine (RJ_UPSTREAM_MAX={} are listed)",
+                   roster_.capacity());
+      continue;
+    }
+    ++joins_;
+    Entry& e = entries_[k];
+    e.slot = slot;
+    e.sources.assign(sources_, false);
+    e.sources[source] = true;
+    e.profile = l->profile;
+    if (hooks_.joined) hooks_.joined(slot, *l);
+  }
+}
+
+void Membership::sweep() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const size_t slot = it->second.slot;
+    if (roster_.state(slot) != net::SlotState::kLeaving || fleet_.at(slot).inflight() != 0) {
+      ++it;
+      continue;
+    }
+    roster_.vacate(slot);
+    fleet_.vacate(slot);
+    vacated_at_[slot] = ++vacate_seq_;
+    ++vacates_;
+    it = entries_.erase(it);
+    if (hooks_.vacated) hooks_.vacated(slot);
+  }
+}
+
+void Membership::write_metrics(metrics::Exposition& x) const {
+  size_t active = 0, leaving = 0;
+  for (size_t i = 0; i < roster_.capacity(); ++i) {
+    active += roster_.active(i) ? 1 : 0;
+    leaving += roster_.state(i) == net::SlotState::kLeaving ? 1 : 0;
+  }
+  x.family(kFamilies[0]);
+  x.sample(kFamilies[0].name, "state=\"active\"", uint64_t{active});
+  x.sample(kFamilies[0].name, "state=\"leaving\"", uint64_t{leaving});
+  x.family(kFamilies[1]);
+  x.sample(kFamilies[1].name, "change=\"joined\"", joins_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[1].name, "change=\"leaving\"", leaves_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[1].name, "change=\"rejoined\"", rejoins_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[1].name, "change=\"vacated\"", vacates_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[1].name, "change=\"rejected\"", rejected_.load(std::memory_order_relaxed));
+  x.family(kFamilies[2]);
+  x.sample(kFamilies[2].name, "outcome=\"applied\"", reloads_applied_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[2].name, "outcome=\"invalid\"", reloads_invalid_.load(std::memory_order_relaxed));
+}
+
+}  // namespace ramjet::upstream

@@ -1,0 +1,86 @@
+// upstream/membership: which engines are in the fleet, changing at runtime. Sources list engines
+// (source 0: the static RJ_UPSTREAM list, replaced by a configuration reload; sources 1..: the
+// RJ_UPSTREAM_DNS names, each re-resolved on an interval by upstream/dns.h); Membership turns
+// their lists into slots of the roster (net/roster.h):
+//   - a new engine joins a vacant slot: the one it held before if that is still free (an engine
+//     that comes back keeps its ordinal), else a never-used one, else the one vacated longest
+//     ago — an ordinal is never reused while the engine that left it still has requests or
+//     series; it starts fenced and must pass the probes and the readiness gate;
+//   - an engine no source lists any more leaves: no new requests; the ones in flight finish;
+//     then its slot is vacated and the owner frees what it kept for it (index, KV subscriber,
+//     pooled connections are dropped by incarnation);
+//   - an engine listed again before it was vacated simply stays.
+// All calls on one thread (the app's io.at(0)); the roster is read lock-free by everyone else.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "metrics/metrics.h"
+#include "net/roster.h"
+#include "upstream/fleet.h"
+
+namespace ramjet::upstream {
+
+struct Listed {
+  config::UpstreamUrl url;
+  std::string profile{};  // RJ_UPSTREAM_PROFILES item for its source ("" = none)
+  // Its source's RJ_KV_EVENT_LIVE/REPLAY_ENDPOINTS items ("" or "-": none; "discover"; an
+  // endpoint, "tcp://*:port" meaning the engine's own address).
+  std::string kv_live{}, kv_replay{};
+};
+
+// The families Membership::write_metrics writes (docs/metrics.md).
+std::span<const metrics::Family> membership_families();
+
+class Membership {
+ public:
+  struct Hooks {
+    std::function<void(size_t slot, const Listed&)> joined;  // after the roster and fleet took it
+    std::function<void(size_t slot)> vacated;                 // after the slot was emptied
+  };
+  // `sources`: how many sources there are (1 + DNS names). The roster's occupied slots are the
+  // static list's engines (source 0), as made from RJ_UPSTREAM.
+  // `initial`: source 0's engines, already in slots 0.. of the roster (made from RJ_UPSTREAM).
+  Membership(net::Roster& roster, Fleet& fleet, size_t sources, const std::vector<Listed>& initial, Hooks hooks);
+
+  // Source `source` now lists exactly `engines` (duplicates count once).
+  void update(size_t source, const std::vector<Listed>& engines);
+  // Vacates leaving slots with nothing in flight; call on an interval.
+  void sweep();
+
+  uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
+  // A configuration reload (RJ_CONFIG_FILE on SIGHUP) was applied, or refused as invalid.
+  void count_reload(bool applied) { (applied ? reloads_applied_ : reloads_invalid_).fetch_add(1, std::memory_order_relaxed); }
+  void write_metrics(metrics::Exposition& x) const;
+
+ private:
+  struct Entry {
+    size_t slot = 0;
+    std::vector<bool> sources;  // which sources list it
+    std::string profile;
+  };
+  static std::string key(const config::UpstreamUrl& u);
+  bool place(const std::string& k, const Listed& l, size_t& slot);
+  void leave(const std::string& k, Entry& e);
+
+  net::Roster& roster_;
+  Fleet& fleet_;
+  size_t sources_;
+  Hooks hooks_;
+  std::map<std::string, Entry> entries_;   // listed engines (active or leaving), by address
+  std::vector<std::string> last_key_;      // per slot: the address that held it last
+  std::vector<uint64_t> vacated_at_;       // per slot: order of vacating (0 = never used)
+  uint64_t vacate_seq_ = 0;
+  // Read by the metrics listener's thread.
+  std::atomic<uint64_t> joins_{0}, leaves_{0}, rejoins_{0}, vacates_{0}, rejected_{0};
+  std::atomic<uint64_t> reloads_applied_{0}, reloads_invalid_{0};
+};
+
+}  // namespace ramjet::upstream

@@ -1,0 +1,95 @@
+#include "upstream/membership.h"
+
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+
+namespace ramjet::upstream {
+namespace {
+
+Listed at(const std::string& host) { return Listed{config::UpstreamUrl{host, 8000, ""}}; }
+
+struct Rig {
+  ManualClock clock;
+  net::Roster roster{{config::UpstreamUrl{"static", 8000, ""}}, 4};
+  Fleet fleet{roster, clock, 30000};
+  std::vector<size_t> joined, vacated;
+  Membership m{roster, fleet, 2, {Listed{config::UpstreamUrl{"static", 8000, ""}}},
+               Membership::Hooks{.joined = [this](size_t s, const Listed&) { joined.push_back(s); },
+                                 .vacated = [this](size_t s) { vacated.push_back(s); }}};
+};
+
+TEST(Membership, NewEnginesJoinFencedInFreeSlots) {
+  Rig r;
+  r.m.update(1, {at("10.0.0.2"), at("10.0.0.3")});
+  EXPECT_EQ(r.joined, (std::vector<size_t>{1, 2}));
+  EXPECT_TRUE(r.roster.active(1));
+  EXPECT_EQ(r.roster.member(1)->url.host, "10.0.0.2");
+  EXPECT_FALSE(r.fleet.at(1).healthy());  // the readiness gate first
+  EXPECT_TRUE(r.fleet.at(0).healthy());   // the static engine as ever
+  r.m.update(1, {at("10.0.0.2"), at("10.0.0.3")});
+  EXPECT_EQ(r.joined.size(), 2u);  // the same answer changes nothing
+}
+
+TEST(Membership, ALeavingEngineIsVacatedOnlyWhenItsRequestsAreDone) {
+  Rig r;
+  r.m.update(1, {at("10.0.0.2")});
+  r.fleet.at(1).add_load(1, 1);  // a request in flight
+  r.m.update(1, {});
+  EXPECT_EQ(r.roster.state(1), net::SlotState::kLeaving);
+  EXPECT_FALSE(r.fleet.at(1).member());
+  r.m.sweep();
+  EXPECT_TRUE(r.vacated.empty());
+  r.fleet.at(1).add_load(-1, -1);
+  r.m.sweep();
+  EXPECT_EQ(r.vacated, (std::vector<size_t>{1}));
+  EXPECT_EQ(r.roster.member(1), nullptr);
+}
+
+TEST(Membership, AnEngineBackBeforeItLeftStaysAndOneBackLaterGetsItsOrdinal) {
+  Rig r;
+  r.m.update(1, {at("10.0.0.2"), at("10.0.0.3")});
+  r.fleet.at(1).add_load(1, 1);
+  r.m.update(1, {at("10.0.0.3")});
+  r.m.update(1, {at("10.0.0.2"), at("10.0.0.3")});  // back while still leaving
+  EXPECT_TRUE(r.roster.active(1));
+  EXPECT_EQ(r.joined.size(), 2u);
+  r.fleet.at(1).add_load(-1, -1);
+  r.m.update(1, {at("10.0.0.3")});
+  r.m.sweep();
+  r.m.update(1, {at("10.0.0.4"), at("10.0.0.3")});  // a new one: a never-used slot, not 1
+  EXPECT_EQ(r.roster.member(3)->url.host, "10.0.0.4");
+  r.m.update(1, {at("10.0.0.4"), at("10.0.0.3"), at("10.0.0.2")});  // .2 comes back: its old ordinal
+  EXPECT_EQ(r.roster.member(1)->url.host, "10.0.0.2");
+}
+
+TEST(Membership, NoFreeOrdinalIsCountedNotForced) {
+  Rig r;
+  r.m.update(1, {at("a"), at("b"), at("c"), at("d")});
+  EXPECT_EQ(r.m.rejected(), 1u);
+  EXPECT_EQ(r.roster.listed_count(), 4u);
+}
+
+TEST(Membership, AnEngineListedByTwoSourcesLeavesWhenNeitherListsIt) {
+  Rig r;
+  r.m.update(1, {at("static")});  // the DNS name also answers the static engine
+  EXPECT_TRUE(r.joined.empty());
+  r.m.update(0, {});  // a reload drops it from RJ_UPSTREAM: DNS still lists it
+  EXPECT_TRUE(r.roster.active(0));
+  r.m.update(1, {});
+  EXPECT_EQ(r.roster.state(0), net::SlotState::kLeaving);
+}
+
+TEST(Roster, VacantSlotsHaveNoSeriesInTheExposition) {
+  metrics::Exposition x;
+  x.set_upstream_filter([](size_t i) { return i != 1; });
+  x.sample("m", "upstream=\"0\"", uint64_t{1});
+  x.sample("m", "upstream=\"1\",reason=\"x\"", uint64_t{1});
+  x.sample("m", "reason=\"y\",upstream=\"1\"", uint64_t{1});
+  x.sample("m", "other_upstream=\"1\"", uint64_t{1});
+  x.sample("m", "", uint64_t{1});
+  EXPECT_EQ(x.take(), "m{upstream=\"0\"} 1\nm{other_upstream=\"1\"} 1\nm 1\n");
+}
+
+}  // namespace
+}  // namespace ramjet::upstream

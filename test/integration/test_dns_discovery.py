@@ -1,0 +1,328 @@
+"""Engines that come and go at runtime (issue 14): discovery from DNS and configuration reloads.
+
+A real DNS server on loopback (Debian's dnsmasq, answering from a hosts file it re-reads on
+SIGHUP) names ramjet-sim engines on 127.0.0.2, 127.0.0.3, ... on one port; ramjet asks it every
+200 ms (RJ_UPSTREAM_DNS_SERVER). Engines are added and removed while traffic flows: no request
+fails, a new engine passes the readiness gate before it takes traffic, a removed one finishes
+what it has in flight and its ordinal is freed (no series left), an engine that comes back gets
+its old ordinal. RJ_CONFIG_FILE reloads on SIGHUP: engines added and removed, weights applied,
+a broken file keeps the running configuration.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from support.ramjet_proc import http_request
+from support.sim_proc import SimProc
+
+DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
+pytestmark = pytest.mark.skipif(not os.path.exists(DNSMASQ), reason="dnsmasq not installed (scripts/setup)")
+
+NAME = "engines.ramjet.test"
+
+
+def free_port(*hosts) -> int:
+    """A TCP port free on every one of `hosts` (the engines share one port, as pods do)."""
+    for _ in range(50):
+        s = socket.socket()
+        s.bind((hosts[0], 0))
+        port = s.getsockname()[1]
+        s.close()
+        ok = True
+        for h in hosts:
+            t = socket.socket()
+            try:
+                t.bind((h, port))
+            except OSError:
+                ok = False
+            finally:
+                t.close()
+        if ok:
+            return port
+    raise RuntimeError("no common free port")
+
+
+def dns_port() -> int:
+    """A port free for both UDP and TCP on 127.0.0.1 (dnsmasq listens on both)."""
+    while True:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", 0))
+        port = u.getsockname()[1]
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            t.close()
+            u.close()
+
+
+class Dns:
+    """dnsmasq on 127.0.0.1:<port> answering NAME from a hosts file."""
+
+    def __init__(self, tmp_path):
+        self.hosts = tmp_path / "hosts"
+        self.hosts.write_text("")
+        os.chmod(self.hosts, 0o644)
+        for _ in range(5):  # another process may take the port between the check and dnsmasq's bind
+            if self._start():
+                return
+        raise RuntimeError("dnsmasq did not start: " + self.error)
+
+    def _start(self) -> bool:
+        self.port = dns_port()
+        self.proc = subprocess.Popen(
+            [DNSMASQ, "--keep-in-foreground", "--no-resolv", "--no-hosts", "--conf-file=/dev/null",
+             f"--port={self.port}", "--listen-address=127.0.0.1", "--bind-interfaces",
+             f"--addn-hosts={self.hosts}", "--local=/ramjet.test/", "--local-ttl=0", "--user=root", "--pid-file="],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # until it has bound
+            if self.proc.poll() is not None:
+                self.error = self.proc.stderr.read()
+                return False
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                s.bind(("127.0.0.1", self.port))
+            except OSError:
+                return True  # bound by dnsmasq
+            finally:
+                s.close()
+            time.sleep(0.05)
+        self.proc.kill()
+        self.error = "no bind within 5 s"
+        return False
+
+    @property
+    def server(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def answer(self, *addresses):
+        self.hosts.write_text("".join(f"{a} {NAME}\n" for a in addresses))
+        self.proc.send_signal(signal.SIGHUP)  # re-reads --addn-hosts
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def dns(tmp_path):
+    d = Dns(tmp_path)
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def sims():
+    made = []
+
+    def make(host: str, port: int, *args):
+        s = SimProc("--host", host, "--port", str(port), *args, wait_ready=False)
+        made.append(s)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                c = socket.create_connection((host, port), timeout=1)
+                c.close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()
+
+
+def chat(content="hello", max_tokens=4):
+    return {"model": "ramjet-sim", "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
+
+
+def replicas(rj):
+    return {r["index"]: r for r in rj.health()[1]["replicas"]}
+
+
+def wait_for(what, predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+class Traffic:
+    """Requests in a loop on a thread; every status and serving ordinal is kept."""
+
+    def __init__(self, rj):
+        self.rj = rj
+        self.results = []
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        n = 0
+        while not self.stop_flag.is_set():
+            n += 1
+            try:
+                r = self.rj.chat(chat(f"turn {n} " + "x" * 64), timeout=10)
+                self.results.append((r.status, r.upstream))
+            except OSError as e:
+                self.results.append((0, repr(e)))
+
+    def stop(self):
+        self.stop_flag.set()
+        self.thread.join(15)
+        return self.results
+
+
+def series(rj, name, **labels):
+    m = rj.metrics()
+    return m.get(name, **labels) if labels else m.get(name)
+
+
+def test_engines_join_and_leave_with_the_dns_answers_while_traffic_flows(dns, sims, ramjet_factory):
+    port = free_port("127.0.0.2", "127.0.0.3")
+    sims("127.0.0.2", port)
+    sims("127.0.0.3", port)
+    dns.answer("127.0.0.2")
+    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
+                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200", "RJ_PROBE_INTERVAL_MS": "100",
+                             "RJ_READY_SUCCESSES": "2", "RJ_READY_STABLE_SECONDS": "1", "RJ_UPSTREAM_MAX": "4"})
+    wait_for("the first engine to pass the gate", lambda: replicas(rj).get(0, {}).get("healthy"))
+    traffic = Traffic(rj)
+    try:
+        dns.answer("127.0.0.2", "127.0.0.3")
+        # Listed, but not serving until it passed the readiness gate (2 probes + 1 s).
+        seen = wait_for("the new engine listed", lambda: replicas(rj).get(1))
+        assert seen["healthy"] is False, seen
+        wait_for("the new engine healthy", lambda: replicas(rj).get(1, {}).get("healthy"))
+        before_gate = [u for s, u in traffic.results]
+        wait_for("traffic on both", lambda: {"0", "1"} <= {u for s, u in traffic.results[len(before_gate):]})
+        # The first engine leaves; the second keeps ordinal 1.
+        dns.answer("127.0.0.3")
+        wait_for("engine 0 gone from /health", lambda: 0 not in replicas(rj))
+        mark = len(traffic.results)
+        time.sleep(0.5)
+        assert {u for s, u in traffic.results[mark:]} == {"1"}
+        # It comes back: its old ordinal, through the gate again.
+        dns.answer("127.0.0.3", "127.0.0.2")
+        wait_for("engine 0 back and healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    finally:
+        results = traffic.stop()
+    failed = [r for r in results if r[0] != 200]
+    assert not failed, f"{len(failed)} of {len(results)} requests failed: {failed[:5]}"
+    assert len(results) > 20
+    m = rj.metrics()
+    assert m.get("ramjet_upstream_membership_changes_total", change="joined") == 3
+    assert m.get("ramjet_upstream_membership_changes_total", change="vacated") == 1
+    assert m.get("ramjet_upstream_dns_lookups_total", outcome="ok") > 5
+    assert m.get("ramjet_upstream_members", state="active") == 2
+    # A vacant ordinal has no series; no hostname or address anywhere in the log.
+    text = http_request(rj.metrics_port, "GET", "/metrics").body.decode()
+    assert 'upstream="2"' not in text and 'upstream="3"' not in text
+    assert NAME not in rj.output() and "127.0.0.2" not in rj.output() and "127.0.0.3" not in rj.output()
+
+
+def test_a_leaving_engine_finishes_its_stream_then_its_ordinal_is_freed(dns, sims, ramjet_factory):
+    port = free_port("127.0.0.2", "127.0.0.3")
+    sims("127.0.0.2", port, "--fault-slow-ms", "10")  # 400 tokens: about 4 s
+    sims("127.0.0.3", port)
+    dns.answer("127.0.0.2")
+    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
+                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200", "RJ_UPSTREAM_MAX": "4"})
+    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    out = {}
+
+    def long_stream():
+        body = chat("a long answer", max_tokens=400)
+        body["stream"] = True
+        body["ignore_eos"] = True
+        out["r"] = rj.chat(body, timeout=60)
+
+    t = threading.Thread(target=long_stream)
+    t.start()
+    wait_for("the stream in flight", lambda: replicas(rj).get(0, {}).get("inflight") == 1)
+    dns.answer("127.0.0.3")
+    leaving = wait_for("engine 0 leaving", lambda: replicas(rj).get(0, {}).get("leaving"))
+    assert leaving
+    assert replicas(rj)[0]["healthy"] is False  # no new requests
+    t.join(60)
+    r = out["r"]
+    assert r.status == 200 and r.upstream == "0"
+    assert b"data: [DONE]" in r.body  # the whole stream, not cut
+    wait_for("engine 0 vacated", lambda: 0 not in replicas(rj))
+    assert rj.chat(chat()).upstream == "1"
+
+
+def test_a_failed_lookup_keeps_the_engines(dns, sims, ramjet_factory):
+    port = free_port("127.0.0.2")
+    sims("127.0.0.2", port)
+    dns.answer("127.0.0.2")
+    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
+                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200"})
+    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    dns.stop()  # no answers at all: timeouts
+    wait_for("a failed lookup", lambda: rj.metrics().get("ramjet_upstream_dns_lookups_total", outcome="error") >= 1,
+             timeout=20)
+    assert replicas(rj)[0]["healthy"] is True
+    assert rj.chat(chat()).status == 200
+
+
+def test_an_empty_answer_removes_the_engines(dns, sims, ramjet_factory):
+    port = free_port("127.0.0.2")
+    sims("127.0.0.2", port)
+    dns.answer("127.0.0.2")
+    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
+                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200"})
+    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    dns.answer()  # the name has no address any more
+    wait_for("no engine", lambda: not replicas(rj))
+    r = rj.chat(chat())
+    assert r.status == 503 and r.json()["error"]["type"] == "no_healthy_upstream"
+    assert rj.health()[0] == 503
+
+
+def test_sighup_reloads_the_engine_list_and_weights_from_the_config_file(tmp_path, sims, ramjet_factory):
+    port = free_port("127.0.0.2", "127.0.0.3")
+    sims("127.0.0.2", port)
+    sims("127.0.0.3", port)
+    conf = tmp_path / "ramjet.env"
+    conf.write_text(f"# engines\nRJ_UPSTREAM=http://127.0.0.2:{port}\nRJ_ROUTE_ALPHA=4\n")
+    rj = ramjet_factory(env={"RJ_CONFIG_FILE": str(conf)})
+    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+
+    def hup_and_wait(count_label, before):
+        rj.proc.send_signal(signal.SIGHUP)
+        return wait_for("the reload", lambda: rj.metrics().get("ramjet_config_reloads_total", outcome=count_label) > before)
+
+    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.2:{port},http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=2\nRJ_MAX_TOKENS_STRIP=5000\n")
+    hup_and_wait("applied", 0)
+    wait_for("engine 1 healthy", lambda: replicas(rj).get(1, {}).get("healthy"))
+    assert "RJ_MAX_TOKENS_STRIP changed; it takes effect after a restart" in rj.output()
+    # A broken file: nothing changes, every problem is named (by line, never by value).
+    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=-1\nnot a line\n")
+    hup_and_wait("invalid", 0)
+    assert set(replicas(rj)) == {0, 1}
+    assert "line 3" in rj.output() and "RJ_ROUTE_ALPHA" in rj.output()
+    # Engine 0 removed: it leaves; engine 1 keeps its ordinal.
+    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.3:{port}\n")
+    hup_and_wait("applied", 1)
+    wait_for("engine 0 gone", lambda: 0 not in replicas(rj))
+    statuses = {rj.chat(chat()).upstream for _ in range(4)}
+    assert statuses == {"1"}
