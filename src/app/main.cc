@@ -33,6 +33,7 @@
 #include "cache/index/approx_index.h"
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_catalog.h"
+#include "upstream/engine_load.h"
 #include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
@@ -251,6 +252,16 @@ int main(int argc, char** argv) {
   if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
   sources.push_back(&approx);
   route::Router router(std::move(policy), fleet, std::move(sources), single_flight, std::move(profiles));
+  // Several routers (RJ_ROUTE_ENGINE_LOAD): the engines' own running/waiting counts, less this
+  // process's in-flight requests, count as other routers' load (the engine scrape writes them).
+  upstream::EngineLoadBoard engine_load(
+      clock, upstream::EngineLoadConfig{.enabled = cfg.route_engine_load && cfg.engine_scrape_interval_ms > 0,
+                                        .stale_ms = 3 * int64_t{cfg.engine_scrape_interval_ms},
+                                        .waiting_units = cfg.route_engine_load_waiting_units});
+  if (engine_load.enabled()) router.set_engine_load(&engine_load);
+  if (cfg.route_engine_load && !engine_load.enabled()) {
+    spdlog::warn("RJ_ROUTE_ENGINE_LOAD is on but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: routing sees its own reservations only");
+  }
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
 
   request::ProxyConfig pc;
@@ -327,6 +338,14 @@ int main(int argc, char** argv) {
       .max_body = cfg.engine_scrape_max_bytes,
       .engines = cfg.upstreams,
       .gpu_urls = cfg.gpu_metrics_urls,
+      .on_sample = [&engine_load, &fleet](size_t i, const upstream::EngineSample* s) {
+        if (!engine_load.enabled()) return;
+        if (s != nullptr && s->ok && s->running && s->waiting && i < fleet.size()) {
+          engine_load.record(i, *s->running, *s->waiting, fleet.at(i).inflight());
+        } else {
+          engine_load.forget(i);
+        }
+      },
   });
   {
     std::vector<route::Profile> declared;

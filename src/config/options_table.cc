@@ -488,6 +488,26 @@ const std::array kOptions = {
            .max = 1048576,
            .doc = "New prefixes tracked for single-flight at once.",
            .field = &Config::route_single_flight_capacity},
+    Option{.env = "RJ_ROUTE_ENGINE_LOAD",
+           .flag = "--route-engine-load",
+           .type = Type::kBool,
+           .default_text = "true",
+           .doc = "Several routers: load other routers (or clients going around ramjet) put on an "
+                  "engine counts with this process's own reservations. It is what the engine reports "
+                  "(vllm:num_requests_running + _waiting, read every RJ_ENGINE_SCRAPE_INTERVAL_MS) beyond "
+                  "this process's in-flight requests there, in load units; a reading older than three "
+                  "scrape intervals counts for nothing. Off, or with the scrape off: own reservations only.",
+           .field = &Config::route_engine_load},
+    Option{.env = "RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS",
+           .flag = "--route-engine-load-waiting-units",
+           .type = Type::kDecimal,
+           .default_text = "2",
+           .dmin = 0,
+           .dmax = 1024,
+           .doc = "RJ_ROUTE_ENGINE_LOAD: load units one foreign request waiting in an engine's queue "
+                  "weighs (its prefill is still ahead); a running one weighs one unit, as a decoding "
+                  "reservation does.",
+           .field = &Config::route_engine_load_waiting_units},
     Option{.env = "RJ_PROFILE_SHORT_MAX_TOKENS",
            .flag = "--profile-short-max-tokens",
            .type = Type::kUint,
@@ -683,13 +703,14 @@ const std::array kOptions = {
     Option{.env = "RJ_ENGINE_SCRAPE_INTERVAL_MS",
            .flag = "--engine-scrape-interval-ms",
            .type = Type::kUint,
-           .default_text = "2000",
+           .default_text = "500",
            .min = 0,
            .max = 3600000,
            .doc = "Interval between reads of each engine's own /metrics (running and waiting "
                   "requests, KV-cache usage, prefix-cache hits, DCGM GPU series) for the "
-                  "dashboard and the ramjet_engine_* metrics; 0 = off. Routing does not use "
-                  "them.",
+                  "dashboard, the ramjet_engine_* metrics and, with RJ_ROUTE_ENGINE_LOAD, routing "
+                  "(short, so other routers' load is seen while it lasts; 2000 is enough for the "
+                  "dashboard alone); 0 = off.",
            .field = &Config::engine_scrape_interval_ms},
     Option{.env = "RJ_ENGINE_SCRAPE_TIMEOUT_MS",
            .flag = "--engine-scrape-timeout-ms",

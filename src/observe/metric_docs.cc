@@ -19,6 +19,7 @@
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
 #include "upstream/engine_catalog.h"
+#include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::observe {
@@ -80,9 +81,12 @@ std::vector<MetricSection> metric_sections() {
        request::proxy_families()},
       {"Upstreams", "upstream::Fleet::write_metrics (src/upstream/fleet.cc)", "always",
        upstream::fleet_families()},
-      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route::route_families()},
+      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)",
+       "always (ramjet_exact_route_* with exact routing on or in shadow; "
+       "ramjet_upstream_foreign_load_units with RJ_ROUTE_ENGINE_LOAD on, the default)",
+       route::route_families()},
       {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
-       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", upstream::engine_families()},
+       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 500)", upstream::engine_families()},
       {"Local tokenization", "render::TokenizerService::write_metrics (src/render/tokenizer_service.cc)",
        "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
@@ -122,6 +126,8 @@ std::vector<std::string> render_sections_for_docs() {
   cache::events::KvFleet kv({so, std::nullopt, std::nullopt}, cache::events::InventoryLimits{.shard = {.max_blocks = 1024}});
   route::ExactOverlap exact(kv, fleet, route::ExactMode::kShadow);
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&exact, &approx}, single_flight, {});
+  upstream::EngineLoadBoard engine_load(clock, upstream::EngineLoadConfig{});
+  router.set_engine_load(&engine_load);
   request::ProxyMetrics proxy(urls.size());
   proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
   upstream::EngineScrapeConfig sc;

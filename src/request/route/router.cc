@@ -4,6 +4,7 @@
 #include <array>
 
 #include "request/route/exact_overlap.h"
+#include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -22,6 +23,10 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
 Routed Router::decide(const request::PreparedRequest& req) {
   FleetSnapshot snap = FleetSnapshot::of(fleet_);
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
+  if (engine_load_ != nullptr && engine_load_->enabled()) {
+    const int64_t now = engine_load_->now_ms();
+    for (CandidateState& c : snap.candidates) c.foreign_load_units = engine_load_->foreign_units(c.ordinal, now);
+  }
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
   // One decision's overlaps and resident tokens, per engine (vectors of this thread's, reused).
@@ -116,9 +121,10 @@ namespace ramjet::route {
 namespace {
 
 enum class F {
-  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary
+  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary,
+  kForeignLoad
 };
-constexpr std::array<metrics::Family, 9> kFamilies = {{
+constexpr std::array<metrics::Family, 10> kFamilies = {{
     // ExactOverlap's (asked before the approximate index, so written first)
     {"ramjet_exact_provisional_blocks_total", metrics::MetricKind::kCounter, "",
      "Blocks entered as provisional (speculative residency): blocks of a placed request's prompt "
@@ -149,6 +155,11 @@ constexpr std::array<metrics::Family, 9> kFamilies = {{
      "Tokenized requests by canary cohort (RJ_EXACT_ROUTE_CANARY_BPS over a keyed hash of "
      "X-Session-ID): all (10000 bps), treatment (placed exactly), control and no_session (computed "
      "and recorded as shadow decisions only)."},
+    {"ramjet_upstream_foreign_load_units", metrics::MetricKind::kGauge, "upstream",
+     "Load units other routers put on the engine as routing reads it now (RJ_ROUTE_ENGINE_LOAD): "
+     "the engine's reported running and waiting requests beyond this process's own in-flight "
+     "requests there, waiting ones weighted by RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS; 0 while the "
+     "engine's last /metrics reading is older than three scrape intervals or failed."},
 }};
 const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
@@ -192,6 +203,13 @@ void Router::write_metrics(metrics::Exposition& x) const {
     x.family(fam(F::kCanary));
     for (size_t c = 0; c < kCohorts.size(); ++c) {
       x.sample(fam(F::kCanary).name, "cohort=\"" + std::string(kCohorts[c]) + "\"", canary_[c].load(std::memory_order_relaxed));
+    }
+  }
+  if (engine_load_ != nullptr && engine_load_->enabled()) {
+    x.family(fam(F::kForeignLoad));
+    const int64_t now = engine_load_->now_ms();
+    for (size_t i = 0; i < fleet_.size(); ++i) {
+      x.sample(fam(F::kForeignLoad).name, "upstream=\"" + std::to_string(i) + "\"", engine_load_->foreign_units(i, now));
     }
   }
 }

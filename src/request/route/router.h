@@ -19,6 +19,7 @@
 #include "request/route/single_flight.h"
 
 namespace ramjet::upstream {
+class EngineLoadBoard;
 class Fleet;
 }
 
@@ -70,6 +71,11 @@ class Router {
   // (no payload, ordinals).
   void write_metrics(metrics::Exposition& x) const;
 
+  // Other routers' load on the engines (RJ_ROUTE_ENGINE_LOAD): each decision reads every
+  // candidate's foreign load units from `board` (null: none). Set before serving; it must
+  // outlive the router.
+  void set_engine_load(const upstream::EngineLoadBoard* board) { engine_load_ = board; }
+
   SingleFlight& single_flight() { return single_flight_; }
   bool single_flight_enabled() const { return single_flight_.config().enabled; }
 
@@ -79,6 +85,7 @@ class Router {
   std::vector<OverlapSource*> sources_;
   SingleFlight& single_flight_;
   std::vector<Profile> profiles_;
+  const upstream::EngineLoadBoard* engine_load_ = nullptr;
   bool has_exact_ = false;  // a source named "exact" is among sources_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(ExactOutcome::kCount)> exact_outcomes_{};
   std::array<std::atomic<uint64_t>, 4> canary_{};  // decisions per request::ExactCohort

@@ -34,6 +34,7 @@ inline constexpr auto kCandidateTerms = std::tuple{
     Term<uint32_t>{&CandidateTerms::affinity, "affinity_blocks", "affinity", "aff"},
     Term<int64_t>{&CandidateTerms::load_units, "load_units", "load_units", "load", true},
     Term<uint32_t>{&CandidateTerms::request_load_units, "request_load_units", "request_load_units", "req"},
+    Term<int64_t>{&CandidateTerms::foreign_load_units, "foreign_load_units", "foreign_load_units", "fgn"},
     Term<bool>{&CandidateTerms::eligible, "healthy", "eligible", {}, true},
     Term<bool>{&CandidateTerms::failing, "failing", "failing"},
     Term<Profile>{&CandidateTerms::profile, "profile", "profile"},
@@ -52,6 +53,7 @@ inline CandidateState state_of(const CandidateTerms& t) {
   s.ordinal = t.ordinal;
   s.eligible = t.eligible;
   s.load_units = t.load_units;
+  s.foreign_load_units = t.foreign_load_units;
   s.overlap = t.overlap;
   s.single_flight = t.single_flight;
   s.profile = t.profile;
