@@ -259,6 +259,13 @@ int main(int argc, char** argv) {
                                         .stale_ms = 3 * int64_t{cfg.engine_scrape_interval_ms},
                                         .waiting_units = cfg.route_engine_load_waiting_units});
   if (engine_load.enabled()) router.set_engine_load(&engine_load);
+  router.set_session_affinity(route::SessionAffinityConfig{
+      .mode = cfg.session_affinity_mode == "on"       ? route::SessionAffinityMode::kOn
+              : cfg.session_affinity_mode == "shadow" ? route::SessionAffinityMode::kShadow
+                                                      : route::SessionAffinityMode::kOff,
+      .key = cfg.session_affinity_key,
+      .bonus_blocks = cfg.session_affinity_bonus_blocks,
+      .max_load_delta = int64_t{cfg.session_affinity_max_load_delta}});
   if (cfg.route_engine_load && !engine_load.enabled()) {
     spdlog::warn("RJ_ROUTE_ENGINE_LOAD is on but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: routing sees its own reservations only");
   }
@@ -282,6 +289,7 @@ int main(int argc, char** argv) {
   pc.served = request::ServedPaths{cfg.serve_tokenize, cfg.passthrough_paths};
   pc.advertise_ctx_margin = cfg.advertise_ctx_margin;
   pc.prepare.max_tokens_strip = cfg.max_tokens_strip;
+  pc.prepare.session_user_field = cfg.session_affinity_mode != "off" && cfg.session_affinity_user_field;
   pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;

@@ -89,6 +89,12 @@ struct Config {
   uint32_t route_single_flight_timeout_ms = 60000;
   uint32_t route_single_flight_capacity = 1024;  // new prefixes tracked at once
   uint64_t profile_short_max_tokens = 256;  // RJ_PROFILE_SHORT_MAX_TOKENS (1..2^31) <= prefers mtp
+  // RJ_SESSION_AFFINITY_* (request/route/session_affinity.h)
+  std::string session_affinity_mode = "off";        // off|shadow|on
+  std::string session_affinity_key;                 // 32..256 bytes when not off (secret)
+  uint32_t session_affinity_bonus_blocks = 4;       // <= RJ_ROUTE_MAX_OVERLAP_BLOCKS
+  uint32_t session_affinity_max_load_delta = 0;     // <= RJ_ROUTE_MAX_LOAD_UNITS
+  bool session_affinity_user_field = false;         // the body's user field keys the session
   bool route_journal = false;               // RJ_ROUTE_JOURNAL: JSONL decision journal
   std::string route_journal_file;           // RJ_ROUTE_JOURNAL_FILE ("" = stderr)
   // --- KV events (cache/events; exact routing) ---

@@ -163,7 +163,8 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   for (size_t rank = 0; rank < cands.size(); ++rank) {
     const json::object& c = cands[rank].as_object();
     const route::CandidateTerms& t = fx.decision.ranked[rank];
-    EXPECT_EQ(c.size(), 12u);
+    EXPECT_EQ(c.size(), 13u);
+    EXPECT_EQ(c.at("session_bonus_blocks").as_int64(), t.session_bonus);
     EXPECT_EQ(c.at("upstream").as_int64(), static_cast<int64_t>(t.ordinal));
     EXPECT_EQ(c.at("rank").as_int64(), static_cast<int64_t>(rank));
     EXPECT_EQ(c.at("overlap_blocks").as_int64(), t.overlap);

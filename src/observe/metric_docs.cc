@@ -83,7 +83,8 @@ std::vector<MetricSection> metric_sections() {
        upstream::fleet_families()},
       {"Routing", "route::Router::write_metrics (src/request/route/router.cc)",
        "always (ramjet_exact_route_* with exact routing on or in shadow; "
-       "ramjet_upstream_foreign_load_units with RJ_ROUTE_ENGINE_LOAD on, the default)",
+       "ramjet_upstream_foreign_load_units with RJ_ROUTE_ENGINE_LOAD on, the default; "
+       "ramjet_session_affinity_total with RJ_SESSION_AFFINITY_MODE on or shadow)",
        route::route_families()},
       {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
        "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 500)", upstream::engine_families()},
@@ -128,6 +129,8 @@ std::vector<std::string> render_sections_for_docs() {
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&exact, &approx}, single_flight, {});
   upstream::EngineLoadBoard engine_load(clock, upstream::EngineLoadConfig{});
   router.set_engine_load(&engine_load);
+  router.set_session_affinity(route::SessionAffinityConfig{.mode = route::SessionAffinityMode::kShadow,
+                                                           .key = std::string(32, 'k')});
   request::ProxyMetrics proxy(urls.size());
   proxy.set_profiles({route::Profile::kNone, route::Profile::kMtp, route::Profile::kStandard});
   upstream::EngineScrapeConfig sc;

@@ -47,6 +47,9 @@ struct CandidateState {
   // beyond this process's own in-flight requests); 0 when RJ_ROUTE_ENGINE_LOAD is off or the
   // engine's reading is stale. Policies that weigh load add it to load_units.
   int64_t foreign_load_units = 0;
+  // Session affinity (route/session_affinity.h): extra affinity blocks the request's session
+  // target earns (the prefix policy adds them to its affinity, capped); 0 elsewhere.
+  uint32_t session_bonus = 0;
 };
 
 struct FleetSnapshot {
@@ -70,6 +73,7 @@ struct CandidateTerms {
   bool failing = false;             // ranked after the eligible engines that are not (prefix, load)
   double score = 0;                 // affinity - alpha * total_load() (prefix policy)
   Profile profile = Profile::kNone;
+  uint32_t session_bonus = 0;       // session-affinity blocks added to affinity (prefix policy)
   int64_t total_load() const { return load_units + foreign_load_units; }
 };
 

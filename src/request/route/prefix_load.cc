@@ -46,6 +46,9 @@ class PrefixLoadPolicy final : public Policy {
       t.single_flight = c.single_flight;
       const uint32_t cap = config_.max_overlap_blocks;
       t.affinity = std::max(std::min(c.overlap, cap), single_flight_affinity(c.single_flight, req.total_blocks, cap));
+      // Session affinity's prior (route/session_affinity.h), within the same cap.
+      t.session_bonus = c.session_bonus;
+      t.affinity = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{t.affinity} + c.session_bonus, std::max(cap, t.affinity)));
       t.failing = c.failing;
       t.score = static_cast<double>(t.affinity) - config_.alpha * static_cast<double>(t.total_load());
       t.profile = c.profile;

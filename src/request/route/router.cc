@@ -62,7 +62,14 @@ Routed Router::decide(const request::PreparedRequest& req) {
   }
   Routed r;
   r.request = RouteRequest::of(req, policy_->config());
-  r.decision = policy_->decide_next(r.request, snap);
+  if (session_.mode == SessionAffinityMode::kOff || !request::is_inference(req.endpoint) ||
+      static_cast<size_t>(req.endpoint) >= session_counts_.size()) {
+    r.decision = policy_->decide_next(r.request, snap);
+  } else {
+    r.decision = decide_with_session(req, r.request, snap, r.session);
+    session_counts_[static_cast<size_t>(req.endpoint)][static_cast<size_t>(r.session.outcome)].fetch_add(
+        1, std::memory_order_relaxed);
+  }
   r.cold = policy_->uses_prefix() && !chain.empty() && !warm;
   r.exact = note.exact;
   const CandidateTerms* chosen = r.decision.first_dispatch();
@@ -91,6 +98,28 @@ Routed Router::decide(const request::PreparedRequest& req) {
     }
   }
   return r;
+}
+
+Decision Router::decide_with_session(const request::PreparedRequest& req, const RouteRequest& rr, FleetSnapshot& snap,
+                                     SessionNote& note) {
+  note.enabled = true;
+  const request::SessionId& session = req.session;
+  if (session.source == request::SessionSource::kInvalid) note.outcome = SessionOutcome::kInvalid;
+  if (session.source != request::SessionSource::kHeader && session.source != request::SessionSource::kUser) {
+    if (session.source == request::SessionSource::kNone) note.outcome = SessionOutcome::kNoSession;
+    return policy_->decide_next(rr, snap);
+  }
+  FleetSnapshot prior = snap;
+  apply_session_prior(session_, session_pair(session_.key, session.value, snap.candidates.size()), prior, note);
+  if (!note.target || prior.candidates[*note.target].session_bonus == 0) return policy_->decide_next(rr, snap);
+  // The same rotation for both: whether the bonus moved the winner is the only difference.
+  const bool on = session_.mode == SessionAffinityMode::kOn;
+  Decision used = policy_->decide_next(rr, on ? prior : snap);
+  const Decision other = policy_->decide(rr, on ? snap : prior, used.rotation);
+  const CandidateTerms* with = on ? used.first_dispatch() : other.first_dispatch();
+  const CandidateTerms* without = on ? other.first_dispatch() : used.first_dispatch();
+  note.outcome = with && without && with->ordinal != without->ordinal ? SessionOutcome::kMoved : SessionOutcome::kAgree;
+  return used;
 }
 
 SingleFlight::Lease Router::lead(size_t engine, const Routed& routed, const request::PreparedRequest& req) {
@@ -122,9 +151,9 @@ namespace {
 
 enum class F {
   kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary,
-  kForeignLoad
+  kForeignLoad, kSession
 };
-constexpr std::array<metrics::Family, 10> kFamilies = {{
+constexpr std::array<metrics::Family, 11> kFamilies = {{
     // ExactOverlap's (asked before the approximate index, so written first)
     {"ramjet_exact_provisional_blocks_total", metrics::MetricKind::kCounter, "",
      "Blocks entered as provisional (speculative residency): blocks of a placed request's prompt "
@@ -160,6 +189,13 @@ constexpr std::array<metrics::Family, 10> kFamilies = {{
      "the engine's reported running and waiting requests beyond this process's own in-flight "
      "requests there, waiting ones weighted by RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS; 0 while the "
      "engine's last /metrics reading is older than three scrape intervals or failed."},
+    {"ramjet_session_affinity_total", metrics::MetricKind::kCounter, "endpoint,outcome",
+     "Routing decisions by what session affinity did (RJ_SESSION_AFFINITY_MODE on; in shadow what it "
+     "would have done): no_session, invalid (X-Session-ID empty, over 256 bytes or repeated: "
+     "ignored), unavailable (neither the session's primary nor its secondary engine eligible), "
+     "load_gated (the target's load over RJ_SESSION_AFFINITY_MAX_LOAD_DELTA above the least "
+     "loaded), agree (the bonus applied; cache and load chose the same winner), moved (the bonus "
+     "changed the winner)."},
 }};
 const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
@@ -210,6 +246,17 @@ void Router::write_metrics(metrics::Exposition& x) const {
     const int64_t now = engine_load_->now_ms();
     for (size_t i = 0; i < fleet_.size(); ++i) {
       x.sample(fam(F::kForeignLoad).name, "upstream=\"" + std::to_string(i) + "\"", engine_load_->foreign_units(i, now));
+    }
+  }
+  if (session_.mode != SessionAffinityMode::kOff) {
+    x.family(fam(F::kSession));
+    for (size_t e = 0; e < session_counts_.size(); ++e) {
+      for (size_t o = 0; o < static_cast<size_t>(SessionOutcome::kCount); ++o) {
+        x.sample(fam(F::kSession).name,
+                 "endpoint=\"" + std::string(request::endpoint_label(static_cast<request::Endpoint>(e))) +
+                     "\",outcome=\"" + std::string(session_outcome_label(static_cast<SessionOutcome>(o))) + "\"",
+                 session_counts_[e][o].load(std::memory_order_relaxed));
+      }
     }
   }
 }
