@@ -124,7 +124,8 @@ sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted") for x in r) else 1)'
   die "ramjet $name: engines not healthy and trusted within 15 s: $h"
 }
 
-start_haproxy() {  # start_haproxy -> prints host:port; balances over apis
+front=""
+start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not in a subshell: pids must keep it)
   local port i cfg=$WORK/haproxy.cfg
   port=$(free_port)
   {
@@ -137,7 +138,7 @@ start_haproxy() {  # start_haproxy -> prints host:port; balances over apis
   nice haproxy -f "$cfg" -db >"$WORK/haproxy.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.1; done
-  echo "127.0.0.1:$port"
+  front="127.0.0.1:$port"
 }
 
 run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
@@ -150,7 +151,7 @@ run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
   start_sims
   apis=()
   for ((i = 0; i < n; i++)); do start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"}; done
-  if ((n == 1)); then target=${apis[0]}; else target=$(start_haproxy); fi
+  if ((n == 1)); then target=${apis[0]}; else start_haproxy; target=$front; fi
   log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo "s behind haproxy"), ${DURATION}s)"
   local words=()
   [[ -n $USER_WORDS ]] && words=(--user-words "$USER_WORDS")
