@@ -34,6 +34,7 @@
 #include "cache/index/approx_index.h"
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_catalog.h"
+#include "upstream/engine_load.h"
 #include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
@@ -320,6 +321,23 @@ int main(int argc, char** argv) {
   if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
   sources.push_back(&approx);
   route::Router router(std::move(policy), fleet, std::move(sources), single_flight, std::move(profiles));
+  // Several routers (RJ_ROUTE_ENGINE_LOAD): the engines' own running/waiting counts, less this
+  // process's in-flight requests, count as other routers' load (the engine scrape writes them).
+  upstream::EngineLoadBoard engine_load(
+      clock, upstream::EngineLoadConfig{.enabled = cfg.route_engine_load && cfg.engine_scrape_interval_ms > 0,
+                                        .stale_ms = 3 * int64_t{cfg.engine_scrape_interval_ms},
+                                        .waiting_units = cfg.route_engine_load_waiting_units});
+  if (engine_load.enabled()) router.set_engine_load(&engine_load);
+  router.set_session_affinity(route::SessionAffinityConfig{
+      .mode = cfg.session_affinity_mode == "on"       ? route::SessionAffinityMode::kOn
+              : cfg.session_affinity_mode == "shadow" ? route::SessionAffinityMode::kShadow
+                                                      : route::SessionAffinityMode::kOff,
+      .key = cfg.session_affinity_key,
+      .bonus_blocks = cfg.session_affinity_bonus_blocks,
+      .max_load_delta = int64_t{cfg.session_affinity_max_load_delta}});
+  if (cfg.route_engine_load && !engine_load.enabled()) {
+    spdlog::warn("RJ_ROUTE_ENGINE_LOAD is on but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: routing sees its own reservations only");
+  }
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
   // Engines that join later (RJ_UPSTREAM_DNS names, a reload's RJ_UPSTREAM): the longest Host
   // header and base path any of them can bring (a DNS name is at most 253 bytes).
@@ -346,6 +364,7 @@ int main(int argc, char** argv) {
   pc.served = request::ServedPaths{cfg.serve_tokenize, cfg.passthrough_paths};
   pc.advertise_ctx_margin = cfg.advertise_ctx_margin;
   pc.prepare.max_tokens_strip = cfg.max_tokens_strip;
+  pc.prepare.session_user_field = cfg.session_affinity_mode != "off" && cfg.session_affinity_user_field;
   pc.prepare.fingerprints.chunk_bytes = cfg.route_chunk_bytes;
   pc.prepare.fingerprints.max_prefix_bytes = cfg.route_max_prefix_bytes;
   pc.phase_aware_load = cfg.route_phase_aware_load;
@@ -403,6 +422,14 @@ int main(int argc, char** argv) {
       .engines = cfg.upstreams,
       .roster = &roster,
       .gpu_urls = cfg.gpu_metrics_urls,
+      .on_sample = [&engine_load, &fleet](size_t i, const upstream::EngineSample* s) {
+        if (!engine_load.enabled()) return;
+        if (s != nullptr && s->ok && s->running && s->waiting && i < fleet.size()) {
+          engine_load.record(i, *s->running, *s->waiting, fleet.at(i).inflight());
+        } else {
+          engine_load.forget(i);
+        }
+      },
   });
   proxy.metrics().set_profiles([&router](size_t i) { return router.profile(i); });
 
@@ -436,6 +463,7 @@ int main(int argc, char** argv) {
                 }
                 predictions.reset(slot);
                 engine_scraper.forget(slot);
+                engine_load.forget(slot);
               },
       });
   auto sweeper = std::make_shared<asio::steady_timer>(io.at(0));  // membership.sweep() every 500 ms

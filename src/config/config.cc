@@ -423,6 +423,19 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     r.errors.push_back("RJ_EXACT_ROUTE_MODE=" + c.exact_route_mode +
                        " needs RJ_KV_EVENT_LIVE_ENDPOINTS (exact routing reads the engines' KV events)");
   }
+  if (c.session_affinity_mode != "off" &&
+      (c.session_affinity_key.size() < 32 || c.session_affinity_key.size() > 256)) {
+    r.errors.push_back("RJ_SESSION_AFFINITY_KEY: " + std::to_string(c.session_affinity_key.size()) +
+                       " bytes; RJ_SESSION_AFFINITY_MODE=" + c.session_affinity_mode + " needs a key of 32..256 bytes");
+  }
+  if (c.session_affinity_mode != "off" && c.session_affinity_bonus_blocks > c.route_max_overlap_blocks) {
+    r.errors.push_back("RJ_SESSION_AFFINITY_BONUS_BLOCKS: " + std::to_string(c.session_affinity_bonus_blocks) +
+                       " is more than RJ_ROUTE_MAX_OVERLAP_BLOCKS (" + std::to_string(c.route_max_overlap_blocks) + ")");
+  }
+  if (c.session_affinity_mode != "off" && c.session_affinity_max_load_delta > c.route_max_load_units) {
+    r.errors.push_back("RJ_SESSION_AFFINITY_MAX_LOAD_DELTA: " + std::to_string(c.session_affinity_max_load_delta) +
+                       " is more than RJ_ROUTE_MAX_LOAD_UNITS (" + std::to_string(c.route_max_load_units) + ")");
+  }
   if (c.exact_tokens == "local" && c.tokenizer_mode != "local") {
     // (not local-shadow: its jobs hold the render pool's workers through a remote /tokenize each,
     // and a request's own render would queue behind them)

@@ -100,10 +100,18 @@ struct Config {
   uint32_t route_max_load_units = 8;       // RJ_ROUTE_MAX_LOAD_UNITS (1..1024)
   bool route_phase_aware_load = true;      // RJ_ROUTE_PHASE_AWARE_LOAD
   bool route_single_flight = true;         // RJ_ROUTE_SINGLE_FLIGHT
+  bool route_engine_load = true;           // RJ_ROUTE_ENGINE_LOAD: other routers' load counts
+  double route_engine_load_waiting_units = 2;  // RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS (0..1024)
   // RJ_ROUTE_SINGLE_FLIGHT_TIMEOUT_MS (100..3600000), RJ_ROUTE_SINGLE_FLIGHT_CAPACITY (1..2^20)
   uint32_t route_single_flight_timeout_ms = 60000;
   uint32_t route_single_flight_capacity = 1024;  // new prefixes tracked at once
   uint64_t profile_short_max_tokens = 256;  // RJ_PROFILE_SHORT_MAX_TOKENS (1..2^31) <= prefers mtp
+  // RJ_SESSION_AFFINITY_* (request/route/session_affinity.h)
+  std::string session_affinity_mode = "off";        // off|shadow|on
+  std::string session_affinity_key;                 // 32..256 bytes when not off (secret)
+  uint32_t session_affinity_bonus_blocks = 4;       // <= RJ_ROUTE_MAX_OVERLAP_BLOCKS
+  uint32_t session_affinity_max_load_delta = 0;     // <= RJ_ROUTE_MAX_LOAD_UNITS
+  bool session_affinity_user_field = false;         // the body's user field keys the session
   bool route_journal = false;               // RJ_ROUTE_JOURNAL: JSONL decision journal
   std::string route_journal_file;           // RJ_ROUTE_JOURNAL_FILE ("" = stderr)
   // --- KV events (cache/events; exact routing) ---
@@ -128,7 +136,7 @@ struct Config {
   uint32_t exact_miss_limit = 5;                // RJ_EXACT_MISS_LIMIT (0..1000; 0 = never withdraw)
   uint32_t exact_miss_cooldown_ms = 60000;      // RJ_EXACT_MISS_COOLDOWN_MS (1000..86400000)
   // --- observability ---
-  uint32_t engine_scrape_interval_ms = 2000;  // RJ_ENGINE_SCRAPE_INTERVAL_MS (0..3600000; 0 = off)
+  uint32_t engine_scrape_interval_ms = 500;   // RJ_ENGINE_SCRAPE_INTERVAL_MS (0..3600000; 0 = off)
   uint32_t engine_scrape_timeout_ms = 2000;   // RJ_ENGINE_SCRAPE_TIMEOUT_MS (10..120000)
   uint64_t engine_scrape_max_bytes = 4ull << 20;  // RJ_ENGINE_SCRAPE_MAX_BYTES (64 KiB..64 MiB)
   // RJ_GPU_METRICS_URLS: DCGM-exporter URLs, empty or exactly one per upstream (checked).

@@ -274,7 +274,9 @@ TEST(Config, DefaultsMatchTheReference) {
   EXPECT_EQ(c.ready_stable_seconds, 30u);
   EXPECT_TRUE(c.upstream_profiles.empty());
   EXPECT_TRUE(c.upstream_token.empty());
-  EXPECT_EQ(c.engine_scrape_interval_ms, 2000u);
+  EXPECT_EQ(c.engine_scrape_interval_ms, 500u);  // short: routing reads it (RJ_ROUTE_ENGINE_LOAD)
+  EXPECT_TRUE(c.route_engine_load);
+  EXPECT_EQ(c.route_engine_load_waiting_units, 2.0);
   EXPECT_EQ(c.engine_scrape_timeout_ms, 2000u);
   EXPECT_EQ(c.engine_scrape_max_bytes, 4u << 20);
   EXPECT_TRUE(c.gpu_metrics_urls.empty());

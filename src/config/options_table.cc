@@ -20,6 +20,7 @@ constexpr std::array<std::string_view, 3> kAffinities = {"prefix", "load", "roun
 constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
 constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shadow", "local-shadow", "local"};
 constexpr std::array<std::string_view, 4> kExactModes = {"auto", "off", "shadow", "on"};
+constexpr std::array<std::string_view, 3> kSessionModes = {"off", "shadow", "on"};
 constexpr std::array<std::string_view, 2> kExactTokenSources = {"remote", "local"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
@@ -540,6 +541,26 @@ const std::array kOptions = {
            .max = 1048576,
            .doc = "New prefixes tracked for single-flight at once.",
            .field = &Config::route_single_flight_capacity},
+    Option{.env = "RJ_ROUTE_ENGINE_LOAD",
+           .flag = "--route-engine-load",
+           .type = Type::kBool,
+           .default_text = "true",
+           .doc = "Several routers: load other routers (or clients going around ramjet) put on an "
+                  "engine counts with this process's own reservations. It is what the engine reports "
+                  "(vllm:num_requests_running + _waiting, read every RJ_ENGINE_SCRAPE_INTERVAL_MS) beyond "
+                  "this process's in-flight requests there, in load units; a reading older than three "
+                  "scrape intervals counts for nothing. Off, or with the scrape off: own reservations only.",
+           .field = &Config::route_engine_load},
+    Option{.env = "RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS",
+           .flag = "--route-engine-load-waiting-units",
+           .type = Type::kDecimal,
+           .default_text = "2",
+           .dmin = 0,
+           .dmax = 1024,
+           .doc = "RJ_ROUTE_ENGINE_LOAD: load units one foreign request waiting in an engine's queue "
+                  "weighs (its prefill is still ahead); a running one weighs one unit, as a decoding "
+                  "reservation does.",
+           .field = &Config::route_engine_load_waiting_units},
     Option{.env = "RJ_PROFILE_SHORT_MAX_TOKENS",
            .flag = "--profile-short-max-tokens",
            .type = Type::kUint,
@@ -549,6 +570,51 @@ const std::array kOptions = {
            .doc = "Requests asking for at most this many output tokens prefer mtp engines; "
                   "larger or unset limits prefer standard engines (see RJ_UPSTREAM_PROFILES).",
            .field = &Config::profile_short_max_tokens},
+    Option{.env = "RJ_SESSION_AFFINITY_MODE",
+           .flag = "--session-affinity-mode",
+           .type = Type::kEnum,
+           .default_text = "off",
+           .choices = kSessionModes,
+           .doc = "Session affinity as a score prior, never a pin. A request's session (one "
+                  "X-Session-ID of 1..256 bytes; stripped before the engine) maps by keyed rendezvous "
+                  "hashing to a primary and a secondary engine; on: the primary (the secondary when the "
+                  "primary is not eligible) earns RJ_SESSION_AFFINITY_BONUS_BLOCKS of affinity while its "
+                  "load is within RJ_SESSION_AFFINITY_MAX_LOAD_DELTA of the least loaded, so it decides "
+                  "only where cache and load leave a choice (prefix policy); shadow: computed and counted "
+                  "(ramjet_session_affinity_total, the journal) but not used; off: never.",
+           .field = &Config::session_affinity_mode},
+    Option{.env = "RJ_SESSION_AFFINITY_KEY",
+           .flag = "--session-affinity-key",
+           .type = Type::kString,
+           .secret = true,
+           .doc = "Key of the sessions' rendezvous hash (HMAC-SHA256), 32..256 bytes; required unless "
+                  "RJ_SESSION_AFFINITY_MODE is off. Routers that share it give a session the same engines.",
+           .field = &Config::session_affinity_key},
+    Option{.env = "RJ_SESSION_AFFINITY_BONUS_BLOCKS",
+           .flag = "--session-affinity-bonus-blocks",
+           .type = Type::kUint,
+           .default_text = "4",
+           .min = 0,
+           .max = 65536,
+           .doc = "Affinity blocks the session's target engine earns (within RJ_ROUTE_MAX_OVERLAP_BLOCKS, "
+                  "which it may not exceed).",
+           .field = &Config::session_affinity_bonus_blocks},
+    Option{.env = "RJ_SESSION_AFFINITY_MAX_LOAD_DELTA",
+           .flag = "--session-affinity-max-load-delta",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 1024,
+           .doc = "The target earns its bonus only while its load units (own and other routers') are at "
+                  "most this many above the least-loaded eligible engine's (at most RJ_ROUTE_MAX_LOAD_UNITS).",
+           .field = &Config::session_affinity_max_load_delta},
+    Option{.env = "RJ_SESSION_AFFINITY_USER_FIELD",
+           .flag = "--session-affinity-user-field",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "A request without X-Session-ID is keyed by its body's `user` (OpenAI) or "
+                  "`metadata.user_id` (Anthropic), 1..256 bytes.",
+           .field = &Config::session_affinity_user_field},
     Option{.env = "RJ_ROUTE_JOURNAL",
            .flag = "--route-journal",
            .type = Type::kBool,
@@ -735,13 +801,14 @@ const std::array kOptions = {
     Option{.env = "RJ_ENGINE_SCRAPE_INTERVAL_MS",
            .flag = "--engine-scrape-interval-ms",
            .type = Type::kUint,
-           .default_text = "2000",
+           .default_text = "500",
            .min = 0,
            .max = 3600000,
            .doc = "Interval between reads of each engine's own /metrics (running and waiting "
                   "requests, KV-cache usage, prefix-cache hits, DCGM GPU series) for the "
-                  "dashboard and the ramjet_engine_* metrics; 0 = off. Routing does not use "
-                  "them.",
+                  "dashboard, the ramjet_engine_* metrics and, with RJ_ROUTE_ENGINE_LOAD, routing "
+                  "(short, so other routers' load is seen while it lasts; 2000 is enough for the "
+                  "dashboard alone); 0 = off.",
            .field = &Config::engine_scrape_interval_ms},
     Option{.env = "RJ_ENGINE_SCRAPE_TIMEOUT_MS",
            .flag = "--engine-scrape-timeout-ms",

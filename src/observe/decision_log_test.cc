@@ -98,7 +98,8 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   std::set<std::string> keys;
   for (const auto& kv : c) keys.emplace(kv.key());
   EXPECT_EQ(keys, (std::set<std::string>{"ordinal", "eligible", "failing", "overlap", "single_flight",
-                                         "affinity", "load_units", "request_load_units", "score", "profile"}));
+                                         "session_bonus", "affinity", "load_units", "request_load_units",
+                                         "foreign_load_units", "score", "profile"}));
   EXPECT_EQ(v.at("total").as_int64(), 1);
   EXPECT_EQ(v.at("capacity").as_int64(), 8);
   // The dashboard's numeric columns: every candidate term with a short label, each a key above.
@@ -109,8 +110,8 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
     EXPECT_FALSE(col.at("label").as_string().empty());
     columns.push_back(key);
   }
-  EXPECT_EQ(columns, (std::vector<std::string>{"overlap", "single_flight", "affinity", "load_units",
-                                               "request_load_units", "score"}));
+  EXPECT_EQ(columns, (std::vector<std::string>{"overlap", "single_flight", "session_bonus", "affinity", "load_units",
+                                               "request_load_units", "foreign_load_units", "score"}));
 }
 
 TEST(DecisionLog, ExactRoutingShowsItsOutcomeAndEachCandidatesPredictedTokens) {

@@ -186,6 +186,21 @@ std::string format_start(const JournalStart& s) {
     l.u64("predicted_cached_tokens", s.exact_tokens[d.ranked.front().ordinal]);
   else
     l.null("predicted_cached_tokens");
+  if (s.session && s.session->enabled && s.session_config) {
+    // Ordinals and a label only: never the session or its hash.
+    const route::SessionNote& n = *s.session;
+    l.key("session_affinity");
+    l.open();
+    l.u64("policy_version", route::kSessionAffinityPolicyVersion);
+    l.str("mode", route::session_mode_label(s.session_config->mode));
+    l.u64("bonus_blocks", s.session_config->bonus_blocks);
+    l.i64("max_load_delta", s.session_config->max_load_delta);
+    l.str("outcome", route::session_outcome_label(n.outcome));
+    l.opt_u64("primary", n.primary);
+    l.opt_u64("secondary", n.secondary);
+    l.opt_u64("target", n.target);
+    l.close();
+  }
   l.array("candidates");
   for (size_t rank = 0; rank < d.ranked.size(); ++rank) {
     const route::CandidateTerms& t = d.ranked[rank];
@@ -369,6 +384,8 @@ void JournalObserver::decided(request::ExchangeRecord& x) {
       .single_flight = router_.single_flight_enabled(),
       .exact = x.routed->exact,
       .exact_tokens = x.routed->exact_tokens,
+      .session = &x.routed->session,
+      .session_config = &router_.session_affinity(),
   });
 }
 

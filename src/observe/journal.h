@@ -32,7 +32,7 @@
 
 namespace ramjet::observe {
 
-inline constexpr int kJournalVersion = 11;
+inline constexpr int kJournalVersion = 12;
 
 struct JournalConfig {
   bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)
@@ -62,6 +62,9 @@ struct JournalStart {
   // tokens by ordinal (empty otherwise). Only the chosen engine's count is journalled.
   route::ExactOutcome exact = route::ExactOutcome::kNone;
   std::span<const uint32_t> exact_tokens = {};
+  // Session affinity (route::Routed::session): written as session_affinity when enabled.
+  const route::SessionNote* session = nullptr;
+  const route::SessionAffinityConfig* session_config = nullptr;
 };
 
 // One per routed request, when its response (or its failure) is over.

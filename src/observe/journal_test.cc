@@ -131,7 +131,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
   EXPECT_EQ(o.size(), 27u) << "no key beyond the documented schema";
-  EXPECT_EQ(o.at("v").as_int64(), 11);
+  EXPECT_EQ(o.at("v").as_int64(), 12);
   EXPECT_EQ(o.at("event").as_string(), "start");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("unix_ms").as_int64(), 1700000000123);
@@ -163,7 +163,8 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   for (size_t rank = 0; rank < cands.size(); ++rank) {
     const json::object& c = cands[rank].as_object();
     const route::CandidateTerms& t = fx.decision.ranked[rank];
-    EXPECT_EQ(c.size(), 11u);
+    EXPECT_EQ(c.size(), 13u);
+    EXPECT_EQ(c.at("session_bonus_blocks").as_int64(), t.session_bonus);
     EXPECT_EQ(c.at("upstream").as_int64(), static_cast<int64_t>(t.ordinal));
     EXPECT_EQ(c.at("rank").as_int64(), static_cast<int64_t>(rank));
     EXPECT_EQ(c.at("overlap_blocks").as_int64(), t.overlap);
@@ -171,6 +172,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
     EXPECT_EQ(c.at("affinity_blocks").as_int64(), t.affinity);
     EXPECT_EQ(c.at("load_units").as_int64(), t.load_units);
     EXPECT_EQ(c.at("request_load_units").as_int64(), t.request_load_units);
+    EXPECT_EQ(c.at("foreign_load_units").as_int64(), t.foreign_load_units);
     EXPECT_EQ(c.at("healthy").as_bool(), t.eligible);
     EXPECT_EQ(c.at("failing").as_bool(), t.failing);
     EXPECT_EQ(c.at("profile").as_string(), route::profile_label(t.profile));
@@ -213,7 +215,7 @@ TEST(JournalRecord, FinishCarriesEveryKeyWithNullForWhatIsUnknown) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
   EXPECT_EQ(o.size(), 15u);
-  EXPECT_EQ(o.at("v").as_int64(), 11);
+  EXPECT_EQ(o.at("v").as_int64(), 12);
   EXPECT_EQ(o.at("event").as_string(), "finish");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("result").as_string(), "complete");
@@ -483,7 +485,7 @@ TEST(Journal, StderrModeWritesPlainJsonLines) {
   ASSERT_EQ(lines.size(), 2u) << err;
   EXPECT_EQ(json::parse(lines[0]).as_object().at("event").as_string(), "start");
   EXPECT_EQ(json::parse(lines[1]).as_object().at("event").as_string(), "finish");
-  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 11);
+  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 12);
 }
 
 }  // namespace

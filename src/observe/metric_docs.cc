@@ -20,6 +20,7 @@
 #include "request/stream/metrics.h"
 #include "upstream/engine_catalog.h"
 #include "upstream/dns.h"
+#include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 #include "upstream/membership.h"
 
@@ -82,9 +83,13 @@ std::vector<MetricSection> metric_sections() {
        request::proxy_families()},
       {"Upstreams", "upstream::Fleet::write_metrics (src/upstream/fleet.cc)", "always",
        upstream::fleet_families()},
-      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)", "always", route::route_families()},
+      {"Routing", "route::Router::write_metrics (src/request/route/router.cc)",
+       "always (ramjet_exact_route_* with exact routing on or in shadow; "
+       "ramjet_upstream_foreign_load_units with RJ_ROUTE_ENGINE_LOAD on, the default; "
+       "ramjet_session_affinity_total with RJ_SESSION_AFFINITY_MODE on or shadow)",
+       route::route_families()},
       {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
-       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 2000)", upstream::engine_families()},
+       "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 500)", upstream::engine_families()},
       {"Local tokenization", "render::TokenizerService::write_metrics (src/render/tokenizer_service.cc)",
        "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
@@ -130,6 +135,10 @@ std::vector<std::string> render_sections_for_docs() {
   cache::events::KvFleet kv({so, std::nullopt, std::nullopt}, cache::events::InventoryLimits{.shard = {.max_blocks = 1024}});
   route::ExactOverlap exact(kv, fleet, route::ExactMode::kShadow);
   route::Router router(route::make_policy("prefix", route::RouteConfig{}), fleet, {&exact, &approx}, single_flight, {});
+  upstream::EngineLoadBoard engine_load(clock, upstream::EngineLoadConfig{});
+  router.set_engine_load(&engine_load);
+  router.set_session_affinity(route::SessionAffinityConfig{.mode = route::SessionAffinityMode::kShadow,
+                                                           .key = std::string(32, 'k')});
   request::ProxyMetrics proxy(urls.size());
   proxy.set_profiles([](size_t i) {
     return i == 1 ? route::Profile::kMtp : i == 2 ? route::Profile::kStandard : route::Profile::kNone;

@@ -39,6 +39,7 @@ std::vector<GpuSample> EngineScraper::gpus() const {
 void EngineScraper::record(size_t engine, EngineSample sample, std::vector<GpuSample> gpus) {
   if (engine >= samples_.size()) return;
   for (GpuSample& g : gpus) g.engine = engine;
+  if (config_.on_sample) config_.on_sample(engine, &sample);
   std::lock_guard lock(mu_);
   samples_[engine] = std::move(sample);
   engine_gpus_[engine] = std::move(gpus);
@@ -54,6 +55,7 @@ void EngineScraper::forget(size_t engine) {
 void EngineScraper::record_error(size_t engine, ScrapeError why) {
   if (engine >= samples_.size() || why == ScrapeError::kCount) return;
   errors_[engine * static_cast<size_t>(ScrapeError::kCount) + static_cast<size_t>(why)].inc();
+  if (config_.on_sample) config_.on_sample(engine, nullptr);
   std::lock_guard lock(mu_);
   samples_[engine].ok = false;  // the last values stay (stale); ok says they are not current
 }

@@ -7,13 +7,15 @@
 //
 // Snapshots are copied out under a mutex that only the scraper (one write per engine per
 // interval) and readers (the dashboard, a /metrics scrape) take; the request path never does.
-// Nothing here feeds routing (an engine-load routing signal is not implemented).
+// Routing reads none of it here: on_sample hands each scrape's result to whoever listens (the
+// engine-load board, upstream/engine_load.h, RJ_ROUTE_ENGINE_LOAD).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +59,9 @@ struct EngineScrapeConfig {
   const net::Roster* roster = nullptr;       // or the engines by slot, changing at runtime
   std::vector<config::UpstreamUrl> gpu_urls;  // RJ_GPU_METRICS_URLS: DCGM exporter per engine
   bool nvidia_smi = true;  // try nvidia-smi when no GPU URLs are set and an engine shows no GPU
+  // Told of each scrape of engine `engine` as it is recorded (on the scrape's thread; it must not
+  // block): its sample, or nullptr when the scrape failed.
+  std::function<void(size_t engine, const EngineSample* sample)> on_sample;
 };
 
 // The ramjet_engine_* families EngineScraper::write_metrics writes (docs/metrics.md).

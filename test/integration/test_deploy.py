@@ -37,11 +37,6 @@ K8S = DEPLOY / "kubernetes"
 COMPOSE_FILES = ["compose.yaml", "compose.sim.yaml"]
 KUSTOMIZATIONS = ["base", "overlays/example"]
 
-# RJ_* names another change is adding right now (engine discovery from DNS, the config file
-# re-read on SIGHUP). Allowed in the Kubernetes manifests (and README's Kubernetes section) only,
-# until they appear in docs/configuration.md; then this list is redundant and can go.
-NEW_RJ_NAMES = {"RJ_UPSTREAM_DNS", "RJ_UPSTREAM_DNS_INTERVAL_MS", "RJ_UPSTREAM_DNS_SERVER", "RJ_CONFIG_FILE"}
-
 # vLLM's KVEventsConfig keys (specs/vllm-contracts.md §2.1).
 KV_EVENTS_KEYS = {"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint", "buffer_steps", "hwm",
                   "max_queue_size", "topic"}
@@ -438,10 +433,7 @@ def undocumented(used, documented):
     for name, places in sorted(used.items()):
         if name in documented:
             continue
-        for where in sorted(places):
-            k8s = where.startswith("deploy/kubernetes/") or where == "README.md#Run it on Kubernetes"
-            if not (name in NEW_RJ_NAMES and k8s):
-                bad.append(f"{name} ({where})")
+        bad.extend(f"{name} ({where})" for where in sorted(places))
     return bad
 
 
@@ -459,7 +451,9 @@ def test_rj_name_check_catches_a_typo():
             "RJ_CONFIG_FILE": {"README.md#Run it on Kubernetes"},
             "RJ_UPSTREAM": {"deploy/compose/compose.yaml"}}
     assert undocumented(used, documented) == [
-        "RJ_UPSTREAM_DNS (deploy/compose/compose.yaml)", "RJ_UPSTREAM_PROFILE (deploy/compose/compose.yaml)"]
+        "RJ_CONFIG_FILE (README.md#Run it on Kubernetes)", "RJ_UPSTREAM_DNS (deploy/compose/compose.yaml)",
+        "RJ_UPSTREAM_DNS (deploy/kubernetes/base/ramjet-config.yaml)",
+        "RJ_UPSTREAM_PROFILE (deploy/compose/compose.yaml)"]
 
 
 def dashboard_metric_names(dash):

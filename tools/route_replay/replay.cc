@@ -240,7 +240,7 @@ LineKind parse_line(std::string_view line, StartRecord* start, FinishRecord* fin
   if (!event || !version || (*event != "start" && *event != "finish")) return LineKind::kSkipped;
   auto ver = as_u64(version);
   if (!ver) return LineKind::kMalformed;
-  if (*ver < 8 || *ver > 11) return LineKind::kUnsupported;
+  if (*ver < 8 || *ver > 12) return LineKind::kUnsupported;
   if (*event == "start") {
     StartRecord scratch;
     return parse_start(line, o, static_cast<int>(*ver), start ? *start : scratch)

@@ -61,7 +61,7 @@ struct ReadStats {
   uint64_t skipped = 0;      // not journal records (log lines, blank lines, other JSON)
   uint64_t malformed = 0;    // journal records that do not parse or lack a required field
   uint64_t too_long = 0;     // lines longer than the limit (not parsed)
-  uint64_t unsupported = 0;  // journal records of a version other than 8 to 11
+  uint64_t unsupported = 0;  // journal records of a version other than 8 to 12
   uint64_t errors() const { return malformed + too_long + unsupported; }
 };
 

@@ -270,18 +270,39 @@ struct TopLevel {
   std::optional<V> reasoning_effort;
   std::optional<V> max_output_tokens;
   std::optional<V> max_completion_tokens;
+  std::optional<V> user;      // OpenAI: the end user (RJ_SESSION_AFFINITY_USER_FIELD)
+  std::optional<V> metadata;  // Anthropic: metadata.user_id
 };
+
+// The body's user field as a session: `user`, else `metadata.user_id`; a string of 1..256 bytes.
+template <class V>
+void user_session(const TopLevel<V>& top, SessionId& out) {
+  auto take = [&](const std::optional<V>& v) {
+    if (!v || !v->is(JsonKind::kString)) return false;
+    const std::string_view s = v->as_string();
+    if (s.empty() || s.size() > kMaxSessionBytes) return false;
+    out.source = SessionSource::kUser;
+    out.value.assign(s);
+    return true;
+  };
+  if (take(top.user)) return;
+  if (top.metadata && top.metadata->is(JsonKind::kObject)) take(top.metadata->find("user_id"));
+}
 
 template <class V>
 TopLevel<V> top_level(const V& obj) {
   TopLevel<V> t;
   for (const auto& [key, v] : obj.members()) {
     switch (key.size()) {
+      case 4:
+        if (key == "user") t.user = v;
+        break;
       case 6:
         if (key == "stream") t.stream = v;
         break;
       case 8:
         if (key == "messages") t.messages = v;
+        else if (key == "metadata") t.metadata = v;
         break;
       case 10:
         if (key == "max_tokens") t.max_tokens = v;
@@ -435,6 +456,7 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
   const json::object& obj = root.get_object();
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
+  if (config.session_user_field) user_session(top, out.session);
 
   if (out.shims.any()) {
     out.body = json::serialize(obj);
@@ -480,6 +502,7 @@ std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& 
   out.json_object = true;
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
+  if (config.session_user_field) user_session(top, out.session);
   if (config.fingerprint && is_inference(endpoint)) {
     if (!detail::fingerprint_view(std::optional<SimdView>(view), body, config.fingerprints,
                                   out.fingerprints)) {

@@ -20,6 +20,9 @@ struct PrepareLimits {
 
 struct PrepareConfig {
   uint64_t max_tokens_strip = 100000;  // RJ_MAX_TOKENS_STRIP
+  // RJ_SESSION_AFFINITY_USER_FIELD: read the body's `user` (OpenAI) or `metadata.user_id`
+  // (Anthropic) as the request's session when it has no X-Session-ID.
+  bool session_user_field = false;
   PrepareLimits limits;
   // Fingerprint inference requests from the same parse (the prefix policy needs them; the
   // others do not, and skip the cost).
@@ -64,6 +67,16 @@ struct ExactInput {
   std::string cache_salt;        // the request's "cache_salt" (its own namespace)
 };
 
+// The session a request names (session affinity, the exact canary): X-Session-ID when the head
+// has exactly one of 1..256 bytes (request/stream reads it), else the body's user field when
+// RJ_SESSION_AFFINITY_USER_FIELD is on. Never logged, journalled or exported.
+enum class SessionSource : uint8_t { kNone, kHeader, kUser, kInvalid };
+inline constexpr size_t kMaxSessionBytes = 256;
+struct SessionId {
+  SessionSource source = SessionSource::kNone;  // kInvalid: an X-Session-ID that breaks the rule (ignored)
+  std::string value;
+};
+
 struct PreparedRequest {
   Endpoint endpoint = Endpoint::kOther;
   std::string body;              // bytes to forward: the original bytes unless a shim changed something
@@ -81,6 +94,9 @@ struct PreparedRequest {
   // Exact routing (RJ_EXACT_ROUTE_MODE): request/stream fills this before the decision, route's
   // exact overlap source reads it. Empty unless the mode is on or shadow.
   ExactInput exact;
+  // The request's session (above). prepare() fills kUser from the body; request/stream applies
+  // the header before routing.
+  SessionId session;
 };
 
 // Shims (chat and completions only), exactly as the reference:

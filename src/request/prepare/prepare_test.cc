@@ -377,3 +377,31 @@ TEST(RewriteModelsContext, HugeUnsignedContextIsReducedWithoutOverflow) {
 
 }  // namespace
 }  // namespace ramjet::request
+
+namespace ramjet::request {
+namespace {
+
+TEST(PrepareSession, TheUserFieldKeysTheSessionOnlyWhenAskedOnBothParsePaths) {
+  PrepareConfig on;
+  on.session_user_field = true;
+  // simdjson path (no shim applies)
+  PreparedRequest a = prepare(Endpoint::kChat, R"({"messages":[],"user":"u-1"})", on);
+  EXPECT_EQ(a.session.source, SessionSource::kUser);
+  EXPECT_EQ(a.session.value, "u-1");
+  // Boost path (a shim rewrites the body): the same fact
+  PreparedRequest b = prepare(Endpoint::kChat, R"({"messages":[],"user":"u-2","max_tokens":999999})", on);
+  EXPECT_TRUE(b.shims.max_tokens_stripped);
+  EXPECT_EQ(b.session.value, "u-2");
+  // Anthropic metadata.user_id
+  PreparedRequest c = prepare(Endpoint::kMessages, R"({"messages":[],"metadata":{"user_id":"u-3"}})", on);
+  EXPECT_EQ(c.session.value, "u-3");
+  // empty, too long, not a string, or not asked: no session
+  EXPECT_EQ(prepare(Endpoint::kChat, R"({"user":""})", on).session.source, SessionSource::kNone);
+  EXPECT_EQ(prepare(Endpoint::kChat, "{\"user\":\"" + std::string(257, 'x') + "\"}", on).session.source,
+            SessionSource::kNone);
+  EXPECT_EQ(prepare(Endpoint::kChat, R"({"user":7})", on).session.source, SessionSource::kNone);
+  EXPECT_EQ(prepare(Endpoint::kChat, R"({"user":"u"})", PrepareConfig{}).session.source, SessionSource::kNone);
+}
+
+}  // namespace
+}  // namespace ramjet::request

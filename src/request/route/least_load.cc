@@ -1,5 +1,5 @@
 // Least-load policy: serving-eligible first, then not failing (CandidateState::failing), then
-// fewest reserved load units, then a rotating tie-break so equal engines share traffic evenly.
+// fewest load units (own reservations plus other routers' load, CandidateState::foreign_load_units), then a rotating tie-break so equal engines share traffic evenly.
 // Knows nothing about prefixes.
 #include <algorithm>
 #include <tuple>
@@ -24,10 +24,11 @@ class LeastLoadPolicy final : public Policy {
     for (const auto& c : fleet.candidates) {
       CandidateTerms t{c.ordinal, c.eligible, c.load_units, units};
       t.failing = c.failing;
+      t.foreign_load_units = c.foreign_load_units;
       d.ranked.push_back(t);
     }
     d.rotated = rank_with_rotation(d.ranked, rotation, [](const CandidateTerms& t) {
-      return std::make_tuple(t.eligible, !t.failing, -t.load_units);
+      return std::make_tuple(t.eligible, !t.failing, -t.total_load());
     });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
     if (n <= 1) {
@@ -35,7 +36,7 @@ class LeastLoadPolicy final : public Policy {
     } else {
       bool differs = std::any_of(d.ranked.begin(), d.ranked.end(), [&](const CandidateTerms& c) {
         return c.eligible == d.ranked.front().eligible &&
-               (c.failing != d.ranked.front().failing || c.load_units != d.ranked.front().load_units);
+               (c.failing != d.ranked.front().failing || c.total_load() != d.ranked.front().total_load());
       });
       d.outcome = differs ? Outcome::kLoad : Outcome::kRoundRobin;
     }

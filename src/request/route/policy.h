@@ -28,7 +28,7 @@ std::string_view profile_label(Profile p);  // none|mtp|standard
 struct CandidateState {
   size_t ordinal = 0;
   bool eligible = true;  // serving-eligible: healthy (later: ready, not drained)
-  int64_t load_units = 0;
+  int64_t load_units = 0;  // this process's reservations there
   int64_t inflight = 0;
   // Leading request fingerprints this engine holds. The caller fills it from cache/index before
   // deciding (0 everywhere under RJ_AFFINITY=load); policies never read the index themselves.
@@ -43,6 +43,13 @@ struct CandidateState {
   // survives a loaded fleet), until it succeeds again or RJ_OUTLIER_PENALTY_MS pass, so it is
   // never preferred for failing.
   bool failing = false;
+  // Load other routers put there, in load units (upstream/engine_load.h: what the engine reports
+  // beyond this process's own in-flight requests); 0 when RJ_ROUTE_ENGINE_LOAD is off or the
+  // engine's reading is stale. Policies that weigh load add it to load_units.
+  int64_t foreign_load_units = 0;
+  // Session affinity (route/session_affinity.h): extra affinity blocks the request's session
+  // target earns (the prefix policy adds them to its affinity, capped); 0 elsewhere.
+  uint32_t session_bonus = 0;
 };
 
 struct FleetSnapshot {
@@ -59,12 +66,15 @@ struct CandidateTerms {
   bool eligible = false;
   int64_t load_units = 0;
   uint32_t request_load_units = 1;  // what this request would reserve on this candidate
+  int64_t foreign_load_units = 0;   // other routers' load there (CandidateState)
   uint32_t overlap = 0;             // raw leading blocks held (prefix policy)
   uint32_t single_flight = 0;       // leading blocks a concurrent leader prefills here
   uint32_t affinity = 0;            // max(min(overlap, cap), single_flight_affinity(...))
   bool failing = false;             // ranked after the eligible engines that are not (prefix, load)
-  double score = 0;                 // affinity - alpha * load_units (prefix policy)
+  double score = 0;                 // affinity - alpha * total_load() (prefix policy)
   Profile profile = Profile::kNone;
+  uint32_t session_bonus = 0;       // session-affinity blocks added to affinity (prefix policy)
+  int64_t total_load() const { return load_units + foreign_load_units; }
 };
 
 struct Decision {

@@ -1,5 +1,5 @@
 // Prefix-load policy (RJ_AFFINITY=prefix, the default): each candidate scores
-// min(overlap, cap) - alpha * load_units, so a warm prefix cache attracts a request until the
+// min(overlap, cap) - alpha * (load_units + foreign_load_units), so a warm prefix cache attracts a request until the
 // engine's live load outweighs it. Order: serving-eligible, not failing (CandidateState::failing:
 // an engine that fails fast looks idle, so it ranks after the rest), score, raw overlap, decode-profile
 // preference, rotation. Overlaps arrive in the snapshot (cache/index is read by the caller).
@@ -41,12 +41,16 @@ class PrefixLoadPolicy final : public Policy {
       t.ordinal = c.ordinal;
       t.eligible = c.eligible;
       t.load_units = c.load_units;
+      t.foreign_load_units = c.foreign_load_units;
       t.overlap = c.overlap;
       t.single_flight = c.single_flight;
       const uint32_t cap = config_.max_overlap_blocks;
       t.affinity = std::max(std::min(c.overlap, cap), single_flight_affinity(c.single_flight, req.total_blocks, cap));
+      // Session affinity's prior (route/session_affinity.h), within the same cap.
+      t.session_bonus = c.session_bonus;
+      t.affinity = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{t.affinity} + c.session_bonus, std::max(cap, t.affinity)));
       t.failing = c.failing;
-      t.score = static_cast<double>(t.affinity) - config_.alpha * static_cast<double>(c.load_units);
+      t.score = static_cast<double>(t.affinity) - config_.alpha * static_cast<double>(t.total_load());
       t.profile = c.profile;
       // Blocks the leader is prefilling here will be cached when this request's prefill reaches
       // them: the follower reserves only what is left.

@@ -19,6 +19,7 @@ struct Engine {
   bool eligible = true;
   Profile profile = Profile::kNone;
   uint32_t single_flight = 0;
+  int64_t foreign = 0;
 };
 
 FleetSnapshot fleet(const std::vector<Engine>& engines) {
@@ -31,6 +32,7 @@ FleetSnapshot fleet(const std::vector<Engine>& engines) {
     c.overlap = engines[i].overlap;
     c.profile = engines[i].profile;
     c.single_flight = engines[i].single_flight;
+    c.foreign_load_units = engines[i].foreign;
     s.candidates.push_back(c);
   }
   return s;
@@ -54,6 +56,22 @@ size_t winner(Policy& p, const request::PreparedRequest& r, const std::vector<En
 }
 
 // ---- scoring ----
+
+TEST(PrefixLoadPolicy, OtherRoutersLoadWeighsLikeThisRoutersOwnReservations) {
+  auto p = prefix();
+  // Engine 0 holds 8 blocks but other routers keep 3 units busy there: 8 - 4*3 < 0.
+  Engine warm{.overlap = 8, .foreign = 3};
+  Engine cold{};
+  Decision d = p->decide(chat(), fleet({warm, cold}));
+  EXPECT_EQ(d.ranked.front().ordinal, 1u);
+  EXPECT_EQ(d.outcome, Outcome::kLoad);
+  EXPECT_EQ(d.ranked.back().foreign_load_units, 3);
+  EXPECT_EQ(d.ranked.back().score, 8.0 - 4.0 * 3);
+  // The same units reserved by this router decide the same way.
+  EXPECT_EQ(winner(*p, chat(), {Engine{.overlap = 8, .load = 3}, cold}), 1u);
+  // With less foreign load the cache wins again: 8 - 4*1 > 0.
+  EXPECT_EQ(winner(*p, chat(), {Engine{.overlap = 8, .foreign = 1}, cold}), 0u);
+}
 
 TEST(PrefixLoadPolicy, IsSelectedByTheNamePrefix) {
   auto p = prefix();

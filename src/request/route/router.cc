@@ -4,6 +4,7 @@
 #include <array>
 
 #include "request/route/exact_overlap.h"
+#include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -24,6 +25,10 @@ Routed Router::decide(const request::PreparedRequest& req) {
   const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
   FleetSnapshot snap = FleetSnapshot::of(fleet_);
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
+  if (engine_load_ != nullptr && engine_load_->enabled()) {
+    const int64_t now = engine_load_->now_ms();
+    for (CandidateState& c : snap.candidates) c.foreign_load_units = engine_load_->foreign_units(c.ordinal, now);
+  }
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
   // One decision's overlaps and resident tokens, per engine (vectors of this thread's, reused).
@@ -60,7 +65,14 @@ Routed Router::decide(const request::PreparedRequest& req) {
   }
   Routed r;
   r.request = RouteRequest::of(req, policy->config());
-  r.decision = policy->decide_next(r.request, snap);
+  if (session_.mode == SessionAffinityMode::kOff || !request::is_inference(req.endpoint) ||
+      static_cast<size_t>(req.endpoint) >= session_counts_.size()) {
+    r.decision = policy->decide_next(r.request, snap);
+  } else {
+    r.decision = decide_with_session(req, r.request, snap, r.session, *policy);
+    session_counts_[static_cast<size_t>(req.endpoint)][static_cast<size_t>(r.session.outcome)].fetch_add(
+        1, std::memory_order_relaxed);
+  }
   r.cold = uses_prefix_ && !chain.empty() && !warm;
   r.exact = note.exact;
   const CandidateTerms* chosen = r.decision.first_dispatch();
@@ -91,6 +103,35 @@ Routed Router::decide(const request::PreparedRequest& req) {
   return r;
 }
 
+Decision Router::decide_with_session(const request::PreparedRequest& req, const RouteRequest& rr, FleetSnapshot& snap,
+                                     SessionNote& note, Policy& policy) {
+  note.enabled = true;
+  const request::SessionId& session = req.session;
+  if (session.source == request::SessionSource::kInvalid) note.outcome = SessionOutcome::kInvalid;
+  if (session.source != request::SessionSource::kHeader && session.source != request::SessionSource::kUser) {
+    if (session.source == request::SessionSource::kNone) note.outcome = SessionOutcome::kNoSession;
+    return policy.decide_next(rr, snap);
+  }
+  FleetSnapshot prior = snap;
+  std::vector<size_t> ordinals;
+  ordinals.reserve(snap.candidates.size());
+  for (const CandidateState& c : snap.candidates) ordinals.push_back(c.ordinal);
+  if (ordinals.empty()) return policy.decide_next(rr, snap);
+  apply_session_prior(session_, session_pair(session_.key, session.value, ordinals), prior, note);
+  const bool bonus = note.target && std::any_of(prior.candidates.begin(), prior.candidates.end(), [&](const CandidateState& c) {
+                       return c.ordinal == *note.target && c.session_bonus != 0;
+                     });
+  if (!bonus) return policy.decide_next(rr, snap);
+  // The same rotation for both: whether the bonus moved the winner is the only difference.
+  const bool on = session_.mode == SessionAffinityMode::kOn;
+  Decision used = policy.decide_next(rr, on ? prior : snap);
+  const Decision other = policy.decide(rr, on ? snap : prior, used.rotation);
+  const CandidateTerms* with = on ? used.first_dispatch() : other.first_dispatch();
+  const CandidateTerms* without = on ? other.first_dispatch() : used.first_dispatch();
+  note.outcome = with && without && with->ordinal != without->ordinal ? SessionOutcome::kMoved : SessionOutcome::kAgree;
+  return used;
+}
+
 SingleFlight::Lease Router::lead(size_t engine, const Routed& routed, const request::PreparedRequest& req) {
   if (!routed.cold) return {};
   return single_flight_.lead(engine, req.fingerprints.chain);
@@ -119,9 +160,10 @@ namespace ramjet::route {
 namespace {
 
 enum class F {
-  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary
+  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary,
+  kForeignLoad, kSession
 };
-constexpr std::array<metrics::Family, 9> kFamilies = {{
+constexpr std::array<metrics::Family, 11> kFamilies = {{
     // ExactOverlap's (asked before the approximate index, so written first)
     {"ramjet_exact_provisional_blocks_total", metrics::MetricKind::kCounter, "",
      "Blocks entered as provisional (speculative residency): blocks of a placed request's prompt "
@@ -152,6 +194,18 @@ constexpr std::array<metrics::Family, 9> kFamilies = {{
      "Tokenized requests by canary cohort (RJ_EXACT_ROUTE_CANARY_BPS over a keyed hash of "
      "X-Session-ID): all (10000 bps), treatment (placed exactly), control and no_session (computed "
      "and recorded as shadow decisions only)."},
+    {"ramjet_upstream_foreign_load_units", metrics::MetricKind::kGauge, "upstream",
+     "Load units other routers put on the engine as routing reads it now (RJ_ROUTE_ENGINE_LOAD): "
+     "the engine's reported running and waiting requests beyond this process's own in-flight "
+     "requests there, waiting ones weighted by RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS; 0 while the "
+     "engine's last /metrics reading is older than three scrape intervals or failed."},
+    {"ramjet_session_affinity_total", metrics::MetricKind::kCounter, "endpoint,outcome",
+     "Routing decisions by what session affinity did (RJ_SESSION_AFFINITY_MODE on; in shadow what it "
+     "would have done): no_session, invalid (X-Session-ID empty, over 256 bytes or repeated: "
+     "ignored), unavailable (neither the session's primary nor its secondary engine eligible), "
+     "load_gated (the target's load over RJ_SESSION_AFFINITY_MAX_LOAD_DELTA above the least "
+     "loaded), agree (the bonus applied; cache and load chose the same winner), moved (the bonus "
+     "changed the winner)."},
 }};
 const metrics::Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
@@ -195,6 +249,24 @@ void Router::write_metrics(metrics::Exposition& x) const {
     x.family(fam(F::kCanary));
     for (size_t c = 0; c < kCohorts.size(); ++c) {
       x.sample(fam(F::kCanary).name, "cohort=\"" + std::string(kCohorts[c]) + "\"", canary_[c].load(std::memory_order_relaxed));
+    }
+  }
+  if (engine_load_ != nullptr && engine_load_->enabled()) {
+    x.family(fam(F::kForeignLoad));
+    const int64_t now = engine_load_->now_ms();
+    for (size_t i = 0; i < fleet_.size(); ++i) {
+      x.sample(fam(F::kForeignLoad).name, "upstream=\"" + std::to_string(i) + "\"", engine_load_->foreign_units(i, now));
+    }
+  }
+  if (session_.mode != SessionAffinityMode::kOff) {
+    x.family(fam(F::kSession));
+    for (size_t e = 0; e < session_counts_.size(); ++e) {
+      for (size_t o = 0; o < static_cast<size_t>(SessionOutcome::kCount); ++o) {
+        x.sample(fam(F::kSession).name,
+                 "endpoint=\"" + std::string(request::endpoint_label(static_cast<request::Endpoint>(e))) +
+                     "\",outcome=\"" + std::string(session_outcome_label(static_cast<SessionOutcome>(o))) + "\"",
+                 session_counts_[e][o].load(std::memory_order_relaxed));
+      }
     }
   }
 }

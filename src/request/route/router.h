@@ -16,9 +16,11 @@
 #include "request/prepare/prepare.h"
 #include "request/route/overlap.h"
 #include "request/route/policy.h"
+#include "request/route/session_affinity.h"
 #include "request/route/single_flight.h"
 
 namespace ramjet::upstream {
+class EngineLoadBoard;
 class Fleet;
 }
 
@@ -39,6 +41,8 @@ struct Routed {
   std::vector<uint32_t> exact_tokens;
   std::vector<uint32_t> exact_provisional;
   uint32_t exact_block_size = 0;
+  // Session affinity (RJ_SESSION_AFFINITY_MODE): what it did, or would have done in shadow.
+  SessionNote session;
 };
 
 // The routing families Router::write_metrics exports (names, labels, help; docs/metrics.md).
@@ -76,6 +80,14 @@ class Router {
   // (no payload, ordinals).
   void write_metrics(metrics::Exposition& x) const;
 
+  // Other routers' load on the engines (RJ_ROUTE_ENGINE_LOAD): each decision reads every
+  // candidate's foreign load units from `board` (null: none). Set before serving; it must
+  // outlive the router.
+  void set_engine_load(const upstream::EngineLoadBoard* board) { engine_load_ = board; }
+  // Session affinity as a score prior (route/session_affinity.h). Set before serving.
+  void set_session_affinity(SessionAffinityConfig c) { session_ = std::move(c); }
+  const SessionAffinityConfig& session_affinity() const { return session_; }
+
   SingleFlight& single_flight() { return single_flight_; }
   bool single_flight_enabled() const { return single_flight_.config().enabled; }
 
@@ -86,6 +98,14 @@ class Router {
   std::vector<OverlapSource*> sources_;
   SingleFlight& single_flight_;
   std::unique_ptr<std::atomic<Profile>[]> profiles_;  // per slot
+  const upstream::EngineLoadBoard* engine_load_ = nullptr;
+  SessionAffinityConfig session_;
+  // ramjet_session_affinity_total{endpoint,outcome}
+  // (inference endpoints only: chat, completions, responses, messages — the Endpoint enum's first four)
+  std::array<std::array<std::atomic<uint64_t>, static_cast<size_t>(SessionOutcome::kCount)>, 4> session_counts_{};
+  // Decides with the session prior applied (on) or only recorded (shadow).
+  Decision decide_with_session(const request::PreparedRequest& req, const RouteRequest& rr, FleetSnapshot& snap,
+                               SessionNote& note, Policy& policy);
   bool has_exact_ = false;  // a source named "exact" is among sources_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(ExactOutcome::kCount)> exact_outcomes_{};
   std::array<std::atomic<uint64_t>, 4> canary_{};  // decisions per request::ExactCohort

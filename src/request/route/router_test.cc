@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "common/clock.h"
+#include "request/route/reservation.h"
+#include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::route {
@@ -202,6 +205,70 @@ TEST(Router, TheFirstSourceThatAnswersGivesTheOverlapsAndEverySourceLearnsWhatWa
   falls_back.observe(0, req);
   EXPECT_EQ(declines.served_, 1);
   EXPECT_EQ(index.overlap(0, req.fingerprints.chain), req.fingerprints.chain.size());
+}
+
+// ---- several routers: other routers' load, as the engines report it ----
+
+TEST(Router, ARouterPicksTheIdleEngineWhenAnotherRouterLoadedTheOther) {
+  Rig rig(2, "load");
+  upstream::EngineLoadBoard board(rig.clock, upstream::EngineLoadConfig{});
+  rig.router.set_engine_load(&board);
+  // Engine 0 runs three requests this router never sent; engine 1 is idle.
+  board.record(0, 3, 0, rig.fleet.at(0).inflight());
+  board.record(1, 0, 0, rig.fleet.at(1).inflight());
+  for (int i = 0; i < 6; ++i) {  // never rotated onto the loaded engine
+    Routed r = rig.router.decide(chat('c', 1, "turn " + std::to_string(i)));
+    EXPECT_EQ(r.decision.ranked[0].ordinal, 1u);
+    EXPECT_EQ(r.decision.outcome, Outcome::kLoad);
+    EXPECT_EQ(r.decision.ranked[1].foreign_load_units, 3);
+    EXPECT_EQ(r.decision.ranked[0].foreign_load_units, 0);
+  }
+}
+
+TEST(Router, ThisRoutersOwnInflightRequestsAreNotCountedAgainAsForeign) {
+  Rig rig(2, "load");
+  upstream::EngineLoadBoard board(rig.clock, upstream::EngineLoadConfig{});
+  rig.router.set_engine_load(&board);
+  // Two of this router's requests run on engine 0 (one unit each); three of another's on 1.
+  LoadReservation a(rig.fleet.at(0), 1), b(rig.fleet.at(0), 1);
+  board.record(0, 2, 0, rig.fleet.at(0).inflight());
+  board.record(1, 3, 0, rig.fleet.at(1).inflight());
+  // Engine 0 carries 2 units (its reservations), engine 1 three: engine 0 wins. Counted twice,
+  // engine 0 would carry 4.
+  Routed r = rig.router.decide(chat('d', 1, "x"));
+  EXPECT_EQ(r.decision.ranked[0].ordinal, 0u);
+  EXPECT_EQ(r.decision.ranked[0].load_units, 2);
+  EXPECT_EQ(r.decision.ranked[0].foreign_load_units, 0);
+  EXPECT_EQ(r.decision.ranked[1].foreign_load_units, 3);
+}
+
+TEST(Router, AStaleEngineReadingIsIgnored) {
+  Rig rig(2, "load");
+  upstream::EngineLoadBoard board(rig.clock, upstream::EngineLoadConfig{.stale_ms = 1500});
+  rig.router.set_engine_load(&board);
+  board.record(0, 5, 0, 0);
+  EXPECT_EQ(rig.router.decide(chat('e', 1, "x")).decision.ranked[0].ordinal, 1u);
+  rig.clock.advance_ms(1501);  // no scrape since: the reading no longer counts
+  std::set<size_t> chosen;
+  for (int i = 0; i < 4; ++i) {
+    Routed r = rig.router.decide(chat('e', 1, "x"));
+    EXPECT_EQ(r.decision.outcome, Outcome::kRoundRobin);
+    for (const CandidateTerms& c : r.decision.ranked) EXPECT_EQ(c.foreign_load_units, 0);
+    chosen.insert(r.decision.ranked[0].ordinal);
+  }
+  EXPECT_EQ(chosen.size(), 2u);  // equal engines take turns again
+}
+
+TEST(Router, ForeignLoadIsExportedPerUpstreamAsRoutingReadsIt) {
+  Rig rig(2);
+  upstream::EngineLoadBoard board(rig.clock, upstream::EngineLoadConfig{.stale_ms = 1500});
+  rig.router.set_engine_load(&board);
+  board.record(1, 0, 2, 0);  // two waiting: 2 x 2 units
+  metrics::Exposition x;
+  rig.router.write_metrics(x);
+  const std::string text = x.take();
+  EXPECT_NE(text.find("ramjet_upstream_foreign_load_units{upstream=\"0\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramjet_upstream_foreign_load_units{upstream=\"1\"} 4\n"), std::string::npos) << text;
 }
 
 }  // namespace

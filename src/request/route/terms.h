@@ -31,9 +31,11 @@ inline constexpr auto kCandidateTerms = std::tuple{
     Term<size_t>{&CandidateTerms::ordinal, "upstream", "ordinal", {}, true},
     Term<uint32_t>{&CandidateTerms::overlap, "overlap_blocks", "overlap", "ov", true},
     Term<uint32_t>{&CandidateTerms::single_flight, "single_flight_blocks", "single_flight", "sf"},
+    Term<uint32_t>{&CandidateTerms::session_bonus, "session_bonus_blocks", "session_bonus", "sess"},
     Term<uint32_t>{&CandidateTerms::affinity, "affinity_blocks", "affinity", "aff"},
     Term<int64_t>{&CandidateTerms::load_units, "load_units", "load_units", "load", true},
     Term<uint32_t>{&CandidateTerms::request_load_units, "request_load_units", "request_load_units", "req"},
+    Term<int64_t>{&CandidateTerms::foreign_load_units, "foreign_load_units", "foreign_load_units", "fgn"},
     Term<bool>{&CandidateTerms::eligible, "healthy", "eligible", {}, true},
     Term<bool>{&CandidateTerms::failing, "failing", "failing"},
     Term<Profile>{&CandidateTerms::profile, "profile", "profile"},
@@ -52,6 +54,8 @@ inline CandidateState state_of(const CandidateTerms& t) {
   s.ordinal = t.ordinal;
   s.eligible = t.eligible;
   s.load_units = t.load_units;
+  s.foreign_load_units = t.foreign_load_units;
+  s.session_bonus = t.session_bonus;
   s.overlap = t.overlap;
   s.single_flight = t.single_flight;
   s.profile = t.profile;

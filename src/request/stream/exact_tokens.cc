@@ -15,16 +15,10 @@ namespace ramjet::request {
 boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   ExactInput& e = s.prep.exact;
   const ExactTokensConfig& c = config_.exact;
-  if (c.canary_bps < 10000) {  // the cohort of the request's session (one X-Session-ID)
-    std::optional<std::string_view> session;
-    bool several = false;
-    for (size_t i = 0; i < s.req.fields.size(); ++i) {
-      if (!boost::beast::iequals(s.req.fields.name(i), "X-Session-ID")) continue;
-      several = several || session.has_value();
-      session = s.req.fields.value(i);
-    }
-    if (!session || several || session->empty()) e.cohort = ExactCohort::kNoSession;
-    else e.cohort = canary_treatment(c.canary_key, *session, c.canary_bps) ? ExactCohort::kTreatment : ExactCohort::kControl;
+  if (c.canary_bps < 10000) {  // the cohort of the request's session (one valid X-Session-ID)
+    const SessionId& session = s.prep.session;
+    if (session.source != SessionSource::kHeader) e.cohort = ExactCohort::kNoSession;
+    else e.cohort = canary_treatment(c.canary_key, session.value, c.canary_bps) ? ExactCohort::kTreatment : ExactCohort::kControl;
   }
   const uint64_t size = s.prep.body.size();
   if (!s.prep.json_object || size < c.min_bytes || size > c.max_bytes) {

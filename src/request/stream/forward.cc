@@ -42,6 +42,30 @@ bool closed_early(const boost::system::error_code& ec) {
          ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor;
 }
 
+bool is_session_header(const net::HeadFields& fields, size_t i) {
+  return fields.id(i) == http::field::unknown && beast::iequals(fields.name(i), "X-Session-ID");
+}
+
+// X-Session-ID: exactly one field of 1..256 bytes names the session; several, an empty or a
+// longer one is invalid (ignored, counted). Without one, the body's user field (prepare) stands.
+void read_session_header(const net::HeadFields& fields, SessionId& session) {
+  std::optional<std::string_view> value;
+  bool several = false;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (!is_session_header(fields, i)) continue;
+    several = several || value.has_value();
+    value = fields.value(i);
+  }
+  if (!value) return;
+  if (several || value->empty() || value->size() > kMaxSessionBytes) {
+    session.source = SessionSource::kInvalid;
+    session.value.clear();
+    return;
+  }
+  session.source = SessionSource::kHeader;
+  session.value.assign(*value);
+}
+
 // A client's API key (Authorization, x-api-key): ramjet's own business when it checks keys.
 bool client_credential(const net::HeadFields& fields, size_t i) {
   const http::field id = fields.id(i);
@@ -70,8 +94,8 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
   metrics_.request_body_bytes.inc(prep.body.size());
 }
 
-// The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream and
-// Expect are not forwarded; Host and Content-Length are set here. With client API keys on, the
+// The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream,
+// X-Session-ID (ramjet's own routing input, as the reference strips it) and Expect are not forwarded; Host and Content-Length are set here. With client API keys on, the
 // client's Authorization and x-api-key stay here too, and RJ_UPSTREAM_TOKEN (if any) goes instead.
 size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url) {
   const net::RequestHead& req = s.req;
@@ -86,7 +110,7 @@ size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url) {
   size_t fields = 1;  // Host
   const bool own_keys = config_.api_keys != nullptr;
   for (size_t i = 0; i < req.fields.size(); ++i) {
-    if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect) continue;
+    if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect || is_session_header(req.fields, i)) continue;
     if (own_keys && client_credential(req.fields, i)) continue;
     net::append_field(out, req.fields.name(i), req.fields.value(i));
     ++fields;
@@ -144,6 +168,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     co_return;
   }
 
+  read_session_header(s.req.fields, s.prep.session);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
   const route::Routed routed = router_.decide(s.prep);
   x.prep = &s.prep;

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# several_routers.sh: do N ramjet replicas in front of the same engines route as well as one?
+# (issue 14, "Several routers"). Simulated Qwen3.8-27B TP4 engines (ramjet-sim) that publish
+# vLLM KV events; every ramjet subscribes to every engine's events (exact routing on), so the
+# replicas agree on where each prefix is cached; each also counts the load the other replicas
+# put on the engines (RJ_ROUTE_ENGINE_LOAD, from the engines' own /metrics).
+#
+# Runs, one after another on fresh engines (cold caches) and fresh ramjets, in an order that
+# rotates from repeat to repeat:
+#   one          1 ramjet; ramjet-bench talks to it directly
+#   three        REPLICAS ramjets behind haproxy (HTTP mode, balance roundrobin: every request
+#                to the next replica, whatever its session), RJ_ROUTE_ENGINE_LOAD=on (default)
+#   three-noload the same with RJ_ROUTE_ENGINE_LOAD=off (each replica sees its own reservations)
+# Target (issue 14): three's cached-prompt-token % within 2 points of one's, and its output
+# throughput >= 0.95x one's. Prints Markdown and writes bench/results/several_routers-<UTC>.md.
+#
+# Usage: bench/several_routers.sh [--no-build]
+# Environment:
+#   DURATION=30 SPEED=6 REPEATS=2 REPLICAS=3 ENGINES=4   seconds per run, sim --speed, repeats
+#   CONCURRENCY=32 APPS=4 PREFIX_KIB=24 TURNS=10 USER_WORDS=2048 MAX_TOKENS=64 KV_BLOCKS=384
+#                      scripts/demo's cache-pressured agent workload (KV_BLOCKS empty = full pool)
+#   PRESET=qwen3.8-27b-tp4   EXACT_MIN_BYTES=8192 (RJ_EXACT_ROUTE_MIN_BYTES, as scripts/demo)
+#   BUILD_DIR=build/release  RESULTS_DIR=bench/results  COMMIT (default: HEAD)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=1
+[[ ${1:-} == --no-build ]] && BUILD=0
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+DURATION=${DURATION:-30}
+SPEED=${SPEED:-6}
+REPEATS=${REPEATS:-2}
+REPLICAS=${REPLICAS:-3}
+ENGINES=${ENGINES:-4}
+CONCURRENCY=${CONCURRENCY:-32}
+APPS=${APPS:-4}
+PREFIX_KIB=${PREFIX_KIB:-24}
+TURNS=${TURNS:-10}
+USER_WORDS=${USER_WORDS:-2048}
+MAX_TOKENS=${MAX_TOKENS:-64}
+KV_BLOCKS=${KV_BLOCKS-384}
+PRESET=${PRESET:-qwen3.8-27b-tp4}
+EXACT_MIN_BYTES=${EXACT_MIN_BYTES:-8192}
+BUILD_DIR=${BUILD_DIR:-build/release}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+[[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
+COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
+die() { echo "several_routers: $*" >&2; exit 1; }
+log() { echo "several_routers: $*" >&2; }
+for tool in curl python3 haproxy; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
+
+if ((BUILD)); then
+  (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
+    nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
+fi
+RAMJET=$BUILD_DIR/src/app/ramjet
+SIM=$BUILD_DIR/sim/server/ramjet-sim
+BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
+for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
+
+WORK=$(mktemp -d /tmp/ramjet-several.XXXXXX)
+pids=()
+stop_pids() {
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=()
+}
+cleanup() { stop_pids; rm -rf "$WORK"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_grep() {  # wait_grep FILE REGEX: the first match, waiting up to 15 s
+  for _ in $(seq 150); do
+    if grep -oE "$2" "$1" 2>/dev/null | head -n1; then return 0; fi
+    sleep 0.1
+  done
+  tail -5 "$1" >&2 2>/dev/null || true
+  return 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+engines=() kv_live=() kv_replay=()
+start_sims() {
+  local i port blocks=()
+  engines=() kv_live=() kv_replay=()
+  [[ -n $KV_BLOCKS ]] && blocks=(--num-gpu-blocks-override "$KV_BLOCKS")
+  for ((i = 0; i < ENGINES; i++)); do
+    nice "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$PRESET" --speed "$SPEED" \
+      --enable-prompt-tokens-details --seed $((i + 1)) "${blocks[@]}" \
+      --kv-events-config '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}' \
+      >"$WORK/sim$i.log" 2>&1 &
+    pids+=($!)
+    port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i did not start"
+    engines+=("http://127.0.0.1:$port")
+    kv_live+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_endpoint=[^ ]+' | sed 's/.*://')")
+    kv_replay+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_replay=[^ ]+' | sed 's/.*://')")
+  done
+}
+
+apis=()
+start_ramjet() {  # start_ramjet NAME [VAR=VALUE...]: appends its API address to apis
+  local name=$1 api h; shift
+  env RJ_UPSTREAM="$(IFS=,; echo "${engines[*]}")" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
+    RJ_KV_EVENT_LIVE_ENDPOINTS="$(IFS=,; echo "${kv_live[*]}")" \
+    RJ_KV_EVENT_REPLAY_ENDPOINTS="$(IFS=,; echo "${kv_replay[*]}")" \
+    RJ_EXACT_ROUTE_MODE=on RJ_EXACT_ROUTE_MIN_BYTES="$EXACT_MIN_BYTES" RJ_THREADS=2 "$@" \
+    nice "$RAMJET" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  pids+=($!)
+  api=$(wait_grep "$WORK/$name.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet $name did not start"
+  for _ in $(seq 150); do  # every engine healthy and its KV-event index trusted
+    h=$(curl -s "http://$api/health" || true)
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["replicas"]
+sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted") for x in r) else 1)' "$h" 2>/dev/null; then
+      apis+=("$api"); return 0
+    fi
+    sleep 0.1
+  done
+  die "ramjet $name: engines not healthy and trusted within 15 s: $h"
+}
+
+front=""
+start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not in a subshell: pids must keep it)
+  local port i cfg=$WORK/haproxy.cfg
+  port=$(free_port)
+  {
+    echo "global"; echo "  maxconn 4096"
+    echo "defaults"; echo "  mode http"; echo "  timeout connect 5s"; echo "  timeout client 600s"; echo "  timeout server 600s"
+    echo "frontend fe"; echo "  bind 127.0.0.1:$port"; echo "  default_backend be"
+    echo "backend be"; echo "  balance roundrobin"
+    for i in "${!apis[@]}"; do echo "  server r$i ${apis[$i]}"; done
+  } >"$cfg"
+  nice haproxy -f "$cfg" -db >"$WORK/haproxy.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.1; done
+  front="127.0.0.1:$port"
+}
+
+run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
+  local label=$1 rep=$2 target n=1 extra=() i blocks=()
+  case $label in
+    one) n=1 ;;
+    three) n=$REPLICAS ;;
+    three-noload) n=$REPLICAS; extra=(RJ_ROUTE_ENGINE_LOAD=off) ;;
+  esac
+  start_sims
+  apis=()
+  for ((i = 0; i < n; i++)); do start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"}; done
+  if ((n == 1)); then target=${apis[0]}; else start_haproxy; target=$front; fi
+  log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo "s behind haproxy"), ${DURATION}s)"
+  local words=()
+  [[ -n $USER_WORDS ]] && words=(--user-words "$USER_WORDS")
+  nice "$BENCH" --target "http://$target" --workload shared-prefix --apps "$APPS" --prefix-kib "$PREFIX_KIB" \
+    --turns "$TURNS" "${words[@]}" --concurrency "$CONCURRENCY" --duration "$DURATION" --max-tokens "$MAX_TOKENS" \
+    --ignore-eos --seed $((7 + rep)) --label "$label" --out-json "$WORK/$label-$rep.json" --quiet
+  stop_pids
+}
+
+labels=(one three three-noload)
+for ((rep = 1; rep <= REPEATS; rep++)); do
+  for ((k = 0; k < ${#labels[@]}; k++)); do
+    run "${labels[$(((k + rep - 1) % ${#labels[@]}))]}" "$rep"
+  done
+done
+
+mkdir -p "$RESULTS_DIR"
+out=$RESULTS_DIR/several_routers-$(date -u +%Y-%m-%d-%H%M%S).md
+python3 - "$WORK" "$REPEATS" "$out" <<EOF
+import json, sys, statistics
+work, repeats, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+labels = ["one", "three", "three-noload"]
+rows = {l: [json.load(open(f"{work}/{l}-{r}.json"))["runs"][0]["steps"][0] for r in range(1, repeats + 1)] for l in labels}
+def med(l, k): return statistics.median(s[k] for s in rows[l])
+lines = []
+p = lines.append
+p("# Several routers (issue 14): $REPLICAS ramjet replicas behind haproxy vs one")
+p("")
+p("commit $COMMIT; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); $ENGINES ramjet-sim $PRESET at ${SPEED}x with KV events; exact routing on in every ramjet")
+p("workload: ramjet-bench shared-prefix, $APPS apps x $PREFIX_KIB KiB, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, concurrency $CONCURRENCY, ${DURATION}s, KV pool ${KV_BLOCKS:-full} blocks per sim; $REPEATS repeats, medians; order rotated per repeat")
+p("")
+p("| run | output tok/s | x one | cached % | - one (points) | TTFT p50 ms | TTFT p95 ms | requests | errors | engine split (last repeat) |")
+p("|---|---|---|---|---|---|---|---|---|---|")
+base_t, base_c = med("one", "output_tok_s"), med("one", "cached_pct")
+for l in labels:
+    t, c = med(l, "output_tok_s"), med(l, "cached_pct")
+    split = "/".join(str(v) for _, v in sorted(rows[l][-1]["engines"].items()))
+    p(f"| {l} | {t:.0f} | {t / base_t:.3f} | {c:.1f} | {c - base_c:+.1f} | {med(l, 'ttft_p50_ms'):.0f} | {med(l, 'ttft_p95_ms'):.0f} | {sum(s['ok'] for s in rows[l])} | {sum(s['errors'] for s in rows[l])} | {split} |")
+p("")
+p("per repeat (output tok/s, cached %):")
+for l in labels:
+    p(f"- {l}: " + ", ".join(f"{s['output_tok_s']:.0f} / {s['cached_pct']:.1f}" for s in rows[l]))
+t3, c3 = med("three", "output_tok_s"), med("three", "cached_pct")
+ok = t3 >= 0.95 * base_t and abs(c3 - base_c) <= 2
+p("")
+p(f"target (three vs one: cached within 2 points, throughput >= 0.95x): {'met' if ok else 'NOT met'}")
+open(out, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+log "wrote $out"

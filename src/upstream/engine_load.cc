@@ -1,0 +1,63 @@
+#include "upstream/engine_load.h"
+
+#include <cmath>
+
+namespace ramjet::upstream {
+
+int64_t foreign_load_units(double running, double waiting, int64_t own_inflight, double waiting_units) {
+  if (!std::isfinite(running) || running < 0) running = 0;
+  if (!std::isfinite(waiting) || waiting < 0) waiting = 0;
+  const double reported = running + waiting;
+  const double foreign = reported - static_cast<double>(own_inflight > 0 ? own_inflight : 0);
+  if (foreign <= 0 || reported <= 0) return 0;
+  const double weight = (running + waiting_units * waiting) / reported;  // units per request
+  const double units = std::round(foreign * weight);
+  return units >= 1e12 ? int64_t{1'000'000'000'000} : static_cast<int64_t>(units);
+}
+
+EngineLoadBoard::EngineLoadBoard(const Clock& clock, EngineLoadConfig config) : clock_(clock), config_(config) {}
+
+EngineLoadBoard::~EngineLoadBoard() {
+  for (auto& c : chunks_) delete c.load(std::memory_order_acquire);
+}
+
+EngineLoadBoard::Slot* EngineLoadBoard::slot(size_t engine, bool create) {
+  if (engine >= kMaxEngines) return nullptr;
+  std::atomic<Chunk*>& at = chunks_[engine / kChunk];
+  Chunk* c = at.load(std::memory_order_acquire);
+  if (c == nullptr && create) {
+    auto fresh = std::make_unique<Chunk>();
+    if (at.compare_exchange_strong(c, fresh.get(), std::memory_order_acq_rel, std::memory_order_acquire)) {
+      c = fresh.release();
+    }  // else another writer won: c is its chunk, ours is freed
+  }
+  return c ? &c->slots[engine % kChunk] : nullptr;
+}
+
+const EngineLoadBoard::Slot* EngineLoadBoard::slot(size_t engine) const {
+  if (engine >= kMaxEngines) return nullptr;
+  const Chunk* c = chunks_[engine / kChunk].load(std::memory_order_acquire);
+  return c ? &c->slots[engine % kChunk] : nullptr;
+}
+
+void EngineLoadBoard::record(size_t engine, double running, double waiting, int64_t own_inflight) {
+  Slot* s = slot(engine, true);
+  if (s == nullptr) return;
+  s->units.store(foreign_load_units(running, waiting, own_inflight, config_.waiting_units), std::memory_order_relaxed);
+  s->at_ms.store(clock_.now_ms(), std::memory_order_release);
+}
+
+void EngineLoadBoard::forget(size_t engine) {
+  if (Slot* s = slot(engine, false)) s->at_ms.store(kNever, std::memory_order_release);
+}
+
+int64_t EngineLoadBoard::foreign_units(size_t engine, int64_t now_ms) const {
+  if (!config_.enabled) return 0;
+  const Slot* s = slot(engine);
+  if (s == nullptr) return 0;
+  const int64_t at = s->at_ms.load(std::memory_order_acquire);
+  if (at == kNever || now_ms - at > config_.stale_ms) return 0;
+  return s->units.load(std::memory_order_relaxed);
+}
+
+}  // namespace ramjet::upstream

@@ -1,0 +1,87 @@
+// upstream/engine_load: the load other routers put on the engines, as routing reads it
+// (RJ_ROUTE_ENGINE_LOAD). N ramjet replicas in front of the same engines each see only their own
+// reservations; every engine also reports what it is working on (vllm:num_requests_running and
+// _waiting, read by the engine scrape, engine_stats.h). What an engine reports beyond this
+// process's own in-flight requests to it is foreign: requests from other routers (or clients
+// that bypass ramjet). The board turns that into load units on the reservations' scale and keeps
+// the latest value per engine ordinal in lock-free atomics: the scraper writes it (one writer
+// per engine at a time), routing reads it on the request path without a lock.
+//
+// It does not scrape (engine_scrape.cc does), does not know reservations (route/reservation.h,
+// Engine::inflight() gives the count it subtracts) and never decides anything itself.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/clock.h"
+
+namespace ramjet::upstream {
+
+struct EngineLoadConfig {
+  // RJ_ROUTE_ENGINE_LOAD: off = every engine's foreign load reads 0.
+  bool enabled = true;
+  // A reading older than this counts for nothing (about three scrape intervals: a missed scrape
+  // or two is tolerated, an engine that stopped answering its /metrics is not trusted).
+  int64_t stale_ms = 1500;
+  // RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS: load units a waiting (queued, not yet prefilled) foreign
+  // request weighs; a running one weighs one unit, as a decoding reservation does after it
+  // shrinks at the first token (RJ_ROUTE_PHASE_AWARE_LOAD).
+  double waiting_units = 2.0;
+};
+
+// Foreign load units from one reading: the requests the engine reports beyond `own_inflight`
+// (never negative), each weighing the reading's mix of running (1 unit) and waiting
+// (`waiting_units`) requests, rounded to the nearest unit. Which of the engine's requests are
+// this router's own is unknown, so the foreign ones are assumed to be running and waiting in the
+// same proportion as all of them.
+int64_t foreign_load_units(double running, double waiting, int64_t own_inflight, double waiting_units);
+
+class EngineLoadBoard {
+ public:
+  EngineLoadBoard(const Clock& clock, EngineLoadConfig config);
+  ~EngineLoadBoard();
+  EngineLoadBoard(const EngineLoadBoard&) = delete;
+  EngineLoadBoard& operator=(const EngineLoadBoard&) = delete;
+
+  const EngineLoadConfig& config() const { return config_; }
+  bool enabled() const { return config_.enabled; }
+
+  // Writer (the engine scrape, right after an engine's /metrics was read): the engine reported
+  // `running` and `waiting` requests while this process had `own_inflight` requests there.
+  // Ordinals up to kMaxEngines - 1 are kept (engines that join at runtime included).
+  void record(size_t engine, double running, double waiting, int64_t own_inflight);
+  // The engine's /metrics could not be read, or lacked the two series: no current reading.
+  void forget(size_t engine);
+
+  // Reader (routing): the foreign load units on `engine` at monotonic time `now_ms` (the
+  // clock given at construction); 0 when off, never read, forgotten or stale.
+  int64_t foreign_units(size_t engine, int64_t now_ms) const;
+  int64_t foreign_units(size_t engine) const { return foreign_units(engine, clock_.now_ms()); }
+  int64_t now_ms() const { return clock_.now_ms(); }
+
+  static constexpr size_t kChunk = 64;
+  static constexpr size_t kMaxEngines = kChunk * 1024;
+
+ private:
+  static constexpr int64_t kNever = INT64_MIN / 2;
+  struct Slot {
+    std::atomic<int64_t> units{0};
+    std::atomic<int64_t> at_ms{kNever};  // when `units` was read; kNever = no reading
+  };
+  struct Chunk {
+    std::array<Slot, kChunk> slots;
+  };
+  // The slot of `engine`, allocated on first write (nullptr for a reader when never written).
+  Slot* slot(size_t engine, bool create);
+  const Slot* slot(size_t engine) const;
+
+  const Clock& clock_;
+  EngineLoadConfig config_;
+  std::array<std::atomic<Chunk*>, kMaxEngines / kChunk> chunks_{};
+};
+
+}  // namespace ramjet::upstream

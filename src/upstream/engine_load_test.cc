@@ -1,0 +1,83 @@
+#include "upstream/engine_load.h"
+
+#include <gtest/gtest.h>
+
+namespace ramjet::upstream {
+namespace {
+
+TEST(ForeignLoadUnits, AreWhatTheEngineReportsBeyondThisRoutersOwnInflight) {
+  // 5 running, none waiting, 2 of them ours: 3 foreign decoders, one unit each.
+  EXPECT_EQ(foreign_load_units(5, 0, 2, 2.0), 3);
+  // Nothing beyond our own: no foreign load.
+  EXPECT_EQ(foreign_load_units(2, 0, 2, 2.0), 0);
+}
+
+TEST(ForeignLoadUnits, AreNeverNegativeWhenThisRouterHasMoreInflightThanTheEngineReports) {
+  // Requests dispatched but not yet seen by the engine (or ended there, still relayed here).
+  EXPECT_EQ(foreign_load_units(1, 0, 4, 2.0), 0);
+  EXPECT_EQ(foreign_load_units(0, 0, 0, 2.0), 0);
+  EXPECT_EQ(foreign_load_units(-3, -1, 0, 2.0), 0);  // garbage from an engine reads as nothing
+}
+
+TEST(ForeignLoadUnits, WaitingRequestsWeighAsPrefillWork) {
+  // 4 waiting, nothing ours: 4 x 2 units.
+  EXPECT_EQ(foreign_load_units(0, 4, 0, 2.0), 8);
+  // 2 running + 2 waiting, 2 ours: 2 foreign at the mix's mean weight (1 + 2) / 2 = 1.5 each.
+  EXPECT_EQ(foreign_load_units(2, 2, 2, 2.0), 3);
+  // A weight of 1 counts waiting like running.
+  EXPECT_EQ(foreign_load_units(3, 3, 0, 1.0), 6);
+}
+
+TEST(EngineLoadBoard, ReadsTheLatestReadingPerEngine) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{});
+  EXPECT_EQ(board.foreign_units(0), 0);  // never read
+  board.record(0, 6, 0, 1);
+  board.record(1, 0, 0, 0);
+  EXPECT_EQ(board.foreign_units(0), 5);
+  EXPECT_EQ(board.foreign_units(1), 0);
+  board.record(0, 2, 0, 1);
+  EXPECT_EQ(board.foreign_units(0), 1);
+}
+
+TEST(EngineLoadBoard, AReadingOlderThanTheStaleWindowCountsForNothing) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{.stale_ms = 1500});
+  board.record(0, 10, 0, 0);
+  clock.advance_ms(1500);
+  EXPECT_EQ(board.foreign_units(0), 10);
+  clock.advance_ms(1);
+  EXPECT_EQ(board.foreign_units(0), 0);
+  board.record(0, 4, 0, 0);  // a fresh reading counts again
+  EXPECT_EQ(board.foreign_units(0), 4);
+}
+
+TEST(EngineLoadBoard, AFailedScrapeForgetsTheReadingAtOnce) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{});
+  board.record(2, 7, 0, 0);
+  board.forget(2);
+  EXPECT_EQ(board.foreign_units(2), 0);
+  board.forget(9);  // never written: nothing to forget, nothing allocated
+  EXPECT_EQ(board.foreign_units(9), 0);
+}
+
+TEST(EngineLoadBoard, OffReadsZeroEverywhere) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{.enabled = false});
+  board.record(0, 10, 10, 0);
+  EXPECT_EQ(board.foreign_units(0), 0);
+}
+
+TEST(EngineLoadBoard, KeepsOrdinalsOfEnginesThatJoinLaterAndIgnoresOnesPastItsBound) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{});
+  board.record(EngineLoadBoard::kChunk * 3 + 5, 3, 0, 0);
+  EXPECT_EQ(board.foreign_units(EngineLoadBoard::kChunk * 3 + 5), 3);
+  EXPECT_EQ(board.foreign_units(EngineLoadBoard::kChunk * 3 + 6), 0);
+  board.record(EngineLoadBoard::kMaxEngines, 3, 0, 0);
+  EXPECT_EQ(board.foreign_units(EngineLoadBoard::kMaxEngines), 0);
+}
+
+}  // namespace
+}  // namespace ramjet::upstream

@@ -1,0 +1,112 @@
+"""Several routers in front of the same engines: each ramjet counts the load the others put there.
+
+Two ramjet processes share two ramjet-sim engines. Router B keeps engine 0 busy with long
+streams; router A never sent them, so its own reservations say engine 0 is idle. With
+RJ_ROUTE_ENGINE_LOAD on (the default), A reads the engines' own vllm:num_requests_running /
+_waiting (every RJ_ENGINE_SCRAPE_INTERVAL_MS), subtracts its own in-flight requests, and counts
+the rest as foreign load units (ramjet_upstream_foreign_load_units, the journal's
+candidates[].foreign_load_units): its requests go to engine 1. Off, A rotates onto the busy
+engine. A's own requests are never counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from support.e2e import CHAT, open_stream
+from support.ramjet_proc import http_request, poll
+from support.sim_proc import SimProc
+
+# Real time (tiny preset: 2 ms decode steps), so long streams stay open while the test looks.
+SLOW = ("--preset", "tiny", "--speed", "1", "--enable-prompt-tokens-details")
+SCRAPE = {"RJ_ENGINE_SCRAPE_INTERVAL_MS": "100"}
+FOREIGN = "ramjet_upstream_foreign_load_units"
+
+
+@pytest.fixture
+def sims():
+    made = [SimProc(*SLOW), SimProc(*SLOW)]
+    yield made
+    for s in made:
+        s.stop()
+
+
+def chat_body(tag: str, max_tokens: int, stream: bool) -> dict:
+    return {"model": "ramjet-sim", "stream": stream, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": f"{tag}: " + " ".join(f"{tag}{i}" for i in range(40))}]}
+
+
+def long_streams(port: int, n: int, tag: str) -> list:
+    """n streaming requests that decode for several seconds (heads read, bodies left unread)."""
+    out = []
+    for i in range(n):
+        c = open_stream(port, CHAT, chat_body(f"{tag}{i}", 4000, True), timeout=30)
+        assert c.status == 200, c.status
+        out.append(c)
+    return out
+
+
+def short_requests(rj, n: int, tag: str) -> list:
+    """n short requests, one after another, each with a new prompt; the ordinals that served them."""
+    ups = []
+    for i in range(n):
+        r = http_request(rj.api_port, "POST", CHAT, json.dumps(chat_body(f"{tag}{i}", 4, False)).encode(),
+                         {"Content-Type": "application/json"}, timeout=30)
+        assert r.status == 200, r
+        ups.append(r.header("X-Ramjet-Upstream"))
+    return ups
+
+
+def foreign(rj, upstream: int):
+    return rj.metrics().get(FOREIGN, upstream=upstream)
+
+
+def test_a_router_keeps_its_requests_off_an_engine_another_router_keeps_busy(sims, ramjet_factory):
+    a = ramjet_factory([s.url for s in sims], env=SCRAPE)
+    b = ramjet_factory([sims[0].url])  # another router; its requests can only go to engine 0
+    streams = long_streams(b.api_port, 3, "b")
+    try:
+        poll(lambda: (foreign(a, 0) or 0) >= 3, 10, what="A sees B's three streams on engine 0")
+        assert foreign(a, 1) == 0
+        served = short_requests(a, 6, "a")
+        assert served == ["1"] * 6, served
+    finally:
+        for c in streams:
+            c.close()
+    # B cancels its streams, the engine drops them: nothing foreign is left.
+    poll(lambda: foreign(a, 0) == 0, 10, what="foreign load gone with B's streams")
+
+
+def test_with_engine_load_off_a_router_rotates_onto_the_engine_another_router_keeps_busy(sims, ramjet_factory):
+    a = ramjet_factory([s.url for s in sims], env={**SCRAPE, "RJ_ROUTE_ENGINE_LOAD": "off"})
+    b = ramjet_factory([sims[0].url])
+    streams = long_streams(b.api_port, 3, "b")
+    try:
+        # A does scrape the engines (it sees B's requests) but does not route on them.
+        poll(lambda: (a.metrics().get("ramjet_engine_requests_running", upstream=0) or 0) >= 3, 10,
+             what="A's scrape sees B's streams")
+        assert not a.metrics().has(FOREIGN)
+        served = short_requests(a, 6, "a")
+        assert served.count("0") >= 2, served
+    finally:
+        for c in streams:
+            c.close()
+
+
+def test_a_routers_own_requests_are_not_counted_as_foreign(sims, ramjet_factory):
+    a = ramjet_factory([s.url for s in sims], env=SCRAPE)
+    streams = long_streams(a.api_port, 4, "own")
+    try:
+        m = poll(lambda: (lambda m: m if (m.get("ramjet_engine_requests_running") or 0) >= 4 else None)(a.metrics()),
+                 10, what="the engines report A's four streams")
+        assert m.get("ramjet_upstream_inflight") == 4
+        for _ in range(5):  # several scrapes later, still nothing foreign
+            m = a.metrics()
+            assert m.get(FOREIGN, upstream=0) == 0 and m.get(FOREIGN, upstream=1) == 0, m.text
+            time.sleep(0.2)
+    finally:
+        for c in streams:
+            c.close()
