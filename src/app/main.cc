@@ -208,6 +208,10 @@ int main(int argc, char** argv) {
   }
   const config::Config& cfg = parsed.config;
   log::init(cfg.log_level);
+  for (const auto& name : parsed.shadowed) {
+    spdlog::warn("{} is set in the environment and in RJ_CONFIG_FILE: the environment's value is used, a reload "
+                 "cannot change it", name);
+  }
   raise_descriptor_limit();
   // TLS, before any connection is made: the upstream client context (https:// engines; a bad CA
   // file, certificate or key stops startup) and the listeners' certificate (RJ_TLS_*).
@@ -226,6 +230,8 @@ int main(int argc, char** argv) {
   // The engines by ordinal slot (net/roster.h): RJ_UPSTREAM in the first slots; engines from
   // RJ_UPSTREAM_DNS or a reload join the others (upstream/membership.h).
   net::Roster roster(cfg.upstreams, cfg.slots());
+  // Engines may join and leave while running (DNS names, a reloadable file, spare ordinals).
+  const bool engines_change = !cfg.upstream_dns.empty() || !cfg.config_file.empty() || cfg.slots() > cfg.upstreams.size();
   // RJ_TOKENIZER_*: the profile is checked even when off; local modes load and pin the
   // tokenizer, template and manifest and re-render the manifest's goldens (a mismatch stops here).
   std::vector<std::string> tokenizer_errors;
@@ -436,24 +442,31 @@ int main(int argc, char** argv) {
   // Membership (upstream/membership.h): source 0 is the static list, sources 1.. the DNS names.
   // What a slot's engine leaves behind is freed when the slot is vacated; a joining engine
   // starts from a clean slot.
+  // What an engine's source says about it (its profile, KV endpoints), on joining and when a
+  // reload changes it.
+  auto membership_changed = [&](size_t slot, const upstream::Listed& l) {
+    router.set_profile(slot, profile_of(l.profile));
+    if (catalog) catalog->set_discover(slot, l.kv_live == "discover");
+    if (l.kv_live.empty() || l.kv_live == "-") {
+      kv.set_endpoints(slot, std::nullopt);
+    } else if (l.kv_live != "discover") {
+      cache::events::SubscriberOptions o;
+      o.live_endpoint = own_endpoint(l.kv_live, l.url);
+      if (!l.kv_replay.empty() && l.kv_replay != "-") o.replay_endpoint = own_endpoint(l.kv_replay, l.url);
+      o.topic = cfg.kv_event_topic;
+      kv.set_endpoints(slot, std::move(o));
+    }
+  };
   upstream::Membership membership(
       roster, fleet, 1 + cfg.upstream_dns.size(), static_engines(cfg),
       upstream::Membership::Hooks{
           .joined =
               [&](size_t slot, const upstream::Listed& l) {
-                router.set_profile(slot, profile_of(l.profile));
                 index.clear(slot);
                 predictions.reset(slot);
-                if (l.kv_live.empty() || l.kv_live == "-") {
-                  kv.set_endpoints(slot, std::nullopt);
-                } else if (l.kv_live != "discover") {
-                  cache::events::SubscriberOptions o;
-                  o.live_endpoint = own_endpoint(l.kv_live, l.url);
-                  if (!l.kv_replay.empty() && l.kv_replay != "-") o.replay_endpoint = own_endpoint(l.kv_replay, l.url);
-                  o.topic = cfg.kv_event_topic;
-                  kv.set_endpoints(slot, std::move(o));
-                }
+                membership_changed(slot, l);
               },
+          .changed = [&](size_t slot, const upstream::Listed& l) { membership_changed(slot, l); },
           .vacated =
               [&](size_t slot) {
                 kv.set_endpoints(slot, std::nullopt);  // unsubscribed, its exact index dropped
@@ -464,6 +477,7 @@ int main(int argc, char** argv) {
                 predictions.reset(slot);
                 engine_scraper.forget(slot);
                 engine_load.forget(slot);
+                if (catalog) catalog->set_discover(slot, false);
               },
       });
   auto sweeper = std::make_shared<asio::steady_timer>(io.at(0));  // membership.sweep() every 500 ms
@@ -480,7 +494,7 @@ int main(int argc, char** argv) {
   registry.add([&](metrics::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](metrics::Exposition& x) { fleet.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { router.write_metrics(x); });
-  if (roster.capacity() > cfg.upstreams.size()) registry.add([&](metrics::Exposition& x) { membership.write_metrics(x); });
+  if (engines_change) registry.add([&](metrics::Exposition& x) { membership.write_metrics(x); });
   if (!cfg.upstream_dns.empty()) registry.add([&](metrics::Exposition& x) { dns.write_metrics(x); });
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
@@ -578,6 +592,9 @@ int main(int argc, char** argv) {
         membership.count_reload(false);
         return;
       }
+      for (const auto& name : next.shadowed) {
+        spdlog::warn("reload: {} is set in the environment too: the file's value is not used", name);
+      }
       const std::vector<std::string> before = config::describe(running), after = config::describe(n);
       std::vector<std::string> restart;
       for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
@@ -587,7 +604,7 @@ int main(int argc, char** argv) {
       }
       membership.update(0, static_engines(n));
       router.set_policy(route::make_policy(n.affinity, route_config(n)));
-      if (n.log_level != running.log_level) log::init(n.log_level);
+      if (n.log_level != running.log_level) log::set_level(n.log_level);
       for (const auto& name : restart) spdlog::warn("reload: {} changed; it takes effect after a restart", name);
       spdlog::info("reload: configuration applied ({} engines listed, {} setting(s) wait for a restart)",
                    roster.listed_count(), restart.size());
@@ -627,7 +644,7 @@ int main(int argc, char** argv) {
       sweep();
     });
   };
-  if (roster.capacity() > cfg.upstreams.size()) sweep();
+  if (engines_change) sweep();
   kv.start();
   if (catalog) catalog->start(io.at(0));
   engine_scraper.start(io.at(0));

@@ -21,6 +21,11 @@ bool init(std::string_view level) {
   return true;
 }
 
+void set_level(std::string_view level) {
+  const auto lvl = spdlog::level::from_str(std::string(level));
+  spdlog::set_level(lvl == spdlog::level::off && level != "off" ? spdlog::level::info : lvl);
+}
+
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);

@@ -11,6 +11,8 @@ namespace ramjet::log {
 // Installs the process logger (JSON lines on stderr). Level: trace|debug|info|warn|error|off.
 // Returns false for an unknown level (the logger stays at info).
 bool init(std::string_view level);
+// A new level for the logger init() made (a configuration reload): never makes a logger again.
+void set_level(std::string_view level);
 
 // Escapes a string for inclusion inside a JSON string literal (log messages are JSON).
 std::string json_escape(std::string_view s);

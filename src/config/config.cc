@@ -510,8 +510,13 @@ std::optional<std::map<std::string, std::string>> read_config_file(const std::st
     const size_t eq = line.find('=');
     std::string_view name = eq == std::string_view::npos ? line : line.substr(0, eq);
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
-    // Line numbers only: a value may be a secret.
-    if (eq == std::string_view::npos || !name.starts_with("RJ_")) {
+    // Line numbers only: a value may be a secret (so a name must look like one, or nothing of the
+    // line is repeated).
+    const bool name_ok = name.size() > 3 && name.starts_with("RJ_") &&
+                         std::all_of(name.begin(), name.end(), [](char ch) {
+                           return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+                         });
+    if (eq == std::string_view::npos || !name_ok) {
       errors.push_back("RJ_CONFIG_FILE: line " + std::to_string(line_no) + ": expected RJ_NAME=value");
       continue;
     }
@@ -561,6 +566,9 @@ ParseResult parse_process(int argc, char** argv) {
   };
   ParseResult r = parse(names, lookup, args);
   r.errors.insert(r.errors.begin(), file_errors.begin(), file_errors.end());
+  for (const auto& [name, value] : from_file) {  // the environment wins: say so (a reload cannot change them)
+    if (std::getenv(name.c_str()) != nullptr) r.shadowed.push_back(name);
+  }
   return r;
 }
 

@@ -164,6 +164,8 @@ struct ParseResult {
   Config config;
   Action action = Action::kRun;
   std::vector<std::string> errors;  // every problem at once; empty = valid
+  // RJ_CONFIG_FILE names the environment also sets (its value wins; the file's is not used).
+  std::vector<std::string> shadowed;
 };
 
 // Parses env (all names in `env_names`, i.e. the keys of the process environment) and argv

@@ -36,10 +36,19 @@ void sort_unique(std::vector<std::string>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+// One address per engine: a dual-stack name answers A and AAAA for the same pod, so IPv4
+// addresses are used when there are any, IPv6 ones only for an IPv6-only name.
+void one_family(std::vector<std::string>& v) {
+  const bool v4 = std::any_of(v.begin(), v.end(), [](const std::string& a) { return a.find(':') == std::string::npos; });
+  if (v4) std::erase_if(v, [](const std::string& a) { return a.find(':') != std::string::npos; });
+  sort_unique(v);
+}
+
 DnsAnswer system_lookup(const std::string& name) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG;  // no IPv6 answers on a host without IPv6
   addrinfo* res = nullptr;
   const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res);
   DnsAnswer a;
@@ -64,7 +73,7 @@ DnsAnswer system_lookup(const std::string& name) {
     a.addresses.emplace_back(text);
   }
   ::freeaddrinfo(res);
-  sort_unique(a.addresses);
+  one_family(a.addresses);
   a.outcome = a.addresses.empty() ? DnsOutcome::kEmpty : DnsOutcome::kOk;
   return a;
 }
@@ -107,6 +116,7 @@ DnsAnswer server_lookup(const std::string& name, const std::string& server, std:
   struct __res_state st;
   std::memset(&st, 0, sizeof st);
   if (::res_ninit(&st) != 0) return a;
+  const int configured = st.nscount;  // res_nclose frees what res_ninit made for these
   st.nscount = 1;
   st.nsaddr_list[0].sin_family = AF_INET;
   st.nsaddr_list[0].sin_port = htons(port);
@@ -119,13 +129,14 @@ DnsAnswer server_lookup(const std::string& name, const std::string& server, std:
   const bool v4 = server_query(&st, name, ns_t_a, a.addresses);
   const size_t from_a = a.addresses.size();
   const bool v6 = server_query(&st, name, ns_t_aaaa, a.addresses);
+  st.nscount = configured;
   ::res_nclose(&st);
   const bool ok = (v4 && v6) || (v4 && from_a > 0) || (v6 && a.addresses.size() > from_a);
   if (!ok) {
     a.addresses.clear();
     return a;
   }
-  sort_unique(a.addresses);
+  one_family(a.addresses);
   a.outcome = a.addresses.empty() ? DnsOutcome::kEmpty : DnsOutcome::kOk;
   return a;
 }

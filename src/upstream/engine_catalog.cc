@@ -48,11 +48,13 @@ std::string_view label(Discovery d) {
 EngineCatalog::EngineCatalog(EngineCatalogConfig cfg, OnSources on_sources)
     : cfg_(std::move(cfg)),
       roster_(cfg_.roster, cfg_.upstreams),
+      discover_(std::make_unique<std::atomic<bool>[]>(roster_->capacity())),
       on_sources_(std::move(on_sources)),
       models_(roster_->capacity()),
       endpoints_(roster_->capacity()),
       discovery_(roster_->capacity()) {
   cfg_.discover.resize(roster_->capacity(), false);
+  for (size_t i = 0; i < roster_->capacity(); ++i) discover_[i].store(cfg_.discover[i], std::memory_order_relaxed);
 }
 
 EngineCatalog::~EngineCatalog() { begin_stop(); }
@@ -93,12 +95,14 @@ asio::awaitable<void> EngineCatalog::poll(std::shared_ptr<Loop> l, size_t i) {
       models_[i].clear();
     }
     const bool due = member && (!answered_at || clock::now() - *answered_at >= cfg_.refresh ||
-                                (cfg_.discover[i] && cfg_.urgent && cfg_.urgent(i)));
+                                (discover_[i].load(std::memory_order_relaxed) && cfg_.urgent && cfg_.urgent(i)));
     if (due) {
       bool answered = false;
       try {
         answered = co_await ask_models(i, member->url);
-        if (cfg_.discover[i] && !l->stopped) answered = (co_await ask_sources(i, member->url)) && answered;
+        if (discover_[i].load(std::memory_order_relaxed) && !l->stopped) {
+          answered = (co_await ask_sources(i, *member)) && answered;
+        }
       } catch (const std::exception&) {
         answered = false;
       }
@@ -127,7 +131,8 @@ void EngineCatalog::learn_models(size_t i, const std::vector<ModelCard>& cards) 
   if (i < models_.size()) models_[i] = cards;
 }
 
-asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const config::UpstreamUrl& url) {
+asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const net::Member& member) {
+  const config::UpstreamUrl& url = member.url;
   net::GetFailure failure = net::GetFailure::kNone;
   auto r = co_await net::simple_get(url, "/kv_event_sources", cfg_.bearer, cfg_.timeout,
                                     cfg_.limits.max_body, failure);
@@ -158,7 +163,7 @@ asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const config::Upstrea
   // answer that says "none" (or is not offered any more) ends the subscription.
   const bool keep = outcome == Discovery::kBadAnswer;
   // (An answer from an engine that has left the slot since is not the slot's any more.)
-  if (roster_->member(i) == nullptr || roster_->member(i)->url.host != url.host) co_return false;
+  if (roster_->incarnation(i) != member.incarnation) co_return false;
   if (!keep && found != endpoints_[i]) {
     if (found) spdlog::info("kv events: upstream {} publishes its KV events; subscribing", i);
     else spdlog::warn("kv events: upstream {} offers no KV-event source ({})", i, label(outcome));
@@ -189,7 +194,7 @@ void EngineCatalog::write_metrics(metrics::Exposition& x) const {
   const auto& d = kFamilies[0];
   x.family(d);
   for (size_t i = 0; i < discovery_.size(); ++i) {
-    if (!cfg_.discover[i]) continue;
+    if (!discover_[i].load(std::memory_order_relaxed)) continue;
     for (size_t o = 0; o < static_cast<size_t>(Discovery::kCount); ++o) {
       x.sample(d.name, "upstream=\"" + std::to_string(i) + "\",outcome=\"" + std::string(label(static_cast<Discovery>(o))) + "\"",
                discovery_[i][o].load(std::memory_order_relaxed));

@@ -82,6 +82,11 @@ class EngineCatalog {
   std::optional<bool> is_adapter(std::string_view model) const;
 
   void write_metrics(metrics::Exposition& x) const;
+  // Whether the engine now in slot `engine` has its KV-event endpoints discovered (membership:
+  // an engine that joins takes its source's setting; any thread).
+  void set_discover(size_t engine, bool discover) {
+    if (engine < roster_->capacity()) discover_[engine].store(discover, std::memory_order_relaxed);
+  }
 
   // Test hook: what one /v1/models answer of `engine` teaches (the poller calls it too).
   void learn_models(size_t engine, const std::vector<ModelCard>& cards);
@@ -95,11 +100,12 @@ class EngineCatalog {
   };
   boost::asio::awaitable<void> poll(std::shared_ptr<Loop> loop, size_t engine);
   boost::asio::awaitable<bool> ask_models(size_t engine, const config::UpstreamUrl& url);
-  boost::asio::awaitable<bool> ask_sources(size_t engine, const config::UpstreamUrl& url);
+  boost::asio::awaitable<bool> ask_sources(size_t engine, const net::Member& member);
   void count(size_t engine, Discovery d);
 
   EngineCatalogConfig cfg_;
   net::RosterRef roster_;
+  std::unique_ptr<std::atomic<bool>[]> discover_;  // per slot (cfg_.discover, then set_discover)
   OnSources on_sources_;
   std::shared_ptr<Loop> loop_;
   mutable std::mutex mu_;

@@ -29,8 +29,9 @@ constexpr std::array<Family, 3> kFamilies = {{
 
 std::span<const metrics::Family> membership_families() { return kFamilies; }
 
+// One engine per address: a static entry and a DNS answer naming the same ip:port are one engine.
 std::string Membership::key(const config::UpstreamUrl& u) {
-  return (u.tls ? "https://" : "http://") + u.host + "|" + std::to_string(u.port) + "|" + u.base_path + "|" + u.name;
+  return (u.tls ? "https://" : "http://") + u.host + "|" + std::to_string(u.port) + "|" + u.base_path;
 }
 
 Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const std::vector<Listed>& initial,
@@ -42,11 +43,13 @@ Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const 
       last_key_(roster.capacity()),
       vacated_at_(roster.capacity(), 0) {
   for (size_t i = 0; i < initial.size() && i < roster.capacity(); ++i) {
-    Entry& e = entries_[key(initial[i].url)];
+    const std::string k = key(initial[i].url);
+    Entry& e = entries_[k];
     e.slot = i;
     e.sources.assign(sources_, false);
     e.sources[0] = true;
-    e.profile = initial[i].profile;
+    e.listed = initial[i];
+    last_key_[i] = k;                // a static engine that leaves and comes back gets it again
     vacated_at_[i] = ++vacate_seq_;  // used
   }
 }
@@ -93,11 +96,18 @@ void Membership::update(size_t source, const std::vector<Listed>& engines) {
   for (const auto& [k, l] : now) {
     auto it = entries_.find(k);
     if (it != entries_.end()) {
-      it->second.sources[source] = true;
-      if (roster_.state(it->second.slot) == net::SlotState::kLeaving) {
-        roster_.rejoin(it->second.slot);
-        fleet_.rejoin(it->second.slot);
+      Entry& e = it->second;
+      e.sources[source] = true;
+      if (roster_.state(e.slot) == net::SlotState::kLeaving) {
+        roster_.rejoin(e.slot);
+        fleet_.rejoin(e.slot);
         ++rejoins_;
+      }
+      if (l->profile != e.listed.profile || l->kv_live != e.listed.kv_live || l->kv_replay != e.listed.kv_replay) {
+        e.listed.profile = l->profile;
+        e.listed.kv_live = l->kv_live;
+        e.listed.kv_replay = l->kv_replay;
+        if (hooks_.changed) hooks_.changed(e.slot, e.listed);
       }
       continue;
     }
@@ -113,7 +123,7 @@ void Membership::update(size_t source, const std::vector<Listed>& engines) {
     e.slot = slot;
     e.sources.assign(sources_, false);
     e.sources[source] = true;
-    e.profile = l->profile;
+    e.listed = *l;
     if (hooks_.joined) hooks_.joined(slot, *l);
   }
 }

@@ -42,8 +42,9 @@ std::span<const metrics::Family> membership_families();
 class Membership {
  public:
   struct Hooks {
-    std::function<void(size_t slot, const Listed&)> joined;  // after the roster and fleet took it
-    std::function<void(size_t slot)> vacated;                 // after the slot was emptied
+    std::function<void(size_t slot, const Listed&)> joined{};   // after the roster and fleet took it
+    std::function<void(size_t slot, const Listed&)> changed{};  // a listed engine's profile or KV items changed
+    std::function<void(size_t slot)> vacated{};                 // after the slot was emptied
   };
   // `sources`: how many sources there are (1 + DNS names). The roster's occupied slots are the
   // static list's engines (source 0), as made from RJ_UPSTREAM.
@@ -64,7 +65,7 @@ class Membership {
   struct Entry {
     size_t slot = 0;
     std::vector<bool> sources;  // which sources list it
-    std::string profile;
+    Listed listed;              // as its source last listed it
   };
   static std::string key(const config::UpstreamUrl& u);
   bool place(const std::string& k, const Listed& l, size_t& slot);

@@ -63,6 +63,29 @@ TEST(Membership, AnEngineBackBeforeItLeftStaysAndOneBackLaterGetsItsOrdinal) {
   EXPECT_EQ(r.roster.member(1)->url.host, "10.0.0.2");
 }
 
+TEST(Membership, AStaticEngineRemovedByAReloadAndAddedAgainGetsItsOrdinal) {
+  Rig r;
+  r.m.update(0, {});
+  r.m.sweep();
+  EXPECT_EQ(r.vacated, (std::vector<size_t>{0}));
+  r.m.update(1, {at("10.0.0.9")});  // a DNS engine meanwhile: a never-used slot
+  EXPECT_EQ(r.roster.member(1)->url.host, "10.0.0.9");
+  r.m.update(0, {Listed{config::UpstreamUrl{"static", 8000, ""}}});
+  EXPECT_EQ(r.roster.member(0)->url.host, "static");
+}
+
+TEST(Membership, AReloadChangingAnEnginesProfileTellsTheOwner) {
+  Rig r;
+  std::vector<std::string> changed;
+  Membership m{r.roster, r.fleet, 2, {Listed{config::UpstreamUrl{"static", 8000, ""}}},
+               Membership::Hooks{.changed = [&](size_t, const Listed& l) { changed.push_back(l.profile); }}};
+  Listed mtp{config::UpstreamUrl{"static", 8000, ""}};
+  mtp.profile = "mtp";
+  m.update(0, {mtp});
+  m.update(0, {mtp});
+  EXPECT_EQ(changed, (std::vector<std::string>{"mtp"}));
+}
+
 TEST(Membership, NoFreeOrdinalIsCountedNotForced) {
   Rig r;
   r.m.update(1, {at("a"), at("b"), at("c"), at("d")});

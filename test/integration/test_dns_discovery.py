@@ -311,15 +311,21 @@ def test_sighup_reloads_the_engine_list_and_weights_from_the_config_file(tmp_pat
         rj.proc.send_signal(signal.SIGHUP)
         return wait_for("the reload", lambda: rj.metrics().get("ramjet_config_reloads_total", outcome=count_label) > before)
 
-    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.2:{port},http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=2\nRJ_MAX_TOKENS_STRIP=5000\n")
+    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.2:{port},http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=2\n"
+                    "RJ_MAX_TOKENS_STRIP=5000\nRJ_LOG_LEVEL=debug\nRJ_THREADS=1\n")
     hup_and_wait("applied", 0)
     wait_for("engine 1 healthy", lambda: replicas(rj).get(1, {}).get("healthy"))
     assert "RJ_MAX_TOKENS_STRIP changed; it takes effect after a restart" in rj.output()
+    # The environment wins over the file (the test harness sets RJ_THREADS): said, not applied.
+    assert "RJ_THREADS is set in the environment too" in rj.output()
+    assert rj.alive()  # a new RJ_LOG_LEVEL is applied in place (making the logger again aborted)
     # A broken file: nothing changes, every problem is named (by line, never by value).
-    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=-1\nnot a line\n")
+    conf.write_text(f"RJ_UPSTREAM=http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=-1\nnot a line\n"
+                    "RJ_UPSTREAM_TOKEN: c2VjcmV0=\n")
     hup_and_wait("invalid", 0)
     assert set(replicas(rj)) == {0, 1}
-    assert "line 3" in rj.output() and "RJ_ROUTE_ALPHA" in rj.output()
+    assert "line 3" in rj.output() and "line 4" in rj.output() and "RJ_ROUTE_ALPHA" in rj.output()
+    assert "c2VjcmV0" not in rj.output()  # a malformed line is named by number, never repeated
     # Engine 0 removed: it leaves; engine 1 keeps its ordinal.
     conf.write_text(f"RJ_UPSTREAM=http://127.0.0.3:{port}\n")
     hup_and_wait("applied", 1)

@@ -187,6 +187,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   // more than these lines).
   const route::Decision& d = routed.decision;
   const auto order = d.dispatch_order();
+  x.incarnations.clear();
+  for (const route::CandidateTerms& c : order) x.incarnations.push_back(fleet_.roster().incarnation(c.ordinal));
   if (order.empty()) {
     x.result = "no_upstream";
     co_await send_error(s, x, 503, "upstream unavailable", "no_healthy_upstream");
@@ -241,10 +243,11 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   if (d.fail_open) metrics_.fail_open_dispatches[u].inc();
   route::LoadReservation reservation(engine, c.request_load_units);
   // The engine in slot u now. It cannot leave the slot while this reservation holds it
-  // (upstream/membership.h vacates only idle slots), but it may have left since the decision.
+  // (upstream/membership.h vacates only idle slots), but it may have left since the decision
+  // (and another engine taken the slot): then it is not dispatched to.
   const std::shared_ptr<const net::Member> member = fleet_.member(u);
-  if (!member) {
-    x.last_error = UpstreamError::kConnect;
+  if (!member || (k < x.incarnations.size() && member->incarnation != x.incarnations[k])) {
+    x.last_error = UpstreamError::kConnect;  // not the engine the decision chose: another candidate
     co_return Step::kNext;
   }
   x.upstream = u;

@@ -8,6 +8,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include <array>
+#include <vector>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -170,6 +171,7 @@ struct Proxy::Exchange : ExchangeRecord {
   bool counted = false;  // ramjet_requests_total already counted this exchange
   bool engine_done = false;  // `completed` fired for the current attempt
   // Dispatch.
+  std::vector<uint64_t> incarnations;  // per dispatch candidate: the engine the decision saw in its slot
   std::optional<SentFailure> first_failure;  // retried once on another engine
   UpstreamError last_error = UpstreamError::kConnect;
   bool request_cut = false;  // the engine stopped taking the request before all of it was written
