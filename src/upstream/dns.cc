@@ -159,39 +159,58 @@ DnsAnswer resolve_addresses(const std::string& name, const std::string& server, 
   return server.empty() ? system_lookup(name) : server_lookup(name, server, timeout);
 }
 
+// What the lookup thread shares with its owner. The thread holds it too: a lookup that blocks past
+// stop() (a resolver that does not answer) finishes on a detached thread that touches nothing else.
+struct DnsDiscovery::Shared {
+  explicit Shared(DnsConfig c, std::function<void(size_t, std::vector<Listed>)> f)
+      : config(std::move(c)), found(std::move(f)), engines(config.names.size()) {}
+  const DnsConfig config;
+  std::function<void(size_t, std::vector<Listed>)> found;  // called under mu, never after stop
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool exited = false;
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(DnsOutcome::kCount)> lookups{};
+  std::vector<std::atomic<size_t>> engines;  // per name: addresses in its last answer
+};
+
 DnsDiscovery::DnsDiscovery(DnsConfig config, std::function<void(size_t, std::vector<Listed>)> found)
-    : config_(std::move(config)), found_(std::move(found)), engines_(config_.names.size()) {}
+    : shared_(std::make_shared<Shared>(std::move(config), std::move(found))) {}
 
 DnsDiscovery::~DnsDiscovery() { stop(); }
 
 void DnsDiscovery::start() {
-  if (config_.names.empty() || thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  if (shared_->config.names.empty() || thread_.joinable()) return;
+  thread_ = std::thread([s = shared_] { run(*s); });
 }
 
 void DnsDiscovery::stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  std::unique_lock lock(shared_->mu);
+  shared_->stop = true;
+  shared_->cv.notify_all();
+  if (!thread_.joinable()) return;
+  // A lookup in progress gets a moment to end; a resolver that keeps it longer does not hold up
+  // the shutdown (the thread ends on its own, calling nothing).
+  const bool ended = shared_->cv.wait_for(lock, std::chrono::seconds(2), [this] { return shared_->exited; });
+  lock.unlock();
+  if (ended) thread_.join();
+  else thread_.detach();
 }
 
-void DnsDiscovery::run() {
-  const auto timeout = std::min(config_.interval, std::chrono::milliseconds(5000));
-  std::unique_lock lock(mu_);
-  while (!stop_) {
+void DnsDiscovery::run(Shared& s) {
+  const auto timeout = std::min(s.config.interval, std::chrono::milliseconds(5000));
+  std::unique_lock lock(s.mu);
+  while (!s.stop) {
     lock.unlock();
-    for (size_t n = 0; n < config_.names.size(); ++n) {
-      const Listed& entry = config_.names[n];
-      DnsAnswer a = resolve_addresses(entry.url.host, config_.server, timeout);
-      lookups_[static_cast<size_t>(a.outcome)].fetch_add(1, std::memory_order_relaxed);
+    for (size_t n = 0; n < s.config.names.size(); ++n) {
+      const Listed& entry = s.config.names[n];
+      DnsAnswer a = resolve_addresses(entry.url.host, s.config.server, timeout);
+      s.lookups[static_cast<size_t>(a.outcome)].fetch_add(1, std::memory_order_relaxed);
       if (a.outcome == DnsOutcome::kError) {
         spdlog::warn("upstream dns: lookup of name {} failed; its engines stay as they are", n);
         continue;
       }
-      engines_[n].store(a.addresses.size(), std::memory_order_relaxed);
+      s.engines[n].store(a.addresses.size(), std::memory_order_relaxed);
       std::vector<Listed> engines;
       for (std::string& address : a.addresses) {
         Listed l = entry;
@@ -199,22 +218,27 @@ void DnsDiscovery::run() {
         l.url.host = std::move(address);
         engines.push_back(std::move(l));
       }
-      found_(n, std::move(engines));
+      std::lock_guard hold(s.mu);
+      if (s.stop) break;
+      s.found(n, std::move(engines));
     }
     lock.lock();
-    cv_.wait_for(lock, config_.interval, [this] { return stop_; });
+    s.cv.wait_for(lock, s.config.interval, [&s] { return s.stop; });
   }
+  s.exited = true;
+  s.cv.notify_all();
 }
 
 void DnsDiscovery::write_metrics(metrics::Exposition& x) const {
   x.family(kFamilies[0]);
   for (size_t o = 0; o < static_cast<size_t>(DnsOutcome::kCount); ++o) {
     x.sample(kFamilies[0].name, "outcome=\"" + std::string(dns_outcome_label(static_cast<DnsOutcome>(o))) + "\"",
-             lookups_[o].load(std::memory_order_relaxed));
+             shared_->lookups[o].load(std::memory_order_relaxed));
   }
   x.family(kFamilies[1]);
-  for (size_t n = 0; n < engines_.size(); ++n) {
-    x.sample(kFamilies[1].name, "name=\"" + std::to_string(n) + "\"", uint64_t{engines_[n].load(std::memory_order_relaxed)});
+  for (size_t n = 0; n < shared_->engines.size(); ++n) {
+    x.sample(kFamilies[1].name, "name=\"" + std::to_string(n) + "\"",
+             uint64_t{shared_->engines[n].load(std::memory_order_relaxed)});
   }
 }
 

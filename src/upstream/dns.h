@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -57,19 +58,16 @@ class DnsDiscovery {
   DnsDiscovery& operator=(const DnsDiscovery&) = delete;
 
   void start();
-  void stop();  // joins the lookup thread
+  // No `found` call after it returns. Joins the lookup thread, or (a lookup still blocked after
+  // 2 s) lets it end on its own.
+  void stop();
   void write_metrics(metrics::Exposition& x) const;
 
  private:
-  void run();
-  DnsConfig config_;
-  std::function<void(size_t, std::vector<Listed>)> found_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  struct Shared;
+  static void run(Shared& s);
+  std::shared_ptr<Shared> shared_;
   std::thread thread_;
-  std::array<std::atomic<uint64_t>, static_cast<size_t>(DnsOutcome::kCount)> lookups_{};
-  std::vector<std::atomic<size_t>> engines_;  // per name: addresses in its last answer
 };
 
 }  // namespace ramjet::upstream

@@ -116,7 +116,18 @@ void Fleet::join(size_t i) {
 }
 
 void Fleet::leave(size_t i) {
-  engines_[i]->member_.store(false, std::memory_order_release);
+  Engine& e = *engines_[i];
+  e.member_.store(false, std::memory_order_release);
+  {
+    // An ejection belongs to the engines meant to serve: a leaving one does not use the share
+    // outliers may take (it comes back, if at all, through the probes it still gets).
+    std::lock_guard lock(e.mu_);
+    if (e.state_.load(std::memory_order_relaxed) == EngineState::kEjected) {
+      ejected_.fetch_sub(1, std::memory_order_relaxed);
+      e.state_.store(EngineState::kUnhealthy, std::memory_order_release);
+      e.passes_ = 0;
+    }
+  }
   spdlog::info("upstream {} leaving: no new requests, {} in flight finish", i, engines_[i]->inflight());
 }
 

@@ -28,8 +28,10 @@ asio::awaitable<void> Prober::loop() {
     // readiness gate and is readmitted as early as possible.
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t i = 0; i < fleet_.size(); ++i) {
-        if (!fleet_.at(i).member()) continue;  // vacant or leaving: nothing to admit
-        bool healthy = fleet_.at(i).healthy();
+        // Vacant: nothing to probe. A leaving engine is still probed, so its state is current if
+        // it is listed again before it left.
+        if (!fleet_.roster().listed(i)) continue;
+        bool healthy = fleet_.at(i).state() == EngineState::kHealthy;
         if ((pass == 0) == healthy || busy_[i]) continue;
         busy_[i] = 1;
         asio::co_spawn(ctx_, probe_one(i), asio::detached);
@@ -58,7 +60,7 @@ asio::awaitable<void> Prober::probe_one(size_t i) {
   }
   busy_[i] = 0;
   // Stopped, or the engine probed is not the one in the slot any more (it left while we asked).
-  if (stopped_ || fleet_.roster().incarnation(i) != incarnation || !fleet_.at(i).member()) co_return;
+  if (stopped_ || fleet_.roster().incarnation(i) != incarnation) co_return;
   switch (failure) {
     case net::GetFailure::kNone:
       if (res.status == 200) {
