@@ -117,10 +117,11 @@ route::RouteConfig route_config(const config::Config& cfg) {
 }
 
 // What a SIGHUP reload applies while running; any other option that changed waits for a restart.
-constexpr std::array<std::string_view, 9> kReloadable = {
+constexpr std::array<std::string_view, 10> kReloadable = {
     "RJ_UPSTREAM",          "RJ_UPSTREAM_PROFILES",     "RJ_ROUTE_ALPHA",
     "RJ_ROUTE_MAX_OVERLAP_BLOCKS", "RJ_ROUTE_LOAD_UNIT_BYTES", "RJ_ROUTE_MAX_LOAD_UNITS",
-    "RJ_PROFILE_SHORT_MAX_TOKENS", "RJ_LOG_LEVEL",       "RJ_KV_EVENT_LIVE_ENDPOINTS"};
+    "RJ_PROFILE_SHORT_MAX_TOKENS", "RJ_LOG_LEVEL",       "RJ_KV_EVENT_LIVE_ENDPOINTS",
+    "RJ_KV_EVENT_REPLAY_ENDPOINTS"};
 
 route::Profile profile_of(std::string_view p) {
   return p == "mtp" ? route::Profile::kMtp : p == "standard" ? route::Profile::kStandard : route::Profile::kNone;
@@ -602,24 +603,26 @@ int main(int argc, char** argv) {
         const std::string name = after[i].substr(0, after[i].find('='));
         if (std::find(kReloadable.begin(), kReloadable.end(), name) == kReloadable.end()) restart.push_back(name);
       }
-      membership.update(0, static_engines(n));
-      router.set_policy(route::make_policy(n.affinity, route_config(n)));
-      if (n.log_level != running.log_level) log::set_level(n.log_level);
-      for (const auto& name : restart) spdlog::warn("reload: {} changed; it takes effect after a restart", name);
-      spdlog::info("reload: configuration applied ({} engines listed, {} setting(s) wait for a restart)",
-                   roster.listed_count(), restart.size());
-      membership.count_reload(true);
-      // Settings needing a restart stay as running (so they are named again until then).
+      // The reloadable settings from the new configuration; those needing a restart stay as
+      // running (so they are named again until then, and a new policy never mixes them in).
       config::Config kept = running;
       kept.upstreams = n.upstreams;
       kept.upstream_profiles = n.upstream_profiles;
       kept.kv_event_live_endpoints = n.kv_event_live_endpoints;
+      kept.kv_event_replay_endpoints = n.kv_event_replay_endpoints;
       kept.route_alpha = n.route_alpha;
       kept.route_max_overlap_blocks = n.route_max_overlap_blocks;
       kept.route_load_unit_bytes = n.route_load_unit_bytes;
       kept.route_max_load_units = n.route_max_load_units;
       kept.profile_short_max_tokens = n.profile_short_max_tokens;
       kept.log_level = n.log_level;
+      membership.update(0, static_engines(kept));
+      router.set_policy(route::make_policy(kept.affinity, route_config(kept)));
+      if (kept.log_level != running.log_level) log::set_level(kept.log_level);
+      for (const auto& name : restart) spdlog::warn("reload: {} changed; it takes effect after a restart", name);
+      spdlog::info("reload: configuration applied ({} engines listed, {} setting(s) wait for a restart)",
+                   roster.listed_count(), restart.size());
+      membership.count_reload(true);
       running = std::move(kept);
     });
   }

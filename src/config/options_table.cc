@@ -85,9 +85,11 @@ const std::array kOptions = {
            .doc = "A file of RJ_NAME=value lines (# comments, blank lines; values as in the "
                   "environment) for every option the environment and command line leave unset. "
                   "SIGHUP reads it again, validates the whole configuration and applies what can "
-                  "change while running (RJ_UPSTREAM, RJ_UPSTREAM_PROFILES, the RJ_ROUTE_* weights, "
-                  "RJ_LOG_LEVEL), or keeps the running configuration and logs every problem; other "
-                  "changed options are named in the log and wait for a restart.",
+                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES and KV-endpoint items; "
+                  "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_LOAD_UNIT_BYTES, "
+                  "RJ_ROUTE_MAX_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
+                  "configuration and logs every problem; other changed options are named in the log and "
+                  "wait for a restart.",
            .field = &Config::config_file},
     Option{.env = "RJ_UPSTREAM_TOKEN",
            .flag = "--upstream-token",

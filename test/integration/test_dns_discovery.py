@@ -312,10 +312,12 @@ def test_sighup_reloads_the_engine_list_and_weights_from_the_config_file(tmp_pat
         return wait_for("the reload", lambda: rj.metrics().get("ramjet_config_reloads_total", outcome=count_label) > before)
 
     conf.write_text(f"RJ_UPSTREAM=http://127.0.0.2:{port},http://127.0.0.3:{port}\nRJ_ROUTE_ALPHA=2\n"
-                    "RJ_MAX_TOKENS_STRIP=5000\nRJ_LOG_LEVEL=debug\nRJ_THREADS=1\n")
+                    "RJ_MAX_TOKENS_STRIP=5000\nRJ_LOG_LEVEL=debug\nRJ_THREADS=1\nRJ_ROUTE_CHUNK_BYTES=4096\n")
     hup_and_wait("applied", 0)
     wait_for("engine 1 healthy", lambda: replicas(rj).get(1, {}).get("healthy"))
     assert "RJ_MAX_TOKENS_STRIP changed; it takes effect after a restart" in rj.output()
+    # The fingerprints' chunk size is fixed for the process (the index holds chunks of it).
+    assert "RJ_ROUTE_CHUNK_BYTES changed; it takes effect after a restart" in rj.output()
     # The environment wins over the file (the test harness sets RJ_THREADS): said, not applied.
     assert "RJ_THREADS is set in the environment too" in rj.output()
     assert rj.alive()  # a new RJ_LOG_LEVEL is applied in place (making the logger again aborted)
