@@ -21,6 +21,9 @@
 #                      scripts/demo's cache-pressured agent workload (KV_BLOCKS empty = full pool)
 #   PRESET=qwen3.8-27b-tp4   EXACT_MIN_BYTES=8192 (RJ_EXACT_ROUTE_MIN_BYTES, as scripts/demo)
 #   BUILD_DIR=build/release  RESULTS_DIR=bench/results  COMMIT (default: HEAD)
+#   FRONT=http   haproxy's mode: http (every request to the next replica) or tcp (every client
+#                connection to the next replica, as a Kubernetes Service or any L4 balancer does:
+#                a client's keep-alive connection, and the sessions on it, stay on one replica)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,12 +45,15 @@ KV_BLOCKS=${KV_BLOCKS-384}
 PRESET=${PRESET:-qwen3.8-27b-tp4}
 EXACT_MIN_BYTES=${EXACT_MIN_BYTES:-8192}
 BUILD_DIR=${BUILD_DIR:-build/release}
+FRONT=${FRONT:-http}
+
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 [[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
 die() { echo "several_routers: $*" >&2; exit 1; }
 log() { echo "several_routers: $*" >&2; }
+[[ $FRONT == http || $FRONT == tcp ]] || die "FRONT must be http or tcp"
 for tool in curl python3 haproxy; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 
 if ((BUILD)); then
@@ -130,7 +136,7 @@ start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not i
   port=$(free_port)
   {
     echo "global"; echo "  maxconn 4096"
-    echo "defaults"; echo "  mode http"; echo "  timeout connect 5s"; echo "  timeout client 600s"; echo "  timeout server 600s"
+    echo "defaults"; echo "  mode $FRONT"; echo "  timeout connect 5s"; echo "  timeout client 600s"; echo "  timeout server 600s"
     echo "frontend fe"; echo "  bind 127.0.0.1:$port"; echo "  default_backend be"
     echo "backend be"; echo "  balance roundrobin"
     for i in "${!apis[@]}"; do echo "  server r$i ${apis[$i]}"; done
@@ -169,7 +175,7 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
 done
 
 mkdir -p "$RESULTS_DIR"
-out=$RESULTS_DIR/several_routers-$(date -u +%Y-%m-%d-%H%M%S).md
+out=$RESULTS_DIR/several_routers-$( [[ $FRONT == tcp ]] && echo "tcp-")$(date -u +%Y-%m-%d-%H%M%S).md
 python3 - "$WORK" "$REPEATS" "$out" <<EOF
 import json, sys, statistics
 work, repeats, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -178,7 +184,7 @@ rows = {l: [json.load(open(f"{work}/{l}-{r}.json"))["runs"][0]["steps"][0] for r
 def med(l, k): return statistics.median(s[k] for s in rows[l])
 lines = []
 p = lines.append
-p("# Several routers (issue 14): $REPLICAS ramjet replicas behind haproxy vs one")
+p("# Several routers (issue 14): $REPLICAS ramjet replicas behind haproxy (mode $FRONT) vs one")
 p("")
 p("commit $COMMIT; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); $ENGINES ramjet-sim $PRESET at ${SPEED}x with KV events; exact routing on in every ramjet")
 p("workload: ramjet-bench shared-prefix, $APPS apps x $PREFIX_KIB KiB, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, concurrency $CONCURRENCY, ${DURATION}s, KV pool ${KV_BLOCKS:-full} blocks per sim; $REPEATS repeats, medians; order rotated per repeat")
