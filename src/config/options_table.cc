@@ -46,8 +46,9 @@ const std::array kOptions = {
            .min = 0,
            .max = 64,
            .doc = "Engines discovered from DNS, comma-separated [http[s]://]name:port[/base-path]: "
-                  "each name's A and AAAA records are engines (one per address, e.g. a Kubernetes "
-                  "headless Service), looked up again every RJ_UPSTREAM_DNS_INTERVAL_MS. A new "
+                  "each name's addresses are engines (one per address, e.g. a Kubernetes headless "
+                  "Service; IPv4 ones when a name has both, so a dual-stack pod is one engine), "
+                  "looked up again every RJ_UPSTREAM_DNS_INTERVAL_MS. A new "
                   "address joins fenced and must pass the probes and the readiness gate; an address "
                   "that disappears leaves (no new requests, its requests in flight finish, then its "
                   "index, KV subscription and connections are freed). A failed lookup changes "

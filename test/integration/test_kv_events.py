@@ -351,6 +351,7 @@ def test_the_canary_places_only_its_sessions_and_zero_rolls_back(ramjet_factory,
     r = http_request(rj.api_port, "POST", "/v1/chat/completions", body,
                      {"Content-Type": "application/json", "X-Session-ID": "s-1"}, timeout=30)
     assert r.status == 200 and r.header("X-Ramjet-Route").split(";")[0] in ("shadow_agree", "shadow_would_move")
+    settle(rj)  # the first request's own blocks are applied before the second is placed
     r = http_request(rj.api_port, "POST", "/v1/chat/completions", body, {"Content-Type": "application/json"}, timeout=30)
     assert r.status == 200 and r.header("X-Ramjet-Route").split(";")[0] in ("shadow_agree", "shadow_would_move")
     m = rj.metrics()

@@ -21,7 +21,7 @@ import pytest
 
 from support.ramjet_proc import http_request, poll
 from support.sim_proc import SimProc
-from test_kv_events import kv_config, resident_blocks, start
+from test_kv_events import kv_config, resident_blocks, settle, start
 
 BS = 16
 ENV = {"RJ_EXACT_ROUTE_MIN_BYTES": "1024"}  # prompts of a few KB are placed exactly
@@ -67,7 +67,9 @@ def direct(sim: SimProc, body: dict):
 
 
 def through(rj, body: dict) -> tuple[str, int, int]:
-    """(upstream, predicted_cached_tokens, engine cached_tokens) of one request through ramjet."""
+    """(upstream, predicted_cached_tokens, engine cached_tokens) of one request through ramjet,
+    placed once the KV batches of what came before were applied (as test_kv_events.through)."""
+    settle(rj)
     r = http_request(rj.api_port, "POST", "/v1/chat/completions", json.dumps(body).encode(),
                      {"Content-Type": "application/json"}, timeout=30)
     assert r.status == 200, r.body
