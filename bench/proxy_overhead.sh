@@ -130,21 +130,10 @@ else
 fi
 
 # ---------------------------------------------------------------- processes and cleanup
-WORK=$(mktemp -d /tmp/ramjet-bench.XXXXXX)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_workdir ramjet-bench
 chmod 755 "$WORK"  # nginx workers run as nobody when started by root
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 trap 'log "failed (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
 
 wait_for() {  # wait_for <seconds> <command...>: poll until the command succeeds

@@ -157,53 +157,10 @@ if ldd "$RAMJET" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)'; then
 fi
 
 # ---------------------------------------------------------------- processes and cleanup
-WORK=$(mktemp -d /tmp/ramjet-routing.XXXXXX)
-pids=()
-stop_pids() {  # stop every process in pids (TERM, then KILL after 5 s), then forget them
-  local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  pids=()
-}
-cleanup() { stop_pids; rm -rf "$WORK"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_workdir ramjet-routing
 trap 'log "failed (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
-
-wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
-  local f=$1 re=$2
-  for _ in $(seq 150); do
-    if grep -oE "$re" "$f" 2>/dev/null | head -n1; then return 0; fi
-    sleep 0.1
-  done
-  tail -5 "$f" >&2 2>/dev/null || true
-  return 1
-}
-
-engines=() kv_live=() kv_replay=()
-SIM_EXTRA=()  # extra ramjet-sim arguments for every sim (section A's --num-gpu-blocks-override)
-KV_EVENTS=0   # 1: every sim publishes vLLM KV events (live + replay) -> kv_live, kv_replay
-start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per preset
-  local i=0 p port kv=()
-  engines=() kv_live=() kv_replay=()
-  ((KV_EVENTS)) && kv=(--kv-events-config '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}')
-  for p in "$@"; do
-    "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$p" --speed "$SPEED" \
-      --enable-prompt-tokens-details --seed $((i + 1)) "${SIM_EXTRA[@]}" "${kv[@]}" >"$WORK/sim$i.log" 2>&1 &
-    pids+=($!)
-    port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i ($p) did not start"
-    engines+=("http://127.0.0.1:$port")
-    if ((KV_EVENTS)); then
-      kv_live+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_endpoint=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_endpoint"
-      kv_replay+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_replay=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_replay"
-    fi
-    i=$((i + 1))
-  done
-}
 
 api="" metrics=""
 start_ramjet() {  # start_ramjet NAME [VAR=VALUE...] -> api, metrics (host:port)

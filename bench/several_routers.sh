@@ -65,49 +65,17 @@ SIM=$BUILD_DIR/sim/server/ramjet-sim
 BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
 for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
 
-WORK=$(mktemp -d /tmp/ramjet-several.XXXXXX)
-pids=()
-stop_pids() {
-  local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  pids=()
-}
-cleanup() { stop_pids; rm -rf "$WORK"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_workdir ramjet-several
 
-wait_grep() {  # wait_grep FILE REGEX: the first match, waiting up to 15 s
-  for _ in $(seq 150); do
-    if grep -oE "$2" "$1" 2>/dev/null | head -n1; then return 0; fi
-    sleep 0.1
-  done
-  tail -5 "$1" >&2 2>/dev/null || true
-  return 1
-}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-engines=() kv_live=() kv_replay=()
-start_sims() {
-  local i port blocks=()
-  engines=() kv_live=() kv_replay=()
-  [[ -n $KV_BLOCKS ]] && blocks=(--num-gpu-blocks-override "$KV_BLOCKS")
-  for ((i = 0; i < ENGINES; i++)); do
-    nice "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$PRESET" --speed "$SPEED" \
-      --enable-prompt-tokens-details --seed $((i + 1)) "${blocks[@]}" \
-      --kv-events-config '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}' \
-      >"$WORK/sim$i.log" 2>&1 &
-    pids+=($!)
-    port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i did not start"
-    engines+=("http://127.0.0.1:$port")
-    kv_live+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_endpoint=[^ ]+' | sed 's/.*://')")
-    kv_replay+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_replay=[^ ]+' | sed 's/.*://')")
-  done
-}
+KV_EVENTS=1
+SIM_PREFIX=(nice)
+[[ -n $KV_BLOCKS ]] && SIM_EXTRA=(--num-gpu-blocks-override "$KV_BLOCKS")
+FLEET=()
+for ((i = 0; i < ENGINES; i++)); do FLEET+=("$PRESET"); done
 
 apis=()
 start_ramjet() {  # start_ramjet NAME [VAR=VALUE...]: appends its API address to apis
@@ -148,13 +116,13 @@ start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not i
 }
 
 run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
-  local label=$1 rep=$2 target n=1 extra=() i blocks=()
+  local label=$1 rep=$2 target n=1 extra=() i
   case $label in
     one) n=1 ;;
     three) n=$REPLICAS ;;
     three-noload) n=$REPLICAS; extra=(RJ_ROUTE_ENGINE_LOAD=off) ;;
   esac
-  start_sims
+  start_sims "${FLEET[@]}"
   apis=()
   for ((i = 0; i < n; i++)); do start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"}; done
   if ((n == 1)); then target=${apis[0]}; else start_haproxy; target=$front; fi

@@ -1,0 +1,56 @@
+# bench/lib.sh: what the benchmark scripts share (sourced, not run): a work folder whose
+# processes are stopped and which is removed on exit, waiting for a line in a log, and fresh
+# ramjet-sim engines. The sourcing script defines log() and die() first and sets SIM and SPEED
+# before start_sims.
+
+# bench_workdir NAME: WORK=/tmp/NAME.XXXXXX; every pid added to pids is stopped on exit.
+bench_workdir() {
+  WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+  pids=()
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+stop_pids() {  # stop every process in pids (TERM, then KILL after 5 s), then forget them
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=()
+}
+cleanup() { stop_pids; rm -rf "$WORK"; }
+
+wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
+  local f=$1 re=$2
+  for _ in $(seq 150); do
+    if grep -oE "$re" "$f" 2>/dev/null | head -n1; then return 0; fi
+    sleep 0.1
+  done
+  tail -5 "$f" >&2 2>/dev/null || true
+  return 1
+}
+
+engines=() kv_live=() kv_replay=()
+SIM_EXTRA=()   # extra ramjet-sim arguments for every sim (e.g. --num-gpu-blocks-override)
+SIM_PREFIX=()  # a command the sims run under (e.g. nice)
+KV_EVENTS=0    # 1: every sim publishes vLLM KV events (live + replay) -> kv_live, kv_replay
+start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per preset
+  local i=0 p port kv=()
+  engines=() kv_live=() kv_replay=()
+  ((KV_EVENTS)) && kv=(--kv-events-config '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}')
+  for p in "$@"; do
+    ${SIM_PREFIX[@]+"${SIM_PREFIX[@]}"} "$SIM" --host 127.0.0.1 --port 0 --served-model-name qwen3.8-27b --preset "$p" \
+      --speed "$SPEED" --enable-prompt-tokens-details --seed $((i + 1)) ${SIM_EXTRA[@]+"${SIM_EXTRA[@]}"} \
+      ${kv[@]+"${kv[@]}"} >"$WORK/sim$i.log" 2>&1 &
+    pids+=($!)
+    port=$(wait_grep "$WORK/sim$i.log" 'listening port=[0-9]+' | cut -d= -f2) || die "sim $i ($p) did not start"
+    engines+=("http://127.0.0.1:$port")
+    if ((KV_EVENTS)); then
+      kv_live+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_endpoint=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_endpoint"
+      kv_replay+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_replay=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_replay"
+    fi
+    i=$((i + 1))
+  done
+}
