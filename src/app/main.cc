@@ -116,12 +116,29 @@ route::RouteConfig route_config(const config::Config& cfg) {
   return rc;
 }
 
-// What a SIGHUP reload applies while running; any other option that changed waits for a restart.
-constexpr std::array<std::string_view, 10> kReloadable = {
-    "RJ_UPSTREAM",          "RJ_UPSTREAM_PROFILES",     "RJ_ROUTE_ALPHA",
-    "RJ_ROUTE_MAX_OVERLAP_BLOCKS", "RJ_ROUTE_LOAD_UNIT_BYTES", "RJ_ROUTE_MAX_LOAD_UNITS",
-    "RJ_PROFILE_SHORT_MAX_TOKENS", "RJ_LOG_LEVEL",       "RJ_KV_EVENT_LIVE_ENDPOINTS",
-    "RJ_KV_EVENT_REPLAY_ENDPOINTS"};
+// What a SIGHUP reload applies while running, and how each takes the new value; any other option
+// that changed waits for a restart.
+struct Reloadable {
+  std::string_view env;
+  void (*take)(config::Config& running, const config::Config& next);
+};
+constexpr std::array<Reloadable, 10> kReloadable = {{
+    {"RJ_UPSTREAM", [](config::Config& r, const config::Config& n) { r.upstreams = n.upstreams; }},
+    {"RJ_UPSTREAM_PROFILES", [](config::Config& r, const config::Config& n) { r.upstream_profiles = n.upstream_profiles; }},
+    {"RJ_KV_EVENT_LIVE_ENDPOINTS",
+     [](config::Config& r, const config::Config& n) { r.kv_event_live_endpoints = n.kv_event_live_endpoints; }},
+    {"RJ_KV_EVENT_REPLAY_ENDPOINTS",
+     [](config::Config& r, const config::Config& n) { r.kv_event_replay_endpoints = n.kv_event_replay_endpoints; }},
+    {"RJ_ROUTE_ALPHA", [](config::Config& r, const config::Config& n) { r.route_alpha = n.route_alpha; }},
+    {"RJ_ROUTE_MAX_OVERLAP_BLOCKS",
+     [](config::Config& r, const config::Config& n) { r.route_max_overlap_blocks = n.route_max_overlap_blocks; }},
+    {"RJ_ROUTE_LOAD_UNIT_BYTES",
+     [](config::Config& r, const config::Config& n) { r.route_load_unit_bytes = n.route_load_unit_bytes; }},
+    {"RJ_ROUTE_MAX_LOAD_UNITS", [](config::Config& r, const config::Config& n) { r.route_max_load_units = n.route_max_load_units; }},
+    {"RJ_PROFILE_SHORT_MAX_TOKENS",
+     [](config::Config& r, const config::Config& n) { r.profile_short_max_tokens = n.profile_short_max_tokens; }},
+    {"RJ_LOG_LEVEL", [](config::Config& r, const config::Config& n) { r.log_level = n.log_level; }},
+}};
 
 route::Profile profile_of(std::string_view p) {
   return p == "mtp" ? route::Profile::kMtp : p == "standard" ? route::Profile::kStandard : route::Profile::kNone;
@@ -596,26 +613,20 @@ int main(int argc, char** argv) {
       for (const auto& name : next.shadowed) {
         spdlog::warn("reload: {} is set in the environment too: the file's value is not used", name);
       }
+      // The reloadable settings from the new configuration; those needing a restart stay as
+      // running (so they are named again until then, and a new policy never mixes them in).
       const std::vector<std::string> before = config::describe(running), after = config::describe(n);
       std::vector<std::string> restart;
       for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
         if (before[i] == after[i]) continue;
         const std::string name = after[i].substr(0, after[i].find('='));
-        if (std::find(kReloadable.begin(), kReloadable.end(), name) == kReloadable.end()) restart.push_back(name);
+        if (std::none_of(kReloadable.begin(), kReloadable.end(), [&](const Reloadable& r) { return r.env == name; })) {
+          restart.push_back(name);
+        }
       }
-      // The reloadable settings from the new configuration; those needing a restart stay as
-      // running (so they are named again until then, and a new policy never mixes them in).
+      // (Always taken: describe() shows URL lists by count only, so it cannot tell they changed.)
       config::Config kept = running;
-      kept.upstreams = n.upstreams;
-      kept.upstream_profiles = n.upstream_profiles;
-      kept.kv_event_live_endpoints = n.kv_event_live_endpoints;
-      kept.kv_event_replay_endpoints = n.kv_event_replay_endpoints;
-      kept.route_alpha = n.route_alpha;
-      kept.route_max_overlap_blocks = n.route_max_overlap_blocks;
-      kept.route_load_unit_bytes = n.route_load_unit_bytes;
-      kept.route_max_load_units = n.route_max_load_units;
-      kept.profile_short_max_tokens = n.profile_short_max_tokens;
-      kept.log_level = n.log_level;
+      for (const Reloadable& r : kReloadable) r.take(kept, n);
       membership.update(0, static_engines(kept));
       router.set_policy(route::make_policy(kept.affinity, route_config(kept)));
       if (kept.log_level != running.log_level) log::set_level(kept.log_level);

@@ -145,11 +145,9 @@ void Membership::sweep() {
 }
 
 void Membership::write_metrics(metrics::Exposition& x) const {
-  size_t active = 0, leaving = 0;
-  for (size_t i = 0; i < roster_.capacity(); ++i) {
-    active += roster_.active(i) ? 1 : 0;
-    leaving += roster_.state(i) == net::SlotState::kLeaving ? 1 : 0;
-  }
+  const size_t active = roster_.active_count();
+  const size_t listed = roster_.listed_count();
+  const size_t leaving = listed > active ? listed - active : 0;  // two reads: a change in between
   x.family(kFamilies[0]);
   x.sample(kFamilies[0].name, "state=\"active\"", uint64_t{active});
   x.sample(kFamilies[0].name, "state=\"leaving\"", uint64_t{leaving});

@@ -165,6 +165,14 @@ def wait_for(what, predicate, timeout=15.0):
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def dns_ramjet(ramjet_factory, dns, port, **env):
+    """ramjet with its engines from NAME:port as `dns` answers it (every 200 ms), once engine 0 serves."""
+    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
+                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200", **env})
+    wait_for("engine 0 healthy (through the readiness gate)", lambda: replicas(rj).get(0, {}).get("healthy"))
+    return rj
+
+
 class Traffic:
     """Requests in a loop on a thread; every status and serving ordinal is kept."""
 
@@ -201,10 +209,8 @@ def test_engines_join_and_leave_with_the_dns_answers_while_traffic_flows(dns, si
     sims("127.0.0.2", port)
     sims("127.0.0.3", port)
     dns.answer("127.0.0.2")
-    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
-                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200", "RJ_PROBE_INTERVAL_MS": "100",
-                             "RJ_READY_SUCCESSES": "2", "RJ_READY_STABLE_SECONDS": "1", "RJ_UPSTREAM_MAX": "4"})
-    wait_for("the first engine to pass the gate", lambda: replicas(rj).get(0, {}).get("healthy"))
+    rj = dns_ramjet(ramjet_factory, dns, port, RJ_PROBE_INTERVAL_MS="100", RJ_READY_SUCCESSES="2",
+                    RJ_READY_STABLE_SECONDS="1", RJ_UPSTREAM_MAX="4")
     traffic = Traffic(rj)
     try:
         dns.answer("127.0.0.2", "127.0.0.3")
@@ -244,9 +250,7 @@ def test_a_leaving_engine_finishes_its_stream_then_its_ordinal_is_freed(dns, sim
     sims("127.0.0.2", port, "--fault-slow-ms", "10")  # 400 tokens: about 4 s
     sims("127.0.0.3", port)
     dns.answer("127.0.0.2")
-    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
-                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200", "RJ_UPSTREAM_MAX": "4"})
-    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    rj = dns_ramjet(ramjet_factory, dns, port, RJ_UPSTREAM_MAX="4")
     out = {}
 
     def long_stream():
@@ -274,9 +278,7 @@ def test_a_failed_lookup_keeps_the_engines(dns, sims, ramjet_factory):
     port = free_port("127.0.0.2")
     sims("127.0.0.2", port)
     dns.answer("127.0.0.2")
-    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
-                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200"})
-    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    rj = dns_ramjet(ramjet_factory, dns, port)
     dns.stop()  # no answers at all: timeouts
     wait_for("a failed lookup", lambda: rj.metrics().get("ramjet_upstream_dns_lookups_total", outcome="error") >= 1,
              timeout=20)
@@ -288,9 +290,7 @@ def test_an_empty_answer_removes_the_engines(dns, sims, ramjet_factory):
     port = free_port("127.0.0.2")
     sims("127.0.0.2", port)
     dns.answer("127.0.0.2")
-    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
-                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200"})
-    wait_for("engine 0 healthy", lambda: replicas(rj).get(0, {}).get("healthy"))
+    rj = dns_ramjet(ramjet_factory, dns, port)
     dns.answer()  # the name has no address any more
     wait_for("no engine", lambda: not replicas(rj))
     r = rj.chat(chat())
