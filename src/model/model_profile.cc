@@ -39,14 +39,17 @@ const ModelProfile* find_profile(std::string_view label) {
 namespace {
 
 // A content part array with anything but text parts (image_url, video_url, input_audio, parts
-// added later, or parts without a type).
+// added later, or parts without a type). vLLM reads input_text and output_text parts (the
+// Responses API's) as text too.
 bool has_non_text_part(const boost::json::value& content) {
   if (!content.is_array()) return false;
   for (const boost::json::value& part : content.get_array()) {
     const boost::json::object* o = part.if_object();
     if (!o) return true;
     const boost::json::value* type = o->if_contains("type");
-    if (!type || !type->is_string() || type->get_string() != "text") return true;
+    if (!type || !type->is_string()) return true;
+    const std::string_view t = type->get_string();
+    if (t != "text" && t != "input_text" && t != "output_text") return true;
   }
   return false;
 }

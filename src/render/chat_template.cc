@@ -155,7 +155,7 @@ bool preprocess_content(const Value& content, bool openai, Value& out, std::stri
     }
     if (!p.is_dict()) { err = "content part must be an object"; return false; }
     const Value* type = p.dict_ref().find("type");
-    if (type && type->is_string() && (type->str() == "text" || type->str() == "input_text")) {
+    if (type && type->is_string() && (type->str() == "text" || type->str() == "input_text" || type->str() == "output_text")) {
       const Value* text = p.dict_ref().find("text");
       if (!text || !text->is_string()) { err = "text part without text"; return false; }
       Dict d;
@@ -276,6 +276,8 @@ RenderResult<Value> build_context_parsed(const json::value& j, const SpecialToke
       if (!tool.is_object()) return bad("tool is not an object");
       const json::value* fn = tool.get_object().if_contains("function");
       if (!fn || !fn->is_object()) return bad("tool without a function");
+      // pydantic model_dump() of vLLM's models, which keep unknown fields (extra="allow"):
+      // the declared fields first, then the request's other fields in their order.
       Dict fd;
       for (const char* k : {"name", "description", "parameters"}) {
         const json::value* v = fn->get_object().if_contains(k);
@@ -283,10 +285,24 @@ RenderResult<Value> build_context_parsed(const json::value& j, const SpecialToke
         if (v && !conv(*v, 4, x)) return bad("JSON nested too deeply");
         fd.set(k, std::move(x));
       }
+      for (const auto& kv : fn->get_object()) {
+        const std::string_view k = kv.key();
+        if (k == "name" || k == "description" || k == "parameters") continue;
+        Value x;
+        if (!conv(kv.value(), 4, x)) return bad("JSON nested too deeply");
+        fd.set(std::string(k), std::move(x));
+      }
       Dict td;
       const json::value* type = tool.get_object().if_contains("type");
       td.set("type", type && type->is_string() ? Value(std::string(type->get_string())) : Value("function"));
       td.set("function", Value::dict(std::move(fd)));
+      for (const auto& kv : tool.get_object()) {
+        const std::string_view k = kv.key();
+        if (k == "type" || k == "function") continue;
+        Value x;
+        if (!conv(kv.value(), 3, x)) return bad("JSON nested too deeply");
+        td.set(std::string(k), std::move(x));
+      }
       tl.push_back(Value::dict(std::move(td)));
     }
     tools = Value::list(std::move(tl));

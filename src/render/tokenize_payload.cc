@@ -111,6 +111,20 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
   return p;
 }
 
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, PromptApi api,
+                                                      const json::object& req) {
+  if (api == PromptApi::kChat || api == PromptApi::kCompletions)
+    return build_tokenize_payload(profile, api == PromptApi::kChat, req);
+  auto chat = to_chat_request(api, req);
+  if (!chat.ok()) {
+    TokenizePayload refused;
+    refused.local_refusal = chat.error().kind == ConversionError::kBadRequest ? ShadowOutcome::kDecodeError
+                                                                               : ShadowOutcome::kUnsupported;
+    return refused;
+  }
+  return build_tokenize_payload(profile, true, chat.value());
+}
+
 Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& renderer,
                                                           const TokenizePayload& payload, SessionCache* cache) {
   if (!payload.chat) return renderer.text(payload.prompt, payload.add_special_tokens);

@@ -18,6 +18,7 @@
 #include <boost/json/value.hpp>
 
 #include "common/result.h"
+#include "render/api_conversion.h"
 #include "render/prompt.h"
 
 namespace ramjet::model {
@@ -63,6 +64,11 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
 // From the body's JSON text: parsed once (nesting up to 128), then as above.
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body);
+// Any API: a Responses or Messages request is first turned into the chat request vLLM renders
+// (render/api_conversion.h); one it refuses gives a payload that is not rendered locally
+// (local_refusal kDecodeError for a malformed request, kUnsupported otherwise; no `json`).
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, PromptApi api,
+                                                      const boost::json::object& body);
 
 // The payload rendered and encoded by ramjet (the session cache, when given, supplies a cached
 // prefix's ids). Chat payloads as chat requests (payload.request, not parsed again),

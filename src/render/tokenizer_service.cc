@@ -256,7 +256,7 @@ TokenizerService::LocalResult TokenizerService::render_local(const TokenizePaylo
   return render::render_local(*renderer_, p, session_cache_.get());
 }
 
-TokenizerService::RoutingRender TokenizerService::render_routing(bool chat, std::string_view body) const {
+TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, std::string_view body) const {
   RoutingRender out;
   boost::system::error_code ec;
   boost::json::parse_options opt;
@@ -269,7 +269,7 @@ TokenizerService::RoutingRender TokenizerService::render_routing(bool chat, std:
   const boost::json::object& req = v.as_object();
   if (const boost::json::value* m = req.if_contains("model"); m && m->is_string()) out.model = m->as_string();
   if (const boost::json::value* s = req.if_contains("cache_salt"); s && s->is_string()) out.cache_salt = s->as_string();
-  std::optional<TokenizePayload> payload = build_tokenize_payload(*profile_, chat, req);
+  std::optional<TokenizePayload> payload = build_tokenize_payload(*profile_, api, req);
   if (!payload) {
     out.outcome = ShadowOutcome::kDecodeError;
     return out;
@@ -285,11 +285,11 @@ TokenizerService::RoutingRender TokenizerService::render_routing(bool chat, std:
 }
 
 boost::asio::awaitable<Result<TokenizerService::RoutingRender, PoolRefusal>> TokenizerService::render_for_routing(
-    bool chat, std::string body, RenderPool::Clock::time_point deadline) {
+    PromptApi api, std::string body, RenderPool::Clock::time_point deadline) {
   const size_t bytes = body.size();
   // The job owns the body: an awaiter that gives up at the deadline leaves it running. (Not a
   // coroutine itself: GCC 12 destroys a temporary lambda of a co_await expression twice.)
-  auto job = [this, chat, body = std::move(body)]() { return render_routing(chat, body); };
+  auto job = [this, api, body = std::move(body)]() { return render_routing(api, body); };
   return pool_.run(deadline, bytes, std::move(job));
 }
 

@@ -102,7 +102,8 @@ class TokenizerService {
   using LocalResult = LocalRender;
   LocalResult render_local(const TokenizePayload& p) const;
 
-  // Exact routing's tokens (RJ_EXACT_TOKENS=local): a chat (or completions) request body parsed,
+  // Exact routing's tokens (RJ_EXACT_TOKENS=local): a chat, completions, Responses or Messages
+  // request body parsed (the last two turned into vLLM's chat request first),
   // rendered and encoded on the render pool (shared with the shadow jobs, the session cache
   // reused), delivered by `deadline` at the latest. The caller checks attestation; `model` and
   // `cache_salt` are the namespace fields read on the way. A refusal: queue full, deadline, stopping.
@@ -111,10 +112,10 @@ class TokenizerService {
     std::vector<uint32_t> ids;
     std::string model, cache_salt;
   };
-  boost::asio::awaitable<Result<RoutingRender, PoolRefusal>> render_for_routing(bool chat, std::string body,
+  boost::asio::awaitable<Result<RoutingRender, PoolRefusal>> render_for_routing(PromptApi api, std::string body,
                                                                                 RenderPool::Clock::time_point deadline);
   // The parse + render + encode itself (what the pool job runs; the tests and the bench call it).
-  RoutingRender render_routing(bool chat, std::string_view body) const;
+  RoutingRender render_routing(PromptApi api, std::string_view body) const;
 
  private:
   explicit TokenizerService(TokenizerServiceConfig cfg);

@@ -109,9 +109,14 @@ def preprocess(request, specials, openai_format):
         msgs.append(o)
     tools = None
     if request.get("tools") is not None:
-        tools = [{"type": t.get("type", "function"),
-                  "function": {k: t["function"].get(k) for k in ("name", "description", "parameters")}}
-                 for t in request["tools"]]
+        # pydantic model_dump() with extra="allow": declared fields, then the others in order
+        tools = []
+        for t in request["tools"]:
+            fn = {k: t["function"].get(k) for k in ("name", "description", "parameters")}
+            fn.update({k: v for k, v in t["function"].items() if k not in fn})
+            tool = {"type": t.get("type", "function"), "function": fn}
+            tool.update({k: v for k, v in t.items() if k not in tool})
+            tools.append(tool)
     ctx = {"messages": msgs, "tools": tools, "documents": None,
            "add_generation_prompt": request.get("add_generation_prompt", True)}
     ctx.update(specials)
@@ -162,6 +167,8 @@ def rtool(rng, i):
           "parameters": {"type": "object", "properties": props, "required": list(props)[:1]}}
     if rng.random() < 0.1:
         del fn["description"]
+    if rng.random() < 0.15:  # a field FunctionDefinition does not declare (kept: extra="allow")
+        fn["strict"] = rng.choice([True, False, None])
     return {"type": "function", "function": fn}
 
 

@@ -1,7 +1,10 @@
 // ramjet-jinja-render: test driver for the differential oracle (test/oracle/jinja_oracle.py).
 // Reads JSON lines on stdin, one case each:
-//   {"template": "<path>", "config": "<tokenizer_config.json path>", "request": {...}}
-//       -> render::chat_template preprocessing + render
+//   {"template": "<path>", "config": "<tokenizer_config.json path>", "request": {...},
+//    "api": "chat" (default) | "responses" | "messages"}
+//       -> render::api_conversion (responses, messages), then render::chat_template
+//          preprocessing + render; a refused conversion prints {"ok": false, "code":
+//          "convert_bad_request" | "convert_unsupported", ...}
 //   {"template": "<path>" | "source": "<template text>", "context": {...}}
 //       -> render::jinja with the context as given
 // and prints one JSON line per case: {"ok": true, "rendered": "..."} or
@@ -15,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "render/api_conversion.h"
 #include "render/chat_template.h"
 
 namespace {
@@ -77,7 +81,23 @@ int main() {
           }
           st = ci->second;
         }
-        r = render(it->second, boost::json::serialize(*req), st, {}, opt);
+        const auto* api = o.if_contains("api");
+        const std::string_view name = api != nullptr && api->is_string() ? std::string_view(api->get_string()) : "chat";
+        if (name == "chat") {
+          r = render(it->second, boost::json::serialize(*req), st, {}, opt);
+        } else {
+          auto chat = to_chat_request(name == "responses" ? PromptApi::kResponses : PromptApi::kMessages,
+                                      req->is_object() ? req->get_object() : boost::json::object());
+          if (!chat.ok()) {
+            out["ok"] = false;
+            out["code"] = chat.error().kind == ConversionError::kBadRequest ? "convert_bad_request" : "convert_unsupported";
+            out["message"] = chat.error().message;
+            std::cout << boost::json::serialize(out) << "\n";
+            std::cout.flush();
+            continue;
+          }
+          r = render(it->second, boost::json::serialize(chat.value()), st, {}, opt);
+        }
       } else {
         auto ctx = value_from_json(boost::json::serialize(o.at("context")));
         if (!ctx.ok()) r = ctx.error();

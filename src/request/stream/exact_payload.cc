@@ -20,7 +20,9 @@ bool text_only(const json::array& messages) {
     for (const json::value& part : content->as_array()) {
       const json::object* p = part.if_object();
       const json::value* type = p ? p->if_contains("type") : nullptr;
-      if (type == nullptr || !type->is_string() || type->as_string() != "text") return false;
+      if (type == nullptr || !type->is_string()) return false;
+      const std::string_view t = type->as_string();
+      if (t != "text" && t != "input_text" && t != "output_text") return false;
     }
   }
   return true;
@@ -28,13 +30,29 @@ bool text_only(const json::array& messages) {
 
 }  // namespace
 
+std::optional<render::PromptApi> prompt_api(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kChat: return render::PromptApi::kChat;
+    case Endpoint::kCompletions: return render::PromptApi::kCompletions;
+    case Endpoint::kResponses: return render::PromptApi::kResponses;
+    case Endpoint::kMessages: return render::PromptApi::kMessages;
+    default: return std::nullopt;
+  }
+}
+
 std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view body) {
-  if (endpoint != Endpoint::kChat && endpoint != Endpoint::kCompletions) return std::nullopt;
+  const std::optional<render::PromptApi> api = prompt_api(endpoint);
+  if (!api) return std::nullopt;
   json::parse_options opt;
   opt.max_depth = 128;
   boost::system::error_code ec;
   json::value v = json::parse(body, ec, {}, opt);
   if (ec || !v.is_object()) return std::nullopt;
+  if (*api == render::PromptApi::kResponses || *api == render::PromptApi::kMessages) {
+    auto chat = render::to_chat_request(*api, v.as_object());
+    if (!chat.ok()) return std::nullopt;
+    v = std::move(chat.value());
+  }
   const json::object& req = v.as_object();
   TokenizeCall call;
   json::object out;
@@ -46,7 +64,7 @@ std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view bo
   auto copy = [&](std::string_view key, json::kind kind) {
     if (const json::value* x = req.if_contains(key); x && x->kind() == kind) out[key] = *x;
   };
-  if (endpoint == Endpoint::kChat) {
+  if (*api != render::PromptApi::kCompletions) {
     const json::value* messages = req.if_contains("messages");
     if (messages == nullptr || !messages->is_array() || !text_only(messages->as_array())) return std::nullopt;
     out["messages"] = *messages;

@@ -48,6 +48,22 @@ TEST(ExactPayload, CompletionsNeedAStringPrompt) {
   EXPECT_FALSE(tokenize_call(Endpoint::kCompletions, R"({"prompt":[1,2,3]})"));
 }
 
+TEST(ExactPayload, ResponsesAndMessagesAreAskedForAsTheChatRequestVllmRenders) {
+  auto r = tokenize_call(Endpoint::kResponses, R"({"model":"m","cache_salt":"s","instructions":"sys",
+      "input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"reasoning":{"effort":"none"}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->cache_salt, "s");
+  EXPECT_EQ(boost::json::parse(r->payload), boost::json::parse(R"({"model":"m","messages":[{"role":"system","content":"sys"},
+      {"role":"user","content":[{"type":"input_text","text":"hi"}]}],
+      "chat_template_kwargs":{"reasoning_effort":"none","enable_thinking":false},"return_token_strs":false})"));
+  auto m = tokenize_call(Endpoint::kMessages, R"({"model":"m","max_tokens":9,"system":"sys",
+      "messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}})");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(boost::json::parse(m->payload), boost::json::parse(R"({"model":"m","messages":[{"role":"system","content":"sys"},
+      {"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false},"return_token_strs":false})"));
+}
+
 TEST(ExactPayload, WhatExactRoutingCannotTokenizeIsRefused) {
   EXPECT_FALSE(tokenize_call(Endpoint::kChat, "not json"));
   EXPECT_FALSE(tokenize_call(Endpoint::kChat, "[1]"));
@@ -55,7 +71,11 @@ TEST(ExactPayload, WhatExactRoutingCannotTokenizeIsRefused) {
   EXPECT_FALSE(tokenize_call(Endpoint::kChat,
                              R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"));
   EXPECT_TRUE(tokenize_call(Endpoint::kChat, R"({"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]})"));
-  EXPECT_FALSE(tokenize_call(Endpoint::kMessages, R"({"messages":[]})"));
+  EXPECT_FALSE(tokenize_call(Endpoint::kModels, R"({"messages":[]})"));
+  EXPECT_FALSE(tokenize_call(Endpoint::kMessages, R"({"messages":"x"})"));
+  EXPECT_FALSE(tokenize_call(Endpoint::kResponses, R"({"input":"q","previous_response_id":"resp_1"})"));
+  EXPECT_FALSE(tokenize_call(Endpoint::kResponses,
+                             R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:"}]}]})"));
   std::string deep(200, '[');
   EXPECT_FALSE(tokenize_call(Endpoint::kChat, R"({"messages":)" + deep));
 }

@@ -68,7 +68,8 @@ boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s) {
   ExactInput& e = s.prep.exact;
   const ExactTokensConfig& c = config_.exact;
   const Endpoint endpoint = s.prep.endpoint;
-  if (endpoint != Endpoint::kChat && endpoint != Endpoint::kCompletions) {
+  const std::optional<render::PromptApi> api = prompt_api(endpoint);
+  if (!api) {
     e.status = ExactTokens::kIneligible;
     co_return;
   }
@@ -89,7 +90,7 @@ boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s) {
   }
   // The awaitable is made first, then awaited: no temporary lives inside the co_await expression
   // (GCC 12 destroys such temporaries twice).
-  auto op = c.local->render_for_routing(endpoint == Endpoint::kChat, s.prep.body,
+  auto op = c.local->render_for_routing(*api, s.prep.body,
                                         std::chrono::steady_clock::now() + c.timeout);
   auto r = co_await std::move(op);
   if (!r.ok()) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "render/api_conversion.h"
 #include "request/ingress/endpoint.h"
 
 namespace ramjet::render {
@@ -41,9 +42,13 @@ struct ExactTokensConfig {
 // 10,000 = all).
 bool canary_treatment(std::string_view key, std::string_view session, uint32_t bps);
 
+// The prompt shape of an endpoint's requests (chat, completions, responses, messages), or nullopt.
+std::optional<render::PromptApi> prompt_api(Endpoint endpoint);
+
 // The /tokenize body for a request body, and the namespace fields read on the way; nullopt when
 // the request is not one exact routing handles (not a JSON object, no messages / string prompt,
-// a non-text content part).
+// a non-text content part, a Responses or Messages request vLLM's conversion refuses). A Responses
+// or Messages request is asked for in chat form: the chat request vLLM renders for it.
 struct TokenizeCall {
   std::string payload;
   std::string model;
