@@ -12,6 +12,7 @@
 #include "model/model_profile.h"
 #include "render/prompt.h"
 #include "render/tokenize_payload.h"
+#include "render/api_conversion.h"
 
 namespace ramjet::render {
 namespace {
@@ -53,6 +54,51 @@ TEST(AgentGoldens, ResponsesAndMessagesRequestsRenderAndEncodeLikeVllm) {
   EXPECT_GE(responses, 4);
   EXPECT_GE(messages, 4);
   EXPECT_EQ(rows, responses + messages);
+}
+
+// The refusals of chat hold for both APIs: media, kwargs the profile does not know, efforts it
+// cannot express, and what only the engine can render.
+TEST(AgentGoldens, TheLocalPipelineRefusesWhatItRefusesForChat) {
+  const model::ModelProfile* qwen = model::find_profile("qwen3");
+  const model::ModelProfile* qwen38 = model::find_profile("qwen3.8-27b");
+  ASSERT_NE(qwen, nullptr);
+  ASSERT_NE(qwen38, nullptr);
+  struct Case {
+    const model::ModelProfile* profile;
+    PromptApi api;
+    const char* body;
+    ShadowOutcome want;
+  };
+  const Case cases[] = {
+      {qwen, PromptApi::kResponses,
+       R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,AA"}]}]})",
+       ShadowOutcome::kUnsupported},
+      {qwen, PromptApi::kMessages,
+       R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/y.png"}},
+                                                 {"type":"text","text":"what is this?"}]}]})",
+       ShadowOutcome::kUnsupported},
+      {qwen, PromptApi::kMessages, R"({"messages":[{"role":"user","content":"q"}],"chat_template_kwargs":{"custom":1}})",
+       ShadowOutcome::kUnsupported},
+      {qwen38, PromptApi::kMessages, R"({"messages":[{"role":"user","content":"q"}],"output_config":{"effort":"max"}})",
+       ShadowOutcome::kUnsupported},
+      {qwen38, PromptApi::kResponses, R"({"input":"q","reasoning":{"effort":"high"}})", ShadowOutcome::kUnsupported},
+      {qwen, PromptApi::kResponses, R"({"input":"q","previous_response_id":"resp_1"})", ShadowOutcome::kUnsupported},
+      {qwen, PromptApi::kResponses,
+       R"({"input":[{"type":"message","role":"assistant","status":"incomplete","content":"Half"}]})",
+       ShadowOutcome::kUnsupported},  // continue_final_message: vLLM's tail trimming is not reproduced
+      {qwen, PromptApi::kMessages, R"({"messages":{"role":"user"}})", ShadowOutcome::kDecodeError},
+  };
+  for (const Case& c : cases) {
+    auto p = build_tokenize_payload(*c.profile, c.api, json::parse(c.body).as_object());
+    ASSERT_TRUE(p) << c.body;
+    ASSERT_TRUE(p->local_refusal) << c.body;
+    EXPECT_EQ(*p->local_refusal, c.want) << c.body;
+  }
+  // And what it renders for chat it renders for them: a supported effort on Qwen3.8.
+  auto ok = build_tokenize_payload(*qwen38, PromptApi::kResponses,
+                                   json::parse(R"({"input":"q","reasoning":{"effort":"low"}})").as_object());
+  ASSERT_TRUE(ok);
+  EXPECT_FALSE(ok->local_refusal);
 }
 
 }  // namespace
