@@ -121,13 +121,13 @@ json::object image_part(std::string url) {
 
 // A user message's tool_result block → a tool message (+ a user message of its images, + a tool
 // message of its tool references), appended to `out` ahead of the user message itself.
-Result<bool, ConversionError> user_tool_result(const json::object& block, json::array& out) {
-  std::string text;
+Result<bool, ConversionError> user_tool_result(json::object& block, json::array& out) {
+  json::string text;
   json::array images;
   json::array references;
-  if (const json::value* content = field(block, "content")) {
+  if (json::value* content = block.if_contains("content"); content != nullptr && !content->is_null()) {
     if (content->is_string()) {
-      text = content->get_string();
+      text = std::move(content->get_string());
     } else if (content->is_array()) {
       bool first = true;
       for (const json::value& item : content->get_array()) {
@@ -138,7 +138,7 @@ Result<bool, ConversionError> user_tool_result(const json::object& block, json::
         if (t == "text") {
           const json::value* tv = o.if_contains("text");
           if (tv != nullptr && !tv->is_string()) return bad("tool_result text is not a string");
-          if (!first) text += '\n';
+          if (!first) text.push_back('\n');
           if (tv != nullptr) text.append(tv->get_string());
           first = false;
         } else if (t == "image") {
@@ -160,19 +160,19 @@ Result<bool, ConversionError> user_tool_result(const json::object& block, json::
   const json::string* id = string_field(block, "tool_use_id", ok);
   if (!ok) return bad("tool_use_id is not a string");
   const std::string call_id = id != nullptr ? std::string(*id) : std::string();
-  out.push_back(json::object{{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
+  out.push_back(json::object{{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(text)}});
   if (!images.empty()) out.push_back(json::object{{"role", "user"}, {"content", std::move(images)}});
   if (!references.empty())
     out.push_back(json::object{{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(references)}});
   return true;
 }
 
-Result<bool, ConversionError> convert_message(const json::object& msg, std::string_view role, json::array& out) {
+Result<bool, ConversionError> convert_message(json::object& msg, std::string_view role, json::array& out) {
   json::object om;
   om["role"] = role;
-  const json::value& content = msg.at("content");
+  json::value& content = msg.at("content");
   if (content.is_string()) {
-    om["content"] = content;
+    om["content"] = std::move(content);
     out.push_back(std::move(om));
     return true;
   }
@@ -180,15 +180,15 @@ Result<bool, ConversionError> convert_message(const json::object& msg, std::stri
   json::array tool_calls;
   std::string reasoning;
   bool has_reasoning = false;
-  for (const json::value& value : content.get_array()) {
+  for (json::value& value : content.get_array()) {
     auto type = block_type(value);
     if (!type) return type.error();
-    const json::object& block = value.get_object();
+    json::object& block = value.get_object();
     bool ok = true;
     if (*type == "text") {
       const json::string* text = string_field(block, "text", ok);
       if (!ok) return bad("text block text is not a string");
-      if (truthy(text)) parts.push_back(json::object{{"type", "text"}, {"text", *text}});
+      if (truthy(text)) parts.push_back(json::object{{"type", "text"}, {"text", std::move(block.at("text"))}});
     } else if (*type == "image") {
       const json::value* source = field(block, "source");
       if (source != nullptr && !source->is_object()) return bad("image source is not an object");
@@ -273,17 +273,19 @@ json::object* previous_assistant(json::array& messages) {
 bool absent_or_null(const json::object& o, std::string_view key) { return field(o, key) == nullptr; }
 
 // The text of a reasoning item's first content part, else its first summary part.
-Result<json::value, ConversionError> reasoning_text(const json::object& item) {
+Result<json::value, ConversionError> reasoning_text(json::object& item) {
   for (std::string_view key : {"content", "summary"}) {
-    const json::value* list = field(item, key);
-    if (list == nullptr) continue;
+    json::value* list = item.if_contains(key);
+    if (list == nullptr || list->is_null()) continue;
     if (!list->is_array()) return bad("reasoning content/summary is not a list");
     if (list->get_array().empty()) continue;
-    const json::value& first = list->get_array().front();
-    json::value text = first;
+    json::value& first = list->get_array().front();
+    json::value text;
     if (first.is_object()) {
-      const json::value* t = first.get_object().if_contains("text");
-      text = t != nullptr ? *t : json::value("");
+      json::value* t = first.get_object().if_contains("text");
+      text = t != nullptr ? std::move(*t) : json::value("");
+    } else {
+      text = std::move(first);
     }
     if (!text.is_string()) return bad("reasoning text is not a string");
     return text;
@@ -292,25 +294,27 @@ Result<json::value, ConversionError> reasoning_text(const json::object& item) {
 }
 
 // An assistant message item's text: a string content, else its first part's text.
-Result<json::value, ConversionError> assistant_text(const json::object& item) {
-  const json::value* content = field(item, "content");
-  if (content == nullptr) return json::value("");
-  if (content->is_string()) return *content;
+Result<json::value, ConversionError> assistant_text(json::object& item) {
+  json::value* content = item.if_contains("content");
+  if (content == nullptr || content->is_null()) return json::value("");
+  if (content->is_string()) return std::move(*content);
   if (!content->is_array()) return bad("assistant content must be a string or a list");
   if (content->get_array().empty()) return json::value("");
-  const json::value& first = content->get_array().front();
-  json::value text = first;
+  json::value& first = content->get_array().front();
+  json::value text;
   if (first.is_object()) {
-    const json::value* t = first.get_object().if_contains("text");
-    text = t != nullptr ? *t : json::value("");
+    json::value* t = first.get_object().if_contains("text");
+    text = t != nullptr ? std::move(*t) : json::value("");
+  } else {
+    text = std::move(first);
   }
   if (!text.is_string()) return bad("assistant text is not a string");
   return text;
 }
 
-Result<bool, ConversionError> convert_item(const json::value& value, json::array& messages) {
+Result<bool, ConversionError> convert_item(json::value& value, json::array& messages) {
   if (!value.is_object()) return bad("input item is not an object");
-  const json::object& item = value.get_object();
+  json::object& item = value.get_object();
   bool ok = true;
   const json::string* type = string_field(item, "type", ok);
   if (!ok) return bad("input item type is not a string");
@@ -352,10 +356,10 @@ Result<bool, ConversionError> convert_item(const json::value& value, json::array
     return true;
   }
   if (t == "function_call_output") {
-    const json::value* output = item.if_contains("output");
+    json::value* output = item.if_contains("output");
     const json::value* call_id = item.if_contains("call_id");
     messages.push_back(json::object{{"role", "tool"},
-                                    {"content", output != nullptr ? *output : json::value(nullptr)},
+                                    {"content", output != nullptr ? std::move(*output) : json::value(nullptr)},
                                     {"tool_call_id", call_id != nullptr ? *call_id : json::value(nullptr)}});
     return true;
   }
@@ -375,7 +379,8 @@ Result<bool, ConversionError> convert_item(const json::value& value, json::array
   if (role == nullptr) return unsupported("input item type not rendered");
   json::object m;
   m["role"] = *role;
-  copy_if_present(item, m, "content");
+  if (json::value* content = item.if_contains("content"); content != nullptr && !content->is_null())
+    m["content"] = std::move(*content);
   if (const json::value* name = item.if_contains("name"); name != nullptr && name->is_string()) m["name"] = *name;
   messages.push_back(std::move(m));
   return true;
@@ -455,8 +460,10 @@ Result<json::array, ConversionError> responses_tools(const json::array& tools) {
 
 }  // namespace
 
-Converted messages_to_chat(const json::object& request) {
-  const json::value* messages = request.if_contains("messages");
+namespace {
+
+Converted messages_to_chat_consumed(json::object& request) {
+  json::value* messages = request.if_contains("messages");
   if (messages == nullptr || !messages->is_array()) return bad("messages must be a list");
   json::array out;
   // The system message first: the top-level system, then every system-role message.
@@ -529,23 +536,24 @@ Converted messages_to_chat(const json::object& request) {
   return chat;
 }
 
-Converted responses_to_chat(const json::object& request) {
+Converted responses_to_chat_consumed(json::object& request) {
   if (field(request, "prompt") != nullptr) return bad("prompt templates are not supported");
   for (std::string_view stateful : {"previous_response_id", "previous_response", "previous_input_messages"}) {
     if (field(request, stateful) != nullptr) return unsupported("the engine's stored conversation state");
   }
-  const json::value* input = request.if_contains("input");
+  json::value* input = request.if_contains("input");
   if (input == nullptr || !(input->is_string() || input->is_array())) return bad("input must be a string or a list");
   bool ok = true;
   const json::string* instructions = string_field(request, "instructions", ok);
   if (!ok) return bad("instructions is not a string");
   json::array messages;
-  if (truthy(instructions)) messages.push_back(json::object{{"role", "system"}, {"content", *instructions}});
+  if (truthy(instructions)) messages.push_back(json::object{{"role", "system"}, {"content", std::move(request.at("instructions"))}});
+  const bool continues = continues_final_message(*input);
   if (input->is_string()) {
-    messages.push_back(json::object{{"role", "user"}, {"content", *input}});
+    messages.push_back(json::object{{"role", "user"}, {"content", std::move(*input)}});
   } else {
     json::array items;
-    for (const json::value& item : input->get_array()) {
+    for (json::value& item : input->get_array()) {
       auto r = convert_item(item, items);
       if (!r) return r.error();
     }
@@ -563,7 +571,7 @@ Converted responses_to_chat(const json::object& request) {
       chat["tools"] = std::move(list.value());
     }
   }
-  if (continues_final_message(*input)) {
+  if (continues) {
     chat["add_generation_prompt"] = false;
     chat["continue_final_message"] = true;
   }
@@ -577,14 +585,31 @@ Converted responses_to_chat(const json::object& request) {
   return chat;
 }
 
-Converted to_chat_request(PromptApi api, const json::object& request) {
+}  // namespace
+
+Converted messages_to_chat(const json::object& request) {
+  json::object copy = request;
+  return messages_to_chat_consumed(copy);
+}
+
+Converted responses_to_chat(const json::object& request) {
+  json::object copy = request;
+  return responses_to_chat_consumed(copy);
+}
+
+Converted to_chat_request(PromptApi api, json::object&& request) {
   switch (api) {
-    case PromptApi::kChat: return json::object(request);
-    case PromptApi::kResponses: return responses_to_chat(request);
-    case PromptApi::kMessages: return messages_to_chat(request);
+    case PromptApi::kChat: return std::move(request);
+    case PromptApi::kResponses: return responses_to_chat_consumed(request);
+    case PromptApi::kMessages: return messages_to_chat_consumed(request);
     case PromptApi::kCompletions: break;
   }
   return bad("a completions request has no messages");
+}
+
+Converted to_chat_request(PromptApi api, const json::object& request) {
+  if (api == PromptApi::kCompletions) return bad("a completions request has no messages");
+  return to_chat_request(api, json::object(request));
 }
 
 }  // namespace ramjet::render

@@ -62,5 +62,7 @@ Result<boost::json::object, ConversionError> messages_to_chat(const boost::json:
 
 // kResponses / kMessages as above; kChat: a copy; kCompletions: kBadRequest.
 Result<boost::json::object, ConversionError> to_chat_request(PromptApi api, const boost::json::object& request);
+// The same, consuming `request`: its strings are moved into the chat request, not copied.
+Result<boost::json::object, ConversionError> to_chat_request(PromptApi api, boost::json::object&& request);
 
 }  // namespace ramjet::render

@@ -39,8 +39,12 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
   return build_tokenize_payload(profile, chat, v.as_object());
 }
 
-std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
-                                                      const json::object& req) {
+namespace {
+
+// `movable`: the same object as `req` when the caller does not use it again — its messages and
+// tools are moved out instead of copied. `with_json`: also serialise the payload (the /tokenize body).
+std::optional<TokenizePayload> build(const model::ModelProfile& profile, bool chat, const json::object& req,
+                                     json::object* movable, bool with_json) {
   TokenizePayload p;
   p.chat = chat;
   json::object out;
@@ -53,8 +57,17 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
   if (chat) {
     const json::value* messages = req.if_contains("messages");
     if (!messages || !messages->is_array()) return std::nullopt;
-    out["messages"] = *messages;
-    if (const json::value* t = req.if_contains("tools"); t && !t->is_null()) out["tools"] = *t;
+    const json::value* tools = req.if_contains("tools");
+    const bool has_tools = tools != nullptr && !tools->is_null();
+    // The profile reads the messages and kwargs first: they may be moved below.
+    auto args = model::local_template_args(profile, req);
+    if (movable != nullptr) {
+      out["messages"] = std::move(movable->at("messages"));
+      if (has_tools) out["tools"] = std::move(movable->at("tools"));
+    } else {
+      out["messages"] = *messages;
+      if (has_tools) out["tools"] = *tools;
+    }
     const bool cont = flag("continue_final_message").value_or(false);
     out["add_generation_prompt"] = flag("add_generation_prompt").value_or(!cont);
     if (cont) {
@@ -65,7 +78,6 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
       out["add_special_tokens"] = *a;
       if (*a) p.local_refusal = ShadowOutcome::kUnsupported;
     }
-    auto args = model::local_template_args(profile, req);
     json::object kwargs;
     if (args.ok()) {
       kwargs = std::move(args.value());
@@ -106,9 +118,16 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
     out["add_special_tokens"] = p.add_special_tokens;
   }
   out["return_token_strs"] = false;
-  p.json = json::serialize(out);
+  if (with_json) p.json = json::serialize(out);
   p.request = std::move(out);
   return p;
+}
+
+}  // namespace
+
+std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
+                                                      const json::object& req) {
+  return build(profile, chat, req, nullptr, true);
 }
 
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, PromptApi api,
@@ -122,7 +141,21 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
                                                                                : ShadowOutcome::kUnsupported;
     return refused;
   }
-  return build_tokenize_payload(profile, true, chat.value());
+  return build(profile, true, chat.value(), &chat.value(), true);
+}
+
+std::optional<TokenizePayload> build_local_payload(const model::ModelProfile& profile, PromptApi api,
+                                                   json::object&& req) {
+  if (api == PromptApi::kCompletions) return build(profile, false, req, &req, false);
+  if (api == PromptApi::kChat) return build(profile, true, req, &req, false);
+  auto chat = to_chat_request(api, std::move(req));
+  if (!chat.ok()) {
+    TokenizePayload refused;
+    refused.local_refusal = chat.error().kind == ConversionError::kBadRequest ? ShadowOutcome::kDecodeError
+                                                                               : ShadowOutcome::kUnsupported;
+    return refused;
+  }
+  return build(profile, true, chat.value(), &chat.value(), false);
 }
 
 Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& renderer,

@@ -69,6 +69,10 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
 // (local_refusal kDecodeError for a malformed request, kUnsupported otherwise; no `json`).
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, PromptApi api,
                                                       const boost::json::object& body);
+// The same for the local pipeline only (exact routing's render): the body is consumed (its
+// messages and tools are moved, not copied) and `json` is left empty.
+std::optional<TokenizePayload> build_local_payload(const model::ModelProfile& profile, PromptApi api,
+                                                   boost::json::object&& body);
 
 // The payload rendered and encoded by ramjet (the session cache, when given, supplies a cached
 // prefix's ids). Chat payloads as chat requests (payload.request, not parsed again),

@@ -261,7 +261,7 @@ TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, 
   boost::system::error_code ec;
   boost::json::parse_options opt;
   opt.max_depth = 128;  // as build_tokenize_payload's own parse
-  const boost::json::value v = boost::json::parse(body, ec, {}, opt);
+  boost::json::value v = boost::json::parse(body, ec, {}, opt);
   if (ec || !v.is_object() || renderer_ == nullptr || profile_ == nullptr) {
     out.outcome = ShadowOutcome::kDecodeError;
     return out;
@@ -269,7 +269,7 @@ TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, 
   const boost::json::object& req = v.as_object();
   if (const boost::json::value* m = req.if_contains("model"); m && m->is_string()) out.model = m->as_string();
   if (const boost::json::value* s = req.if_contains("cache_salt"); s && s->is_string()) out.cache_salt = s->as_string();
-  std::optional<TokenizePayload> payload = build_tokenize_payload(*profile_, api, req);
+  std::optional<TokenizePayload> payload = build_local_payload(*profile_, api, std::move(v.as_object()));
   if (!payload) {
     out.outcome = ShadowOutcome::kDecodeError;
     return out;

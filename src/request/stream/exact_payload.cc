@@ -49,7 +49,7 @@ std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view bo
   json::value v = json::parse(body, ec, {}, opt);
   if (ec || !v.is_object()) return std::nullopt;
   if (*api == render::PromptApi::kResponses || *api == render::PromptApi::kMessages) {
-    auto chat = render::to_chat_request(*api, v.as_object());
+    auto chat = render::to_chat_request(*api, std::move(v.as_object()));
     if (!chat.ok()) return std::nullopt;
     v = std::move(chat.value());
   }
