@@ -444,6 +444,8 @@ std::optional<AgentError> check_blocks(const json::value& content, std::string_v
       return bad(std::string(where) + " holds a content block of unknown type");
     if (const json::value* in = find(*block, "input"); in && !in->is_object())
       return bad("tool_use input must be an object");
+    if (const json::value* c = find(*block, "content"); c && !c->is_string() && !c->is_array())
+      return bad("tool_result content must be a string or an array");
   }
   return std::nullopt;
 }

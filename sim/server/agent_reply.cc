@@ -93,17 +93,18 @@ json::object AgentReply::response_object(std::string_view status, json::array ou
                  {"top_logprobs", nullptr},
                  {"truncation", echo(o, "truncation", "disabled")}};
   if (usage) {
-    // vLLM's ResponseUsage for one turn (SimpleContext): cached tokens are always reported.
+    // vLLM's ResponseUsage from a SimpleContext: cached tokens are always reported; the per-turn
+    // lists stay empty (SimpleContext.all_turn_metrics is "not implemented yet").
     r["usage"] = json::object{
         {"input_tokens", usage->prompt},
         {"input_tokens_details", json::object{{"cached_tokens", usage->cached},
-                                              {"input_tokens_per_turn", json::array{usage->prompt}},
-                                              {"cached_tokens_per_turn", json::array{usage->cached}}}},
+                                              {"input_tokens_per_turn", json::array{}},
+                                              {"cached_tokens_per_turn", json::array{}}}},
         {"output_tokens", usage->completion},
         {"output_tokens_details", json::object{{"reasoning_tokens", 0},
                                                {"tool_output_tokens", 0},
-                                               {"output_tokens_per_turn", json::array{usage->completion}},
-                                               {"tool_output_tokens_per_turn", json::array{0}}}},
+                                               {"output_tokens_per_turn", json::array{}},
+                                               {"tool_output_tokens_per_turn", json::array{}}}},
         {"total_tokens", usage->prompt + usage->completion}};
   } else {
     r["usage"] = nullptr;

@@ -13,6 +13,7 @@
 #include <boost/json.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -73,6 +74,8 @@ const json::value* find(const json::object& o, std::string_view k) {
   return it == o.end() || it->value().is_null() ? nullptr : &it->value();
 }
 
+uint64_t saturating_sum(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
 std::optional<uint64_t> as_u64(const json::value* v) {
   if (!v) return std::nullopt;
   if (v->is_uint64()) return v->as_uint64();
@@ -109,7 +112,10 @@ SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* pub
       drop_header_bytes_(opt_.faults.drop_header_bytes),
       stall_after_tokens_(opt_.faults.stall_after_tokens),
       garbage_(opt_.faults.garbage),
-      started_unix_(static_cast<int64_t>(wall_now())) {}
+      started_unix_(static_cast<int64_t>(wall_now())) {
+  std::random_device rd;
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
 
 SimServer::~SimServer() {
   if (frontend_) frontend_->join();
@@ -457,9 +463,9 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       uint64_t max_tokens = p.max_tokens.value_or(
           std::min<uint64_t>(opt_.default_max_tokens,
                              opt_.engine.max_model_len > prompt_len ? opt_.engine.max_model_len - prompt_len : 1));
-      if (prompt_len + max_tokens > opt_.engine.max_model_len) {
+      if (prompt_len >= opt_.engine.max_model_len || max_tokens > opt_.engine.max_model_len - prompt_len) {
         std::string m = "This model's maximum context length is " + std::to_string(opt_.engine.max_model_len) +
-                        " tokens. However, you requested " + std::to_string(prompt_len + max_tokens) +
+                        " tokens. However, you requested " + std::to_string(saturating_sum(prompt_len, max_tokens)) +
                         " tokens (" + std::to_string(prompt_len) + " in the messages, " +
                         std::to_string(max_tokens) + " in the completion). Please reduce the length of the "
                         "messages or completion.";
@@ -655,10 +661,10 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     max_tokens = std::min<uint64_t>(a.max_tokens.value_or(opt_.default_max_tokens), model_len - prompt_len);
   } else {
     max_tokens = a.max_tokens.value_or(1);
-    if (prompt_len + max_tokens > model_len) {
+    if (prompt_len >= model_len || max_tokens > model_len - prompt_len) {  // (no overflow for huge values)
       const AgentError e{400, "BadRequestError",
                          "This model's maximum context length is " + std::to_string(model_len) +
-                             " tokens. However, you requested " + std::to_string(prompt_len + max_tokens) +
+                             " tokens. However, you requested " + std::to_string(saturating_sum(prompt_len, max_tokens)) +
                              " tokens (" + std::to_string(prompt_len) + " in the messages, " +
                              std::to_string(max_tokens) +
                              " in the completion). Please reduce the length of the messages or completion.",
@@ -679,7 +685,7 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   auto cancel = std::make_shared<asio::cancellation_signal>();
   asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
 
-  AgentReply out(a, live.id, response_model, static_cast<int64_t>(wall_now()), max_tokens);
+  AgentReply out(a, id_salt_ + live.id, response_model, static_cast<int64_t>(wall_now()), max_tokens);
   bool write_failed = false;
   auto write = [&](std::string s) { return write_sse_chunk(socket, std::move(s), write_failed); };
   if (a.stream) {

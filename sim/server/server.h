@@ -81,6 +81,7 @@ class SimServer {
   uint64_t steps_ = 0;
   uint64_t success_by_reason_[3] = {0, 0, 0};  // stop, length, abort
   uint64_t cancelled_ = 0;  // requests aborted because their client went away (/sim/stats)
+  uint64_t id_salt_ = 0;    // makes Responses/Messages ids differ between processes (vLLM: uuid4)
   bool hang_ = false;
   bool paused_ = false;  // /sim/fault {"pause":true}: the engine takes no step (requests queue)
   uint32_t slow_ms_ = 0;

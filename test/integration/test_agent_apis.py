@@ -167,7 +167,10 @@ def test_sim_responses_stream_is_vllms_event_sequence_with_usage_and_no_done(sim
     rendered = post(sim.port, "/sim/render?api=responses", body).json()
     assert u["input_tokens"] == len(rendered["prompt_token_ids"]) and u["output_tokens"] == 3
     assert u["total_tokens"] == u["input_tokens"] + 3
-    assert u["input_tokens_details"]["cached_tokens"] == 0 and u["output_tokens_details"]["reasoning_tokens"] == 0
+    # vLLM's SimpleContext leaves the per-turn lists empty.
+    assert u["input_tokens_details"] == {"cached_tokens": 0, "input_tokens_per_turn": [], "cached_tokens_per_turn": []}
+    assert u["output_tokens_details"] == {"reasoning_tokens": 0, "tool_output_tokens": 0, "output_tokens_per_turn": [],
+                                          "tool_output_tokens_per_turn": []}
     assert rendered["messages"] == [{"role": "system", "content": "Be brief."},
                                     {"role": "user", "content": "Tell me about load balancers."}]
 
@@ -280,6 +283,13 @@ def test_sim_errors_come_in_each_apis_own_shape(sim):
     for path, body, status, want in cases:
         r = post(sim.port, path, body)
         assert (r.status, r.json()) == (status, want), (path, body)
+    for body in ({"model": MODEL, "max_tokens": 2 ** 64 - 1, "messages": [{"role": "user", "content": "hi"}]},
+                 {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": [
+                     {"type": "tool_result", "tool_use_id": "t", "content": {"not": "a list"}}]}]},
+                 {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "video"}]}]},
+                 {"model": MODEL, "max_tokens": 2, "messages": [{"role": "tool", "content": "x"}]}):
+        r = post(sim.port, "/v1/messages", body)
+        assert r.status == 400 and r.json()["type"] == "error" and r.json()["error"]["type"] == "BadRequestError", r
     assert stats(sim)["prompt_tokens"] == 0, "no refused request reached the engine"
 
 
