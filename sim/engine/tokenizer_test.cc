@@ -92,11 +92,11 @@ TEST(RenderChat, JoinsTextPartsAndMarksOtherPartsByType) {
             "<|im_start|>assistant\n<|im_end|>\n");
 }
 
-TEST(RenderChat, ReadsTheResponsesApiTextPartsAsText) {
+TEST(RenderChat, ReadsTheResponsesApiInputTextPartsAsText) {
   const std::string json =
       R"([{"type":"message","role":"user","content":[{"type":"input_text","text":"Hi "},)"
-      R"({"type":"output_text","text":"there"}]}])";
-  EXPECT_EQ(render_chat(json, false), "<|im_start|>user\nHi there<|im_end|>\n");
+      R"({"type":"input_text","text":"there"},{"type":"output_text","text":"!"}]}])";
+  EXPECT_EQ(render_chat(json, false), "<|im_start|>user\nHi there<|output_text|><|im_end|>\n");
 }
 
 TEST(RenderChat, InvalidJsonOrANonArrayRendersNothing) {
