@@ -2,7 +2,7 @@
 // /v1/responses`) or Anthropic Messages (`POST /v1/messages`) body becomes the chat request vLLM
 // builds from it, so the prompt goes through the same Prompter::chat as /v1/chat/completions
 // (same prefix caching, same KV events). The reply side (events, usage) is agent_reply.h; the
-// HTTP glue is server.cc.
+// HTTP glue is agent_serve.cc.
 //
 // Followed: vLLM commit 0001948bc76939369ca855c90b36d81256477e85 (vllm/entrypoints/anthropic/
 // serving.py `_convert_anthropic_to_openai_request`, vllm/entrypoints/openai/responses/serving.py
@@ -49,7 +49,7 @@ struct AgentRequest {
   std::optional<uint64_t> max_tokens{};
   std::string model{};
   std::string cache_salt{};
-  std::string previous_response_id{};  // Responses: the sim keeps no store (see server.cc)
+  std::string previous_response_id{};  // Responses: the sim keeps no store (agent_serve.cc)
   bool background = false;             // Responses: needs a store, refused
   // Non-empty: the sim answers with one call of this tool (tools declared, tool_choice not
   // "none", and the conversation ends with a user message).
@@ -58,11 +58,5 @@ struct AgentRequest {
 
 // Parses and converts one body. Errors are 400s with vLLM's messages where vLLM has one.
 Result<AgentRequest, AgentError> parse_agent_request(AgentApi api, std::string_view body);
-
-// Python's json.dumps(v) with its defaults: separators ", " and ": ", ensure_ascii=True (every
-// character outside printable ASCII as \uXXXX, surrogate pairs above the BMP), floats as repr().
-std::string python_json_dumps(const boost::json::value& v);
-// Python's str(v) of a parsed JSON value (repr of dicts/lists: {'k': 'v'}, True, None).
-std::string python_str(const boost::json::value& v);
 
 }  // namespace ramjet::sim

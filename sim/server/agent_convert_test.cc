@@ -1,6 +1,7 @@
 // sim/server/agent_convert: the conversions vLLM does, checked against values Python and vLLM
 // (commit 0001948b) give for the same input.
 #include "sim/server/agent_convert.h"
+#include "sim/server/python_json.h"
 
 #include <gtest/gtest.h>
 

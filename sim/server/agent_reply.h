@@ -3,7 +3,7 @@
 // lines, sequence numbers, response.completed last, no [DONE]) and the ResponsesResponse body.
 // Messages: AnthropicServingMessages.message_stream_converter over the chat stream (message_start
 // at the first engine output, no ping, message_delta with usage, message_stop last) and
-// messages_full_converter. The engine loop and the socket are server.cc's.
+// messages_full_converter. The engine loop and the socket are agent_serve.cc's.
 //
 // What the sim generates: filler text (sim/engine/tokenizer.h), or, when the request asks for it
 // (AgentRequest::tool_name), one tool call whose arguments are {"input": "<the generated text>"}
