@@ -400,7 +400,8 @@ Result<AgentRequest, AgentError> parse_messages(json::object o) {
         const std::string_view t = str_or(b, "type");
         if (t == "text" && !str_or(b, "text").empty()) {
           parts.push_back(json::object{{"type", "text"}, {"text", *find(b, "text")}});
-        } else if (t == "image" && find(b, "source") && find(b, "source")->is_object()) {
+        } else if (t == "image" && find(b, "source") && find(b, "source")->is_object() &&
+                   !find(b, "source")->as_object().empty()) {  // (an empty dict is falsy in Python)
           parts.push_back(json::object{{"type", "image_url"},
                                        {"image_url", json::object{{"url", image_url(find(b, "source")->as_object())}}}});
         } else if (t == "thinking" && find(b, "thinking")) {

@@ -92,6 +92,14 @@ def stats(sim) -> dict:
     return sim.admin("/sim/stats", {})
 
 
+def stop_clean(sims) -> None:
+    """Stops the engines; their output (ASan/UBSan builds) must hold no sanitizer report."""
+    for s in sims:
+        s.stop()
+    for s in sims:
+        assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error:", s.output()), s.output()[-3000:]
+
+
 def agent(tmp_path, kind: str, base: str, params: dict, *, stream: bool = False, abort_after=None) -> dict:
     """One SDK call through test/clients/agent_client.mjs; its JSON line."""
     f = tmp_path / f"params-{time.monotonic_ns()}.json"
@@ -138,7 +146,7 @@ class Journal:
 def sim():
     s = SimProc("--speed", "20", "--enable-prompt-tokens-details")
     yield s
-    s.stop()
+    stop_clean([s])
 
 
 def test_sim_responses_stream_is_vllms_event_sequence_with_usage_and_no_done(sim):
@@ -317,8 +325,7 @@ def slow_sims():
     made = [SimProc("--speed", "20", "--enable-prompt-tokens-details", "--fault-slow-ms", str(SLOW_MS))
             for _ in range(2)]
     yield made
-    for s in made:
-        s.stop()
+    stop_clean(made)
 
 
 @pytest.fixture
@@ -499,5 +506,4 @@ def test_prefix_routing_keeps_each_agent_conversation_on_its_engine(ramjet_facto
             assert cached[0] == 0 and cached[1] > 0 and cached[2] > cached[1], \
                 (f"conversation {conv}: cached tokens grow turn by turn", seen)
     finally:
-        for s in sims:
-            s.stop()
+        stop_clean(sims)
