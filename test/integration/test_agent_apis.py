@@ -373,6 +373,8 @@ def check_accounting(kind: str, endpoint: str, call: dict, rec: dict, before: di
     moved = {r: after[r] - before[r] for r in ("stop", "length", "tool_calls", "cancelled", "other")
              if after[r] != before[r]}
     assert moved == {bucket: 1}, ("finish bucket vs the SDK's", moved, bucket)
+    print(f"{endpoint}: SDK usage {call['data']['usage']} {bucket}; journal {got} ttft {fin['ttft_ms']} ms "
+          f"(SDK first delta {call['ttft_ms']} ms)")
     if stream:
         # A generated token's time: after the engine's first (>= SLOW_MS) step, before the client saw it.
         assert fin["ttft_ms"] is not None and SLOW_MS * 0.9 <= fin["ttft_ms"] <= call["ttft_ms"] + 5, \
