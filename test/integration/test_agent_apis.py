@@ -14,7 +14,8 @@ to ramjet-sim engines:
     SDK's status / stop_reason, and a TTFT that is a generated token's (the engines' steps are slowed to
     100 ms, so a first "token" before the first step is visible);
   * aborting an SDK stream cancels the engine request (sim /sim/stats) and ramjet counts a client disconnect;
-  * multi-turn conversations over four engines stay on their first turn's engine, their cached tokens growing.
+  * multi-turn conversations over four engines stay on their first turn's engine, their cached tokens growing
+    (Claude Code's per-request billing block in system[0] defeats this today: an xfail that says so).
 """
 
 from __future__ import annotations
@@ -470,8 +471,16 @@ def test_aborting_an_sdk_stream_cancels_the_engine_request(slow_sims, journaled,
 
 
 @needs_sdks
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", pytest.param("anthropic-billing", marks=pytest.mark.xfail(
+    strict=True, reason="measured: ramjet's approximate index fingerprints the raw /v1/messages body, so a "
+                        "per-request billing block in system[0] makes every turn a new prefix (the turns "
+                        "scatter, the engines' caches never hit); it passes once ramjet canonicalizes Messages "
+                        "bodies as vLLM renders them"))])
 def test_prefix_routing_keeps_each_agent_conversation_on_its_engine(ramjet_factory, tmp_path, kind):
+    """anthropic-billing: Claude Code's system[0] block `x-anthropic-billing-header: ...; cch=<per request>`,
+    which vLLM drops before rendering (the engines' caches hit) but which changes the body's first bytes."""
+    billing = kind == "anthropic-billing"
+    kind = "anthropic" if billing else kind
     sims = [SimProc("--speed", "50", "--enable-prompt-tokens-details") for _ in range(4)]
     try:
         rj = ramjet_factory([s.url for s in sims])
@@ -487,6 +496,10 @@ def test_prefix_routing_keeps_each_agent_conversation_on_its_engine(ramjet_facto
                     params = {"model": MODEL, "instructions": system, "max_output_tokens": 8, "input": history}
                 else:
                     params = {"model": MODEL, "max_tokens": 8, "system": system, "messages": history}
+                    if billing:
+                        params["system"] = [
+                            {"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.0; cch={conv}{turn}af3;"},
+                            {"type": "text", "text": system}]
                 engine_hits = [stats(s)["prefix_cache_hits"] for s in sims]
                 c = agent(tmp_path, kind, base, params)
                 up = int(c["upstream"])
