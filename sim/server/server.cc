@@ -29,7 +29,16 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace json = boost::json;
 using tcp = asio::ip::tcp;
-using namespace detail;  // server_io.h: the HTTP helpers shared with agent_serve.cc
+// server_io.h: the HTTP helpers shared by server.cc and agent_serve.cc.
+using detail::error_type;
+using detail::filler;
+using detail::find;
+using detail::saturating_sum;
+using detail::vllm_error;
+using detail::wall_now;
+using detail::watch_disconnect;
+using detail::write_response;
+using detail::write_sse_chunk;
 
 namespace {
 
