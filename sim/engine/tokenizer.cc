@@ -120,7 +120,8 @@ void append_content(std::string& out, const boost::json::value& content) {
     if (obj == nullptr) continue;
     const auto* type = obj->if_contains("type");
     const auto* type_s = type != nullptr ? type->if_string() : nullptr;
-    if (type_s == nullptr || *type_s == "text") {
+    // Text parts, as vLLM's chat_utils reads them (the Responses API's input_text too).
+    if (type_s == nullptr || *type_s == "text" || *type_s == "input_text") {
       const auto* text = obj->if_contains("text");
       if (text != nullptr && text->is_string()) {
         out.append(text->get_string().data(), text->get_string().size());

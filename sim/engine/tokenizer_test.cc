@@ -92,6 +92,13 @@ TEST(RenderChat, JoinsTextPartsAndMarksOtherPartsByType) {
             "<|im_start|>assistant\n<|im_end|>\n");
 }
 
+TEST(RenderChat, ReadsTheResponsesApiInputTextPartsAsText) {
+  const std::string json =
+      R"([{"type":"message","role":"user","content":[{"type":"input_text","text":"Hi "},)"
+      R"({"type":"input_text","text":"there"},{"type":"output_text","text":"!"}]}])";
+  EXPECT_EQ(render_chat(json, false), "<|im_start|>user\nHi there<|output_text|><|im_end|>\n");
+}
+
 TEST(RenderChat, InvalidJsonOrANonArrayRendersNothing) {
   EXPECT_EQ(render_chat("{", true), "");
   EXPECT_EQ(render_chat(R"({"role":"user"})", true), "");

@@ -267,8 +267,11 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
 }
 
 std::string usage_text() {
-  std::string s = "usage: ramjet-sim [options]\n  A vLLM-compatible engine simulator (OpenAI HTTP + SSE, prefix-cache block pool,\n"
-                  "  KV events over ZeroMQ, vLLM /metrics, faults). Presets: ";
+  std::string s = "usage: ramjet-sim [options]\n  A vLLM-compatible engine simulator (OpenAI chat, completions and Responses and\n"
+                  "  Anthropic Messages over HTTP + SSE, prefix-cache block pool, KV events over ZeroMQ,\n"
+                  "  vLLM /metrics, faults). A Responses or Messages request that declares tools and ends\n"
+                  "  with a user turn is answered with one call of its first (or named) tool, arguments\n"
+                  "  {\"input\": \"<generated text>\"}. Presets: ";
   for (const auto& n : preset_names()) s += n + " ";
   s += "\n\n";
   for (const auto& f : flags()) {

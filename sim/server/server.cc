@@ -13,12 +13,14 @@
 #include <boost/json.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <deque>
 
 #include "metrics/metrics.h"
 #include "sim/engine/tokenizer.h"  // filler_token
+#include "sim/server/server_io.h"
 
 namespace ramjet::sim {
 
@@ -27,28 +29,18 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace json = boost::json;
 using tcp = asio::ip::tcp;
+// server_io.h: the HTTP helpers shared by server.cc and agent_serve.cc.
+using detail::error_type;
+using detail::filler;
+using detail::find;
+using detail::saturating_sum;
+using detail::vllm_error;
+using detail::wall_now;
+using detail::watch_disconnect;
+using detail::write_response;
+using detail::write_sse_chunk;
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string vllm_error(std::string_view message, std::string_view type, unsigned code) {
-  json::object e{{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}};
-  return json::serialize(json::object{{"error", std::move(e)}});
-}
-
-std::string_view error_type(unsigned status) {
-  switch (status) {
-    case 400: return "BadRequestError";
-    case 404: return "NotFoundError";
-    case 429: return "TooManyRequestsError";
-    case 500: return "InternalServerError";
-    case 503: return "ServiceUnavailableError";
-    default: return "APIError";
-  }
-}
 
 std::string_view finish_label(FinishReason f) {
   switch (f) {
@@ -60,18 +52,6 @@ std::string_view finish_label(FinishReason f) {
   return "";
 }
 
-// Text of generated tokens [from, from + n).
-std::string filler(uint32_t from, uint32_t n) {
-  std::string s;
-  for (uint32_t i = 0; i < n; ++i) s += filler_token(from + i);
-  return s;
-}
-
-const json::value* find(const json::object& o, std::string_view k) {
-  auto it = o.find(k);
-  return it == o.end() || it->value().is_null() ? nullptr : &it->value();
-}
-
 std::optional<uint64_t> as_u64(const json::value* v) {
   if (!v) return std::nullopt;
   if (v->is_uint64()) return v->as_uint64();
@@ -80,16 +60,6 @@ std::optional<uint64_t> as_u64(const json::value* v) {
 }
 
 }  // namespace
-
-// One request in flight: the driver appends engine outputs, the HTTP coroutine consumes them.
-struct SimServer::Live {
-  explicit Live(asio::io_context& ctx) : wake(ctx) {}
-  uint64_t id = 0;
-  std::deque<RequestOutput> updates;
-  asio::steady_timer wake;
-  bool client_gone = false;
-  bool done = false;
-};
 
 SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter)
     : ctx_(ctx),
@@ -108,7 +78,10 @@ SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* pub
       drop_header_bytes_(opt_.faults.drop_header_bytes),
       stall_after_tokens_(opt_.faults.stall_after_tokens),
       garbage_(opt_.faults.garbage),
-      started_unix_(static_cast<int64_t>(wall_now())) {}
+      started_unix_(static_cast<int64_t>(wall_now())) {
+  std::random_device rd;
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
 
 SimServer::~SimServer() {
   if (frontend_) frontend_->join();
@@ -269,47 +242,6 @@ json::object usage_json(uint32_t prompt, uint32_t completion, uint32_t cached, b
   return u;
 }
 
-asio::awaitable<bool> write_response(tcp::socket& socket, unsigned version, bool keep_alive, unsigned status,
-                                     std::string body, std::string ctype) {
-  http::response<http::string_body> res{static_cast<http::status>(status), version};
-  res.set(http::field::server, "uvicorn");
-  if (!ctype.empty()) res.set(http::field::content_type, ctype);
-  res.keep_alive(keep_alive);
-  res.body() = std::move(body);
-  res.prepare_payload();
-  boost::system::error_code ec;
-  co_await http::async_write(socket, res, asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec && keep_alive;
-}
-
-asio::awaitable<void> write_sse_chunk(tcp::socket& socket, std::string s, bool& failed) {
-  if (failed) co_return;
-  boost::system::error_code ec;
-  co_await asio::async_write(socket, http::make_chunk(asio::buffer(s)), asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) failed = true;
-}
-
-asio::awaitable<void> watch_disconnect(tcp::socket& sock, std::shared_ptr<bool> done,
-                                       SimServer::Live* live, Engine* engine,
-                                       std::shared_ptr<asio::cancellation_signal> cancel) {
-  for (;;) {
-    boost::system::error_code ec;
-    co_await sock.async_wait(tcp::socket::wait_read,
-                             asio::bind_cancellation_slot(cancel->slot(), asio::redirect_error(asio::use_awaitable, ec)));
-    if (*done || ec == asio::error::operation_aborted) co_return;
-    if (!ec) {
-      char b;
-      ssize_t n = ::recv(sock.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) co_return;
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    }
-    live->client_gone = true;
-    engine->abort(live->id);
-    live->wake.cancel();
-    co_return;
-  }
-}
-
 }  // namespace
 
 asio::awaitable<void> SimServer::serve(tcp::socket socket) {
@@ -406,16 +338,28 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
                        {"token_strs", nullptr}};
         more = co_await reply(200, json::serialize(o), "application/json");
       }
+    } else if (post && path == "/sim/render") {
+      const size_t q = target.find("api=");
+      std::string api = q == std::string::npos ? std::string("chat") : target.substr(q + 4);
+      api = api.substr(0, api.find('&'));
+      unsigned status = 200;
+      std::string body = render_debug(api, req.body(), status);
+      more = co_await reply(status, std::move(body), "application/json");
     } else if (path.rfind("/sim/", 0) == 0) {
       unsigned status = 200;
       std::string body = handle_admin(path, req.body(), status);
       more = co_await reply(status, body, "application/json");
-    } else if (post && garbage_ && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+    } else if (post && garbage_ &&
+               (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses" ||
+                path == "/v1/messages")) {
       static constexpr std::string_view kGarbage = "SSH-2.0-not-http\r\n\x01\x02garbage\r\n\r\n";
       boost::system::error_code wec;
       co_await asio::async_write(socket, asio::buffer(kGarbage.data(), kGarbage.size()),
                                  asio::redirect_error(asio::use_awaitable, wec));
       break;
+    } else if (post && (path == "/v1/responses" || path == "/v1/messages")) {
+      const AgentApi api = path == "/v1/messages" ? AgentApi::kMessages : AgentApi::kResponses;
+      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api);
     } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
       const bool chat = path == "/v1/chat/completions";
       ParsedInference p;
@@ -444,9 +388,9 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       uint64_t max_tokens = p.max_tokens.value_or(
           std::min<uint64_t>(opt_.default_max_tokens,
                              opt_.engine.max_model_len > prompt_len ? opt_.engine.max_model_len - prompt_len : 1));
-      if (prompt_len + max_tokens > opt_.engine.max_model_len) {
+      if (prompt_len >= opt_.engine.max_model_len || max_tokens > opt_.engine.max_model_len - prompt_len) {
         std::string m = "This model's maximum context length is " + std::to_string(opt_.engine.max_model_len) +
-                        " tokens. However, you requested " + std::to_string(prompt_len + max_tokens) +
+                        " tokens. However, you requested " + std::to_string(saturating_sum(prompt_len, max_tokens)) +
                         " tokens (" + std::to_string(prompt_len) + " in the messages, " +
                         std::to_string(max_tokens) + " in the completion). Please reduce the length of the "
                         "messages or completion.";
@@ -536,6 +480,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       live_.erase(live.id);
       if (live.client_gone || write_failed) {
         engine_.abort(live.id);
+        ++cancelled_;
         break;
       }
       const std::string fin(finish_label(finish));
@@ -669,7 +614,10 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
         {"virtual_seconds", virtual_s_}, {"late_steps", late_steps_}, {"max_lag_seconds", max_lag_s_},
         {"generation_tokens", st.generation_tokens}, {"prompt_tokens", st.prompt_tokens},
         {"prefix_cache_hits", st.prefix_cache_hits}, {"prefix_cache_queries", st.prefix_cache_queries},
-        {"kv_next_sequence", publisher_ ? publisher_->next_sequence() : 0}});
+        {"kv_next_sequence", publisher_ ? publisher_->next_sequence() : 0},
+        {"requests_cancelled", cancelled_},
+        {"finished_stop", success_by_reason_[0]}, {"finished_length", success_by_reason_[1]},
+        {"finished_abort", success_by_reason_[2]}});
   }
   status = 404;
   return vllm_error("unknown admin path", "NotFoundError", 404);

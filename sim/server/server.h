@@ -1,5 +1,6 @@
 // sim/server: the simulator's HTTP face, as vLLM serves it (docs/sim.md): OpenAI chat and
-// completions (JSON and SSE), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
+// completions (JSON and SSE), OpenAI Responses and Anthropic Messages (agent_convert.h,
+// agent_reply.h), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
 // names, /reset_prefix_cache, /kv_event_sources, plus /sim/* admin (faults, resident-prefix
 // oracle, stats). Drives the engine model on virtual time; everything runs on one io thread.
 // Prompts are tokenized by sim/server/prompt.h (built-in or real tokenizer).
@@ -22,6 +23,7 @@
 #include "metrics/metrics.h"
 #include "sim/engine/engine.h"
 #include "sim/kv/publisher.h"
+#include "sim/server/agent_convert.h"
 #include "sim/server/options.h"
 #include "sim/server/prompt.h"
 
@@ -40,6 +42,13 @@ class SimServer {
 
  private:
   boost::asio::awaitable<void> drive();
+  // POST /v1/responses and /v1/messages: convert to chat, render with prompter_, run the engine,
+  // answer in the API's shape. Returns whether the connection stays open.
+  boost::asio::awaitable<bool> serve_agent(boost::asio::ip::tcp::socket& socket, unsigned version, bool keep_alive,
+                                           const std::string& body, AgentApi api);
+  // POST /sim/render?api=chat|responses|messages: the converted chat messages and prompt token
+  // ids of a body, without generating (a differential test compares them with ramjet's).
+  std::string render_debug(std::string_view api, const std::string& body, unsigned& status) const;
   std::string handle_admin(const std::string& path, const std::string& body, unsigned& status);
   // The namespace a request's blocks are cached in: its adapter (when `model` names one of
   // --lora-modules) and its cache_salt.
@@ -71,6 +80,8 @@ class SimServer {
   uint64_t late_steps_ = 0;
   uint64_t steps_ = 0;
   uint64_t success_by_reason_[3] = {0, 0, 0};  // stop, length, abort
+  uint64_t cancelled_ = 0;  // requests aborted because their client went away (/sim/stats)
+  uint64_t id_salt_ = 0;    // makes Responses/Messages ids differ between processes (vLLM: uuid4)
   bool hang_ = false;
   bool paused_ = false;  // /sim/fault {"pause":true}: the engine takes no step (requests queue)
   uint32_t slow_ms_ = 0;

@@ -11,8 +11,8 @@ request is asserted, behind ramjet; nginx as the engines' TLS front):
   * OpenAI SDK over plain HTTP with RJ_API_KEYS_FILE: the right key is served (JSON and SSE), a wrong one
     raises AuthenticationError (401) and reaches no engine;
   * Anthropic SDK on /v1/messages with its key in x-api-key: a wrong key is AuthenticationError (401); the
-    right one passes the key check (ramjet-sim does not serve /v1/messages, so its 404 comes back as the
-    SDK's NotFoundError from engine 0), and against a mock engine that speaks /v1/messages it is served;
+    right one is served by ramjet-sim's /v1/messages (engine 0), and by a mock engine that speaks
+    /v1/messages (the agent APIs themselves: test_agent_apis.py);
   * OpenAI SDK over HTTPS to ramjet (RJ_TLS_CERT_FILE/RJ_TLS_KEY_FILE, the test CA in NODE_EXTRA_CA_CERTS):
     served; without the CA the SDK fails with a connection error (certificate not trusted) and
     ramjet_tls_handshake_failures_total{listener="api"} rises;
@@ -182,15 +182,16 @@ def test_openai_sdk_over_http_with_api_keys(sim, ramjet_factory, key_file):
 
 
 def test_anthropic_sdk_on_v1_messages_with_x_api_key(sim, ramjet_factory, key_file):
-    """ramjet-sim serves no /v1/messages: the right key passes ramjet's check (the engine's 404 comes back
-    as NotFoundError, relayed from engine 0), a wrong one is the SDK's AuthenticationError."""
+    """The right key in x-api-key passes ramjet's check and ramjet-sim's /v1/messages answers (JSON and
+    SSE); a wrong one is the SDK's AuthenticationError."""
     rj = plain_ramjet(ramjet_factory, [sim.url], {"RJ_API_KEYS_FILE": key_file})
     base = f"http://127.0.0.1:{rj.api_port}"
     assert_auth_error(sdk("anthropic", base, WRONG), "a wrong key in x-api-key")
-    r = sdk("anthropic", base, KEY)
-    assert r["ok"] is False and r["status"] == 404 and r["error_type"] == "NotFoundError", r
-    assert r["upstream"] == "0", ("the 404 is the engine's, not ramjet's", r)
-    assert auth_counts(rj.metrics()) == {"accepted": 1, "missing": 0, "invalid": 1}
+    assert_served(sdk("anthropic", base, KEY), "anthropic, the right key")
+    r = sdk("anthropic", base, KEY, stream=True)
+    assert_served(r, "anthropic, the right key, streaming")
+    assert r["chunks"] >= 4, r
+    assert auth_counts(rj.metrics()) == {"accepted": 2, "missing": 0, "invalid": 1}
     assert_no_key_leaked(rj)
 
 

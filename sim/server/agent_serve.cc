@@ -1,0 +1,236 @@
+// sim/server/agent_serve: POST /v1/responses, POST /v1/messages and POST /sim/render of
+// SimServer — the agent APIs (agent_convert.h, agent_reply.h) on the chat path's engine
+// machinery: the same Prompter::chat rendering, engine request, disconnect watch and cancel.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "sim/server/agent_reply.h"
+#include "sim/server/server.h"
+#include "sim/server/server_io.h"
+
+namespace ramjet::sim {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+// server_io.h: the HTTP helpers shared by server.cc and agent_serve.cc.
+using detail::error_type;
+using detail::filler;
+using detail::find;
+using detail::saturating_sum;
+using detail::vllm_error;
+using detail::wall_now;
+using detail::watch_disconnect;
+using detail::write_response;
+using detail::write_sse_chunk;
+
+asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned version, bool keep_alive,
+                                             const std::string& body, AgentApi api) {
+  auto reply = [&](unsigned status, std::string b) {
+    return write_response(socket, version, keep_alive, status, std::move(b), std::string("application/json"));
+  };
+  auto fail = [&](const AgentError& e) { return reply(e.status, agent_error_body(api, e)); };
+
+  auto parsed = parse_agent_request(api, body);
+  if (!parsed) {
+    const AgentError e = parsed.error();
+    co_return co_await fail(e);
+  }
+  const AgentRequest& a = parsed.value();
+  const CacheNamespace ns = namespace_of(a.model, a.cache_salt);
+  const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name;
+  if (!a.model.empty() && a.model != opt_.served_model_name && !ns.lora()) {
+    const AgentError e{404, "NotFoundError", "The model `" + a.model + "` does not exist.", "model"};
+    co_return co_await fail(e);
+  }
+  if (api == AgentApi::kResponses && a.background) {
+    // vLLM without VLLM_ENABLE_RESPONSES_API_STORE (its default, and the sim's only mode).
+    const AgentError e{400, "invalid_request_error",
+                       "This vLLM engine does not support `store=True` and therefore does not support the background "
+                       "mode. To enable these features, set the environment variable "
+                       "`VLLM_ENABLE_RESPONSES_API_STORE=1` when launching the vLLM server.",
+                       "background"};
+    co_return co_await fail(e);
+  }
+  if (api == AgentApi::kResponses && !a.previous_response_id.empty()) {
+    // The sim stores no responses (vLLM's default: store=true is silently dropped), so every
+    // previous_response_id is unknown, as it is to a default vLLM.
+    const AgentError e{404, "invalid_request_error", "Response with id '" + a.previous_response_id + "' not found.",
+                       "response_id"};
+    co_return co_await fail(e);
+  }
+  auto ids = prompter_.chat(a.chat);
+  if (!ids || ids->empty()) {
+    const AgentError e{400, "BadRequestError", ids ? std::string("prompt is empty") : ids.error().message, {}};
+    co_return co_await fail(e);
+  }
+  if (error_rate_ > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < error_rate_) {
+    const AgentError e{error_status_, std::string(error_type(error_status_)), "injected fault", {}};
+    co_return co_await fail(e);
+  }
+  const uint32_t prompt_len = static_cast<uint32_t>(ids->size());
+  const uint64_t model_len = opt_.engine.max_model_len;
+  uint64_t max_tokens = 0;
+  if (api == AgentApi::kResponses) {
+    if (prompt_len >= model_len) {
+      const AgentError e{400, "invalid_request_error",
+                         "The engine prompt length " + std::to_string(prompt_len) + " exceeds the max_model_len " +
+                             std::to_string(model_len) + ". Please reduce prompt.",
+                         "input"};
+      co_return co_await fail(e);
+    }
+    max_tokens = std::min<uint64_t>(a.max_tokens.value_or(opt_.default_max_tokens), model_len - prompt_len);
+  } else {
+    max_tokens = a.max_tokens.value_or(1);
+    if (prompt_len >= model_len || max_tokens > model_len - prompt_len) {  // (no overflow for huge values)
+      const AgentError e{400, "BadRequestError",
+                         "This model's maximum context length is " + std::to_string(model_len) +
+                             " tokens. However, you requested " + std::to_string(saturating_sum(prompt_len, max_tokens)) +
+                             " tokens (" + std::to_string(prompt_len) + " in the messages, " +
+                             std::to_string(max_tokens) +
+                             " in the completion). Please reduce the length of the messages or completion.",
+                         {}};
+      co_return co_await fail(e);
+    }
+  }
+
+  Live live(ctx_);
+  live.id = next_id_++;
+  if (!engine_.add_request(live.id, std::move(ids.value()), static_cast<uint32_t>(max_tokens), ns)) {
+    const AgentError e{400, "BadRequestError", "request rejected by the engine", {}};
+    co_return co_await fail(e);
+  }
+  live_[live.id] = &live;
+  wake_driver();
+  auto done = std::make_shared<bool>(false);
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
+
+  AgentReply out(a, id_salt_ + live.id, response_model, static_cast<int64_t>(wall_now()), max_tokens);
+  bool write_failed = false;
+  auto write = [&](std::string s) { return write_sse_chunk(socket, std::move(s), write_failed); };
+  if (a.stream) {
+    http::response<http::empty_body> res{http::status::ok, version};
+    res.set(http::field::server, "uvicorn");
+    res.set(http::field::content_type, "text/event-stream; charset=utf-8");
+    res.chunked(true);
+    res.keep_alive(keep_alive);
+    http::response_serializer<http::empty_body> sr{res};
+    boost::system::error_code wec;
+    co_await http::async_write_header(socket, sr, asio::redirect_error(asio::use_awaitable, wec));
+    if (wec) write_failed = true;
+    std::string head = out.head();
+    if (!head.empty()) co_await write(std::move(head));
+  }
+  uint32_t generated = 0, cached = 0;
+  FinishReason finish = FinishReason::kNone;
+  bool started = false;
+  bool stalled = false;  // fault: nothing more is written, and the connection is held open
+  std::string text;      // non-streaming: the whole generation
+  while (!live.client_gone && !write_failed && (finish == FinishReason::kNone || stalled)) {
+    if (live.updates.empty()) {
+      live.wake.expires_at(std::chrono::steady_clock::time_point::max());
+      boost::system::error_code wec;
+      co_await live.wake.async_wait(asio::redirect_error(asio::use_awaitable, wec));
+      continue;
+    }
+    RequestOutput o = live.updates.front();
+    live.updates.pop_front();
+    if (o.prefill_done || o.new_tokens) cached = std::max(cached, o.cached_tokens);
+    if (a.stream && !started && (o.prefill_done || o.new_tokens)) {
+      started = true;
+      std::string first = out.first_output(prompt_len);
+      if (!first.empty()) co_await write(std::move(first));
+    }
+    if (o.new_tokens && !stalled) {
+      std::string piece = filler(generated, o.new_tokens);
+      if (a.stream) {
+        std::string events = out.text(piece);
+        co_await write(std::move(events));
+      } else {
+        text += piece;
+      }
+    }
+    generated += o.new_tokens;
+    if (stall_after_tokens_ && generated >= stall_after_tokens_) stalled = true;
+    finish = o.finish;
+  }
+  *done = true;
+  cancel->emit(asio::cancellation_type::terminal);
+  live_.erase(live.id);
+  if (live.client_gone || write_failed) {
+    engine_.abort(live.id);
+    ++cancelled_;
+    co_return false;
+  }
+  const AgentUsage usage{prompt_len, generated, cached};
+  const bool length = finish == FinishReason::kLength;
+  if (!a.stream) {
+    std::string b = out.full(usage, length, text);
+    co_return co_await reply(200, std::move(b));
+  }
+  std::string tail = out.close(usage, length);
+  co_await write(std::move(tail));
+  if (!write_failed) {
+    boost::system::error_code wec;
+    co_await asio::async_write(socket, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
+    if (wec) write_failed = true;
+  }
+  co_return !write_failed && keep_alive;
+}
+
+std::string SimServer::render_debug(std::string_view api, const std::string& body, unsigned& status) const {
+  json::object chat;
+  std::optional<AgentApi> agent;
+  std::string tool_name;
+  if (api == "responses" || api == "messages") {
+    agent = api == "messages" ? AgentApi::kMessages : AgentApi::kResponses;
+    auto parsed = parse_agent_request(*agent, body);
+    if (!parsed) {
+      status = parsed.error().status;
+      return agent_error_body(*agent, parsed.error());
+    }
+    chat = std::move(parsed->chat);
+    tool_name = parsed->tool_name;
+  } else if (api == "chat") {
+    boost::system::error_code ec;
+    json::value v = json::parse(body, ec);
+    const json::value* m = !ec && v.is_object() ? find(v.as_object(), "messages") : nullptr;
+    if (!m || !m->is_array()) {
+      status = 400;
+      return vllm_error("request body must be a JSON object with a messages array", "BadRequestError", 400);
+    }
+    chat = std::move(v.as_object());
+  } else {
+    status = 400;
+    return vllm_error("api must be chat, responses or messages", "BadRequestError", 400);
+  }
+  auto ids = prompter_.chat(chat);
+  if (!ids) {
+    status = 400;
+    const AgentError e{400, "BadRequestError", ids.error().message, {}};
+    return agent ? agent_error_body(*agent, e) : vllm_error(e.message, "BadRequestError", 400);
+  }
+  json::array tokens;
+  for (auto t : ids.value()) tokens.push_back(t);
+  json::object r{{"prompt_token_ids", std::move(tokens)}, {"messages", chat["messages"]}};
+  for (std::string_view k : {"tools", "tool_choice", "chat_template_kwargs", "add_generation_prompt",
+                             "continue_final_message"}) {
+    if (auto it = chat.find(k); it != chat.end()) r[k] = it->value();
+  }
+  if (agent) r["sim_tool_call"] = tool_name.empty() ? json::value(nullptr) : json::value(tool_name);
+  return json::serialize(r);
+}
+
+}  // namespace ramjet::sim
