@@ -4,6 +4,8 @@
 #include <boost/json.hpp>
 
 #include <ctime>
+#include <initializer_list>
+#include <string_view>
 
 #include "sim/server/python_json.h"
 
@@ -104,8 +106,13 @@ std::optional<AgentError> responses_items(const json::array& items, json::array&
       const json::value* args = find(*item, "arguments");
       if (!call_id || !call_id->is_string() || !name || !name->is_string() || !args || !args->is_string())
         return bad("a function_call input item needs string call_id, name and arguments", "input");
+      // vLLM parses the item into openai's ResponseFunctionToolCall; a namespaced call's name is
+      // flat_namespace_tool_name(namespace, name) = "<namespace>__<name>".
+      json::value full = *name;
+      if (const json::value* ns = find(*item, "namespace"); ns && ns->is_string() && !ns->as_string().empty())
+        full = json::string(std::string(ns->as_string()) + "__" + std::string(name->as_string()));
       json::object call{{"id", *call_id},
-                        {"function", json::object{{"name", *name}, {"arguments", *args}}},
+                        {"function", json::object{{"name", std::move(full)}, {"arguments", *args}}},
                         {"type", "function"}};
       if (prev) {
         const json::value* calls = find(*prev, "tool_calls");
@@ -207,27 +214,58 @@ Result<AgentRequest, AgentError> parse_responses(json::object o) {
   if (messages.empty()) return bad("input must not be empty", "input");
   const bool cont = continue_final(*input);
 
-  // construct_tool_dicts: the function tools as chat tools (FunctionDefinition keeps extra keys).
+  // construct_tool_dicts: iter_response_function_tool_dicts dumps each openai FunctionTool (and
+  // each function of a NamespaceTool, renamed "<namespace>__<name>") with model_dump(): every
+  // declared field, null when unset; minus "type" that becomes a FunctionDefinition, whose dump
+  // is its own fields (name, description, parameters) then the extras in their order — the
+  // FunctionTool's strict and defer_loading (a namespace function's defer_loading and strict),
+  // then any unknown field of the request's tool (openai's models keep extras too).
   json::array tools;
   std::string forced;
+  auto function_of = [](const json::object& tool, json::value name, std::initializer_list<std::string_view> declared) {
+    json::object fn{{"name", std::move(name)}};
+    auto d = tool.find("description");
+    fn["description"] = d == tool.end() ? json::value(nullptr) : d->value();
+    auto p = tool.find("parameters");
+    fn["parameters"] = p == tool.end() ? json::value(nullptr) : p->value();
+    for (std::string_view k : declared) {
+      auto v = tool.find(k);
+      fn[k] = v == tool.end() ? json::value(nullptr) : v->value();
+    }
+    for (const auto& kv : tool) {
+      const std::string_view k = kv.key();
+      if (k == "type" || k == "name" || k == "description" || k == "parameters" || fn.contains(k)) continue;
+      fn[k] = kv.value();
+    }
+    return json::object{{"type", "function"}, {"function", std::move(fn)}};
+  };
   if (const json::value* t = find(o, "tools")) {
     if (!t->is_array()) return bad("tools must be an array", "tools");
     for (const auto& tv : t->as_array()) {
       const json::object* tool = tv.if_object();
       if (!tool) return bad("tools must be objects", "tools");
-      if (str_or(*tool, "type") != "function") continue;
+      const std::string_view type = str_or(*tool, "type");
+      if (type == "namespace") {
+        const json::value* ns = find(*tool, "name");
+        const json::value* members = find(*tool, "tools");
+        if (!ns || !ns->is_string() || !members || !members->is_array())
+          return bad("a namespace tool needs a name and tools", "tools");
+        for (const auto& mv : members->as_array()) {
+          const json::object* member = mv.if_object();
+          if (!member) return bad("namespace tools must be objects", "tools");
+          if (str_or(*member, "type") != "function") continue;
+          const json::value* name = find(*member, "name");
+          if (!name || !name->is_string()) return bad("a function tool needs a name", "tools");
+          tools.push_back(function_of(
+              *member, json::string(std::string(ns->as_string()) + "__" + std::string(name->as_string())),
+              {"defer_loading", "strict"}));
+        }
+        continue;
+      }
+      if (type != "function") continue;
       const json::value* name = find(*tool, "name");
       if (!name || !name->is_string()) return bad("a function tool needs a name", "tools");
-      json::object fn{{"name", *name}};
-      auto d = tool->find("description");
-      fn["description"] = d == tool->end() ? json::value(nullptr) : d->value();
-      auto p = tool->find("parameters");
-      fn["parameters"] = p == tool->end() ? json::value(nullptr) : p->value();
-      for (const auto& kv : *tool) {
-        if (kv.key() != "type" && kv.key() != "name" && kv.key() != "description" && kv.key() != "parameters")
-          fn[kv.key()] = kv.value();
-      }
-      tools.push_back(json::object{{"type", "function"}, {"function", std::move(fn)}});
+      tools.push_back(function_of(*tool, *name, {"strict", "defer_loading"}));
     }
   }
   json::value tool_choice = "auto";
@@ -469,7 +507,10 @@ Result<AgentRequest, AgentError> parse_messages(json::object o) {
       json::object fn{{"name", *name},
                       {"description", d == tool->end() ? json::value(nullptr) : d->value()},
                       {"parameters", std::move(params)}};
-      if (const json::value* dl = find(*tool, "defer_loading")) fn["defer_loading"] = *dl;
+      // vLLM passes "defer_loading": tool.defer_loading (None when unset) into FunctionDefinition,
+      // which keeps it as an extra field: the dump always carries it.
+      const json::value* dl = find(*tool, "defer_loading");
+      fn["defer_loading"] = dl ? *dl : json::value(nullptr);
       tools.push_back(json::object{{"type", "function"}, {"function", std::move(fn)}});
     }
     if (tool_choice.is_null()) tool_choice = "auto";

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "render/api_conversion.h"
 #include "render/prompt.h"
 #include "render/tokenizer.h"
 
@@ -27,15 +28,18 @@ namespace {
 constexpr std::string_view kUsage = R"(usage:
   ramjet render --tokenizer tokenizer.json [--added-tokens override.json]
                 (--template chat_template.jinja [--tokenizer-config tokenizer_config.json]
-                 | --formatter deepseek-v32) [--no-tokenize] [--jsonl]
+                 | --formatter deepseek-v32) [--api chat|responses|messages] [--no-tokenize] [--jsonl]
   ramjet render --text --tokenizer tokenizer.json [--added-tokens override.json] [--jsonl]
 
-Reads one chat-completions request body (JSON) on stdin and prints
+Reads one chat-completions request body (JSON) on stdin (with --api responses or messages: an
+OpenAI Responses or Anthropic Messages body, turned into the chat request vLLM renders) and prints
 {"rendered": "...", "token_ids": [...]} (no token_ids with --no-tokenize; --tokenizer is then
 optional). With --text, reads raw text and prints {"token_ids": [...]}.
   --tokenizer-config  bos_token, eos_token, ... for the template; default: the
                       tokenizer_config.json beside tokenizer.json, if any
   --formatter         a native formatter instead of a template: deepseek-v32
+  --api               the request's API (default chat); a request vLLM's conversion refuses is
+                      an input error (code convert_bad_request or convert_unsupported)
   --jsonl             one input per stdin line (with --text: a JSON string), one output
                       line each; a failed line prints {"error": {kind, code, message}}
 Exit status: 0 ok, 2 bad arguments or unusable files, 1 render/tokenize failure.
@@ -43,7 +47,7 @@ Exit status: 0 ok, 2 bad arguments or unusable files, 1 render/tokenize failure.
 
 
 struct Args {
-  std::string tokenizer, added_tokens, templ, tokenizer_config, formatter;
+  std::string tokenizer, added_tokens, templ, tokenizer_config, formatter, api;  // api: "" = chat
   bool no_tokenize = false, text = false, jsonl = false, help = false;
 };
 
@@ -68,7 +72,7 @@ std::optional<Failure> parse_args(int argc, char** argv, Args& a) {
   static constexpr ValueOpt kValueOpts[] = {
       {"--tokenizer", &Args::tokenizer}, {"--added-tokens", &Args::added_tokens},
       {"--template", &Args::templ},      {"--tokenizer-config", &Args::tokenizer_config},
-      {"--formatter", &Args::formatter},
+      {"--formatter", &Args::formatter}, {"--api", &Args::api},
   };
   struct FlagOpt {
     std::string_view name;
@@ -117,7 +121,8 @@ std::optional<Failure> parse_args(int argc, char** argv, Args& a) {
     return bad("--added-tokens needs --tokenizer");
   if (a.text) {
     if (a.tokenizer.empty()) return bad("--text needs --tokenizer");
-    if (!a.templ.empty() || !a.formatter.empty() || !a.tokenizer_config.empty() || a.no_tokenize) {
+    if (!a.templ.empty() || !a.formatter.empty() || !a.tokenizer_config.empty() || a.no_tokenize ||
+        !a.api.empty()) {
       return bad("--text takes only --tokenizer, --added-tokens and --jsonl");
     }
     return std::nullopt;
@@ -133,6 +138,9 @@ std::optional<Failure> parse_args(int argc, char** argv, Args& a) {
   }
   if (!a.no_tokenize && a.tokenizer.empty())
     return bad("--tokenizer is required (or --no-tokenize)");
+  if (a.api.empty()) a.api = "chat";
+  if (a.api != "chat" && a.api != "responses" && a.api != "messages")
+    return bad("--api takes chat, responses or messages");
   return std::nullopt;
 }
 
@@ -247,7 +255,19 @@ int run(int argc, char** argv, std::istream& in, std::ostream& out, std::ostream
     return 2;
   }
   auto process = [&](std::string_view input, std::string& result) -> std::optional<Failure> {
-    return args.text ? renderer.text(input, result) : renderer.chat(input, result);
+    if (args.text) return renderer.text(input, result);
+    if (args.api == "chat") return renderer.chat(input, result);
+    boost::system::error_code ec;
+    boost::json::value body = boost::json::parse(input, ec);
+    if (ec || !body.is_object()) return Failure{"input", "bad_json", "the request is not a JSON object"};
+    auto chat = to_chat_request(args.api == "responses" ? PromptApi::kResponses : PromptApi::kMessages,
+                                std::move(body.as_object()));
+    if (!chat.ok()) {
+      return Failure{"input",
+                     chat.error().kind == ConversionError::kBadRequest ? "convert_bad_request" : "convert_unsupported",
+                     chat.error().message};
+    }
+    return renderer.chat(boost::json::serialize(chat.value()), result);
   };
 
   if (!args.jsonl) {

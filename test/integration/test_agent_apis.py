@@ -15,7 +15,7 @@ to ramjet-sim engines:
     100 ms, so a first "token" before the first step is visible);
   * aborting an SDK stream cancels the engine request (sim /sim/stats) and ramjet counts a client disconnect;
   * multi-turn conversations over four engines stay on their first turn's engine, their cached tokens growing
-    (Claude Code's per-request billing block in system[0] defeats this today: an xfail that says so).
+    (also with Claude Code's per-request billing block in system[0]).
 """
 
 from __future__ import annotations
@@ -471,14 +471,11 @@ def test_aborting_an_sdk_stream_cancels_the_engine_request(slow_sims, journaled,
 
 
 @needs_sdks
-@pytest.mark.parametrize("kind", ["openai", "anthropic", pytest.param("anthropic-billing", marks=pytest.mark.xfail(
-    strict=True, reason="measured: ramjet's approximate index fingerprints the raw /v1/messages body, so a "
-                        "per-request billing block in system[0] makes every turn a new prefix (the turns "
-                        "scatter, the engines' caches never hit); it passes once ramjet canonicalizes Messages "
-                        "bodies as vLLM renders them"))])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "anthropic-billing"])
 def test_prefix_routing_keeps_each_agent_conversation_on_its_engine(ramjet_factory, tmp_path, kind):
     """anthropic-billing: Claude Code's system[0] block `x-anthropic-billing-header: ...; cch=<per request>`,
-    which vLLM drops before rendering (the engines' caches hit) but which changes the body's first bytes."""
+    which vLLM drops before rendering (the engines' caches hit) and ramjet's fingerprints leave out too
+    (before they did, every turn of such a conversation was a new prefix and the turns scattered)."""
     billing = kind == "anthropic-billing"
     kind = "anthropic" if billing else kind
     sims = [SimProc("--speed", "50", "--enable-prompt-tokens-details") for _ in range(4)]

@@ -206,6 +206,23 @@ TEST(CanonicalPrompt, AnthropicSystemComesFirstEvenBeforeSystemMessages) {
       "message\0role\0\"system\"\0content\0\"m\"\0"s);
 }
 
+// Claude Code's first system block carries a per-request hash; vLLM drops the block before it
+// renders, so the engines cache across turns, and the fingerprints must match across turns too.
+TEST(CanonicalPrompt, ClaudeCodesBillingHeaderBlockIsLeftOutOfTheSystemBlocks) {
+  const std::string want = "message\0role\0\"system\"\0content\0[{\"text\":\"You are Claude Code.\",\"type\":\"text\"}]\0"
+                           "message\0role\0\"user\"\0content\0\"hi\"\0"s;
+  for (const char* cch : {"5e1f", "0a9b"}) {
+    const std::string body = std::string(R"({"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.3; cch=)") +
+                             cch + R"(;"},{"type":"text","text":"You are Claude Code."}],"messages":[{"role":"user","content":"hi"}]})";
+    EXPECT_EQ(canonical_of(body), want) << cch;
+  }
+  // Only a text block that starts with the header, and only in the top-level system.
+  EXPECT_EQ(canonical_of(R"({"system":[{"type":"text","text":" x-anthropic-billing-header"}],"messages":[]})"),
+            "message\0role\0\"system\"\0content\0[{\"text\":\" x-anthropic-billing-header\",\"type\":\"text\"}]\0"s);
+  EXPECT_EQ(canonical_of(R"({"system":"x-anthropic-billing-header: a","messages":[]})"),
+            "message\0role\0\"system\"\0content\0\"x-anthropic-billing-header: a\"\0"s);
+}
+
 TEST(CanonicalPrompt, SystemWithNullOrMissingMessagesIsStillAPrompt) {
   bool raw = true;
   EXPECT_EQ(canonical_of(R"({"system":"s","messages":null,"tools":[2]})", {}, &raw),

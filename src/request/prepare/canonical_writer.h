@@ -236,7 +236,8 @@ class Writer {
     if (system) {
       static constexpr char kSynthetic[] = "message\0role\0\"system\"\0content\0";
       sink_.put(kSynthetic, sizeof kSynthetic - 1);
-      if (WriteResult r = value(*system, 0); r != WriteResult::kCanonical) return r;
+      const WriteResult r = system->is(JsonKind::kArray) ? system_blocks(*system) : value(*system, 0);
+      if (r != WriteResult::kCanonical) return r;
       sink_.put('\0');
     }
     if (!messages) return top_level(obj);
@@ -346,6 +347,30 @@ class Writer {
     sink_.put('"');
     sink_.put_escaped(s.data(), s.size());
     sink_.put('"');
+  }
+
+  // Anthropic system blocks less Claude Code's per-request billing header (a text block starting
+  // "x-anthropic-billing-header", different in every request), which vLLM drops before rendering:
+  // kept, it would make each turn of a conversation a new prefix. (Added after 0.4.0.)
+  WriteResult system_blocks(const V& a) {
+    if (1 > max_depth_) return WriteResult::kRaw;
+    sink_.put('[');
+    bool first = true;
+    for (const V e : a.elements()) {
+      if (sink_.full()) return WriteResult::kCanonical;
+      if (e.is(JsonKind::kObject)) {
+        const std::optional<V> type = e.find("type");
+        const std::optional<V> text = e.find("text");
+        if (type && type->is(JsonKind::kString) && type->as_string() == "text" && text &&
+            text->is(JsonKind::kString) && text->as_string().starts_with("x-anthropic-billing-header"))
+          continue;
+      }
+      if (!first) sink_.put(',');
+      first = false;
+      if (WriteResult r = value(e, 1); r != WriteResult::kCanonical) return r;
+    }
+    sink_.put(']');
+    return WriteResult::kCanonical;
   }
 
   WriteResult array(const V& a, uint32_t depth) {

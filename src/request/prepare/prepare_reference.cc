@@ -276,7 +276,7 @@ class Writer {
     if (system != nullptr) {
       static constexpr char kSynthetic[] = "message\0role\0\"system\"\0content\0";
       sink_.put(kSynthetic, sizeof kSynthetic - 1);
-      if (!value(*system, 0)) return false;
+      if (!(system->is_array() ? system_blocks(system->get_array()) : value(*system, 0))) return false;
       sink_.put('\0');
     }
     size_t i = 0;
@@ -374,6 +374,28 @@ class Writer {
     sink_.put('"');
     sink_.put_escaped(s.data(), s.size());
     sink_.put('"');
+  }
+
+  // Added after 0.4.0: Anthropic system blocks less Claude Code's per-request billing header
+  // (a text block starting "x-anthropic-billing-header"), which vLLM drops before rendering.
+  bool system_blocks(const json::array& a) {
+    if (1 > max_depth_) return false;
+    sink_.put('[');
+    bool first = true;
+    for (const json::value& e : a) {
+      if (sink_.full()) return true;
+      const json::object* o = e.if_object();
+      const json::value* type = o ? o->if_contains("type") : nullptr;
+      const json::value* text = o ? o->if_contains("text") : nullptr;
+      if (type && type->is_string() && type->get_string() == "text" && text && text->is_string() &&
+          std::string_view(text->get_string()).starts_with("x-anthropic-billing-header"))
+        continue;
+      if (!first) sink_.put(',');
+      first = false;
+      if (!value(e, 1)) return false;
+    }
+    sink_.put(']');
+    return true;
   }
 
   bool array(const json::array& a, uint32_t depth) {

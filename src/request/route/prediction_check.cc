@@ -45,13 +45,13 @@ bool PredictionCheck::withdrawn(size_t engine) const {
 }
 
 PredictionResult PredictionCheck::record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached,
-                                         uint32_t block_size, uint64_t regret_tokens) {
+                                         uint32_t block_size, uint64_t regret_tokens, bool api_reports_cached) {
   if (engine >= engines_.size()) return PredictionResult::kUnreported;
   Engine& e = *engines_[engine];
   regret_tokens_.fetch_add(regret_tokens, std::memory_order_relaxed);
   // vLLM leaves cached_tokens out when it is 0: absent means 0 once the engine has shown it reports.
   if (cached) e.reports_cached.store(true, std::memory_order_relaxed);
-  else if (e.reports_cached.load(std::memory_order_relaxed)) cached = 0;
+  else if (api_reports_cached && e.reports_cached.load(std::memory_order_relaxed)) cached = 0;
   PredictionResult r = PredictionResult::kUnreported;
   if (cached) {
     const uint64_t err = predicted > *cached ? predicted - *cached : *cached - predicted;

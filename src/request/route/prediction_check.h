@@ -37,9 +37,11 @@ class PredictionCheck {
 
   // A completed exchange placed on exact overlaps on `engine`: the predicted resident prompt
   // tokens, the engine's cached_tokens (nullopt when its usage had none), the block size the
-  // prediction was made in, and the regret of the choice.
+  // prediction was made in, and the regret of the choice. `api_reports_cached`: the response's
+  // API carries a cached count at all (vLLM's Anthropic Messages usage never does: there an
+  // absent count is unreported, not 0).
   PredictionResult record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached, uint32_t block_size,
-                          uint64_t regret_tokens);
+                          uint64_t regret_tokens, bool api_reports_cached = true);
   bool withdrawn(size_t engine) const;
   // A different engine took the slot: its record starts clean (counters stay: they are the slot's).
   void reset(size_t engine) {

@@ -23,6 +23,11 @@ TEST(PredictionCheck, AnEngineThatNeverReportsIsUncheckedAndOneThatDidReportsZer
   // vLLM leaves cached_tokens out when it is 0.
   EXPECT_EQ(c.record(1, 4096, std::nullopt, 16, 0), PredictionResult::kMiss);
   EXPECT_EQ(c.record(1, 16, std::nullopt, 16, 0), PredictionResult::kAgree);
+  // An API whose usage never carries the count (vLLM's Anthropic Messages): unreported, however
+  // often, and the engine is never withdrawn for it.
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(c.record(1, 4096, std::nullopt, 16, 0, /*api_reports_cached=*/false), PredictionResult::kUnreported);
+  EXPECT_FALSE(c.withdrawn(1));
 }
 
 TEST(PredictionCheck, MissesInARowWithdrawTheEngineForTheCooldownThenItIsOnProbation) {

@@ -64,7 +64,9 @@ class ExactPredictions final : public ExchangeObserver {
     for (const route::CandidateTerms& c : r->decision.ranked) {
       if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
     }
-    check_.record(engine, predicted, u.cached_tokens, r->exact_block_size, best - predicted);
+    // vLLM's Messages usage has no cached count: its absence says nothing there.
+    check_.record(engine, predicted, u.cached_tokens, r->exact_block_size, best - predicted,
+                  x.endpoint != Endpoint::kMessages);
   }
 
  private:
