@@ -304,6 +304,38 @@ TEST(Qwen3Native, ReasoningBeforeANewQueryIsNotReusedFromTheTurnThatShowedIt) {
   EXPECT_EQ(qwen3::format(req, &prefixes)->text.find("R1"), std::string::npos);
 }
 
+// A tool-loop prefix ending with a tool message is reused only when the message after it is
+// again (or again not) a tool message: a tool message's <|im_end|> depends on its successor.
+TEST(Qwen3Native, ToolLoopPrefixIsReusedOnlyWithTheSameKindOfSuccessor) {
+  auto plain = renderer("qwen3", false, false);
+  ASSERT_TRUE(plain);
+  RenderPrefixCache prefixes;
+  auto call = [](const char* name) {
+    return json::array{json::object{{"function", json::object{{"name", name}, {"arguments", "{}"}}}}};
+  };
+  const json::array base{json::object{{"role", "user"}, {"content", "q"}},
+                         json::object{{"role", "assistant"}, {"content", ""}, {"tool_calls", call("f")}},
+                         json::object{{"role", "tool"}, {"content", "t1"}}};
+  auto check = [&](json::array m, size_t want_reused) {
+    const json::value req = json::object{{"messages", std::move(m)}};
+    auto f = qwen3::format(req, &prefixes);
+    auto j = plain->chat_parsed(req);
+    ASSERT_TRUE(f && j);
+    EXPECT_EQ(f->text, j->text);
+    EXPECT_EQ(f->reused_messages, want_reused);
+  };
+  json::array a = base;
+  a.push_back(json::object{{"role", "tool"}, {"content", "t2"}});
+  check(a, 0);  // stores a conditional prefix [q, call, t1] followed by a tool message
+  json::array b = base;
+  b.push_back(json::object{{"role", "assistant"}, {"content", "done"}});
+  check(b, 1);  // t1 is now followed by an assistant: only the final prefix [q] is reusable
+  json::array c = a;
+  c.push_back(json::object{{"role", "assistant"}, {"content", ""}, {"tool_calls", call("g")}});
+  c.push_back(json::object{{"role", "tool"}, {"content", "t3"}});
+  check(c, 3);  // the tool loop went on: [q, call, t1] reused
+}
+
 TEST(Qwen3Native, PrefixCacheStaysWithinItsLimits) {
   RenderPrefixCache cache(RenderPrefixLimits{.max_entries = 2, .max_bytes = 1u << 20});
   auto text = std::make_shared<const std::string>(1000, 'x');
