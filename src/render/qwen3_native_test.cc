@@ -336,20 +336,5 @@ TEST(Qwen3Native, ToolLoopPrefixIsReusedOnlyWithTheSameKindOfSuccessor) {
   check(c, 3);  // the tool loop went on: [q, call, t1] reused
 }
 
-TEST(Qwen3Native, PrefixCacheStaysWithinItsLimits) {
-  RenderPrefixCache cache(RenderPrefixLimits{.max_entries = 2, .max_bytes = 1u << 20});
-  auto text = std::make_shared<const std::string>(1000, 'x');
-  for (uint64_t i = 0; i < 5; ++i) cache.store(PrefixKey{i, i}, text, 10);
-  EXPECT_EQ(cache.stats().entries, 2u);
-  EXPECT_EQ(cache.stats().evictions, 3u);
-  EXPECT_FALSE(cache.find(PrefixKey{0, 0}));
-  EXPECT_TRUE(cache.find(PrefixKey{4, 4}));
-  EXPECT_FALSE(cache.find(PrefixKey{4, 5})) << "the high half of the key is checked";
-  RenderPrefixCache tiny(RenderPrefixLimits{.max_entries = 8, .max_bytes = 100});
-  tiny.store(PrefixKey{1, 1}, text, 10);
-  EXPECT_EQ(tiny.stats().not_stored, 1u);
-  EXPECT_EQ(tiny.stats().entries, 0u);
-}
-
 }  // namespace
 }  // namespace ramjet::render
