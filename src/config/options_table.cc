@@ -952,7 +952,7 @@ const std::array kOptions = {
            .bytes = true,
            .doc = "Memory for the local modes' session cache: encoded conversation prefixes cut after "
                   "special tokens, so a follow-up turn encodes only its new messages (ids identical to "
-                  "a full encode). 0 = no cache.",
+                  "a full encode), and (a quarter of it) the rendered prefixes of a native formatter. 0 = no cache.",
            .field = &Config::tokenizer_session_cache_bytes},
 };
 

@@ -75,6 +75,11 @@ class ModelProfile {
   // kNative profiles: the name of the engine encoder they use (render::native_formatter_known
   // says whether this build has a port of it); "" for HF chat templates.
   virtual std::string_view native_formatter() const { return {}; }
+  // kHfChatTemplate profiles: a native formatter for the model's template family ("qwen3"; see
+  // render::template_formatter_known). The render layer uses it in place of the pinned template
+  // only when the template's SHA-256 is one the formatter reproduces, and only for the requests it
+  // covers (the template renders the rest). "" for none.
+  virtual std::string_view template_formatter() const { return {}; }
 };
 
 // The registry: one entry per profile; adding a model is a new file in src/model/ plus one line

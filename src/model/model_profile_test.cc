@@ -42,6 +42,10 @@ TEST(ModelProfiles, TheFourProfilesAreTheSeedDocumentsOnes) {
   ASSERT_TRUE(ds && q27 && flash && big);
   EXPECT_EQ(ds->formatter_source(), FormatterSource::kNative);
   EXPECT_EQ(ds->modality(), Modality::kText);
+  EXPECT_EQ(ds->template_formatter(), "");
+  EXPECT_EQ(q27->template_formatter(), "") << "its template is not one the qwen3 formatter reproduces";
+  ASSERT_NE(find_profile("qwen3"), nullptr);
+  EXPECT_EQ(find_profile("qwen3")->template_formatter(), "qwen3");
   EXPECT_EQ(q27->formatter_source(), FormatterSource::kHfChatTemplate);
   EXPECT_EQ(q27->modality(), Modality::kImageAndVideo);
   EXPECT_EQ(flash->formatter_source(), FormatterSource::kHfChatTemplate);

@@ -150,6 +150,7 @@ int run(int argc, char** argv) {
   src.tokenizer_path = a.tokenizer;
   src.template_path = a.templ;
   if (!hf) src.native_formatter = std::string(profile->native_formatter());
+  if (hf) src.template_formatter = std::string(profile->template_formatter());
   auto renderer = PromptRenderer::load(src);
   if (!renderer) {
     err << "ramjet manifest: " << to_string(renderer.error().kind) << " error: " << renderer.error().message << "\n";

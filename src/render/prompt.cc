@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <boost/json/value.hpp>
 
 #include "render/deepseek_v32.h"
+#include "render/qwen3_native.h"
 #include "render/session_cache.h"
 
 namespace ramjet::render {
@@ -69,6 +71,24 @@ constexpr size_t kMaxRequestDepth = 256;
 }  // namespace
 
 bool native_formatter_known(std::string_view name) { return name == kNativeDeepseekV32; }
+bool template_formatter_known(std::string_view name) { return name == kTemplateFormatterQwen3; }
+
+struct PromptRenderer::Counters {
+  std::atomic<uint64_t> native{0}, fallbacks{0}, reused_messages{0}, reused_bytes{0};
+  std::array<std::atomic<uint64_t>, qwen3::kFallbackCount> by_reason{};
+};
+
+NativeRenderStats PromptRenderer::native_stats() const {
+  NativeRenderStats s;
+  s.active = native_template_;
+  s.native = counters_->native.load(std::memory_order_relaxed);
+  s.fallbacks = counters_->fallbacks.load(std::memory_order_relaxed);
+  s.reused_messages = counters_->reused_messages.load(std::memory_order_relaxed);
+  s.reused_bytes = counters_->reused_bytes.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < qwen3::kFallbackCount && i < s.by_reason.size(); ++i)
+    s.by_reason[i] = counters_->by_reason[i].load(std::memory_order_relaxed);
+  return s;
+}
 std::string native_formatter_list() { return std::string(kNativeDeepseekV32); }
 
 std::string_view to_string(PromptErrc kind) {
@@ -88,6 +108,13 @@ std::string_view to_string(PromptErrc kind) {
 
 Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(const PromptSources& s) {
   std::shared_ptr<PromptRenderer> r(new PromptRenderer());
+  r->counters_ = std::make_unique<Counters>();
+  if (!s.template_formatter.empty()) {
+    if (s.template_path.empty())
+      return PromptError{PromptErrc::kUsage, "", "a template formatter needs a chat template"};
+    if (!template_formatter_known(s.template_formatter))
+      return PromptError{PromptErrc::kUsage, "", "unknown template formatter '" + s.template_formatter + "'"};
+  }
   if (!s.native_formatter.empty()) {
     if (!s.template_path.empty())
       return PromptError{PromptErrc::kUsage, "", "a native formatter and a chat template are exclusive"};
@@ -126,6 +153,7 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
 
   std::string config_path = s.tokenizer_config_path;
   std::string config;
+  std::string template_sha256;  // of the default template's text
   if (!s.template_path.empty()) {
     auto source = read_file(s.template_path, PromptErrc::kTemplate);
     if (!source) return source.error();
@@ -138,6 +166,7 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
         auto t = parse_template(s.template_path, std::string(ct.as_string()));
         if (!t) return t.error();
         r->template_ = std::move(t.value());
+        template_sha256 = sha256_hex(ct.as_string());
       } else if (ct.is_array()) {
         for (const auto& e : ct.as_array()) {
           const auto* o = e.if_object();
@@ -150,7 +179,10 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
           auto t = parse_template(s.template_path + " [" + std::string(name->as_string()) + "]",
                                   std::string(text->as_string()));
           if (!t) return t.error();
-          if (name->as_string() == "default") r->template_ = std::move(t.value());
+          if (name->as_string() == "default") {
+            r->template_ = std::move(t.value());
+            template_sha256 = sha256_hex(text->as_string());
+          }
           if (name->as_string() == "tool_use") r->tool_template_ = std::move(t.value());
         }
         if (!r->template_) {
@@ -166,8 +198,13 @@ Result<std::shared_ptr<const PromptRenderer>, PromptError> PromptRenderer::load(
       auto t = parse_template(s.template_path, *source);
       if (!t) return t.error();
       r->template_ = std::move(t.value());
+      template_sha256 = sha256_hex(*source);
     }
   }
+  // The native formatter stands in only for a template it is known to reproduce byte for byte
+  // (and never beside a separate tool-use template).
+  r->native_template_ = s.template_formatter == kTemplateFormatterQwen3 && !r->tool_template_ &&
+                        qwen3::reproduces(template_sha256);
   if (config.empty() && config_path.empty() && !s.tokenizer_path.empty() && s.sibling_config) {
     auto sibling = std::filesystem::path(s.tokenizer_path).parent_path() / "tokenizer_config.json";
     std::error_code ec;
@@ -211,6 +248,19 @@ Result<RenderedPrompt, PromptError> PromptRenderer::chat_parsed(const boost::jso
 Result<RenderedPrompt, PromptError> PromptRenderer::template_chat(const boost::json::value& request,
                                                                   SessionCache* cache) const {
   RenderedPrompt out;
+  if (native_template_) {
+    auto f = qwen3::format(request, cache ? &cache->render_prefixes() : nullptr);
+    if (f) {
+      counters_->native.fetch_add(1, std::memory_order_relaxed);
+      counters_->reused_messages.fetch_add(f->reused_messages, std::memory_order_relaxed);
+      counters_->reused_bytes.fetch_add(f->reused_bytes, std::memory_order_relaxed);
+      out.text = std::move(f->text);
+      if (auto e = encode_prompt(out, cache)) return *e;
+      return out;
+    }
+    counters_->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    counters_->by_reason[static_cast<size_t>(f.error())].fetch_add(1, std::memory_order_relaxed);
+  }
   const ChatTemplate& tpl = tool_template_ && has_tools(request) ? *tool_template_ : *template_;
   auto r = render::render_parsed(tpl, request, specials_);
   if (!r) return from_render_error(r.error());

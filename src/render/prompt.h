@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -32,6 +33,12 @@ inline constexpr std::string_view kNativeDeepseekV32 = "deepseek-v32";
 bool native_formatter_known(std::string_view name);
 std::string native_formatter_list();  // "deepseek-v32" (for error messages)
 
+// Native formatters for an HF chat template (render/qwen3_native.h): named by the model profile,
+// used in place of the template only when the loaded template's SHA-256 is one the formatter
+// reproduces, and only for the requests it covers; the template renders everything else.
+inline constexpr std::string_view kTemplateFormatterQwen3 = "qwen3";
+bool template_formatter_known(std::string_view name);
+
 struct PromptSources {
   std::string tokenizer_path;         // tokenizer.json (empty: render only, no token ids)
   std::string tokenizer_sha256;       // 64 hex; checked when set
@@ -39,6 +46,8 @@ struct PromptSources {
   std::string template_path;          // .jinja, or a tokenizer_config.json with chat_template
   std::string template_sha256;        // 64 hex; checked when set
   std::string native_formatter;       // instead of a template: "deepseek-v32"
+  // With a template: a native formatter for it ("qwen3"), used when it reproduces the template.
+  std::string template_formatter;
   // bos_token, eos_token, ... for the template: this file, else template_path when it is a
   // tokenizer_config.json, else (sibling_config) a tokenizer_config.json beside tokenizer_path.
   std::string tokenizer_config_path;
@@ -67,6 +76,16 @@ struct PromptError {
   std::string message;  // never contains request bytes
 };
 
+// How chat requests were rendered with a template that has a native formatter.
+struct NativeRenderStats {
+  bool active = false;      // the loaded template is one the named formatter reproduces
+  uint64_t native = 0;      // requests rendered natively
+  uint64_t fallbacks = 0;   // requests rendered by the template instead
+  std::array<uint64_t, 16> by_reason{};  // fallbacks by qwen3::Fallback
+  uint64_t reused_messages = 0;  // messages whose rendering came from the prefix cache
+  uint64_t reused_bytes = 0;
+};
+
 struct RenderedPrompt {
   std::string text;
   std::vector<uint32_t> ids;  // empty when the renderer has no tokenizer
@@ -90,6 +109,7 @@ class PromptRenderer {
   Result<std::vector<uint32_t>, PromptError> text(std::string_view text, bool add_special_tokens) const;
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  NativeRenderStats native_stats() const;
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
  private:
@@ -102,6 +122,9 @@ class PromptRenderer {
   std::optional<ChatTemplate> tool_template_;  // tokenizer_config's "tool_use" template, if named
   SpecialTokens specials_;
   std::string native_;
+  bool native_template_ = false;  // the template is rendered by render::qwen3 where it covers it
+  struct Counters;
+  std::unique_ptr<Counters> counters_;
 };
 
 // A file's bytes, at most max_bytes; otherwise an error of `kind` (code "io", or "too_large").

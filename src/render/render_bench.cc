@@ -20,6 +20,14 @@
 //   BM_CacheEncodeOnly    SessionCache encode of the follow-up (warm with the previous turn)
 //   BM_ColdCacheEncode    SessionCache encode of it into an empty cache (a miss, then stored)
 //   BM_FindCuts           the added-token scan every SessionCache lookup starts with
+// With the native Qwen3 formatter (render/qwen3_native.h; its output is checked against the
+// template's here):
+//   BM_NativeFullRenderEncode  parse + native render + full encode of the follow-up (no cache)
+//   BM_NativeFollowUp          parse + native render reusing the previous turn's rendered prefix
+//                              + SessionCache encode (both caches warmed with the previous turn
+//                              outside the timed region every iteration)
+//   BM_NativeRender            parse + native render, no cache
+//   BM_NativeFollowUpRender    parse + native render with the warm prefix cache
 #include <benchmark/benchmark.h>
 
 #include <boost/json.hpp>
@@ -32,6 +40,7 @@
 #include <vector>
 
 #include "render/chat_template.h"
+#include "render/qwen3_native.h"
 #include "render/session_cache.h"
 #include "render/tokenizer.h"
 
@@ -172,6 +181,11 @@ Fixture make_fixture(size_t scale) {
   f.previous = f.render_request(f.previous_request);
   f.follow_up = f.render_request(f.follow_up_request);
   f.follow_up_tokens = f.tok->encode(f.follow_up)->size();
+  for (const std::string* req : {&f.previous_request, &f.follow_up_request}) {
+    auto native = qwen3::format(boost::json::parse(*req));
+    if (!native || native->text != (req == &f.previous_request ? f.previous : f.follow_up))
+      die("the native formatter differs from the template");
+  }
   // The cache is only useful if the previous prompt is a prefix of the follow-up up to a cut.
   size_t common = 0;
   while (common < f.previous.size() && f.previous[common] == f.follow_up[common]) ++common;
@@ -341,6 +355,135 @@ void BM_FindCuts(benchmark::State& state) {
   counters(state, f);
 }
 
+// As PromptRenderer::chat parses a request body: one arena for the DOM, freed at once.
+struct Parsed {
+  boost::json::monotonic_resource arena;
+  boost::json::value value;
+  explicit Parsed(const std::string& json) : arena(json.size() + 4096) {
+    boost::json::parse_options opt;
+    opt.max_depth = 256;
+    boost::system::error_code ec;
+    value = boost::json::parse(json, ec, &arena, opt);
+    if (ec) die("request does not parse");
+  }
+};
+
+void warm_native(SessionCache& cache, const Fixture& f);
+
+// From an already-parsed request (what the tokenizer service renders: the payload it built):
+// the template's full render + encode, and the native follow-up with both caches warm.
+void BM_FullRenderEncodeParsed(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  const Parsed request(f.follow_up_request);
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    auto text = render_parsed(f.tpl, request.value, f.special, {}, f.opt);
+    if (!text.ok()) state.SkipWithError("render failed");
+    ids.clear();
+    if (f.tok->encode_into(text.value(), ids)) state.SkipWithError("encode failed");
+    benchmark::DoNotOptimize(ids.data());
+  }
+  counters(state, f);
+}
+
+void BM_NativeFollowUpParsed(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  const Parsed request(f.follow_up_request);
+  SessionCache cache;
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    state.PauseTiming();
+    warm_native(cache, f);
+    state.ResumeTiming();
+    auto text = qwen3::format(request.value, &cache.render_prefixes());
+    if (!text) state.SkipWithError("native render failed");
+    ids.clear();
+    if (cache.encode(*f.tok, text->text, ids)) state.SkipWithError("encode failed");
+    benchmark::DoNotOptimize(ids.data());
+  }
+  counters(state, f);
+}
+
+void BM_ParseOnly(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  for (auto _ : state) {
+    Parsed p(f.follow_up_request);
+    benchmark::DoNotOptimize(p.value);
+  }
+  counters(state, f);
+}
+
+// Both caches holding only the previous turn (outside the timed region).
+void warm_native(SessionCache& cache, const Fixture& f) {
+  cache.clear();
+  const Parsed request(f.previous_request);
+  auto prev = qwen3::format(request.value, &cache.render_prefixes());
+  if (!prev) die("native render failed");
+  std::vector<uint32_t> ids;
+  if (cache.encode(*f.tok, prev->text, ids)) die("cache encode failed");
+}
+
+void BM_NativeFullRenderEncode(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    const Parsed request(f.follow_up_request);
+    auto text = qwen3::format(request.value);
+    if (!text) state.SkipWithError("native render failed");
+    ids.clear();
+    if (f.tok->encode_into(text->text, ids)) state.SkipWithError("encode failed");
+    benchmark::DoNotOptimize(ids.data());
+  }
+  counters(state, f);
+}
+
+void BM_NativeFollowUp(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  SessionCache cache;
+  std::vector<uint32_t> ids;
+  size_t reused = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    warm_native(cache, f);
+    state.ResumeTiming();
+    const Parsed request(f.follow_up_request);
+    auto text = qwen3::format(request.value, &cache.render_prefixes());
+    if (!text) state.SkipWithError("native render failed");
+    ids.clear();
+    if (cache.encode(*f.tok, text->text, ids)) state.SkipWithError("encode failed");
+    reused = text->reused_messages;
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.counters["reused_messages"] = static_cast<double>(reused);
+  counters(state, f);
+}
+
+void BM_NativeRender(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  for (auto _ : state) {
+    const Parsed request(f.follow_up_request);
+    auto text = qwen3::format(request.value);
+    if (!text) state.SkipWithError("native render failed");
+    benchmark::DoNotOptimize(text);
+  }
+  counters(state, f);
+}
+
+void BM_NativeFollowUpRender(benchmark::State& state) {
+  const Fixture& f = fixture(state);
+  SessionCache cache;
+  for (auto _ : state) {
+    state.PauseTiming();
+    warm_native(cache, f);
+    state.ResumeTiming();
+    const Parsed request(f.follow_up_request);
+    auto text = qwen3::format(request.value, &cache.render_prefixes());
+    if (!text || text->text != f.follow_up) state.SkipWithError("native render differs");
+    benchmark::DoNotOptimize(text);
+  }
+  counters(state, f);
+}
+
 #define RENDER_BENCH(name) BENCHMARK(name)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)
 RENDER_BENCH(BM_FullRenderEncode);
 RENDER_BENCH(BM_FollowUpWithCache);
@@ -352,5 +495,12 @@ RENDER_BENCH(BM_EncodeOnly);
 RENDER_BENCH(BM_CacheEncodeOnly);
 RENDER_BENCH(BM_ColdCacheEncode);
 RENDER_BENCH(BM_FindCuts);
+RENDER_BENCH(BM_NativeFullRenderEncode);
+RENDER_BENCH(BM_NativeFollowUp);
+RENDER_BENCH(BM_NativeRender);
+RENDER_BENCH(BM_NativeFollowUpRender);
+RENDER_BENCH(BM_ParseOnly);
+RENDER_BENCH(BM_FullRenderEncodeParsed);
+RENDER_BENCH(BM_NativeFollowUpParsed);
 
 }  // namespace

@@ -37,7 +37,8 @@ std::vector<uint64_t> chain_keys(uint64_t tokenizer, std::string_view text,
 
 }  // namespace
 
-SessionCache::SessionCache(SessionCacheLimits limits) : limits_(limits) {}
+SessionCache::SessionCache(SessionCacheLimits limits, RenderPrefixLimits prefix_limits)
+    : limits_(limits), prefixes_(prefix_limits) {}
 SessionCache::~SessionCache() = default;
 
 size_t SessionCache::entry_bytes(size_t text_bytes, size_t ids, size_t cuts) {
@@ -199,6 +200,7 @@ SessionCacheStats SessionCache::stats() const {
 }
 
 void SessionCache::clear() {
+  prefixes_.clear();
   std::lock_guard lock(mu_);
   lru_.clear();
   by_id_.clear();

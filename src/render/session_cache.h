@@ -30,6 +30,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "render/render_prefix_cache.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render {
@@ -55,7 +56,7 @@ struct SessionCacheStats {
 
 class SessionCache {
  public:
-  explicit SessionCache(SessionCacheLimits limits = {});
+  explicit SessionCache(SessionCacheLimits limits = {}, RenderPrefixLimits prefix_limits = {});
   ~SessionCache();
   SessionCache(const SessionCache&) = delete;
   SessionCache& operator=(const SessionCache&) = delete;
@@ -68,7 +69,12 @@ class SessionCache {
                                        std::vector<uint32_t>& out, bool add_special_tokens = false);
 
   SessionCacheStats stats() const;
-  void clear();
+  void clear();  // also clears render_prefixes()
+
+  // Rendered conversation prefixes for a native formatter (render/qwen3_native.h), kept beside
+  // the encoded ones: a follow-up turn then renders only its new messages and encodes only its
+  // new bytes. Bounded by its own limits.
+  RenderPrefixCache& render_prefixes() { return prefixes_; }
 
   // Bytes an entry of `text_bytes` bytes, `ids` ids and `cuts` cuts is accounted for.
   static size_t entry_bytes(size_t text_bytes, size_t ids, size_t cuts);
@@ -91,6 +97,7 @@ class SessionCache {
   boost::unordered_flat_map<uint64_t, Slot> index_;  // chained hash at a cut -> entry and cut
   uint64_t next_id_ = 1;
   SessionCacheStats stats_;
+  RenderPrefixCache prefixes_;
 };
 
 }  // namespace ramjet::render

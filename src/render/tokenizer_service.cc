@@ -9,6 +9,7 @@
 #include <array>
 
 #include "model/model_profile.h"
+#include "render/qwen3_native.h"
 #include "render/session_cache.h"
 
 namespace ramjet::render {
@@ -51,10 +52,14 @@ constexpr std::array kFamilies = {
                     "Cached prefixes dropped to stay within RJ_TOKENIZER_SESSION_CACHE_BYTES."},
     metrics::Family{"ramjet_tokenizer_session_cache_bytes", metrics::MetricKind::kGauge, "",
                     "Bytes held by the session cache (text, ids and index)."},
+    metrics::Family{"ramjet_tokenizer_native_render_total", metrics::MetricKind::kCounter, "result",
+                    "Local chat renders with a template the profile's native formatter reproduces: native, or "
+                    "rendered by the template because the formatter does not cover the request (request, "
+                    "messages, role, content, reasoning, tool_call, tools, kwargs, generation_prompt, limit)."},
 };
 enum FamilyIndex {
   kInfo, kShadow, kSkipped, kQueue, kDuration, kTokens, kAttested, kChecks,
-  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes,
+  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes, kNativeRender,
 };
 
 constexpr std::string_view kBackend[2] = {"remote", "local"};
@@ -191,6 +196,7 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   src.template_sha256 = cfg.template_sha256;
   src.sibling_config = false;  // only pinned files shape the prompt
   if (!hf) src.native_formatter = std::string(profile->native_formatter());
+  if (hf) src.template_formatter = std::string(profile->template_formatter());
   auto renderer = PromptRenderer::load(src);
   if (!renderer) {
     err("tokenizer: " + std::string(to_string(renderer.error().kind)) + " error: " + renderer.error().message);
@@ -198,8 +204,11 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   }
   s->renderer_ = std::move(renderer.value());
   if (cfg.session_cache_bytes > 0) {
-    s->session_cache_ = std::make_unique<SessionCache>(SessionCacheLimits{.max_entries = 4096,
-                                                                          .max_bytes = cfg.session_cache_bytes});
+    // The budget is shared: three quarters for encoded prefixes, a quarter for the rendered
+    // prefixes of a native formatter (render/qwen3_native.h).
+    s->session_cache_ = std::make_unique<SessionCache>(
+        SessionCacheLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes - cfg.session_cache_bytes / 4},
+        RenderPrefixLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes / 4});
   }
 
   auto manifest_text = read_file(cfg.manifest_path, PromptErrc::kConfig, ManifestLimits{}.max_bytes);
@@ -389,6 +398,13 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
   out.sample(F[kCacheEvictions].name, "", cs.evictions);
   out.family(F[kCacheBytes]);
   out.sample(F[kCacheBytes].name, "", cs.bytes);
+  const NativeRenderStats ns = renderer_ ? renderer_->native_stats() : NativeRenderStats{};
+  out.family(F[kNativeRender]);
+  out.sample(F[kNativeRender].name, "result=\"native\"", ns.native);
+  for (size_t i = 0; i < qwen3::kFallbackCount; ++i) {
+    out.sample(F[kNativeRender].name,
+               "result=\"" + std::string(qwen3::to_string(static_cast<qwen3::Fallback>(i))) + "\"", ns.by_reason[i]);
+  }
 }
 
 }  // namespace ramjet::render

@@ -1,0 +1,87 @@
+// render::qwen3: a native formatter for the Qwen3 chat template — the same text the pinned HF
+// template renders through render::chat_template (vLLM's preprocessing + Jinja), byte for byte,
+// without the interpreter. It is used only in place of a template whose SHA-256 it lists
+// (kTemplateSha256) and only for requests it fully covers; for anything else it answers a
+// Fallback and the caller renders with Jinja (render/prompt.cc counts them).
+//
+// Covered: messages with role system/user/assistant/tool; content a string, null, or a list of
+// text parts ({"type":"text"|"input_text","text"} or strings: joined with "\n"); reasoning /
+// reasoning_content strings; tool_calls with a non-empty `function` object, a string name and
+// arguments (a JSON string, decoded, or a JSON value); tools with a `function` object;
+// add_generation_prompt (bool); chat_template_kwargs enable_thinking only. Everything else
+// (other roles, other content or kwargs, other value types, nesting deeper than kMaxDepth) is a
+// Fallback, never a guess.
+//
+// Follow-up turns (with a RenderPrefixCache): the template shows an assistant message's
+// reasoning only after the last user query (`ns.last_query_index`: the last user message that is
+// not a wrapped <tool_response>), and only then forces a <think> block on the last message.
+// So the rendering of messages [0, b) is final — the same in every extension of the
+// conversation — when message b-1 is a user query ("final" entries, stored at the last query).
+// A longer prefix that ends before the last message is valid for extensions that add no new
+// user query ("conditional" entries: an agent's tool loop); its key also records whether the
+// message after it is a tool message (a tool message's <|im_end|> depends on its successor).
+// Keys are 128-bit hashes of the parsed messages (role, content, reasoning, tool calls), the
+// tools and the formatter's identity. qwen3_native_test and test/oracle/qwen3_native_oracle.py
+// check that a follow-up renders exactly as a full render would.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <boost/json/fwd.hpp>
+
+#include "common/result.h"
+#include "render/render_prefix_cache.h"
+
+namespace ramjet::render::qwen3 {
+
+// The template texts (SHA-256 of the Jinja source) this formatter reproduces: the Qwen3
+// template of test/data/testdata/models/qwen3 (Qwen/Qwen3-8B's tokenizer_config.json
+// chat_template).
+inline constexpr std::array<std::string_view, 1> kTemplateSha256 = {
+    "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5",
+};
+bool reproduces(std::string_view template_sha256);
+
+// Why a request is left to the Jinja template (a metric label each).
+enum class Fallback : uint8_t {
+  kRequest,     // not an object, or messages / tools / kwargs of the wrong type
+  kMessages,    // no messages, or more than Limits::max_messages
+  kRole,        // a role other than system, user, assistant, tool (or not a string)
+  kContent,     // content that is not a string, null or a list of text parts
+  kReasoning,   // reasoning / reasoning_content that is not a string
+  kToolCall,    // a tool call shape the formatter does not model
+  kTools,       // a tool without a function object
+  kKwargs,      // a chat_template_kwargs key other than enable_thinking
+  kGeneration,  // add_generation_prompt that is not a bool
+  kLimit,       // nesting deeper than kMaxDepth, or output larger than max_output_bytes
+};
+inline constexpr size_t kFallbackCount = 10;
+std::string_view to_string(Fallback f);
+
+inline constexpr int kMaxDepth = 64;  // JSON nesting inside a message / tool (Jinja allows 256)
+
+struct Limits {
+  size_t max_output_bytes = 256u << 20;
+  size_t max_messages = 1u << 16;
+};
+
+struct Formatted {
+  std::string text;
+  size_t reused_messages = 0;  // messages whose rendering came from the prefix cache
+  size_t reused_bytes = 0;
+};
+
+// The prompt text of a parsed chat-completions request (as boost::json::parse gives it).
+ramjet::Result<Formatted, Fallback> format(const boost::json::value& request,
+                                           RenderPrefixCache* prefixes = nullptr,
+                                           const Limits& limits = {});
+
+// Python json.dumps(ensure_ascii=False) of a parsed value, as the template's tojson writes it
+// (exposed for tests). False when nesting exceeds kMaxDepth.
+bool dump_json(const boost::json::value& v, std::string& out, int depth = 0);
+
+}  // namespace ramjet::render::qwen3
