@@ -19,10 +19,14 @@ namespace {
 
 namespace json = boost::json;
 
-TEST(AgentGoldens, ResponsesAndMessagesRequestsRenderAndEncodeLikeVllm) {
+class AgentGoldens : public ::testing::TestWithParam<const char*> {};
+
+// With the Jinja template and with the native Qwen3 formatter the profile selects.
+TEST_P(AgentGoldens, ResponsesAndMessagesRequestsRenderAndEncodeLikeVllm) {
   PromptSources src;
   src.tokenizer_path = std::string(RAMJET_TESTDATA_DIR) + "/models/qwen3/tokenizer.json";
   src.template_path = std::string(RAMJET_TESTDATA_DIR) + "/models/qwen3/chat_template.jinja";
+  src.template_formatter = GetParam();
   auto renderer = PromptRenderer::load(src);
   ASSERT_TRUE(renderer.ok()) << renderer.error().message;
   const model::ModelProfile* qwen = model::find_profile("qwen3");
@@ -54,11 +58,18 @@ TEST(AgentGoldens, ResponsesAndMessagesRequestsRenderAndEncodeLikeVllm) {
   EXPECT_GE(responses, 4);
   EXPECT_GE(messages, 4);
   EXPECT_EQ(rows, responses + messages);
+  if (std::string_view(GetParam()) == "qwen3") {
+    const NativeRenderStats stats = (*renderer)->native_stats();
+    EXPECT_TRUE(stats.active);
+    EXPECT_EQ(stats.native, static_cast<uint64_t>(rows)) << stats.fallbacks << " fell back to the template";
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Formatters, AgentGoldens, ::testing::Values("", "qwen3"));
 
 // The refusals of chat hold for both APIs: media, kwargs the profile does not know, efforts it
 // cannot express, and what only the engine can render.
-TEST(AgentGoldens, TheLocalPipelineRefusesWhatItRefusesForChat) {
+TEST(AgentRefusals, TheLocalPipelineRefusesWhatItRefusesForChat) {
   const model::ModelProfile* qwen = model::find_profile("qwen3");
   const model::ModelProfile* qwen38 = model::find_profile("qwen3.8-27b");
   ASSERT_NE(qwen, nullptr);

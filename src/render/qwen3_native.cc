@@ -300,7 +300,26 @@ Fail emit_tool(const json::value& tool, std::string& out) {
     if (!v) out += "null";
     else if (!dump_json(*v, out, 2)) return Fallback::kLimit;
   }
-  out += "}}";
+  // vLLM's tool models keep unknown fields (pydantic extra="allow"): after the declared ones, in
+  // the request's order, as render::chat_template builds the context.
+  for (const auto& kv : fn->get_object()) {
+    const std::string_view k = kv.key();
+    if (k == "name" || k == "description" || k == "parameters") continue;
+    out += ", ";
+    json_string(out, k);
+    out += ": ";
+    if (!dump_json(kv.value(), out, 2)) return Fallback::kLimit;
+  }
+  out += "}";
+  for (const auto& kv : tool.get_object()) {
+    const std::string_view k = kv.key();
+    if (k == "type" || k == "function") continue;
+    out += ", ";
+    json_string(out, k);
+    out += ": ";
+    if (!dump_json(kv.value(), out, 1)) return Fallback::kLimit;
+  }
+  out += "}";
   return std::nullopt;
 }
 

@@ -56,6 +56,10 @@ def rtools(rng):
             fn["parameters"] = {"type": "object", "properties": {"path": {"type": "string", "description": rtext(rng)},
                                                                  "n": {"type": "integer", "minimum": 0}},
                                 "required": ["path"]}
+        if rng.random() < 0.2:  # fields vLLM keeps beyond FunctionDefinition's (pydantic extra="allow")
+            fn["strict"] = rng.choice([True, False, None])
+        if rng.random() < 0.15:
+            fn["defer_loading"] = None
         tool = {"type": "function", "function": fn}
         if rng.random() < 0.1:
             del tool["type"]
