@@ -195,6 +195,21 @@ TEST(DigestInventory, AnswersEveryLookupAsTheRawInventoryOverRandomTraces) {
       }
     }
     ASSERT_TRUE(dig.shard().check_invariants());
+    // A snapshot's state imported into a fresh digest inventory answers as the raw one does.
+    InventoryState state;
+    dig.export_state(state);
+    Inventory copy({}, key);
+    ASSERT_FALSE(copy.import_state(state));
+    ASSERT_TRUE(copy.shard().check_invariants());
+    ASSERT_EQ(copy.shard().blocks(), dig.shard().blocks());
+    for (int q = 0; q < 200; ++q) {
+      const auto req = tr.request();
+      const Inventory* both[] = {&raw, &copy};
+      std::optional<uint32_t> out[2];
+      lookup(both, ExactRequest{req.tokens, req.model, req.salt}, out);
+      ASSERT_EQ(out[0], out[1]);
+      ++lookups;
+    }
   }
   // The traces must exercise hits, not only misses.
   EXPECT_GT(nonzero, lookups / 5);

@@ -190,6 +190,42 @@ std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, Appl
 
 void Inventory::clear() { shard_.clear(); }
 
+void Inventory::export_state(InventoryState& out) const {
+  out.block_size = block_size();
+  out.groups.clear();
+  for (const auto& [key, kind] : kinds_) {
+    out.groups.push_back(InventoryGroup{static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), kind == GroupKind::kMain});
+  }
+  std::sort(out.groups.begin(), out.groups.end(), [](const InventoryGroup& a, const InventoryGroup& b) {
+    return std::pair(a.dp_rank, a.group) < std::pair(b.dp_rank, b.group);
+  });
+  {
+    std::shared_lock lock(lora_mu_);
+    out.loras = loras_;
+  }
+  out.blocks.clear();
+  out.removals.clear();
+  shard_.export_blocks(out.blocks, out.removals);
+}
+
+std::optional<ExactImportErrc> Inventory::import_state(const InventoryState& state) {
+  shard_.clear();
+  kinds_.clear();
+  {
+    std::unique_lock lock(lora_mu_);
+    loras_.clear();
+  }
+  block_size_.store(0, std::memory_order_release);
+  if (auto err = shard_.import_blocks(state.blocks, state.removals)) return err;
+  for (const auto& g : state.groups) kinds_[group_key(g.dp_rank, g.group)] = g.main ? GroupKind::kMain : GroupKind::kOther;
+  {
+    std::unique_lock lock(lora_mu_);
+    loras_ = state.loras;
+  }
+  block_size_.store(state.block_size, std::memory_order_release);
+  return std::nullopt;
+}
+
 std::span<const uint64_t> RequestChains::of(const Inventory& inv) {
   const uint32_t bs = inv.block_size();
   if (bs == 0) return {};

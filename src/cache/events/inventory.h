@@ -53,6 +53,21 @@ struct InventoryLimits {
   ExactShardLimits shard;
 };
 
+// An inventory's state as a snapshot carries it (companion/snapshot): what apply() learned (the
+// main block size, each group's kind, the adapter names) and the shard's blocks.
+struct InventoryGroup {
+  uint32_t dp_rank = 0;
+  uint32_t group = 0;
+  bool main = false;  // a main attention group (else one whose events are skipped)
+};
+struct InventoryState {
+  uint32_t block_size = 0;
+  std::vector<InventoryGroup> groups;
+  std::vector<std::string> loras;
+  std::vector<ExactBlockRecord> blocks;
+  std::vector<ExactRemovalRecord> removals;
+};
+
 struct ApplyCounts {
   uint64_t stored = 0;   // blocks
   uint64_t removed = 0;  // block copies
@@ -69,6 +84,12 @@ class Inventory {
   // (a conflicting path, or capacity): the caller fences and clears.
   std::optional<ExactStoreErrc> apply(const kv::EventBatch& batch, ApplyCounts* counts = nullptr);
   void clear();
+  // The whole state, for a snapshot (writer thread).
+  void export_state(InventoryState& out) const;
+  // Replaces the whole state with an exported one (validated by the shard); on an error the
+  // inventory is left empty, as new. Writer thread; readers see the shard empty meanwhile, so
+  // import into a private inventory and publish it when done.
+  std::optional<ExactImportErrc> import_state(const InventoryState& state);
 
   // ---- readers (any thread) ----
   // Block size of the main attention group, 0 until the first store taught it.
