@@ -148,6 +148,9 @@ TEST(Snapshot, HostileBytesGiveTypedErrors) {
   EXPECT_EQ(err->import_error, cache::ExactImportErrc::kParent);
   EXPECT_EQ(copy.shard().blocks(), 0u);
   EXPECT_EQ(copy.block_size(), 0u);
+  s = sample(inv);
+  s.state.block_size = 0;
+  EXPECT_EQ(import_snapshot(s, copy)->import_error, cache::ExactImportErrc::kShape) << "blocks without a block size";
 }
 
 }  // namespace

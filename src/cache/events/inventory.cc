@@ -216,6 +216,7 @@ std::optional<ExactImportErrc> Inventory::import_state(const InventoryState& sta
     loras_.clear();
   }
   block_size_.store(0, std::memory_order_release);
+  if (state.block_size == 0 && !state.blocks.empty()) return ExactImportErrc::kShape;  // blocks of no size
   if (auto err = shard_.import_blocks(state.blocks, state.removals)) return err;
   for (const auto& g : state.groups) kinds_[group_key(g.dp_rank, g.group)] = g.main ? GroupKind::kMain : GroupKind::kOther;
   {
