@@ -45,7 +45,8 @@ uint64_t group_key(uint32_t dp_rank, uint32_t group) { return (static_cast<uint6
 
 }  // namespace
 
-Inventory::Inventory(InventoryLimits limits) : shard_(limits.shard) {}
+Inventory::Inventory(InventoryLimits limits, std::shared_ptr<const DigestKey> digest)
+    : shard_(limits.shard), digest_(std::move(digest)) {}
 
 uint64_t Inventory::removal_key(const kv::BlockHash& h, uint32_t dp_rank, uint32_t group) {
   const auto bytes = h.bytes();
@@ -126,7 +127,14 @@ std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, 
   std::optional<uint64_t> parent;
   if (e.parent_block_hash) parent = removal_key(*e.parent_block_hash, dp_rank, group);
   const uint64_t seed = parent ? 0 : exact_root_seed(e.block_size, lora, salt);
-  const auto err = shard_.store(parent, seed, keys_, e.token_ids, e.block_size);
+  std::optional<ExactStoreErrc> err;
+  if (digest_) {  // the same store over the blocks' digests: kDigestWords "tokens" per block
+    words_.clear();
+    digest_->digest_words(e.token_ids, e.block_size, words_);
+    err = shard_.store(parent, seed, keys_, words_, kDigestWords);
+  } else {
+    err = shard_.store(parent, seed, keys_, e.token_ids, e.block_size);
+  }
   if (!err) {
     counts.stored += n;
     return std::nullopt;
@@ -182,16 +190,56 @@ std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, Appl
 
 void Inventory::clear() { shard_.clear(); }
 
+void Inventory::export_state(InventoryState& out) const {
+  out.block_size = block_size();
+  out.groups.clear();
+  for (const auto& [key, kind] : kinds_) {
+    out.groups.push_back(InventoryGroup{static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), kind == GroupKind::kMain});
+  }
+  std::sort(out.groups.begin(), out.groups.end(), [](const InventoryGroup& a, const InventoryGroup& b) {
+    return std::pair(a.dp_rank, a.group) < std::pair(b.dp_rank, b.group);
+  });
+  {
+    std::shared_lock lock(lora_mu_);
+    out.loras = loras_;
+  }
+  out.blocks.clear();
+  out.removals.clear();
+  shard_.export_blocks(out.blocks, out.removals);
+}
+
+std::optional<ExactImportErrc> Inventory::import_state(const InventoryState& state) {
+  shard_.clear();
+  kinds_.clear();
+  {
+    std::unique_lock lock(lora_mu_);
+    loras_.clear();
+  }
+  block_size_.store(0, std::memory_order_release);
+  if (state.block_size == 0 && !state.blocks.empty()) return ExactImportErrc::kShape;  // blocks of no size
+  if (auto err = shard_.import_blocks(state.blocks, state.removals)) return err;
+  for (const auto& g : state.groups) kinds_[group_key(g.dp_rank, g.group)] = g.main ? GroupKind::kMain : GroupKind::kOther;
+  {
+    std::unique_lock lock(lora_mu_);
+    loras_ = state.loras;
+  }
+  block_size_.store(state.block_size, std::memory_order_release);
+  return std::nullopt;
+}
+
 std::span<const uint64_t> RequestChains::of(const Inventory& inv) {
   const uint32_t bs = inv.block_size();
   if (bs == 0) return {};
   const bool lora = request_.adapter.value_or(inv.knows_lora(request_.model));
+  const DigestKey* digest = inv.digest_key();
   for (const Chain& c : chains_) {
-    if (c.block_size == bs && c.lora == lora) return c.keys;
+    const bool same_key = c.digest == digest || (c.digest && digest && c.digest->key_id() == digest->key_id());
+    if (c.block_size == bs && c.lora == lora && same_key) return c.keys;
   }
-  Chain& c = chains_.emplace_back(Chain{bs, lora, {}});
-  exact_chain(request_.tokens, bs, exact_root_seed(bs, lora ? request_.model : std::string_view(), request_.cache_salt),
-              c.keys);
+  Chain& c = chains_.emplace_back(Chain{bs, lora, digest, {}});
+  const uint64_t root = exact_root_seed(bs, lora ? request_.model : std::string_view(), request_.cache_salt);
+  if (digest) digest_chain(*digest, request_.tokens, bs, root, c.keys);
+  else exact_chain(request_.tokens, bs, root, c.keys);
   return c.keys;
 }
 

@@ -5,10 +5,16 @@
 // parallel rank and group, so copies in two groups or ranks count apart). Events that say nothing
 // about that cache are skipped and counted by reason. Whether the inventory may be trusted (the
 // sequence fence) is the subscriber's; what an overlap is worth is route's.
+//
+// A digest inventory (constructed with a DigestKey) applies the same batches with every rule
+// above unchanged, but stores each block's keyed digest (cache/index/block_digest) in place of its
+// token IDs: its shard's chain keys run over digests, so it holds no token IDs, and lookups digest
+// the request's blocks first. The companion keeps one; ramjet imports its snapshot into one.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <shared_mutex>
@@ -18,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/index/block_digest.h"
 #include "cache/index/exact_index.h"
 #include "cache/kv/event.h"
 
@@ -46,6 +53,21 @@ struct InventoryLimits {
   ExactShardLimits shard;
 };
 
+// An inventory's state as a snapshot carries it (companion/snapshot): what apply() learned (the
+// main block size, each group's kind, the adapter names) and the shard's blocks.
+struct InventoryGroup {
+  uint32_t dp_rank = 0;
+  uint32_t group = 0;
+  bool main = false;  // a main attention group (else one whose events are skipped)
+};
+struct InventoryState {
+  uint32_t block_size = 0;
+  std::vector<InventoryGroup> groups;
+  std::vector<std::string> loras;
+  std::vector<ExactBlockRecord> blocks;
+  std::vector<ExactRemovalRecord> removals;
+};
+
 struct ApplyCounts {
   uint64_t stored = 0;   // blocks
   uint64_t removed = 0;  // block copies
@@ -54,13 +76,20 @@ struct ApplyCounts {
 
 class Inventory {
  public:
-  explicit Inventory(InventoryLimits limits = {});
+  // `digest`: a digest inventory keyed by it (see above); null: raw token blocks.
+  explicit Inventory(InventoryLimits limits = {}, std::shared_ptr<const DigestKey> digest = nullptr);
 
   // ---- writer (the engine's subscriber thread) ----
   // Applies one batch's events in order. An error means the index no longer mirrors the engine
   // (a conflicting path, or capacity): the caller fences and clears.
   std::optional<ExactStoreErrc> apply(const kv::EventBatch& batch, ApplyCounts* counts = nullptr);
   void clear();
+  // The whole state, for a snapshot (writer thread).
+  void export_state(InventoryState& out) const;
+  // Replaces the whole state with an exported one (validated by the shard); on an error the
+  // inventory is left empty, as new. Writer thread; readers see the shard empty meanwhile, so
+  // import into a private inventory and publish it when done.
+  std::optional<ExactImportErrc> import_state(const InventoryState& state);
 
   // ---- readers (any thread) ----
   // Block size of the main attention group, 0 until the first store taught it.
@@ -69,6 +98,8 @@ class Inventory {
   bool knows_lora(std::string_view name) const;
   std::optional<uint32_t> match(std::span<const uint64_t> chain) const { return shard_.match(chain); }
   const ExactShard& shard() const { return shard_; }
+  // The digest key of a digest inventory, null for a raw one.
+  const DigestKey* digest_key() const { return digest_.get(); }
   uint64_t skipped(Skip s) const { return skipped_[static_cast<size_t>(s)].load(std::memory_order_relaxed); }
 
   // A removal key: vLLM's block hash, qualified by data parallel rank and KV-cache group.
@@ -83,6 +114,8 @@ class Inventory {
   void skip(Skip s, uint64_t n = 1) { skipped_[static_cast<size_t>(s)].fetch_add(n, std::memory_order_relaxed); }
 
   ExactShard shard_;
+  std::shared_ptr<const DigestKey> digest_;
+  std::vector<uint32_t> words_;  // scratch: a digest inventory's digest words of one store
   std::atomic<uint32_t> block_size_{0};
   std::unordered_map<uint64_t, GroupKind> kinds_;  // (dp rank << 32 | group) -> kind
   mutable std::shared_mutex lora_mu_;
@@ -107,7 +140,8 @@ struct ExactRequest {
 class RequestChains {
  public:
   explicit RequestChains(const ExactRequest& request) : request_(request) {}
-  // The chain in `inv`'s block size and namespace (empty while `inv` knows no block size).
+  // The chain in `inv`'s block size and namespace (empty while `inv` knows no block size), over
+  // token blocks or, for a digest inventory, over the blocks' digests under its key.
   std::span<const uint64_t> of(const Inventory& inv);
   const ExactRequest& request() const { return request_; }
 
@@ -115,6 +149,7 @@ class RequestChains {
   struct Chain {
     uint32_t block_size;
     bool lora;
+    const DigestKey* digest;  // null: raw tokens
     std::vector<uint64_t> keys;
   };
   ExactRequest request_;

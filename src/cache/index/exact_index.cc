@@ -217,6 +217,20 @@ std::optional<uint32_t> ExactShard::match(std::span<const uint64_t> chain) const
 
 // --------------------------------------------------------------------------------------- writes
 
+std::string_view reason(ExactImportErrc e) {
+  switch (e) {
+    case ExactImportErrc::kNotEmpty: return "not_empty";
+    case ExactImportErrc::kParent: return "bad_parent";
+    case ExactImportErrc::kDuplicateKey: return "duplicate_key";
+    case ExactImportErrc::kDuplicateRemovalKey: return "duplicate_removal_key";
+    case ExactImportErrc::kZeroCopies: return "bad_copies";
+    case ExactImportErrc::kDangling: return "dangling_block";
+    case ExactImportErrc::kShape: return "shape";
+    case ExactImportErrc::kCapacity: return "capacity";
+  }
+  return "unknown";
+}
+
 void ExactShard::begin_write() {
   const uint64_t s = seq_.load(std::memory_order_relaxed);
   seq_.store(s + 1, std::memory_order_relaxed);
@@ -263,13 +277,14 @@ void ExactShard::table_erase(uint32_t n) {
   relaxed_store(table_[hole], uint64_t{0});
 }
 
-void ExactShard::key_insert(uint64_t removal_key, uint32_t n) {
+size_t ExactShard::key_insert(uint64_t removal_key, uint32_t n) {
   size_t i = home(fmix(removal_key), table_size_);
   while (keys_[i].node_plus1 != 0) {
     if (++i == table_size_) i = 0;
   }
   keys_[i] = KeySlot{removal_key, n + 1, 1};
   keys_used_.fetch_add(1, std::memory_order_relaxed);
+  return i;
 }
 
 void ExactShard::key_erase(size_t hole) {
@@ -495,6 +510,109 @@ void ExactShard::clear() {
   resident_.store(0, std::memory_order_relaxed);
   keys_used_.store(0, std::memory_order_relaxed);
   end_write();
+}
+
+// ------------------------------------------------------------------------------ export / import
+
+void ExactShard::export_blocks(std::vector<ExactBlockRecord>& blocks, std::vector<ExactRemovalRecord>& removals) const {
+  // Each live node's removal keys, bucketed by node (counting sort over the key table).
+  std::vector<uint32_t> first(static_cast<size_t>(high_water_) + 1, 0);
+  for (size_t i = 0; i < table_size_; ++i) {
+    if (keys_[i].node_plus1 != 0) ++first[keys_[i].node_plus1];
+  }
+  for (size_t n = 1; n < first.size(); ++n) first[n] += first[n - 1];
+  std::vector<ExactRemovalRecord> by_node(first.back());
+  std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+  for (size_t i = 0; i < table_size_; ++i) {
+    const KeySlot& k = keys_[i];
+    if (k.node_plus1 != 0) by_node[fill[k.node_plus1 - 1]++] = ExactRemovalRecord{k.key, k.count};
+  }
+  // Parents first: a depth-first walk from every first block (a live node without a parent).
+  std::vector<std::pair<uint32_t, uint32_t>> stack;  // (node, its parent's record)
+  for (uint32_t n = 0; n < high_water_; ++n) {
+    if (nodes_[n].parent == kNone && find_node(nodes_[n].key) == n) stack.emplace_back(n, ExactBlockRecord::kNoParent);
+  }
+  blocks.reserve(blocks.size() + nodes_used_.load(std::memory_order_relaxed));
+  removals.reserve(removals.size() + by_node.size());
+  const size_t base = blocks.size();
+  while (!stack.empty()) {
+    const auto [n, parent_record] = stack.back();
+    stack.pop_back();
+    const uint32_t record = static_cast<uint32_t>(blocks.size() - base);
+    blocks.push_back(ExactBlockRecord{nodes_[n].key, parent_record, first[n + 1] - first[n]});
+    removals.insert(removals.end(), by_node.begin() + first[n], by_node.begin() + first[n + 1]);
+    for (uint32_t c = nodes_[n].first_child; c != kNone; c = nodes_[c].next_sibling) stack.emplace_back(c, record);
+  }
+}
+
+std::optional<ExactImportErrc> ExactShard::import_blocks(std::span<const ExactBlockRecord> blocks,
+                                                         std::span<const ExactRemovalRecord> removals) {
+  if (nodes_used_.load(std::memory_order_relaxed) != 0 || keys_used_.load(std::memory_order_relaxed) != 0) {
+    return ExactImportErrc::kNotEmpty;
+  }
+  if (blocks.size() > limits_.max_blocks || removals.size() > limits_.max_blocks) return ExactImportErrc::kCapacity;
+  uint64_t total = 0;
+  for (const auto& b : blocks) total += b.removal_keys;
+  if (total != removals.size()) return ExactImportErrc::kShape;
+
+  std::optional<ExactImportErrc> err;
+  std::vector<uint32_t> node_of(blocks.size());
+  begin_write();
+  size_t r = 0;
+  for (size_t i = 0; i < blocks.size() && !err; ++i) {
+    const ExactBlockRecord& b = blocks[i];
+    if (i + kPrefetch < blocks.size()) __builtin_prefetch(&table_[tag_home(tag_of(blocks[i + kPrefetch].key), table_size_)]);
+    uint32_t parent = kNone;
+    if (b.parent != ExactBlockRecord::kNoParent) {
+      if (b.parent >= i) {
+        err = ExactImportErrc::kParent;
+        break;
+      }
+      parent = node_of[b.parent];
+    }
+    if (find_node(b.key) != kNone) {
+      err = ExactImportErrc::kDuplicateKey;
+      break;
+    }
+    const uint32_t n = new_node(b.key, parent);
+    node_of[i] = n;
+    uint64_t copies = 0;
+    for (uint32_t k = 0; k < b.removal_keys; ++k, ++r) {
+      const ExactRemovalRecord& rk = removals[r];
+      if (rk.copies == 0) {
+        err = ExactImportErrc::kZeroCopies;
+        break;
+      }
+      if (find_key_slot(rk.key) != SIZE_MAX) {
+        err = ExactImportErrc::kDuplicateRemovalKey;
+        break;
+      }
+      keys_[key_insert(rk.key, n)].count = rk.copies;
+      copies += rk.copies;
+    }
+    if (err) break;
+    if (copies > UINT32_MAX) {
+      err = ExactImportErrc::kZeroCopies;
+      break;
+    }
+    nodes_[n].copies = static_cast<uint32_t>(copies);
+    if (copies > 0) {
+      resident_.fetch_add(1, std::memory_order_relaxed);
+      if (parent == kNone || is_reachable(parent)) set_reachable(n, true);
+    }
+  }
+  if (!err) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const Node& x = nodes_[node_of[i]];
+      if (x.copies == 0 && x.first_child == kNone) {
+        err = ExactImportErrc::kDangling;
+        break;
+      }
+    }
+  }
+  end_write();
+  if (err) clear();
+  return err;
 }
 
 // ----------------------------------------------------------------------------------- invariants

@@ -54,6 +54,31 @@ enum class ExactStoreErrc : uint8_t {
 };
 std::string_view reason(ExactStoreErrc e);
 
+// A shard's blocks as a snapshot carries them (the wire format is companion/'s): parents before
+// children; each block's removal keys follow the previous block's in one flat list.
+struct ExactBlockRecord {
+  static constexpr uint32_t kNoParent = 0xffffffffu;
+  uint64_t key = 0;              // the chain key
+  uint32_t parent = kNoParent;   // index of an earlier record; kNoParent for a first block
+  uint32_t removal_keys = 0;     // 0: not resident, kept because blocks below it are
+};
+struct ExactRemovalRecord {
+  uint64_t key = 0;
+  uint32_t copies = 0;  // > 0
+};
+
+enum class ExactImportErrc : uint8_t {
+  kNotEmpty,        // import_blocks() needs an empty shard
+  kParent,          // a parent index that does not name an earlier record
+  kDuplicateKey,    // two records with one chain key
+  kDuplicateRemovalKey,
+  kZeroCopies,      // a removal record with no copies (or a block's copies overflow)
+  kDangling,        // a block neither resident nor above a resident one (a shard never keeps it)
+  kShape,           // the removal counts do not add up to the removal list
+  kCapacity,        // more blocks or removal keys than the limits allow
+};
+std::string_view reason(ExactImportErrc e);
+
 class ExactShard {
  public:
   static constexpr int kReadTries = 8;
@@ -77,6 +102,13 @@ class ExactShard {
   // gone: vLLM evicts blocks ramjet never saw stored when it joined late).
   uint32_t remove(std::span<const uint64_t> removal_keys);
   void clear();
+  // Appends every block (resident, or kept for the blocks below it) and its removal keys with
+  // their copy counts, parents first. Writer thread (or a shard nobody writes).
+  void export_blocks(std::vector<ExactBlockRecord>& blocks, std::vector<ExactRemovalRecord>& removals) const;
+  // Fills an empty shard with exported blocks, validating them (untrusted input: every record is
+  // checked, nothing is assumed). On an error the shard is left empty. Writer thread.
+  std::optional<ExactImportErrc> import_blocks(std::span<const ExactBlockRecord> blocks,
+                                               std::span<const ExactRemovalRecord> removals);
 
   // ---- reader side (any thread) ----
   // How many leading blocks of `chain` (exact_chain's keys) the engine can serve from its cache;
@@ -107,7 +139,7 @@ class ExactShard {
   void free_node(uint32_t n);
   void table_insert(uint32_t n);
   void table_erase(uint32_t n);
-  void key_insert(uint64_t removal_key, uint32_t n);
+  size_t key_insert(uint64_t removal_key, uint32_t n);  // the slot
   void key_erase(size_t slot);
   void add_copy(uint32_t n);
   void drop_copy(uint32_t n);

@@ -305,5 +305,69 @@ TEST(ExactShard, AReaderRacingTheWriterSeesOnlyWholeStates) {
   EXPECT_GT(answered, busy);
 }
 
+TEST(ExactShard, ExportedBlocksImportIntoAnEqualShard) {
+  ExactShard s;
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<uint32_t>> prompts;
+  for (uint32_t p = 0; p < 40; ++p) prompts.push_back(tokens(1 + rng() % 8, 1 + static_cast<uint32_t>(rng() % 3) * 100));
+  for (int step = 0; step < 400; ++step) {
+    const auto& t = prompts[rng() % prompts.size()];
+    const size_t n = t.size() / kBs;
+    const uint64_t base = 10000 * (1 + rng() % 3) + 100 * (&t - prompts.data());  // copies under other keys
+    if (rng() % 3 == 0) {
+      s.remove(rkeys(rng() % n, n, base));
+    } else {
+      (void)s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, n, base), t, kBs);
+    }
+  }
+  ASSERT_GT(s.blocks(), 20u);
+  std::vector<ExactBlockRecord> blocks;
+  std::vector<ExactRemovalRecord> removals;
+  s.export_blocks(blocks, removals);
+  EXPECT_EQ(blocks.size(), s.blocks());
+  EXPECT_EQ(removals.size(), s.removal_keys());
+  ExactShard copy;
+  ASSERT_FALSE(copy.import_blocks(blocks, removals));
+  EXPECT_TRUE(copy.check_invariants());
+  EXPECT_EQ(copy.blocks(), s.blocks());
+  EXPECT_EQ(copy.resident_blocks(), s.resident_blocks());
+  for (const auto& t : prompts) EXPECT_EQ(copy.match(chain(t)), s.match(chain(t)));
+  // The copy behaves the same under further events.
+  for (const auto& t : prompts) {
+    const auto keys = rkeys(0, t.size() / kBs, 10000 + 100 * (&t - prompts.data()));
+    s.remove(keys);
+    copy.remove(keys);
+    EXPECT_EQ(copy.match(chain(t)), s.match(chain(t)));
+  }
+  EXPECT_TRUE(copy.check_invariants());
+  EXPECT_EQ(copy.import_blocks(blocks, removals), ExactImportErrc::kNotEmpty);
+}
+
+TEST(ExactShard, ImportRejectsInconsistentRecordsAndStaysEmpty) {
+  using B = ExactBlockRecord;
+  using R = ExactRemovalRecord;
+  constexpr uint32_t kRoot = B::kNoParent;
+  const auto rejects = [](std::vector<B> b, std::vector<R> r, ExactImportErrc want, ExactShardLimits l = {}) {
+    ExactShard s(l);
+    EXPECT_EQ(s.import_blocks(b, r), want);
+    EXPECT_EQ(s.blocks(), 0u);
+    EXPECT_EQ(s.removal_keys(), 0u);
+    EXPECT_TRUE(s.check_invariants());
+  };
+  rejects({{1, 1, 1}, {2, kRoot, 1}}, {{10, 1}, {11, 1}}, ExactImportErrc::kParent);  // parent after child
+  rejects({{1, 0, 1}}, {{10, 1}}, ExactImportErrc::kParent);                          // its own parent
+  rejects({{1, kRoot, 1}, {1, 0, 1}}, {{10, 1}, {11, 1}}, ExactImportErrc::kDuplicateKey);
+  rejects({{1, kRoot, 1}, {2, 0, 1}}, {{10, 1}, {10, 1}}, ExactImportErrc::kDuplicateRemovalKey);
+  rejects({{1, kRoot, 1}}, {{10, 0}}, ExactImportErrc::kZeroCopies);
+  rejects({{1, kRoot, 0}}, {}, ExactImportErrc::kDangling);
+  rejects({{1, kRoot, 2}}, {{10, 1}}, ExactImportErrc::kShape);
+  rejects({{1, kRoot, 1}, {2, 0, 1}}, {{10, 1}, {11, 1}}, ExactImportErrc::kCapacity, {.max_blocks = 1});
+  ExactShard ok;  // a non-resident block above a resident one is kept, and not reachable
+  ASSERT_FALSE(ok.import_blocks(std::vector<B>{{1, kRoot, 0}, {2, 0, 1}}, std::vector<R>{{10, 3}}));
+  EXPECT_EQ(ok.resident_blocks(), 1u);
+  EXPECT_EQ(ok.match(std::vector<uint64_t>{1, 2}), 0u);
+  EXPECT_TRUE(ok.check_invariants());
+}
+
 }  // namespace
 }  // namespace ramjet::cache
