@@ -51,7 +51,10 @@ Inventory::Inventory(InventoryLimits limits, std::shared_ptr<const DigestKey> di
 uint64_t Inventory::removal_key(const kv::BlockHash& h, uint32_t dp_rank, uint32_t group) {
   const auto bytes = h.bytes();
   const uint64_t v = h.is_bytes() ? XXH3_64bits(bytes.data(), bytes.size()) : h.low64();
-  return XXH3_64bits_withSeed(&v, sizeof(v), group_key(dp_rank, group));
+  // The hash and its (rank, group) hashed together: as a seed of an 8-byte input XXH3 only XORs
+  // the seed in, so hash h of one group would share a key with h ^ delta of another.
+  const uint64_t in[2] = {v, group_key(dp_rank, group)};
+  return XXH3_64bits(in, sizeof in);
 }
 
 bool Inventory::knows_lora(std::string_view name) const {
