@@ -258,7 +258,9 @@ int run(int argc, char** argv, std::istream& in, std::ostream& out, std::ostream
     if (args.text) return renderer.text(input, result);
     if (args.api == "chat") return renderer.chat(input, result);
     boost::system::error_code ec;
-    boost::json::value body = boost::json::parse(input, ec);
+    boost::json::parse_options opt;
+    opt.max_depth = 128;  // as the tokenizer service parses
+    boost::json::value body = boost::json::parse(input, ec, {}, opt);
     if (ec || !body.is_object()) return Failure{"input", "bad_json", "the request is not a JSON object"};
     auto chat = to_chat_request(args.api == "responses" ? PromptApi::kResponses : PromptApi::kMessages,
                                 std::move(body.as_object()));

@@ -396,6 +396,26 @@ TEST_F(ServiceTest, OfferIsBoundedAndNeverBlocks) {
 namespace ramjet::render {
 namespace {
 
+// Exact routing's local render of the agent APIs: the namespace fields are the ones vLLM reads —
+// a Responses request's cache_salt salts its blocks, a Messages request has none (vLLM ignores it).
+TEST_F(ServiceTest, RoutingRendersAgentRequestsWithTheNamespaceVllmUses) {
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(local_config(manifest_json(qwen_goldens(1))), errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  auto r = s->render_routing(PromptApi::kResponses, R"({"model":"qwen3","cache_salt":"s1","input":"hi"})");
+  ASSERT_EQ(r.outcome, ShadowOutcome::kSuccess);
+  EXPECT_EQ(r.cache_salt, "s1");
+  EXPECT_EQ(r.model, "qwen3");
+  EXPECT_FALSE(r.ids.empty());
+  auto m = s->render_routing(PromptApi::kMessages,
+                             R"({"model":"qwen3","cache_salt":"s1","max_tokens":8,"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(m.outcome, ShadowOutcome::kSuccess);
+  EXPECT_EQ(m.cache_salt, "");
+  EXPECT_EQ(m.ids, r.ids) << "the same conversation renders alike in both shapes";
+  EXPECT_EQ(s->render_routing(PromptApi::kResponses, R"({"input":"hi","previous_response_id":"r"})").outcome,
+            ShadowOutcome::kUnsupported);
+}
+
 // A conversation growing turn by turn: every turn's local ids equal a full encode without the
 // cache, and from the second turn on the cache supplies the prefix.
 TEST_F(ServiceTest, FollowUpTurnsReuseTheSessionCacheWithIdenticalIds) {

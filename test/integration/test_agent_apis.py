@@ -378,7 +378,7 @@ def check_accounting(kind: str, endpoint: str, call: dict, rec: dict, before: di
           f"(SDK first delta {call['ttft_ms']} ms)")
     if stream:
         # A generated token's time: after the engine's first (>= SLOW_MS) step, before the client saw it.
-        assert fin["ttft_ms"] is not None and SLOW_MS * 0.9 <= fin["ttft_ms"] <= call["ttft_ms"] + 5, \
+        assert fin["ttft_ms"] is not None and SLOW_MS * 0.9 <= fin["ttft_ms"] <= call["ttft_ms"] + 50, \
             ("ramjet's TTFT", fin["ttft_ms"], "the SDK's first delta", call["ttft_ms"])
     else:
         assert fin["ttft_ms"] is None, fin

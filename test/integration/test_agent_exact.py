@@ -127,7 +127,7 @@ def run_conversations(rj, sims) -> None:
 def test_local_tokens_of_agent_requests_are_the_engines(tmp_path, ramjet_factory):
     sims = [qwen_kv_sim() for _ in range(3)]
     try:
-        rj = start_local(tmp_path, ramjet_factory, sims)
+        rj = start_local(tmp_path, ramjet_factory, sims, RJ_EXACT_ROUTE_TIMEOUT_MS="5000")
         wait_attested(rj, [0, 1, 2])
         run_conversations(rj, sims)
         m = rj.metrics()
@@ -144,7 +144,7 @@ def test_remote_tokens_of_agent_requests_are_the_engines(ramjet_factory):
     sims = [qwen_kv_sim() for _ in range(3)]
     try:
         rj = ramjet_factory([s.url for s in sims], env={
-            "RJ_EXACT_TOKENS": "remote", "RJ_AFFINITY": "prefix",
+            "RJ_EXACT_TOKENS": "remote", "RJ_AFFINITY": "prefix", "RJ_EXACT_ROUTE_TIMEOUT_MS": "5000",
             "RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(local(s.kv_endpoint) for s in sims),
             "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(local(s.kv_replay) for s in sims),
             "RJ_KV_EVENT_TOPIC": TOPIC})
@@ -159,7 +159,7 @@ def test_remote_tokens_of_agent_requests_are_the_engines(ramjet_factory):
 def test_requests_only_the_engine_can_render_use_the_fingerprints(tmp_path, ramjet_factory):
     sims = [qwen_kv_sim() for _ in range(2)]
     try:
-        rj = start_local(tmp_path, ramjet_factory, sims)
+        rj = start_local(tmp_path, ramjet_factory, sims, RJ_EXACT_ROUTE_TIMEOUT_MS="5000")
         wait_attested(rj, [0, 1])
         body = responses_conv(5, "Fix the failing test.")
         body["input"][0]["content"].append({"type": "input_image", "image_url": "data:image/png;base64,AAAA"})

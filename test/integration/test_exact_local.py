@@ -32,11 +32,11 @@ def agent_chat(k: int, *turns: str) -> dict:
     return {"model": MODEL_ID, "max_tokens": 2, "messages": messages}
 
 
-def start(tmp_path, ramjet_factory, sims):
+def start(tmp_path, ramjet_factory, sims, **extra):
     env = local_env(tmp_path, mode="local", RJ_EXACT_TOKENS="local", RJ_AFFINITY="prefix",
                     RJ_KV_EVENT_LIVE_ENDPOINTS=",".join(local(s.kv_endpoint) for s in sims),
                     RJ_KV_EVENT_REPLAY_ENDPOINTS=",".join(local(s.kv_replay) for s in sims),
-                    RJ_KV_EVENT_TOPIC=TOPIC)
+                    RJ_KV_EVENT_TOPIC=TOPIC, **extra)
     rj = ramjet_factory([s.url for s in sims], env=env)
     rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every engine's index trusted")
     return rj
