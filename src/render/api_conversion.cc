@@ -272,6 +272,15 @@ json::object* previous_assistant(json::array& messages) {
 
 bool absent_or_null(const json::object& o, std::string_view key) { return field(o, key) == nullptr; }
 
+// A non-empty part list's first part's text, moved out: `part.get("text", "")` for an object,
+// the part itself otherwise (vLLM's dict-form item handling).
+json::value take_first_text(json::array& parts) {
+  json::value& first = parts.front();
+  if (!first.is_object()) return std::move(first);
+  json::value* t = first.get_object().if_contains("text");
+  return t != nullptr ? std::move(*t) : json::value("");
+}
+
 // The text of a reasoning item's first content part, else its first summary part.
 Result<json::value, ConversionError> reasoning_text(json::object& item) {
   for (std::string_view key : {"content", "summary"}) {
@@ -279,14 +288,7 @@ Result<json::value, ConversionError> reasoning_text(json::object& item) {
     if (list == nullptr || list->is_null()) continue;
     if (!list->is_array()) return bad("reasoning content/summary is not a list");
     if (list->get_array().empty()) continue;
-    json::value& first = list->get_array().front();
-    json::value text;
-    if (first.is_object()) {
-      json::value* t = first.get_object().if_contains("text");
-      text = t != nullptr ? std::move(*t) : json::value("");
-    } else {
-      text = std::move(first);
-    }
+    json::value text = take_first_text(list->get_array());
     if (!text.is_string()) return bad("reasoning text is not a string");
     return text;
   }
@@ -300,14 +302,7 @@ Result<json::value, ConversionError> assistant_text(json::object& item) {
   if (content->is_string()) return std::move(*content);
   if (!content->is_array()) return bad("assistant content must be a string or a list");
   if (content->get_array().empty()) return json::value("");
-  json::value& first = content->get_array().front();
-  json::value text;
-  if (first.is_object()) {
-    json::value* t = first.get_object().if_contains("text");
-    text = t != nullptr ? std::move(*t) : json::value("");
-  } else {
-    text = std::move(first);
-  }
+  json::value text = take_first_text(content->get_array());
   if (!text.is_string()) return bad("assistant text is not a string");
   return text;
 }
