@@ -1,5 +1,6 @@
 #include "cache/events/kv_fleet.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -12,7 +13,7 @@ using metrics::MetricKind;
 
 enum class F {
   kState, kGeneration, kTransitions, kBatches, kBadFrames, kDecodeErrors, kIndexErrors, kSkipped,
-  kBlocksApplied, kIndexBlocks, kIndexResident, kIndexBytes, kCount
+  kBlocksApplied, kIndexBlocks, kIndexResident, kIndexBytes, kSource, kCount
 };
 
 constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
@@ -45,6 +46,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "Blocks the engine reports resident in its GPU prefix cache."},
     {"ramjet_kv_index_bytes", MetricKind::kGauge, "upstream",
      "Bytes the engine's exact index reserved (RJ_KV_INDEX_MAX_BLOCKS; pages are touched as it fills)."},
+    {"ramjet_kv_inventory_source", MetricKind::kGauge, "upstream,source",
+     "1 for where the engine's exact index comes from: events (its own KV events) or companion (a "
+     "ramjet-companion's snapshot and tail, RJ_EXACT_INVENTORY=companion)."},
 }};
 
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
@@ -55,8 +59,14 @@ constexpr std::array kModes = {FenceMode::kTrusted, FenceMode::kReplaying, Fence
 
 std::span<const metrics::Family> kv_families() { return kFamilies; }
 
-KvFleet::KvFleet(std::vector<std::optional<SubscriberOptions>> sources, InventoryLimits limits) {
-  for (auto& s : sources) engines_.push_back(s ? std::make_unique<Engine>(*s, limits) : nullptr);
+KvFleet::KvFleet(std::vector<std::optional<SubscriberOptions>> sources, InventoryLimits limits,
+                 std::vector<std::unique_ptr<InventorySource>> external)
+    : external_(std::move(external)) {
+  external_.resize(std::max(external_.size(), sources.size()));
+  sources.resize(external_.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    engines_.push_back(sources[i] && !external_[i] ? std::make_unique<Engine>(*sources[i], limits) : nullptr);
+  }
 }
 
 KvFleet::~KvFleet() { stop(); }
@@ -65,14 +75,23 @@ void KvFleet::start() {
   for (auto& e : engines_) {
     if (e) e->subscriber.start();
   }
+  for (auto& x : external_) {
+    if (x) x->start();
+  }
 }
 
 void KvFleet::stop() {
   for (auto& e : engines_) {  // every thread told first, so they end together
     if (e) e->subscriber.request_stop();
   }
+  for (auto& x : external_) {
+    if (x) x->request_stop();
+  }
   for (auto& e : engines_) {
     if (e) e->subscriber.stop();
+  }
+  for (auto& x : external_) {
+    if (x) x->stop();
   }
 }
 
@@ -86,22 +105,30 @@ void KvFleet::set_endpoints(size_t engine, std::optional<SubscriberOptions> endp
 }
 
 bool KvFleet::enabled() const {
-  for (const auto& e : engines_) {
-    if (e) return true;
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    if (has_events(i)) return true;
   }
   return false;
 }
 
+std::string_view KvFleet::inventory_label(size_t engine) const {
+  if (external_[engine]) return external_[engine]->label();
+  return engines_[engine] ? "events" : "none";
+}
+
 const Inventory* KvFleet::trusted(size_t engine) const {
+  if (external_[engine]) return external_[engine]->trusted();
   const auto& e = engines_[engine];
   return e && e->subscriber.trusted() ? &e->inventory : nullptr;
 }
 
 FenceMode KvFleet::mode(size_t engine) const {
+  if (external_[engine]) return external_[engine]->mode();
   return engines_[engine] ? engines_[engine]->subscriber.mode() : FenceMode::kFenced;
 }
 
 uint64_t KvFleet::generation(size_t engine) const {
+  if (external_[engine]) return external_[engine]->generation();
   return engines_[engine] ? engines_[engine]->subscriber.generation() : 0;
 }
 
@@ -123,9 +150,29 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
       }
     }
   };
-  by(F::kState, "state", kModes.size(), [](size_t r) { return label(kModes[r]); },
-     [](const Engine& e, size_t r) { return int64_t{e.subscriber.mode() == kModes[r] ? 1 : 0}; });
-  each(F::kGeneration, [](const Engine& e) { return e.subscriber.generation(); });
+  // Every engine with an inventory, subscribed or external.
+  auto all = [&](F f, std::string_view key, size_t count, auto label, auto value) {
+    x.family(fam(f));
+    for (size_t i = 0; i < engines_.size(); ++i) {
+      if (!has_events(i)) continue;
+      for (size_t r = 0; r < count; ++r) {
+        std::string labels = up(i);
+        if (!key.empty()) labels += "," + std::string(key) + "=\"" + std::string(label(r)) + "\"";
+        x.sample(fam(f).name, labels, value(i, r));
+      }
+    }
+  };
+  auto gauge = [&](F f, auto value) {  // of the inventory readers would get (0 when none)
+    all(f, {}, 1, [](size_t) { return ""; }, [&](size_t i, size_t) -> uint64_t {
+      const Inventory* inv = external_[i] ? external_[i]->current() : &engines_[i]->inventory;
+      return inv ? value(*inv) : 0;
+    });
+  };
+  all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
+      [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });
+  all(F::kState, "state", kModes.size(), [](size_t r) { return label(kModes[r]); },
+      [&](size_t i, size_t r) { return int64_t{mode(i) == kModes[r] ? 1 : 0}; });
+  all(F::kGeneration, {}, 1, [](size_t) { return ""; }, [&](size_t i, size_t) { return generation(i); });
   // Every event but kNone.
   by(F::kTransitions, "event", static_cast<size_t>(FenceEvent::kCount_) - 1,
      [](size_t r) { return label(static_cast<FenceEvent>(r + 1)); },
@@ -143,9 +190,9 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
      [](const Engine& e, size_t r) {
        return (r == 0 ? e.subscriber.stats().blocks_stored : e.subscriber.stats().blocks_removed).load(std::memory_order_relaxed);
      });
-  each(F::kIndexBlocks, [](const Engine& e) { return uint64_t{e.inventory.shard().blocks()}; });
-  each(F::kIndexResident, [](const Engine& e) { return uint64_t{e.inventory.shard().resident_blocks()}; });
-  each(F::kIndexBytes, [](const Engine& e) { return uint64_t{e.inventory.shard().table_bytes()}; });
+  gauge(F::kIndexBlocks, [](const Inventory& inv) { return uint64_t{inv.shard().blocks()}; });
+  gauge(F::kIndexResident, [](const Inventory& inv) { return uint64_t{inv.shard().resident_blocks()}; });
+  gauge(F::kIndexBytes, [](const Inventory& inv) { return uint64_t{inv.shard().table_bytes()}; });
 }
 
 }  // namespace ramjet::cache::events

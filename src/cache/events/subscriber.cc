@@ -52,6 +52,7 @@ struct Subscriber::Loop {
     uint64_t seq;
     kv::EventBatch batch;
     bool clears;
+    std::string raw;  // the payload bytes, kept only for an observer
   };
 
   Subscriber& self;
@@ -82,6 +83,11 @@ struct Subscriber::Loop {
   void publish() {
     self.mode_.store(fence.mode(), std::memory_order_release);
     self.generation_.store(self.generation_offset_ + fence.generation(), std::memory_order_release);
+    if (self.observer_) self.observer_->state(fence.mode(), self.generation_offset_ + fence.generation());
+  }
+
+  std::string raw_copy(const zmq::message_t& payload) const {
+    return self.observer_ ? std::string(static_cast<const char*>(payload.data()), payload.size()) : std::string();
   }
 
   // Does what the fence said about one batch (or about none: a replay's end, a disconnect).
@@ -100,6 +106,9 @@ struct Subscriber::Loop {
         end_replay();
         handle(fence.on_index_error(), nullptr);
         return;
+      }
+      if (self.observer_) {
+        self.observer_->applied(batch->seq, {reinterpret_cast<const uint8_t*>(batch->raw.data()), batch->raw.size()});
       }
     } else if (batch != nullptr && step.verdict == Verdict::kHold) {
       held.push_back(std::move(*batch));
@@ -178,7 +187,7 @@ struct Subscriber::Loop {
       return replay_failed();
     }
     self.stats_.replayed.fetch_add(1, std::memory_order_relaxed);
-    Held h{*seq, std::move(*decoded), false};
+    Held h{*seq, std::move(*decoded), false, raw_copy(payload)};
     h.clears = clears_all(h.batch);
     handle(fence.on_replay_batch(replay->ticket, h.seq, h.clears, h.batch.ts), &h);
   }
@@ -203,7 +212,7 @@ struct Subscriber::Loop {
       handle(fence.on_index_error(), nullptr);
       return;
     }
-    Held h{*seq, std::move(*decoded), false};
+    Held h{*seq, std::move(*decoded), false, raw_copy(frames[2])};
     h.clears = clears_all(h.batch);
     handle(fence.on_live(h.seq, h.clears, h.batch.ts), &h);
   }
@@ -224,8 +233,16 @@ struct Subscriber::Loop {
     }
   }
 
+  // The observer's lock while the inventory may change (none without an observer).
+  std::unique_lock<std::mutex> guard() const {
+    return self.observer_ ? std::unique_lock<std::mutex>(self.observer_->mutex()) : std::unique_lock<std::mutex>();
+  }
+
   void run() {
-    publish();
+    {
+      auto lock = guard();
+      publish();
+    }
     while (!self.stop_.load(std::memory_order_acquire) && !self.reconfigure_.load(std::memory_order_acquire)) {
       zmq::pollitem_t items[3] = {{sub.handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0}};
       size_t n = 2;
@@ -237,6 +254,7 @@ struct Subscriber::Loop {
         timeout = std::clamp(left, std::chrono::milliseconds(0), timeout);
       }
       zmq::poll(items, n, timeout);
+      auto lock = guard();
       if (items[1].revents & ZMQ_POLLIN) on_monitor_event();
       // The replay first: held live batches wait for it anyway.
       for (int i = 0; dealer && i < 1024; ++i) {
@@ -254,8 +272,8 @@ struct Subscriber::Loop {
   }
 };
 
-Subscriber::Subscriber(SubscriberOptions options, Inventory& inventory)
-    : options_(options), base_(std::move(options)), inventory_(inventory) {}
+Subscriber::Subscriber(SubscriberOptions options, Inventory& inventory, SubscriberObserver* observer)
+    : options_(options), base_(std::move(options)), inventory_(inventory), observer_(observer) {}
 
 Subscriber::~Subscriber() { stop(); }
 
@@ -300,14 +318,19 @@ void Subscriber::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   };
+  // Outside a loop: fenced and empty (the observer told under its lock).
+  auto drop = [this](bool clear) {
+    std::unique_lock<std::mutex> lock;
+    if (observer_) lock = std::unique_lock<std::mutex>(observer_->mutex());
+    mode_.store(FenceMode::kFenced, std::memory_order_release);
+    if (clear) inventory_.clear();
+    if (observer_) observer_->state(FenceMode::kFenced, generation_.load(std::memory_order_acquire));
+  };
   bool looped = false;
   while (!stop_.load(std::memory_order_acquire)) {
-    if (take_pending()) {
-      mode_.store(FenceMode::kFenced, std::memory_order_release);
-      inventory_.clear();
-    }
+    if (take_pending()) drop(true);
     if (options_.live_endpoint.empty()) {  // nothing to subscribe to (yet)
-      mode_.store(FenceMode::kFenced, std::memory_order_release);
+      drop(false);
       pause();
       continue;
     }
@@ -320,8 +343,7 @@ void Subscriber::run() {
       loop.run();
       if (!reconfigure_.load(std::memory_order_acquire)) return;
     } catch (const zmq::error_t&) {
-      mode_.store(FenceMode::kFenced, std::memory_order_release);
-      inventory_.clear();
+      drop(true);
       pause();
     }
   }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -48,9 +49,26 @@ struct SubscriberStats {
   std::atomic<bool> connected{false};
 };
 
+// Watches one subscriber's inventory change (the companion: its clients' tail and snapshots). Its
+// calls come from the subscriber thread while it holds mutex(), which it also holds around every
+// change to the inventory, so whoever takes mutex() sees the inventory between two batches, and
+// every batch applied after that arrives through applied().
+class SubscriberObserver {
+ public:
+  virtual ~SubscriberObserver() = default;
+  virtual std::mutex& mutex() = 0;
+  // A batch the inventory applied (after any clear the fence asked for), with its vLLM sequence
+  // and its payload bytes as the engine published them.
+  virtual void applied(uint64_t seq, std::span<const uint8_t> payload) = 0;
+  // The trust state as published to readers (repeated values are possible). A generation other
+  // than the last one means the inventory was started again from empty.
+  virtual void state(FenceMode mode, uint64_t generation) = 0;
+};
+
 class Subscriber {
  public:
-  Subscriber(SubscriberOptions options, Inventory& inventory);
+  // `observer` (may be null) outlives the subscriber.
+  Subscriber(SubscriberOptions options, Inventory& inventory, SubscriberObserver* observer = nullptr);
   ~Subscriber();  // stops the thread
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -82,6 +100,7 @@ class Subscriber {
   std::optional<SubscriberOptions> pending_;
   std::atomic<bool> reconfigure_{false};
   Inventory& inventory_;
+  SubscriberObserver* observer_;
   SubscriberStats stats_;
   std::atomic<FenceMode> mode_{FenceMode::kFenced};
   std::atomic<uint64_t> generation_{0};
