@@ -184,16 +184,21 @@ Result<Frame, FrameError> FrameOpener::open(std::span<const uint8_t> bytes) {
   Frame f;
   (void)(r.u8(type) && r.u8(dir) && r.u16(reserved) && r.u32(len) && r.u64(f.generation) &&
          r.u64(f.delivery_sequence));
-  if (generation_ && *generation_ != f.generation) return fail(FrameErrc::kGenerationChanged);
-  std::unique_ptr<HmacSha256> first_key;
+  // The first frame's generation names the key (kept only if the frame is authentic). A frame of
+  // another generation is checked under that generation's key: only an authentic one is reported
+  // as a generation change, anything else is a bad MAC.
+  const bool changed = generation_ && *generation_ != f.generation;
+  std::unique_ptr<HmacSha256> other_key;
   HmacSha256* mac = mac_.get();
-  if (!mac) {  // the first frame: its generation names the key (kept only if the frame is authentic)
-    first_key = std::make_unique<HmacSha256>(derive_frame_key(secret_, challenge_, f.generation, direction_));
-    mac = first_key.get();
+  if (!mac || changed) {
+    other_key = std::make_unique<HmacSha256>(derive_frame_key(secret_, challenge_, f.generation, direction_));
+    mac = other_key.get();
   }
   const size_t signed_bytes = bytes.size() - kMacBytes;
   const MacTag tag = mac->mac(bytes.first(signed_bytes));
   if (!tags_equal(tag, bytes.subspan(signed_bytes))) return fail(FrameErrc::kBadMac);
+  if (changed) return fail(FrameErrc::kGenerationChanged);
+  std::unique_ptr<HmacSha256>& first_key = other_key;
   if (f.delivery_sequence != next_) return fail(FrameErrc::kGap);
 
   f.type = static_cast<FrameType>(type);

@@ -88,6 +88,10 @@ TEST(Frames, AGapAReplayAndAnotherGenerationAreErrors) {
   next_gen.caught_up(0);
   next_gen.caught_up(0);
   EXPECT_EQ(in.open(bytes(next_gen.caught_up(0))).error().code, FrameErrc::kGenerationChanged);
+  // A frame whose generation field was rewritten does not authenticate under either key.
+  std::string forged = out.caught_up(4);
+  forged[16] = static_cast<char>(9);  // the generation's low byte (after magic, type, dir, u16, u32)
+  EXPECT_EQ(in.open(bytes(forged)).error().code, FrameErrc::kBadMac);
 }
 
 TEST(Frames, FramesOfAnotherConnectionSecretOrDirectionDoNotOpen) {

@@ -35,11 +35,11 @@ inline constexpr size_t kSnapshotChecksumBytes = 32;
 
 struct SnapshotLimits {
   size_t max_bytes = 32u << 20;      // the whole envelope
-  uint32_t max_records = 131072;     // blocks
-  uint32_t max_removals = 262144;    // removal keys (copies of a block under other ranks/groups)
+  uint32_t max_records = 262144;     // blocks (the exact shard's default RJ_KV_INDEX_MAX_BLOCKS)
+  uint32_t max_removals = 524288;    // removal keys (copies of a block under other ranks/groups)
   uint32_t max_groups = 1024;
-  uint32_t max_loras = 256;
-  uint32_t max_string_bytes = 256;   // the incarnation, each adapter name
+  uint32_t max_loras = 4096;         // cache::events::kMaxLoras
+  uint32_t max_string_bytes = 1024;  // the incarnation, each adapter name (kv::DecodeLimits' strings)
   uint32_t max_block_size = 1u << 20;
 };
 

@@ -250,3 +250,31 @@ TEST(DigestInventory, HoldsNoTokenIdsAndAnotherKeyFindsNothing) {
 
 }  // namespace
 }  // namespace ramjet::cache::events
+
+namespace ramjet::cache::events {
+namespace {
+
+TEST(DigestInventory, RefusesABadShapeAsTheRawInventoryDoes) {
+  std::array<uint8_t, 32> s{};
+  s.fill(0x5a);
+  Inventory raw, dig({}, DigestKey::from_secret(s));
+  auto store = [](uint32_t block_size, size_t tokens) {
+    BlockStored e;
+    e.block_hashes = {BlockHash::from_uint(1), BlockHash::from_uint(2)};
+    e.token_ids.assign(tokens, 3);
+    e.block_size = block_size;
+    EventBatch b;
+    b.events.push_back(e);
+    return b;
+  };
+  for (const auto& b : {store(kBs, 2 * kBs - 1), store(kBs, 2 * kBs + 1), store(0, 0), store(0, 2 * kBs)}) {
+    ASSERT_FALSE(raw.apply(b));
+    ASSERT_FALSE(dig.apply(b));
+  }
+  EXPECT_EQ(raw.skipped(Skip::kShape), 8u);
+  EXPECT_EQ(dig.skipped(Skip::kShape), 8u);
+  EXPECT_EQ(dig.shard().blocks(), 0u);
+}
+
+}  // namespace
+}  // namespace ramjet::cache::events

@@ -121,6 +121,8 @@ std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, 
   }
   if (!lora.empty() && !knows_lora(lora)) {
     std::unique_lock lock(lora_mu_);
+    // Bounded: an engine naming more adapters than any fleet serves loses exactness for the rest.
+    if (loras_.size() >= kMaxLoras) return skip(Skip::kExtraKeys, n), std::nullopt;
     loras_.emplace_back(lora);
   }
 
@@ -132,6 +134,11 @@ std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, 
   const uint64_t seed = parent ? 0 : exact_root_seed(e.block_size, lora, salt);
   std::optional<ExactStoreErrc> err;
   if (digest_) {  // the same store over the blocks' digests: kDigestWords "tokens" per block
+    // The raw shard refuses a token count that is not block_size per hash; so does this, before
+    // digesting (a digest of a partial block would be stored as a whole one).
+    if (e.block_size == 0 || e.token_ids.size() != size_t{e.block_size} * e.block_hashes.size()) {
+      return skip(Skip::kShape, n), std::nullopt;
+    }
     words_.clear();
     digest_->digest_words(e.token_ids, e.block_size, words_);
     err = shard_.store(parent, seed, keys_, words_, kDigestWords);

@@ -53,6 +53,10 @@ struct InventoryLimits {
   ExactShardLimits shard;
 };
 
+// Adapter names one inventory learns (a store naming another one is skipped as extra_keys); a
+// snapshot carries at most this many (companion/snapshot).
+inline constexpr size_t kMaxLoras = 4096;
+
 // An inventory's state as a snapshot carries it (companion/snapshot): what apply() learned (the
 // main block size, each group's kind, the adapter names) and the shard's blocks.
 struct InventoryGroup {
