@@ -82,6 +82,7 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
       if (i >= kv->size() || !kv->has_events(i)) return "none";
       return cache::events::label(kv->mode(i));
     };
+    s.kv_source = [kv](size_t i) -> std::string_view { return i < kv->size() ? kv->inventory_label(i) : "none"; };
   }
   if (predictions) s.exact_withdrawn = [predictions](size_t i) { return predictions->withdrawn(i); };
   return s;

@@ -7,6 +7,8 @@
 
 #include <sys/resource.h>
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -32,6 +34,7 @@
 #include "render/cli.h"
 #include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
+#include "companion/client.h"
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_catalog.h"
 #include "upstream/engine_load.h"
@@ -169,6 +172,52 @@ std::vector<std::optional<cache::events::SubscriberOptions>> kv_sources(const co
   return out;
 }
 
+// RJ_EXACT_INVENTORY=companion: the session secret and the block-digest key (a file that breaks a
+// rule stops startup, named with the rule) and one client per engine whose RJ_COMPANION_ENDPOINTS
+// item is not "-", by ordinal. Engines that join later keep their KV events. The secrets' bytes
+// are wiped here once the clients hold their copies.
+bool make_companions(const config::Config& cfg, const cache::events::InventoryLimits& limits,
+                     std::vector<std::unique_ptr<cache::events::InventorySource>>& out, std::string& problem) {
+  auto session = companion::read_secret_file(cfg.companion_secret_file);
+  if (!session) {
+    problem = "RJ_COMPANION_SECRET_FILE: " + session.error();
+    return false;
+  }
+  auto digest_secret = companion::read_secret_file(cfg.companion_digest_secret_file);
+  if (!digest_secret) {
+    OPENSSL_cleanse(session->data(), session->size());
+    problem = "RJ_COMPANION_DIGEST_SECRET_FILE: " + digest_secret.error();
+    return false;
+  }
+  if (CRYPTO_memcmp(session->data(), digest_secret->data(), session->size()) == 0) {
+    spdlog::warn("RJ_COMPANION_SECRET_FILE and RJ_COMPANION_DIGEST_SECRET_FILE hold the same secret: give each its own");
+  }
+  std::shared_ptr<const cache::DigestKey> key = cache::DigestKey::from_secret(*digest_secret);
+  OPENSSL_cleanse(digest_secret->data(), digest_secret->size());
+  out.resize(cfg.slots());
+  for (size_t i = 0; i < cfg.companion_endpoints.size() && i < out.size() && problem.empty(); ++i) {
+    if (cfg.companion_endpoints[i] == "-") continue;
+    auto endpoint = companion::parse_endpoint(cfg.companion_endpoints[i]);
+    if (!endpoint) {
+      problem = "RJ_COMPANION_ENDPOINTS: item " + std::to_string(i + 1) + ": " + endpoint.error();
+      break;
+    }
+    out[i] = std::make_unique<companion::Client>(companion::ClientOptions{.upstream = i,
+                                                                          .endpoint = std::move(*endpoint),
+                                                                          .digest = key,
+                                                                          .inventory = limits,
+                                                                          .decode = {},
+                                                                          .connect_timeout = milliseconds(2000),
+                                                                          .first_frame_timeout = milliseconds(10000),
+                                                                          .frame_timeout = milliseconds(3000),
+                                                                          .backoff_min = milliseconds(250),
+                                                                          .backoff_max = milliseconds(5000)},
+                                                 *session);
+  }
+  OPENSSL_cleanse(session->data(), session->size());
+  return problem.empty();
+}
+
 // The tokenizer shadow (RJ_TOKENIZER_MODE) hears of every complete 200 chat or completions
 // response once its last byte went out; offer() only queues (never blocks).
 class ShadowOffer final : public request::ExchangeObserver {
@@ -293,9 +342,22 @@ int main(int argc, char** argv) {
   for (const std::string& p : cfg.upstream_profiles) {
     profiles.push_back(p == "mtp" ? route::Profile::kMtp : route::Profile::kStandard);
   }
-  // KV events (RJ_KV_EVENT_*): a subscriber and an exact inventory per engine that publishes; exact
-  // routing (RJ_EXACT_ROUTE_MODE) asks them before the approximate index.
-  cache::events::KvFleet kv(kv_sources(cfg), cache::events::InventoryLimits{.shard = {.max_blocks = cfg.kv_index_max_blocks}});
+  // KV events (RJ_KV_EVENT_*): a subscriber and an exact inventory per engine that publishes, or
+  // (RJ_EXACT_INVENTORY=companion) a companion client for each engine with an RJ_COMPANION_ENDPOINTS
+  // item; exact routing (RJ_EXACT_ROUTE_MODE) asks them before the approximate index.
+  const cache::events::InventoryLimits inventory_limits{.shard = {.max_blocks = cfg.kv_index_max_blocks}};
+  std::vector<const companion::Client*> companions;  // owned by kv (metrics)
+  std::vector<std::unique_ptr<cache::events::InventorySource>> external;
+  if (cfg.exact_inventory == "companion") {
+    std::string problem;
+    if (!make_companions(cfg, inventory_limits, external, problem)) return report_configuration_errors({problem});
+    for (const auto& x : external) {
+      if (x) companions.push_back(static_cast<const companion::Client*>(x.get()));
+    }
+    spdlog::info("exact inventories: {} of {} engines from their ramjet-companion", companions.size(),
+                 cfg.upstreams.size());
+  }
+  cache::events::KvFleet kv(kv_sources(cfg), inventory_limits, std::move(external));
   const route::ExactMode exact_mode = cfg.exact_route_mode == "on"       ? route::ExactMode::kOn
                                       : cfg.exact_route_mode == "shadow" ? route::ExactMode::kShadow
                                       : cfg.exact_route_mode == "auto" && kv.enabled() ? route::ExactMode::kOn
@@ -523,7 +585,9 @@ int main(int argc, char** argv) {
   if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
   if (kv.enabled()) {
     registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });
+    if (!companions.empty()) registry.add([&](metrics::Exposition& x) { companion::write_metrics(x, companions); });
     fleet.add_replica_flag({"kv_trusted", [&kv](size_t i) { return kv.trusted(i) != nullptr; }});
+    fleet.add_replica_label({"inventory", [&kv](size_t i) { return kv.inventory_label(i); }});
   }
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});

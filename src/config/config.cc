@@ -419,9 +419,39 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                          "give - here");
     }
   }
-  if ((c.exact_route_mode == "on" || c.exact_route_mode == "shadow") && c.kv_event_live_endpoints.empty()) {
+  const bool companion = c.exact_inventory == "companion";
+  if ((c.exact_route_mode == "on" || c.exact_route_mode == "shadow") && c.kv_event_live_endpoints.empty() &&
+      !companion) {
     r.errors.push_back("RJ_EXACT_ROUTE_MODE=" + c.exact_route_mode +
-                       " needs RJ_KV_EVENT_LIVE_ENDPOINTS (exact routing reads the engines' KV events)");
+                       " needs RJ_KV_EVENT_LIVE_ENDPOINTS or RJ_EXACT_INVENTORY=companion (exact routing reads the "
+                       "engines' KV events, or their companions)");
+  }
+  // RJ_EXACT_INVENTORY=companion: one companion item per static engine and both secret files (read
+  // and checked by the app at startup: config never opens them).
+  if (companion) {
+    if (c.companion_endpoints.size() != c.upstreams.size() || c.upstreams.empty()) {
+      r.errors.push_back("RJ_COMPANION_ENDPOINTS: " + std::to_string(c.companion_endpoints.size()) + " endpoints for " +
+                         std::to_string(c.upstreams.size()) +
+                         " RJ_UPSTREAM entries; RJ_EXACT_INVENTORY=companion needs one per entry, in order (\"-\" "
+                         "for an engine that keeps its KV events)");
+    }
+    for (size_t i = 0; i < c.companion_endpoints.size(); ++i) {
+      if (auto problem = companion_endpoint_problem(c.companion_endpoints[i])) {
+        r.errors.push_back("RJ_COMPANION_ENDPOINTS: item " + std::to_string(i + 1) + ": " + *problem);
+      }
+    }
+    if (c.companion_secret_file.empty()) {
+      r.errors.push_back("RJ_COMPANION_SECRET_FILE: RJ_EXACT_INVENTORY=companion needs the companions' session secret");
+    }
+    if (c.companion_digest_secret_file.empty()) {
+      r.errors.push_back("RJ_COMPANION_DIGEST_SECRET_FILE: RJ_EXACT_INVENTORY=companion needs the block-digest key");
+    }
+  } else {
+    for (const auto& [name, set] : {std::pair{"RJ_COMPANION_ENDPOINTS", !c.companion_endpoints.empty()},
+                                    std::pair{"RJ_COMPANION_SECRET_FILE", !c.companion_secret_file.empty()},
+                                    std::pair{"RJ_COMPANION_DIGEST_SECRET_FILE", !c.companion_digest_secret_file.empty()}}) {
+      if (set) r.errors.push_back(std::string(name) + ": set without RJ_EXACT_INVENTORY=companion");
+    }
   }
   if (c.session_affinity_mode != "off" &&
       (c.session_affinity_key.size() < 32 || c.session_affinity_key.size() > 256)) {

@@ -124,6 +124,13 @@ struct Config {
   uint32_t kv_event_replay_limit = 8192;        // RJ_KV_EVENT_REPLAY_LIMIT (1..1048576) batches
   uint32_t kv_event_replay_tail_limit = 4096;   // RJ_KV_EVENT_REPLAY_TAIL_LIMIT (1..1048576)
   uint32_t kv_index_max_blocks = 262144;        // RJ_KV_INDEX_MAX_BLOCKS (1024..2^31) per engine
+  // --- ramjet-companion (companion/client; issue 16) ---
+  std::string exact_inventory = "events";       // RJ_EXACT_INVENTORY events|companion
+  // RJ_COMPANION_ENDPOINTS: one per RJ_UPSTREAM entry, in order, "-" for an engine that keeps its
+  // own KV events (checked: unix:/abs/path or tcp://host:port).
+  std::vector<std::string> companion_endpoints;
+  std::string companion_secret_file;            // RJ_COMPANION_SECRET_FILE (read by app/main.cc)
+  std::string companion_digest_secret_file;     // RJ_COMPANION_DIGEST_SECRET_FILE
   // --- exact routing (request/route/exact_overlap.h, request/stream/exact_tokens.h) ---
   std::string exact_route_mode = "auto";        // RJ_EXACT_ROUTE_MODE auto|off|shadow|on
   std::string exact_tokens = "remote";          // RJ_EXACT_TOKENS remote|local

@@ -328,6 +328,59 @@ TEST(Config, KvEventEndpointsAreOnePerUpstreamCheckedAndNeverEchoed) {
   EXPECT_EQ(count(replay_only, "set without RJ_KV_EVENT_LIVE_ENDPOINTS"), 1u) << all(replay_only.errors);
 }
 
+TEST(Config, CompanionInventoryNeedsOneEndpointPerUpstreamAndBothSecretFiles) {
+  EXPECT_EQ(run(valid()).config.exact_inventory, "events");
+  auto ok = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},
+                 {"RJ_EXACT_INVENTORY", "companion"},
+                 {"RJ_COMPANION_ENDPOINTS", "unix:/run/ramjet/companion-a.sock,-,tcp://[fd00::7]:7070"},
+                 {"RJ_COMPANION_SECRET_FILE", "/etc/ramjet/session.key"},
+                 {"RJ_COMPANION_DIGEST_SECRET_FILE", "/etc/ramjet/digest.key"},
+                 {"RJ_KV_EVENT_LIVE_ENDPOINTS", "-,tcp://b:5557,-"}});
+  ASSERT_TRUE(ok.errors.empty()) << all(ok.errors);
+  EXPECT_EQ(ok.config.exact_inventory, "companion");
+  EXPECT_EQ(ok.config.companion_endpoints[1], "-");
+  EXPECT_EQ(ok.config.companion_secret_file, "/etc/ramjet/session.key");
+  const std::string described = all(describe(ok.config));
+  EXPECT_NE(described.find("RJ_COMPANION_ENDPOINTS=3 items (hosts not logged)\n"), std::string::npos) << described;
+  EXPECT_EQ(described.find("fd00::7"), std::string::npos) << described;
+  // Exact routing may be asked for by companions alone.
+  auto on = run({{"RJ_UPSTREAM", "http://a:1"},
+                 {"RJ_EXACT_INVENTORY", "companion"},
+                 {"RJ_EXACT_ROUTE_MODE", "on"},
+                 {"RJ_COMPANION_ENDPOINTS", "tcp://a:7070"},
+                 {"RJ_COMPANION_SECRET_FILE", "/s"},
+                 {"RJ_COMPANION_DIGEST_SECRET_FILE", "/d"}});
+  EXPECT_TRUE(on.errors.empty()) << all(on.errors);
+
+  auto missing = run(valid({{"RJ_EXACT_INVENTORY", "companion"}}));
+  EXPECT_EQ(count(missing, "RJ_COMPANION_ENDPOINTS: 0 endpoints for 1 RJ_UPSTREAM entries"), 1u) << all(missing.errors);
+  EXPECT_EQ(count(missing, "RJ_COMPANION_SECRET_FILE: RJ_EXACT_INVENTORY=companion needs"), 1u) << all(missing.errors);
+  EXPECT_EQ(count(missing, "RJ_COMPANION_DIGEST_SECRET_FILE: RJ_EXACT_INVENTORY=companion needs"), 1u)
+      << all(missing.errors);
+
+  auto bad = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1,http://d:1"},
+                  {"RJ_EXACT_INVENTORY", "companion"},
+                  {"RJ_COMPANION_ENDPOINTS", "unix:relative/secret-path,udp://secret-host:1,tcp://secret-host:0,ipc:///x"},
+                  {"RJ_COMPANION_SECRET_FILE", "/s"},
+                  {"RJ_COMPANION_DIGEST_SECRET_FILE", "/d"}});
+  EXPECT_EQ(count(bad, "item 1: unix: needs an absolute path"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "item 2: expected unix:/path, tcp://host:port or -"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "item 3: port must be 1..65535"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "item 4: expected unix:/path"), 1u) << all(bad.errors);
+  EXPECT_EQ(all(bad.errors).find("secret-"), std::string::npos);
+  auto wrong_count = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
+                          {"RJ_EXACT_INVENTORY", "companion"},
+                          {"RJ_COMPANION_ENDPOINTS", "tcp://a:7070"},
+                          {"RJ_COMPANION_SECRET_FILE", "/s"},
+                          {"RJ_COMPANION_DIGEST_SECRET_FILE", "/d"}});
+  EXPECT_EQ(count(wrong_count, "RJ_COMPANION_ENDPOINTS: 1 endpoints for 2 RJ_UPSTREAM entries"), 1u)
+      << all(wrong_count.errors);
+
+  auto stray = run(valid({{"RJ_COMPANION_ENDPOINTS", "tcp://a:7070"}, {"RJ_COMPANION_SECRET_FILE", "/s"}}));
+  EXPECT_EQ(count(stray, "set without RJ_EXACT_INVENTORY=companion"), 2u) << all(stray.errors);
+  EXPECT_EQ(count(run(valid({{"RJ_EXACT_INVENTORY", "digests"}})), "RJ_EXACT_INVENTORY"), 1u);
+}
+
 TEST(Config, EngineScrapeIntervalZeroTurnsTheScrapeOff) {
   auto r = run(valid({{"RJ_ENGINE_SCRAPE_INTERVAL_MS", "0"}}));
   ASSERT_TRUE(r.errors.empty()) << all(r.errors);

@@ -107,6 +107,9 @@ std::optional<std::string> path_pattern_problem(std::string_view pattern);
 // An RJ_KV_EVENT_*_ENDPOINTS item: "-" (none), tcp://host:port (port 1..65535, host a name, an
 // IPv4 address or a bracketed IPv6 one) or ipc://path. The problem phrase never quotes the item.
 std::optional<std::string> zmq_endpoint_problem(std::string_view endpoint);
+// An RJ_COMPANION_ENDPOINTS item: "-" (none), unix:/absolute/path (under 108 bytes) or
+// tcp://host:port (port 1..65535, an IPv6 host in brackets). The phrase never quotes the item.
+std::optional<std::string> companion_endpoint_problem(std::string_view endpoint);
 
 // Comma list of http://host[:port][/base-path]; items are named by 1-based ordinal, never by
 // content (hosts stay out of logs). A blank text is an empty list.

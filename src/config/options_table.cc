@@ -22,6 +22,7 @@ constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shad
 constexpr std::array<std::string_view, 4> kExactModes = {"auto", "off", "shadow", "on"};
 constexpr std::array<std::string_view, 3> kSessionModes = {"off", "shadow", "on"};
 constexpr std::array<std::string_view, 2> kExactTokenSources = {"remote", "local"};
+constexpr std::array<std::string_view, 2> kExactInventories = {"events", "companion"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
 
@@ -698,6 +699,45 @@ const std::array kOptions = {
                   "touched as it fills): at least the engine's KV-cache blocks (vLLM logs its GPU KV "
                   "cache size in tokens; divide by the block size). A full index fences.",
            .field = &Config::kv_index_max_blocks},
+    // --- ramjet-companion (exact inventories without token IDs) ---
+    Option{.env = "RJ_EXACT_INVENTORY",
+           .flag = "--exact-inventory",
+           .type = Type::kEnum,
+           .default_text = "events",
+           .choices = kExactInventories,
+           .doc = "Where each engine's exact index comes from. events: ramjet subscribes to the engine's KV "
+                  "events (RJ_KV_EVENT_*). companion: a ramjet-companion beside the engine keeps its exact "
+                  "state as keyed block digests (no token IDs) and ramjet imports its snapshot, then follows "
+                  "its live tail (RJ_COMPANION_ENDPOINTS, RJ_COMPANION_SECRET_FILE, "
+                  "RJ_COMPANION_DIGEST_SECRET_FILE); /health shows each replica's \"inventory\".",
+           .field = &Config::exact_inventory},
+    Option{.env = "RJ_COMPANION_ENDPOINTS",
+           .flag = "--companion-endpoints",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .hosts = true,
+           .doc = "Each engine's ramjet-companion, one per RJ_UPSTREAM entry in the same order (required "
+                  "with RJ_EXACT_INVENTORY=companion): unix:/path or tcp://host:port, or \"-\" for an engine "
+                  "that keeps its own KV events (its RJ_KV_EVENT_LIVE_ENDPOINTS item). Engines that join "
+                  "later (RJ_UPSTREAM_DNS, a reload) keep their KV events. Each companion engine holds two "
+                  "indexes of RJ_KV_INDEX_MAX_BLOCKS (the next snapshot is imported beside the one in use).",
+           .field = &Config::companion_endpoints},
+    Option{.env = "RJ_COMPANION_SECRET_FILE",
+           .flag = "--companion-secret-file",
+           .type = Type::kString,
+           .doc = "The session secret the companions share with ramjet (authenticates the hello and every "
+                  "frame): a file of 32 bytes or 64 hex digits (openssl rand -hex 32), owned by ramjet's user "
+                  "(or root), mode 600. Read at startup; a bad file stops it (required with "
+                  "RJ_EXACT_INVENTORY=companion).",
+           .field = &Config::companion_secret_file},
+    Option{.env = "RJ_COMPANION_DIGEST_SECRET_FILE",
+           .flag = "--companion-digest-secret-file",
+           .type = Type::kString,
+           .doc = "The block-digest key the companions digest token blocks under (the same file as theirs; "
+                  "ramjet digests each request's blocks under it for the lookup): same rules as "
+                  "RJ_COMPANION_SECRET_FILE (required with RJ_EXACT_INVENTORY=companion).",
+           .field = &Config::companion_digest_secret_file},
     // --- exact routing ---
     Option{.env = "RJ_EXACT_ROUTE_MODE",
            .flag = "--exact-route-mode",
@@ -708,7 +748,8 @@ const std::array kOptions = {
                   "tokenized and placed on exact resident tokens while every healthy engine's index "
                   "is trusted (otherwise, and on any failure, on the approximate index); shadow: the "
                   "same is computed and counted (ramjet_exact_route_total, X-Ramjet-Route) but not "
-                  "used; off: never; auto: on when RJ_KV_EVENT_LIVE_ENDPOINTS is set, else off.",
+                  "used; off: never; auto: on when RJ_KV_EVENT_LIVE_ENDPOINTS is set or "
+                  "RJ_EXACT_INVENTORY=companion, else off.",
            .field = &Config::exact_route_mode},
     Option{.env = "RJ_EXACT_TOKENS",
            .flag = "--exact-tokens",

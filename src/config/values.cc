@@ -419,4 +419,31 @@ std::optional<std::string> zmq_endpoint_problem(std::string_view e) {
   return std::nullopt;
 }
 
+std::optional<std::string> companion_endpoint_problem(std::string_view e) {
+  if (e == "-") return std::nullopt;
+  if (e.size() > 512) return "longer than 512 bytes";
+  for (char ch : e) {
+    if (static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f) return "has a space or a control character";
+  }
+  if (e.starts_with("unix:")) {
+    const std::string_view path = e.substr(5);
+    if (path.empty() || path.front() != '/') return "unix: needs an absolute path";
+    if (path.size() >= 108) return "the unix socket path is longer than 107 bytes";
+    return std::nullopt;
+  }
+  if (!e.starts_with("tcp://")) return "expected unix:/path, tcp://host:port or -";
+  const std::string_view hp = e.substr(6);
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return "expected tcp://host:port";
+  const std::string_view host = hp.substr(0, colon), port = hp.substr(colon + 1);
+  if (host.find('*') != std::string_view::npos) return "name the companion's host";
+  if (host.front() == '[' ? host.back() != ']' || host.size() < 3 : host.find(':') != std::string_view::npos) {
+    return "an IPv6 host goes in brackets";
+  }
+  uint32_t p = 0;
+  const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (ec != std::errc() || ptr != port.data() + port.size() || p == 0 || p > 65535) return "port must be 1..65535";
+  return std::nullopt;
+}
+
 }  // namespace ramjet::config

@@ -334,6 +334,11 @@ void Dashboard::render_state_locked(const Reading& r) {
       out += "null";
     else
       append_json_string(out, er.kv_index);
+    out += ",\"kv_source\":";
+    if (er.kv_source.empty())
+      out += "null";
+    else
+      append_json_string(out, er.kv_source);
     out += er.exact_withdrawn ? ",\"exact_withdrawn\":true" : ",\"exact_withdrawn\":false";
     out += ',', key(out, "req_rate"), numf(out, ep.req_rate);
     out += ',', key(out, "running"), numf(out, ep.running);
@@ -539,6 +544,9 @@ Reading read_sources(const DashboardSources& s, int64_t unix_ms) {
   if (s.gpu_samples) r.gpus = s.gpu_samples();
   if (s.kv_index) {
     for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].kv_index = s.kv_index(e);
+  }
+  if (s.kv_source) {
+    for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].kv_source = s.kv_source(e);
   }
   if (s.exact_withdrawn) {
     for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].exact_withdrawn = s.exact_withdrawn(e);

@@ -111,6 +111,9 @@ struct EngineReading {
   // publishes no KV events while others do. Empty when no engine publishes them (nothing to show).
   // Exact routing answers only while every healthy engine's index is trusted.
   std::string kv_index;
+  // Where that index comes from: events (its own KV events), companion (a ramjet-companion's
+  // snapshot and tail) or none; empty when kv_index is.
+  std::string kv_source;
   // Its exact trust is withdrawn: its predictions kept missing its own cached-token reports
   // (request/route/prediction_check.h); exact routing falls back as for an untrusted index.
   bool exact_withdrawn = false;
@@ -221,6 +224,8 @@ struct DashboardSources {
   // Optional, set when an engine publishes KV events: engine i's KV-event index state
   // (EngineReading::kv_index; cache/events' KvFleet through app/admin.cc).
   std::function<std::string_view(size_t)> kv_index;
+  // With kv_index: where engine i's index comes from (EngineReading::kv_source).
+  std::function<std::string_view(size_t)> kv_source;
   // Optional, set when exact placements are checked: whether engine i's exact trust is withdrawn.
   std::function<bool(size_t)> exact_withdrawn;
 };

@@ -323,14 +323,19 @@ TEST(Dashboard, EachEnginesKvIndexStateIsReadAndShown) {
   Reading without = read_sources(src, 1);  // no engine publishes KV events: nothing to show
   for (const auto& e : without.engines) EXPECT_TRUE(e.kv_index.empty());
   src.kv_index = [](size_t i) -> std::string_view { return i == 0 ? "trusted" : i == 1 ? "fenced" : "none"; };
+  src.kv_source = [](size_t i) -> std::string_view { return i == 0 ? "companion" : i == 1 ? "events" : "none"; };
   Reading r = read_sources(src, 1'800'000'000'000);
   ASSERT_EQ(r.engines.size(), 3u);
   EXPECT_EQ(r.engines[1].kv_index, "fenced");
+  EXPECT_EQ(r.engines[0].kv_source, "companion");
 
   Dashboard d(config());
   d.tick(without);
   auto before = boost::json::parse(*d.state_json());
-  for (const auto& e : before.at("engines").as_array()) EXPECT_TRUE(e.at("kv_index").is_null());
+  for (const auto& e : before.at("engines").as_array()) {
+    EXPECT_TRUE(e.at("kv_index").is_null());
+    EXPECT_TRUE(e.at("kv_source").is_null());
+  }
   d.tick(r);
   auto state = boost::json::parse(*d.state_json());
   const auto& engines = state.at("engines").as_array();
@@ -338,6 +343,9 @@ TEST(Dashboard, EachEnginesKvIndexStateIsReadAndShown) {
   EXPECT_EQ(engines[1].at("kv_index").as_string(), "fenced");
   EXPECT_EQ(engines[1].at("state").as_string(), "healthy") << "a fenced index is not a fenced engine";
   EXPECT_EQ(engines[2].at("kv_index").as_string(), "none");
+  EXPECT_EQ(engines[0].at("kv_source").as_string(), "companion");
+  EXPECT_EQ(engines[1].at("kv_source").as_string(), "events");
+  EXPECT_EQ(engines[2].at("kv_source").as_string(), "none");
   for (const auto& e : engines) EXPECT_FALSE(e.at("exact_withdrawn").as_bool());
 
   // Engine 0's predictions kept missing: its index stays trusted, its exact trust is withdrawn.

@@ -8,6 +8,7 @@
 #include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
 #include "common/clock.h"
+#include "companion/client.h"
 #include "upstream/engine_stats.h"
 #include "observe/journal.h"
 #include "metrics/build_metrics.h"
@@ -95,7 +96,12 @@ std::vector<MetricSection> metric_sections() {
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
        render::tokenizer_families()},
       {"KV events", "cache::events::KvFleet::write_metrics (src/cache/events/kv_fleet.cc)",
-       "for the engines that have an RJ_KV_EVENT_LIVE_ENDPOINTS entry", cache::events::kv_families()},
+       "for the engines that have an RJ_KV_EVENT_LIVE_ENDPOINTS entry or a companion (RJ_COMPANION_ENDPOINTS)",
+       cache::events::kv_families()},
+      {"Companions", "companion::write_metrics (src/companion/client.cc)",
+       "with RJ_EXACT_INVENTORY=companion, for the engines that have an RJ_COMPANION_ENDPOINTS entry (their "
+       "ramjet_kv_* series above say where the index comes from: ramjet_kv_inventory_source)",
+       companion::companion_families()},
       {"Engine catalog", "upstream::EngineCatalog::write_metrics (src/upstream/engine_catalog.cc)",
        "when exact routing is on or in shadow (discovery series for `discover` engines only)",
        upstream::catalog_families()},
@@ -170,6 +176,23 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition f;
   kv.write_metrics(f);
   out.push_back(f.take());
+  // One engine with a companion (never started: every series at zero).
+  const std::array<uint8_t, cache::kDigestSecretBytes> digest_secret{};
+  companion::Client client(companion::ClientOptions{.upstream = 1,
+                                                    .endpoint = *companion::parse_endpoint("unix:/run/companion.sock"),
+                                                    .digest = cache::DigestKey::from_secret(digest_secret),
+                                                    .inventory = {.shard = {.max_blocks = 1024}},
+                                                    .decode = {},
+                                                    .connect_timeout = std::chrono::milliseconds(2000),
+                                                    .first_frame_timeout = std::chrono::milliseconds(10000),
+                                                    .frame_timeout = std::chrono::milliseconds(3000),
+                                                    .backoff_min = std::chrono::milliseconds(250),
+                                                    .backoff_max = std::chrono::milliseconds(5000)},
+                           companion::SessionSecret{});
+  const companion::Client* clients[] = {nullptr, &client, nullptr};
+  metrics::Exposition fc;
+  companion::write_metrics(fc, clients);
+  out.push_back(fc.take());
   upstream::EngineCatalogConfig catalog_config;
   catalog_config.upstreams = urls;
   catalog_config.discover = {true, false, false};

@@ -328,6 +328,7 @@ std::string Fleet::health_json() const {
     const int64_t left = e.ejected_until_ms_.load(std::memory_order_relaxed) - now;
     if (states[i] != EngineState::kHealthy && left > 0) out += R"(,"ejection_ms_left":)" + std::to_string(left);
     for (const ReplicaFlag& f : replica_flags_) out += ",\"" + f.name + "\":" + (f.read(i) ? "true" : "false");
+    for (const ReplicaLabel& l : replica_labels_) out += ",\"" + l.name + "\":\"" + log::json_escape(l.read(i)) + "\"";
     out += "}";
   }
   out += "]}";

@@ -181,6 +181,13 @@ class Fleet {
     std::function<bool(size_t)> read;
   };
   void add_replica_flag(ReplicaFlag flag) { replica_flags_.push_back(std::move(flag)); }
+  // Extra string fields the same way (e.g. "inventory": events|companion|none); values are
+  // JSON-escaped.
+  struct ReplicaLabel {
+    std::string name;
+    std::function<std::string_view(size_t)> read;
+  };
+  void add_replica_label(ReplicaLabel label) { replica_labels_.push_back(std::move(label)); }
   void write_metrics(metrics::Exposition& e) const;
 
  private:
@@ -201,6 +208,7 @@ class Fleet {
   std::function<void(size_t)> fence_listener_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<ReplicaFlag> replica_flags_;
+  std::vector<ReplicaLabel> replica_labels_;
 };
 
 }  // namespace ramjet::upstream

@@ -88,6 +88,19 @@ TEST(Fleet, HealthJsonReportsStatusAndOrdinalsWithoutHostnames) {
   EXPECT_EQ(bad.find("engine-host"), std::string::npos);
 }
 
+TEST(Fleet, HealthJsonCarriesEachReplicasExtraFlagsAndLabels) {
+  ManualClock clock;
+  Fleet f(urls(2), clock, 30000);
+  f.add_replica_flag({"kv_trusted", [](size_t i) { return i == 1; }});
+  f.add_replica_label({"inventory", [](size_t i) -> std::string_view { return i == 0 ? "companion" : "events"; }});
+  auto h = boost::json::parse(f.health_json()).as_object();
+  const auto& r = h.at("replicas").as_array();
+  EXPECT_FALSE(r[0].at("kv_trusted").as_bool());
+  EXPECT_EQ(r[0].at("inventory").as_string(), "companion");
+  EXPECT_TRUE(r[1].at("kv_trusted").as_bool());
+  EXPECT_EQ(r[1].at("inventory").as_string(), "events");
+}
+
 TEST(Fleet, DefaultReadinessIsThreePassesAndThirtySeconds) {
   ManualClock clock;
   Fleet f(urls(1), clock, 30000);

@@ -168,8 +168,6 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
       return inv ? value(*inv) : 0;
     });
   };
-  all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
-      [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });
   all(F::kState, "state", kModes.size(), [](size_t r) { return label(kModes[r]); },
       [&](size_t i, size_t r) { return int64_t{mode(i) == kModes[r] ? 1 : 0}; });
   all(F::kGeneration, {}, 1, [](size_t) { return ""; }, [&](size_t i, size_t) { return generation(i); });
@@ -193,6 +191,8 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
   gauge(F::kIndexBlocks, [](const Inventory& inv) { return uint64_t{inv.shard().blocks()}; });
   gauge(F::kIndexResident, [](const Inventory& inv) { return uint64_t{inv.shard().resident_blocks()}; });
   gauge(F::kIndexBytes, [](const Inventory& inv) { return uint64_t{inv.shard().table_bytes()}; });
+  all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
+      [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });
 }
 
 }  // namespace ramjet::cache::events

@@ -462,9 +462,14 @@ function renderTopology() {
     if (kvrow) {
       const k = kvShown(e) || 'none';
       g.dataset.kv = k;
+      // Where the index comes from: the engine's own KV events, or its ramjet-companion's snapshot and tail.
+      const companion = e.kv_source === 'companion';
+      g.dataset.kvSource = e.kv_source || '';
       kvrow.setAttribute('class', 'kvrow ' + k);
-      $('.kvstate', kvrow).textContent = (kvUntrusted(k) ? '⚠ ' : '') + kvLabel(k);
-      $('title', kvrow).textContent = KV_INDEX[k] || '';
+      $('.kvstate', kvrow).textContent = (kvUntrusted(k) ? '⚠ ' : '') +
+        (companion ? kvLabel(k).replace('KV index', 'companion index') : kvLabel(k));
+      $('title', kvrow).textContent = (KV_INDEX[k] || '') +
+        (companion ? ' The index comes from the engine\'s ramjet-companion (a digest snapshot, then its live tail).' : '');
     }
     // Edge: animated while traffic flows; faster and thicker with more of it.
     const busy = (isNum(e.req_rate) && e.req_rate > 0.01) || e.inflight > 0;
