@@ -22,23 +22,23 @@ namespace ramjet::companion {
 
 using cache::events::FenceMode;
 
-std::string_view label(Outcome o) {
+std::string_view label(ServerOutcome o) {
   switch (o) {
-    case Outcome::kAccepted: return "accepted";
-    case Outcome::kServed: return "served";
-    case Outcome::kRefusedUid: return "uid";
-    case Outcome::kRefusedBadHello: return "bad_hello";
-    case Outcome::kRefusedHelloTimeout: return "hello_timeout";
-    case Outcome::kRefusedReplayedChallenge: return "replayed_challenge";
-    case Outcome::kRefusedTooManyClients: return "too_many_clients";
-    case Outcome::kEndedReset: return "reset";
-    case Outcome::kEndedSlowClient: return "slow_client";
-    case Outcome::kEndedShutdown: return "shutdown";
-    case Outcome::kEndedWriteFailed: return "write_failed";
-    case Outcome::kEndedPeerClosed: return "peer_closed";
-    case Outcome::kEndedNotTrusted: return "not_trusted";
-    case Outcome::kEndedSnapshotTooLarge: return "snapshot_too_large";
-    case Outcome::kCount_: break;
+    case ServerOutcome::kAccepted: return "accepted";
+    case ServerOutcome::kServed: return "served";
+    case ServerOutcome::kRefusedUid: return "uid";
+    case ServerOutcome::kRefusedBadHello: return "bad_hello";
+    case ServerOutcome::kRefusedHelloTimeout: return "hello_timeout";
+    case ServerOutcome::kRefusedReplayedChallenge: return "replayed_challenge";
+    case ServerOutcome::kRefusedTooManyClients: return "too_many_clients";
+    case ServerOutcome::kEndedReset: return "reset";
+    case ServerOutcome::kEndedSlowClient: return "slow_client";
+    case ServerOutcome::kEndedShutdown: return "shutdown";
+    case ServerOutcome::kEndedWriteFailed: return "write_failed";
+    case ServerOutcome::kEndedPeerClosed: return "peer_closed";
+    case ServerOutcome::kEndedNotTrusted: return "not_trusted";
+    case ServerOutcome::kEndedSnapshotTooLarge: return "snapshot_too_large";
+    case ServerOutcome::kCount_: break;
   }
   return "write_failed";
 }
@@ -49,11 +49,11 @@ constexpr auto kSlice = std::chrono::milliseconds(100);
 constexpr auto kDisconnectDeadline = std::chrono::milliseconds(250);  // best effort: a slow client may not read it
 constexpr size_t kSnapshotDeadlineUnit = 8u << 20;                    // write_timeout per 8 MiB begun
 
-DisconnectReason disconnect_reason(Outcome o) {
+DisconnectReason disconnect_reason(ServerOutcome o) {
   switch (o) {
-    case Outcome::kEndedSlowClient: return DisconnectReason::kSlowClient;
-    case Outcome::kEndedShutdown: return DisconnectReason::kShutdown;
-    case Outcome::kEndedSnapshotTooLarge: return DisconnectReason::kError;
+    case ServerOutcome::kEndedSlowClient: return DisconnectReason::kSlowClient;
+    case ServerOutcome::kEndedShutdown: return DisconnectReason::kShutdown;
+    case ServerOutcome::kEndedSnapshotTooLarge: return DisconnectReason::kError;
     default: return DisconnectReason::kReset;
   }
 }
@@ -86,10 +86,10 @@ bool peer_gone(int fd) {
   return true;
 }
 
-Outcome ended_by(IoStatus io, std::optional<Outcome> end) {
-  if (io == IoStatus::kStopped) return end.value_or(Outcome::kEndedShutdown);
-  if (io == IoStatus::kEof) return Outcome::kEndedPeerClosed;
-  return Outcome::kEndedWriteFailed;
+ServerOutcome ended_by(IoStatus io, std::optional<ServerOutcome> end) {
+  if (io == IoStatus::kStopped) return end.value_or(ServerOutcome::kEndedShutdown);
+  if (io == IoStatus::kEof) return ServerOutcome::kEndedPeerClosed;
+  return ServerOutcome::kEndedWriteFailed;
 }
 
 std::span<const uint8_t> bytes_of(const std::string& s) {
@@ -109,7 +109,7 @@ struct Server::Client {
   std::condition_variable cv;
   std::deque<Item> queue;
   size_t queued_bytes = 0;       // queued and not yet written (taken items count until written)
-  std::optional<Outcome> end;    // set once: reset, slow client, shutdown
+  std::optional<ServerOutcome> end;    // set once: reset, slow client, shutdown
   std::atomic<bool> abort{false};  // blocking reads and writes stop waiting (see finish_locked)
 
   // False once the client no longer takes events (slow now, or already ended).
@@ -118,28 +118,28 @@ struct Server::Client {
     if (end) return false;
     queued_bytes += payload->size();
     if (queued_bytes > limit) {
-      finish_locked(Outcome::kEndedSlowClient);
+      finish_locked(ServerOutcome::kEndedSlowClient);
       return false;
     }
     queue.push_back(Item{.seq = seq, .payload = payload});
     cv.notify_one();
     return true;
   }
-  void finish(Outcome o) {
+  void finish(ServerOutcome o) {
     std::lock_guard lock(mu);
     finish_locked(o);
   }
-  void finish_locked(Outcome o) {
+  void finish_locked(ServerOutcome o) {
     if (end) return;
     end = o;
     // A slow client or a shutdown stops a write in progress (the Disconnect then cannot follow in
     // the middle of a frame); a reset lets the current frame finish so that Disconnect(kReset)
     // reaches a client that reads.
-    if (o != Outcome::kEndedReset) abort.store(true, std::memory_order_release);
+    if (o != ServerOutcome::kEndedReset) abort.store(true, std::memory_order_release);
     queue.clear();
     cv.notify_one();
   }
-  std::optional<Outcome> ended() {
+  std::optional<ServerOutcome> ended() {
     std::lock_guard lock(mu);
     return end;
   }
@@ -222,7 +222,7 @@ void Server::stop() {
   {
     std::lock_guard lock(conns_mu_);
     for (auto& c : conns_) {
-      c.client->finish(Outcome::kEndedShutdown);
+      c.client->finish(ServerOutcome::kEndedShutdown);
       c.client->abort.store(true, std::memory_order_release);  // also a client already being reset
     }
   }
@@ -241,7 +241,7 @@ void Server::stop() {
   spdlog::info("companion: stopped");
 }
 
-void Server::end(Outcome o) { stats_.connections[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
+void Server::end(ServerOutcome o) { stats_.connections[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
 
 void Server::reap(bool all) {
   std::list<Connection> finished;
@@ -275,11 +275,11 @@ void Server::accept_loop() {
       std::lock_guard lock(conns_mu_);
       if (conns_.size() >= options_.max_clients) {
         ::close(fd);
-        end(Outcome::kRefusedTooManyClients);
-        spdlog::warn("companion: client refused ({})", label(Outcome::kRefusedTooManyClients));
+        end(ServerOutcome::kRefusedTooManyClients);
+        spdlog::warn("companion: client refused ({})", label(ServerOutcome::kRefusedTooManyClients));
         continue;
       }
-      end(Outcome::kAccepted);
+      end(ServerOutcome::kAccepted);
       Connection& c = conns_.emplace_back();
       c.client = std::make_shared<Client>();
       c.thread = std::thread([this, fd, unix_peer, &c] {
@@ -307,7 +307,7 @@ bool Server::remember(const Challenge& c) {
 
 void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
   Client& client = *cp;
-  auto refuse = [&](Outcome o) {
+  auto refuse = [&](ServerOutcome o) {
     ::close(fd);
     end(o);
     spdlog::info("companion: client refused ({})", label(o));
@@ -315,19 +315,19 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
   if (unix_peer) {
     const long uid = peer_uid(fd);
     const auto& ok = options_.allowed_uids;
-    if (uid < 0 || std::find(ok.begin(), ok.end(), uid) == ok.end()) return refuse(Outcome::kRefusedUid);
+    if (uid < 0 || std::find(ok.begin(), ok.end(), uid) == ok.end()) return refuse(ServerOutcome::kRefusedUid);
   }
   std::array<uint8_t, kHelloBytes> hello{};
   const IoStatus io = read_exact(fd, hello, Clock::now() + options_.hello_timeout, &client.abort);
   if (io == IoStatus::kStopped) {
     ::close(fd);
-    return end(Outcome::kEndedShutdown);
+    return end(ServerOutcome::kEndedShutdown);
   }
-  if (io == IoStatus::kTimeout) return refuse(Outcome::kRefusedHelloTimeout);
-  if (io != IoStatus::kOk) return refuse(Outcome::kRefusedBadHello);
+  if (io == IoStatus::kTimeout) return refuse(ServerOutcome::kRefusedHelloTimeout);
+  if (io != IoStatus::kOk) return refuse(ServerOutcome::kRefusedBadHello);
   const auto challenge = open_hello(hello, options_.secret);
-  if (!challenge) return refuse(Outcome::kRefusedBadHello);
-  if (!remember(*challenge)) return refuse(Outcome::kRefusedReplayedChallenge);
+  if (!challenge) return refuse(ServerOutcome::kRefusedBadHello);
+  if (!remember(*challenge)) return refuse(ServerOutcome::kRefusedReplayedChallenge);
 
   // The snapshot and the tail's registration in one critical section: the subscriber thread
   // applies nothing in between, so the tail starts exactly after the snapshot's last batch.
@@ -350,14 +350,14 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
     }
   }
   FrameSealer sealer(options_.secret, *challenge, generation, Direction::kToRamjet);
-  auto finish = [&](Outcome o, bool say) {
+  auto finish = [&](ServerOutcome o, bool say) {
     unregister(client);
     if (say) {
       (void)write_all(fd, sealer.disconnect(disconnect_reason(o)), Clock::now() + kDisconnectDeadline, nullptr);
     }
     ::close(fd);
     end(o);
-    if (o == Outcome::kEndedShutdown || o == Outcome::kEndedPeerClosed) {
+    if (o == ServerOutcome::kEndedShutdown || o == ServerOutcome::kEndedPeerClosed) {
       spdlog::debug("companion: client disconnected ({})", label(o));
     } else {
       spdlog::info("companion: client disconnected ({})", label(o));
@@ -365,7 +365,7 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
   };
   if (!snapshot) {
     const bool stopping = stop_.load(std::memory_order_acquire);
-    return finish(stopping ? Outcome::kEndedShutdown : Outcome::kEndedNotTrusted, true);
+    return finish(stopping ? ServerOutcome::kEndedShutdown : ServerOutcome::kEndedNotTrusted, true);
   }
   const std::optional<uint64_t> last_seq = snapshot->header.last_event_sequence;
   const size_t blocks = snapshot->state.blocks.size();
@@ -376,7 +376,7 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
     if (bytes.size() > options_.frames.max_snapshot_bytes) {
       spdlog::warn("companion: snapshot of {} bytes is beyond the frame limit of {}", bytes.size(),
                    options_.frames.max_snapshot_bytes);
-      return finish(Outcome::kEndedSnapshotTooLarge, true);
+      return finish(ServerOutcome::kEndedSnapshotTooLarge, true);
     }
     frame = sealer.snapshot(bytes);
   }
@@ -389,21 +389,21 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
   stats_.snapshots.fetch_add(1, std::memory_order_relaxed);
   stats_.snapshot_bytes.store(frame.size(), std::memory_order_relaxed);
   stats_.snapshot_blocks.store(blocks, std::memory_order_relaxed);
-  end(Outcome::kServed);
+  end(ServerOutcome::kServed);
   spdlog::info("companion: client served (generation {}, {} blocks, {} bytes)", generation, blocks, frame.size());
   frame = {};
   stats_.clients.fetch_add(1, std::memory_order_relaxed);
   bool say = false;
-  const Outcome o = tail(fd, client, sealer, last_seq, say);
+  const ServerOutcome o = tail(fd, client, sealer, last_seq, say);
   stats_.clients.fetch_sub(1, std::memory_order_relaxed);
   finish(o, say);
 }
 
-Outcome Server::tail(int fd, Client& client, FrameSealer& sealer, std::optional<uint64_t> last_sent, bool& say) {
+ServerOutcome Server::tail(int fd, Client& client, FrameSealer& sealer, std::optional<uint64_t> last_sent, bool& say) {
   auto last_write = Clock::now();
   std::deque<Client::Item> batch;
   for (;;) {
-    std::optional<Outcome> ended;
+    std::optional<ServerOutcome> ended;
     {
       std::unique_lock lock(client.mu);
       const auto wake = std::min(last_write + options_.heartbeat, Clock::now() + kSlice);
@@ -432,7 +432,7 @@ Outcome Server::tail(int fd, Client& client, FrameSealer& sealer, std::optional<
       if (w != IoStatus::kOk) return ended_by(w, client.ended());
       last_write = Clock::now();
     }
-    if (peer_gone(fd)) return Outcome::kEndedPeerClosed;
+    if (peer_gone(fd)) return ServerOutcome::kEndedPeerClosed;
   }
 }
 
@@ -448,7 +448,7 @@ void Server::reset_clients() {
     spdlog::info("companion: {} clients reset (generation {})", tails_.size(),
                  generation_.load(std::memory_order_relaxed));
   }
-  for (auto& c : tails_) c->finish(Outcome::kEndedReset);
+  for (auto& c : tails_) c->finish(ServerOutcome::kEndedReset);
   tails_.clear();
 }
 

@@ -57,7 +57,7 @@ struct ServerOptions {
 
 // Why a connection ended, or how far it got (label of ramjet_companion_connections_total{outcome}).
 // accepted and served count progress; every connection then ends with exactly one other outcome.
-enum class Outcome : uint8_t {
+enum class ServerOutcome : uint8_t {
   kAccepted,                  // given a thread
   kServed,                    // sent a snapshot
   kRefusedUid,                // a Unix peer whose UID is not allowed
@@ -74,11 +74,11 @@ enum class Outcome : uint8_t {
   kEndedSnapshotTooLarge,     // the snapshot passed FrameLimits::max_snapshot_bytes (Disconnect kError)
   kCount_,
 };
-std::string_view label(Outcome o);
+std::string_view label(ServerOutcome o);
 
 // Counted by the server's threads, read by anyone (metrics, /health, tests).
 struct ServerStats {
-  std::array<std::atomic<uint64_t>, static_cast<size_t>(Outcome::kCount_)> connections{};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(ServerOutcome::kCount_)> connections{};
   std::atomic<int64_t> clients{0};               // served connections now tailing
   std::atomic<uint64_t> events_forwarded{0};     // Event frames written
   std::atomic<uint64_t> snapshots{0};
@@ -86,7 +86,7 @@ struct ServerStats {
   std::atomic<uint64_t> snapshot_blocks{0};      // the last snapshot's block records (not exported: ramjet's
                                                  // ramjet_companion_snapshot_blocks{upstream} is the client's)
   std::atomic<uint64_t> resets{0};               // companion generation bumps
-  uint64_t count(Outcome o) const { return connections[static_cast<size_t>(o)].load(std::memory_order_relaxed); }
+  uint64_t count(ServerOutcome o) const { return connections[static_cast<size_t>(o)].load(std::memory_order_relaxed); }
 };
 
 class Server : public cache::events::SubscriberObserver {
@@ -133,12 +133,12 @@ class Server : public cache::events::SubscriberObserver {
   void accept_loop();
   void serve(int fd, bool unix_peer, const std::shared_ptr<Client>& client);
   // The tail until the connection ends; `say`: a Disconnect may follow (not in a frame's middle).
-  Outcome tail(int fd, Client& client, FrameSealer& sealer, std::optional<uint64_t> last_sent, bool& say);
+  ServerOutcome tail(int fd, Client& client, FrameSealer& sealer, std::optional<uint64_t> last_sent, bool& say);
   void reap(bool all);
   bool remember(const Challenge& c);  // false: seen before
   void reset_clients();               // under mu_
   void unregister(const Client& client);
-  void end(Outcome o);
+  void end(ServerOutcome o);
 
   ServerOptions options_;
   ServerStats stats_;

@@ -12,7 +12,7 @@ namespace {
 
 constexpr metrics::Family kFamilies[] = {
     {"ramjet_companion_clients", metrics::MetricKind::kGauge, "", "Clients served now (snapshot sent, tail running)."},
-    {"ramjet_companion_connections_total", metrics::MetricKind::kCounter, "outcome",
+    {"ramjet_companion_client_connections_total", metrics::MetricKind::kCounter, "outcome",
      "Client connections by outcome: accepted (given a thread) and served (sent a snapshot) count progress; each "
      "connection then ends once, refused (uid, bad_hello, hello_timeout, replayed_challenge; too_many_clients: "
      "before a thread) or ended (reset, slow_client, shutdown, write_failed, peer_closed, not_trusted, "
@@ -60,8 +60,8 @@ void Server::write_metrics(metrics::Exposition& x) const {
   auto name = family();
   x.sample(name, "", stats_.clients.load(std::memory_order_relaxed));
   name = family();
-  for (size_t i = 0; i < static_cast<size_t>(Outcome::kCount_); ++i) {
-    x.sample(name, "outcome=\"" + std::string(label(static_cast<Outcome>(i))) + "\"", u(stats_.connections[i]));
+  for (size_t i = 0; i < static_cast<size_t>(ServerOutcome::kCount_); ++i) {
+    x.sample(name, "outcome=\"" + std::string(label(static_cast<ServerOutcome>(i))) + "\"", u(stats_.connections[i]));
   }
   x.sample(family(), "", u(stats_.events_forwarded));
   x.sample(family(), "", u(stats_.snapshots));

@@ -297,7 +297,7 @@ class Harness {
     ::unlink((dir + "/companion.sock").c_str());
     ::rmdir(dir.c_str());
   }
-  uint64_t count(Outcome o) const { return server->stats().count(o); }
+  uint64_t count(ServerOutcome o) const { return server->stats().count(o); }
 
   FakeEngine engine;
   std::shared_ptr<const cache::DigestKey> key = digest_key();
@@ -360,7 +360,7 @@ TEST(CompanionServer, ASnapshotThenTheTailRebuildTheCompanionsInventory) {
   h.server->write_metrics(x);
   const std::string text = x.take();
   EXPECT_NE(text.find("ramjet_companion_clients 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("ramjet_companion_connections_total{outcome=\"served\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("ramjet_companion_client_connections_total{outcome=\"served\"} 1"), std::string::npos);
   EXPECT_NE(text.find("ramjet_companion_kv_state{state=\"trusted\"} 1"), std::string::npos);
   EXPECT_EQ(h.server->health_json(), "{\"status\":\"ok\",\"kv_state\":\"trusted\",\"clients\":1,\"blocks\":8}");
   EXPECT_EQ(h.server->stats().events_forwarded.load(), last - 2);
@@ -370,7 +370,7 @@ TEST(CompanionServer, ASnapshotThenTheTailRebuildTheCompanionsInventory) {
   ASSERT_TRUE(f);
   ASSERT_EQ(f->type, FrameType::kDisconnect);
   EXPECT_EQ(f->reason, DisconnectReason::kShutdown);
-  EXPECT_EQ(h.count(Outcome::kEndedShutdown), 1u);
+  EXPECT_EQ(h.count(ServerOutcome::kEndedShutdown), 1u);
   struct stat st{};
   EXPECT_NE(::lstat((h.dir + "/companion.sock").c_str(), &st), 0) << "the socket file is removed";
 }
@@ -380,8 +380,8 @@ TEST(CompanionServer, AHelloUnderAnotherSecretIsRefused) {
   TestClient c(h.endpoint, secret(2));
   EXPECT_FALSE(c.next());
   EXPECT_EQ(c.io, IoStatus::kEof);
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kRefusedBadHello) == 1; }));
-  EXPECT_EQ(h.count(Outcome::kServed), 0u);
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedBadHello) == 1; }));
+  EXPECT_EQ(h.count(ServerOutcome::kServed), 0u);
 }
 
 TEST(CompanionServer, AReplayedChallengeIsRefused) {
@@ -394,7 +394,7 @@ TEST(CompanionServer, AReplayedChallengeIsRefused) {
   TestClient again(h.endpoint, secret(), same);
   EXPECT_FALSE(again.next());
   EXPECT_EQ(again.io, IoStatus::kEof);
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kRefusedReplayedChallenge) == 1; }));
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedReplayedChallenge) == 1; }));
   TestClient fresh(h.endpoint, secret());
   f = fresh.next();
   ASSERT_TRUE(f);
@@ -433,7 +433,7 @@ TEST(CompanionServer, AClientThatDoesNotReadIsDisconnectedAsSlowWhileAnotherKeep
   read.join();
   EXPECT_FALSE(disconnected);
   EXPECT_EQ(got.load(), kBatches);
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kEndedSlowClient) == 1; }));
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kEndedSlowClient) == 1; }));
   EXPECT_EQ(h.server->stats().clients.load(), 1);
 }
 
@@ -454,7 +454,7 @@ TEST(CompanionServer, ARestartedPublisherResetsTheClients) {
   ASSERT_EQ(f->type, FrameType::kDisconnect);
   EXPECT_EQ(f->reason, DisconnectReason::kReset);
   EXPECT_FALSE(c.next());
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kEndedReset) == 1; }));
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kEndedReset) == 1; }));
 
   // Reconnected: a fresh snapshot of the new generation, from the restarted publisher's batches.
   ASSERT_TRUE(eventually([&] { return h.server->mode() == FenceMode::kTrusted && h.server->index_blocks() == 1; }));
@@ -474,8 +474,8 @@ TEST(CompanionServer, AUnixPeerWithAnotherUidIsRefused) {
   TestClient c(h.endpoint, secret());
   EXPECT_FALSE(c.next());
   EXPECT_NE(c.io, IoStatus::kOk);
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kRefusedUid) == 1; }));
-  EXPECT_EQ(h.count(Outcome::kServed), 0u);
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedUid) == 1; }));
+  EXPECT_EQ(h.count(ServerOutcome::kServed), 0u);
 }
 
 TEST(CompanionServer, AnEngineThatIsNeverTrustedEndsTheClientWithAReset) {
@@ -485,7 +485,7 @@ TEST(CompanionServer, AnEngineThatIsNeverTrustedEndsTheClientWithAReset) {
   ASSERT_TRUE(f) << label(c.io);
   ASSERT_EQ(f->type, FrameType::kDisconnect);
   EXPECT_EQ(f->reason, DisconnectReason::kReset);
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kEndedNotTrusted) == 1; }));
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kEndedNotTrusted) == 1; }));
   EXPECT_EQ(h.server->health_json(), "{\"status\":\"fenced\",\"kv_state\":\"fenced\",\"clients\":0,\"blocks\":0}");
 }
 
@@ -497,7 +497,7 @@ TEST(CompanionServer, AHelloThatNeverComesTimesOut) {
   uint8_t b = 0;
   EXPECT_EQ(read_exact(fd, std::span(&b, 1), Clock::now() + 5s, nullptr), IoStatus::kEof);
   ::close(fd);
-  EXPECT_TRUE(eventually([&] { return h.count(Outcome::kRefusedHelloTimeout) == 1; }));
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedHelloTimeout) == 1; }));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "cache/index/approx_index.h"
 #include "common/clock.h"
 #include "companion/client.h"
+#include "companion/server.h"
 #include "upstream/engine_stats.h"
 #include "observe/journal.h"
 #include "metrics/build_metrics.h"
@@ -102,6 +103,10 @@ std::vector<MetricSection> metric_sections() {
        "with RJ_EXACT_INVENTORY=companion, for the engines that have an RJ_COMPANION_ENDPOINTS entry (their "
        "ramjet_kv_* series above say where the index comes from: ramjet_kv_inventory_source)",
        companion::companion_families()},
+      {"ramjet-companion (its own --metrics endpoint)", "companion::Server::write_metrics (src/companion/server_metrics.cc)",
+       "on each ramjet-companion's `--metrics` endpoint (GET /metrics), not on ramjet's; no labels name the "
+       "engine: scrape each companion as its own target",
+       companion::Server::families()},
       {"Engine catalog", "upstream::EngineCatalog::write_metrics (src/upstream/engine_catalog.cc)",
        "when exact routing is on or in shadow (discovery series for `discover` engines only)",
        upstream::catalog_families()},
@@ -193,6 +198,14 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition fc;
   companion::write_metrics(fc, clients);
   out.push_back(fc.take());
+  // A companion process, never started: every series at zero.
+  companion::ServerOptions so_companion;
+  so_companion.digest = cache::DigestKey::from_secret(digest_secret);
+  so_companion.inventory = {.shard = {.max_blocks = 1024}};
+  const companion::Server companion_server(std::move(so_companion));
+  metrics::Exposition fs;
+  companion_server.write_metrics(fs);
+  out.push_back(fs.take());
   upstream::EngineCatalogConfig catalog_config;
   catalog_config.upstreams = urls;
   catalog_config.discover = {true, false, false};

@@ -104,7 +104,7 @@ def outcomes(rj, upstream: int) -> dict:
 def companion_outcomes(c: CompanionProc) -> dict:
     out = {}
     for line in c.metrics_text().splitlines():
-        if line.startswith("ramjet_companion_connections_total{"):
+        if line.startswith("ramjet_companion_client_connections_total{"):
             labels, value = line.rsplit(" ", 1)
             out[labels.split('outcome="', 1)[1].split('"', 1)[0]] = float(value)
     return out
