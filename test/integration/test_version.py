@@ -27,6 +27,7 @@ BINARIES = {
     "ramjet-sim": ("SIM_BIN", "sim/server/ramjet-sim"),
     "ramjet-bench": ("BENCH_BIN", "bench/loadgen/ramjet-bench"),
     "ramjet-route-replay": ("REPLAY_BIN", "tools/route_replay/ramjet-route-replay"),
+    "ramjet-companion": ("COMPANION_BIN", "src/companion/ramjet-companion"),
 }
 
 
