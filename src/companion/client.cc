@@ -118,18 +118,6 @@ bool clears_all(const cache::kv::EventBatch& b) {
                      [](const cache::kv::Event& e) { return std::holds_alternative<cache::kv::AllBlocksCleared>(e); });
 }
 
-// The snapshot limits follow the index's capacity: a snapshot of an engine the index can hold is
-// never refused for its size (the frame's length field caps it at 4 GiB anyway).
-SnapshotLimits snapshot_limits(const cev::InventoryLimits& l) {
-  SnapshotLimits s;
-  const uint64_t blocks = l.shard.max_blocks;
-  s.max_records = static_cast<uint32_t>(std::max<uint64_t>(s.max_records, blocks));
-  s.max_removals = static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, std::max<uint64_t>(s.max_removals, 2 * blocks)));
-  const uint64_t bytes = 16 * uint64_t{s.max_records} + 12 * uint64_t{s.max_removals} + (1u << 20);
-  s.max_bytes = static_cast<size_t>(std::clamp<uint64_t>(bytes, s.max_bytes, uint64_t{2} << 30));
-  return s;
-}
-
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
@@ -147,7 +135,7 @@ class Fd {
 }  // namespace
 
 Client::Client(ClientOptions options, const SessionSecret& secret)
-    : options_(std::move(options)), secret_(secret), snapshot_limits_(snapshot_limits(options_.inventory)) {
+    : options_(std::move(options)), secret_(secret), snapshot_limits_(snapshot_limits_for(options_.inventory.shard.max_blocks)) {
   frame_limits_.max_snapshot_bytes = snapshot_limits_.max_bytes;
   if (!options_.digest) {  // a wiring bug: the client only keeps digest inventories
     spdlog::critical("companion for upstream {}: no block-digest key", options_.upstream);
@@ -212,7 +200,14 @@ void Client::run() {
     // resetting waits out the backoff like any other failure).
     const bool again = o == Outcome::kDisconnectReset && last_logged != o;
     last_logged = o;
-    if (again) continue;
+    if (again) {
+      // Within 0-100 ms: every client of a companion that reset asks for its snapshot at once
+      // otherwise (the companion captures them one at a time under its subscriber's lock).
+      uint8_t r = 0;
+      (void)RAND_bytes(&r, 1);
+      if (!sleep_for(std::chrono::milliseconds(r * 100 / 255))) break;
+      continue;
+    }
     if (!sleep_for(backoff_)) break;
     backoff_ = std::min(backoff_ * 2, options_.backoff_max);
   }

@@ -126,12 +126,16 @@ const std::vector<Flag>& flags() {
       {"--client-send-buffer", "BYTES",
        "a client's queued event bytes beyond which it is disconnected as slow (default 67108864)",
        num(&Flags::send_buffer, 4096, uint64_t{1} << 36)},
-      {"--heartbeat-ms", "MS", "a CaughtUp frame after this long without one (default 500)",
-       num(&Flags::heartbeat_ms, 10, 60000)},
+      {"--heartbeat-ms", "MS",
+       "a CaughtUp frame after this long without one (default 500; at most 1000: ramjet fences a "
+       "companion silent for 3 s)",
+       num(&Flags::heartbeat_ms, 10, 1000)},
       {"--hello-timeout-ms", "MS", "a client's hello must arrive within this (default 2000)",
        num(&Flags::hello_timeout_ms, 10, 60000)},
-      {"--wait-trusted-ms", "MS", "a client waits this long for a trusted engine state (default 5000)",
-       num(&Flags::wait_trusted_ms, 0, 600000)},
+      {"--wait-trusted-ms", "MS",
+       "a client waits this long for a trusted engine state (default 5000; at most 8000: ramjet gives "
+       "up on a first frame after 10 s)",
+       num(&Flags::wait_trusted_ms, 0, 8000)},
       {"--max-clients", "N", "connections served at once (default 64)", num(&Flags::max_clients, 1, 4096)},
       {"--index-max-blocks", "N", "blocks the digest inventory may hold (default 262144)",
        num(&Flags::index_max_blocks, 1, uint64_t{1} << 24)},
@@ -279,6 +283,9 @@ int main(int argc, char** argv) {
   o.engine.replay_timeout = std::chrono::milliseconds(f.replay_timeout_ms);
   o.engine.fence.replay_limit = f.replay_limit;
   o.inventory.shard.max_blocks = static_cast<uint32_t>(f.index_max_blocks);
+  // The largest snapshot an index of this size can need (ramjet accepts the same for the same
+  // RJ_KV_INDEX_MAX_BLOCKS).
+  o.frames.max_snapshot_bytes = snapshot_limits_for(f.index_max_blocks).max_bytes;
   Server server(std::move(o));
   if (auto e = server.start()) {
     std::fprintf(stderr, "ramjet-companion: listen: %s\n", e->c_str());

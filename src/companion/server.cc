@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <system_error>
+#include <thread>
 #include <cstdio>
 
 #include <fcntl.h>
@@ -104,7 +106,10 @@ struct Server::Client {
   struct Item {
     uint64_t seq = 0;
     std::shared_ptr<const std::string> payload;
+    Clock::time_point queued{};
   };
+  std::atomic<bool> pending{true};  // before its hello
+  Clock::time_point accepted = Clock::now();
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Item> queue;
@@ -113,15 +118,17 @@ struct Server::Client {
   std::atomic<bool> abort{false};  // blocking reads and writes stop waiting (see finish_locked)
 
   // False once the client no longer takes events (slow now, or already ended).
-  bool push(uint64_t seq, const std::shared_ptr<const std::string>& payload, size_t limit) {
+  bool push(uint64_t seq, const std::shared_ptr<const std::string>& payload, size_t limit,
+            std::chrono::milliseconds max_lag) {
     std::lock_guard lock(mu);
     if (end) return false;
     queued_bytes += payload->size();
-    if (queued_bytes > limit) {
+    const auto now = Clock::now();
+    if (queued_bytes > limit || (!queue.empty() && now - queue.front().queued > max_lag)) {
       finish_locked(ServerOutcome::kEndedSlowClient);
       return false;
     }
-    queue.push_back(Item{.seq = seq, .payload = payload});
+    queue.push_back(Item{.seq = seq, .payload = payload, .queued = now});
     cv.notify_one();
     return true;
   }
@@ -241,6 +248,14 @@ void Server::stop() {
   spdlog::info("companion: stopped");
 }
 
+void Server::log_refusal(ServerOutcome o) {
+  static std::atomic<int64_t> last_ms{0};
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+  int64_t prev = last_ms.load(std::memory_order_relaxed);
+  if (now - prev < 1000 || !last_ms.compare_exchange_strong(prev, now, std::memory_order_relaxed)) return;
+  spdlog::info("companion: client refused ({}; ramjet_companion_client_connections_total counts every one)", label(o));
+}
+
 void Server::end(ServerOutcome o) { stats_.connections[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
 
 void Server::reap(bool all) {
@@ -266,26 +281,47 @@ void Server::accept_loop() {
     for (size_t i = 0; i < fds.size(); ++i) {
       if (!(fds[i].revents & POLLIN)) continue;
       const int fd = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
+      if (fd < 0) {
+        // Out of descriptors (EMFILE, ENFILE) leaves the listener readable: pause, do not spin.
+        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) std::this_thread::sleep_for(kSlice);
+        continue;
+      }
       const bool unix_peer = listeners_[i].unix_socket;
       if (!unix_peer) {
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       }
       std::lock_guard lock(conns_mu_);
-      if (conns_.size() >= options_.max_clients) {
-        ::close(fd);
-        end(ServerOutcome::kRefusedTooManyClients);
-        spdlog::warn("companion: client refused ({})", label(ServerOutcome::kRefusedTooManyClients));
-        continue;
+      // Connections before their hello have a cap of their own, and the oldest gives way: a peer
+      // without the secret holding connections open cannot keep a real client out, it only
+      // makes its own connections end sooner.
+      size_t pending = 0;
+      Connection* oldest = nullptr;
+      for (auto& c : conns_) {
+        if (c.done.load(std::memory_order_acquire) || !c.client->pending.load(std::memory_order_acquire) ||
+            c.client->abort.load(std::memory_order_acquire)) {
+          continue;  // past its hello, or already told to give way
+        }
+        ++pending;
+        if (!oldest || c.client->accepted < oldest->client->accepted) oldest = &c;
+      }
+      if (oldest && pending >= std::max<size_t>(options_.max_pending, 1)) {
+        oldest->client->abort.store(true, std::memory_order_release);
       }
       end(ServerOutcome::kAccepted);
       Connection& c = conns_.emplace_back();
       c.client = std::make_shared<Client>();
-      c.thread = std::thread([this, fd, unix_peer, &c] {
-        serve(fd, unix_peer, c.client);
-        c.done.store(true, std::memory_order_release);
-      });
+      try {
+        c.thread = std::thread([this, fd, unix_peer, &c] {
+          serve(fd, unix_peer, c.client);
+          c.done.store(true, std::memory_order_release);
+        });
+      } catch (const std::system_error&) {  // no thread: refused, nothing left to join
+        conns_.pop_back();
+        ::close(fd);
+        end(ServerOutcome::kRefusedTooManyClients);
+        log_refusal(ServerOutcome::kRefusedTooManyClients);
+      }
     }
   }
 }
@@ -308,9 +344,10 @@ bool Server::remember(const Challenge& c) {
 void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
   Client& client = *cp;
   auto refuse = [&](ServerOutcome o) {
+    client.pending.store(false, std::memory_order_release);
     ::close(fd);
     end(o);
-    spdlog::info("companion: client refused ({})", label(o));
+    log_refusal(o);
   };
   if (unix_peer) {
     const long uid = peer_uid(fd);
@@ -319,15 +356,28 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
   }
   std::array<uint8_t, kHelloBytes> hello{};
   const IoStatus io = read_exact(fd, hello, Clock::now() + options_.hello_timeout, &client.abort);
-  if (io == IoStatus::kStopped) {
+  if (io == IoStatus::kStopped && stop_.load(std::memory_order_acquire)) {
+    client.pending.store(false, std::memory_order_release);
     ::close(fd);
     return end(ServerOutcome::kEndedShutdown);
   }
-  if (io == IoStatus::kTimeout) return refuse(ServerOutcome::kRefusedHelloTimeout);
+  // Stopped otherwise: dropped as the oldest of too many connections waiting for a hello.
+  if (io == IoStatus::kTimeout || io == IoStatus::kStopped) return refuse(ServerOutcome::kRefusedHelloTimeout);
   if (io != IoStatus::kOk) return refuse(ServerOutcome::kRefusedBadHello);
   const auto challenge = open_hello(hello, options_.secret);
   if (!challenge) return refuse(ServerOutcome::kRefusedBadHello);
   if (!remember(*challenge)) return refuse(ServerOutcome::kRefusedReplayedChallenge);
+  {
+    std::lock_guard lock(conns_mu_);
+    size_t past_hello = 0;
+    for (const auto& c : conns_) {
+      if (!c.done.load(std::memory_order_acquire) && !c.client->pending.load(std::memory_order_acquire)) ++past_hello;
+    }
+    if (past_hello >= options_.max_clients) return refuse(ServerOutcome::kRefusedTooManyClients);
+    // Given way to a newer connection just as its hello arrived (see accept_loop).
+    if (client.abort.load(std::memory_order_acquire)) return refuse(ServerOutcome::kRefusedHelloTimeout);
+    client.pending.store(false, std::memory_order_release);
+  }
 
   // The snapshot and the tail's registration in one critical section: the subscriber thread
   // applies nothing in between, so the tail starts exactly after the snapshot's last batch.
@@ -381,10 +431,7 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
     frame = sealer.snapshot(bytes);
   }
   const auto units = static_cast<int64_t>(1 + frame.size() / kSnapshotDeadlineUnit);
-  IoStatus w = write_all(fd, frame, Clock::now() + options_.write_timeout * units, &client.abort);
-  if (w == IoStatus::kOk) {
-    w = write_all(fd, sealer.caught_up(last_seq), Clock::now() + options_.write_timeout, &client.abort);
-  }
+  const IoStatus w = write_all(fd, frame, Clock::now() + options_.write_timeout * units, &client.abort);
   if (w != IoStatus::kOk) return finish(ended_by(w, client.ended()), false);  // mid-frame: no Disconnect fits
   stats_.snapshots.fetch_add(1, std::memory_order_relaxed);
   stats_.snapshot_bytes.store(frame.size(), std::memory_order_relaxed);
@@ -401,12 +448,13 @@ void Server::serve(int fd, bool unix_peer, const std::shared_ptr<Client>& cp) {
 
 ServerOutcome Server::tail(int fd, Client& client, FrameSealer& sealer, std::optional<uint64_t> last_sent, bool& say) {
   auto last_write = Clock::now();
+  bool announced = false;  // the first CaughtUp went out
   std::deque<Client::Item> batch;
   for (;;) {
     std::optional<ServerOutcome> ended;
     {
       std::unique_lock lock(client.mu);
-      const auto wake = std::min(last_write + options_.heartbeat, Clock::now() + kSlice);
+      const auto wake = announced ? std::min(last_write + options_.heartbeat, Clock::now() + kSlice) : Clock::now();
       client.cv.wait_until(lock, wake, [&] { return client.end.has_value() || !client.queue.empty(); });
       ended = client.end;
       if (!ended) batch.swap(client.queue);
@@ -426,11 +474,17 @@ ServerOutcome Server::tail(int fd, Client& client, FrameSealer& sealer, std::opt
       client.queued_bytes -= std::min(client.queued_bytes, item.payload->size());
     }
     batch.clear();
-    if (Clock::now() - last_write >= options_.heartbeat) {
+    bool drained = false;  // nothing queued and not ended: this client has everything applied
+    {
+      std::lock_guard lock(client.mu);
+      drained = client.queue.empty() && !client.end;
+    }
+    if (drained && (!announced || Clock::now() - last_write >= options_.heartbeat)) {
       const IoStatus w =
           write_all(fd, sealer.caught_up(last_sent), Clock::now() + options_.write_timeout, &client.abort);
       if (w != IoStatus::kOk) return ended_by(w, client.ended());
       last_write = Clock::now();
+      announced = true;
     }
     if (peer_gone(fd)) return ServerOutcome::kEndedPeerClosed;
   }
@@ -469,7 +523,9 @@ void Server::applied(uint64_t seq, std::span<const uint8_t> payload) {
   const auto shared =
       std::make_shared<const std::string>(reinterpret_cast<const char*>(payload.data()), payload.size());
   std::erase_if(tails_,
-                [&](const std::shared_ptr<Client>& c) { return !c->push(seq, shared, options_.send_buffer_bytes); });
+                [&](const std::shared_ptr<Client>& c) {
+                  return !c->push(seq, shared, options_.send_buffer_bytes, options_.max_lag);
+                });
 }
 
 void Server::state(FenceMode mode, uint64_t generation) {

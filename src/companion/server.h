@@ -48,7 +48,9 @@ struct ServerOptions {
   std::chrono::milliseconds wait_trusted{5000};     // a client waits this long for a trusted state
   std::chrono::milliseconds write_timeout{5000};    // one frame (a snapshot: per 8 MiB begun)
   size_t send_buffer_bytes = 64u << 20;  // a client's queued Event bytes beyond which it is slow
-  size_t max_clients = 64;               // connections with a thread (hello included)
+  size_t max_clients = 64;               // clients past their hello (waiting for a snapshot or tailing)
+  size_t max_pending = 64;               // connections still before their hello (the oldest is dropped)
+  std::chrono::milliseconds max_lag{10000};  // a client whose oldest queued event is older is slow
   size_t challenge_ledger = 65536;       // challenges remembered against replayed hellos
   FrameLimits frames{};
   cache::events::SubscriberOptions engine{};
@@ -64,7 +66,7 @@ enum class ServerOutcome : uint8_t {
   kRefusedBadHello,           // not an authentic hello (or closed before one)
   kRefusedHelloTimeout,
   kRefusedReplayedChallenge,  // a challenge already in the ledger
-  kRefusedTooManyClients,     // beyond max_clients (closed at once, no thread)
+  kRefusedTooManyClients,     // beyond max_clients after its hello, or no thread could be made
   kEndedReset,                // the engine's state was reset (Disconnect kReset)
   kEndedSlowClient,           // its queue passed send_buffer_bytes (Disconnect kSlowClient)
   kEndedShutdown,             // the companion stopped (Disconnect kShutdown)
@@ -133,7 +135,10 @@ class Server : public cache::events::SubscriberObserver {
   void accept_loop();
   void serve(int fd, bool unix_peer, const std::shared_ptr<Client>& client);
   // The tail until the connection ends; `say`: a Disconnect may follow (not in a frame's middle).
+  // The first CaughtUp goes out only once everything queued since the snapshot was written, so a
+  // client publishes a state no older than the companion's at that moment.
   ServerOutcome tail(int fd, Client& client, FrameSealer& sealer, std::optional<uint64_t> last_sent, bool& say);
+  void log_refusal(ServerOutcome o);  // at most one line per second (a flood is counted, not logged)
   void reap(bool all);
   bool remember(const Challenge& c);  // false: seen before
   void reset_clients();               // under mu_

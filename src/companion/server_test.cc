@@ -500,5 +500,40 @@ TEST(CompanionServer, AHelloThatNeverComesTimesOut) {
   EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedHelloTimeout) == 1; }));
 }
 
+TEST(CompanionServer, SilentConnectionsGiveWayToAClientWithAHello) {
+  // Connections that never send a hello hold no slot a real client needs: past max_pending the
+  // oldest is dropped, and the client with the secret is served.
+  Harness h([](ServerOptions& o) {
+    o.hello_timeout = 60000ms;
+    o.max_pending = 4;
+  });
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) {
+    std::string error;
+    silent.push_back(connect_endpoint(h.endpoint, Clock::now() + 5s, error));
+    ASSERT_GE(silent.back(), 0) << error;
+  }
+  TestClient c(h.endpoint, secret());
+  auto f = c.next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->type, FrameType::kSnapshot);
+  f = c.next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->type, FrameType::kCaughtUp);
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedHelloTimeout) >= 5; }));
+  uint8_t b = 0;
+  EXPECT_EQ(read_exact(silent.front(), std::span(&b, 1), Clock::now() + 5s, nullptr), IoStatus::kEof);
+  for (int fd : silent) ::close(fd);
+}
+
+TEST(CompanionServer, PastMaxClientsAnAuthenticClientIsRefused) {
+  Harness h([](ServerOptions& o) { o.max_clients = 1; });
+  TestClient first(h.endpoint, secret());
+  ASSERT_TRUE(first.next());
+  TestClient second(h.endpoint, secret());
+  EXPECT_FALSE(second.next());
+  EXPECT_TRUE(eventually([&] { return h.count(ServerOutcome::kRefusedTooManyClients) == 1; }));
+}
+
 }  // namespace
 }  // namespace ramjet::companion

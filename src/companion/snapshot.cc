@@ -6,6 +6,8 @@
 //   u32 blocks u32 removals {u64 key u32 parent u32 removal_keys}* {u64 key u32 copies}*
 #include "companion/snapshot.h"
 
+#include <algorithm>
+
 #include <bit>
 #include <cstring>
 
@@ -179,6 +181,16 @@ Result<Snapshot, SnapshotError> decode_snapshot(std::span<const uint8_t> bytes, 
     std::memcpy(&x.copies, p + 8, 4);
     p += kRemovalBytes;
   }
+  return s;
+}
+
+SnapshotLimits snapshot_limits_for(uint64_t max_blocks) {
+  SnapshotLimits s;
+  s.max_records = static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, std::max<uint64_t>(s.max_records, max_blocks)));
+  s.max_removals =
+      static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, std::max<uint64_t>(s.max_removals, 2 * max_blocks)));
+  const uint64_t bytes = 16 * uint64_t{s.max_records} + 12 * uint64_t{s.max_removals} + (1u << 20);
+  s.max_bytes = static_cast<size_t>(std::clamp<uint64_t>(bytes, s.max_bytes, uint64_t{2} << 30));
   return s;
 }
 

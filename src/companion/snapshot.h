@@ -43,6 +43,11 @@ struct SnapshotLimits {
   uint32_t max_block_size = 1u << 20;
 };
 
+// The limits for an inventory of `max_blocks` (RJ_KV_INDEX_MAX_BLOCKS, --index-max-blocks): a
+// snapshot of any state such an index can hold is never refused for its size (at most 2 GiB).
+// Both ends use it: the companion for the frame it may send, ramjet for what it accepts.
+SnapshotLimits snapshot_limits_for(uint64_t max_blocks);
+
 struct SnapshotHeader {
   Challenge challenge{};                          // the client's hello challenge
   cache::DigestKeyId key_id{};                    // the block-digest key the chain keys derive from

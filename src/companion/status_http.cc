@@ -1,6 +1,7 @@
 #include "companion/status_http.h"
 
 #include <cerrno>
+#include <thread>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -13,7 +14,9 @@ namespace ramjet::companion {
 namespace {
 
 constexpr size_t kMaxHead = 8192;
-constexpr auto kDeadline = std::chrono::seconds(2);
+// Short: the endpoint answers one connection at a time, so a peer that sends nothing delays a
+// liveness probe by at most this much per connection.
+constexpr auto kDeadline = std::chrono::milliseconds(500);
 
 std::string_view status_text(int status) {
   switch (status) {
@@ -62,7 +65,10 @@ void StatusHttp::loop() {
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;
+    if (c < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     answer(c);
     ::close(c);
   }

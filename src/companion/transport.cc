@@ -73,7 +73,8 @@ int hex_value(char c) {
 }  // namespace
 
 Result<std::array<uint8_t, 32>, std::string> read_secret_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: a FIFO at the path must not hang startup (it is then refused as not regular).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return std::string("cannot open the secret file: ") + std::strerror(errno);
   struct stat st{};
   std::array<uint8_t, 32> key{};

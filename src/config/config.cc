@@ -439,6 +439,14 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
       if (auto problem = companion_endpoint_problem(c.companion_endpoints[i])) {
         r.errors.push_back("RJ_COMPANION_ENDPOINTS: item " + std::to_string(i + 1) + ": " + *problem);
       }
+      // One source per engine: a companion item and a KV-event item for the same engine would
+      // leave one of them silently unused.
+      if (c.companion_endpoints[i] != "-" && i < c.kv_event_live_endpoints.size() &&
+          c.kv_event_live_endpoints[i] != "-") {
+        r.errors.push_back("RJ_COMPANION_ENDPOINTS: item " + std::to_string(i + 1) +
+                           " names a companion for an engine that also has an RJ_KV_EVENT_LIVE_ENDPOINTS item (use "
+                           "\"-\" in one of them)");
+      }
     }
     if (c.companion_secret_file.empty()) {
       r.errors.push_back("RJ_COMPANION_SECRET_FILE: RJ_EXACT_INVENTORY=companion needs the companions' session secret");

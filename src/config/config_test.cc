@@ -351,6 +351,16 @@ TEST(Config, CompanionInventoryNeedsOneEndpointPerUpstreamAndBothSecretFiles) {
                  {"RJ_COMPANION_SECRET_FILE", "/s"},
                  {"RJ_COMPANION_DIGEST_SECRET_FILE", "/d"}});
   EXPECT_TRUE(on.errors.empty()) << all(on.errors);
+  // One source per engine.
+  auto both = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
+                   {"RJ_EXACT_INVENTORY", "companion"},
+                   {"RJ_COMPANION_ENDPOINTS", "tcp://a:7070,-"},
+                   {"RJ_COMPANION_SECRET_FILE", "/s"},
+                   {"RJ_COMPANION_DIGEST_SECRET_FILE", "/d"},
+                   {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://a:5557,tcp://b:5557"}});
+  EXPECT_EQ(count(both, "item 1 names a companion for an engine that also has an RJ_KV_EVENT_LIVE_ENDPOINTS item"), 1u)
+      << all(both.errors);
+  EXPECT_EQ(both.errors.size(), 1u) << all(both.errors);
 
   auto missing = run(valid({{"RJ_EXACT_INVENTORY", "companion"}}));
   EXPECT_EQ(count(missing, "RJ_COMPANION_ENDPOINTS: 0 endpoints for 1 RJ_UPSTREAM entries"), 1u) << all(missing.errors);
