@@ -253,10 +253,15 @@ Outcome Client::session(bool& was_trusted) {
     if (auto s = read_exact(fd.get(), std::span<uint8_t>(buf), deadline, stop); s != IoStatus::kOk) return outcome_of(s);
     auto size = opener.frame_size(buf);
     if (!size) return outcome_of(size.error().code);
-    buf.resize(*size);
-    if (auto s = read_exact(fd.get(), std::span<uint8_t>(buf).subspan(kFrameHeaderBytes), deadline, stop);
-        s != IoStatus::kOk) {
-      return outcome_of(s);
+    // The length is not authenticated before the MAC at the frame's end: the buffer grows as
+    // bytes arrive (1 MiB at a time), so a peer that only claims a large frame costs nothing.
+    constexpr size_t kChunk = 1u << 20;
+    while (buf.size() < *size) {
+      const size_t at = buf.size();
+      buf.resize(std::min(*size, at + kChunk));
+      if (auto s = read_exact(fd.get(), std::span<uint8_t>(buf).subspan(at), deadline, stop); s != IoStatus::kOk) {
+        return outcome_of(s);
+      }
     }
     auto opened = opener.open(buf);
     if (!opened) return outcome_of(opened.error().code);
@@ -330,6 +335,7 @@ Outcome Client::session(bool& was_trusted) {
       case FrameType::kDisconnect:
         return outcome_of(f.reason);
     }
+    if (f.type == FrameType::kSnapshot) std::vector<uint8_t>().swap(buf);  // tail frames are small
   }
 }
 
