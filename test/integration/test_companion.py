@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -27,6 +28,7 @@ import time
 import pytest
 
 from support.companion_proc import CompanionProc, write_secret
+from support.metric_docs import families_by_section
 from support.ramjet_proc import http_request, poll
 from support.sim_proc import SimProc
 from test_exact_local import agent_chat
@@ -219,6 +221,14 @@ def test_a_restarted_ramjet_is_exact_within_seconds_and_decides_as_one_that_neve
     print(f"\ntrusted through companions {elapsed:.3f} s after the ramjet process was started")
     assert elapsed < 2.0, elapsed
     assert [r.get("inventory") for r in health(rj)] == ["companion"] * 3
+    # Every documented family is on each /metrics: ramjet's companion series, the process's own.
+    docs = families_by_section()
+    on_ramjet = set(re.findall(r"^# TYPE (\S+) ", rj.metrics().text, re.M))
+    assert docs["Companions"] <= on_ramjet, docs["Companions"] - on_ramjet
+    on_companion = set(re.findall(r"^# TYPE (\S+) ", companions[0].metrics_text(), re.M))
+    own = docs["ramjet-companion (its own --metrics endpoint)"]
+    assert own and own <= on_companion, own - on_companion
+    assert "127.0.0.1" not in rj.metrics().text and "/tmp" not in companions[0].metrics_text()
     m = rj.metrics()
     for i in range(3):
         assert m.get("ramjet_companion_trusted", upstream=str(i)) == 1
