@@ -1,6 +1,5 @@
-// The companion server in-process against a fake vLLM publisher on loopback (a PUB socket sending
-// [topic, seq BE8, payload] and a ROUTER answering replays as vLLM >= 0.26 does, like
-// cache/events/subscriber_test.cc), with clients speaking the frames protocol over a Unix socket
+// The companion server in-process against a fake vLLM publisher on loopback
+// (cache/events/publisher_testing.h), with clients speaking the frames protocol over a Unix socket
 // in a temporary directory. The process around it (flags, signals, /metrics) is tested through
 // test/support/companion_proc.py.
 #include "companion/server.h"
@@ -17,9 +16,8 @@
 #include <unistd.h>
 
 #include <openssl/rand.h>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
 
+#include "cache/events/publisher_testing.h"
 #include "cache/kv/codec.h"
 #include "companion/snapshot.h"
 
@@ -31,14 +29,10 @@ using cache::events::Inventory;
 using cache::events::InventoryState;
 namespace kv = cache::kv;
 using namespace std::chrono_literals;
+using cache::events::testing::eventually;
+using cache::events::testing::FakeEngine;
 
 constexpr uint32_t kBs = 16;
-
-std::string be8(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-  return s;
-}
 
 kv::BlockStored stored(std::vector<kv::BlockHash> hashes, std::optional<kv::BlockHash> parent, uint32_t first_token) {
   kv::BlockStored e;
@@ -76,97 +70,6 @@ kv::EventBatch churn(uint64_t i) {
   kv::BlockRemoved r;
   r.block_hashes = hashes;
   return batch_of({stored(hashes, std::nullopt, static_cast<uint32_t>(100000 + i * 4096)), r});
-}
-
-class FakeEngine {
- public:
-  // XPUB: it sees the subscription arrive, so a test can publish once the subscriber listens.
-  FakeEngine() : pub_(ctx_, zmq::socket_type::xpub), router_(ctx_, zmq::socket_type::router) {
-    pub_.set(zmq::sockopt::linger, 0);
-    router_.set(zmq::sockopt::linger, 0);
-    pub_.bind("tcp://127.0.0.1:*");
-    router_.bind("tcp://127.0.0.1:*");
-    live = pub_.get(zmq::sockopt::last_endpoint);
-    replay = router_.get(zmq::sockopt::last_endpoint);
-    thread_ = std::thread([this] { serve_replays(); });
-  }
-  ~FakeEngine() {
-    stop_ = true;
-    thread_.join();
-  }
-
-  uint64_t publish(const kv::EventBatch& b) {
-    const std::string payload = kv::encode_batch(b, {});
-    const uint64_t seq = next_seq_++;
-    {
-      std::lock_guard lock(mu_);
-      buffer_.emplace_back(seq, payload);
-    }
-    pub_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
-    pub_.send(zmq::buffer(be8(seq)), zmq::send_flags::sndmore);
-    pub_.send(zmq::buffer(payload), zmq::send_flags::none);
-    return seq;
-  }
-  bool wait_subscribed() {
-    zmq::pollitem_t item{pub_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, 10000ms) <= 0) return false;
-    zmq::message_t m;
-    return pub_.recv(m, zmq::recv_flags::dontwait) && m.size() >= 1 && static_cast<const uint8_t*>(m.data())[0] == 1;
-  }
-  void restart() {  // a new publisher instance: sequence from 0, empty replay buffer
-    std::lock_guard lock(mu_);
-    buffer_.clear();
-    next_seq_ = 0;
-  }
-
-  std::string live, replay;
-  const std::string topic = "kv";
-
- private:
-  void serve_replays() {
-    while (!stop_) {
-      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, 20ms);
-      std::vector<zmq::message_t> req;
-      if (!zmq::recv_multipart(router_, std::back_inserter(req), zmq::recv_flags::dontwait)) continue;
-      if (req.size() != 3 || req[2].size() != 8) continue;
-      uint64_t from = 0;
-      for (size_t i = 0; i < 8; ++i) from = (from << 8) | static_cast<const uint8_t*>(req[2].data())[i];
-      const std::string id = req[0].to_string();
-      std::lock_guard lock(mu_);
-      for (const auto& [seq, payload] : buffer_) {
-        if (seq < from) continue;
-        router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
-        router_.send(zmq::message_t(), zmq::send_flags::sndmore);
-        router_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
-        router_.send(zmq::buffer(be8(seq)), zmq::send_flags::sndmore);
-        router_.send(zmq::buffer(payload), zmq::send_flags::none);
-      }
-      router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
-      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
-      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
-      router_.send(zmq::buffer(be8(~uint64_t{0})), zmq::send_flags::sndmore);
-      router_.send(zmq::message_t(), zmq::send_flags::none);
-    }
-  }
-
-  zmq::context_t ctx_{1};
-  zmq::socket_t pub_, router_;
-  std::mutex mu_;
-  std::vector<std::pair<uint64_t, std::string>> buffer_;
-  std::atomic<uint64_t> next_seq_{0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds limit = 10000ms) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return f();
 }
 
 SessionSecret secret(uint8_t start = 1) {
