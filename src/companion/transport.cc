@@ -214,32 +214,30 @@ bool connect_within(int fd, const sockaddr* sa, socklen_t len, Clock::time_point
   return true;
 }
 
-}  // namespace
-
-int connect_endpoint(const Endpoint& e, Clock::time_point deadline, std::string& error) {
-  if (e.kind == Endpoint::Kind::kUnix) {
-    sockaddr_un sa{};
-    if (!fill_unix(e, sa)) {
-      error = "path too long";
-      return -1;
-    }
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      error = std::strerror(errno);
-      return -1;
-    }
-    if (!connect_within(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa), deadline, error)) {
-      ::close(fd);
-      return -1;
-    }
-    return fd;
+// A Unix stream socket and the address of e.path; -1 with `error` set.
+int unix_socket(const Endpoint& e, sockaddr_un& sa, std::string& error) {
+  if (!fill_unix(e, sa)) {
+    error = "path too long";
+    return -1;
   }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) error = std::strerror(errno);
+  return fd;
+}
+
+// The first of host:port's addresses (`passive`: to listen on; host "*" or empty: every address)
+// for which a new stream socket passes `use(fd, address)`, else -1 with `error` set (use sets it
+// for its own failures).
+template <typename Use>
+int first_address(const Endpoint& e, bool passive, std::string& error, Use use) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* res = nullptr;
   const std::string port = std::to_string(e.port);
-  if (int rc = ::getaddrinfo(e.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+  const bool any = passive && (e.host == "*" || e.host.empty());
+  if (int rc = ::getaddrinfo(any ? nullptr : e.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
     error = ::gai_strerror(rc);
     return -1;
   }
@@ -247,11 +245,29 @@ int connect_endpoint(const Endpoint& e, Clock::time_point deadline, std::string&
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    if (connect_within(fd, a->ai_addr, a->ai_addrlen, deadline, error)) break;
+    if (use(fd, *a)) break;
     ::close(fd);
     fd = -1;
   }
   ::freeaddrinfo(res);
+  return fd;
+}
+
+}  // namespace
+
+int connect_endpoint(const Endpoint& e, Clock::time_point deadline, std::string& error) {
+  if (e.kind == Endpoint::Kind::kUnix) {
+    sockaddr_un sa{};
+    const int fd = unix_socket(e, sa, error);
+    if (fd >= 0 && !connect_within(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa), deadline, error)) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  const int fd = first_address(e, false, error, [&](int s, const addrinfo& a) {
+    return connect_within(s, a.ai_addr, a.ai_addrlen, deadline, error);
+  });
   if (fd >= 0) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -262,22 +278,16 @@ int connect_endpoint(const Endpoint& e, Clock::time_point deadline, std::string&
 int listen_endpoint(const Endpoint& e, unsigned unix_mode, std::string& error) {
   if (e.kind == Endpoint::Kind::kUnix) {
     sockaddr_un sa{};
-    if (!fill_unix(e, sa)) {
-      error = "path too long";
-      return -1;
-    }
+    const int fd = unix_socket(e, sa, error);
+    if (fd < 0) return -1;
     struct stat st{};
     if (::lstat(e.path.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) {
         error = "the path exists and is not a socket";
+        ::close(fd);
         return -1;
       }
       ::unlink(e.path.c_str());  // a socket file left by an earlier run
-    }
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      error = std::strerror(errno);
-      return -1;
     }
     // Created with no access for anyone, then given its mode: never briefly open to all.
     const mode_t old = ::umask(0777);
@@ -290,30 +300,13 @@ int listen_endpoint(const Endpoint& e, unsigned unix_mode, std::string& error) {
     }
     return fd;
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(e.port);
-  const bool any = e.host == "*" || e.host.empty();
-  if (int rc = ::getaddrinfo(any ? nullptr : e.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    error = ::gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
+  return first_address(e, true, error, [&](int s, const addrinfo& a) {
     int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) break;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(s, a.ai_addr, a.ai_addrlen) == 0 && ::listen(s, 64) == 0) return true;
     error = std::strerror(errno);
-    ::close(fd);
-    fd = -1;
-  }
-  ::freeaddrinfo(res);
-  return fd;
+    return false;
+  });
 }
 
 long peer_uid(int fd) {
