@@ -506,7 +506,7 @@ void Server::reset_clients() {
   tails_.clear();
 }
 
-void Server::applied(uint64_t seq, std::span<const uint8_t> payload) {
+void Server::applied(uint64_t seq, std::string payload) {
   applied_since_state_ = seq;
   // Within one generation the fence applies batches densely; a batch that does not follow the
   // last one started the inventory again (a restarted publisher, a clear after a gap) before
@@ -520,8 +520,7 @@ void Server::applied(uint64_t seq, std::span<const uint8_t> payload) {
                  options_.frames.max_batch_payload);
     return reset_clients();
   }
-  const auto shared =
-      std::make_shared<const std::string>(reinterpret_cast<const char*>(payload.data()), payload.size());
+  const auto shared = std::make_shared<const std::string>(std::move(payload));  // one copy for every client
   std::erase_if(tails_,
                 [&](const std::shared_ptr<Client>& c) {
                   return !c->push(seq, shared, options_.send_buffer_bytes, options_.max_lag);

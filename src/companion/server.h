@@ -125,7 +125,7 @@ class Server : public cache::events::SubscriberObserver {
 
   // ---- SubscriberObserver (the subscriber thread, under mutex()) ----
   std::mutex& mutex() override { return mu_; }
-  void applied(uint64_t seq, std::span<const uint8_t> payload) override;
+  void applied(uint64_t seq, std::string payload) override;
   void state(cache::events::FenceMode mode, uint64_t generation) override;
 
  private:

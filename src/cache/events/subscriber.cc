@@ -108,7 +108,7 @@ struct Subscriber::Loop {
         return;
       }
       if (self.observer_) {
-        self.observer_->applied(batch->seq, {reinterpret_cast<const uint8_t*>(batch->raw.data()), batch->raw.size()});
+        self.observer_->applied(batch->seq, std::move(batch->raw));  // the batch is done with
       }
     } else if (batch != nullptr && step.verdict == Verdict::kHold) {
       held.push_back(std::move(*batch));

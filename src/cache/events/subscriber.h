@@ -58,8 +58,8 @@ class SubscriberObserver {
   virtual ~SubscriberObserver() = default;
   virtual std::mutex& mutex() = 0;
   // A batch the inventory applied (after any clear the fence asked for), with its vLLM sequence
-  // and its payload bytes as the engine published them.
-  virtual void applied(uint64_t seq, std::span<const uint8_t> payload) = 0;
+  // and its payload bytes as the engine published them (the subscriber's copy, handed over).
+  virtual void applied(uint64_t seq, std::string payload) = 0;
   // The trust state as published to readers (repeated values are possible). A generation other
   // than the last one means the inventory was started again from empty.
   virtual void state(FenceMode mode, uint64_t generation) = 0;
