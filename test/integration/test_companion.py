@@ -32,7 +32,7 @@ from support.metric_docs import families_by_section
 from support.ramjet_proc import http_request, poll
 from support.sim_proc import SimProc
 from test_exact_local import agent_chat
-from test_kv_events import TOPIC, free_port, local
+from test_kv_events import TOPIC, free_port, local, settle
 from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, wait_attested
 
 BUFFER = 8  # the engines' replay window (vLLM's buffer_steps), far shorter than the warm-up's history
@@ -123,17 +123,9 @@ def warm(sim: SimProc, body: dict) -> None:
     assert r.status == 200, r.body
 
 
-def quiet(*rjs, metric_names=("ramjet_kv_blocks_applied_total", "ramjet_companion_events_total")) -> None:
-    """Waits until no KV batch reached any of the ramjets for a while."""
-    def applied():
-        return tuple(sum(rj.metrics().sum(n) or 0 for n in metric_names) for rj in rjs)
-    last = applied()
-    while True:
-        time.sleep(0.4)
-        now = applied()
-        if now == last:
-            return
-        last = now
+def quiet(*rjs) -> None:
+    """Until no KV batch reached any of the ramjets for a while, by their own events or companions."""
+    settle(*rjs, metrics=("ramjet_kv_blocks_applied_total", "ramjet_companion_events_total"), interval=0.4)
 
 
 def route(rj, body: dict):

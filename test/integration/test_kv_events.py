@@ -217,15 +217,16 @@ def through(rj, body: dict):
     return r
 
 
-def settle(rj) -> None:
-    """Waits until no KV batch reached ramjet for a while: the blocks a request just stored on its
-    engine are applied before the next request is placed (a lookup that meets an index mid-write
-    on a loaded machine falls back to the approximate index, by design)."""
+def settle(*rjs, metrics=("ramjet_kv_blocks_applied_total",), interval: float = 0.3) -> None:
+    """Waits until no KV batch reached any of the ramjets for a while (`metrics`: the counters
+    that move with each batch): the blocks a request just stored on its engine are applied before
+    the next request is placed (a lookup that meets an index mid-write on a loaded machine falls
+    back to the approximate index, by design)."""
     def applied():
-        return rj.metrics().sum("ramjet_kv_blocks_applied_total")
+        return tuple(sum(rj.metrics().sum(n) or 0 for n in metrics) for rj in rjs)
     last = applied()
     while True:
-        time.sleep(0.3)
+        time.sleep(interval)
         now = applied()
         if now == last:
             return
