@@ -113,11 +113,6 @@ Outcome outcome_of(IoStatus s) {
   return Outcome::kIoError;
 }
 
-bool clears_all(const cache::kv::EventBatch& b) {
-  return std::any_of(b.events.begin(), b.events.end(),
-                     [](const cache::kv::Event& e) { return std::holds_alternative<cache::kv::AllBlocksCleared>(e); });
-}
-
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
@@ -302,7 +297,7 @@ Outcome Client::session(bool& was_trusted) {
         if (last_seq && f.event_sequence <= *last_seq) return Outcome::kOutOfOrder;
         auto batch = cache::kv::decode_batch(f.batch, options_.decode);
         if (!batch) return Outcome::kDecodeError;
-        if (clears_all(*batch)) {  // the fence's rule: the cache cleared, then the batch in order
+        if (cache::kv::clears_all(*batch)) {  // the fence's rule: the cache cleared, then the batch in order
           inv->clear();
           generation_.fetch_add(1, std::memory_order_acq_rel);
         }

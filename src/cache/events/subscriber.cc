@@ -36,11 +36,6 @@ std::string seq_bytes(uint64_t v) {
   return s;
 }
 
-bool clears_all(const kv::EventBatch& b) {
-  return std::any_of(b.events.begin(), b.events.end(),
-                     [](const kv::Event& e) { return std::holds_alternative<kv::AllBlocksCleared>(e); });
-}
-
 std::span<const uint8_t> bytes_of(const zmq::message_t& m) {
   return {static_cast<const uint8_t*>(m.data()), m.size()};
 }
@@ -188,7 +183,7 @@ struct Subscriber::Loop {
     }
     self.stats_.replayed.fetch_add(1, std::memory_order_relaxed);
     Held h{*seq, std::move(*decoded), false, raw_copy(payload)};
-    h.clears = clears_all(h.batch);
+    h.clears = kv::clears_all(h.batch);
     handle(fence.on_replay_batch(replay->ticket, h.seq, h.clears, h.batch.ts), &h);
   }
 
@@ -213,7 +208,7 @@ struct Subscriber::Loop {
       return;
     }
     Held h{*seq, std::move(*decoded), false, raw_copy(frames[2])};
-    h.clears = clears_all(h.batch);
+    h.clears = kv::clears_all(h.batch);
     handle(fence.on_live(h.seq, h.clears, h.batch.ts), &h);
   }
 

@@ -122,4 +122,11 @@ struct EventBatch {
   friend bool operator==(const EventBatch&, const EventBatch&) = default;
 };
 
+// Whether the batch reports the engine's whole cache cleared (the sequence fence's "clear the
+// index, then apply").
+inline bool clears_all(const EventBatch& b) {
+  return std::any_of(b.events.begin(), b.events.end(),
+                     [](const Event& e) { return std::holds_alternative<AllBlocksCleared>(e); });
+}
+
 }  // namespace ramjet::cache::kv
