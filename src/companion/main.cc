@@ -2,12 +2,9 @@
 // events into a digest inventory and serves snapshot + live tail to ramjet over Unix and/or TCP
 // sockets (companion/server), with an optional /metrics and /health endpoint
 // (companion/status_http). This file owns the flags, the secret files and the signals.
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +12,7 @@
 
 #include <pthread.h>
 
+#include <CLI/CLI.hpp>
 #include <openssl/crypto.h>
 
 #include "common/build_info.h"
@@ -40,179 +38,103 @@ struct Flags {
   uint64_t max_clients = 64, index_max_blocks = 262144;
   uint64_t replay_timeout_ms = 5000, replay_limit = 8192;
   std::string log_level = "info";
-  bool help = false, version = false;
 };
 
-struct Flag {
-  std::string_view name;
-  std::string_view arg;  // empty: takes no value
-  std::string_view doc;
-  std::function<std::string(const std::string&, Flags&)> apply;  // an error, or ""
-};
+// A ZeroMQ endpoint for the engine's sockets (ZeroMQ checks the rest when it connects).
+const CLI::Validator kZmqEndpoint(
+    [](std::string& v) { return v.find("://") == std::string::npos ? "a ZeroMQ endpoint like tcp://host:port" : ""; },
+    "tcp://host:port");
 
-std::string number(const std::string& v, uint64_t& out, uint64_t lo, uint64_t hi, int base = 10) {
-  if (v.empty() || v.find_first_not_of(base == 8 ? "01234567" : "0123456789") != std::string::npos) {
-    return "not a number: " + v;
+// A decimal number, as written (CLI11 alone would also read 0x.. as hex and 0.. as octal): digits
+// only, leading zeros dropped.
+const CLI::Validator kDecimal(
+    [](std::string& v) -> std::string {
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) return "not a number: " + v;
+      v.erase(0, std::min(v.find_first_not_of('0'), v.size() - 1));
+      return "";
+    },
+    "N");
+
+// The flags into `f`; CLI11 prints --help and --version and checks ranges and required flags.
+void declare(CLI::App& app, Flags& f, std::vector<std::string>& listen, std::optional<std::string>& metrics,
+             std::string& unix_mode) {
+  app.add_option("--kv-live", f.kv_live, "the engine's KV-event publisher (vLLM's kv_events_config.endpoint)")
+      ->required()
+      ->check(kZmqEndpoint);
+  app.add_option("--kv-replay", f.kv_replay, "the engine's replay endpoint (vLLM's replay_endpoint; none: every gap fences)")
+      ->check(kZmqEndpoint);
+  app.add_option("--kv-topic", f.kv_topic, "the engine's KV-event topic (default \"\")");
+  app.add_option("--listen", listen, "where ramjet connects: unix:/abs/path or tcp://host:port (repeatable)")
+      ->required()
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--secret-file", f.secret_file, "the 32-byte session secret shared with ramjet (mode 0600)")->required();
+  app.add_option("--digest-secret-file", f.digest_secret_file,
+                 "the 32-byte block-digest secret shared with ramjet (mode 0600)")
+      ->required();
+  app.add_option("--allow-uid", f.allow_uids, "a UID allowed on the Unix sockets (repeatable; default: this process's effective UID)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(kDecimal)
+      ->check(CLI::Range(0L, 4294967294L));
+  app.add_option("--unix-mode", unix_mode, "mode of the Unix socket files, octal (default 0660)");
+  app.add_option("--metrics", metrics, "serve GET /metrics and GET /health here: tcp://host:port (default: none)");
+  app.add_option("--client-send-buffer", f.send_buffer,
+                 "a client's queued event bytes beyond which it is disconnected as slow (default 67108864)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 36));
+  app.add_option("--heartbeat-ms", f.heartbeat_ms,
+                 "a CaughtUp frame after this long without one (default 500; at most 1000: ramjet fences a "
+                 "companion silent for 3 s)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{10}, uint64_t{1000}));
+  app.add_option("--hello-timeout-ms", f.hello_timeout_ms, "a client's hello must arrive within this (default 2000)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{10}, uint64_t{60000}));
+  app.add_option("--wait-trusted-ms", f.wait_trusted_ms,
+                 "a client waits this long for a trusted engine state (default 5000; at most 8000: ramjet gives "
+                 "up on a first frame after 10 s)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{0}, uint64_t{8000}));
+  app.add_option("--max-clients", f.max_clients, "connections served at once (default 64)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{1}, uint64_t{4096}));
+  app.add_option("--index-max-blocks", f.index_max_blocks, "blocks the digest inventory may hold (default 262144)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app.add_option("--replay-timeout-ms", f.replay_timeout_ms, "one replay from the engine, connect included (default 5000)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{10}, uint64_t{600000}));
+  app.add_option("--replay-limit", f.replay_limit, "batches one replay may ask for; a larger gap fences (default 8192)")
+      ->check(kDecimal)
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 24));
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|off (default info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.set_version_flag("--version", version_line("ramjet-companion"), "the version line");
+}
+
+// The values CLI11 leaves as text: endpoints and the octal mode. An error names the flag.
+std::string finish(Flags& f, const std::vector<std::string>& listen, const std::optional<std::string>& metrics,
+                   const std::string& unix_mode) {
+  for (const auto& l : listen) {
+    auto e = parse_endpoint(l);
+    if (!e) return "--listen: " + e.error();
+    f.listen.push_back(std::move(*e));
   }
-  errno = 0;
-  const unsigned long long x = std::strtoull(v.c_str(), nullptr, base);
-  if (errno != 0 || x < lo || x > hi) {
-    return "out of range (" + std::to_string(lo) + ".." + std::to_string(hi) + "): " + v;
+  if (metrics) {
+    auto e = parse_endpoint(*metrics);
+    if (!e) return "--metrics: " + e.error();
+    f.metrics = std::move(*e);
   }
-  out = x;
+  if (!unix_mode.empty()) {
+    char* end = nullptr;
+    const unsigned long m = std::strtoul(unix_mode.c_str(), &end, 8);
+    if (unix_mode.find_first_not_of("01234567") != std::string::npos || *end != '\0' || m > 0777) {
+      return "--unix-mode: an octal mode up to 0777: " + unix_mode;
+    }
+    f.unix_mode = static_cast<unsigned>(m);
+  }
   return "";
-}
-
-std::function<std::string(const std::string&, Flags&)> num(uint64_t Flags::*field, uint64_t lo, uint64_t hi) {
-  return [=](const std::string& v, Flags& f) { return number(v, f.*field, lo, hi); };
-}
-
-std::string endpoint(const std::string& v, Endpoint& out) {
-  auto e = parse_endpoint(v);
-  if (!e) return e.error();
-  out = std::move(*e);
-  return "";
-}
-
-const std::vector<Flag>& flags() {
-  static const std::vector<Flag> f = {
-      {"--kv-live", "tcp://host:port", "the engine's KV-event publisher (required; vLLM's kv_events_config.endpoint)",
-       [](const std::string& v, Flags& o) {
-         if (v.find("://") == std::string::npos) return std::string("a ZeroMQ endpoint like tcp://host:port: ") + v;
-         o.kv_live = v;
-         return std::string();
-       }},
-      {"--kv-replay", "tcp://host:port",
-       "the engine's replay endpoint (vLLM's replay_endpoint; none: every gap fences)",
-       [](const std::string& v, Flags& o) {
-         if (v.find("://") == std::string::npos) return std::string("a ZeroMQ endpoint like tcp://host:port: ") + v;
-         o.kv_replay = v;
-         return std::string();
-       }},
-      {"--kv-topic", "T", "the engine's KV-event topic (default \"\")",
-       [](const std::string& v, Flags& o) { o.kv_topic = v; return std::string(); }},
-      {"--listen", "ENDPOINT", "where ramjet connects: unix:/abs/path or tcp://host:port (repeatable, at least one)",
-       [](const std::string& v, Flags& o) {
-         Endpoint e;
-         std::string err = endpoint(v, e);
-         if (err.empty()) o.listen.push_back(std::move(e));
-         return err;
-       }},
-      {"--secret-file", "PATH", "the 32-byte session secret shared with ramjet (required; mode 0600)",
-       [](const std::string& v, Flags& o) { o.secret_file = v; return std::string(); }},
-      {"--digest-secret-file", "PATH", "the 32-byte block-digest secret shared with ramjet (required; mode 0600)",
-       [](const std::string& v, Flags& o) { o.digest_secret_file = v; return std::string(); }},
-      {"--allow-uid", "N", "a UID allowed on the Unix sockets (repeatable; default: this process's effective UID)",
-       [](const std::string& v, Flags& o) {
-         uint64_t uid = 0;
-         std::string err = number(v, uid, 0, 4294967294u);
-         if (err.empty()) o.allow_uids.push_back(static_cast<long>(uid));
-         return err;
-       }},
-      {"--unix-mode", "OCTAL", "mode of the Unix socket files (default 0660)",
-       [](const std::string& v, Flags& o) {
-         uint64_t m = 0;
-         std::string err = number(v, m, 0, 0777, 8);
-         if (err.empty()) o.unix_mode = static_cast<unsigned>(m);
-         return err;
-       }},
-      {"--metrics", "tcp://host:port", "serve GET /metrics and GET /health here (default: none)",
-       [](const std::string& v, Flags& o) {
-         Endpoint e;
-         std::string err = endpoint(v, e);
-         if (err.empty()) o.metrics = std::move(e);
-         return err;
-       }},
-      {"--client-send-buffer", "BYTES",
-       "a client's queued event bytes beyond which it is disconnected as slow (default 67108864)",
-       num(&Flags::send_buffer, 4096, uint64_t{1} << 36)},
-      {"--heartbeat-ms", "MS",
-       "a CaughtUp frame after this long without one (default 500; at most 1000: ramjet fences a "
-       "companion silent for 3 s)",
-       num(&Flags::heartbeat_ms, 10, 1000)},
-      {"--hello-timeout-ms", "MS", "a client's hello must arrive within this (default 2000)",
-       num(&Flags::hello_timeout_ms, 10, 60000)},
-      {"--wait-trusted-ms", "MS",
-       "a client waits this long for a trusted engine state (default 5000; at most 8000: ramjet gives "
-       "up on a first frame after 10 s)",
-       num(&Flags::wait_trusted_ms, 0, 8000)},
-      {"--max-clients", "N", "connections served at once (default 64)", num(&Flags::max_clients, 1, 4096)},
-      {"--index-max-blocks", "N", "blocks the digest inventory may hold (default 262144)",
-       num(&Flags::index_max_blocks, 1, uint64_t{1} << 24)},
-      {"--replay-timeout-ms", "MS", "one replay from the engine, connect included (default 5000)",
-       num(&Flags::replay_timeout_ms, 10, 600000)},
-      {"--replay-limit", "N", "batches one replay may ask for; a larger gap fences (default 8192)",
-       num(&Flags::replay_limit, 0, uint64_t{1} << 24)},
-      {"--log-level", "LEVEL", "trace|debug|info|warn|error|off (default info)",
-       [](const std::string& v, Flags& o) {
-         static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-         for (auto l : kLevels) {
-           if (v == l) {
-             o.log_level = v;
-             return std::string();
-           }
-         }
-         return "unknown log level: " + v;
-       }},
-      {"--help", "", "this text", [](const std::string&, Flags& o) { o.help = true; return std::string(); }},
-      {"--version", "", "the version line",
-       [](const std::string&, Flags& o) { o.version = true; return std::string(); }},
-  };
-  return f;
-}
-
-std::string usage() {
-  std::string s =
-      "usage: ramjet-companion --kv-live tcp://ENGINE:5557 [--kv-replay tcp://ENGINE:5558] --listen ENDPOINT...\n"
-      "                        --secret-file PATH --digest-secret-file PATH [options]\n"
-      "One per vLLM engine: follows its KV events into a digest inventory and serves snapshot + live tail to\n"
-      "ramjet (issue 16).\n\n";
-  for (const auto& f : flags()) {
-    std::string left = "  " + std::string(f.name) + (f.arg.empty() ? "" : " " + std::string(f.arg));
-    if (left.size() < 34) left.resize(34, ' ');
-    else left += "\n" + std::string(34, ' ');
-    s += left + std::string(f.doc) + "\n";
-  }
-  return s;
-}
-
-std::vector<std::string> parse(int argc, char** argv, Flags& out) {
-  std::vector<std::string> errors;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::optional<std::string> value;
-    if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a.resize(eq);
-    }
-    const Flag* flag = nullptr;
-    for (const auto& f : flags()) {
-      if (f.name == a) flag = &f;
-    }
-    if (!flag) {
-      errors.push_back("unknown flag " + a);
-      continue;
-    }
-    if (flag->arg.empty()) {
-      if (value) errors.push_back(a + " takes no value");
-      else (void)flag->apply("", out);
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= argc) {
-        errors.push_back(a + " needs a value");
-        continue;
-      }
-      value = argv[++i];
-    }
-    if (std::string e = flag->apply(*value, out); !e.empty()) errors.push_back(a + ": " + e);
-  }
-  if (out.help || out.version) return errors;
-  if (out.kv_live.empty()) errors.push_back("--kv-live is required");
-  if (out.listen.empty()) errors.push_back("--listen is required (at least one)");
-  if (out.secret_file.empty()) errors.push_back("--secret-file is required");
-  if (out.digest_secret_file.empty()) errors.push_back("--digest-secret-file is required");
-  return errors;
 }
 
 std::string joined(const std::vector<Endpoint>& es) {
@@ -224,19 +146,24 @@ std::string joined(const std::vector<Endpoint>& es) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"One per vLLM engine: follows its KV events into a digest inventory and serves snapshot + live "
+               "tail to ramjet (RJ_EXACT_INVENTORY=companion).",
+               "ramjet-companion"};
   Flags f;
-  const auto errors = parse(argc, argv, f);
-  if (f.help) {
-    std::cout << usage();
-    return 0;
+  std::vector<std::string> listen;
+  std::optional<std::string> metrics;
+  std::string unix_mode;
+  declare(app, f, listen, metrics, unix_mode);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ramjet-companion: %s\nramjet-companion: --help lists the flags\n", e.what());
+    return 2;
   }
-  if (f.version) {
-    std::cout << version_line("ramjet-companion") << '\n';
-    return 0;
-  }
-  if (!errors.empty()) {
-    for (const auto& e : errors) std::fprintf(stderr, "ramjet-companion: %s\n", e.c_str());
-    std::fprintf(stderr, "ramjet-companion: --help lists the flags\n");
+  if (std::string e = finish(f, listen, metrics, unix_mode); !e.empty()) {
+    std::fprintf(stderr, "ramjet-companion: %s\n", e.c_str());
     return 2;
   }
   auto secret = read_secret_file(f.secret_file);
