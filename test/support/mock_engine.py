@@ -316,11 +316,13 @@ class MockEngine:
                     "usage": self._usage(n, opts), "engine": self.name}
         elif path == "/v1/messages":
             u = self._usage(n, opts)
+            cached = u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+            # Anthropic's meaning, as vLLM 0.32 reports it: input_tokens is the uncached part.
             body = {"id": f"msg_{req.id}", "type": "message", "role": "assistant", "model": self.model,
                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
                     "stop_sequence": None,
-                    "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": n,
-                              "cache_read_input_tokens": u.get("prompt_tokens_details", {}).get("cached_tokens", 0)},
+                    "usage": {"input_tokens": u["prompt_tokens"] - cached, "output_tokens": n,
+                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached},
                     "engine": self.name}
         elif path == "/v1/responses":
             u = self._usage(n, opts)

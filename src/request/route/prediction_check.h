@@ -37,9 +37,9 @@ class PredictionCheck {
 
   // A completed exchange placed on exact overlaps on `engine`: the predicted resident prompt
   // tokens, the engine's cached_tokens (nullopt when its usage had none), the block size the
-  // prediction was made in, and the regret of the choice. `api_reports_cached`: the response's
-  // API carries a cached count at all (vLLM's Anthropic Messages usage never does: there an
-  // absent count is unreported, not 0).
+  // prediction was made in, and the regret of the choice. `api_reports_cached`: an absent count
+  // means 0 on this API once the engine has reported one (vLLM's Anthropic Messages usage has
+  // cache_read_input_tokens only from vLLM 0.32 on: there an absent count is unreported, not 0).
   PredictionResult record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached, uint32_t block_size,
                           uint64_t regret_tokens, bool api_reports_cached = true);
   bool withdrawn(size_t engine) const;

@@ -64,7 +64,8 @@ class ExactPredictions final : public ExchangeObserver {
     for (const route::CandidateTerms& c : r->decision.ranked) {
       if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
     }
-    // vLLM's Messages usage has no cached count: its absence says nothing there.
+    // vLLM's Messages usage carries cache_read_input_tokens only with --enable-prompt-tokens-details
+    // on vLLM >= 0.32 (older engines never send it): its absence says nothing there.
     check_.record(engine, predicted, u.cached_tokens, r->exact_block_size, best - predicted,
                   x.endpoint != Endpoint::kMessages);
   }

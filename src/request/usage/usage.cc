@@ -126,8 +126,21 @@ void set_finish_reason(std::string& out, std::string_view v) {
   out.assign(v);
 }
 
-void apply_usage(const object& usage, Usage& u) {
+void apply_usage(const object& usage, Endpoint endpoint, Usage& u) {
   if (auto v = first_count(usage, {"prompt_tokens", "input_tokens"})) u.prompt_tokens = v;
+  if (endpoint == Endpoint::kMessages && u.prompt_tokens && !field(usage, "prompt_tokens")) {
+    // Anthropic's meaning, which vLLM (>= 0.32, with --enable-prompt-tokens-details) follows:
+    // input_tokens is the part of the prompt neither read from nor written to the cache, and
+    // the prompt is input + cache_read_input_tokens + cache_creation_input_tokens. Without the
+    // cache fields (message_start, an older vLLM) input_tokens is the whole prompt.
+    for (std::string_view key : {"cache_read_input_tokens", "cache_creation_input_tokens"}) {
+      if (auto v = count_field(usage, key)) {
+        *u.prompt_tokens = *v > std::numeric_limits<uint64_t>::max() - *u.prompt_tokens
+                               ? std::numeric_limits<uint64_t>::max()
+                               : *u.prompt_tokens + *v;
+      }
+    }
+  }
   if (auto v = first_count(usage, {"completion_tokens", "output_tokens"})) u.completion_tokens = v;
   std::optional<uint64_t> cached;
   if (auto details = object_field(usage, "prompt_tokens_details")) {
@@ -313,7 +326,7 @@ bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
   }
   if (!usage && response_usage && non_empty(*response_usage)) usage = response_usage;
   if (!usage) usage = as_object(r[6]);
-  if (usage) apply_usage(*usage, u);
+  if (usage) apply_usage(*usage, endpoint, u);
 
   if (generated) u.generated = true;
   return generated;

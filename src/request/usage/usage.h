@@ -20,7 +20,8 @@ struct UsageLimits {
 };
 
 struct Usage {
-  std::optional<uint64_t> prompt_tokens;      // prompt_tokens | input_tokens
+  std::optional<uint64_t> prompt_tokens;      // prompt_tokens | input_tokens (Messages: input_tokens +
+                                              // cache_read_input_tokens + cache_creation_input_tokens)
   std::optional<uint64_t> cached_tokens;      // prompt_tokens_details.cached_tokens | cached_tokens | cache_read_input_tokens
                                               // | input_tokens_details.cached_tokens (Responses)
   std::optional<uint64_t> completion_tokens;  // completion_tokens | output_tokens

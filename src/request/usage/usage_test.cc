@@ -276,7 +276,7 @@ TEST(UsageAnthropic, MessageStartDeltaAndMessageDeltaAreAccounted) {
       "data: "
       "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":"
       "\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"stop_sequence\":null,"
-      "\"usage\":{\"input_tokens\":2095,\"output_tokens\":1,\"cache_read_input_tokens\":2048}}}\n\n"
+      "\"usage\":{\"input_tokens\":2095,\"output_tokens\":0}}}\n\n"
       "event: content_block_start\n"
       "data: "
       "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\","
@@ -291,11 +291,15 @@ TEST(UsageAnthropic, MessageStartDeltaAndMessageDeltaAreAccounted) {
       "event: message_delta\n"
       "data: "
       "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},"
-      "\"usage\":{\"output_tokens\":15}}\n\n"
+      "\"usage\":{\"input_tokens\":15,\"output_tokens\":15,\"cache_creation_input_tokens\":32,"
+      "\"cache_read_input_tokens\":2048}}\n\n"
       "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+  // As vLLM 0.32 streams it: message_start has the whole prompt as input_tokens and no cache
+  // fields yet; message_delta has Anthropic's split (15 uncached + 32 written + 2048 read).
   auto r = feed_in_chunks(stream, stream.size(), true, Endpoint::kMessages);
   EXPECT_EQ(r.usage.prompt_tokens, 2095u);
   EXPECT_EQ(r.usage.cached_tokens, 2048u);
+  EXPECT_EQ(cache_outcome(r.usage), "partial");
   EXPECT_EQ(r.usage.completion_tokens, 15u);
   EXPECT_EQ(r.usage.finish_reason, "end_turn");
   EXPECT_EQ(finish_bucket(r.usage.finish_reason), "stop");
@@ -334,6 +338,34 @@ TEST(UsageAnthropic, NonStreamingMessageBodyReportsStopReasonAndUsage) {
   EXPECT_EQ(acc.usage().cached_tokens, 0u);
   EXPECT_EQ(acc.usage().completion_tokens, 16u);
   EXPECT_EQ(cache_outcome(acc.usage()), "cold");
+}
+
+// vLLM 0.32 (--enable-prompt-tokens-details): a 1,516-token prompt with 1,504 tokens read from
+// the cache. Taking input_tokens as the prompt would call this a full hit of a 12-token prompt.
+TEST(UsageAnthropic, InputTokensAreTheUncachedPartOfThePrompt) {
+  UsageAccumulator acc(Endpoint::kMessages, false);
+  acc.feed(
+      "{\"id\":\"chatcmpl-1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
+      "\"model\":\"qwen3\",\"stop_reason\":\"max_tokens\",\"usage\":{\"input_tokens\":12,"
+      "\"output_tokens\":4,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":1504}}");
+  acc.finish();
+  EXPECT_EQ(acc.usage().prompt_tokens, 1516u);
+  EXPECT_EQ(acc.usage().cached_tokens, 1504u);
+  EXPECT_EQ(cache_outcome(acc.usage()), "partial");
+
+  UsageAccumulator cold(Endpoint::kMessages, false);
+  cold.feed(
+      "{\"type\":\"message\",\"usage\":{\"input_tokens\":12,\"output_tokens\":4,"
+      "\"cache_creation_input_tokens\":1504,\"cache_read_input_tokens\":0}}");
+  cold.finish();
+  EXPECT_EQ(cold.usage().prompt_tokens, 1516u);
+  EXPECT_EQ(cache_outcome(cold.usage()), "cold");
+
+  // Other APIs keep their own meaning of input_tokens (Responses: the whole prompt).
+  UsageAccumulator responses(Endpoint::kResponses, false);
+  responses.feed("{\"usage\":{\"input_tokens\":40,\"input_tokens_details\":{\"cached_tokens\":32}}}");
+  responses.finish();
+  EXPECT_EQ(responses.usage().prompt_tokens, 40u);
 }
 
 // --- Responses API ---
