@@ -1,5 +1,7 @@
 #include "upstream/catalog_decode.h"
 
+#include <algorithm>
+
 #include <boost/json.hpp>
 
 #include "config/options.h"
@@ -46,33 +48,90 @@ std::optional<std::vector<ModelCard>> decode_models(std::string_view body, const
   return out;
 }
 
+namespace {
+
+// A data-parallel rank: a non-negative integer up to 65535 (a JSON number or, as the keys of
+// vLLM's map, its decimal digits).
+std::optional<uint32_t> rank_of(const json::value& r) {
+  if (r.is_int64() && r.as_int64() >= 0 && r.as_int64() <= 65535) return static_cast<uint32_t>(r.as_int64());
+  if (r.is_uint64() && r.as_uint64() <= 65535) return static_cast<uint32_t>(r.as_uint64());
+  return std::nullopt;
+}
+
+std::optional<uint32_t> rank_of_key(std::string_view key) {
+  if (key.empty() || key.size() > 5) return std::nullopt;
+  uint32_t v = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (v > 65535) return std::nullopt;
+  return v;
+}
+
+// One source object: endpoint (required), replay_endpoint, topic; `enable_kv_cache_events`
+// false or a `publisher` other than zmq (vLLM's KVEventsConfig) is no source at all (nullopt
+// inside a valid answer is signalled through `skip`).
+std::optional<KvEventSource> source_of(const json::object& o, uint32_t rank, const CatalogLimits& limits, bool& skip) {
+  skip = false;
+  if (const json::value* on = o.if_contains("enable_kv_cache_events"); on && !on->is_null()) {
+    if (!on->is_bool()) return std::nullopt;
+    if (!on->as_bool()) skip = true;
+  }
+  auto publisher = text(o, "publisher", limits);
+  if (!publisher) return std::nullopt;
+  if (!publisher->empty() && *publisher != "zmq") skip = true;
+  auto endpoint = text(o, "endpoint", limits);
+  auto replay = text(o, "replay_endpoint", limits);
+  auto topic = text(o, "topic", limits);
+  if (!endpoint || !replay || !topic) return std::nullopt;
+  if (skip) return KvEventSource{};
+  if (endpoint->empty()) return std::nullopt;
+  return KvEventSource{rank, std::move(*endpoint), std::move(*replay), std::move(*topic)};
+}
+
+}  // namespace
+
 std::optional<std::vector<KvEventSource>> decode_kv_event_sources(std::string_view body, const CatalogLimits& limits) {
   auto v = parse(body, limits);
   if (!v) return std::nullopt;
-  const json::value* list = &*v;
-  if (v->is_object()) list = v->as_object().if_contains("sources");
-  if (list == nullptr || !list->is_array() || list->as_array().size() > limits.max_entries) return std::nullopt;
   std::vector<KvEventSource> out;
+  const json::value* list = &*v;
+  if (v->is_object()) {
+    const json::object& o = v->as_object();
+    list = o.if_contains("sources");
+    if (list == nullptr) {
+      // vLLM 0.32: {"<dp rank>": KVEventsConfig, ...}; {} when the engine publishes none.
+      if (o.size() > limits.max_entries) return std::nullopt;
+      for (const auto& [key, cfg] : o) {
+        auto rank = rank_of_key(key);
+        if (!rank || !cfg.is_object()) return std::nullopt;
+        bool skip = false;
+        auto src = source_of(cfg.as_object(), *rank, limits, skip);
+        if (!src) return std::nullopt;
+        if (!skip) out.push_back(std::move(*src));
+      }
+      std::sort(out.begin(), out.end(), [](const KvEventSource& a, const KvEventSource& b) {
+        return a.data_parallel_rank < b.data_parallel_rank;
+      });
+      return out;
+    }
+  }
+  // Earlier drafts of the endpoint: {"sources":[{data_parallel_rank, ...}]} or the bare list.
+  if (list == nullptr || !list->is_array() || list->as_array().size() > limits.max_entries) return std::nullopt;
   for (const json::value& s : list->as_array()) {
     if (!s.is_object()) return std::nullopt;
     const json::object& o = s.as_object();
-    KvEventSource src;
+    uint32_t rank = 0;
     if (const json::value* r = o.if_contains("data_parallel_rank"); r && !r->is_null()) {
-      if (!r->is_int64() || r->as_int64() < 0 || r->as_int64() > 65535) {
-        if (!r->is_uint64() || r->as_uint64() > 65535) return std::nullopt;
-        src.data_parallel_rank = static_cast<uint32_t>(r->as_uint64());
-      } else {
-        src.data_parallel_rank = static_cast<uint32_t>(r->as_int64());
-      }
+      auto parsed = rank_of(*r);
+      if (!parsed) return std::nullopt;
+      rank = *parsed;
     }
-    auto endpoint = text(o, "endpoint", limits);
-    auto replay = text(o, "replay_endpoint", limits);
-    auto topic = text(o, "topic", limits);
-    if (!endpoint || endpoint->empty() || !replay || !topic) return std::nullopt;
-    src.endpoint = std::move(*endpoint);
-    src.replay_endpoint = std::move(*replay);
-    src.topic = std::move(*topic);
-    out.push_back(std::move(src));
+    bool skip = false;
+    auto src = source_of(o, rank, limits, skip);
+    if (!src) return std::nullopt;
+    if (!skip) out.push_back(std::move(*src));
   }
   return out;
 }

@@ -29,15 +29,20 @@ struct ModelCard {
 // answer is not that shape or exceeds the limits.
 std::optional<std::vector<ModelCard>> decode_models(std::string_view body, const CatalogLimits& limits = {});
 
-// One KV-event source: {"data_parallel_rank","endpoint","replay_endpoint","topic"}.
+// One KV-event source (one data-parallel rank's publisher).
 struct KvEventSource {
   uint32_t data_parallel_rank = 0;
   std::string endpoint;         // as the engine bound it, e.g. tcp://*:5557
   std::string replay_endpoint;  // "" when the engine offers no replay
   std::string topic;
 };
-// {"sources":[...]} (or, from an earlier variant, the bare list) -> the sources; nullopt when the
-// answer is not that shape or exceeds the limits.
+// vLLM 0.32's answer, its KVEventsConfig per data-parallel rank:
+//   {"0": {"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:5557",
+//          "replay_endpoint": "tcp://*:5558", "buffer_steps": ..., "topic": "kv"}}
+// ({} when the engine publishes none), or an earlier draft's {"sources":[{"data_parallel_rank",
+// "endpoint", "replay_endpoint", "topic"}]} / bare list -> the sources by rank (a disabled or
+// non-zmq publisher is no source); nullopt when the answer is not such a shape or exceeds the
+// limits.
 std::optional<std::vector<KvEventSource>> decode_kv_event_sources(std::string_view body,
                                                                   const CatalogLimits& limits = {});
 

