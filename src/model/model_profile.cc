@@ -76,11 +76,20 @@ ramjet::Result<TemplateArgs, LocalFailure> local_template_args(const ModelProfil
       args[key] = value;
     }
   }
+  // vLLM (0.32: merge_kwargs(chat_template_kwargs, extra_kwargs)) lets the request's own
+  // reasoning_effort override the one in chat_template_kwargs; null and "auto" are unset. It
+  // derives enable_thinking from the request's effort only: an effort given as a kwarg alone
+  // reaches the template as it is.
+  bool from_request = false;
   if (const boost::json::value* effort = request.if_contains("reasoning_effort");
-      effort && !effort->is_null() && !args.contains("reasoning_effort"))
+      effort && !effort->is_null() && !(effort->is_string() && effort->as_string() == "auto")) {
     args["reasoning_effort"] = *effort;
+    from_request = true;
+  }
+  const bool had_switch = args.contains("enable_thinking");
   auto applied = profile.apply_reasoning(args);
   if (!applied.ok()) return applied.error();
+  if (!from_request && !had_switch) args.erase("enable_thinking");
   return args;
 }
 

@@ -138,12 +138,19 @@ TEST(ModelProfiles, SupportedEffortsSetEnableThinkingLikeVllm) {
   r = args_for("qwen3.8-27b", R"({"messages":[],"reasoning_effort":"none"})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->at("enable_thinking"), false);
-  // The caller's enable_thinking wins; chat_template_kwargs' effort wins over the request's.
+  // The caller's enable_thinking wins; the request's effort wins over chat_template_kwargs' (vLLM
+  // 0.32 merges the request's fields over the kwargs).
   r = args_for("qwen3.8-27b",
-               R"({"messages":[],"reasoning_effort":"high","chat_template_kwargs":{"reasoning_effort":"low","enable_thinking":false}})");
+               R"({"messages":[],"reasoning_effort":"xhigh","chat_template_kwargs":{"reasoning_effort":"low","enable_thinking":false}})");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->at("reasoning_effort"), "low");
+  EXPECT_EQ(r->at("reasoning_effort"), "xhigh");
   EXPECT_EQ(r->at("enable_thinking"), false);
+  // An effort given as a kwarg alone reaches the template as it is: vLLM derives enable_thinking
+  // from the request's own reasoning_effort only.
+  r = args_for("qwen3.8-27b", R"({"messages":[],"chat_template_kwargs":{"reasoning_effort":"xhigh"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->at("reasoning_effort"), "xhigh");
+  EXPECT_FALSE(r->contains("enable_thinking"));
   EXPECT_EQ(find_profile("qwen3.8-27b")->reasoning_class("medium"), "medium");
   EXPECT_EQ(find_profile("deepseek-v4-r34")->reasoning_class("max"), "max");
   EXPECT_EQ(find_profile("deepseek-v4-r34")->reasoning_class("none"), "none");

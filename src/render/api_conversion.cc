@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include "render/vllm_chat.h"
+
 namespace ramjet::render {
 
 namespace json = boost::json;
@@ -63,11 +65,16 @@ bool known_block_type(std::string_view t) {
   return false;
 }
 
-// A content block's `type`, checked against AnthropicContentBlock's literals.
+// A content block's `type`, checked against AnthropicContentBlock's literals. vLLM 0.32's tool
+// changes (tool_addition / tool_removal blocks in system messages, applied to the declared tools
+// by _resolve_tools) are valid but not reproduced: unsupported, so the request is placed on the
+// fingerprints instead of counting as malformed.
 Result<std::string_view, ConversionError> block_type(const json::value& block) {
   if (!block.is_object()) return bad("content block is not an object");
   const json::value* t = block.get_object().if_contains("type");
-  if (t == nullptr || !t->is_string() || !known_block_type(t->get_string())) return bad("unknown content block type");
+  if (t == nullptr || !t->is_string()) return bad("unknown content block type");
+  if (t->get_string() == "tool_addition" || t->get_string() == "tool_removal") return unsupported("tool changes");
+  if (!known_block_type(t->get_string())) return bad("unknown content block type");
   return std::string_view(t->get_string());
 }
 
@@ -246,13 +253,9 @@ Result<bool, ConversionError> convert_message(json::object& msg, std::string_vie
   return true;
 }
 
-json::object function_tool(const json::value& name, const json::value* description, json::value parameters) {
-  json::object function;
-  function["name"] = name;
-  function["description"] = description != nullptr ? *description : json::value(nullptr);
-  function["parameters"] = std::move(parameters);
-  return function;
-}
+}  // namespace
+
+namespace {
 
 json::object tool_of(json::object function) {
   json::object tool;
@@ -396,25 +399,13 @@ bool continues_final_message(const json::value& input) {
          (status->get_string() == "in_progress" || status->get_string() == "incomplete");
 }
 
-// A Responses function tool (or namespace member) as vLLM's FunctionDefinition dump: the three
-// declared fields, then the openai-python FunctionTool / ToolFunction fields vLLM keeps as extras
-// (in that type's declaration order), then any other field of the request's tool.
-Result<json::object, ConversionError> responses_function(const json::object& tool, const json::value& name,
-                                                         std::initializer_list<std::string_view> declared_extras) {
-  json::object function = function_tool(name, field(tool, "description"),
-                                        field(tool, "parameters") ? *field(tool, "parameters") : json::value(nullptr));
-  for (std::string_view key : declared_extras) {
-    const json::value* v = tool.if_contains(key);
-    function[key] = v != nullptr ? *v : json::value(nullptr);
-  }
-  for (const auto& kv : tool) {
-    const std::string_view k = kv.key();
-    if (k == "type" || k == "name" || k == "description" || k == "parameters") continue;
-    bool declared = false;
-    for (std::string_view d : declared_extras) declared = declared || k == d;
-    if (!declared) function[k] = kv.value();
-  }
-  return function;
+// A Responses function tool (or namespace member) as vLLM 0.32's FunctionDefinition dump
+// (construct_tool_dicts): name, description, parameters, then the flags that are set.
+Result<json::object, ConversionError> responses_function(const json::object& tool, const json::value& name) {
+  auto function = function_definition(name, field(tool, "description"),
+                                      field(tool, "parameters") ? *field(tool, "parameters") : json::value(nullptr), tool);
+  if (!function) return bad("tool strict or defer_loading is not a boolean");
+  return std::move(*function);
 }
 
 Result<json::array, ConversionError> responses_tools(const json::array& tools) {
@@ -427,7 +418,7 @@ Result<json::array, ConversionError> responses_tools(const json::array& tools) {
     if (type->get_string() == "function") {
       const json::value* name = tool.if_contains("name");
       if (name == nullptr || !name->is_string()) return bad("function tool without a name");
-      auto f = responses_function(tool, *name, {"strict", "defer_loading"});
+      auto f = responses_function(tool, *name);
       if (!f) return f.error();
       out.push_back(tool_of(std::move(f.value())));
     } else if (type->get_string() == "namespace") {
@@ -443,7 +434,7 @@ Result<json::array, ConversionError> responses_tools(const json::array& tools) {
         const json::value* name = member.if_contains("name");
         if (name == nullptr || !name->is_string()) return bad("namespace function without a name");
         json::value flat = json::string(std::string(ns->get_string()) + "__" + std::string(name->get_string()));
-        auto f = responses_function(member, flat, {"defer_loading", "strict"});
+        auto f = responses_function(member, flat);
         if (!f) return f.error();
         out.push_back(tool_of(std::move(f.value())));
       }
@@ -494,6 +485,7 @@ Converted messages_to_chat_consumed(json::object& request) {
   }
   json::object chat;
   copy_if_present(request, chat, "model");
+  copy_if_present(request, chat, "cache_salt");  // vLLM 0.32 passes it on to the chat request
   chat["messages"] = std::move(out);
   if (const json::value* tools = field(request, "tools")) {
     if (!tools->is_array()) return bad("tools must be a list");
@@ -504,16 +496,14 @@ Converted messages_to_chat_consumed(json::object& request) {
       const json::value* name = tool.if_contains("name");
       const json::value* schema = tool.if_contains("input_schema");
       const json::value* description = field(tool, "description");
-      const json::value* defer = field(tool, "defer_loading");
       if (name == nullptr || !name->is_string()) return bad("tool without a name");
       if (schema == nullptr || !schema->is_object()) return bad("tool input_schema must be an object");
       if (description != nullptr && !description->is_string()) return bad("tool description is not a string");
-      if (defer != nullptr && !defer->is_bool()) return bad("tool defer_loading is not a boolean");
       json::object parameters = schema->get_object();
       if (!parameters.contains("type")) parameters["type"] = "object";
-      json::object function = function_tool(*name, description, std::move(parameters));
-      function["defer_loading"] = defer != nullptr ? *defer : json::value(nullptr);
-      list.push_back(tool_of(std::move(function)));
+      auto function = function_definition(*name, description, std::move(parameters), tool);
+      if (!function) return bad("tool strict or defer_loading is not a boolean");
+      list.push_back(tool_of(std::move(*function)));
     }
     chat["tools"] = std::move(list);
   }
@@ -523,6 +513,16 @@ Converted messages_to_chat_consumed(json::object& request) {
       if (!effort->is_string()) return bad("output_config.effort is not a string");
       chat["reasoning_effort"] = *effort;
     }
+  }
+  // vLLM 0.32 (_handle_thinking, after the output config): thinking {"type": "disabled"} sets
+  // reasoning_effort to "none" (to "low" on a model whose template renders "none" as some effort,
+  // which vLLM finds by rendering a probe prompt; not reproduced here: the prediction check sees
+  // such a model's misses). "enabled" sets a token budget, which does not change the prompt.
+  if (const json::value* thinking = field(request, "thinking")) {
+    if (!thinking->is_object()) return bad("thinking is not an object");
+    const json::value* type = field(thinking->get_object(), "type");
+    if (type == nullptr || !type->is_string()) return bad("thinking without a type");
+    if (type->get_string() == "disabled") chat["reasoning_effort"] = "none";
   }
   if (const json::value* kw = field(request, "chat_template_kwargs")) {
     if (!kw->is_object()) return bad("chat_template_kwargs is not an object");
@@ -576,6 +576,12 @@ Converted responses_to_chat_consumed(json::object& request) {
       if (!effort->is_string()) return bad("reasoning.effort is not a string");
       chat["reasoning_effort"] = *effort;
     }
+  }
+  // vLLM 0.32 takes chat_template_kwargs on Responses requests too (the request's effort and the
+  // enable_thinking derived from it are merged over them, as on chat).
+  if (const json::value* kw = field(request, "chat_template_kwargs")) {
+    if (!kw->is_object()) return bad("chat_template_kwargs is not an object");
+    chat["chat_template_kwargs"] = *kw;
   }
   return chat;
 }

@@ -5,8 +5,10 @@
 //
 // Followed: vLLM main of 2026-11 (vllm/entrypoints/anthropic/serving.py at 0001948b,
 // anthropic/protocol.py at 00589e56, openai/responses/utils.py at 01ca842d, responses/protocol.py
-// at 010a69ce, tool_parsers/utils.py at 0064cc9c), with the openai-python 3.x request types.
-// Written from reading that code; the simulator has its own, independent port (sim/server), and
+// at 010a69ce, tool_parsers/utils.py at 0064cc9c), with the openai-python 3.x request types, then
+// vLLM 0.32.0 where it differs (tool dumps, Responses chat_template_kwargs) — held to a live
+// vLLM 0.32 by test/vllm/test_exact.py (local tokens against the engine's KV events). Written from
+// reading that code; the simulator has its own, independent port (sim/server), and
 // test/integration/test_agent_render.py compares the two.
 //
 // Messages (AnthropicServingMessages._convert_anthropic_to_openai_request):
@@ -20,7 +22,9 @@
 //     before the user message, which is dropped when nothing else remains; image → image_url;
 //     redacted_thinking and tool_reference dropped;
 //   * tools → {"type":"function","function":{name, description, parameters = input_schema with
-//     "type":"object" added when missing, defer_loading}}; output_config.effort →
+//     "type":"object" added when missing, then strict and defer_loading when set}};
+//     thinking {"type":"disabled"} → reasoning_effort "none" (over output_config.effort);
+//     output_config.effort →
 //     reasoning_effort; chat_template_kwargs passed on.
 // Responses (construct_input_messages, construct_chat_messages_with_tool_call, build_chat_params):
 //   * `instructions` → a system message; a string `input` → one user message;
@@ -28,11 +32,12 @@
 //     one); reasoning (content[0].text, else summary[0].text) → that message's `reasoning` when it
 //     has none; an assistant message (its first part's text) → that message's content when it has
 //     none; function_call_output → a tool message; any other item with a role as it is;
-//   * function tools (and namespace members, named namespace__name) as FunctionDefinition
-//     dumps: name, description, parameters, then strict and defer_loading and any other field;
-//   * reasoning.effort → reasoning_effort; continue_final_message when the last item is a message
-//     or reasoning item whose status is in_progress or incomplete. Responses carry no
-//     chat_template_kwargs of their own.
+//   * function tools (and namespace members, named namespace__name) as vLLM 0.32's
+//     FunctionDefinition dumps: name, description, parameters, then strict and defer_loading when
+//     set; other fields are dropped (its serialiser keeps declared fields only);
+//   * reasoning.effort → reasoning_effort; chat_template_kwargs passed on (vLLM 0.32);
+//     continue_final_message when the last item is a message or reasoning item whose status is
+//     in_progress or incomplete.
 // Refused (unsupported): previous_response_id / previous_response / previous_input_messages (the
 // engine's stored state), an assistant tool_result whose content is not a string (vLLM renders
 // Python's str() of it). Malformed requests are bad_request. Messages never contain request bytes.

@@ -74,16 +74,29 @@ TEST(MessagesToChat, UserToolResultsBecomeToolMessagesAheadOfTheUserText) {
       {"role":"tool","tool_call_id":"toolu_3","content":""}])"));
 }
 
-TEST(MessagesToChat, ToolsAsFunctionDumpsWithDeferLoadingAndTheSchemaTypeDefaulted) {
+// vLLM 0.32's FunctionDefinition dump: strict and defer_loading only when set.
+TEST(MessagesToChat, ToolsAsFunctionDumpsWithTheirFlagsAndTheSchemaTypeDefaulted) {
   auto chat = convert(PromptApi::kMessages, R"({"messages":[{"role":"user","content":"q"}],
     "tools":[{"name":"ls","description":"list","input_schema":{"properties":{}},"strict":true},
              {"name":"cat","input_schema":{"type":"object"},"defer_loading":true}],
     "output_config":{"effort":"high"},"chat_template_kwargs":{"enable_thinking":false}})");
   EXPECT_EQ(json::value(chat.at("tools")), json::parse(R"([
-      {"type":"function","function":{"name":"ls","description":"list","parameters":{"properties":{},"type":"object"},"defer_loading":null}},
+      {"type":"function","function":{"name":"ls","description":"list","parameters":{"properties":{},"type":"object"},"strict":true}},
       {"type":"function","function":{"name":"cat","description":null,"parameters":{"type":"object"},"defer_loading":true}}])"));
   EXPECT_EQ(chat.at("reasoning_effort"), "high");
   EXPECT_EQ(json::value(chat.at("chat_template_kwargs")), json::parse(R"({"enable_thinking":false})"));
+  // vLLM 0.32 passes a Messages request's cache_salt on to the chat request.
+  EXPECT_EQ(convert(PromptApi::kMessages, R"({"messages":[{"role":"user","content":"q"}],"cache_salt":"t"})").at("cache_salt"), "t");
+  // Tool changes are valid in vLLM 0.32 but not reproduced: unsupported, not malformed.
+  EXPECT_EQ(refusal(PromptApi::kMessages, R"({"messages":[{"role":"user","content":[{"type":"tool_removal","tool":{"type":"tool_reference","name":"x"}}]}]})"),
+            ConversionError::kUnsupported);
+  // vLLM 0.32: thinking disabled is reasoning_effort "none", over the output config's effort.
+  auto off = convert(PromptApi::kMessages, R"({"messages":[{"role":"user","content":"q"}],
+    "output_config":{"effort":"high"},"thinking":{"type":"disabled"}})");
+  EXPECT_EQ(off.at("reasoning_effort"), "none");
+  auto on = convert(PromptApi::kMessages, R"({"messages":[{"role":"user","content":"q"}],
+    "thinking":{"type":"enabled","budget_tokens":1024}})");
+  EXPECT_FALSE(on.contains("reasoning_effort"));
 }
 
 TEST(MessagesToChat, ClaudeCodeRolesAreUsersAndMalformedRequestsAreBadRequests) {
@@ -135,13 +148,18 @@ TEST(ResponsesToChat, ReasoningToolCallsAndTheAnswerMergeIntoOneAssistantMessage
 
 TEST(ResponsesToChat, FunctionAndNamespaceToolsAsFunctionDefinitionDumps) {
   auto chat = convert(PromptApi::kResponses, R"({"input":"q","tools":[
-    {"type":"function","name":"f","parameters":{"type":"object"},"strict":true,"description":"d"},
+    {"type":"function","name":"f","parameters":{"type":"object"},"strict":true,"description":"d","x-extra":1},
     {"type":"web_search_preview"},
     {"type":"namespace","name":"crm","description":"CRM","tools":[
        {"type":"function","name":"lookup","strict":false},{"type":"custom","name":"free"}]}]})");
   EXPECT_EQ(json::value(chat.at("tools")), json::parse(R"([
-    {"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"},"strict":true,"defer_loading":null}},
-    {"type":"function","function":{"name":"crm__lookup","description":null,"parameters":null,"defer_loading":null,"strict":false}}])"));
+    {"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"},"strict":true}},
+    {"type":"function","function":{"name":"crm__lookup","description":null,"parameters":null,"strict":false}}])"));
+  // Flags are read as pydantic's lax mode reads booleans; anything else is refused, as vLLM does.
+  auto lax = convert(PromptApi::kResponses, R"({"input":"q","tools":[{"type":"function","name":"f","strict":"yes","defer_loading":0}]})");
+  EXPECT_EQ(json::value(lax.at("tools")), json::parse(R"([{"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true,"defer_loading":false}}])"));
+  EXPECT_FALSE(to_chat_request(PromptApi::kResponses, json::parse(R"({"input":"q","tools":[
+    {"type":"function","name":"f","strict":"maybe"}]})").as_object()));
 }
 
 TEST(ResponsesToChat, APartialFinalMessageIsContinued) {

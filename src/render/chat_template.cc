@@ -1,5 +1,7 @@
 #include "render/chat_template.h"
 
+#include "render/vllm_chat.h"
+
 #include <boost/json.hpp>
 #include <cctype>
 
@@ -274,36 +276,12 @@ RenderResult<Value> build_context_parsed(const json::value& j, const SpecialToke
     List tl;
     for (const auto& tool : t->get_array()) {
       if (!tool.is_object()) return bad("tool is not an object");
-      const json::value* fn = tool.get_object().if_contains("function");
-      if (!fn || !fn->is_object()) return bad("tool without a function");
-      // pydantic model_dump() of vLLM's models, which keep unknown fields (extra="allow"):
-      // the declared fields first, then the request's other fields in their order.
-      Dict fd;
-      for (const char* k : {"name", "description", "parameters"}) {
-        const json::value* v = fn->get_object().if_contains(k);
-        Value x = Value::none();
-        if (v && !conv(*v, 4, x)) return bad("JSON nested too deeply");
-        fd.set(k, std::move(x));
-      }
-      for (const auto& kv : fn->get_object()) {
-        const std::string_view k = kv.key();
-        if (k == "name" || k == "description" || k == "parameters") continue;
-        Value x;
-        if (!conv(kv.value(), 4, x)) return bad("JSON nested too deeply");
-        fd.set(std::string(k), std::move(x));
-      }
-      Dict td;
-      const json::value* type = tool.get_object().if_contains("type");
-      td.set("type", type && type->is_string() ? Value(std::string(type->get_string())) : Value("function"));
-      td.set("function", Value::dict(std::move(fd)));
-      for (const auto& kv : tool.get_object()) {
-        const std::string_view k = kv.key();
-        if (k == "type" || k == "function") continue;
-        Value x;
-        if (!conv(kv.value(), 3, x)) return bad("JSON nested too deeply");
-        td.set(std::string(k), std::move(x));
-      }
-      tl.push_back(Value::dict(std::move(td)));
+      // What vLLM 0.32 hands the template: its tool models' dump (declared fields only).
+      std::optional<json::object> dump = vllm_tool_dump(tool.get_object());
+      if (!dump) return bad("a tool vLLM refuses");
+      Value x;
+      if (!conv(json::value(std::move(*dump)), 2, x)) return bad("JSON nested too deeply");
+      tl.push_back(std::move(x));
     }
     tools = Value::list(std::move(tl));
   }

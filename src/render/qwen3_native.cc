@@ -8,6 +8,8 @@
 // and <|im_start|>assistant\n[<think>\n\n</think>\n\n] when add_generation_prompt.
 #include "render/qwen3_native.h"
 
+#include "render/vllm_chat.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -284,43 +286,11 @@ Fail emit_tool_call(const json::value& call, bool newline, std::string& out) {
 
 Fail emit_tool(const json::value& tool, std::string& out) {
   if (!tool.is_object()) return Fallback::kTools;
-  const json::value* fn = tool.get_object().if_contains("function");
-  if (!fn || !fn->is_object()) return Fallback::kTools;
-  const json::value* type = tool.get_object().if_contains("type");
-  out += "{\"type\": ";
-  json_string(out, type && type->is_string() ? std::string_view(type->get_string()) : "function");
-  out += ", \"function\": {";
-  bool first = true;
-  for (const char* k : {"name", "description", "parameters"}) {
-    if (!first) out += ", ";
-    first = false;
-    json_string(out, k);
-    out += ": ";
-    const json::value* v = fn->get_object().if_contains(k);
-    if (!v) out += "null";
-    else if (!dump_json(*v, out, 2)) return Fallback::kLimit;
-  }
-  // vLLM's tool models keep unknown fields (pydantic extra="allow"): after the declared ones, in
-  // the request's order, as render::chat_template builds the context.
-  for (const auto& kv : fn->get_object()) {
-    const std::string_view k = kv.key();
-    if (k == "name" || k == "description" || k == "parameters") continue;
-    out += ", ";
-    json_string(out, k);
-    out += ": ";
-    if (!dump_json(kv.value(), out, 2)) return Fallback::kLimit;
-  }
-  out += "}";
-  for (const auto& kv : tool.get_object()) {
-    const std::string_view k = kv.key();
-    if (k == "type" || k == "function") continue;
-    out += ", ";
-    json_string(out, k);
-    out += ": ";
-    if (!dump_json(kv.value(), out, 1)) return Fallback::kLimit;
-  }
-  out += "}";
-  return std::nullopt;
+  // What vLLM 0.32 hands the template (api_conversion.h): its tool models' dump, declared fields
+  // only; a tool it refuses is left to the Jinja path, which reports the bad request.
+  std::optional<json::object> dump = vllm_tool_dump(tool.get_object());
+  if (!dump) return Fallback::kTools;
+  return dump_json(json::value(std::move(*dump)), out, 0) ? std::nullopt : Fail(Fallback::kLimit);
 }
 
 struct Conversation {

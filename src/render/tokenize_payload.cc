@@ -5,6 +5,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "model/model_profile.h"
+#include "render/vllm_chat.h"
 
 namespace ramjet::render {
 
@@ -68,6 +69,7 @@ std::optional<TokenizePayload> build(const model::ModelProfile& profile, bool ch
       out["messages"] = *messages;
       if (has_tools) out["tools"] = *tools;
     }
+    as_chat_text_parts(out["messages"]);
     const bool cont = flag("continue_final_message").value_or(false);
     out["add_generation_prompt"] = flag("add_generation_prompt").value_or(!cont);
     if (cont) {
@@ -83,23 +85,17 @@ std::optional<TokenizePayload> build(const model::ModelProfile& profile, bool ch
       kwargs = std::move(args.value());
     } else {
       // Not rendered locally; the engine is still asked with what its chat path gives the
-      // template for this request: the request's kwargs, its reasoning_effort and the
-      // enable_thinking vLLM derives from it.
-      if (const json::value* kw = req.if_contains("chat_template_kwargs"); kw && kw->is_object())
-        kwargs = kw->as_object();
-      const json::value* effort = req.if_contains("reasoning_effort");
-      if (effort && effort->is_string() && effort->as_string() != "auto") {
-        if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
-        if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = effort->as_string() != "none";
-      }
+      // template for this request.
+      kwargs = vllm_template_kwargs(req);
       p.multimodal = args.error() == model::LocalFailure::Multimodal;
       p.local_refusal = args.error() == model::LocalFailure::BadRequest ? ShadowOutcome::kDecodeError
                                                                          : ShadowOutcome::kUnsupported;
     }
-    // Documents reach the template as a kwarg (/tokenize has no documents field); a per-request
-    // template is passed on. Neither is reproduced locally, nor is prompt truncation.
+    // Documents reach the template as a kwarg (over the request's own: /tokenize has no documents
+    // field); a per-request template is passed on. Neither is reproduced locally, nor is prompt
+    // truncation.
     if (const json::value* d = req.if_contains("documents"); d && !d->is_null()) {
-      if (!kwargs.contains("documents")) kwargs["documents"] = *d;
+      kwargs["documents"] = *d;
       p.local_refusal = ShadowOutcome::kUnsupported;
     }
     if (const json::value* t = req.if_contains("chat_template"); t && !t->is_null()) {

@@ -277,9 +277,8 @@ TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, 
   }
   const boost::json::object& req = v.as_object();
   if (const boost::json::value* m = req.if_contains("model"); m && m->is_string()) out.model = m->as_string();
-  // vLLM's Anthropic Messages request has no cache_salt (the field is ignored): its blocks are unsalted.
-  if (const boost::json::value* s = req.if_contains("cache_salt"); s && s->is_string() && api != PromptApi::kMessages)
-    out.cache_salt = s->as_string();
+  // Every API's cache_salt salts the engine's blocks (vLLM 0.32 passes a Messages request's on).
+  if (const boost::json::value* s = req.if_contains("cache_salt"); s && s->is_string()) out.cache_salt = s->as_string();
   std::optional<TokenizePayload> payload = build_local_payload(*profile_, api, std::move(v.as_object()));
   if (!payload) {
     out.outcome = ShadowOutcome::kDecodeError;

@@ -397,7 +397,7 @@ namespace ramjet::render {
 namespace {
 
 // Exact routing's local render of the agent APIs: the namespace fields are the ones vLLM reads —
-// a Responses request's cache_salt salts its blocks, a Messages request has none (vLLM ignores it).
+// a Responses or Messages request's cache_salt salts its blocks (vLLM 0.32 passes both on).
 TEST_F(ServiceTest, RoutingRendersAgentRequestsWithTheNamespaceVllmUses) {
   std::vector<std::string> errors;
   auto s = TokenizerService::create(local_config(manifest_json(qwen_goldens(1))), errors);
@@ -410,7 +410,7 @@ TEST_F(ServiceTest, RoutingRendersAgentRequestsWithTheNamespaceVllmUses) {
   auto m = s->render_routing(PromptApi::kMessages,
                              R"({"model":"qwen3","cache_salt":"s1","max_tokens":8,"messages":[{"role":"user","content":"hi"}]})");
   ASSERT_EQ(m.outcome, ShadowOutcome::kSuccess);
-  EXPECT_EQ(m.cache_salt, "");
+  EXPECT_EQ(m.cache_salt, "s1");
   EXPECT_EQ(m.ids, r.ids) << "the same conversation renders alike in both shapes";
   EXPECT_EQ(s->render_routing(PromptApi::kResponses, R"({"input":"hi","previous_response_id":"r"})").outcome,
             ShadowOutcome::kUnsupported);

@@ -89,26 +89,28 @@ def construct_message_from_response_item(item, prev_msg):
     return {k: item[k] for k in ("role", "content", "name") if k in item}
 
 
+def function_definition(name, description, parameters, tool):
+    """vLLM 0.32's FunctionDefinition(...).model_dump() (entrypoints/generate/base/protocol.py):
+    its serializer keeps the declared fields only and leaves strict / defer_loading out when None."""
+    fn = {"name": name, "description": description, "parameters": parameters}
+    for k in ("strict", "defer_loading"):
+        if tool.get(k) is not None:
+            fn[k] = tool[k]
+    return {"type": "function", "function": fn}
+
+
 def responses_tools(tools):
     out = []
     for t in tools:
         members = []
         if t["type"] == "function":
-            members.append((t["name"], t, ("strict", "defer_loading")))
+            members.append((t["name"], t))
         elif t["type"] == "namespace":
             for m in t["tools"]:
                 if m.get("type") == "function":
-                    members.append((f"{t['name']}__{m['name']}", m, ("defer_loading", "strict")))
-        for name, tool, extras in members:
-            # openai-python's model_dump() (declared fields, None when unset), minus "type",
-            # validated into FunctionDefinition and dumped: declared fields, then the extras
-            fn = {"name": name, "description": tool.get("description"), "parameters": tool.get("parameters")}
-            for k in extras:
-                fn[k] = tool.get(k)
-            for k, v in tool.items():
-                if k not in fn and k != "type":
-                    fn[k] = v
-            out.append({"type": "function", "function": fn})
+                    members.append((f"{t['name']}__{m['name']}", m))
+        for name, tool in members:
+            out.append(function_definition(name, tool.get("description"), tool.get("parameters"), tool))
     return out
 
 
@@ -134,6 +136,8 @@ def responses_to_chat(req):
     chat = {"messages": msgs}
     if req.get("tools"):
         chat["tools"] = responses_tools(req["tools"])
+    if req.get("chat_template_kwargs") is not None:  # a ResponsesRequest field since vLLM 0.32
+        chat["chat_template_kwargs"] = req["chat_template_kwargs"]
     last = inp[-1] if isinstance(inp, list) and inp else None
     if isinstance(last, dict) and last.get("type", "message") in ("message", "reasoning") \
             and last.get("status") in ("in_progress", "incomplete"):
@@ -248,9 +252,7 @@ def messages_to_chat(req):
         for t in req["tools"]:
             schema = dict(t["input_schema"])
             schema.setdefault("type", "object")
-            tools.append({"type": "function", "function": {"name": t["name"], "description": t.get("description"),
-                                                           "parameters": schema,
-                                                           "defer_loading": t.get("defer_loading")}})
+            tools.append(function_definition(t["name"], t.get("description"), schema, t))
         chat["tools"] = tools
     if req.get("chat_template_kwargs"):
         chat["chat_template_kwargs"] = req["chat_template_kwargs"]

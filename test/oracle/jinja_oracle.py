@@ -109,13 +109,22 @@ def preprocess(request, specials, openai_format):
         msgs.append(o)
     tools = None
     if request.get("tools") is not None:
-        # pydantic model_dump() with extra="allow": declared fields, then the others in order
+        # vLLM 0.32's ChatCompletionToolsParam.model_dump(): its serializers keep declared fields
+        # only (name, description, parameters, strict, defer_loading) and leave the last two out
+        # when None; a tool-level defer_loading fills the function's when it has none.
         tools = []
         for t in request["tools"]:
-            fn = {k: t["function"].get(k) for k in ("name", "description", "parameters")}
-            fn.update({k: v for k, v in t["function"].items() if k not in fn})
-            tool = {"type": t.get("type", "function"), "function": fn}
-            tool.update({k: v for k, v in t.items() if k not in tool})
+            f = t["function"]
+            fn = {k: f.get(k) for k in ("name", "description", "parameters")}
+            outer = t.get("defer_loading")
+            for k in ("strict", "defer_loading"):
+                if f.get(k) is not None:
+                    fn[k] = f[k]
+            if outer is not None and "defer_loading" not in fn:
+                fn["defer_loading"] = outer
+            tool = {"type": "function", "function": fn}
+            if outer is not None:
+                tool["defer_loading"] = outer
             tools.append(tool)
     ctx = {"messages": msgs, "tools": tools, "documents": None,
            "add_generation_prompt": request.get("add_generation_prompt", True)}
@@ -167,8 +176,10 @@ def rtool(rng, i):
           "parameters": {"type": "object", "properties": props, "required": list(props)[:1]}}
     if rng.random() < 0.1:
         del fn["description"]
-    if rng.random() < 0.15:  # a field FunctionDefinition does not declare (kept: extra="allow")
+    if rng.random() < 0.15:  # declared, dumped only when set (vLLM 0.32)
         fn["strict"] = rng.choice([True, False, None])
+    if rng.random() < 0.05:  # not declared: vLLM 0.32 drops it
+        fn["x-extra"] = rtext(rng)
     return {"type": "function", "function": fn}
 
 

@@ -56,13 +56,17 @@ def rtools(rng):
             fn["parameters"] = {"type": "object", "properties": {"path": {"type": "string", "description": rtext(rng)},
                                                                  "n": {"type": "integer", "minimum": 0}},
                                 "required": ["path"]}
-        if rng.random() < 0.2:  # fields vLLM keeps beyond FunctionDefinition's (pydantic extra="allow")
+        if rng.random() < 0.2:  # declared flags: vLLM 0.32 dumps them only when set
             fn["strict"] = rng.choice([True, False, None])
         if rng.random() < 0.15:
-            fn["defer_loading"] = None
+            fn["defer_loading"] = rng.choice([True, None])
+        if rng.random() < 0.05:  # not declared: dropped
+            fn["x-extra"] = {"k": 1}
         tool = {"type": "function", "function": fn}
         if rng.random() < 0.1:
             del tool["type"]
+        if rng.random() < 0.05:  # the tool-level flag fills the function's
+            tool["defer_loading"] = True
         tools.append(tool)
     return tools
 

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <openssl/sha.h>
 
+#include "render/vllm_chat.h"
 #include "request/stream/exact_tokens.h"
 
 namespace ramjet::request {
@@ -68,19 +69,16 @@ std::optional<TokenizeCall> tokenize_call(Endpoint endpoint, std::string_view bo
     const json::value* messages = req.if_contains("messages");
     if (messages == nullptr || !messages->is_array() || !text_only(messages->as_array())) return std::nullopt;
     out["messages"] = *messages;
+    render::as_chat_text_parts(out["messages"]);
     copy("add_generation_prompt", json::kind::bool_);
     copy("continue_final_message", json::kind::bool_);
     copy("add_special_tokens", json::kind::bool_);
     copy("chat_template", json::kind::string);
     copy("tools", json::kind::array);
-    // vLLM's chat endpoint hands reasoning_effort to the template, and sets enable_thinking from
-    // it unless the caller did: /tokenize only takes chat_template_kwargs, so they go there.
-    json::object kwargs;
-    if (const json::value* k = req.if_contains("chat_template_kwargs"); k && k->is_object()) kwargs = k->as_object();
-    if (const json::value* effort = req.if_contains("reasoning_effort"); effort && effort->is_string()) {
-      if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
-      if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = effort->as_string() != "none";
-    }
+    // What vLLM's chat endpoint gives the template (documents, reasoning_effort and the
+    // enable_thinking derived from it, over the request's kwargs): /tokenize takes only
+    // chat_template_kwargs, so they go there.
+    json::object kwargs = render::vllm_template_kwargs(req);
     if (!kwargs.empty()) out["chat_template_kwargs"] = std::move(kwargs);
   } else {
     const json::value* prompt = req.if_contains("prompt");

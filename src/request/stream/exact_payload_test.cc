@@ -54,8 +54,10 @@ TEST(ExactPayload, ResponsesAndMessagesAreAskedForAsTheChatRequestVllmRenders) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->model, "m");
   EXPECT_EQ(r->cache_salt, "s");
+  // vLLM's /tokenize takes chat messages only: the Responses API's input_text parts (read by its
+  // chat parser exactly as text) are sent as text parts, or it answers 400 (seen on vLLM 0.32).
   EXPECT_EQ(boost::json::parse(r->payload), boost::json::parse(R"({"model":"m","messages":[{"role":"system","content":"sys"},
-      {"role":"user","content":[{"type":"input_text","text":"hi"}]}],
+      {"role":"user","content":[{"type":"text","text":"hi"}]}],
       "chat_template_kwargs":{"reasoning_effort":"none","enable_thinking":false},"return_token_strs":false})"));
   auto m = tokenize_call(Endpoint::kMessages, R"({"model":"m","max_tokens":9,"system":"sys",
       "messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}})");
