@@ -32,6 +32,19 @@ void BlockPool::push_back_free(uint32_t b) {
   ++num_free_;
 }
 
+void BlockPool::push_front_free(uint32_t b) {
+  const auto n = static_cast<int32_t>(blocks_.size());
+  Block& blk = blocks_[b];
+  assert(!blk.in_free);
+  Block& head_next = sentinel_.next == n ? sentinel_ : blocks_[sentinel_.next];
+  blk.next = sentinel_.next;
+  blk.prev = n;
+  head_next.prev = static_cast<int32_t>(b);
+  sentinel_.next = static_cast<int32_t>(b);
+  blk.in_free = true;
+  ++num_free_;
+}
+
 void BlockPool::unlink_free(uint32_t b) {
   const auto n = static_cast<int32_t>(blocks_.size());
   Block& blk = blocks_[b];
@@ -96,12 +109,19 @@ void BlockPool::touch(std::span<const uint32_t> blocks) {
 }
 
 void BlockPool::free_reversed(std::span<const uint32_t> blocks) {
+  // vLLM 0.32 free_blocks: a block without a cached hash can never be hit, so it is reused first
+  // (prepended, LIFO, the request's last block at the very head); cached blocks join the tail
+  // (FIFO: least recently freed evicted first).
+  evict_first_.clear();
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
     if (*it == 0) continue;  // the null block is never freed
     Block& blk = blocks_[*it];
     assert(blk.ref > 0);
-    if (--blk.ref == 0) push_back_free(*it);
+    if (--blk.ref != 0) continue;
+    if (blk.cached && caching_) push_back_free(*it);
+    else evict_first_.push_back(*it);
   }
+  for (auto it = evict_first_.rbegin(); it != evict_first_.rend(); ++it) push_front_free(*it);
 }
 
 void BlockPool::cache_full_blocks(std::span<const uint32_t> blocks,

@@ -6,9 +6,11 @@
 //
 // Choices copied from vLLM (mainline, ≈v0.10+):
 // - block 0 is the "null block": never allocated, never freed; usable blocks = num_blocks - 1;
-// - the free queue starts in block-id order; allocation pops from the head; a freed block goes
-//   to the tail (so never-used blocks go first, then the least recently freed); a popped block
-//   that is cached is evicted (one BlockRemoved per block, `_maybe_evict_cached_block`);
+// - the free queue starts in block-id order; allocation pops from the head; a freed block that
+//   carries a cached hash goes to the tail (LRU), one without (a partial or never-cached block,
+//   which no lookup can hit) to the head (vLLM 0.32 `free_blocks`: LIFO reuse), so a new
+//   allocation reuses those before it evicts anything; a popped block that is cached is evicted
+//   (one BlockRemoved per block, `_maybe_evict_cached_block`);
 // - no de-duplication: when a block with an already cached hash becomes full it is inserted as
 //   a second copy (`BlockHashToBlockMap` holds several blocks per hash; lookups return the
 //   oldest copy) and it gets its own BlockStored; evicting either copy emits a BlockRemoved;
@@ -87,7 +89,8 @@ class BlockPool {
   void touch(std::span<const uint32_t> blocks);
 
   // Frees a request's blocks in reverse order (tail blocks become eviction candidates first),
-  // as KVCacheManager.free does. Blocks reaching zero references go to the free-queue tail.
+  // as KVCacheManager.free does. Blocks reaching zero references go to the free-queue tail when
+  // cached, to its head (in that reverse order) when not.
   void free_reversed(std::span<const uint32_t> blocks);
 
   // Caches blocks[num_cached, num_full) under hashes[num_cached, num_full) in info.group and
@@ -124,6 +127,7 @@ class BlockPool {
   using Copies = boost::container::small_vector<uint32_t, 2>;
 
   void push_back_free(uint32_t b);
+  void push_front_free(uint32_t b);
   void unlink_free(uint32_t b);
   void maybe_evict(uint32_t b, std::vector<KvEvent>& events);
 
@@ -134,6 +138,7 @@ class BlockPool {
   uint32_t num_free_ = 0;
   uint32_t num_cached_ = 0;
   boost::unordered_flat_map<GroupHash, Copies, GroupHashHash> cached_;
+  std::vector<uint32_t> evict_first_;  // free_reversed's scratch
 };
 
 }  // namespace ramjet::sim

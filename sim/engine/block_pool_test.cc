@@ -47,6 +47,36 @@ TEST(BlockPool, AllocationTakesNeverUsedBlocksBeforeFreedCachedOnes) {
   EXPECT_EQ(pool.check_invariants(), "");
 }
 
+TEST(BlockPool, UncachedFreedBlocksAreReusedFirstSoAllocationEvictsLess) {
+  // vLLM 0.32 free_blocks: blocks without a hash are prepended (LIFO), cached ones appended.
+  BlockPool pool(6, 4, true);  // 5 usable
+  std::vector<KvEvent> ev;
+  std::vector<uint32_t> a;
+  pool.get_new_blocks(5, a, ev);  // 1..5
+  const std::vector<BlockHash> hashes = {digest(1), digest(2), digest(3)};
+  pool.cache_full_blocks(a, hashes, 0, 3, tokens(20), ev);  // 1..3 full and cached, 4 and 5 not
+  pool.free_reversed(a);
+  ev.clear();
+  std::vector<uint32_t> b;
+  pool.get_new_blocks(3, b, ev);
+  // Free queue: 5, 4 (reversed, at the head), then 3, 2, 1 (reversed, at the tail).
+  EXPECT_EQ(b, (std::vector<uint32_t>{5, 4, 3}));
+  ASSERT_EQ(ev.size(), 1u) << "only the third block evicts a cached one";
+  EXPECT_EQ(std::get<BlockRemoved>(ev[0]).block_hashes[0], digest(3));
+  EXPECT_EQ(pool.check_invariants(), "");
+}
+
+TEST(BlockPool, WithoutCachingEveryFreedBlockIsReusedFirst) {
+  BlockPool pool(5, 4, false);  // 4 usable
+  std::vector<KvEvent> ev;
+  std::vector<uint32_t> a, b;
+  pool.get_new_blocks(2, a, ev);  // 1, 2
+  pool.free_reversed(a);
+  pool.get_new_blocks(4, b, ev);
+  EXPECT_EQ(b, (std::vector<uint32_t>{2, 1, 3, 4}));
+  EXPECT_EQ(pool.check_invariants(), "");
+}
+
 TEST(BlockPool, FreeingInReverseOrderMakesTailBlocksTheFirstEvicted) {
   BlockPool pool(4, 4, true);  // 3 usable
   std::vector<KvEvent> ev;

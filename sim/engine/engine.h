@@ -72,6 +72,10 @@ struct RequestOutput {
   bool prefill_done = false;          // the prompt is fully computed (first token follows)
   uint32_t cached_tokens = 0;         // prefix-cache hit at scheduling time (set once, with the first output;
                                       // the same value in every later output of the request)
+  // vLLM 0.32's num_cache_creation_tokens (PrefillStats.finalize at the request's first output):
+  // prompt tokens in the request's cached blocks then, minus cached_tokens. Set with the first
+  // output (new tokens or a finish) and repeated in every later one; 0 before.
+  uint32_t created_cache_tokens = 0;
   FinishReason finish = FinishReason::kNone;
 };
 

@@ -65,6 +65,23 @@ void EngineCore::free_request_blocks(Request& r) {
   r.cache_upto = 0;
 }
 
+uint32_t EngineCore::estimate_cached_tokens(const Request& r) const {
+  // The leading r.num_cached_blocks blocks carry hashes (prefix hits, then the ones r cached).
+  uint64_t tokens = static_cast<uint64_t>(r.num_cached_blocks) * config_.block_size;
+  if (config_.hybrid_mamba) {
+    // The mamba group holds only its last states: the furthest cached one bounds the estimate.
+    uint64_t mamba = 0;
+    for (uint32_t i = std::min<uint32_t>(r.mamba_num_cached, static_cast<uint32_t>(r.mamba_blocks.size())); i-- > 0;) {
+      if (r.mamba_blocks[i] != 0) {
+        mamba = static_cast<uint64_t>(i + 1) * config_.block_size;
+        break;
+      }
+    }
+    tokens = std::min(tokens, mamba);
+  }
+  return static_cast<uint32_t>(tokens);
+}
+
 void EngineCore::abort(uint64_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
@@ -85,9 +102,8 @@ void EngineCore::ensure_hashes(Request& r, uint32_t num_blocks) {
   while (r.hashes.size() < num_blocks) {
     const size_t i = r.hashes.size();
     const BlockHash& parent = i == 0 ? hasher_.none_hash() : r.hashes[i - 1];
-    const auto extra = block_extra_keys(r.ns, i);
-    r.hashes.push_back(hash_block_with_keys(hasher_, parent, std::span<const uint32_t>(r.tokens.data() + i * bs, bs),
-                                            extra, hash_buf_));
+    r.hashes.push_back(
+        hash_block_in(hasher_, parent, std::span<const uint32_t>(r.tokens.data() + i * bs, bs), r.ns, i, hash_buf_));
   }
 }
 
@@ -157,7 +173,7 @@ void EngineCore::cache_blocks(Request& r, uint32_t num_full) {
 }
 
 bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
-                                uint32_t lookahead) {
+                                uint32_t lookahead, bool whole_sequence) {
   const uint32_t bs = config_.block_size;
   const uint64_t num_computed = r.num_computed + static_cast<uint64_t>(computed.size()) * bs;
   const uint64_t need =
@@ -191,6 +207,14 @@ bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const ui
     if (mamba_hit && pool_.ref_count(static_cast<uint32_t>(mamba_hit_)) == 0) ++evictable;
   }
   if (new_blocks + mamba_new + evictable > pool_.num_free()) return false;
+  if (whole_sequence) {
+    // vLLM 0.32's admission gate (scheduler_reserve_full_isl, on by default): a waiting request
+    // starts only when the pool could hold its whole sequence now, not just this chunk, so a
+    // long prompt does not start prefilling into a pool it would have to preempt others for.
+    const uint64_t full = (std::min<uint64_t>(r.tokens.size(), max_request_tokens()) + bs - 1) / bs;
+    const uint64_t full_new = full > have ? full - have : 0;
+    if (full_new + mamba_new + evictable > pool_.num_free()) return false;
+  }
 
   if (!computed.empty()) {
     pool_.touch(computed);
@@ -279,13 +303,15 @@ void EngineCore::schedule() {
     Request& r = *waiting_.front();
     assert(r.num_computed == 0 && r.blocks.empty());
     const uint32_t hit = find_cached_prefix(r);
-    if (r.preemptions == 0) {  // vLLM counts resumed requests separately
+    const uint32_t num_new = mamba_aligned(r, hit, std::min(static_cast<uint32_t>(r.tokens.size()) - hit, budget));
+    if (num_new == 0) break;
+    if (!allocate_slots(r, num_new, hit_blocks_, 0, /*whole_sequence=*/true)) break;
+    // vLLM 0.32 records the lookup at admission (a request that has to wait is not counted on
+    // every attempt), and counts resumed requests separately.
+    if (r.preemptions == 0) {
       stats_.prefix_cache_queries += r.tokens.size();
       stats_.prefix_cache_hits += hit;
     }
-    const uint32_t num_new = mamba_aligned(r, hit, std::min(static_cast<uint32_t>(r.tokens.size()) - hit, budget));
-    if (num_new == 0) break;
-    if (!allocate_slots(r, num_new, hit_blocks_, 0)) break;
     waiting_.pop_front();
     running_.push_back(&r);
     r.running = true;
@@ -364,6 +390,12 @@ StepResult EngineCore::step(double now_wall_s) {
       }
     }
     out.cached_tokens = static_cast<uint32_t>(std::max<int64_t>(r->cached_tokens, 0));
+    if (r->created_cache_tokens < 0 && (out.new_tokens > 0 || out.finish != FinishReason::kNone)) {
+      // PrefillStats.finalize, with the first output the engine emits for the request.
+      const uint32_t covered = std::min(estimate_cached_tokens(*r), r->prompt_len);
+      r->created_cache_tokens = std::max<int64_t>(0, static_cast<int64_t>(covered) - std::max<int64_t>(r->cached_tokens, 0));
+    }
+    out.created_cache_tokens = static_cast<uint32_t>(std::max<int64_t>(r->created_cache_tokens, 0));
     res.outputs.push_back(out);
   }
 
@@ -401,8 +433,7 @@ uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens, co
   BlockHash parent = hasher_.none_hash();
   uint32_t n = 0, reusable = 0;
   for (size_t off = 0; off + bs <= tokens.size(); off += bs) {
-    const auto extra = block_extra_keys(ns, n);
-    parent = hash_block_with_keys(hasher_, parent, tokens.subspan(off, bs), extra, hash_buf_);
+    parent = hash_block_in(hasher_, parent, tokens.subspan(off, bs), ns, n, hash_buf_);
     if (pool_.cached_block(parent) < 0) break;
     ++n;
     if (!config_.hybrid_mamba || pool_.cached_block(parent, kMambaGroup) >= 0) reusable = n;

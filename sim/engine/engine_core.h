@@ -57,6 +57,7 @@ class EngineCore {
     uint32_t mamba_num_cached = 0;
     uint32_t cache_upto = 0;        // --delay-cache-blocks: full blocks to cache after scheduling
     int64_t cached_tokens = -1;     // prefix hit at first scheduling
+    int64_t created_cache_tokens = -1;  // num_cache_creation_tokens, fixed at the first output
     uint32_t preemptions = 0;
     bool running = false;
     bool decoding = false;          // sampled since it last (re)started: decodes, with drafts
@@ -77,11 +78,17 @@ class EngineCore {
   uint32_t mamba_aligned(const Request& r, uint64_t num_computed, uint32_t num_new) const;
   // Caches r's newly full blocks up to num_full in every group (one BlockStored per group).
   void cache_blocks(Request& r, uint32_t num_full);
+  // vLLM's allocate_slots: slots for num_new tokens (+ lookahead) after the hit `computed`, and
+  // the newly full blocks cached. `whole_sequence`: also require room for the whole sequence
+  // (full_sequence_must_fit, the admission gate of a waiting request). False = no room.
   bool allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
-                      uint32_t lookahead);
+                      uint32_t lookahead, bool whole_sequence = false);
   void preempt(Request& r);
   void schedule();
   void free_request_blocks(Request& r);
+  // KVCacheManager.estimate_cached_tokens: the tokens covered by r's cached blocks (the furthest
+  // block that carries a hash, per group; the smallest over the groups).
+  uint32_t estimate_cached_tokens(const Request& r) const;
 
   EngineConfig config_;
   KvEventSink* sink_;

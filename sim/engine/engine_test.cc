@@ -80,6 +80,47 @@ TEST(Engine, RepeatedPromptHitsThePrefixCacheAndReportsCachedTokens) {
   EXPECT_EQ(s.generation_tokens, 8u);
 }
 
+TEST(Engine, CreatedCacheTokensAreThePromptsCachedBlocksAtTheFirstOutputMinusTheHit) {
+  // vLLM 0.32 PrefillStats.finalize: min(estimate_cached_tokens, prompt) - num_cached_tokens.
+  Engine engine(tiny(), nullptr);
+  ASSERT_TRUE(engine.add_request(1, seq_tokens(100), 4));
+  auto outs = drain(engine);
+  EXPECT_EQ(first_output(outs, 1)->created_cache_tokens, 96u) << "6 full blocks written";
+  for (const auto& o : outs) EXPECT_EQ(o.created_cache_tokens, o.new_tokens || o.finish != FinishReason::kNone ? 96u : 0u);
+  ASSERT_TRUE(engine.add_request(2, seq_tokens(100), 4));
+  outs = drain(engine);
+  EXPECT_EQ(first_output(outs, 2)->cached_tokens, 96u);
+  EXPECT_EQ(first_output(outs, 2)->created_cache_tokens, 0u);
+  // A fully cached prompt recomputes (and caches again) its last block.
+  ASSERT_TRUE(engine.add_request(3, seq_tokens(64, 7000), 1));
+  drain(engine);
+  ASSERT_TRUE(engine.add_request(4, seq_tokens(64, 7000), 1));
+  outs = drain(engine);
+  EXPECT_EQ(first_output(outs, 4)->cached_tokens, 48u);
+  EXPECT_EQ(first_output(outs, 4)->created_cache_tokens, 16u);
+}
+
+TEST(Engine, AWaitingRequestStartsOnlyWhenThePoolCouldHoldItsWholePrompt) {
+  // vLLM 0.32's scheduler_reserve_full_isl: admission needs room for the whole sequence, not
+  // just the first chunk, so a long prompt waits instead of prefilling into a full pool.
+  EngineConfig cfg = tiny();
+  cfg.num_gpu_blocks = 11;  // 10 usable blocks of 16
+  cfg.max_num_batched_tokens = 32;
+  EngineCore engine(cfg, nullptr);
+  ASSERT_TRUE(engine.add_request(1, seq_tokens(64, 1000), 40));  // grows to 104 tokens: 7 blocks
+  ASSERT_TRUE(engine.add_request(2, seq_tokens(96, 3000), 2));   // 6 blocks; a 31-token chunk needs 2
+  int r1_finished = -1, r2_first = -1;
+  for (int step = 0; step < 1000 && !engine.idle(); ++step) {
+    for (const auto& o : engine.step(0).outputs) {
+      if (o.id == 1 && o.finish != FinishReason::kNone) r1_finished = step;
+      if (o.id == 2 && r2_first < 0) r2_first = step;
+    }
+  }
+  EXPECT_GE(r1_finished, 0);
+  EXPECT_GT(r2_first, r1_finished) << "request 2 waited for the blocks of its whole prompt";
+  EXPECT_EQ(engine.stats().preemptions, 0u);
+}
+
 TEST(Engine, FullyCachedPromptRecomputesItsLastBlockAndStoresADuplicate) {
   Recorder rec;
   Engine engine(tiny(), &rec);
@@ -468,7 +509,7 @@ std::string hex(std::span<const uint8_t> b) {
   return s;
 }
 
-CacheNamespace lora(std::string salt = "") { return CacheNamespace{"sql-lora", 1, std::move(salt)}; }
+CacheNamespace lora(std::string salt = "") { return CacheNamespace{"sql-lora", 1, std::move(salt), "/adapters/sql"}; }
 CacheNamespace salted(std::string salt) { return CacheNamespace{"", 0, std::move(salt)}; }
 
 // Stores of group `g` only.
@@ -484,22 +525,26 @@ std::vector<BlockStored> stores(const Recorder& rec, uint32_t g = 0) {
 
 TEST(PrefixHash, ExtraKeysHashLikeVllmSha256Cbor) {
   // Pinned with Python: hashlib.sha256(cbor2.dumps((parent, tuple(tokens), extra), canonical=True)),
-  // NONE_HASH = sha256(cbor2.dumps("0")), tokens 5000..5015 (then 5016..5031).
+  // NONE_HASH = sha256(cbor2.dumps("0")), tokens 5000..5015 (then 5016..5031), extra the tagged
+  // keys of vLLM 0.32: (("lora", "sql-lora", "/adapters/sql"), ("cache_salt", "salt-1")).
   cache::kv::BlockHasher hasher(cache::kv::HashAlgo::kSha256Cbor, "0");
   std::vector<uint8_t> buf;
   const auto t0 = seq_tokens(16), t1 = seq_tokens(16, 5016);
-  auto h = [&](const BlockHash& parent, const std::vector<uint32_t>& t, std::vector<std::string> extra) {
-    return hash_block_with_keys(hasher, parent, t, extra, buf);
+  auto h = [&](const BlockHash& parent, const std::vector<uint32_t>& t, const CacheNamespace& ns, uint64_t i) {
+    return hash_block_in(hasher, parent, t, ns, i, buf);
   };
   using ns_tests::hex;
-  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {}).bytes()), "6e7685527fbfe447c03c02dbfe614b9807386e4fc455347fa72300090009d54f");
-  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {"sql-lora"}).bytes()),
-            "24b8bcc85ae5f62b62200a8769f5b8b1bc71c2425657deb29c5fa134f8cc6e7e");
-  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {"salt-1"}).bytes()),
-            "16680daea96e036bdff5756ac4836021fd8718cacb7be65c34229023dd1be4c3");
-  const auto both = h(hasher.none_hash(), t0, {"sql-lora", "salt-1"});
-  EXPECT_EQ(hex(both.bytes()), "8219e9f9e6eb360bd4a776fbc26bc6e3f067169a4718226be5621d4508ce2cd7");
-  EXPECT_EQ(hex(h(both, t1, {"sql-lora"}).bytes()), "7e5fcb1c77bb35ca9e16b3e9425151e100c93b9074b1383344e0c26d86056863");
+  EXPECT_EQ(hex(h(hasher.none_hash(), t0, {}, 0).bytes()), "6e7685527fbfe447c03c02dbfe614b9807386e4fc455347fa72300090009d54f");
+  EXPECT_EQ(hex(h(hasher.none_hash(), t0, ns_tests::lora(), 0).bytes()),
+            "2e06c45f5c8f9ab30165dda89d638cb1f52b7cc70117b7c69eaebc3111a5caa6");
+  EXPECT_EQ(hex(h(hasher.none_hash(), t0, ns_tests::salted("salt-1"), 0).bytes()),
+            "89e45fae7c7c42e62078b0c51ef66bcc6131de7e083714bb895a34fe5ecd72e2");
+  const auto both = h(hasher.none_hash(), t0, ns_tests::lora("salt-1"), 0);
+  EXPECT_EQ(hex(both.bytes()), "a55f7da60e820e62392e73119c79637f989cc4c7bfa9807ed1a6c10c6b489b3e");
+  EXPECT_EQ(hex(h(both, t1, ns_tests::lora("salt-1"), 1).bytes()),
+            "5559bdd55faaff25359184ada18b09ea4fe41d408614cd2b456f132616feba3a");
+  // The salt keys block 0 only: block 1 of a salted request hashes as an unsalted block.
+  EXPECT_EQ(h(both, t1, ns_tests::salted("salt-1"), 1), hasher.hash_block(both, t1));
   // The order of generate_block_hash_extra_keys: LoRA name (every block), cache_salt (block 0).
   EXPECT_EQ(block_extra_keys(ns_tests::lora("salt-1"), 0), (std::vector<std::string>{"sql-lora", "salt-1"}));
   EXPECT_EQ(block_extra_keys(ns_tests::lora("salt-1"), 1), (std::vector<std::string>{"sql-lora"}));

@@ -1,5 +1,7 @@
 #include "sim/engine/prefix_hash.h"
 
+#include <string_view>
+
 namespace ramjet::sim {
 
 std::vector<std::string> block_extra_keys(const CacheNamespace& ns, uint64_t block_index) {
@@ -40,10 +42,21 @@ std::optional<std::string> extra_keys_msgpack(const CacheNamespace& ns, uint64_t
   return out;
 }
 
-cache::kv::BlockHash hash_block_with_keys(cache::kv::BlockHasher& hasher, const cache::kv::BlockHash& parent,
-                                          std::span<const uint32_t> tokens, std::span<const std::string> extra,
-                                          std::vector<uint8_t>& buf) {
-  if (extra.empty()) return hasher.hash_block(parent, tokens);
+namespace {
+
+void cbor_text(std::vector<uint8_t>& buf, std::string_view s) {
+  cache::kv::cbor_append_head(buf, 3, s.size());
+  buf.insert(buf.end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+cache::kv::BlockHash hash_block_in(cache::kv::BlockHasher& hasher, const cache::kv::BlockHash& parent,
+                                   std::span<const uint32_t> tokens, const CacheNamespace& ns,
+                                   uint64_t block_index, std::vector<uint8_t>& buf) {
+  const bool salt = block_index == 0 && !ns.cache_salt.empty();
+  const size_t keys = (ns.lora() ? 1 : 0) + (salt ? 1 : 0);
+  if (keys == 0) return hasher.hash_block(parent, tokens);
   const auto p = parent.bytes();
   buf.clear();
   cache::kv::cbor_append_head(buf, 4, 3);
@@ -51,10 +64,18 @@ cache::kv::BlockHash hash_block_with_keys(cache::kv::BlockHasher& hasher, const 
   buf.insert(buf.end(), p.begin(), p.end());
   cache::kv::cbor_append_head(buf, 4, tokens.size());
   for (uint32_t t : tokens) cache::kv::cbor_append_head(buf, 0, t);
-  cache::kv::cbor_append_head(buf, 4, extra.size());
-  for (const auto& s : extra) {
-    cache::kv::cbor_append_head(buf, 3, s.size());
-    buf.insert(buf.end(), s.begin(), s.end());
+  // generate_block_hash_extra_keys' order: LoRA, (multimodal: none here), cache_salt.
+  cache::kv::cbor_append_head(buf, 4, keys);
+  if (ns.lora()) {  // _gen_lora_extra_hash_keys: ("lora", lora_name, lora_path)
+    cache::kv::cbor_append_head(buf, 4, 3);
+    cbor_text(buf, "lora");
+    cbor_text(buf, ns.lora_name);
+    cbor_text(buf, ns.lora_path);
+  }
+  if (salt) {
+    cache::kv::cbor_append_head(buf, 4, 2);
+    cbor_text(buf, "cache_salt");
+    cbor_text(buf, ns.cache_salt);
   }
   return hasher.digest(buf);
 }

@@ -3,11 +3,13 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <ctime>
 #include <initializer_list>
 #include <string_view>
 
 #include "sim/server/python_json.h"
+#include "sim/server/validation.h"
 
 namespace ramjet::sim {
 
@@ -31,17 +33,39 @@ AgentError bad(std::string message, std::string param = {}) {
 
 // --- shared -----------------------------------------------------------------------------------
 
-// vLLM's cache_salt check: a non-empty string of at most 1024 characters when given.
+// vLLM's validate_cache_salt (the chat request a Messages body becomes runs it; Responses ran it
+// in validation.h already): a non-empty string of at most 128 characters without '@', '/', '\\'
+// or NUL when given.
 std::optional<AgentError> read_cache_salt(const json::object& o, std::string& out) {
   const json::value* v = find(o, "cache_salt");
   if (!v) return std::nullopt;
   if (!v->is_string() || v->as_string().empty())
-    return bad("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    return bad("Parameter 'cache_salt' must be a non-empty string if provided. (parameter=cache_salt)", "cache_salt");
   size_t chars = 0;
   for (unsigned char c : v->as_string()) chars += (c & 0xc0) != 0x80;
-  if (chars > 1024) return bad("Parameter 'cache_salt' must be at most 1024 characters.", "cache_salt");
+  if (chars > 128 || v->as_string().find_first_of(std::string_view("@/\\\0", 4)) != std::string::npos) {
+    return bad("Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or "
+               "NUL. (parameter=cache_salt)",
+               "cache_salt");
+  }
   out = std::string(v->as_string());
   return std::nullopt;
+}
+
+// FunctionDefinition(...).model_dump() in vLLM 0.32 (generate/base/protocol.py): its serializer
+// keeps the declared fields only — name, description, parameters, then strict and defer_loading
+// when they are set (None is left out); any other field of the client's tool is dropped. The
+// flags are pydantic booleans.
+Result<json::object, AgentError> function_definition(json::value name, json::value description, json::value parameters,
+                                                     const json::object& tool) {
+  json::object fn{{"name", std::move(name)}, {"description", std::move(description)}, {"parameters", std::move(parameters)}};
+  for (std::string_view k : {"strict", "defer_loading"}) {
+    const json::value* v = find(tool, k);
+    if (!v) continue;
+    if (!v->is_bool()) return bad("tool " + std::string(k) + " must be a boolean", "tools");
+    fn[k] = *v;
+  }
+  return fn;
 }
 
 // The sim's tool-call answer: a user turn with tools declared and tool_choice not "none".
@@ -62,17 +86,11 @@ void decide_tool_call(AgentRequest& r, std::string_view forced_name) {
   if (fn && fn->is_object()) r.tool_name = std::string(str_or(fn->as_object(), "name"));
 }
 
-std::optional<AgentError> read_max_tokens(const json::object& o, std::string_view key, AgentRequest& r,
-                                          bool required) {
+// An output budget validation.h already checked is an integer (its limits come later).
+void read_max_tokens(const json::object& o, std::string_view key, AgentRequest& r) {
   const json::value* v = find(o, key);
-  if (!v) {
-    if (required) return bad("Field required: " + std::string(key), std::string(key));
-    return std::nullopt;
-  }
-  if (!v->is_int64() && !v->is_uint64()) return bad(std::string(key) + " must be an integer", std::string(key));
-  if (v->is_int64() && v->as_int64() <= 0) return bad(std::string(key) + " must be positive", std::string(key));
-  r.max_tokens = v->is_uint64() ? v->as_uint64() : static_cast<uint64_t>(v->as_int64());
-  return std::nullopt;
+  if (v && v->is_int64()) r.max_tokens = v->as_int64();
+  if (v && v->is_uint64()) r.max_tokens = static_cast<int64_t>(std::min<uint64_t>(v->as_uint64(), INT64_MAX));
 }
 
 // --- Responses --------------------------------------------------------------------------------
@@ -194,7 +212,7 @@ Result<AgentRequest, AgentError> parse_responses(json::object o) {
     if (!p->is_string()) return bad("previous_response_id must be a string", "previous_response_id");
     r.previous_response_id = p->as_string();
   }
-  if (auto e = read_max_tokens(o, "max_output_tokens", r, false)) return *e;
+  read_max_tokens(o, "max_output_tokens", r);
   if (auto e = read_cache_salt(o, r.cache_salt)) return *e;
 
   json::array messages;
@@ -214,30 +232,17 @@ Result<AgentRequest, AgentError> parse_responses(json::object o) {
   if (messages.empty()) return bad("input must not be empty", "input");
   const bool cont = continue_final(*input);
 
-  // construct_tool_dicts: iter_response_function_tool_dicts dumps each openai FunctionTool (and
-  // each function of a NamespaceTool, renamed "<namespace>__<name>") with model_dump(): every
-  // declared field, null when unset; minus "type" that becomes a FunctionDefinition, whose dump
-  // is its own fields (name, description, parameters) then the extras in their order — the
-  // FunctionTool's strict and defer_loading (a namespace function's defer_loading and strict),
-  // then any unknown field of the request's tool (openai's models keep extras too).
+  // construct_tool_dicts: each openai FunctionTool (and each function of a NamespaceTool,
+  // renamed "<namespace>__<name>") becomes a FunctionDefinition, dumped as vLLM 0.32 dumps it.
   json::array tools;
   std::string forced;
-  auto function_of = [](const json::object& tool, json::value name, std::initializer_list<std::string_view> declared) {
-    json::object fn{{"name", std::move(name)}};
+  auto function_of = [](const json::object& tool, json::value name) -> Result<json::object, AgentError> {
     auto d = tool.find("description");
-    fn["description"] = d == tool.end() ? json::value(nullptr) : d->value();
     auto p = tool.find("parameters");
-    fn["parameters"] = p == tool.end() ? json::value(nullptr) : p->value();
-    for (std::string_view k : declared) {
-      auto v = tool.find(k);
-      fn[k] = v == tool.end() ? json::value(nullptr) : v->value();
-    }
-    for (const auto& kv : tool) {
-      const std::string_view k = kv.key();
-      if (k == "type" || k == "name" || k == "description" || k == "parameters" || fn.contains(k)) continue;
-      fn[k] = kv.value();
-    }
-    return json::object{{"type", "function"}, {"function", std::move(fn)}};
+    auto fn = function_definition(std::move(name), d == tool.end() ? json::value(nullptr) : d->value(),
+                                  p == tool.end() ? json::value(nullptr) : p->value(), tool);
+    if (!fn) return fn.error();
+    return json::object{{"type", "function"}, {"function", std::move(fn.value())}};
   };
   if (const json::value* t = find(o, "tools")) {
     if (!t->is_array()) return bad("tools must be an array", "tools");
@@ -256,16 +261,18 @@ Result<AgentRequest, AgentError> parse_responses(json::object o) {
           if (str_or(*member, "type") != "function") continue;
           const json::value* name = find(*member, "name");
           if (!name || !name->is_string()) return bad("a function tool needs a name", "tools");
-          tools.push_back(function_of(
-              *member, json::string(std::string(ns->as_string()) + "__" + std::string(name->as_string())),
-              {"defer_loading", "strict"}));
+          auto fn = function_of(*member, json::string(std::string(ns->as_string()) + "__" + std::string(name->as_string())));
+          if (!fn) return fn.error();
+          tools.push_back(std::move(fn.value()));
         }
         continue;
       }
       if (type != "function") continue;
       const json::value* name = find(*tool, "name");
       if (!name || !name->is_string()) return bad("a function tool needs a name", "tools");
-      tools.push_back(function_of(*tool, *name, {"strict", "defer_loading"}));
+      auto fn = function_of(*tool, *name);
+      if (!fn) return fn.error();
+      tools.push_back(std::move(fn.value()));
     }
   }
   json::value tool_choice = "auto";
@@ -274,9 +281,29 @@ Result<AgentRequest, AgentError> parse_responses(json::object o) {
     if (const json::object* named = tc->if_object(); named && str_or(*named, "type") == "function")
       forced = std::string(str_or(*named, "name"));
   }
+  // ResponsesRequest.check_tool_usage: without tools, auto becomes none (what the response
+  // echoes), and a required or named choice is refused.
+  if (const json::value* t = find(o, "tools"); !t || !t->is_array() || t->as_array().empty()) {
+    const json::object* named = tool_choice.if_object();
+    const std::string_view kind = named ? str_or(*named, "type") : std::string_view();
+    if (tool_choice == "auto" || tool_choice == "none") {
+      o["tool_choice"] = "none";
+    } else if (tool_choice == "required") {
+      return bad("Tool choice 'required' must be specified with 'tools' parameter. (parameter=tool_choice)",
+                 "tool_choice");
+    } else if (kind == "function" || kind == "custom") {
+      return bad("Tool choice 'function' not found in 'tools' parameter. (parameter=tool_choice)", "tool_choice");
+    }
+  }
+  // build_chat_params (vLLM 0.32): the request's chat_template_kwargs, and reasoning.effort as the
+  // chat's reasoning_effort (Prompter::chat merges it, with enable_thinking, over the kwargs).
   json::object kwargs;
+  if (const json::value* kw = find(o, "chat_template_kwargs")) {
+    if (!kw->is_object()) return bad("chat_template_kwargs must be an object", "chat_template_kwargs");
+    kwargs = kw->as_object();
+  }
   if (const json::value* reasoning = find(o, "reasoning"); reasoning && reasoning->is_object()) {
-    if (const json::value* effort = find(reasoning->as_object(), "effort")) kwargs["reasoning_effort"] = *effort;
+    if (const json::value* effort = find(reasoning->as_object(), "effort")) r.chat["reasoning_effort"] = *effort;
   }
   r.chat["messages"] = std::move(messages);
   if (!tools.empty()) r.chat["tools"] = std::move(tools);
@@ -363,13 +390,14 @@ void user_tool_result(const json::object& block, json::array& out) {
   if (!refs.empty()) out.push_back(json::object{{"role", "tool"}, {"tool_call_id", id}, {"content", std::move(refs)}});
 }
 
-Result<AgentRequest, AgentError> parse_messages(json::object o) {
+Result<AgentRequest, AgentError> parse_messages(json::object o, std::string_view disabled_thinking_effort) {
   AgentRequest r;
   r.api = AgentApi::kMessages;
   const json::value* model = find(o, "model");
   if (!model || !model->is_string() || model->as_string().empty()) return bad("Model is required");
   r.model = model->as_string();
-  if (auto e = read_max_tokens(o, "max_tokens", r, true)) return *e;
+  read_max_tokens(o, "max_tokens", r);
+  if (auto e = read_cache_salt(o, r.cache_salt)) return *e;  // passed on to the chat request
   if (const json::value* s = find(o, "stream")) {
     if (!s->is_bool()) return bad("stream must be a boolean");
     r.stream = s->as_bool();
@@ -473,7 +501,7 @@ Result<AgentRequest, AgentError> parse_messages(json::object o) {
     }
     if (!(role == "user" && !msg.contains("content"))) out.push_back(std::move(msg));
   }
-  if (out.empty()) return bad("messages must contain at least one item");
+  if (out.empty()) return bad("Cannot apply chat template to an empty conversation. Provide at least one message.");
 
   // tool_choice, tools, output_config, chat_template_kwargs.
   json::value tool_choice = nullptr;
@@ -504,14 +532,9 @@ Result<AgentRequest, AgentError> parse_messages(json::object o) {
       json::object params = schema->as_object();
       if (!params.contains("type")) params["type"] = "object";
       auto d = tool->find("description");
-      json::object fn{{"name", *name},
-                      {"description", d == tool->end() ? json::value(nullptr) : d->value()},
-                      {"parameters", std::move(params)}};
-      // vLLM passes "defer_loading": tool.defer_loading (None when unset) into FunctionDefinition,
-      // which keeps it as an extra field: the dump always carries it.
-      const json::value* dl = find(*tool, "defer_loading");
-      fn["defer_loading"] = dl ? *dl : json::value(nullptr);
-      tools.push_back(json::object{{"type", "function"}, {"function", std::move(fn)}});
+      auto fn = function_definition(*name, d == tool->end() ? json::value(nullptr) : d->value(), std::move(params), *tool);
+      if (!fn) return fn.error();
+      tools.push_back(json::object{{"type", "function"}, {"function", std::move(fn.value())}});
     }
     if (tool_choice.is_null()) tool_choice = "auto";
   }
@@ -526,8 +549,17 @@ Result<AgentRequest, AgentError> parse_messages(json::object o) {
       const std::string_view e = effort->is_string() ? std::string_view(effort->as_string()) : std::string_view();
       if (e != "low" && e != "medium" && e != "high" && e != "xhigh" && e != "max")
         return bad("output_config.effort must be low, medium, high, xhigh or max");
-      kwargs["reasoning_effort"] = *effort;  // the chat request's reasoning_effort reaches the template
+      r.chat["reasoning_effort"] = *effort;  // the chat request's reasoning_effort (Prompter::chat merges it)
     }
+  }
+  // _handle_thinking (after _handle_output_config): thinking.type "disabled" sets the effort the
+  // server probed for it ("none" where the template honours it); "enabled" only budgets
+  // sampling, "adaptive" pins nothing.
+  if (const json::value* th = find(o, "thinking"); th && th->is_object()) {
+    const std::string_view type = str_or(th->as_object(), "type");
+    if (type != "enabled" && type != "disabled" && type != "adaptive")
+      return bad("thinking.type must be enabled, disabled or adaptive");
+    if (type == "disabled") r.chat["reasoning_effort"] = std::string(disabled_thinking_effort);
   }
   r.chat["messages"] = std::move(out);
   if (!tools.empty() || find(o, "tools")) r.chat["tools"] = std::move(tools);
@@ -541,6 +573,7 @@ Result<AgentRequest, AgentError> parse_messages(json::object o) {
 }  // namespace
 
 std::string agent_error_body(AgentApi api, const AgentError& e) {
+  if (!e.body.empty()) return e.body;
   if (api == AgentApi::kMessages) {
     return json::serialize(json::object{{"type", "error"},
                                         {"error", json::object{{"type", e.type}, {"message", e.message}}}});
@@ -552,12 +585,12 @@ std::string agent_error_body(AgentApi api, const AgentError& e) {
   return json::serialize(json::object{{"error", std::move(err)}});
 }
 
-Result<AgentRequest, AgentError> parse_agent_request(AgentApi api, std::string_view body) {
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec || !v.is_object()) return bad("request body must be a JSON object");
-  if (api == AgentApi::kMessages) return parse_messages(std::move(v.as_object()));
-  return parse_responses(std::move(v.as_object()));
+Result<AgentRequest, AgentError> parse_agent_request(AgentApi api, std::string_view body,
+                                                     std::string_view disabled_thinking_effort) {
+  auto v = validate_body(api == AgentApi::kMessages ? BodyApi::kMessages : BodyApi::kResponses, body);
+  if (!v) return AgentError{v.error().status, "Bad Request", {}, {}, v.error().body};
+  if (api == AgentApi::kMessages) return parse_messages(std::move(v.value()), disabled_thinking_effort);
+  return parse_responses(std::move(v.value()));
 }
 
 }  // namespace ramjet::sim

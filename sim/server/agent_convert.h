@@ -8,7 +8,12 @@
 // serving.py `_convert_anthropic_to_openai_request`, vllm/entrypoints/openai/responses/serving.py
 // `_make_request`) with the helpers stored beside it (responses/utils.py 01ca842d
 // `construct_input_messages`, responses/protocol.py 010a69ce, anthropic/protocol.py 00589e56) —
-// the vLLM 0.2x main line of the renderers refactor (the sim reports 0.26.0 on /version).
+// the vLLM 0.2x main line of the renderers refactor — then vLLM 0.32.0 where it differs (checked
+// against a live vLLM 0.32 by test/vllm): tools dumped as 0.32's FunctionDefinition (strict and
+// defer_loading only when set, no other field), a Responses request's chat_template_kwargs
+// passed on, reasoning efforts as the chat request's reasoning_effort (which Prompter::chat
+// merges with enable_thinking, build_chat_params), Anthropic thinking.type "disabled", tool_choice
+// of a Responses request without tools echoed as "none" (check_tool_usage).
 // Written independently of ramjet's own conversion (src/render, src/request) on purpose: a
 // differential test compares the two through POST /sim/render.
 #pragma once
@@ -32,11 +37,14 @@ struct AgentError {
   unsigned status = 400;
   std::string type{};     // vLLM's error type (BadRequestError, NotFoundError, invalid_request_error)
   std::string message{};
-  std::string param{};    // Responses only; empty = null
+  std::string param{};    // OpenAI shapes only; empty = null
+  std::string body{};     // set: the whole answer, whatever the API (the request-validation 400 of
+                          // vLLM's HTTP front, sim/server/validation.h)
 };
 
 // Responses: {"error":{"message","type","param","code"}} (vLLM's ErrorResponse).
 // Messages: {"type":"error","error":{"type","message"}} (vLLM's translate_error_response).
+// Either way `body` when it is set.
 std::string agent_error_body(AgentApi api, const AgentError& e);
 
 struct AgentRequest {
@@ -46,7 +54,7 @@ struct AgentRequest {
   boost::json::object chat{};
   boost::json::object original{};  // the body as sent (a Responses reply echoes some fields)
   bool stream = false;
-  std::optional<uint64_t> max_tokens{};
+  std::optional<int64_t> max_tokens{};  // as requested (an integer; its limits are checked later)
   std::string model{};
   std::string cache_salt{};
   std::string previous_response_id{};  // Responses: the sim keeps no store (agent_serve.cc)
@@ -56,7 +64,10 @@ struct AgentRequest {
   std::string tool_name{};
 };
 
-// Parses and converts one body. Errors are 400s with vLLM's messages where vLLM has one.
-Result<AgentRequest, AgentError> parse_agent_request(AgentApi api, std::string_view body);
+// Parses (as vLLM's front does: validation.h) and converts one body. Errors are 400s with vLLM's
+// messages where vLLM has one. `disabled_thinking_effort`: the reasoning_effort a Messages
+// thinking.type "disabled" becomes (vLLM probes the template once: disabled_thinking_effort()).
+Result<AgentRequest, AgentError> parse_agent_request(AgentApi api, std::string_view body,
+                                                     std::string_view disabled_thinking_effort = "none");
 
 }  // namespace ramjet::sim

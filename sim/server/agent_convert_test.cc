@@ -63,12 +63,21 @@ TEST(AnthropicConversion, AnswersAToolTurnWithACallAndATurnAfterTheResultWithTex
   EXPECT_EQ(after->tool_name, "");
 }
 
-TEST(AnthropicConversion, RefusesMissingMaxTokensAndUnknownBlocksWithItsErrorShape) {
+TEST(AnthropicConversion, RefusesMissingMaxTokensAsVllmsFrontAndUnknownBlocksWithItsErrorShape) {
+  // A pydantic error comes from vLLM's HTTP front, in the OpenAI shape even on /v1/messages.
   auto r = parse_agent_request(AgentApi::kMessages, R"({"model":"m","messages":[{"role":"user","content":"q"}]})");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().status, 400u);
   EXPECT_EQ(agent_error_body(AgentApi::kMessages, r.error()),
-            R"({"type":"error","error":{"type":"BadRequestError","message":"Field required: max_tokens"}})");
+            R"({"error":{"message":"1 validation error:\n  {'type': 'missing', 'loc': 'body.max_tokens', )"
+            R"('msg': 'Field required', 'input': '<dict of 2 items>'}","type":"Bad Request","param":"body.max_tokens",)"
+            R"("code":400}})");
+  // The conversion's own refusals keep the Anthropic shape.
+  auto empty = parse_agent_request(AgentApi::kMessages, R"({"model":"m","max_tokens":1,"messages":[]})");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(agent_error_body(AgentApi::kMessages, empty.error()),
+            R"({"type":"error","error":{"type":"BadRequestError","message":"Cannot apply chat template to an empty )"
+            R"(conversation. Provide at least one message."}})");
   EXPECT_FALSE(parse_agent_request(AgentApi::kMessages,
                                    R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"x"}]}]})")
                    .ok());
@@ -96,7 +105,23 @@ TEST(ResponsesConversion, ContinuesAnIncompleteFinalMessageAndPassesTheReasoning
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->chat.at("add_generation_prompt"), false);
   EXPECT_EQ(r->chat.at("continue_final_message"), true);
-  EXPECT_EQ(json::serialize(r->chat.at("chat_template_kwargs")), R"({"reasoning_effort":"low"})");
+  // The chat request's reasoning_effort (Prompter::chat merges it into the template kwargs).
+  EXPECT_EQ(r->chat.at("reasoning_effort"), "low");
+  EXPECT_FALSE(r->chat.contains("chat_template_kwargs"));
+}
+
+TEST(ResponsesConversion, DumpsToolsAsVllm032sFunctionDefinitionAndPassesItsTemplateKwargs) {
+  auto r = parse_agent_request(AgentApi::kResponses, R"({"input":"q","chat_template_kwargs":{"enable_thinking":false},
+    "tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true,"x":1},
+             {"type":"function","name":"g","description":"d"}]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(json::serialize(r->chat.at("tools")),
+            R"([{"type":"function","function":{"name":"f","description":null,"parameters":{"type":"object"},)"
+            R"("strict":true}},{"type":"function","function":{"name":"g","description":"d","parameters":null}}])");
+  EXPECT_EQ(json::serialize(r->chat.at("chat_template_kwargs")), R"({"enable_thinking":false})");
+  EXPECT_FALSE(parse_agent_request(AgentApi::kResponses,
+                                   R"({"input":"q","tools":[{"type":"function","name":"f","strict":"yes"}]})")
+                   .ok());
 }
 
 TEST(ResponsesConversion, RefusesANonStringNonArrayInputWithTheOpenAiErrorShape) {

@@ -3,7 +3,10 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 namespace ramjet::sim {
 
@@ -23,11 +26,10 @@ uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// 32 hex digits (a uuid4().hex look-alike), distinct per (serial, salt).
+// 16 hex digits (vLLM's random_uuid()), distinct per (serial, salt).
 std::string hex_id(uint64_t serial, uint64_t salt) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(mix(serial * 4 + salt)),
-                static_cast<unsigned long long>(mix(~(serial * 4 + salt))));
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(mix(serial * 4 + salt)));
   return buf;
 }
 
@@ -43,24 +45,80 @@ json::value echo(const json::object& o, std::string_view key, json::value fallba
   return v ? *v : fallback;
 }
 
+// The request's tools as ResponsesResponse echoes them: a function tool as openai's FunctionTool
+// dumps it (every declared field, null when unset, "async" by alias; extras after them), any
+// other tool as sent.
+json::value echo_tools(const json::object& o) {
+  const json::value* tools = find(o, "tools");
+  if (!tools || !tools->is_array()) return json::array{};
+  static constexpr std::string_view kDeclared[] = {"name",  "parameters",     "strict",      "type",         "allowed_callers",
+                                                   "async", "defer_loading", "description", "output_schema"};
+  json::array out;
+  for (const auto& t : tools->as_array()) {
+    const json::object* tool = t.if_object();
+    const json::value* type = tool ? find(*tool, "type") : nullptr;
+    if (!type || !type->is_string() || type->as_string() != "function") {
+      out.push_back(t);
+      continue;
+    }
+    json::object dumped;
+    for (std::string_view k : kDeclared) {
+      auto it = tool->find(k);
+      dumped[k] = it == tool->end() ? json::value(nullptr) : it->value();
+    }
+    for (const auto& kv : *tool) {
+      if (!dumped.contains(kv.key())) dumped[kv.key()] = kv.value();
+    }
+    out.push_back(std::move(dumped));
+  }
+  return out;
+}
+
 }  // namespace
 
-AgentReply::AgentReply(const AgentRequest& request, uint64_t serial, std::string model, int64_t created,
-                       uint64_t max_tokens)
-    : req_(request), model_(std::move(model)), created_(created), max_tokens_(max_tokens) {
+AgentReply::AgentReply(const AgentRequest& request, uint64_t serial, std::string response_id, std::string model,
+                       int64_t created, uint64_t max_tokens, bool details)
+    : req_(request),
+      model_(std::move(model)),
+      created_(created),
+      max_tokens_(max_tokens),
+      details_(details),
+      response_id_(std::move(response_id)) {
   const bool messages = req_.api == AgentApi::kMessages;
-  response_id_ = (messages ? "chatcmpl-" : "resp_") + hex_id(serial, 0);
-  item_id_ = hex_id(serial, 1);
+  item_id_ = (tool_call() ? "fc_" : "msg_") + hex_id(serial, 1);
   call_id_ = (messages ? "chatcmpl-tool-" : "call_") + hex_id(serial, 2);
-  final_item_id_ = (tool_call() ? "fc_" : "msg_") + hex_id(serial, 3);
 }
 
 std::string AgentReply::event(std::string_view type, json::object data) {
   if (req_.api == AgentApi::kResponses) {
+    // The openai event models declare their fields alphabetically (sequence_number, type among
+    // them): pydantic dumps them in that order.
     data["sequence_number"] = sequence_++;
     data["type"] = type;
+    std::vector<std::pair<std::string, json::value>> fields;
+    for (auto& kv : data) fields.emplace_back(std::string(kv.key()), std::move(kv.value()));
+    std::sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    json::object sorted;
+    for (auto& [k, v] : fields) sorted[k] = std::move(v);
+    data = std::move(sorted);
   }
   return "event: " + std::string(type) + "\ndata: " + json::serialize(data) + "\n\n";
+}
+
+json::object AgentReply::anthropic_usage(const AgentUsage& u) const {
+  if (!details_) return json::object{{"input_tokens", u.prompt}, {"output_tokens", u.completion}};
+  const int64_t input = static_cast<int64_t>(u.prompt) - u.cached - u.created;
+  return json::object{{"input_tokens", std::max<int64_t>(0, input)},
+                      {"output_tokens", u.completion},
+                      {"cache_creation_input_tokens", u.created},
+                      {"cache_read_input_tokens", u.cached}};
+}
+
+json::object AgentReply::call_item(std::string_view arguments, std::string_view status) const {
+  // openai's ResponseFunctionToolCall, dumped whole (by alias: async_ is "async").
+  return json::object{{"arguments", arguments}, {"call_id", call_id_}, {"name", req_.tool_name},
+                      {"type", "function_call"}, {"id", item_id_}, {"async", nullptr},
+                      {"caller", nullptr}, {"namespace", nullptr}, {"status", status}};
 }
 
 json::object AgentReply::response_object(std::string_view status, json::array output, const AgentUsage* usage,
@@ -78,8 +136,8 @@ json::object AgentReply::response_object(std::string_view status, json::array ou
                  {"output", std::move(output)},
                  {"parallel_tool_calls", echo(o, "parallel_tool_calls", true)},
                  {"temperature", echo(o, "temperature", 1.0)},
-                 {"tool_choice", echo(o, "tool_choice", "auto")},
-                 {"tools", echo(o, "tools", json::array{})},
+                 {"tool_choice", echo(o, "tool_choice", "auto")},  // ("none" without tools: parse_responses)
+                 {"tools", echo_tools(o)},
                  {"top_p", echo(o, "top_p", 1.0)},
                  {"background", false},
                  {"max_output_tokens", max_tokens_},
@@ -93,11 +151,13 @@ json::object AgentReply::response_object(std::string_view status, json::array ou
                  {"top_logprobs", nullptr},
                  {"truncation", echo(o, "truncation", "disabled")}};
   if (usage) {
-    // vLLM's ResponseUsage from a SimpleContext: cached tokens are always reported; the per-turn
-    // lists stay empty (SimpleContext.all_turn_metrics is "not implemented yet").
+    // vLLM's ResponseUsage from a SimpleContext: cached and cache-write tokens are always
+    // reported; the per-turn lists stay empty (SimpleContext.all_turn_metrics is "not
+    // implemented yet").
     r["usage"] = json::object{
         {"input_tokens", usage->prompt},
         {"input_tokens_details", json::object{{"cached_tokens", usage->cached},
+                                              {"cache_write_tokens", usage->created},
                                               {"input_tokens_per_turn", json::array{}},
                                               {"cached_tokens_per_turn", json::array{}}}},
         {"output_tokens", usage->completion},
@@ -110,29 +170,36 @@ json::object AgentReply::response_object(std::string_view status, json::array ou
     r["usage"] = nullptr;
   }
   r["user"] = echo(o, "user", nullptr);
+  // The sampling params' penalties (the request's, else 0.0), then vLLM's transfer fields;
+  // metrics is left out while None.
+  r["presence_penalty"] = echo(o, "presence_penalty", 0.0);
+  r["frequency_penalty"] = echo(o, "frequency_penalty", 0.0);
+  r["kv_transfer_params"] = nullptr;
+  r["ec_transfer_params"] = nullptr;
   r["input_messages"] = nullptr;
   r["output_messages"] = nullptr;
   return r;
 }
 
+namespace {
+
+// A message output item (openai's ResponseOutputMessage, phase last).
+json::object message_item(std::string_view id, json::array content, std::string_view status) {
+  return json::object{{"id", id},         {"content", std::move(content)}, {"role", "assistant"},
+                      {"status", status}, {"type", "message"},             {"phase", nullptr}};
+}
+
+}  // namespace
+
 json::array AgentReply::final_output(std::string_view text) const {
-  if (tool_call()) {
-    return json::array{json::object{{"arguments", args_prefix() + json_escaped(text) + "\"}"},
-                                    {"call_id", call_id_},
-                                    {"name", req_.tool_name},
-                                    {"type", "function_call"},
-                                    {"id", final_item_id_},
-                                    {"namespace", nullptr},
-                                    {"status", "completed"}}};
-  }
+  if (tool_call()) return json::array{call_item(args_prefix() + json_escaped(text) + "\"}", "completed")};
   // The no-parser fallback of _make_response_output_items: one message, no part when empty.
   json::array content;
   if (!text.empty()) {
     content.push_back(json::object{{"annotations", json::array{}}, {"text", text}, {"type", "output_text"},
                                    {"logprobs", nullptr}});
   }
-  return json::array{json::object{{"id", final_item_id_}, {"content", std::move(content)}, {"role", "assistant"},
-                                  {"status", "completed"}, {"type", "message"}}};
+  return json::array{message_item(item_id_, std::move(content), "completed")};
 }
 
 std::string AgentReply::head() {
@@ -144,8 +211,11 @@ std::string AgentReply::head() {
 
 std::string AgentReply::first_output(uint32_t prompt_tokens) {
   if (req_.api != AgentApi::kMessages) return "";
-  // model_dump_json(exclude_unset=True): the message's defaults (type, role) are not written.
+  // From the chat stream's first chunk (continuous usage: the prompt, no details yet); type and
+  // role set explicitly so that exclude_unset keeps them.
   json::object message{{"id", response_id_},
+                       {"type", "message"},
+                       {"role", "assistant"},
                        {"content", json::array{}},
                        {"model", model_},
                        {"stop_reason", nullptr},
@@ -187,9 +257,7 @@ std::string AgentReply::text(std::string_view delta) {
   }
   if (tool_call()) {
     if (first) {
-      json::object item{{"arguments", ""}, {"call_id", call_id_}, {"name", req_.tool_name},
-                        {"type", "function_call"}, {"id", item_id_}, {"status", "in_progress"}};
-      out += event("response.output_item.added", json::object{{"item", std::move(item)}, {"output_index", 0}});
+      out += event("response.output_item.added", json::object{{"item", call_item("", "in_progress")}, {"output_index", 0}});
     }
     std::string part = (first ? args_prefix() : std::string()) + json_escaped(delta);
     accumulated_ += part;
@@ -198,9 +266,8 @@ std::string AgentReply::text(std::string_view delta) {
     return out;
   }
   if (first) {
-    json::object item{{"id", item_id_}, {"content", json::array{}}, {"role", "assistant"},
-                      {"status", "in_progress"}, {"type", "message"}};
-    out += event("response.output_item.added", json::object{{"item", std::move(item)}, {"output_index", 0}});
+    out += event("response.output_item.added",
+                 json::object{{"item", message_item(item_id_, json::array{}, "in_progress")}, {"output_index", 0}});
     json::object part{{"annotations", json::array{}}, {"text", ""}, {"type", "output_text"}, {"logprobs", json::array{}}};
     out += event("response.content_part.added", json::object{{"content_index", 0}, {"item_id", item_id_},
                                                               {"output_index", 0}, {"part", std::move(part)}});
@@ -222,11 +289,12 @@ std::string AgentReply::close(const AgentUsage& usage, bool length) {
                                 {"index", 0}});
     }
     if (opened_) out += event("content_block_stop", json::object{{"type", "content_block_stop"}, {"index", 0}});
+    // From the chat stream's usage chunk: stop_sequence set (None) so exclude_unset keeps it.
+    // The sim's tool call is complete (its arguments closed): tool_use, as vLLM reports a parsed call.
     const std::string_view stop = tool_call() ? "tool_use" : length ? "max_tokens" : "end_turn";
-    out += event("message_delta",
-                 json::object{{"type", "message_delta"},
-                              {"delta", json::object{{"stop_reason", stop}}},
-                              {"usage", json::object{{"input_tokens", usage.prompt}, {"output_tokens", usage.completion}}}});
+    out += event("message_delta", json::object{{"type", "message_delta"},
+                                               {"delta", json::object{{"stop_reason", stop}, {"stop_sequence", nullptr}}},
+                                               {"usage", anthropic_usage(usage)}});
     out += event("message_stop", json::object{{"type", "message_stop"}});
     return out;
   }
@@ -237,9 +305,7 @@ std::string AgentReply::close(const AgentUsage& usage, bool length) {
     out += event("response.function_call_arguments.done",
                  json::object{{"arguments", accumulated_}, {"item_id", item_id_}, {"name", req_.tool_name},
                               {"output_index", 0}});
-    json::object item{{"arguments", accumulated_}, {"call_id", call_id_}, {"name", req_.tool_name},
-                      {"type", "function_call"}, {"id", item_id_}, {"status", "completed"}};
-    out += event("response.output_item.done", json::object{{"item", std::move(item)}, {"output_index", 0}});
+    out += event("response.output_item.done", json::object{{"item", call_item(accumulated_, "completed")}, {"output_index", 0}});
   } else if (opened_) {
     out += event("response.output_text.done", json::object{{"content_index", 0}, {"item_id", item_id_},
                                                             {"logprobs", json::array{}}, {"output_index", 0},
@@ -248,20 +314,12 @@ std::string AgentReply::close(const AgentUsage& usage, bool length) {
                       {"logprobs", nullptr}};
     out += event("response.content_part.done", json::object{{"content_index", 0}, {"item_id", item_id_},
                                                              {"output_index", 0}, {"part", part}});
-    json::object item{{"id", item_id_}, {"content", json::array{part}}, {"role", "assistant"},
-                      {"status", "completed"}, {"type", "message"}, {"summary", json::array{}}};
-    out += event("response.output_item.done", json::object{{"item", std::move(item)}, {"output_index", 0}});
+    out += event("response.output_item.done",
+                 json::object{{"item", message_item(item_id_, json::array{part}, "completed")}, {"output_index", 0}});
   }
   // The final body reports what was streamed (the arguments as they went out).
   const bool incomplete = length && !tool_call();
-  json::array output = tool_call() ? json::array{json::object{{"arguments", accumulated_},
-                                                              {"call_id", call_id_},
-                                                              {"name", req_.tool_name},
-                                                              {"type", "function_call"},
-                                                              {"id", final_item_id_},
-                                                              {"namespace", nullptr},
-                                                              {"status", "completed"}}}
-                                   : final_output(accumulated_);
+  json::array output = tool_call() ? json::array{call_item(accumulated_, "completed")} : final_output(accumulated_);
   out += event("response.completed",
                json::object{{"response", response_object(incomplete ? "incomplete" : "completed", std::move(output),
                                                          &usage, length)}});
@@ -276,17 +334,19 @@ std::string AgentReply::full(const AgentUsage& usage, bool length, std::string_v
                                      {"id", call_id_},
                                      {"name", req_.tool_name},
                                      {"input", json::object{{"input", generated}}}});
-    } else if (!generated.empty()) {
+    } else {
+      // Anthropic's shape for an empty completion is one empty text block, not [].
       content.push_back(json::object{{"type", "text"}, {"text", generated}});
     }
     const std::string_view stop = tool_call() ? "tool_use" : length ? "max_tokens" : "end_turn";
+    // model_dump(exclude_none=True): stop_sequence and the transfer params are left out.
     json::object o{{"id", response_id_},
                    {"type", "message"},
                    {"role", "assistant"},
                    {"content", std::move(content)},
                    {"model", model_},
                    {"stop_reason", stop},
-                   {"usage", json::object{{"input_tokens", usage.prompt}, {"output_tokens", usage.completion}}}};
+                   {"usage", anthropic_usage(usage)}};
     return json::serialize(o);
   }
   const bool incomplete = length && !tool_call();

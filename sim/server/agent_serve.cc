@@ -28,7 +28,6 @@ using tcp = asio::ip::tcp;
 using detail::error_type;
 using detail::filler;
 using detail::find;
-using detail::saturating_sum;
 using detail::vllm_error;
 using detail::wall_now;
 using detail::watch_disconnect;
@@ -36,13 +35,13 @@ using detail::write_response;
 using detail::write_sse_chunk;
 
 asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned version, bool keep_alive,
-                                             const std::string& body, AgentApi api) {
+                                             const std::string& body, AgentApi api, std::string request_id) {
   auto reply = [&](unsigned status, std::string b) {
     return write_response(socket, version, keep_alive, status, std::move(b), std::string("application/json"));
   };
   auto fail = [&](const AgentError& e) { return reply(e.status, agent_error_body(api, e)); };
 
-  auto parsed = parse_agent_request(api, body);
+  auto parsed = parse_agent_request(api, body, disabled_thinking_effort_);
   if (!parsed) {
     const AgentError e = parsed.error();
     co_return co_await fail(e);
@@ -51,7 +50,9 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   const CacheNamespace ns = namespace_of(a.model, a.cache_salt);
   const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name;
   if (!a.model.empty() && a.model != opt_.served_model_name && !ns.lora()) {
-    const AgentError e{404, "NotFoundError", "The model `" + a.model + "` does not exist.", "model"};
+    const AgentError e{404, "NotFoundError",
+                       "The model `" + a.model + "` does not exist. Valid aliases: " + opt_.served_model_name + ".",
+                       "model"};
     co_return co_await fail(e);
   }
   if (api == AgentApi::kResponses && a.background) {
@@ -70,46 +71,29 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
                        "response_id"};
     co_return co_await fail(e);
   }
+  // The length checks of the chat request a body becomes (Messages sets max_completion_tokens).
+  const uint64_t model_len = opt_.engine.max_model_len;
+  const std::string_view cap_param = api == AgentApi::kMessages ? "max_completion_tokens" : "max_output_tokens";
+  if (auto e = detail::check_output_cap(a.max_tokens, cap_param, model_len)) co_return co_await fail(*e);
   auto ids = prompter_.chat(a.chat);
   if (!ids || ids->empty()) {
     const AgentError e{400, "BadRequestError", ids ? std::string("prompt is empty") : ids.error().message, {}};
     co_return co_await fail(e);
   }
+  if (auto e = detail::check_prompt_length(ids->size(), true, model_len)) co_return co_await fail(*e);
+  auto budget = detail::output_budget(a.max_tokens, opt_.default_max_tokens, ids->size(), model_len);
+  if (!budget) co_return co_await fail(budget.error());
+  const uint64_t max_tokens = budget.value();
   if (error_rate_ > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < error_rate_) {
     const AgentError e{error_status_, std::string(error_type(error_status_)), "injected fault", {}};
     co_return co_await fail(e);
   }
   const uint32_t prompt_len = static_cast<uint32_t>(ids->size());
-  const uint64_t model_len = opt_.engine.max_model_len;
-  uint64_t max_tokens = 0;
-  if (api == AgentApi::kResponses) {
-    if (prompt_len >= model_len) {
-      const AgentError e{400, "invalid_request_error",
-                         "The engine prompt length " + std::to_string(prompt_len) + " exceeds the max_model_len " +
-                             std::to_string(model_len) + ". Please reduce prompt.",
-                         "input"};
-      co_return co_await fail(e);
-    }
-    max_tokens = std::min<uint64_t>(a.max_tokens.value_or(opt_.default_max_tokens), model_len - prompt_len);
-  } else {
-    max_tokens = a.max_tokens.value_or(1);
-    if (prompt_len >= model_len || max_tokens > model_len - prompt_len) {  // (no overflow for huge values)
-      const AgentError e{400, "BadRequestError",
-                         "This model's maximum context length is " + std::to_string(model_len) +
-                             " tokens. However, you requested " + std::to_string(saturating_sum(prompt_len, max_tokens)) +
-                             " tokens (" + std::to_string(prompt_len) + " in the messages, " +
-                             std::to_string(max_tokens) +
-                             " in the completion). Please reduce the length of the messages or completion.",
-                         {}};
-      co_return co_await fail(e);
-    }
-  }
 
   Live live(ctx_);
   live.id = next_id_++;
   if (!engine_.add_request(live.id, std::move(ids.value()), static_cast<uint32_t>(max_tokens), ns)) {
-    const AgentError e{400, "BadRequestError", "request rejected by the engine", {}};
-    co_return co_await fail(e);
+    co_return co_await fail(detail::pool_too_small(prompt_len, max_tokens, engine_pool_tokens()));
   }
   live_[live.id] = &live;
   wake_driver();
@@ -117,7 +101,18 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   auto cancel = std::make_shared<asio::cancellation_signal>();
   asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
 
-  AgentReply out(a, id_salt_ + live.id, response_model, static_cast<int64_t>(wall_now()), max_tokens);
+  // Messages answers under the chat completion's id (X-Request-Id names it); Responses under
+  // the request's request_id, else a fresh one.
+  std::string response_id;
+  if (api == AgentApi::kMessages) {
+    response_id = detail::response_id("chatcmpl-", request_id, a.original, id_salt_ + live.id);
+  } else if (const json::value* rid = find(a.original, "request_id"); rid && rid->is_string()) {
+    response_id = rid->as_string();
+  } else {
+    response_id = "resp_" + detail::request_hex(id_salt_ + live.id);
+  }
+  AgentReply out(a, id_salt_ + live.id, response_id, response_model, static_cast<int64_t>(wall_now()), max_tokens,
+                 opt_.enable_prompt_tokens_details);
   bool write_failed = false;
   auto write = [&](std::string s) { return write_sse_chunk(socket, std::move(s), write_failed); };
   if (a.stream) {
@@ -133,7 +128,7 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     std::string head = out.head();
     if (!head.empty()) co_await write(std::move(head));
   }
-  uint32_t generated = 0, cached = 0;
+  uint32_t generated = 0, cached = 0, created = 0;
   FinishReason finish = FinishReason::kNone;
   bool started = false;
   bool stalled = false;  // fault: nothing more is written, and the connection is held open
@@ -147,10 +142,14 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     }
     RequestOutput o = live.updates.front();
     live.updates.pop_front();
-    if (o.prefill_done || o.new_tokens) cached = std::max(cached, o.cached_tokens);
-    if (a.stream && !started && (o.prefill_done || o.new_tokens)) {
+    // The request's first output (its first token, or a finish) fixes its cache counts and
+    // starts the Messages stream; prefill chunks before it are silent.
+    if (!o.new_tokens && o.finish == FinishReason::kNone) continue;
+    if (!started) {
       started = true;
-      std::string first = out.first_output(prompt_len);
+      cached = o.cached_tokens;
+      created = o.created_cache_tokens;
+      std::string first = a.stream ? out.first_output(prompt_len) : std::string();
       if (!first.empty()) co_await write(std::move(first));
     }
     if (o.new_tokens && !stalled) {
@@ -174,7 +173,7 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     ++cancelled_;
     co_return false;
   }
-  const AgentUsage usage{prompt_len, generated, cached};
+  const AgentUsage usage{prompt_len, generated, cached, created};
   const bool length = finish == FinishReason::kLength;
   if (!a.stream) {
     std::string b = out.full(usage, length, text);
@@ -196,7 +195,7 @@ std::string SimServer::render_debug(std::string_view api, const std::string& bod
   std::string tool_name;
   if (api == "responses" || api == "messages") {
     agent = api == "messages" ? AgentApi::kMessages : AgentApi::kResponses;
-    auto parsed = parse_agent_request(*agent, body);
+    auto parsed = parse_agent_request(*agent, body, disabled_thinking_effort_);
     if (!parsed) {
       status = parsed.error().status;
       return agent_error_body(*agent, parsed.error());
@@ -225,8 +224,8 @@ std::string SimServer::render_debug(std::string_view api, const std::string& bod
   json::array tokens;
   for (auto t : ids.value()) tokens.push_back(t);
   json::object r{{"prompt_token_ids", std::move(tokens)}, {"messages", chat["messages"]}};
-  for (std::string_view k : {"tools", "tool_choice", "chat_template_kwargs", "add_generation_prompt",
-                             "continue_final_message"}) {
+  for (std::string_view k : {"tools", "tool_choice", "chat_template_kwargs", "reasoning_effort",
+                             "add_generation_prompt", "continue_final_message"}) {
     if (auto it = chat.find(k); it != chat.end()) r[k] = it->value();
   }
   if (agent) r["sim_tool_call"] = tool_name.empty() ? json::value(nullptr) : json::value(tool_name);

@@ -79,7 +79,7 @@ const std::vector<Flag>& flags() {
        [](const std::string& v, SimOptions& o) { o.served_model_name = v; return std::string(); }},
       {"--model", true, "model root reported in /v1/models",
        [](const std::string& v, SimOptions& o) { o.model_root = v; return std::string(); }},
-      {"--engine-version", true, "version served by GET /version (default 0.26.0+ramjet.sim)",
+      {"--engine-version", true, "version served by GET /version (default 0.32.0+ramjet.sim)",
        [](const std::string& v, SimOptions& o) {
          if (v.empty()) return std::string("must not be empty");
          o.engine_version = v;

@@ -60,7 +60,7 @@ struct SimOptions {
   uint16_t port = 8000;
   std::string served_model_name = "ramjet-sim";
   std::string model_root = "ramjet-sim";
-  std::string engine_version = "0.26.0+ramjet.sim";  // GET /version
+  std::string engine_version = "0.32.0+ramjet.sim";  // GET /version (the vLLM release modelled)
   PromptFlags prompt;
   std::vector<LoraModule> lora_modules;  // --lora-modules name=path ... (or JSON objects)
   EngineConfig engine;

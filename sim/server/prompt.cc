@@ -165,6 +165,19 @@ Result<std::vector<uint32_t>, Error> Prompter::chat(const json::object& body) co
   json::object request{{"messages", *messages}, {"add_generation_prompt", add_generation_prompt}};
   if (const json::value* t = find(body, "tools")) request["tools"] = *t;
   if (const json::value* kw = find(body, "chat_template_kwargs")) request["chat_template_kwargs"] = *kw;
+  // vLLM 0.32 build_chat_params: the request's reasoning_effort overrides the kwargs' (null and
+  // "auto" are unset), and turns enable_thinking on or off (effort != "none") unless the kwargs
+  // set it: templates like Qwen3's read enable_thinking.
+  if (const json::value* effort = find(body, "reasoning_effort")) {
+    json::value& kw = request["chat_template_kwargs"];
+    if (kw.is_null()) kw = json::object{};
+    if (json::object* k = kw.if_object()) {
+      const bool is_auto = effort->is_string() && effort->as_string() == "auto";
+      const bool none = effort->is_string() && effort->as_string() == "none";
+      if (!k->contains("enable_thinking")) (*k)["enable_thinking"] = !none;
+      if (!is_auto) (*k)["reasoning_effort"] = *effort;
+    }
+  }
   auto rendered = renderer_->chat(json::serialize(request));
   if (!rendered) return from(rendered.error());
   if (!continue_final && !add_special) return std::move(rendered->ids);
@@ -175,6 +188,21 @@ Result<std::vector<uint32_t>, Error> Prompter::chat(const json::object& body) co
     text = std::move(cut.value());
   }
   return this->text(text, add_special);
+}
+
+std::string Prompter::disabled_thinking_effort() const {
+  auto render = [&](std::string_view effort) {
+    const json::object body{{"messages", json::array{json::object{{"role", "user"}, {"content", "Hi"}}}},
+                            {"reasoning_effort", effort}};
+    return chat(body);
+  };
+  const auto none = render("none");
+  if (!none) return "low";
+  for (std::string_view effort : {"low", "medium", "high", "xhigh", "max"}) {
+    const auto r = render(effort);
+    if (r && r.value() == none.value()) return "low";
+  }
+  return "none";
 }
 
 Result<std::vector<uint32_t>, Error> Prompter::text(std::string_view prompt, bool add_special_tokens) const {

@@ -38,9 +38,14 @@ class Prompter {
   const std::string& description() const { return description_; }
 
   // A chat-style body (messages, tools, add_generation_prompt, continue_final_message,
-  // add_special_tokens, chat_template_kwargs) -> prompt ids. The caller checked `messages`
+  // add_special_tokens, chat_template_kwargs, reasoning_effort: merged into the kwargs with the
+  // enable_thinking it implies, as vLLM 0.32's build_chat_params) -> prompt ids. The caller checked `messages`
   // exists. Errors (reason decode|render|encode|bad_request) are answered 400.
   Result<std::vector<uint32_t>, Error> chat(const boost::json::object& body) const;
+  // The reasoning_effort vLLM 0.32 gives an Anthropic thinking.type "disabled"
+  // (_probe_disabled_thinking_effort): "none", unless rendering "Hi" with effort "none" fails or
+  // equals its rendering with a thinking effort (the template ignores it), then "low".
+  std::string disabled_thinking_effort() const;
   // A completion prompt string -> ids (add_special_tokens: vLLM's default is true).
   Result<std::vector<uint32_t>, Error> text(std::string_view prompt, bool add_special_tokens) const;
 

@@ -19,7 +19,6 @@
 #include <deque>
 
 #include "metrics/metrics.h"
-#include "sim/engine/tokenizer.h"  // filler_token
 #include "sim/server/server_io.h"
 
 namespace ramjet::sim {
@@ -30,27 +29,12 @@ namespace http = beast::http;
 namespace json = boost::json;
 using tcp = asio::ip::tcp;
 // server_io.h: the HTTP helpers shared by server.cc and agent_serve.cc.
-using detail::error_type;
-using detail::filler;
 using detail::find;
-using detail::saturating_sum;
 using detail::vllm_error;
 using detail::wall_now;
-using detail::watch_disconnect;
 using detail::write_response;
-using detail::write_sse_chunk;
 
 namespace {
-
-std::string_view finish_label(FinishReason f) {
-  switch (f) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kNone: break;
-  }
-  return "";
-}
 
 std::optional<uint64_t> as_u64(const json::value* v) {
   if (!v) return std::nullopt;
@@ -77,10 +61,18 @@ SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* pub
       health_fail_(opt_.faults.health_fail),
       drop_header_bytes_(opt_.faults.drop_header_bytes),
       stall_after_tokens_(opt_.faults.stall_after_tokens),
-      garbage_(opt_.faults.garbage),
-      started_unix_(static_cast<int64_t>(wall_now())) {
+      garbage_(opt_.faults.garbage) {
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  disabled_thinking_effort_ = prompter_.disabled_thinking_effort();
+  fingerprint_ = detail::system_fingerprint(
+      opt_.engine_version, opt_.model_root + "|" + opt_.served_model_name + "|" + std::to_string(opt_.engine.max_model_len) +
+                               "|" + std::to_string(opt_.engine.block_size) + "|" + std::to_string(opt_.engine.num_gpu_blocks));
+}
+
+uint64_t SimServer::engine_pool_tokens() const {
+  const auto st = engine_.stats();
+  return static_cast<uint64_t>(st.num_gpu_blocks - 1) * st.block_size;  // minus the null block
 }
 
 SimServer::~SimServer() {
@@ -157,89 +149,24 @@ asio::awaitable<void> SimServer::drive() {
 
 namespace {
 
-struct ParsedInference {
-  bool chat = true;
-  bool stream = false;
-  bool include_usage = false;
-  bool continuous_usage = false;
-  std::optional<uint64_t> max_tokens;
-  std::string model;
-  std::string cache_salt;
-  std::vector<uint32_t> prompt;
-};
-
-// vLLM's cache_salt check (protocol.py): a non-empty string when given (null = absent); current
-// builds also cap it at 1024 characters.
+// vLLM's validate_cache_salt (generate/base/protocol.py) for /sim/resident: a non-empty string
+// of at most 128 characters without '@', '/', '\\' or NUL when given (null = absent).
 std::string read_cache_salt(const json::object& o, std::string& out) {
   const json::value* v = find(o, "cache_salt");
   if (!v) return "";
   if (!v->is_string() || v->as_string().empty()) return "Parameter 'cache_salt' must be a non-empty string if provided.";
   size_t chars = 0;
   for (unsigned char c : v->as_string()) chars += (c & 0xc0) != 0x80;
-  if (chars > 1024) return "Parameter 'cache_salt' must be at most 1024 characters.";
+  if (chars > 128 || v->as_string().find_first_of(std::string_view("@/\\\0", 4)) != std::string::npos)
+    return "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL.";
   out = std::string(v->as_string());
   return "";
 }
 
-// Returns "" or an error message (400).
-std::string parse_inference(bool chat, const std::string& body, const Prompter& prompter, ParsedInference& p) {
-  p.chat = chat;
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec || !v.is_object()) return "request body must be a JSON object";
-  const auto& o = v.as_object();
-  if (auto* m = find(o, "model"); m && m->is_string()) p.model = m->as_string();
-  if (auto* s = find(o, "stream"); s && s->is_bool()) p.stream = s->as_bool();
-  if (auto* so = find(o, "stream_options"); so && so->is_object()) {
-    auto* iu = find(so->as_object(), "include_usage");
-    p.include_usage = !iu || (iu->is_bool() && iu->as_bool());
-    auto* cu = find(so->as_object(), "continuous_usage_stats");
-    p.continuous_usage = cu && cu->is_bool() && cu->as_bool();
-  }
-  auto* mct = find(o, "max_completion_tokens");
-  auto* mt = find(o, "max_tokens");
-  if (mct) {
-    if (!(p.max_tokens = as_u64(mct))) return "max_completion_tokens must be a non-negative integer";
-  } else if (mt) {
-    if (!(p.max_tokens = as_u64(mt))) return "max_tokens must be a non-negative integer";
-  }
-  if (p.max_tokens && *p.max_tokens == 0) return "max_tokens must be at least 1";
-  if (auto e = read_cache_salt(o, p.cache_salt); !e.empty()) return e;
-  if (chat) {
-    auto* msgs = find(o, "messages");
-    if (!msgs || !msgs->is_array() || msgs->as_array().empty()) return "messages must be a non-empty array";
-    auto ids = prompter.chat(o);
-    if (!ids) return ids.error().message;
-    p.prompt = std::move(ids.value());
-  } else {
-    auto* pr = find(o, "prompt");
-    if (!pr) return "prompt is required";
-    if (pr->is_string()) {
-      bool add_special = true;  // vLLM's default for completions
-      if (auto* a = find(o, "add_special_tokens")) {
-        if (!a->is_bool()) return "add_special_tokens must be a boolean";
-        add_special = a->as_bool();
-      }
-      auto ids = prompter.text(pr->as_string(), add_special);
-      if (!ids) return ids.error().message;
-      p.prompt = std::move(ids.value());
-    } else if (pr->is_array()) {
-      for (const auto& t : pr->as_array()) {
-        if (auto id = as_u64(&t)) p.prompt.push_back(static_cast<uint32_t>(*id));
-        else return "prompt must be a string or an array of token ids";
-      }
-    } else {
-      return "prompt must be a string or an array of token ids";
-    }
-  }
-  if (p.prompt.empty()) return "prompt is empty";
-  return "";
-}
-
-json::object usage_json(uint32_t prompt, uint32_t completion, uint32_t cached, bool details) {
-  json::object u{{"prompt_tokens", prompt}, {"total_tokens", prompt + completion}, {"completion_tokens", completion}};
-  if (details && cached > 0) u["prompt_tokens_details"] = json::object{{"cached_tokens", cached}};
-  return u;
+// The X-Request-Id header (vLLM names chat, completions and messages responses after it).
+std::string request_id_of(const http::request<http::string_body>& req) {
+  auto it = req.find("X-Request-Id");
+  return it == req.end() ? std::string() : std::string(it->value());
 }
 
 }  // namespace
@@ -295,31 +222,55 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string body = json::serialize(json::object{{"version", opt_.engine_version}});
       more = co_await reply(200, std::move(body), "application/json");
     } else if (get && path == "/v1/models") {
-      json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", started_unix_},
+      // vLLM's ModelCard: one default ModelPermission each (a fresh id per call).
+      const auto now = static_cast<int64_t>(wall_now());
+      uint64_t serial = id_salt_ ^ (static_cast<uint64_t>(now) << 20);
+      auto permission = [&] {
+        return json::array{json::object{{"id", "modelperm-" + detail::request_hex(++serial)},
+                                        {"object", "model_permission"},
+                                        {"created", now},
+                                        {"allow_create_engine", false},
+                                        {"allow_sampling", true},
+                                        {"allow_logprobs", true},
+                                        {"allow_search_indices", false},
+                                        {"allow_view", true},
+                                        {"allow_fine_tuning", false},
+                                        {"organization", "*"},
+                                        {"group", nullptr},
+                                        {"is_blocking", false}}};
+      };
+      json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", now},
                         {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
-                        {"max_model_len", opt_.engine.max_model_len}, {"permission", json::array{}}};
+                        {"max_model_len", opt_.engine.max_model_len}, {"permission", permission()}};
       json::array cards{card};
       // Served LoRA adapters (vLLM's show_available_models): one card each, parent = the base.
       for (const auto& m : opt_.lora_modules) {
-        cards.push_back(json::object{{"id", m.name}, {"object", "model"}, {"created", started_unix_},
+        cards.push_back(json::object{{"id", m.name}, {"object", "model"}, {"created", now},
                                      {"owned_by", "vllm"}, {"root", m.path},
                                      {"parent", m.base_model_name.empty() ? opt_.served_model_name : m.base_model_name},
-                                     {"max_model_len", nullptr}, {"permission", json::array{}}});
+                                     {"max_model_len", nullptr}, {"permission", permission()}});
       }
       json::object list{{"object", "list"}, {"data", std::move(cards)}};
       more = co_await reply(200, json::serialize(list), "application/json");
     } else if (get && path == "/metrics") {
       more = co_await reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
     } else if (get && path == "/kv_event_sources") {
-      json::array sources;
-      if (publisher_ && opt_.kv.enabled) {
-        sources.push_back(json::object{{"data_parallel_rank", opt_.kv.data_parallel_rank},
-                                       {"endpoint", publisher_->bound_endpoint()},
-                                       {"replay_endpoint", publisher_->bound_replay_endpoint()},
-                                       {"topic", opt_.kv.topic}});
+      // As vLLM 0.32: the publisher's resolved KVEventsConfig per data-parallel rank, {} without.
+      json::object sources;
+      if (publisher_ && opt_.kv.enabled && opt_.kv.publisher == "zmq") {
+        const std::string replay = publisher_->bound_replay_endpoint();
+        sources[std::to_string(opt_.kv.data_parallel_rank)] = json::object{
+            {"enable_kv_cache_events", true},
+            {"publisher", "zmq"},
+            {"endpoint", publisher_->bound_endpoint()},
+            {"replay_endpoint", replay.empty() ? json::value(nullptr) : json::value(replay)},
+            {"buffer_steps", opt_.kv.buffer_steps},
+            {"hwm", opt_.kv.hwm},
+            {"max_queue_size", opt_.kv.max_queue_size},
+            {"topic", opt_.kv.topic}};
       }
       // (built outside the co_await expression: GCC 12 rejects an initializer list there)
-      std::string body = json::serialize(json::object{{"sources", sources}});
+      std::string body = json::serialize(sources);
       more = co_await reply(200, std::move(body), "application/json");
     } else if (post && path == "/reset_prefix_cache") {
       const bool ok = engine_.reset_prefix_cache(wall_now());
@@ -359,163 +310,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       break;
     } else if (post && (path == "/v1/responses" || path == "/v1/messages")) {
       const AgentApi api = path == "/v1/messages" ? AgentApi::kMessages : AgentApi::kResponses;
-      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api);
+      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api, request_id_of(req));
     } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
-      const bool chat = path == "/v1/chat/completions";
-      ParsedInference p;
-      std::string err = parse_inference(chat, req.body(), prompter_, p);
-      CacheNamespace ns;
-      if (err.empty()) ns = namespace_of(p.model, p.cache_salt);
-      const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name;
-      if (err.empty() && !p.model.empty() && p.model != opt_.served_model_name && !ns.lora()) {
-        more = co_await reply(404, vllm_error("The model `" + p.model + "` does not exist.", "NotFoundError", 404),
-                              "application/json");
-        if (!more) break;
-        continue;
-      }
-      if (!err.empty()) {
-        more = co_await reply(400, vllm_error(err, "BadRequestError", 400), "application/json");
-        if (!more) break;
-        continue;
-      }
-      if (error_rate_ > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < error_rate_) {
-        more = co_await reply(error_status_, vllm_error("injected fault", error_type(error_status_), error_status_),
-                              "application/json");
-        if (!more) break;
-        continue;
-      }
-      const uint32_t prompt_len = static_cast<uint32_t>(p.prompt.size());
-      uint64_t max_tokens = p.max_tokens.value_or(
-          std::min<uint64_t>(opt_.default_max_tokens,
-                             opt_.engine.max_model_len > prompt_len ? opt_.engine.max_model_len - prompt_len : 1));
-      if (prompt_len >= opt_.engine.max_model_len || max_tokens > opt_.engine.max_model_len - prompt_len) {
-        std::string m = "This model's maximum context length is " + std::to_string(opt_.engine.max_model_len) +
-                        " tokens. However, you requested " + std::to_string(saturating_sum(prompt_len, max_tokens)) +
-                        " tokens (" + std::to_string(prompt_len) + " in the messages, " +
-                        std::to_string(max_tokens) + " in the completion). Please reduce the length of the "
-                        "messages or completion.";
-        more = co_await reply(400, vllm_error(m, "BadRequestError", 400), "application/json");
-        if (!more) break;
-        continue;
-      }
-      Live live(ctx_);
-      live.id = next_id_++;
-      if (!engine_.add_request(live.id, p.prompt, static_cast<uint32_t>(max_tokens), ns)) {
-        more = co_await reply(400, vllm_error("request rejected by the engine", "BadRequestError", 400),
-                              "application/json");
-        if (!more) break;
-        continue;
-      }
-      live_[live.id] = &live;
-      wake_driver();
-      auto done = std::make_shared<bool>(false);
-      auto cancel = std::make_shared<asio::cancellation_signal>();
-      asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
-
-      const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(live.id);
-      const int64_t created = static_cast<int64_t>(wall_now());
-      const std::string_view object = chat ? (p.stream ? "chat.completion.chunk" : "chat.completion")
-                                           : "text_completion";
-      uint32_t generated = 0, cached = 0;
-      FinishReason finish = FinishReason::kNone;
-      bool write_failed = false;
-
-      auto chunk_json = [&](std::string_view text, bool role, std::optional<std::string_view> fin) {
-        json::object choice{{"index", 0}};
-        if (chat) {
-          json::object delta;
-          if (role) delta["role"] = "assistant";
-          if (role || !text.empty()) delta["content"] = text;
-          choice["delta"] = std::move(delta);
-        } else {
-          choice["text"] = text;
-        }
-        choice["logprobs"] = nullptr;
-        choice["finish_reason"] = fin ? json::value(*fin) : json::value(nullptr);
-        if (fin) choice["stop_reason"] = nullptr;
-        json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", response_model},
-                       {"choices", json::array{std::move(choice)}}};
-        if (p.continuous_usage && p.include_usage) c["usage"] = usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details);
-        return "data: " + json::serialize(c) + "\n\n";
-      };
-      auto write_chunk = [&](std::string s) { return write_sse_chunk(socket, std::move(s), write_failed); };
-
-      if (p.stream) {
-        http::response<http::empty_body> res{http::status::ok, req.version()};
-        res.set(http::field::server, "uvicorn");
-        res.set(http::field::content_type, "text/event-stream; charset=utf-8");
-        res.chunked(true);
-        res.keep_alive(keep_alive);
-        http::response_serializer<http::empty_body> sr{res};
-        boost::system::error_code wec;
-        co_await http::async_write_header(socket, sr, asio::redirect_error(asio::use_awaitable, wec));
-        if (wec) write_failed = true;
-      }
-      bool sent_role = false;
-      bool stalled = false;  // fault: nothing more is written, and the connection is held open
-      while (!live.client_gone && !write_failed && (finish == FinishReason::kNone || stalled)) {
-        if (live.updates.empty()) {
-          live.wake.expires_at(std::chrono::steady_clock::time_point::max());
-          boost::system::error_code wec;
-          co_await live.wake.async_wait(asio::redirect_error(asio::use_awaitable, wec));
-          continue;
-        }
-        RequestOutput out = live.updates.front();
-        live.updates.pop_front();
-        if (out.prefill_done || out.new_tokens) cached = std::max(cached, out.cached_tokens);
-        if (p.stream && chat && !sent_role && (out.prefill_done || out.new_tokens)) {
-          sent_role = true;
-          co_await write_chunk(chunk_json("", true, std::nullopt));
-        }
-        if (out.new_tokens && !stalled) {
-          std::string text = filler(generated, out.new_tokens);
-          if (p.stream) co_await write_chunk(chunk_json(text, false, std::nullopt));
-        }
-        generated += out.new_tokens;
-        if (stall_after_tokens_ && generated >= stall_after_tokens_) stalled = true;
-        finish = out.finish;
-      }
-      *done = true;
-      cancel->emit(asio::cancellation_type::terminal);
-      live_.erase(live.id);
-      if (live.client_gone || write_failed) {
-        engine_.abort(live.id);
-        ++cancelled_;
-        break;
-      }
-      const std::string fin(finish_label(finish));
-      if (p.stream) {
-        co_await write_chunk(chunk_json("", false, std::string_view(fin)));
-        if (p.include_usage) {
-          json::object c{{"id", id}, {"object", object}, {"created", created}, {"model", response_model},
-                         {"choices", json::array{}},
-                         {"usage", usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details)}};
-          co_await write_chunk("data: " + json::serialize(c) + "\n\n");
-        }
-        co_await write_chunk("data: [DONE]\n\n");
-        if (!write_failed) {
-          boost::system::error_code wec;
-          co_await asio::async_write(socket, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
-          if (wec) write_failed = true;
-        }
-        more = !write_failed && keep_alive;
-      } else {
-        const std::string text = filler(0, generated);
-        json::object choice{{"index", 0}};
-        if (chat) {
-          choice["message"] = json::object{{"role", "assistant"}, {"content", text}, {"reasoning_content", nullptr},
-                                           {"tool_calls", json::array{}}};
-        } else {
-          choice["text"] = text;
-        }
-        choice["logprobs"] = nullptr;
-        choice["finish_reason"] = fin;
-        choice["stop_reason"] = nullptr;
-        json::object o{{"id", id}, {"object", object}, {"created", created}, {"model", response_model},
-                       {"choices", json::array{std::move(choice)}},
-                       {"usage", usage_json(prompt_len, generated, cached, opt_.enable_prompt_tokens_details)}};
-        more = co_await reply(200, json::serialize(o), "application/json");
-      }
+      more = co_await serve_openai(socket, req.version(), keep_alive, req.body(), path == "/v1/chat/completions",
+                                   request_id_of(req));
     } else {
       more = co_await reply(404, R"({"detail":"Not Found"})", "application/json");
     }
@@ -534,6 +332,7 @@ CacheNamespace SimServer::namespace_of(const std::string& model, const std::stri
     if (opt_.lora_modules[i].name != model) continue;
     ns.lora_name = model;
     ns.lora_id = static_cast<int64_t>(i + 1);  // vLLM's lora_id_counter: 1, 2, ... in flag order
+    ns.lora_path = opt_.lora_modules[i].path;  // (hashed: a re-pointed name does not hit)
   }
   return ns;
 }

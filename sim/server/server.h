@@ -1,6 +1,6 @@
-// sim/server: the simulator's HTTP face, as vLLM serves it (docs/sim.md): OpenAI chat and
-// completions (JSON and SSE), OpenAI Responses and Anthropic Messages (agent_convert.h,
-// agent_reply.h), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
+// sim/server: the simulator's HTTP face, as vLLM 0.32 serves it (docs/sim.md): OpenAI chat and
+// completions (JSON and SSE, openai_reply.h), OpenAI Responses and Anthropic Messages
+// (agent_convert.h, agent_reply.h), vLLM's request validation (validation.h), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
 // names, /reset_prefix_cache, /kv_event_sources, plus /sim/* admin (faults, resident-prefix
 // oracle, stats). Drives the engine model on virtual time; everything runs on one io thread.
 // Prompts are tokenized by sim/server/prompt.h (built-in or real tokenizer).
@@ -45,7 +45,13 @@ class SimServer {
   // POST /v1/responses and /v1/messages: convert to chat, render with prompter_, run the engine,
   // answer in the API's shape. Returns whether the connection stays open.
   boost::asio::awaitable<bool> serve_agent(boost::asio::ip::tcp::socket& socket, unsigned version, bool keep_alive,
-                                           const std::string& body, AgentApi api);
+                                           const std::string& body, AgentApi api, std::string request_id);
+  // POST /v1/chat/completions (chat) and /v1/completions (openai_serve.cc). `request_id`: the
+  // X-Request-Id header (vLLM names the response after it), or "".
+  boost::asio::awaitable<bool> serve_openai(boost::asio::ip::tcp::socket& socket, unsigned version, bool keep_alive,
+                                            const std::string& body, bool chat, std::string request_id);
+  // Tokens the pool can ever hold for one request (the engine refuses more).
+  uint64_t engine_pool_tokens() const;
   // POST /sim/render?api=chat|responses|messages: the converted chat messages and prompt token
   // ids of a body, without generating (a differential test compares them with ramjet's).
   std::string render_debug(std::string_view api, const std::string& body, unsigned& status) const;
@@ -91,7 +97,8 @@ class SimServer {
   uint64_t drop_header_bytes_ = 0;
   uint32_t stall_after_tokens_ = 0;
   bool garbage_ = false;
-  int64_t started_unix_ = 0;
+  std::string fingerprint_;  // system_fingerprint: "vllm-<--engine-version>-<hash of the config>"
+  std::string disabled_thinking_effort_;  // Prompter::disabled_thinking_effort(), probed once
 };
 
 }  // namespace ramjet::sim

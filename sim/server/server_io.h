@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/result.h"
 #include "sim/engine/engine.h"
 #include "sim/server/server.h"
 
@@ -35,12 +37,37 @@ struct SimServer::Live {
 namespace detail {
 
 double wall_now();
-// vLLM's error JSON: {"error":{"message","type","param":null,"code"}}.
-std::string vllm_error(std::string_view message, std::string_view type, unsigned code);
+// vLLM's error JSON: {"error":{"message","type","param","code"}} (param null when empty).
+std::string vllm_error(std::string_view message, std::string_view type, unsigned code, std::string_view param = {});
+std::string vllm_error(const AgentError& e);
+
+// vLLM 0.32's length checks (renderers/params.py TokenizeParams, api_utils.get_max_tokens,
+// SamplingParams), in the order they run:
+// - a requested output budget over max_model_len: 400 naming `param` (max_tokens,
+//   max_completion_tokens, max_output_tokens);
+// - a prompt over max_model_len: 400 param input_tokens ("at least max_model_len + 1" when the
+//   prompt was tokenized from text: vLLM's tokenizer truncates there);
+// - the budget: min(max_model_len - prompt, requested or `fallback`), at least 1 (else 400
+//   param max_tokens). vLLM no longer refuses prompt + max_tokens > max_model_len: it clamps.
+std::optional<AgentError> check_output_cap(std::optional<int64_t> requested, std::string_view param,
+                                           uint64_t max_model_len);
+std::optional<AgentError> check_prompt_length(size_t prompt_len, bool from_text, uint64_t max_model_len);
+Result<uint64_t, AgentError> output_budget(std::optional<int64_t> requested, uint64_t fallback, size_t prompt_len,
+                                           uint64_t max_model_len);
+// The 400 for a request the simulator's pool can never hold (only when the pool is smaller
+// than max_model_len, a configuration vLLM refuses at startup).
+AgentError pool_too_small(size_t prompt_len, uint64_t max_tokens, uint64_t pool_tokens);
+// A response id's random part as vLLM's random_uuid (16 hex digits), distinct per serial.
+std::string request_hex(uint64_t serial);
+// The id vLLM gives a chat/completions response: prefix + the X-Request-Id header, else the
+// body's request_id, else request_hex(serial).
+std::string response_id(std::string_view prefix, std::string_view header, const boost::json::object& body,
+                        uint64_t serial);
+// "vllm-<version>-<8 hex>", as vLLM's build_system_fingerprint (version, config hash).
+std::string system_fingerprint(std::string_view version, std::string_view config);
 std::string_view error_type(unsigned status);  // the vLLM error type of an injected status
 std::string filler(uint32_t from, uint32_t n);  // text of generated tokens [from, from + n)
 const boost::json::value* find(const boost::json::object& o, std::string_view k);  // null = absent
-uint64_t saturating_sum(uint64_t a, uint64_t b);
 
 // One whole response; returns whether the connection stays open.
 boost::asio::awaitable<bool> write_response(boost::asio::ip::tcp::socket& socket, unsigned version, bool keep_alive,

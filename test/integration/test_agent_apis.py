@@ -1,9 +1,11 @@
 """Agent traffic end to end (issue 15): the OpenAI Responses API and the Anthropic Messages API.
 
-First ramjet-sim alone (standard library HTTP): /v1/responses and /v1/messages answer as vLLM 0001948b does
-(sim/server/agent_convert.h): the exact SSE event sequences and their terminal events, usage in each API's own
-field names, cached tokens on a repeated prompt, the tool-call answer, each API's error shape, /sim/render,
-and a client that goes away mid-stream cancels the engine request.
+First ramjet-sim alone (standard library HTTP): /v1/responses and /v1/messages answer as vLLM 0.32 does
+(requests converted as vLLM 0001948b, sim/server/agent_convert.h): the exact SSE event sequences and their
+terminal events, usage in each API's own field names (Messages: Anthropic's split of the prompt into
+input_tokens, cache_read_input_tokens and cache_creation_input_tokens), cached tokens on a repeated prompt,
+the tool-call answer, each API's error shape (request-validation errors in the OpenAI shape on both, as vLLM's
+HTTP front answers them), /sim/render, and a client that goes away mid-stream cancels the engine request.
 
 Then the official SDKs, unmodified (openai 6.49.0 `client.responses.create`, @anthropic-ai/sdk 1.16.0
 `client.messages.create` / `client.messages.stream`, driven by test/clients/agent_client.mjs), through ramjet
@@ -176,8 +178,9 @@ def test_sim_responses_stream_is_vllms_event_sequence_with_usage_and_no_done(sim
     rendered = post(sim.port, "/sim/render?api=responses", body).json()
     assert u["input_tokens"] == len(rendered["prompt_token_ids"]) and u["output_tokens"] == 3
     assert u["total_tokens"] == u["input_tokens"] + 3
-    # vLLM's SimpleContext leaves the per-turn lists empty.
-    assert u["input_tokens_details"] == {"cached_tokens": 0, "input_tokens_per_turn": [], "cached_tokens_per_turn": []}
+    # vLLM's SimpleContext leaves the per-turn lists empty; a cold prompt writes its full blocks.
+    assert u["input_tokens_details"] == {"cached_tokens": 0, "cache_write_tokens": u["input_tokens"] // 16 * 16,
+                                         "input_tokens_per_turn": [], "cached_tokens_per_turn": []}
     assert u["output_tokens_details"] == {"reasoning_tokens": 0, "tool_output_tokens": 0, "output_tokens_per_turn": [],
                                           "tool_output_tokens_per_turn": []}
     assert rendered["messages"] == [{"role": "system", "content": "Be brief."},
@@ -196,13 +199,19 @@ def test_sim_messages_stream_is_vllms_event_sequence_without_ping_or_done(sim):
                                "content_block_stop", "message_delta", "message_stop"], names
     assert all(d["type"] == n for n, d in evs)
     start = evs[0][1]["message"]
-    # vLLM writes message_start with exclude_unset: the message's defaults (type, role) are absent.
-    assert set(start) == {"id", "content", "model", "stop_reason", "stop_sequence", "usage"}, start
+    # vLLM 0.32 sets type and role explicitly (its exclude_unset dump keeps them).
+    assert list(start) == ["id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage"], start
     prompt = len(post(sim.port, "/sim/render?api=messages", body).json()["prompt_token_ids"])
+    # message_start: the chat stream's first usage (the whole prompt); message_delta: Anthropic's
+    # split of it (prompt = input + cache read + cache creation; a cold prompt writes its full blocks).
     assert start["usage"] == {"input_tokens": prompt, "output_tokens": 0}
     assert evs[1][1] == {"type": "content_block_start", "content_block": {"type": "text", "text": ""}, "index": 0}
-    assert dict(evs)["message_delta"] == {"type": "message_delta", "delta": {"stop_reason": "max_tokens"},
-                                          "usage": {"input_tokens": prompt, "output_tokens": 3}}
+    written = prompt // 16 * 16
+    assert dict(evs)["message_delta"] == {"type": "message_delta",
+                                          "delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                                          "usage": {"input_tokens": prompt - written, "output_tokens": 3,
+                                                    "cache_creation_input_tokens": written,
+                                                    "cache_read_input_tokens": 0}}
     assert evs[-1][1] == {"type": "message_stop"}
 
 
@@ -217,7 +226,7 @@ def test_sim_answers_a_tool_turn_with_a_call_and_the_turn_after_the_result_with_
     assert block["type"] == "tool_use" and block["name"] == "get_weather" and block["input"] == {}
     args = "".join(d["delta"]["partial_json"] for n, d in evs if n == "content_block_delta")
     assert set(json.loads(args)) == {"input"}
-    assert dict(evs)["message_delta"]["delta"] == {"stop_reason": "tool_use"}
+    assert dict(evs)["message_delta"]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
     full = post(sim.port, "/v1/messages", turn1).json()
     assert full["stop_reason"] == "tool_use" and [b["type"] for b in full["content"]] == ["tool_use"]
     call = full["content"][0]
@@ -231,7 +240,9 @@ def test_sim_answers_a_tool_turn_with_a_call_and_the_turn_after_the_result_with_
         {"role": "assistant", "tool_calls": [{"id": call["id"], "type": "function", "function": {
             "name": "get_weather", "arguments": json.dumps(call["input"])}}]},
         {"role": "tool", "tool_call_id": call["id"], "content": "21 C"}]
-    assert after["usage"]["input_tokens"] == len(rendered["prompt_token_ids"])
+    u = after["usage"]
+    assert u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] == \
+        len(rendered["prompt_token_ids"])
 
     r1 = {"model": MODEL, "input": "Weather in Paris?", "max_output_tokens": 4, "tools": [TOOL_OPENAI],
           "stream": True}
@@ -264,25 +275,41 @@ def test_sim_reports_cached_tokens_of_a_repeated_prompt_in_each_apis_fields(sim)
     assert first["usage"]["input_tokens_details"]["cached_tokens"] == 0
     # Whole 16-token blocks, and never the last prompt token (vLLM recomputes it).
     assert second["usage"]["input_tokens_details"]["cached_tokens"] == (p - 1) // 16 * 16 > 0
+    assert second["usage"]["input_tokens_details"]["cache_write_tokens"] == 0
     msg = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": long_text}]}
-    post(sim.port, "/v1/messages", msg)
+    first = post(sim.port, "/v1/messages", msg).json()["usage"]
     hits = stats(sim)["prefix_cache_hits"]
-    again = post(sim.port, "/v1/messages", msg).json()
-    # vLLM's Messages usage carries no cache fields; the engine's prefix cache still hit.
-    assert set(again["usage"]) == {"input_tokens", "output_tokens"}, again["usage"]
-    assert stats(sim)["prefix_cache_hits"] - hits == (again["usage"]["input_tokens"] - 1) // 16 * 16
+    again = post(sim.port, "/v1/messages", msg).json()["usage"]
+    # Anthropic's usage (vLLM 0.32 with --enable-prompt-tokens-details): the prompt is input_tokens
+    # + cache_read_input_tokens + cache_creation_input_tokens; the engine's prefix cache hit them.
+    p = first["input_tokens"] + first["cache_read_input_tokens"] + first["cache_creation_input_tokens"]
+    # (the Responses requests above cached the same user text: part of it is read, the rest written)
+    assert first["cache_read_input_tokens"] + first["cache_creation_input_tokens"] == p // 16 * 16
+    assert again["cache_read_input_tokens"] == (p - 1) // 16 * 16 > 0 and again["cache_creation_input_tokens"] == 0
+    assert again["input_tokens"] == p - again["cache_read_input_tokens"]
+    assert stats(sim)["prefix_cache_hits"] - hits == again["cache_read_input_tokens"]
+
+
+def fastapi_400(error: dict, param: str) -> dict:
+    """vLLM's answer to a request-validation error, the same on every API (its HTTP front's)."""
+    return {"error": {"message": f"1 validation error:\n  {error}", "type": "Bad Request", "param": param, "code": 400}}
 
 
 def test_sim_errors_come_in_each_apis_own_shape(sim):
     cases = [
-        ("/v1/messages", b"{not json", 400, {"type": "error", "error": {"type": "BadRequestError",
-                                                                     "message": "request body must be a JSON object"}}),
-        ("/v1/messages", {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, 400,
-         {"type": "error", "error": {"type": "BadRequestError", "message": "Field required: max_tokens"}}),
+        ("/v1/messages", b"{not json", 400, fastapi_400(
+            {"type": "json_invalid", "loc": "body.1", "msg": "JSON decode error", "input": "<dict of 0 items>",
+             "ctx": {"error": "Expecting property name enclosed in double quotes"}}, "body.1")),
+        ("/v1/messages", {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, 400, fastapi_400(
+            {"type": "missing", "loc": "body.max_tokens", "msg": "Field required", "input": "<dict of 2 items>"},
+            "body.max_tokens")),
         ("/v1/messages", {"model": "nope", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}, 404,
-         {"type": "error", "error": {"type": "NotFoundError", "message": "The model `nope` does not exist."}}),
-        ("/v1/responses", b"[]", 400, {"error": {"message": "request body must be a JSON object",
-                                                 "type": "BadRequestError", "param": None, "code": 400}}),
+         {"type": "error", "error": {"type": "NotFoundError",
+                                     "message": f"The model `nope` does not exist. Valid aliases: {MODEL}."}}),
+        ("/v1/responses", b"[]", 400, fastapi_400(
+            {"type": "model_attributes_type", "loc": "body",
+             "msg": "Input should be a valid dictionary or object to extract fields from", "input": "<list of 0 items>"},
+            "body")),
         ("/v1/responses", {"input": 7}, 400, {"error": {"message": "input must be a string or an array of items",
                                                         "type": "BadRequestError", "param": "input", "code": 400}}),
         ("/v1/responses", {"input": "hi", "previous_response_id": "resp_abc"}, 404,
@@ -358,7 +385,9 @@ def sdk_usage(kind: str, data: dict) -> tuple:
         bucket = {"completed": "stop", "incomplete": "length"}[data["status"]]
         return u["input_tokens"], u["input_tokens_details"]["cached_tokens"], u["output_tokens"], bucket
     bucket = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}[data["stop_reason"]]
-    return u["input_tokens"], u.get("cache_read_input_tokens"), u["output_tokens"], bucket
+    # Anthropic's input_tokens leaves the cache reads and writes out of the prompt.
+    read, created = u.get("cache_read_input_tokens") or 0, u.get("cache_creation_input_tokens") or 0
+    return u["input_tokens"] + read + created, u.get("cache_read_input_tokens"), u["output_tokens"], bucket
 
 
 def check_accounting(kind: str, endpoint: str, call: dict, rec: dict, before: dict, after: dict, stream: bool):
@@ -440,7 +469,7 @@ def test_anthropic_messages_tool_round_trip_and_ramjets_accounting(slow_sims, jo
     (text,) = c2["data"]["content"]
     assert text["type"] == "text" and text["text"] and c2["data"]["stop_reason"] == "max_tokens"
     assert c2["upstream"] == c1["upstream"], "the second turn follows the first one's prefix"
-    assert "cache_read_input_tokens" not in c2["data"]["usage"], "vLLM reports no cache fields on /v1/messages"
+    assert c2["data"]["usage"]["cache_read_input_tokens"] > 0, "Anthropic's cache fields (vLLM 0.32)"
     r1, r2 = journal.finished(2)
     check_accounting("anthropic", "messages", c1, r1, before, mid, stream)
     check_accounting("anthropic", "messages", c2, r2, mid, after, stream)
@@ -505,9 +534,13 @@ def test_prefix_routing_keeps_each_agent_conversation_on_its_engine(ramjet_facto
                 if kind == "openai":
                     assert c["data"]["usage"]["input_tokens_details"]["cached_tokens"] == cached
                     history = history + [{"role": "assistant", "content": c["data"]["output"][0]["content"][0]["text"]}]
+                    prompt = c["data"]["usage"]["input_tokens"]
                 else:
                     history = history + [{"role": "assistant", "content": c["data"]["content"][0]["text"]}]
-                seen.setdefault(conv, []).append((up, cached, c["data"]["usage"]["input_tokens"]))
+                    u = c["data"]["usage"]  # Anthropic's split of the prompt
+                    assert u["cache_read_input_tokens"] == cached
+                    prompt = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+                seen.setdefault(conv, []).append((up, cached, prompt))
         print(f"{kind}: per conversation [(engine, engine-cached tokens, prompt tokens) per turn]: {seen}")
         for conv, turns in seen.items():
             ups = [u for u, _, _ in turns]

@@ -132,22 +132,26 @@ def test_a_block_stays_while_one_copy_remains_and_leaves_with_the_last(ramjet_fa
     st = stats(sim)
     assert st["cached_blocks"] == 2 * n and st["running"] == 0
 
-    # Evict exactly the first request's copies (the free queue: never-used blocks, its partial
-    # block and its n blocks, then the second request's).
+    # Evict exactly the first request's copies. vLLM 0.32's free queue: the two partial blocks
+    # (never cached, so reused first, the last freed at the head), the never-used blocks, the
+    # first request's n blocks (its last block first), then the second request's.
     never_used = st["free_blocks"] - st["cached_blocks"] - 2
-    k1 = never_used + 1 + n
+    k1 = 2 + never_used + n
     pressure(sim, k1, 300_000)
     poll(lambda: removed(rj, 1) == n, timeout=5, what="n copies removed")
     assert resident_blocks(rj, 1) == n + k1, "every block of the prompt still has a copy"
     assert skipped(rj, 1, "unknown_removal") == 0
+    # The repeat hits the second copy (taken off the queue) and computes its partial block in the
+    # queue's head: the pressure's last block, evicted.
+    before = removed(rj, 1)
     upstream, predicted, cached = through(rj, body)
     assert upstream == "1" and predicted == n * BS and cached == n * BS, (upstream, predicted, cached)
 
-    # Now the queue holds the pressure's blocks, the partial block, then the remaining copies from
-    # the last block down: evict the last j of them and those blocks leave ramjet's index.
+    # Now the queue holds that partial block, the pressure's other k1 - 1 blocks, then the
+    # remaining copies from the last block down: evict the last j of them and those blocks leave
+    # ramjet's index.
     j = n // 2
-    before = removed(rj, 1)
-    pressure(sim, k1 + 1 + j, 400_000)
+    pressure(sim, k1 + j, 400_000)
     poll(lambda: removed(rj, 1) == before + k1 + j, timeout=5, what="the last copies removed")
     assert skipped(rj, 1, "unknown_removal") == 0
     upstream, predicted, cached = through(rj, body)

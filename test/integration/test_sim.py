@@ -95,16 +95,20 @@ def test_completions_endpoint_json_and_stream(sim):
 
 
 def test_repeated_prompt_reports_cached_tokens_only_when_enabled(sim):
+    # vLLM 0.32: with --enable-prompt-tokens-details the details are always there (0 included),
+    # created_cache_tokens = the prompt's blocks this request wrote to the prefix cache.
     first = sim.request("POST", "/v1/chat/completions", chat()).json()
-    assert "prompt_tokens_details" not in first["usage"]  # cold: the key is omitted for 0
+    d = first["usage"]["prompt_tokens_details"]
+    assert d["cached_tokens"] == 0 and d["multimodal_tokens"] is None
+    assert d["created_cache_tokens"] == first["usage"]["prompt_tokens"] // 16 * 16
     second = sim.request("POST", "/v1/chat/completions", chat()).json()
-    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
-    assert 16 <= cached < second["usage"]["prompt_tokens"]
+    d = second["usage"]["prompt_tokens_details"]
+    assert 16 <= d["cached_tokens"] < second["usage"]["prompt_tokens"] and d["created_cache_tokens"] == 0
     plain = SimProc("--speed", "50")
     try:
         plain.request("POST", "/v1/chat/completions", chat())
         again = plain.request("POST", "/v1/chat/completions", chat()).json()
-        assert "prompt_tokens_details" not in again["usage"]
+        assert again["usage"]["prompt_tokens_details"] is None  # (None, dumped)
     finally:
         plain.stop()
 
@@ -123,10 +127,20 @@ def test_models_version_health_and_tokenize(sim):
 
 
 def test_context_overflow_is_a_vllm_400(sim):
+    # vLLM 0.32: max_tokens over max_model_len is refused, a prompt over it too; otherwise
+    # max_tokens is clamped to what the context leaves.
     r = sim.request("POST", "/v1/chat/completions", chat(max_tokens=10_000_000))
     assert r.status == 400
     e = r.json()["error"]
-    assert e["type"] == "BadRequestError" and e["code"] == 400 and "maximum context length" in e["message"]
+    assert e["type"] == "BadRequestError" and e["code"] == 400 and e["param"] == "max_tokens"
+    assert "cannot be greater than max_model_len" in e["message"]
+    model_len = sim.request("GET", "/v1/models").json()["data"][0]["max_model_len"]
+    r = sim.request("POST", "/v1/completions", {"prompt": list(range(1000, 1000 + model_len + 5)), "max_tokens": 1})
+    e = r.json()["error"]
+    assert r.status == 400 and e["param"] == "input_tokens" and "maximum context length" in e["message"]
+    prompt = list(range(1000, 1000 + model_len - 3))
+    r = sim.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": model_len})
+    assert r.status == 200 and r.json()["usage"]["completion_tokens"] == 3
 
 
 def test_unknown_model_is_404(sim):
