@@ -477,7 +477,7 @@ int main(int argc, char** argv) {
   request::SingleFlightLeads single_flight_leads(router);
   proxy.add_observer(&index_learning);
   proxy.add_observer(&single_flight_leads);
-  request::ExactPredictions exact_predictions(predictions);
+  request::ExactPredictions exact_predictions(predictions, &exact);
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {

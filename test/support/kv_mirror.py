@@ -66,6 +66,11 @@ class Mirror:
     def _take(self, seq: int, payload: bytes, frames=None) -> None:
         if seq < self._next:
             return  # already replayed
+        if seq > self._next and self._replay_endpoint:
+            # A gap (a batch the SUB socket missed): fill it from the replay socket first.
+            for f in replay(self._replay_endpoint, self._next):
+                if f[-1] != b"" and int.from_bytes(f[-2], "big") < seq:
+                    self._take(int.from_bytes(f[-2], "big"), f[-1])
         self._next = seq + 1
         batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         with self._lock:
@@ -106,6 +111,9 @@ class Mirror:
                     del self.copies[k]
         elif kind == "AllBlocksCleared":
             self.copies.clear()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def resident(self) -> int:
         with self._lock:

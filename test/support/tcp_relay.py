@@ -2,7 +2,9 @@
 
 Relay(target_port) listens on 127.0.0.1:<port> and pipes every connection to the target. cut()
 closes every open connection and refuses new ones (accepts and closes them at once) until
-restore(): what the target sent meanwhile is lost, as a network partition loses it. Used to drop a
+restore(): what the target sent meanwhile is lost, as a network partition loses it. hold() keeps
+the connections open but delivers nothing until release(), which delivers everything held, in
+order: a slow network, or events still in flight. Used to drop a
 KV-event subscription between ramjet and a real vLLM publisher (ZeroMQ reconnects by itself; the
 batches published while it was cut never reach the subscriber, so it must replay them).
 """
@@ -25,6 +27,8 @@ class Relay:
         self._open: list = []
         self._cut = False
         self._stopped = False
+        self._flowing = threading.Event()
+        self._flowing.set()
         self.connections = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -61,6 +65,7 @@ class Relay:
                 data = src.recv(65536)
                 if not data:
                     break
+                self._flowing.wait()
                 dst.sendall(data)
         except OSError:
             pass
@@ -81,11 +86,18 @@ class Relay:
                 pass
             s.close()
 
+    def hold(self) -> None:
+        self._flowing.clear()
+
+    def release(self) -> None:
+        self._flowing.set()
+
     def restore(self) -> None:
         with self._lock:
             self._cut = False
 
     def stop(self) -> None:
         self._stopped = True
+        self._flowing.set()
         self.cut()
         self.listener.close()

@@ -65,6 +65,24 @@ def start_fixture_engines(request, model, logs, n: int, **kw) -> list:
     return made
 
 
+# Exact predictions checked against vLLM's cached_tokens over the session (tests add theirs with
+# count_predictions): printed at the end, recorded in docs/benchmarks.md.
+PREDICTIONS: dict = {"agree": 0, "miss": 0, "unreported": 0, "late": 0}
+
+
+def count_predictions(rj) -> dict:
+    """Adds a ramjet's ramjet_exact_predictions_total to the session's count; returns its own."""
+    m = rj.metrics()
+    own = {r: int(m.sum("ramjet_exact_predictions_total", result=r)) for r in PREDICTIONS}
+    for r, v in own.items():
+        PREDICTIONS[r] += v
+    return own
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"exact predictions checked against vLLM's cached_tokens: {PREDICTIONS}")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "restarts_engine(order): restarts a shared engine; runs after every "
                                        "other test, in `order`")

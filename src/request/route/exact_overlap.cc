@@ -44,6 +44,18 @@ cache::events::ExactRequest ExactOverlap::exact_request(const request::PreparedR
   return r;
 }
 
+std::optional<uint32_t> ExactOverlap::resident_now(size_t engine, const request::PreparedRequest& req,
+                                                   size_t up_to_tokens) const {
+  const cache::events::Inventory* inv = engine < kv_.size() ? kv_.trusted(engine) : nullptr;
+  if (inv == nullptr) return std::nullopt;
+  cache::events::ExactRequest r = exact_request(req);
+  r.tokens = r.tokens.first(std::min(up_to_tokens, r.tokens.size()));
+  const std::array<const cache::events::Inventory*, 1> one{inv};
+  std::array<std::optional<uint32_t>, 1> out;
+  cache::events::lookup(one, r, out);
+  return out[0];
+}
+
 void ExactOverlap::placed(size_t engine, const request::PreparedRequest& req, uint32_t resident) {
   if (req.exact.status != request::ExactTokens::kTokenized || engine >= provisional_.size()) return;
   const cache::events::Inventory* inv = kv_.trusted(engine);

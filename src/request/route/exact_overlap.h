@@ -49,6 +49,10 @@ class ExactOverlap final : public OverlapSource {
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
   void served(size_t, const request::PreparedRequest&) override {}  // the engines' events teach it
   void placed(size_t engine, const request::PreparedRequest& req, uint32_t resident) override;
+  // The request's first `up_to_tokens` prompt tokens that `engine`'s trusted inventory holds now
+  // (nullopt: no trusted inventory, or a read that kept racing its writer). The prediction check
+  // asks it after the response, when the engine found more than was predicted.
+  std::optional<uint32_t> resident_now(size_t engine, const request::PreparedRequest& req, size_t up_to_tokens) const;
   // ramjet_exact_provisional_* (router.cc, in route_families(); outcomes are the router's own)
   void write_metrics(metrics::Exposition& x) const override;
 

@@ -14,9 +14,12 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_exact_predictions_total", MetricKind::kCounter, "upstream,result",
      "Exact placements checked against the engine's usage: agree (cached_tokens within two blocks "
      "of the prediction), miss, unreported (the engine reports no cached_tokens: vLLM needs "
-     "--enable-prompt-tokens-details)."},
+     "--enable-prompt-tokens-details), late (the engine found more than predicted, and the events "
+     "that stored it reached the index after the decision: a stale prediction, not a wrong one; "
+     "not a miss)."},
     {"ramjet_exact_prediction_error_tokens", MetricKind::kHistogram, "",
-     "|predicted resident prompt tokens - the engine's cached_tokens| of each checked placement."},
+     "|predicted resident prompt tokens - the engine's cached_tokens| of each checked placement "
+     "(agree or miss; late ones are not observed)."},
     {"ramjet_exact_withdrawn", MetricKind::kGauge, "upstream",
      "1 while the engine's exact trust is withdrawn after RJ_EXACT_MISS_LIMIT misses in a row "
      "(for RJ_EXACT_MISS_COOLDOWN_MS; requests are placed on the approximate index meanwhile)."},
@@ -28,7 +31,7 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
 }};
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
-constexpr std::array<std::string_view, 3> kResultLabels = {"agree", "miss", "unreported"};
+constexpr std::array<std::string_view, 4> kResultLabels = {"agree", "miss", "unreported", "late"};
 
 }  // namespace
 
@@ -68,6 +71,13 @@ PredictionResult PredictionCheck::record(size_t engine, uint64_t predicted, std:
   }
   e.results[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
   return r;
+}
+
+void PredictionCheck::record_late(size_t engine, uint64_t regret_tokens) {
+  if (engine >= engines_.size()) return;
+  regret_tokens_.fetch_add(regret_tokens, std::memory_order_relaxed);
+  engines_[engine]->reports_cached.store(true, std::memory_order_relaxed);  // a late result had a count
+  engines_[engine]->results[static_cast<size_t>(PredictionResult::kLate)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void PredictionCheck::write_metrics(metrics::Exposition& x) const {

@@ -29,7 +29,7 @@ struct PredictionCheckConfig {
   int64_t cooldown_ms = 60000;  // RJ_EXACT_MISS_COOLDOWN_MS
 };
 
-enum class PredictionResult : uint8_t { kAgree, kMiss, kUnreported, kCount };
+enum class PredictionResult : uint8_t { kAgree, kMiss, kUnreported, kLate, kCount };
 
 class PredictionCheck {
  public:
@@ -42,6 +42,14 @@ class PredictionCheck {
   // cache_read_input_tokens only from vLLM 0.32 on: there an absent count is unreported, not 0).
   PredictionResult record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached, uint32_t block_size,
                           uint64_t regret_tokens, bool api_reports_cached = true);
+  // An under-prediction the KV events explain (request/stream/observers.h): the engine found
+  // more than the index held at the decision, and the index holds it now — the events that
+  // stored it were still in flight (another router's or a direct client's request had just
+  // warmed the engine). Counted as `late`; neither a miss nor an agreement (a tokenizer or
+  // template mismatch never passes that test: the index never holds the request's own tokens).
+  void record_late(size_t engine, uint64_t regret_tokens);
+  // The tolerance of a prediction in tokens: RJ_EXACT tolerance blocks of `block_size`.
+  uint64_t tolerance_tokens(uint32_t block_size) const { return uint64_t{config_.tolerance_blocks} * block_size; }
   bool withdrawn(size_t engine) const;
   // A different engine took the slot: its record starts clean (counters stay: they are the slot's).
   void reset(size_t engine) {

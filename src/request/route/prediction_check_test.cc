@@ -53,6 +53,25 @@ TEST(PredictionCheck, MissesInARowWithdrawTheEngineForTheCooldownThenItIsOnProba
   EXPECT_NE(text.find("ramjet_exact_predictions_total{upstream=\"0\",result=\"miss\"} 5"), std::string::npos) << text;
 }
 
+// Late events (an under-prediction the index has since caught up with) are neither misses nor
+// agreements: they never withdraw an engine, and they do not break a run of real misses.
+TEST(PredictionCheck, LateEventsAreCountedApartAndNeverWithdraw) {
+  ManualClock clock;
+  PredictionCheck c(1, PredictionCheckConfig{.miss_limit = 3}, clock);
+  EXPECT_EQ(c.tolerance_tokens(32), 64u);
+  for (int i = 0; i < 10; ++i) c.record_late(0, 0);
+  EXPECT_FALSE(c.withdrawn(0));
+  c.record(0, 4096, 0, 16, 0);
+  c.record(0, 4096, 0, 16, 0);
+  c.record_late(0, 0);
+  c.record(0, 4096, 0, 16, 0);
+  EXPECT_TRUE(c.withdrawn(0));
+  metrics::Exposition x;
+  c.write_metrics(x);
+  const std::string text = x.take();
+  EXPECT_NE(text.find("ramjet_exact_predictions_total{upstream=\"0\",result=\"late\"} 11"), std::string::npos) << text;
+}
+
 TEST(PredictionCheck, ZeroMissLimitNeverWithdraws) {
   ManualClock clock;
   PredictionCheck c(1, PredictionCheckConfig{.miss_limit = 0}, clock);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "request/route/exact_overlap.h"
 #include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
@@ -44,7 +45,9 @@ class IndexLearning final : public ExchangeObserver {
 // (route/prediction_check.h), and how much another eligible engine held beyond it.
 class ExactPredictions final : public ExchangeObserver {
  public:
-  explicit ExactPredictions(route::PredictionCheck& check) : ExchangeObserver(kUsage), check_(check) {}
+  // `exact` (optional): the exact source, asked again when the engine found more than predicted.
+  explicit ExactPredictions(route::PredictionCheck& check, const route::ExactOverlap* exact = nullptr)
+      : ExchangeObserver(kUsage), check_(check), exact_(exact) {}
   void usage(ExchangeRecord& x, const Usage& u) override {
     const route::Routed* r = x.routed;
     if (r == nullptr || r->exact != route::ExactOutcome::kExact || !x.upstream) return;
@@ -64,6 +67,17 @@ class ExactPredictions final : public ExchangeObserver {
     for (const route::CandidateTerms& c : r->decision.ranked) {
       if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
     }
+    // The engine found more than the index held at the decision. When the index holds it now,
+    // the events that stored it were in flight (another client had just warmed the engine): late,
+    // not a miss. Only the tokens the engine found are looked up, none this request stored.
+    if (exact_ != nullptr && u.cached_tokens && *u.cached_tokens > predicted &&
+        *u.cached_tokens - predicted > check_.tolerance_tokens(r->exact_block_size)) {
+      const auto now = exact_->resident_now(engine, *x.prep, *u.cached_tokens);
+      if (now && *now + check_.tolerance_tokens(r->exact_block_size) >= *u.cached_tokens) {
+        check_.record_late(engine, best - predicted);
+        return;
+      }
+    }
     // vLLM's Messages usage carries cache_read_input_tokens only with --enable-prompt-tokens-details
     // on vLLM >= 0.32 (older engines never send it): its absence says nothing there.
     check_.record(engine, predicted, u.cached_tokens, r->exact_block_size, best - predicted,
@@ -72,6 +86,7 @@ class ExactPredictions final : public ExchangeObserver {
 
  private:
   route::PredictionCheck& check_;
+  const route::ExactOverlap* exact_;
 };
 
 }  // namespace ramjet::request
