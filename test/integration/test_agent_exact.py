@@ -12,62 +12,22 @@ from __future__ import annotations
 
 import json
 
+from support import agent_conversations
 from support.ramjet_proc import http_request
 from test_exact_local import qwen_kv_sim, start as start_local
 from test_kv_events import TOPIC, local, settle
 from test_tokenizer import MODEL_ID, wait_attested
-
-TOOLS_RESPONSES = [{"type": "function", "name": "shell", "description": "Runs a shell command.",
-                    "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
-                                   "required": ["command"]}, "strict": False}]
-TOOLS_MESSAGES = [{"name": "Bash", "description": "Executes a bash command.",
-                   "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
-
 
 def manual(k: int) -> str:
     return f"Agent {k} tool manual. " + " ".join(f"rule {k}.{i}: keep the invariant {i * 7 % 13}." for i in range(1400))
 
 
 def responses_conv(k: int, *turns: str) -> dict:
-    """A Codex-shaped conversation: instructions, then per turn a user message, and for every turn
-    but the last: reasoning, a shell call, its output and the answer."""
-    items = []
-    for i, t in enumerate(turns):
-        items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]})
-        if i < len(turns) - 1:
-            items += [
-                {"type": "reasoning", "id": f"rs_{i}", "summary": [],
-                 "content": [{"type": "reasoning_text", "text": f"Turn {i}: run the tests first."}]},
-                {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{k}_{i}", "name": "shell",
-                 "arguments": json.dumps({"command": ["make", "test"]})},
-                {"type": "function_call_output", "call_id": f"call_{k}_{i}", "output": f"{i * 11} tests passed"},
-                {"type": "message", "role": "assistant", "id": f"msg_{i}", "status": "completed",
-                 "content": [{"type": "output_text", "text": f"All {i * 11} tests pass.", "annotations": []}]},
-            ]
-    return {"model": MODEL_ID, "instructions": manual(k), "input": items, "tools": TOOLS_RESPONSES,
-            "max_output_tokens": 2}
+    return agent_conversations.responses_conv(MODEL_ID, manual(k), k, turns)
 
 
 def messages_conv(k: int, billing: str, *turns: str) -> dict:
-    """A Claude-Code-shaped conversation: system blocks led by the per-request billing header (vLLM
-    drops it so that it does not defeat prefix caching), then per turn a user message, and for every
-    turn but the last: thinking, a Bash call, its result and the answer."""
-    messages = []
-    for i, t in enumerate(turns):
-        messages.append({"role": "user", "content": t})
-        if i < len(turns) - 1:
-            messages += [
-                {"role": "assistant", "content": [
-                    {"type": "thinking", "thinking": f"Turn {i}: run the tests first.", "signature": "sig"},
-                    {"type": "tool_use", "id": f"toolu_{k}_{i}", "name": "Bash", "input": {"command": "make test"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{k}_{i}",
-                                              "content": [{"type": "text", "text": f"{i * 11} tests passed"}]}]},
-                {"role": "assistant", "content": [{"type": "text", "text": f"All {i * 11} tests pass."}]},
-            ]
-    return {"model": MODEL_ID, "max_tokens": 2, "tools": TOOLS_MESSAGES,
-            "system": [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.3; cch={billing};"},
-                       {"type": "text", "text": manual(k)}],
-            "messages": messages}
+    return agent_conversations.messages_conv(MODEL_ID, manual(k), k, billing, turns)
 
 
 PATHS = {"responses": "/v1/responses", "messages": "/v1/messages"}

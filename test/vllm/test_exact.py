@@ -18,13 +18,12 @@ import subprocess
 import pytest
 
 from conftest import count_predictions
+from support import agent_conversations
 from support.kv_mirror import Mirror
 from support.ramjet_proc import poll
 from support.vllm_proc import MAX_MODEL_LEN, QWEN3, SERVED_NAME, VERSION
 
 TOK, TPL = str(QWEN3 / "tokenizer.json"), str(QWEN3 / "chat_template.jinja")
-
-
 
 
 def manual(tag: str, k: int) -> str:
@@ -34,11 +33,6 @@ def manual(tag: str, k: int) -> str:
 CHAT_TOOLS = [{"type": "function", "function": {"name": "shell", "description": "Runs a shell command.",
                                                 "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}},
                                                                "required": ["cmd"]}}}]
-RESPONSES_TOOLS = [{"type": "function", "name": "shell", "description": "Runs a shell command.",
-                    "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
-                                   "required": ["command"]}, "strict": False}]
-MESSAGES_TOOLS = [{"name": "Bash", "description": "Executes a bash command.",
-                   "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
 
 
 def chat_conv(tag: str, k: int, turns: int) -> dict:
@@ -57,39 +51,16 @@ def chat_conv(tag: str, k: int, turns: int) -> dict:
     return {"model": SERVED_NAME, "messages": messages, "tools": CHAT_TOOLS, "max_tokens": 2}
 
 
+def steps(turns: int) -> list:
+    return [f"Step {i}: test." for i in range(turns)]
+
+
 def responses_conv(tag: str, k: int, turns: int) -> dict:
-    items = []
-    for i in range(turns):
-        items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"Step {i}: test."}]})
-        if i < turns - 1:
-            items += [
-                {"type": "reasoning", "id": f"rs_{i}", "summary": [],
-                 "content": [{"type": "reasoning_text", "text": f"Turn {i}: run the tests first."}]},
-                {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{k}_{i}", "name": "shell",
-                 "arguments": json.dumps({"command": ["make", "test"]})},
-                {"type": "function_call_output", "call_id": f"call_{k}_{i}", "output": f"{i * 11} tests passed"},
-                {"type": "message", "role": "assistant", "id": f"msg_{i}", "status": "completed",
-                 "content": [{"type": "output_text", "text": f"All {i * 11} tests pass.", "annotations": []}]}]
-    return {"model": SERVED_NAME, "instructions": manual(tag, k), "input": items, "tools": RESPONSES_TOOLS,
-            "max_output_tokens": 2}
+    return agent_conversations.responses_conv(SERVED_NAME, manual(tag, k), k, steps(turns))
 
 
 def messages_conv(tag: str, k: int, turns: int) -> dict:
-    messages = []
-    for i in range(turns):
-        messages.append({"role": "user", "content": f"Step {i}: test."})
-        if i < turns - 1:
-            messages += [
-                {"role": "assistant", "content": [
-                    {"type": "thinking", "thinking": f"Turn {i}: run the tests first.", "signature": "sig"},
-                    {"type": "tool_use", "id": f"toolu_{k}_{i}", "name": "Bash", "input": {"command": "make test"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{k}_{i}",
-                                              "content": [{"type": "text", "text": f"{i * 11} tests passed"}]}]},
-                {"role": "assistant", "content": [{"type": "text", "text": f"All {i * 11} tests pass."}]}]
-    return {"model": SERVED_NAME, "max_tokens": 2, "tools": MESSAGES_TOOLS,
-            "system": [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.3; cch={k * 7919 % 100000};"},
-                       {"type": "text", "text": manual(tag, k)}],
-            "messages": messages}
+    return agent_conversations.messages_conv(SERVED_NAME, manual(tag, k), k, str(k * 7919 % 100000), steps(turns))
 
 
 def messages_salted_no_thinking(tag: str, k: int, turns: int) -> dict:
