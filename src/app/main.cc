@@ -477,7 +477,12 @@ int main(int argc, char** argv) {
   request::SingleFlightLeads single_flight_leads(router);
   proxy.add_observer(&index_learning);
   proxy.add_observer(&single_flight_leads);
-  request::ExactPredictions exact_predictions(predictions, &exact);
+  // A prediction the engine beat is looked at again (route/late_check.h): late, or a miss.
+  route::LateCheck late_check(predictions, [&exact](size_t engine, std::span<const uint32_t> tokens,
+                                                    std::string_view model, std::string_view salt) {
+    return exact.resident_now(engine, tokens, model, salt);
+  });
+  request::ExactPredictions exact_predictions(predictions, &late_check);
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {

@@ -109,7 +109,10 @@ def test_the_index_follows_stores_evictions_and_a_reset_as_an_independent_subscr
                            {"Content-Type": "application/json"}, timeout=60)
             assert r.status == 200, r.body
             mirrors[int(r.header("X-Ramjet-Upstream"))].quiet()
-        poll(lambda: m_get(rj, "ramjet_exact_predictions_total", result="agree") >= 5, 10, what="5 checked predictions")
+        # (late: the engine's events for a request were still in flight when ramjet placed the
+        # next one; a loaded machine sees some.)
+        poll(lambda: sum(m_get(rj, "ramjet_exact_predictions_total", result=r) for r in ("agree", "late")) >= 5, 10,
+             what="5 checked predictions")
         assert count_predictions(rj)["miss"] == 0
         # A reset: vLLM publishes AllBlocksCleared with its next step.
         assert engines[0].request("POST", "/reset_prefix_cache").status == 200
@@ -260,7 +263,8 @@ def test_a_restarted_engine_is_fenced_then_trusted_and_warms_up_before_traffic(e
                        {"Content-Type": "application/json"}, timeout=60)
         assert r.status == 200 and r.header("X-Ramjet-Upstream") == "1", (r.status, r.header("X-Ramjet-Route"))
         assert (r.header("X-Ramjet-Route") or "").startswith("exact"), r.header("X-Ramjet-Route")
-        poll(lambda: rj.metrics().sum("ramjet_exact_predictions_total", upstream="1", result="agree") >= 1, 10,
+        poll(lambda: rj.metrics().sum("ramjet_exact_predictions_total", upstream="1", result="agree") +
+             rj.metrics().sum("ramjet_exact_predictions_total", upstream="1", result="late") >= 1, 10,
              what="the prediction checked")
         assert count_predictions(rj)["miss"] == 0
     finally:

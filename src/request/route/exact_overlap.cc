@@ -44,12 +44,12 @@ cache::events::ExactRequest ExactOverlap::exact_request(const request::PreparedR
   return r;
 }
 
-std::optional<uint32_t> ExactOverlap::resident_now(size_t engine, const request::PreparedRequest& req,
-                                                   size_t up_to_tokens) const {
+std::optional<uint32_t> ExactOverlap::resident_now(size_t engine, std::span<const uint32_t> tokens,
+                                                   std::string_view model, std::string_view cache_salt) const {
   const cache::events::Inventory* inv = engine < kv_.size() ? kv_.trusted(engine) : nullptr;
   if (inv == nullptr) return std::nullopt;
-  cache::events::ExactRequest r = exact_request(req);
-  r.tokens = r.tokens.first(std::min(up_to_tokens, r.tokens.size()));
+  cache::events::ExactRequest r{tokens, model, cache_salt, std::nullopt};
+  if (catalog_ != nullptr && !model.empty()) r.adapter = catalog_->is_adapter(model);
   const std::array<const cache::events::Inventory*, 1> one{inv};
   std::array<std::optional<uint32_t>, 1> out;
   cache::events::lookup(one, r, out);

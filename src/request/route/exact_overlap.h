@@ -17,6 +17,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -49,10 +50,12 @@ class ExactOverlap final : public OverlapSource {
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
   void served(size_t, const request::PreparedRequest&) override {}  // the engines' events teach it
   void placed(size_t engine, const request::PreparedRequest& req, uint32_t resident) override;
-  // The request's first `up_to_tokens` prompt tokens that `engine`'s trusted inventory holds now
-  // (nullopt: no trusted inventory, or a read that kept racing its writer). The prediction check
-  // asks it after the response, when the engine found more than was predicted.
-  std::optional<uint32_t> resident_now(size_t engine, const request::PreparedRequest& req, size_t up_to_tokens) const;
+  // How many of `tokens` (a prompt's first tokens, in the namespace of `model` and `cache_salt`)
+  // `engine`'s trusted inventory holds now (nullopt: no trusted inventory, or a read that kept
+  // racing its writer). Any thread. The prediction check asks it after the response, when the
+  // engine found more than was predicted (route/late_check.h).
+  std::optional<uint32_t> resident_now(size_t engine, std::span<const uint32_t> tokens, std::string_view model,
+                                       std::string_view cache_salt) const;
   // ramjet_exact_provisional_* (router.cc, in route_families(); outcomes are the router's own)
   void write_metrics(metrics::Exposition& x) const override;
 

@@ -15,8 +15,8 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "Exact placements checked against the engine's usage: agree (cached_tokens within two blocks "
      "of the prediction), miss, unreported (the engine reports no cached_tokens: vLLM needs "
      "--enable-prompt-tokens-details), late (the engine found more than predicted, and the events "
-     "that stored it reached the index after the decision: a stale prediction, not a wrong one; "
-     "not a miss)."},
+     "that stored it reached the index after the decision, by the response's end or 500 ms later: "
+     "a stale prediction, not a wrong one; not a miss)."},
     {"ramjet_exact_prediction_error_tokens", MetricKind::kHistogram, "",
      "|predicted resident prompt tokens - the engine's cached_tokens| of each checked placement "
      "(agree or miss; late ones are not observed)."},

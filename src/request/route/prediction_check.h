@@ -38,12 +38,13 @@ class PredictionCheck {
   // A completed exchange placed on exact overlaps on `engine`: the predicted resident prompt
   // tokens, the engine's cached_tokens (nullopt when its usage had none), the block size the
   // prediction was made in, and the regret of the choice. `api_reports_cached`: an absent count
-  // means 0 on this API once the engine has reported one (vLLM's Anthropic Messages usage has
-  // cache_read_input_tokens only from vLLM 0.32 on: there an absent count is unreported, not 0).
+  // means 0 once the engine has reported one — only for a usage the response did carry, on an API
+  // that carries the count (vLLM's Anthropic Messages usage has cache_read_input_tokens only from
+  // vLLM 0.32 on; a stream without include_usage has no usage): otherwise it is unreported.
   PredictionResult record(size_t engine, uint64_t predicted, std::optional<uint64_t> cached, uint32_t block_size,
                           uint64_t regret_tokens, bool api_reports_cached = true);
-  // An under-prediction the KV events explain (request/stream/observers.h): the engine found
-  // more than the index held at the decision, and the index holds it now — the events that
+  // An under-prediction the KV events explain (route/late_check.h): the engine found more than
+  // the index held at the decision, and the index holds it by the second look — the events that
   // stored it were still in flight (another router's or a direct client's request had just
   // warmed the engine). Counted as `late`; neither a miss nor an agreement (a tokenizer or
   // template mismatch never passes that test: the index never holds the request's own tokens).

@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
-#include "request/route/exact_overlap.h"
+#include "request/route/late_check.h"
 #include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
@@ -42,12 +43,13 @@ class IndexLearning final : public ExchangeObserver {
 
 // Exact placements checked: the usage of a complete 200 response placed on exact overlaps tells
 // the prediction check what the chosen engine predicted and what it reported cached
-// (route/prediction_check.h), and how much another eligible engine held beyond it.
+// (route/prediction_check.h), and how much another eligible engine held beyond it. A prediction
+// the engine beat gets a second look (route/late_check.h) before it counts as a miss.
 class ExactPredictions final : public ExchangeObserver {
  public:
-  // `exact` (optional): the exact source, asked again when the engine found more than predicted.
-  explicit ExactPredictions(route::PredictionCheck& check, const route::ExactOverlap* exact = nullptr)
-      : ExchangeObserver(kUsage), check_(check), exact_(exact) {}
+  // `late` (optional): the second look; without it, every prediction is recorded as it stands.
+  explicit ExactPredictions(route::PredictionCheck& check, route::LateCheck* late = nullptr)
+      : ExchangeObserver(kUsage), check_(check), late_(late) {}
   void usage(ExchangeRecord& x, const Usage& u) override {
     const route::Routed* r = x.routed;
     if (r == nullptr || r->exact != route::ExactOutcome::kExact || !x.upstream) return;
@@ -67,26 +69,32 @@ class ExactPredictions final : public ExchangeObserver {
     for (const route::CandidateTerms& c : r->decision.ranked) {
       if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
     }
-    // The engine found more than the index held at the decision. When the index holds it now,
-    // the events that stored it were in flight (another client had just warmed the engine): late,
-    // not a miss. Only the tokens the engine found are looked up, none this request stored.
-    if (exact_ != nullptr && u.cached_tokens && *u.cached_tokens > predicted &&
-        *u.cached_tokens - predicted > check_.tolerance_tokens(r->exact_block_size)) {
-      const auto now = exact_->resident_now(engine, *x.prep, *u.cached_tokens);
-      if (now && *now + check_.tolerance_tokens(r->exact_block_size) >= *u.cached_tokens) {
-        check_.record_late(engine, best - predicted);
-        return;
-      }
+    // The engine found more than the index held at the decision: its events may have been in
+    // flight. Only the tokens the engine found are looked up again, none this request stored.
+    const std::vector<uint32_t>& tokens = x.prep->exact.tokens;
+    if (late_ != nullptr && u.cached_tokens && *u.cached_tokens > predicted &&
+        *u.cached_tokens - predicted > check_.tolerance_tokens(r->exact_block_size) && *u.cached_tokens <= tokens.size()) {
+      late_->submit(route::Underprediction{
+          .engine = engine,
+          .tokens = std::vector<uint32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(*u.cached_tokens)),
+          .model = x.prep->exact.model,
+          .cache_salt = x.prep->exact.cache_salt,
+          .predicted = predicted,
+          .cached = *u.cached_tokens,
+          .block_size = r->exact_block_size,
+          .regret_tokens = best - predicted});
+      return;
     }
-    // vLLM's Messages usage carries cache_read_input_tokens only with --enable-prompt-tokens-details
-    // on vLLM >= 0.32 (older engines never send it): its absence says nothing there.
+    // An absent cached count means 0 only in a usage that was sent (older vLLM leaves a 0 out): a
+    // stream without stream_options.include_usage carries no usage at all, and vLLM's Messages
+    // usage has cache_read_input_tokens only from 0.32 on (with --enable-prompt-tokens-details).
     check_.record(engine, predicted, u.cached_tokens, r->exact_block_size, best - predicted,
-                  x.endpoint != Endpoint::kMessages);
+                  x.endpoint != Endpoint::kMessages && u.prompt_tokens.has_value());
   }
 
  private:
   route::PredictionCheck& check_;
-  const route::ExactOverlap* exact_;
+  route::LateCheck* late_;
 };
 
 }  // namespace ramjet::request
