@@ -403,6 +403,7 @@ int main(int argc, char** argv) {
     if (exact_mode != route::ExactMode::kOff) exact.set_catalog(catalog.get());
   }
   route::ApproxOverlap approx(index);
+  exact.set_estimates(&approx);  // an engine whose index is not trusted: its fingerprint estimate
   std::vector<route::OverlapSource*> sources;
   if (exact_mode != route::ExactMode::kOff) sources.push_back(&exact);
   sources.push_back(&approx);
@@ -477,11 +478,17 @@ int main(int argc, char** argv) {
   request::SingleFlightLeads single_flight_leads(router);
   proxy.add_observer(&index_learning);
   proxy.add_observer(&single_flight_leads);
-  // A prediction the engine beat is looked at again (route/late_check.h): late, or a miss.
-  route::LateCheck late_check(predictions, [&exact](size_t engine, std::span<const uint32_t> tokens,
-                                                    std::string_view model, std::string_view salt) {
-    return exact.resident_now(engine, tokens, model, salt);
-  });
+  // A prediction the engine contradicted is looked at again (route/late_check.h): late or
+  // evicted, or a miss.
+  route::LateCheck late_check(
+      predictions,
+      [&exact](size_t engine, std::span<const uint32_t> tokens, std::string_view model, std::string_view salt) {
+        return exact.resident_now(engine, tokens, model, salt);
+      },
+      [&exact](size_t engine, std::span<const uint32_t> tokens, std::string_view model, std::string_view salt,
+               uint64_t from_tokens, const route::ExactStamp& stamp) {
+        return exact.held_since(engine, tokens, model, salt, from_tokens, stamp);
+      });
   request::ExactPredictions exact_predictions(predictions, &late_check);
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
@@ -593,6 +600,9 @@ int main(int argc, char** argv) {
     if (!companions.empty()) registry.add([&](metrics::Exposition& x) { companion::write_metrics(x, companions); });
     fleet.add_replica_flag({"kv_trusted", [&kv](size_t i) { return kv.trusted(i) != nullptr; }});
     fleet.add_replica_label({"inventory", [&kv](size_t i) { return kv.inventory_label(i); }});
+    fleet.add_replica_number({"kv_untrusted_seconds", [&kv, &clock](size_t i) {
+                                return kv.untrusted_seconds(i, clock.now_ms());
+                              }});
   }
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});

@@ -174,7 +174,7 @@ bool Client::sleep_for(std::chrono::milliseconds d) {
 void Client::unpublish() {
   published_.store(nullptr, std::memory_order_release);
   current_.store(nullptr, std::memory_order_release);
-  mode_.store(FenceMode::kFenced, std::memory_order_release);
+  set_mode(FenceMode::kFenced);
 }
 
 void Client::run() {
@@ -287,7 +287,7 @@ Outcome Client::session(bool& was_trusted) {
         incarnation = std::move(snap->header.incarnation);
         backoff_ = options_.backoff_min;
         current_.store(inv, std::memory_order_release);
-        mode_.store(FenceMode::kReplaying, std::memory_order_release);
+        set_mode(FenceMode::kReplaying);
         spdlog::debug("companion for upstream {}: snapshot of {} blocks imported in {} ms", options_.upstream,
                       inv->shard().blocks(), took.count() / 1000);
         break;
@@ -311,7 +311,7 @@ Outcome Client::session(bool& was_trusted) {
         if (last_seq && (!f.has_event_sequence || f.event_sequence < *last_seq)) return Outcome::kOutOfOrder;
         if (published_.load(std::memory_order_relaxed) == nullptr) {
           published_index_ = index;
-          mode_.store(FenceMode::kTrusted, std::memory_order_release);
+          set_mode(FenceMode::kTrusted);
           published_.store(inv, std::memory_order_release);
           if (stats_.first_trust_ms.load(std::memory_order_relaxed) < 0) {
             stats_.first_trust_ms.store(

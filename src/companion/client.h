@@ -111,6 +111,7 @@ class Client final : public cache::events::InventorySource {
   void stop() override;
   const cache::events::Inventory* trusted() const override { return published_.load(std::memory_order_acquire); }
   cache::events::FenceMode mode() const override { return mode_.load(std::memory_order_acquire); }
+  const cache::events::UntrustedSince& untrusted() const override { return untrusted_; }
   uint64_t generation() const override { return generation_.load(std::memory_order_acquire); }
   const cache::events::Inventory* current() const override { return current_.load(std::memory_order_acquire); }
   std::string_view label() const override { return "companion"; }
@@ -137,6 +138,11 @@ class Client final : public cache::events::InventorySource {
   std::atomic<const cache::events::Inventory*> published_{nullptr};
   std::atomic<const cache::events::Inventory*> current_{nullptr};
   std::atomic<cache::events::FenceMode> mode_{cache::events::FenceMode::kFenced};
+  cache::events::UntrustedSince untrusted_;
+  void set_mode(cache::events::FenceMode m) {
+    mode_.store(m, std::memory_order_release);
+    untrusted_.note(m);
+  }
   std::atomic<uint64_t> generation_{0};
   std::chrono::milliseconds backoff_{0};  // the client thread's
   std::chrono::steady_clock::time_point started_{};

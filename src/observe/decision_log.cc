@@ -56,6 +56,8 @@ void DecisionLog::push(const route::Routed& routed, std::string_view policy, int
   r.candidates.assign(d.ranked.begin(), d.ranked.end());  // keeps its capacity from earlier records
   r.exact = routed.exact;
   r.exact_tokens.assign(routed.exact_tokens.begin(), routed.exact_tokens.end());
+  r.exact_estimated.clear();
+  for (const route::ExactStamp& s : routed.exact_stamps) r.exact_estimated.push_back(s.estimated ? 1 : 0);
   r.exact_block_size = routed.exact_block_size;
 }
 
@@ -132,8 +134,10 @@ void append_decision_json(std::string& out, const DecisionRecord& r) {
       out += ':';
       append_term(out, c.*row.member);
     });
-    // Only when exact routing looked the prompt up: the key's absence says it did not.
-    if (c.ordinal < r.exact_tokens.size()) out += ",\"exact_tokens\":" + std::to_string(r.exact_tokens[c.ordinal]);
+    // Only when exact routing looked the prompt up in this engine's index: the key's absence says
+    // it did not (or, exact_partial, that the engine's fingerprint estimate stood in).
+    const bool estimated = c.ordinal < r.exact_estimated.size() && r.exact_estimated[c.ordinal] != 0;
+    if (c.ordinal < r.exact_tokens.size() && !estimated) out += ",\"exact_tokens\":" + std::to_string(r.exact_tokens[c.ordinal]);
     out += '}';
   }
   out += "]}";

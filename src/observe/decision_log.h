@@ -47,6 +47,7 @@ struct DecisionRecord {
   // counted in blocks of exact_block_size tokens.
   route::ExactOutcome exact = route::ExactOutcome::kNone;
   std::vector<uint32_t> exact_tokens;
+  std::vector<uint8_t> exact_estimated;  // by ordinal: 1 when a fingerprint estimate stood in (exact_partial)
   uint32_t exact_block_size = 0;
 };
 

@@ -182,7 +182,8 @@ std::string format_start(const JournalStart& s) {
     l.null("exact_outcome");
   else
     l.str("exact_outcome", route::label(s.exact));
-  if (!d.ranked.empty() && d.ranked.front().ordinal < s.exact_tokens.size())
+  if (!d.ranked.empty() && d.ranked.front().ordinal < s.exact_tokens.size() &&
+      !(d.ranked.front().ordinal < s.exact_stamps.size() && s.exact_stamps[d.ranked.front().ordinal].estimated))
     l.u64("predicted_cached_tokens", s.exact_tokens[d.ranked.front().ordinal]);
   else
     l.null("predicted_cached_tokens");
@@ -384,6 +385,7 @@ void JournalObserver::decided(request::ExchangeRecord& x) {
       .single_flight = router_.single_flight_enabled(),
       .exact = x.routed->exact,
       .exact_tokens = x.routed->exact_tokens,
+      .exact_stamps = x.routed->exact_stamps,
       .session = &x.routed->session,
       .session_config = &router_.session_affinity(),
   });

@@ -59,9 +59,11 @@ struct JournalStart {
   bool single_flight = false;  // RJ_ROUTE_SINGLE_FLIGHT was on
   // Exact routing (route::Routed): how the exact source answered (kNone: no exact source, or it
   // was not asked) and, when it looked the prompt up, each engine's predicted resident prompt
-  // tokens by ordinal (empty otherwise). Only the chosen engine's count is journalled.
+  // tokens by ordinal (empty otherwise), and which engines had a fingerprint estimate instead
+  // (exact_partial). Only the chosen engine's count is journalled (null when it was estimated).
   route::ExactOutcome exact = route::ExactOutcome::kNone;
   std::span<const uint32_t> exact_tokens = {};
+  std::span<const route::ExactStamp> exact_stamps = {};
   // Session affinity (route::Routed::session): written as session_affinity when enabled.
   const route::SessionNote* session = nullptr;
   const route::SessionAffinityConfig* session_config = nullptr;

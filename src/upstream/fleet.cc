@@ -2,7 +2,10 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "common/build_info.h"
 #include "common/log.h"
@@ -329,6 +332,9 @@ std::string Fleet::health_json() const {
     if (states[i] != EngineState::kHealthy && left > 0) out += R"(,"ejection_ms_left":)" + std::to_string(left);
     for (const ReplicaFlag& f : replica_flags_) out += ",\"" + f.name + "\":" + (f.read(i) ? "true" : "false");
     for (const ReplicaLabel& l : replica_labels_) out += ",\"" + l.name + "\":\"" + log::json_escape(l.read(i)) + "\"";
+    for (const ReplicaNumber& f : replica_numbers_) {
+      if (const std::optional<double> v = f.read(i); v && std::isfinite(*v)) out += fmt::format(",\"{}\":{:.3f}", f.name, *v);
+    }
     out += "}";
   }
   out += "]}";

@@ -188,6 +188,12 @@ class Fleet {
     std::function<std::string_view(size_t)> read;
   };
   void add_replica_label(ReplicaLabel label) { replica_labels_.push_back(std::move(label)); }
+  // Extra number fields the same way (e.g. "kv_untrusted_seconds"); nullopt leaves the field out.
+  struct ReplicaNumber {
+    std::string name;
+    std::function<std::optional<double>(size_t)> read;
+  };
+  void add_replica_number(ReplicaNumber number) { replica_numbers_.push_back(std::move(number)); }
   void write_metrics(metrics::Exposition& e) const;
 
  private:
@@ -208,6 +214,7 @@ class Fleet {
   std::function<void(size_t)> fence_listener_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<ReplicaFlag> replica_flags_;
+  std::vector<ReplicaNumber> replica_numbers_;
   std::vector<ReplicaLabel> replica_labels_;
 };
 

@@ -319,14 +319,56 @@ def test_shadow_mode_counts_what_exact_placement_would_have_done(ramjet_factory,
     assert m.get("ramjet_exact_route_total", outcome="shadow_would_move") == sum(1 for u, _ in outcomes if u != "1")
 
 
-def test_a_fenced_engine_sends_requests_back_to_the_approximate_index(ramjet_factory, three_kv_sims):
+def test_a_fenced_engine_gets_its_fingerprint_estimate_while_the_others_stay_exact(ramjet_factory, three_kv_sims):
+    """One engine whose KV batches cannot be read (its replay holds the same batch, so it stays
+    fenced until its cache clears) does not turn exact routing off for the fleet: the trusted
+    engines are placed on their exact overlaps, the fenced one on its fingerprint estimate (the
+    same scale), its recovery is retried on a backoff, and /health and a metric say how long it
+    has been untrusted."""
     sims = three_kv_sims
     rj = start(ramjet_factory, sims)
-    sims[2].admin("/sim/fault", {"kv_skip": 3})
+    assert [r["kv_untrusted_seconds"] for r in rj.health()[1]["replicas"]] == [0, 0, 0]
+    sims[2].admin("/sim/fault", {"kv_garbage": 1})
     chat(sims[2], 0)
-    poll(lambda: state(rj, 2) == "fenced", timeout=10, what="engine 2 fenced")
-    r = through(rj, long_chat(30, "first question"))
-    assert r.header("X-Ramjet-Route") == "untrusted"
+    wait_state(rj, 2, "fenced")
+    # Retried on its backoff (1 s, then 2 s, ...), and still fenced: the replay holds the bad batch.
+    poll(lambda: transitions(rj, 2, "retry") >= 2, timeout=10, what="engine 2's recovery retried")
+    assert state(rj, 2) != "trusted"
+    replicas = rj.health()[1]["replicas"]
+    assert replicas[2]["kv_trusted"] is False and replicas[2]["kv_untrusted_seconds"] >= 1.0, replicas[2]
+    assert replicas[0]["kv_untrusted_seconds"] == 0 and replicas[1]["kv_untrusted_seconds"] == 0
+    assert rj.metrics().get("ramjet_kv_untrusted_seconds", upstream="2") >= 1.0
+    assert rj.metrics().get("ramjet_kv_untrusted_seconds", upstream="1") == 0
+    # A forced miss on a trusted engine still lands where the cache is, and is checked.
+    for k in range(2):
+        warm_behind_its_back(rj, sims[1], 1, long_chat(30 + k, "first question"))
+        r = through(rj, long_chat(30 + k, "first question"))
+        assert r.header("X-Ramjet-Upstream") == "1", r.header("X-Ramjet-Route")
+        assert r.header("X-Ramjet-Route").startswith("exact_partial; predicted_cached_tokens="), r.header("X-Ramjet-Route")
+    # A conversation the fenced engine served: the fingerprints learned it, and bring it back.
+    landed = None
+    for k in range(6):
+        r = through(rj, long_chat(40 + k, "first question"))
+        if r.header("X-Ramjet-Upstream") == "2":
+            landed = k
+            assert r.header("X-Ramjet-Route") == "exact_partial; estimated"
+            break
+    assert landed is not None, "no cold request was placed on engine 2"
+    r = through(rj, long_chat(40 + landed, "second question"))
+    assert r.header("X-Ramjet-Upstream") == "2" and r.header("X-Ramjet-Route") == "exact_partial; estimated"
+    m = rj.metrics()
+    assert m.get("ramjet_exact_route_total", outcome="exact_partial") >= 4
+    assert m.get("ramjet_exact_route_total", outcome="untrusted") == 0
+    assert m.get("ramjet_exact_predictions_total", upstream="1", result="agree") >= 2
+    assert m.sum("ramjet_exact_predictions_total", result="miss") == 0
+    assert sum(m.get("ramjet_exact_predictions_total", upstream="2", result=x) or 0
+               for x in ("agree", "miss", "unreported", "late", "evicted")) == 0, "an estimate predicts nothing"
+    # Its cache cleared, the engine is trusted again and the fleet fully exact.
+    assert sims[2].request("POST", "/reset_prefix_cache").status == 200
+    wait_state(rj, 2, "trusted")
+    assert rj.health()[1]["replicas"][2]["kv_untrusted_seconds"] == 0
+    r = through(rj, long_chat(30, "second question"))
+    assert r.header("X-Ramjet-Route").startswith("exact; "), r.header("X-Ramjet-Route")
 
 
 def test_two_ramjets_on_the_same_engines_make_the_same_exact_choice(ramjet_factory, three_kv_sims):
@@ -476,7 +518,7 @@ def test_discovered_endpoints_are_subscribed_and_followed_to_a_restarted_engine(
             s.stop()
 
 
-def test_an_engine_without_kv_event_sources_is_counted_and_keeps_exact_routing_off(ramjet_factory, kv_sims):
+def test_an_engine_without_kv_event_sources_is_counted_and_placed_on_its_fingerprints(ramjet_factory, kv_sims):
     # A plain HTTP server that is not vLLM answers 404 to /kv_event_sources: the sim without
     # --kv-events-config answers an empty list instead.
     plain = SimProc("--speed", "50")
@@ -488,6 +530,7 @@ def test_an_engine_without_kv_event_sources_is_counted_and_keeps_exact_routing_o
         poll(lambda: rj.metrics().get("ramjet_kv_discovery_total", upstream="1", outcome="none") >= 1, timeout=5,
              what="engine 1 publishes none")
         r = through(rj, long_chat(72, "first question"))
-        assert r.header("X-Ramjet-Route") == "untrusted"  # one healthy engine without an index
+        # One healthy engine without an index: the fingerprints estimate it, the other is exact.
+        assert r.header("X-Ramjet-Route").startswith("exact_partial"), r.header("X-Ramjet-Route")
     finally:
         plain.stop()

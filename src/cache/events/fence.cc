@@ -27,6 +27,7 @@ std::string_view label(FenceEvent e) {
     case FenceEvent::kCleared: return "cleared";
     case FenceEvent::kDisconnect: return "disconnect";
     case FenceEvent::kIndexError: return "index_error";
+    case FenceEvent::kRetry: return "retry";
     case FenceEvent::kCount_: break;
   }
   return "none";
@@ -194,7 +195,16 @@ Step SequenceFence::on_connect() {
   // batches): a replay that starts at 0 and runs on without holes is the whole of its cache. The
   // live watermark belonged to the connection before.
   last_live_.reset();
-  Step s = start_replay(0, 0, /*full=*/true, verdict(Verdict::kObserve));
+  return replay_whatever_it_holds(verdict(Verdict::kObserve));
+}
+
+Step SequenceFence::on_retry() {
+  if (mode_ != FenceMode::kFenced) return verdict(Verdict::kObserve);
+  return replay_whatever_it_holds(verdict(Verdict::kObserve).with(FenceEvent::kRetry));
+}
+
+Step SequenceFence::replay_whatever_it_holds(Step step) {
+  Step s = start_replay(0, 0, /*full=*/true, step);
   replay_through_any_ = true;
   return s;
 }

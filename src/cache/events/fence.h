@@ -22,7 +22,9 @@
 //  - a socket disconnect -> fenced at once;
 //  - on (re)connect while fenced: a full replay from 0 of whatever the engine holds (the same
 //    publisher after a network blip, or a restarted one), so an idle engine is trusted without
-//    waiting for its next batch; an empty replay means the publisher has published nothing yet.
+//    waiting for its next batch; an empty replay means the publisher has published nothing yet;
+//  - still fenced after that: the same full replay again on the subscriber's backoff (on_retry:
+//    1 s, doubling to 60 s), so a replay that failed for a passing reason is not the last word.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +63,7 @@ enum class FenceEvent : uint8_t {
   kCleared,            // AllBlocksCleared: trusted from scratch
   kDisconnect,         // the socket went away: fenced
   kIndexError,         // the index could not follow a batch (conflict, capacity): fenced
+  kRetry,              // a fenced engine's recovery tried again after a backoff (on_retry)
   kCount_,
 };
 std::string_view label(FenceEvent e);
@@ -105,6 +108,10 @@ class SequenceFence {
   Step on_connect();
   // The index refused a batch the fence let through: fenced (and cleared) until it can be whole.
   Step on_index_error();
+  // While fenced, the subscriber's backoff has passed: a full replay from 0 of whatever the
+  // engine holds, as on a connect (a replay that failed under load, an endpoint that was down).
+  // An engine whose replay holds the batch that fenced it stays fenced until its cache clears.
+  Step on_retry();
 
   FenceMode mode() const { return mode_; }
   bool trusted() const { return mode_ == FenceMode::kTrusted; }
@@ -120,6 +127,7 @@ class SequenceFence {
   Step start_replay(uint64_t from, uint64_t through, bool full, Step step);
   Step fence(FenceEvent why);
   Step clear_and_trust(uint64_t seq);
+  Step replay_whatever_it_holds(Step step);
 
   FenceLimits limits_;
   FenceMode mode_ = FenceMode::kFenced;

@@ -126,6 +126,32 @@ TEST(SequenceFence, AFailedFullReplayIsNotRetriedUntilSomethingChanges) {
   EXPECT_TRUE(f.trusted());
 }
 
+// The subscriber's backoff (1 s, doubling): a fenced engine whose replay failed tries again,
+// whatever the engine holds from 0, and is trusted when that replay is whole.
+TEST(SequenceFence, ARetryReplaysWhateverTheEngineHoldsAgain) {
+  SequenceFence f(kLimits);
+  const Step first = f.on_live(40, false);
+  ASSERT_TRUE(first.replay);
+  EXPECT_TRUE(f.on_replay_end(first.replay->ticket, false).has(FenceEvent::kReplayFailed));  // timed out
+  EXPECT_EQ(f.on_live(41, false).verdict, Verdict::kObserve) << "a live batch does not retry";
+  const Step retry = f.on_retry();
+  EXPECT_TRUE(retry.has(FenceEvent::kRetry));
+  EXPECT_TRUE(retry.has(FenceEvent::kFullReplay));
+  EXPECT_TRUE(retry.clear_index);
+  ASSERT_TRUE(retry.replay);
+  EXPECT_EQ(retry.replay->from, 0u);
+  EXPECT_EQ(f.mode(), FenceMode::kReplaying);
+  EXPECT_EQ(f.on_retry().verdict, Verdict::kObserve) << "only while fenced";
+  EXPECT_FALSE(f.on_retry().replay);
+  EXPECT_EQ(f.on_live(42, false).verdict, Verdict::kHold);
+  for (uint64_t q = 0; q <= 42; ++q) EXPECT_EQ(f.on_replay_batch(retry.replay->ticket, q, false).verdict, Verdict::kApply);
+  EXPECT_TRUE(f.on_replay_end(retry.replay->ticket, true).has(FenceEvent::kReplayDone));
+  EXPECT_TRUE(f.trusted());
+  EXPECT_EQ(f.on_held(42, false).verdict, Verdict::kDuplicate);
+  EXPECT_EQ(f.on_live(43, false).verdict, Verdict::kApply);
+  EXPECT_FALSE(f.on_retry().replay) << "a trusted engine is not replayed";
+}
+
 TEST(SequenceFence, TooManyLiveBatchesDuringAReplayFence) {
   SequenceFence f(kLimits);
   f.on_live(0, false);

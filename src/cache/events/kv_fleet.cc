@@ -13,7 +13,7 @@ using metrics::MetricKind;
 
 enum class F {
   kState, kGeneration, kTransitions, kBatches, kBadFrames, kDecodeErrors, kIndexErrors, kSkipped,
-  kBlocksApplied, kIndexBlocks, kIndexResident, kIndexBytes, kSource, kCount
+  kBlocksApplied, kIndexBlocks, kIndexResident, kIndexBytes, kSource, kUntrusted, kCount
 };
 
 constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
@@ -25,7 +25,8 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "Times the engine's exact index was started again from empty (fence, restart, clear)."},
     {"ramjet_kv_fence_transitions_total", MetricKind::kCounter, "upstream,event",
      "Sequence-fence events: first_batch_trusted, full_replay, gap_replay, replay_done, replay_failed, "
-     "gap_too_large, hold_overflow, restart, cleared, disconnect, index_error."},
+     "gap_too_large, hold_overflow, restart, cleared, disconnect, index_error, retry (a fenced "
+     "engine's full replay tried again on a backoff: 1 s, doubling to 60 s)."},
     {"ramjet_kv_batches_total", MetricKind::kCounter, "upstream,source",
      "KV-event batches received: live (the SUB socket) or replay."},
     {"ramjet_kv_bad_frames_total", MetricKind::kCounter, "upstream",
@@ -49,6 +50,11 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_kv_inventory_source", MetricKind::kGauge, "upstream,source",
      "1 for where the engine's exact index comes from: events (its own KV events) or companion (a "
      "ramjet-companion's snapshot and tail, RJ_EXACT_INVENTORY=companion)."},
+    {"ramjet_kv_untrusted_seconds", MetricKind::kGauge, "upstream",
+     "Seconds since the engine's exact index was last trusted (since start when it never was; 0 "
+     "while it is). Exact routing places that engine on its fingerprint estimate meanwhile; alert "
+     "when it stays above a few minutes (an engine whose events cannot be read stays fenced until "
+     "its cache clears)."},
 }};
 
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
@@ -132,6 +138,13 @@ uint64_t KvFleet::generation(size_t engine) const {
   return engines_[engine] ? engines_[engine]->subscriber.generation() : 0;
 }
 
+std::optional<double> KvFleet::untrusted_seconds(size_t engine, int64_t now_ms) const {
+  if (!has_events(engine)) return std::nullopt;
+  const int64_t since = external_[engine] ? external_[engine]->untrusted().since_ms()
+                                          : engines_[engine]->subscriber.untrusted().since_ms();
+  return since == UntrustedSince::kTrusted ? 0.0 : static_cast<double>(std::max<int64_t>(0, now_ms - since)) / 1000.0;
+}
+
 void KvFleet::write_metrics(metrics::Exposition& x) const {
   auto up = [](size_t i) { return "upstream=\"" + std::to_string(i) + "\""; };
   auto each = [&](F f, auto value) {
@@ -191,6 +204,9 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
   gauge(F::kIndexBlocks, [](const Inventory& inv) { return uint64_t{inv.shard().blocks()}; });
   gauge(F::kIndexResident, [](const Inventory& inv) { return uint64_t{inv.shard().resident_blocks()}; });
   gauge(F::kIndexBytes, [](const Inventory& inv) { return uint64_t{inv.shard().table_bytes()}; });
+  const int64_t now = SteadyClock::instance().now_ms();
+  all(F::kUntrusted, {}, 1, [](size_t) { return ""; },
+      [&](size_t i, size_t) { return untrusted_seconds(i, now).value_or(0.0); });
   all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
       [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });
 }

@@ -29,6 +29,7 @@ class InventorySource {
   virtual const Inventory* trusted() const = 0;
   virtual FenceMode mode() const = 0;
   virtual uint64_t generation() const = 0;  // bumped whenever the inventory starts again from empty
+  virtual const UntrustedSince& untrusted() const = 0;
   // The inventory readers would get (for the index gauges), trusted or not; null when none.
   virtual const Inventory* current() const = 0;
   virtual std::string_view label() const = 0;  // "companion": the inventory label in /health, metrics
@@ -60,6 +61,9 @@ class KvFleet {
   const Inventory* trusted(size_t engine) const;
   FenceMode mode(size_t engine) const;
   uint64_t generation(size_t engine) const;
+  // How long the engine's exact inventory has not been trusted (0 while it is; nullopt for an
+  // engine without one): /health kv_untrusted_seconds and ramjet_kv_untrusted_seconds.
+  std::optional<double> untrusted_seconds(size_t engine, int64_t now_ms) const;
 
   void write_metrics(metrics::Exposition& x) const;
 

@@ -58,6 +58,10 @@ struct Subscriber::Loop {
   std::optional<ReplayRequest> replay;
   std::chrono::steady_clock::time_point replay_deadline;
   std::vector<Held> held;
+  // A fenced engine's next recovery try (SequenceFence::on_retry), and the wait after it.
+  static constexpr std::chrono::milliseconds kRetryMin{1000}, kRetryMax{60000};
+  std::optional<std::chrono::steady_clock::time_point> retry_at;
+  std::chrono::milliseconds retry_wait = kRetryMin;
 
   explicit Loop(Subscriber& s) : self(s), fence(s.options_.fence) {
     const auto& o = self.options_;
@@ -77,6 +81,7 @@ struct Subscriber::Loop {
 
   void publish() {
     self.mode_.store(fence.mode(), std::memory_order_release);
+    self.untrusted_.note(fence.mode());
     self.generation_.store(self.generation_offset_ + fence.generation(), std::memory_order_release);
     if (self.observer_) self.observer_->state(fence.mode(), self.generation_offset_ + fence.generation());
   }
@@ -228,6 +233,26 @@ struct Subscriber::Loop {
     }
   }
 
+  // While fenced and connected with a replay endpoint and no replay running: a full replay again
+  // once the backoff has passed. Trusted resets it.
+  void maybe_retry() {
+    const auto now = std::chrono::steady_clock::now();
+    if (fence.mode() != FenceMode::kFenced) {
+      if (fence.trusted()) retry_wait = kRetryMin;
+      retry_at.reset();
+      return;
+    }
+    if (dealer || self.options_.replay_endpoint.empty() || !self.stats_.connected.load(std::memory_order_relaxed)) return;
+    if (!retry_at) {
+      retry_at = now + retry_wait;
+      return;
+    }
+    if (now < *retry_at) return;
+    retry_at.reset();
+    retry_wait = std::min(retry_wait * 2, kRetryMax);
+    handle(fence.on_retry(), nullptr);
+  }
+
   // The observer's lock while the inventory may change (none without an observer).
   std::unique_lock<std::mutex> guard() const {
     return self.observer_ ? std::unique_lock<std::mutex>(self.observer_->mutex()) : std::unique_lock<std::mutex>();
@@ -263,6 +288,7 @@ struct Subscriber::Loop {
         if (!zmq::recv_multipart(sub, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
         on_live_message(frames);
       }
+      maybe_retry();
     }
   }
 };
@@ -318,6 +344,7 @@ void Subscriber::run() {
     std::unique_lock<std::mutex> lock;
     if (observer_) lock = std::unique_lock<std::mutex>(observer_->mutex());
     mode_.store(FenceMode::kFenced, std::memory_order_release);
+    untrusted_.note(FenceMode::kFenced);
     if (clear) inventory_.clear();
     if (observer_) observer_->state(FenceMode::kFenced, generation_.load(std::memory_order_acquire));
   };

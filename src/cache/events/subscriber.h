@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cache/events/fence.h"
+#include "common/clock.h"
 #include "cache/events/inventory.h"
 #include "cache/kv/codec.h"
 
@@ -34,6 +35,22 @@ struct SubscriberOptions {
   std::chrono::milliseconds reconnect_max{10000};
   FenceLimits fence;
   kv::DecodeLimits decode;
+};
+
+// Since when an inventory has not been trusted (SteadyClock ms), for /health and the alert metric
+// (ramjet_kv_untrusted_seconds): noted by its writer at every trust state it publishes.
+class UntrustedSince {
+ public:
+  static constexpr int64_t kTrusted = -1;
+  UntrustedSince() : since_(SteadyClock::instance().now_ms()) {}  // untrusted from the start
+  void note(FenceMode mode) {
+    if (mode == FenceMode::kTrusted) since_.store(kTrusted, std::memory_order_relaxed);
+    else if (since_.load(std::memory_order_relaxed) == kTrusted) since_.store(SteadyClock::instance().now_ms(), std::memory_order_relaxed);
+  }
+  int64_t since_ms() const { return since_.load(std::memory_order_relaxed); }  // kTrusted while trusted
+
+ private:
+  std::atomic<int64_t> since_;
 };
 
 // Counted by the subscriber thread, read by anyone (metrics, /health).
@@ -85,6 +102,7 @@ class Subscriber {
   bool trusted() const { return mode() == FenceMode::kTrusted; }
   FenceMode mode() const { return mode_.load(std::memory_order_acquire); }
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  const UntrustedSince& untrusted() const { return untrusted_; }
   const SubscriberStats& stats() const { return stats_; }
 
  private:
@@ -104,6 +122,7 @@ class Subscriber {
   SubscriberStats stats_;
   std::atomic<FenceMode> mode_{FenceMode::kFenced};
   std::atomic<uint64_t> generation_{0};
+  UntrustedSince untrusted_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

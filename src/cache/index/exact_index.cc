@@ -59,7 +59,9 @@ std::string_view reason(ExactStoreErrc e) {
 // key and flags are read by match() while the writer runs: both sides access them atomically.
 struct ExactShard::Node {
   uint64_t key;
-  uint32_t flags;  // kReachable
+  // kReachable, and above it the low 31 bits of the revision at whose end the block last became
+  // reachable (held_since)
+  uint32_t flags;
   uint32_t copies;
   uint32_t parent;
   uint32_t first_child;
@@ -76,6 +78,7 @@ struct ExactShard::KeySlot {
 namespace {
 
 constexpr uint32_t kReachable = 1;
+constexpr uint32_t kRevisionMask = 0x7fffffffu;  // revisions in flags compare modulo 2^31
 
 template <typename T>
 T relaxed_load(const T& x) {
@@ -215,6 +218,28 @@ std::optional<uint32_t> ExactShard::match(std::span<const uint64_t> chain) const
   return std::nullopt;
 }
 
+std::optional<bool> ExactShard::held_since(std::span<const uint64_t> chain, size_t from, uint64_t revision) const {
+  const uint32_t rev = static_cast<uint32_t>(revision & kRevisionMask);
+  for (int attempt = 0; attempt < kReadTries; ++attempt) {
+    const uint64_t s1 = seq_.load(std::memory_order_acquire);
+    if ((s1 & 1) != 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    bool held = true;
+    for (size_t i = from; i < chain.size() && held; ++i) {
+      const uint32_t n = find_node(chain[i]);
+      const uint32_t flags = n == kNone ? 0 : relaxed_load(nodes_[n].flags);
+      // Serial-number order: reachable since a revision after `revision` (within 2^30 of it).
+      const uint32_t ahead = ((flags >> 1) - rev) & kRevisionMask;
+      held = (flags & kReachable) != 0 && (ahead == 0 || ahead > (kRevisionMask >> 1));
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seq_.load(std::memory_order_relaxed) == s1) return held;
+  }
+  return std::nullopt;
+}
+
 // --------------------------------------------------------------------------------------- writes
 
 std::string_view reason(ExactImportErrc e) {
@@ -340,7 +365,11 @@ void ExactShard::free_node(uint32_t n) {
 
 bool ExactShard::is_reachable(uint32_t n) const { return (nodes_[n].flags & kReachable) != 0; }
 
-void ExactShard::set_reachable(uint32_t n, bool v) { relaxed_store(nodes_[n].flags, v ? kReachable : uint32_t{0}); }
+// Inside a write section (seq_ odd): the revision the section ends at, kept with the flag.
+void ExactShard::set_reachable(uint32_t n, bool v) {
+  const uint32_t since = static_cast<uint32_t>(((seq_.load(std::memory_order_relaxed) + 1) >> 1) & kRevisionMask);
+  relaxed_store(nodes_[n].flags, v ? (since << 1) | kReachable : uint32_t{0});
+}
 
 // Below n (not n itself): when n became reachable, every resident descendant whose path is now
 // whole does too; when n stopped being reachable, every descendant stops.

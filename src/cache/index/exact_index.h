@@ -116,6 +116,13 @@ class ExactShard {
   std::optional<uint32_t> match(std::span<const uint64_t> chain) const;
   // Bumped by every mutation: two equal revisions mean nothing changed in between.
   uint64_t revision() const { return seq_.load(std::memory_order_acquire) >> 1; }
+  // Whether chain[from..] are reachable now and have been without a break since `revision` (a
+  // revision() read before the lookup that found them): false when one is gone, or stopped being
+  // reachable after `revision` (the engine evicted it, or a block above it) and came back. The
+  // prediction check tells an eviction race from a wrong prediction by it (route/late_check.h).
+  // Revisions compare modulo 2^31 (the question is asked within a second of the lookup);
+  // nullopt when every try overlapped a write.
+  std::optional<bool> held_since(std::span<const uint64_t> chain, size_t from, uint64_t revision) const;
 
   // Counts (any thread; exact when read by the writer).
   uint32_t blocks() const { return nodes_used_.load(std::memory_order_relaxed); }

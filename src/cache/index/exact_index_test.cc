@@ -75,6 +75,36 @@ TEST(ExactShard, MatchCountsTheLeadingBlocksTheEngineCanServe) {
   EXPECT_TRUE(s.check_invariants());
 }
 
+// The prediction check's question: were the blocks a lookup found held without a break since?
+TEST(ExactShard, HeldSinceTellsBlocksRemovedAfterALookupFromBlocksHeldAllAlong) {
+  ExactShard s;
+  const auto t = tokens(6);
+  const auto c = chain(t);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 6), blocks_of(t, 0, 6), kBs));
+  const uint64_t decided = s.revision();
+  EXPECT_EQ(s.held_since(c, 2, decided), true);
+  // Other blocks come and go: these are still held since.
+  const auto other = tokens(2, 500);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 2, 9000), blocks_of(other, 0, 2), kBs));
+  EXPECT_EQ(s.remove(rkeys(0, 2, 9000)), 0u);
+  EXPECT_EQ(s.held_since(c, 2, decided), true);
+  // Block 4 is evicted: not held; stored again (the next prefill), still not held since.
+  EXPECT_EQ(s.remove(rkeys(4, 5)), 0u);
+  EXPECT_EQ(s.held_since(c, 2, decided), false);
+  ASSERT_FALSE(s.store(1003, 0, rkeys(4, 5), blocks_of(t, 4, 5), kBs));
+  EXPECT_EQ(s.match(c), 6u);
+  EXPECT_EQ(s.held_since(c, 2, decided), false);
+  EXPECT_EQ(s.held_since(c, 5, decided), false) << "block 5 stopped being reachable with block 4";
+  EXPECT_EQ(s.held_since(std::span<const uint64_t>(c).first(4), 2, decided), true) << "blocks 2-3 never left";
+  EXPECT_EQ(s.held_since(c, 2, s.revision()), true) << "held since a later lookup";
+  // A clear removes everything, whatever comes back.
+  const uint64_t later = s.revision();
+  s.clear();
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 6), blocks_of(t, 0, 6), kBs));
+  EXPECT_EQ(s.held_since(c, 0, later), false);
+  EXPECT_TRUE(s.check_invariants());
+}
+
 TEST(ExactShard, ADuplicateCopyKeepsABlockResidentUntilTheLastCopyGoes) {
   ExactShard s;
   const auto t = tokens(2);

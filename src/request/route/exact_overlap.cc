@@ -24,6 +24,7 @@ std::string_view label(ExactOutcome o) {
     case ExactOutcome::kWithdrawn: return "withdrawn";
     case ExactOutcome::kUnattested: return "unattested";
     case ExactOutcome::kTokenizeBusy: return "tokenize_busy";
+    case ExactOutcome::kExactPartial: return "exact_partial";
     case ExactOutcome::kCount: break;
   }
   return "none";
@@ -92,23 +93,41 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     case ExactTokens::kTokenized: break;
   }
   last_lookup_ = {};
+  const bool control = req.exact.cohort == request::ExactCohort::kControl || req.exact.cohort == request::ExactCohort::kNoSession;
+  const bool shadow = mode_ == ExactMode::kShadow || control;
   const size_t n = std::min(out.size(), kv_.size());
   thread_local std::vector<const cache::events::Inventory*> inventories;
   thread_local std::vector<std::optional<uint32_t>> resident;
+  thread_local std::vector<uint8_t> estimated;
   inventories.assign(n, nullptr);
   resident.assign(n, std::nullopt);
+  estimated.assign(n, 0);
+  // A healthy engine whose index is not trusted (or whose predictions keep missing) gets the
+  // approximate index's estimate on the same scale, so the trusted ones are still placed exactly;
+  // in shadow (which compares the exact choice with the approximate one) it declines instead.
+  size_t trusted = 0;
+  ExactOutcome untrusted = ExactOutcome::kNone;  // why the last engine without exact overlaps has none
   for (size_t i = 0; i < n; ++i) {
     inventories[i] = kv_.trusted(i);
     if (!fleet_.at(i).healthy()) continue;
-    if (inventories[i] == nullptr) {
-      note.exact = ExactOutcome::kUntrusted;
-      return false;
+    const bool withdrawn = inventories[i] != nullptr && check_ != nullptr && check_->withdrawn(i);
+    if (inventories[i] == nullptr || withdrawn) {
+      untrusted = withdrawn && untrusted != ExactOutcome::kUntrusted ? ExactOutcome::kWithdrawn : ExactOutcome::kUntrusted;
+      if (shadow || estimates_ == nullptr) {
+        note.exact = untrusted;
+        return false;
+      }
+      inventories[i] = nullptr;
+      estimated[i] = 1;
+      continue;
     }
-    if (check_ != nullptr && check_->withdrawn(i)) {
-      note.exact = ExactOutcome::kWithdrawn;
-      return false;
-    }
+    ++trusted;
     note.block_size = std::max(note.block_size, inventories[i]->block_size());
+    if (i < note.stamps.size()) note.stamps[i] = ExactStamp{kv_.generation(i), inventories[i]->shard().revision(), false};
+  }
+  if (trusted == 0 && untrusted != ExactOutcome::kNone) {
+    note.exact = untrusted;
+    return false;
   }
   last_lookup_.chains.emplace(exact_request(req));
   last_lookup_.req = &req;
@@ -119,7 +138,7 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
   const int64_t now = clock_.now_ms();
   bool lengthened = false;
   for (size_t i = 0; i < n; ++i) {
-    if (inventories[i] == nullptr) {  // an engine out of service: nothing to place there
+    if (inventories[i] == nullptr) {  // out of service, or estimated below: no exact prediction
       resident[i] = 0;
       continue;
     }
@@ -139,14 +158,39 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     resident[i] = *resident[i] + extra;
   }
   if (lengthened) used_.fetch_add(1, std::memory_order_relaxed);
-  const bool control = req.exact.cohort == request::ExactCohort::kControl || req.exact.cohort == request::ExactCohort::kNoSession;
-  if (mode_ == ExactMode::kShadow || control) {
+  if (shadow) {
     note.shadow = true;  // the router tells agree from would-move once the policy decided
     return false;
   }
   for (size_t i = 0; i < n; ++i) out[i] = units(*resident[i], prompt, blocks);
-  note.exact = ExactOutcome::kExact;
+  if (untrusted != ExactOutcome::kNone) {
+    thread_local std::vector<uint32_t> estimate;
+    estimate.assign(out.size(), 0);
+    OverlapNote ignored;
+    if (estimates_->overlaps(req, estimate, ignored)) {
+      for (size_t i = 0; i < n; ++i) {
+        if (estimated[i] != 0) out[i] = estimate[i];
+      }
+    }
+    for (size_t i = 0; i < n && i < note.stamps.size(); ++i) note.stamps[i].estimated = estimated[i] != 0;
+  }
+  note.exact = untrusted != ExactOutcome::kNone ? ExactOutcome::kExactPartial : ExactOutcome::kExact;
   return true;
+}
+
+std::optional<bool> ExactOverlap::held_since(size_t engine, std::span<const uint32_t> tokens, std::string_view model,
+                                             std::string_view cache_salt, uint64_t from_tokens,
+                                             const ExactStamp& stamp) const {
+  const cache::events::Inventory* inv = engine < kv_.size() ? kv_.trusted(engine) : nullptr;
+  // An index that lost track of the engine since (fenced, cleared, replaced) holds nothing since
+  // the decision: the engine's state in between is unknown, which is no evidence of a mismatch.
+  if (inv == nullptr || kv_.generation(engine) != stamp.generation) return false;
+  const uint32_t bs = inv->block_size();
+  if (bs == 0) return false;
+  cache::events::ExactRequest r{tokens, model, cache_salt, std::nullopt};
+  if (catalog_ != nullptr && !model.empty()) r.adapter = catalog_->is_adapter(model);
+  cache::events::RequestChains chains(r);
+  return inv->shard().held_since(chains.of(*inv), from_tokens / bs, stamp.revision);
 }
 
 }  // namespace ramjet::route

@@ -3,9 +3,12 @@
 // (cache/events) is looked up; resident tokens become overlap blocks on the approximate index's
 // scale (ceil(tokens * fingerprint blocks / prompt tokens)), so the policy's affinity, cap and
 // load terms weigh them the same way. It answers only when every healthy engine's inventory is
-// trusted (one fenced engine would be compared on another scale) and declines otherwise, so the
-// approximate index answers instead. In shadow mode it computes the same and always declines:
-// the router records whether the approximate choice agreed.
+// trusted; a healthy engine whose index is not (fenced, replaying, or its predictions withdrawn)
+// is given the approximate index's estimate, which is on the same scale, so one fenced engine
+// does not turn exact routing off for the fleet (it declines only when no healthy engine is
+// trusted, and the approximate index answers). In shadow mode it computes the same and always
+// declines (and declines at once when an engine is not trusted): the router records whether the
+// approximate choice agreed.
 //
 // Speculative residency: when the router places a request that was looked up, the blocks of its
 // prompt the chosen engine does not report yet are entered for that engine as provisional
@@ -45,6 +48,11 @@ class ExactOverlap final : public OverlapSource {
   // The engines' model lists (optional): an adapter request is looked up in the adapter's
   // namespace on every engine, even one whose events never named it.
   void set_catalog(const upstream::EngineCatalog* catalog) { catalog_ = catalog; }
+  // The approximate source (optional): a healthy engine whose index is not trusted (fenced,
+  // replaying, withdrawn) gets its estimate, on the same scale, while the others are placed on
+  // their exact overlaps (ExactOutcome::kExactPartial). Without it, one such engine makes the
+  // source decline for the whole fleet.
+  void set_estimates(const OverlapSource* approx) { estimates_ = approx; }
   std::string_view name() const override { return "exact"; }
   ExactMode mode() const { return mode_; }
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
@@ -56,6 +64,12 @@ class ExactOverlap final : public OverlapSource {
   // engine found more than was predicted (route/late_check.h).
   std::optional<uint32_t> resident_now(size_t engine, std::span<const uint32_t> tokens, std::string_view model,
                                        std::string_view cache_salt) const;
+  // Whether `engine`'s index has held the blocks of tokens[from_tokens..] (a prompt's first
+  // tokens) without a break since `stamp` (the prediction's lookup); false when one was removed
+  // in between (even if stored again) or the index lost track of the engine; nullopt when the
+  // read kept racing its writer. Any thread: the prediction check asks it of an over-prediction.
+  std::optional<bool> held_since(size_t engine, std::span<const uint32_t> tokens, std::string_view model,
+                                 std::string_view cache_salt, uint64_t from_tokens, const ExactStamp& stamp) const;
   // ramjet_exact_provisional_* (router.cc, in route_families(); outcomes are the router's own)
   void write_metrics(metrics::Exposition& x) const override;
 
@@ -70,6 +84,7 @@ class ExactOverlap final : public OverlapSource {
   const PredictionCheck* check_;
   const Clock& clock_;
   const upstream::EngineCatalog* catalog_ = nullptr;
+  const OverlapSource* estimates_ = nullptr;
   cache::events::ExactRequest exact_request(const request::PreparedRequest& req) const;
   // This thread's last lookup (the router places a request right after looking it up).
   struct LastLookup {

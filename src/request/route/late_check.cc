@@ -5,8 +5,14 @@
 
 namespace ramjet::route {
 
-LateCheck::LateCheck(PredictionCheck& check, Lookup lookup, LateCheckConfig config, const Clock& clock)
-    : check_(check), lookup_(std::move(lookup)), config_(config), clock_(clock), worker_([this] { run(); }) {}
+LateCheck::LateCheck(PredictionCheck& check, Lookup lookup, HeldSince held_since, LateCheckConfig config,
+                     const Clock& clock)
+    : check_(check),
+      lookup_(std::move(lookup)),
+      held_since_(std::move(held_since)),
+      config_(config),
+      clock_(clock),
+      worker_([this] { run(); }) {}
 
 LateCheck::~LateCheck() {
   {
@@ -17,13 +23,19 @@ LateCheck::~LateCheck() {
   worker_.join();
 }
 
-bool LateCheck::explained(const Underprediction& u) const {
+bool LateCheck::explained(const Misprediction& u) const {
+  if (u.over()) {
+    if (!held_since_) return false;
+    const std::optional<bool> held = held_since_(u.engine, u.tokens, u.model, u.cache_salt, u.cached, u.stamp);
+    return held && !*held;
+  }
   const std::optional<uint32_t> now = lookup_(u.engine, u.tokens, u.model, u.cache_salt);
   return now && *now + check_.tolerance_tokens(u.block_size) >= u.cached;
 }
 
-void LateCheck::record(const Underprediction& u, bool late) {
-  if (late) check_.record_late(u.engine, u.regret_tokens);
+void LateCheck::record(const Misprediction& u, bool explained) {
+  if (explained && u.over()) check_.record_evicted(u.engine, u.regret_tokens);
+  else if (explained) check_.record_late(u.engine, u.regret_tokens);
   else check_.record(u.engine, u.predicted, u.cached, u.block_size, u.regret_tokens);
 }
 
@@ -33,7 +45,7 @@ bool later(const auto& a, const auto& b) { return a.due_ms > b.due_ms; }
 
 }  // namespace
 
-void LateCheck::submit(Underprediction u) {
+void LateCheck::submit(Misprediction u) {
   if (explained(u)) {
     record(u, true);
     return;
@@ -74,9 +86,9 @@ void LateCheck::run() {
     Look look = std::move(queue_.back());
     queue_.pop_back();
     lock.unlock();
-    const bool late = explained(look.u);
+    const bool why = explained(look.u);
     const int64_t now = clock_.now_ms();
-    if (!late && now < look.deadline_ms) {  // not yet: look again later
+    if (!why && now < look.deadline_ms) {  // not yet: look again later
       lock.lock();
       look.due_ms = std::min(now + look.wait_ms, look.deadline_ms);
       look.wait_ms *= 2;
@@ -84,7 +96,7 @@ void LateCheck::run() {
       std::push_heap(queue_.begin(), queue_.end(), cmp);
       continue;
     }
-    record(look.u, late);
+    record(look.u, why);
     lock.lock();
   }
 }

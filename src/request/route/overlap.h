@@ -31,9 +31,24 @@ enum class ExactOutcome : uint8_t {
   kWithdrawn,        // a healthy engine's predictions kept missing (prediction_check.h): approximate
   kUnattested,       // RJ_EXACT_TOKENS=local and a healthy engine is not attested: approximate
   kTokenizeBusy,     // RJ_EXACT_TOKENS=local and the render pool was full: approximate
+  // Exact overlaps for the engines whose index is trusted, the approximate index's estimate (on
+  // the same scale) for the healthy ones whose index is not (fenced, replaying, withdrawn)
+  kExactPartial,
   kCount,
 };
 std::string_view label(ExactOutcome o);
+// Placed on exact overlaps (all engines', or the trusted ones' beside estimates).
+inline bool placed_exactly(ExactOutcome o) { return o == ExactOutcome::kExact || o == ExactOutcome::kExactPartial; }
+
+// Where one engine's exact prediction came from: the state of its index at the lookup (so the
+// prediction check can ask later whether the engine's events removed predicted blocks since:
+// route/late_check.h), or none (`estimated`: the approximate index's estimate stood in for an
+// untrusted index, and nothing was predicted).
+struct ExactStamp {
+  uint64_t generation = 0;  // KvFleet::generation: the inventory started again from empty when it moved
+  uint64_t revision = 0;    // the shard's revision() read before the lookup
+  bool estimated = false;
+};
 
 // What a source may add to its answer (the router passes it to every source it asks).
 struct OverlapNote {
@@ -41,6 +56,7 @@ struct OverlapNote {
   // One per engine, zeroed: further prompt tokens the engine is about to hold (speculative
   // residency: blocks of requests just placed there, not yet confirmed by its events).
   std::span<uint32_t> provisional;
+  std::span<ExactStamp> stamps;  // one per engine, default: what each exact prediction was read from
   ExactOutcome exact = ExactOutcome::kNone;
   uint32_t block_size = 0;  // the block size resident tokens were counted in (the largest engine's)
   bool shadow = false;  // the source computed overlaps but declines to be used (it returned false)

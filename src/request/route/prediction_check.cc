@@ -16,10 +16,12 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "of the prediction), miss, unreported (the engine reports no cached_tokens: vLLM needs "
      "--enable-prompt-tokens-details), late (the engine found more than predicted, and the events "
      "that stored it reached the index after the decision, by the response's end or 500 ms later: "
-     "a stale prediction, not a wrong one; not a miss)."},
+     "a stale prediction, not a wrong one; not a miss), evicted (the engine found less than "
+     "predicted, and its KV events removed predicted blocks between the decision and the prefill: "
+     "an eviction race in a churning pool, not a miss; never withdraws trust)."},
     {"ramjet_exact_prediction_error_tokens", MetricKind::kHistogram, "",
      "|predicted resident prompt tokens - the engine's cached_tokens| of each checked placement "
-     "(agree or miss; late ones are not observed)."},
+     "(agree or miss; late and evicted ones are not observed)."},
     {"ramjet_exact_withdrawn", MetricKind::kGauge, "upstream",
      "1 while the engine's exact trust is withdrawn after RJ_EXACT_MISS_LIMIT misses in a row "
      "(for RJ_EXACT_MISS_COOLDOWN_MS; requests are placed on the approximate index meanwhile)."},
@@ -31,7 +33,7 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
 }};
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
 
-constexpr std::array<std::string_view, 4> kResultLabels = {"agree", "miss", "unreported", "late"};
+constexpr std::array<std::string_view, 5> kResultLabels = {"agree", "miss", "unreported", "late", "evicted"};
 
 }  // namespace
 
@@ -74,10 +76,18 @@ PredictionResult PredictionCheck::record(size_t engine, uint64_t predicted, std:
 }
 
 void PredictionCheck::record_late(size_t engine, uint64_t regret_tokens) {
+  record_explained(engine, regret_tokens, PredictionResult::kLate);
+}
+
+void PredictionCheck::record_evicted(size_t engine, uint64_t regret_tokens) {
+  record_explained(engine, regret_tokens, PredictionResult::kEvicted);
+}
+
+void PredictionCheck::record_explained(size_t engine, uint64_t regret_tokens, PredictionResult r) {
   if (engine >= engines_.size()) return;
   regret_tokens_.fetch_add(regret_tokens, std::memory_order_relaxed);
-  engines_[engine]->reports_cached.store(true, std::memory_order_relaxed);  // a late result had a count
-  engines_[engine]->results[static_cast<size_t>(PredictionResult::kLate)].fetch_add(1, std::memory_order_relaxed);
+  engines_[engine]->reports_cached.store(true, std::memory_order_relaxed);  // it had a count
+  engines_[engine]->results[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void PredictionCheck::write_metrics(metrics::Exposition& x) const {

@@ -2,7 +2,8 @@
 // of this prompt" — that the engine's own usage report checks (prompt_tokens_details.cached_tokens,
 // with vLLM's --enable-prompt-tokens-details). A prediction agrees when the two are within
 // tolerance_blocks blocks (vLLM recomputes a fully cached prompt's last block; a block may be
-// evicted or added between the decision and the prefill). An engine whose predictions miss
+// evicted or added between the decision and the prefill; one the KV events explain beyond that is
+// late or evicted, not a miss: route/late_check.h). An engine whose predictions miss
 // miss_limit times in a row (a tokenizer, template or block-size mismatch) has its exact trust
 // withdrawn for cooldown_ms; then it is used again, and its next miss withdraws it again.
 // Counted per engine, with the error distribution and the locality regret (tokens the chosen
@@ -29,7 +30,7 @@ struct PredictionCheckConfig {
   int64_t cooldown_ms = 60000;  // RJ_EXACT_MISS_COOLDOWN_MS
 };
 
-enum class PredictionResult : uint8_t { kAgree, kMiss, kUnreported, kLate, kCount };
+enum class PredictionResult : uint8_t { kAgree, kMiss, kUnreported, kLate, kEvicted, kCount };
 
 class PredictionCheck {
  public:
@@ -49,6 +50,10 @@ class PredictionCheck {
   // warmed the engine). Counted as `late`; neither a miss nor an agreement (a tokenizer or
   // template mismatch never passes that test: the index never holds the request's own tokens).
   void record_late(size_t engine, uint64_t regret_tokens);
+  // An over-prediction the KV events explain: the engine evicted predicted blocks between the
+  // decision and the prefill (route/late_check.h). Counted as `evicted`; neither a miss nor an
+  // agreement: it leaves the engine's run of misses as it was and never withdraws trust.
+  void record_evicted(size_t engine, uint64_t regret_tokens);
   // The tolerance of a prediction in tokens: RJ_EXACT tolerance blocks of `block_size`.
   uint64_t tolerance_tokens(uint32_t block_size) const { return uint64_t{config_.tolerance_blocks} * block_size; }
   bool withdrawn(size_t engine) const;
@@ -63,6 +68,7 @@ class PredictionCheck {
   void write_metrics(metrics::Exposition& x) const;
 
  private:
+  void record_explained(size_t engine, uint64_t regret_tokens, PredictionResult r);
   struct Engine {
     std::atomic<uint32_t> consecutive_misses{0};
     std::atomic<int64_t> withdrawn_until_ms{0};

@@ -35,6 +35,7 @@ Routed Router::decide(const request::PreparedRequest& req) {
   thread_local std::vector<uint32_t> overlap;
   thread_local std::vector<uint32_t> tokens;
   thread_local std::vector<uint32_t> provisional;
+  thread_local std::vector<ExactStamp> stamps;
   OverlapNote note;
   if (uses_prefix_ && !chain.empty()) {
     // By ordinal (slot), whether or not the slot holds a member now.
@@ -42,8 +43,10 @@ Routed Router::decide(const request::PreparedRequest& req) {
     if (has_exact_) {  // only an exact source fills resident tokens
       tokens.assign(fleet_.size(), 0);
       provisional.assign(fleet_.size(), 0);
+      stamps.assign(fleet_.size(), ExactStamp{});
       note.tokens = tokens;
       note.provisional = provisional;
+      note.stamps = stamps;
     }
     for (const OverlapSource* source : sources_) {
       if (source->overlaps(req, overlap, note)) break;
@@ -86,9 +89,10 @@ Routed Router::decide(const request::PreparedRequest& req) {
     const bool agree = chosen && tokens[chosen->ordinal] + provisional[chosen->ordinal] >= best;
     r.exact = agree ? ExactOutcome::kShadowAgree : ExactOutcome::kShadowWouldMove;
   }
-  if (note.shadow || note.exact == ExactOutcome::kExact) {
+  if (note.shadow || placed_exactly(note.exact)) {
     r.exact_tokens = tokens;
     r.exact_provisional = provisional;
+    r.exact_stamps = stamps;
     r.exact_block_size = note.block_size;
     if (chosen) {  // speculative residency: what the chosen engine is about to hold
       for (OverlapSource* source : sources_) source->placed(chosen->ordinal, req, tokens[chosen->ordinal]);
@@ -184,12 +188,15 @@ constexpr std::array<metrics::Family, 11> kFamilies = {{
      "Single-flight leaders that expired before their response ended."},
     {"ramjet_exact_route_total", metrics::MetricKind::kCounter, "outcome",
      "Routing decisions by how exact routing answered (RJ_EXACT_ROUTE_MODE on or shadow): exact "
-     "(placed on exact overlaps), shadow_agree / shadow_would_move (shadow: the approximate choice "
-     "held the most of the prompt, or not), untrusted (a healthy engine's index is not trusted), "
-     "busy (a lookup raced its writer), ineligible (endpoint or size), tokenize_timeout, "
-     "tokenize_failed, no_engine, withdrawn (a healthy engine's predictions kept missing), "
-     "unattested (RJ_EXACT_TOKENS=local and a healthy engine is not attested), tokenize_busy (the "
-     "local render pool was full); all but exact and shadow_* were placed on the approximate index."},
+     "(placed on exact overlaps), exact_partial (exact overlaps for the healthy engines whose index "
+     "is trusted, the approximate index's estimate on the same scale for the others: fenced, "
+     "replaying or withdrawn), shadow_agree / shadow_would_move (shadow: the approximate choice "
+     "held the most of the prompt, or not), untrusted (no healthy engine's index is trusted; in "
+     "shadow, one is not), busy (a lookup raced its writer), ineligible (endpoint or size), "
+     "tokenize_timeout, tokenize_failed, no_engine, withdrawn (every trusted healthy engine's "
+     "predictions kept missing; in shadow, one's did), unattested (RJ_EXACT_TOKENS=local and a "
+     "healthy engine is not attested), tokenize_busy (the local render pool was full); all but "
+     "exact, exact_partial and shadow_* were placed on the approximate index."},
     {"ramjet_exact_route_canary_total", metrics::MetricKind::kCounter, "cohort",
      "Tokenized requests by canary cohort (RJ_EXACT_ROUTE_CANARY_BPS over a keyed hash of "
      "X-Session-ID): all (10000 bps), treatment (placed exactly), control and no_session (computed "

@@ -40,6 +40,7 @@ struct Routed {
   ExactOutcome exact = ExactOutcome::kNone;
   std::vector<uint32_t> exact_tokens;
   std::vector<uint32_t> exact_provisional;
+  std::vector<ExactStamp> exact_stamps;
   uint32_t exact_block_size = 0;
   // Session affinity (RJ_SESSION_AFFINITY_MODE): what it did, or would have done in shadow.
   SessionNote session;

@@ -44,7 +44,9 @@ class IndexLearning final : public ExchangeObserver {
 // Exact placements checked: the usage of a complete 200 response placed on exact overlaps tells
 // the prediction check what the chosen engine predicted and what it reported cached
 // (route/prediction_check.h), and how much another eligible engine held beyond it. A prediction
-// the engine beat gets a second look (route/late_check.h) before it counts as a miss.
+// the engine contradicted gets a second look (route/late_check.h) before it counts as a miss: one
+// it beat may be late, one it fell short of may be an eviction. An engine placed on its
+// fingerprint estimate (its index untrusted: ExactStamp::estimated) predicted nothing.
 class ExactPredictions final : public ExchangeObserver {
  public:
   // `late` (optional): the second look; without it, every prediction is recorded as it stands.
@@ -52,9 +54,9 @@ class ExactPredictions final : public ExchangeObserver {
       : ExchangeObserver(kUsage), check_(check), late_(late) {}
   void usage(ExchangeRecord& x, const Usage& u) override {
     const route::Routed* r = x.routed;
-    if (r == nullptr || r->exact != route::ExactOutcome::kExact || !x.upstream) return;
+    if (r == nullptr || !route::placed_exactly(r->exact) || !x.upstream) return;
     const size_t engine = *x.upstream;
-    if (engine >= r->exact_tokens.size()) return;
+    if (engine >= r->exact_tokens.size() || estimated(*r, engine)) return;
     // Blocks only placed there moments ago (speculative residency) may or may not be cached by
     // the time the engine prefills: a report anywhere in that range agrees with the prediction.
     // So may a single-flight follower's: it was sent after a leader still prefilling its prefix,
@@ -67,23 +69,32 @@ class ExactPredictions final : public ExchangeObserver {
     const uint64_t predicted = std::clamp<uint64_t>(u.cached_tokens.value_or(confirmed), confirmed, confirmed + pending);
     uint64_t best = predicted;
     for (const route::CandidateTerms& c : r->decision.ranked) {
-      if (c.eligible && c.ordinal < r->exact_tokens.size()) best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
+      if (c.eligible && c.ordinal < r->exact_tokens.size() && !estimated(*r, c.ordinal)) {
+        best = std::max<uint64_t>(best, r->exact_tokens[c.ordinal]);
+      }
     }
-    // The engine found more than the index held at the decision: its events may have been in
-    // flight. Only the tokens the engine found are looked up again, none this request stored.
+    // The engine found more than the index held at the decision (its events may have been in
+    // flight: only the tokens it found are looked up again, none this request stored), or less
+    // (it may have evicted predicted blocks in between: the predicted tokens are looked up).
     const std::vector<uint32_t>& tokens = x.prep->exact.tokens;
-    if (late_ != nullptr && u.cached_tokens && *u.cached_tokens > predicted &&
-        *u.cached_tokens - predicted > check_.tolerance_tokens(r->exact_block_size) && *u.cached_tokens <= tokens.size()) {
-      late_->submit(route::Underprediction{
-          .engine = engine,
-          .tokens = std::vector<uint32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(*u.cached_tokens)),
-          .model = x.prep->exact.model,
-          .cache_salt = x.prep->exact.cache_salt,
-          .predicted = predicted,
-          .cached = *u.cached_tokens,
-          .block_size = r->exact_block_size,
-          .regret_tokens = best - predicted});
-      return;
+    const uint64_t tolerance = check_.tolerance_tokens(r->exact_block_size);
+    if (late_ != nullptr && u.cached_tokens) {
+      const uint64_t cached = *u.cached_tokens;
+      const uint64_t look = std::max(cached, predicted);
+      const bool beyond = cached > predicted ? cached - predicted > tolerance : predicted - cached > tolerance;
+      if (beyond && look <= tokens.size()) {
+        late_->submit(route::Misprediction{
+            .engine = engine,
+            .tokens = std::vector<uint32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(look)),
+            .model = x.prep->exact.model,
+            .cache_salt = x.prep->exact.cache_salt,
+            .predicted = predicted,
+            .cached = cached,
+            .block_size = r->exact_block_size,
+            .regret_tokens = best - predicted,
+            .stamp = engine < r->exact_stamps.size() ? r->exact_stamps[engine] : route::ExactStamp{}});
+        return;
+      }
     }
     // An absent cached count means 0 only in a usage that was sent (older vLLM leaves a 0 out): a
     // stream without stream_options.include_usage carries no usage at all, and vLLM's Messages
@@ -93,6 +104,9 @@ class ExactPredictions final : public ExchangeObserver {
   }
 
  private:
+  static bool estimated(const route::Routed& r, size_t engine) {
+    return engine < r.exact_stamps.size() && r.exact_stamps[engine].estimated;
+  }
   route::PredictionCheck& check_;
   route::LateCheck* late_;
 };

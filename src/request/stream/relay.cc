@@ -42,12 +42,17 @@ void append_response_fields(net::HeadBuffer& out, const net::HeadFields& fields,
 }
 
 // X-Ramjet-Route: how exact routing answered for this request and, when it looked the prompt up,
-// the tokens it predicted `engine` holds and, when some were only placed there moments ago, the
+// the tokens it predicted `engine` holds ("estimated" when that engine's index was not trusted and
+// its fingerprint estimate placed it) and, when some were only placed there moments ago, the
 // tokens it is about to hold (speculative residency) — counts only, no payload.
 void append_receipt(net::HeadBuffer& out, const route::Routed* routed, size_t engine) {
   if (routed == nullptr || routed->exact == route::ExactOutcome::kNone) return;
   std::string v(route::label(routed->exact));
-  if (engine < routed->exact_tokens.size()) v += "; predicted_cached_tokens=" + std::to_string(routed->exact_tokens[engine]);
+  if (engine < routed->exact_stamps.size() && routed->exact_stamps[engine].estimated) {
+    v += "; estimated";  // exact_partial: this engine's index was not trusted, nothing was predicted
+  } else if (engine < routed->exact_tokens.size()) {
+    v += "; predicted_cached_tokens=" + std::to_string(routed->exact_tokens[engine]);
+  }
   if (engine < routed->exact_provisional.size() && routed->exact_provisional[engine] > 0) {
     v += "; provisional_tokens=" + std::to_string(routed->exact_provisional[engine]);
   }
