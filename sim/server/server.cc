@@ -278,6 +278,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string ctype = ok ? std::string() : std::string("application/json");
       more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
     } else if (post && path == "/tokenize") {
+      if (tokenize_delay_ms_ > 0) {  // fault: an API server too busy to answer at once
+        asio::steady_timer late(ctx_, std::chrono::milliseconds(tokenize_delay_ms_));
+        co_await late.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
       auto op = asio::co_spawn(frontend_->get_executor(), tokenize(std::string(req.body())), asio::use_awaitable);
       Tokenized t = co_await std::move(op);  // (no temporary inside the co_await: GCC 12)
       if (!t.error.empty()) {
@@ -386,6 +390,7 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     if (auto x = as_u64(find(o, "drop_header_bytes"))) drop_header_bytes_ = *x;
     if (auto x = as_u64(find(o, "stall_after_tokens"))) stall_after_tokens_ = static_cast<uint32_t>(*x);
     if (auto x = as_u64(find(o, "slow_ms"))) slow_ms_ = static_cast<uint32_t>(*x);
+    if (auto x = as_u64(find(o, "tokenize_delay_ms"))) tokenize_delay_ms_ = static_cast<uint32_t>(*x);
     if (auto* x = find(o, "error_rate"); x && x->is_number()) error_rate_ = x->to_number<double>();
     if (auto x = as_u64(find(o, "error_status"))) error_status_ = static_cast<unsigned>(*x);
     if (publisher_) {
@@ -403,7 +408,8 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", slow_ms_},
                                         {"error_rate", error_rate_}, {"error_status", error_status_},
                                         {"garbage", garbage_}, {"drop_header_bytes", drop_header_bytes_},
-                                        {"stall_after_tokens", stall_after_tokens_}, {"pause", paused_}});
+                                        {"stall_after_tokens", stall_after_tokens_}, {"pause", paused_},
+                                        {"tokenize_delay_ms", tokenize_delay_ms_}});
   }
   if (path == "/sim/stats") {
     auto st = engine_.stats();

@@ -96,6 +96,7 @@ class SimServer {
   bool health_fail_ = false;
   uint64_t drop_header_bytes_ = 0;
   uint32_t stall_after_tokens_ = 0;
+  uint32_t tokenize_delay_ms_ = 0;  // /sim/fault {"tokenize_delay_ms": N}: POST /tokenize answers N ms late
   bool garbage_ = false;
   std::string fingerprint_;  // system_fingerprint: "vllm-<--engine-version>-<hash of the config>"
   std::string disabled_thinking_effort_;  // Prompter::disabled_thinking_effort(), probed once

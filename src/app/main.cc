@@ -458,6 +458,8 @@ int main(int argc, char** argv) {
   pc.api_keys = api_keys.get();
   pc.tls = server_tls.get();
   if (api_keys && !cfg.upstream_token.empty()) pc.upstream_authorization = "Bearer " + cfg.upstream_token;
+  request::TokenizeBudget tokenize_budget(request::TokenizeBudgetConfig{
+      .share = cfg.exact_route_budget_share, .cap = milliseconds(cfg.exact_route_timeout_ms)});
   pc.exact = request::ExactTokensConfig{.enabled = exact_mode != route::ExactMode::kOff,
                                         .min_bytes = cfg.exact_route_min_bytes,
                                         .max_bytes = cfg.exact_route_max_bytes,
@@ -467,7 +469,8 @@ int main(int argc, char** argv) {
                                         .canary_key = cfg.exact_route_canary_key,
                                         .local = exact_mode != route::ExactMode::kOff && cfg.exact_tokens == "local"
                                                      ? tokenizer.get()
-                                                     : nullptr};
+                                                     : nullptr,
+                                        .budget = &tokenize_budget};
   // Client connections and dashboard streams hold it; SIGTERM closes it and waits for them.
   net::DrainGate drain;
   request::Proxy proxy(pc, fleet, router, io, pools, clock, drain);
@@ -490,6 +493,8 @@ int main(int argc, char** argv) {
         return exact.held_since(engine, tokens, model, salt, from_tokens, stamp);
       });
   request::ExactPredictions exact_predictions(predictions, &late_check);
+  request::TokenizeBudgetLearning tokenize_budget_learning(tokenize_budget);
+  if (exact_mode != route::ExactMode::kOff) proxy.add_observer(&tokenize_budget_learning);
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {
@@ -594,6 +599,7 @@ int main(int argc, char** argv) {
   if (api_keys) registry.add([&](metrics::Exposition& x) { api_keys->write_metrics(x); });
   if (server_tls) registry.add([&](metrics::Exposition& x) { net::write_server_tls_metrics(x, server_tls.get()); });
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
+  if (exact_mode != route::ExactMode::kOff) registry.add([&](metrics::Exposition& x) { tokenize_budget.write_metrics(x); });
   if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
   if (kv.enabled()) {
     registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });

@@ -138,6 +138,7 @@ struct Config {
   uint64_t exact_route_min_bytes = 32768;       // RJ_EXACT_ROUTE_MIN_BYTES (0..1 GiB)
   uint64_t exact_route_max_bytes = 2u << 20;    // RJ_EXACT_ROUTE_MAX_BYTES (1 KiB..1 GiB)
   uint32_t exact_route_timeout_ms = 500;        // RJ_EXACT_ROUTE_TIMEOUT_MS (10..60000)
+  double exact_route_budget_share = 0.1;        // RJ_EXACT_ROUTE_BUDGET_SHARE (0..10)
   uint32_t exact_route_canary_bps = 10000;     // RJ_EXACT_ROUTE_CANARY_BPS (0..10000)
   std::string exact_route_canary_key;           // RJ_EXACT_ROUTE_CANARY_KEY (secret)
   uint32_t exact_miss_limit = 5;                // RJ_EXACT_MISS_LIMIT (0..1000; 0 = never withdraw)

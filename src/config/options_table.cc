@@ -790,8 +790,23 @@ const std::array kOptions = {
            .min = 10,
            .max = 60000,
            .doc = "Deadline of the tokenize call on the request path; past it the request is placed "
-                  "on the approximate index.",
+                  "on the approximate index. The cap of each request's own budget "
+                  "(RJ_EXACT_ROUTE_BUDGET_SHARE).",
            .field = &Config::exact_route_timeout_ms},
+    Option{.env = "RJ_EXACT_ROUTE_BUDGET_SHARE",
+           .flag = "--exact-route-budget-share",
+           .type = Type::kDecimal,
+           .default_text = "0.1",
+           .dmin = 0,
+           .dmax = 10,
+           .doc = "A request waits for its exact-routing tokens (remote or local) at most this share of "
+                  "its expected cold prefill time (its body size x the learned prompt tokens per byte x "
+                  "the learned time to first token per computed prompt token, from the responses ramjet "
+                  "relays), within 2 ms..RJ_EXACT_ROUTE_TIMEOUT_MS; past it the request goes out on the "
+                  "fingerprints (outcome tokenize_timeout): exact routing never makes a request slower "
+                  "than the fingerprints by more than that share. 0: RJ_EXACT_ROUTE_TIMEOUT_MS for "
+                  "every request.",
+           .field = &Config::exact_route_budget_share},
     Option{.env = "RJ_EXACT_PROVISIONAL_TTL_MS",
            .flag = "--exact-provisional-ttl-ms",
            .type = Type::kUint,

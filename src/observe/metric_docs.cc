@@ -20,6 +20,7 @@
 #include "request/route/router.h"
 #include "render/tokenizer_service.h"
 #include "request/stream/metrics.h"
+#include "request/stream/tokenize_budget.h"
 #include "upstream/engine_catalog.h"
 #include "upstream/dns.h"
 #include "upstream/engine_load.h"
@@ -112,6 +113,8 @@ std::vector<MetricSection> metric_sections() {
        upstream::catalog_families()},
       {"Exact predictions", "route::PredictionCheck::write_metrics (src/request/route/prediction_check.cc)",
        "when exact routing is on (RJ_EXACT_ROUTE_MODE on, or auto with KV endpoints)", route::prediction_families()},
+      {"Exact tokenize budget", "request::TokenizeBudget::write_metrics (src/request/stream/tokenize_budget.cc)",
+       "when exact routing is on or in shadow", request::tokenize_budget_families()},
       {"Client API keys", "request::ApiKeys::write_metrics (src/request/ingress/api_keys.cc)",
        "when RJ_API_KEYS_FILE is set (one `key` series per name in the file; shown here for a file with "
        "keys named alice and bob and one without a name)",
@@ -217,6 +220,10 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition g;
   check.write_metrics(g);
   out.push_back(g.take());
+  const request::TokenizeBudget budget;
+  metrics::Exposition gb;
+  budget.write_metrics(gb);
+  out.push_back(gb.take());
   request::ApiKeys keys("", request::KeySet::parse("alice sk-a\nbob sk-b\nsk-c\n").value());
   metrics::Exposition h;
   keys.write_metrics(h);

@@ -46,6 +46,10 @@ TEST_DEFAULTS = {
     # No engine /metrics scrape: the mock engines would record its GETs next to the requests
     # the tests count; test_metrics.py and test_dashboard.py turn it on.
     "RJ_ENGINE_SCRAPE_INTERVAL_MS": "0",
+    # Exact routing waits for tokens up to RJ_EXACT_ROUTE_TIMEOUT_MS whatever the sims' speed (the
+    # budget learned from fast sims would send requests to the fingerprints at random);
+    # test_exact_budget.py turns the budget on.
+    "RJ_EXACT_ROUTE_BUDGET_SHARE": "0",
 }
 
 

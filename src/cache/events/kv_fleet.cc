@@ -204,11 +204,11 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
   gauge(F::kIndexBlocks, [](const Inventory& inv) { return uint64_t{inv.shard().blocks()}; });
   gauge(F::kIndexResident, [](const Inventory& inv) { return uint64_t{inv.shard().resident_blocks()}; });
   gauge(F::kIndexBytes, [](const Inventory& inv) { return uint64_t{inv.shard().table_bytes()}; });
+  all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
+      [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });
   const int64_t now = SteadyClock::instance().now_ms();
   all(F::kUntrusted, {}, 1, [](size_t) { return ""; },
       [&](size_t i, size_t) { return untrusted_seconds(i, now).value_or(0.0); });
-  all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
-      [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });
 }
 
 }  // namespace ramjet::cache::events

@@ -25,8 +25,11 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
     e.status = ExactTokens::kIneligible;
     co_return;
   }
+  // Never slower than the fingerprints because of tokenization: the wait is bounded by the
+  // request's own budget (request/stream/tokenize_budget.h).
+  const std::chrono::milliseconds wait = c.budget != nullptr ? c.budget->budget(size) : c.timeout;
   if (c.local != nullptr) {
-    co_await local_exact_tokens(s);
+    co_await local_exact_tokens(s, wait);
     co_return;
   }
   auto call = tokenize_call(s.prep.endpoint, s.prep.body);
@@ -50,7 +53,7 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   }
   net::GetFailure failure = net::GetFailure::kNone;
   net::SimpleResponse r = co_await net::simple_post(engine->url, "/tokenize", std::move(call->payload), c.bearer,
-                                                    c.timeout, c.max_response, failure);
+                                                    wait, c.max_response, failure);
   if (failure == net::GetFailure::kTimeout) {
     e.status = ExactTokens::kTimeout;
     co_return;
@@ -64,7 +67,7 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   e.status = ExactTokens::kTokenized;
 }
 
-boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s) {
+boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s, std::chrono::milliseconds wait) {
   ExactInput& e = s.prep.exact;
   const ExactTokensConfig& c = config_.exact;
   const Endpoint endpoint = s.prep.endpoint;
@@ -91,7 +94,7 @@ boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s) {
   // The awaitable is made first, then awaited: no temporary lives inside the co_await expression
   // (GCC 12 destroys such temporaries twice).
   auto op = c.local->render_for_routing(*api, s.prep.body,
-                                        std::chrono::steady_clock::now() + c.timeout);
+                                        std::chrono::steady_clock::now() + wait);
   auto r = co_await std::move(op);
   if (!r.ok()) {
     switch (r.error()) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "request/stream/tokenize_budget.h"
 #include "render/api_conversion.h"
 #include "request/ingress/endpoint.h"
 
@@ -35,6 +36,9 @@ struct ExactTokensConfig {
   uint32_t canary_bps = 10000;   // RJ_EXACT_ROUTE_CANARY_BPS: sessions placed exactly, per 10,000
   std::string canary_key;        // RJ_EXACT_ROUTE_CANARY_KEY
   render::TokenizerService* local = nullptr;  // RJ_EXACT_TOKENS=local: the attested renderer
+  // The wait per request (RJ_EXACT_ROUTE_BUDGET_SHARE of its expected prefill, within `timeout`);
+  // null: `timeout` for every request.
+  const TokenizeBudget* budget = nullptr;
 };
 
 // Whether a session is in the canary's treatment: SHA-256(key, 0, session)'s first 8 bytes as a

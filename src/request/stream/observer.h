@@ -39,6 +39,7 @@ struct ExchangeRecord {
   const PreparedRequest* prep = nullptr;      // set from `decided` on
   const route::Routed* routed = nullptr;      // set from `decided` on
   int64_t start_ns = 0;        // the request head was read
+  int64_t dispatch_ns = 0;     // the current attempt was dispatched to its engine
   int64_t head_ns = 0;         // the upstream response head arrived
   int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
   int64_t end_ns = 0;          // set for `finished`

@@ -10,6 +10,7 @@
 #include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
+#include "request/stream/tokenize_budget.h"
 
 namespace ramjet::request {
 
@@ -109,6 +110,23 @@ class ExactPredictions final : public ExchangeObserver {
   }
   route::PredictionCheck& check_;
   route::LateCheck* late_;
+};
+
+// The tokenize budget learns the fleet's prefill speed from the responses ramjet relays
+// (request/stream/tokenize_budget.h): a streamed one's time from dispatch to its first token per
+// prompt token the engine computed, and any one's prompt tokens per body byte.
+class TokenizeBudgetLearning final : public ExchangeObserver {
+ public:
+  explicit TokenizeBudgetLearning(TokenizeBudget& budget) : ExchangeObserver(kUsage), budget_(budget) {}
+  void usage(ExchangeRecord& x, const Usage& u) override {
+    if (!u.prompt_tokens || x.prep == nullptr) return;
+    const bool streamed = x.prep->stream.value_or(false) && x.first_token_ns > x.dispatch_ns && x.dispatch_ns > 0;
+    budget_.learn(x.prep->body.size(), *u.prompt_tokens, u.cached_tokens.value_or(0),
+                  streamed ? x.first_token_ns - x.dispatch_ns : 0);
+  }
+
+ private:
+  TokenizeBudget& budget_;
 };
 
 }  // namespace ramjet::request

@@ -128,7 +128,7 @@ class Proxy {
   void prepare_exchange(Session& s, Exchange& x);
   // exact_tokens.cc: the prompt's tokens for exact routing, into s.prep.exact.
   boost::asio::awaitable<void> fetch_exact_tokens(Session& s);
-  boost::asio::awaitable<void> local_exact_tokens(Session& s);  // RJ_EXACT_TOKENS=local
+  boost::asio::awaitable<void> local_exact_tokens(Session& s, std::chrono::milliseconds wait);  // RJ_EXACT_TOKENS=local
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
   size_t build_request_head(Session& s, const config::UpstreamUrl& engine);
   bool upstream_head_fits(Session& s);
