@@ -11,7 +11,7 @@ namespace {
 using metrics::Family;
 using metrics::MetricKind;
 
-constexpr std::array<Family, 3> kFamilies = {{
+constexpr std::array<Family, 4> kFamilies = {{
     {"ramjet_upstream_members", MetricKind::kGauge, "state",
      "Engines in the fleet by membership state: active (routed, probed) or leaving (no longer "
      "listed by RJ_UPSTREAM or its DNS name; its requests in flight finish, then its ordinal is "
@@ -19,7 +19,11 @@ constexpr std::array<Family, 3> kFamilies = {{
     {"ramjet_upstream_membership_changes_total", MetricKind::kCounter, "change",
      "Membership changes: joined (a new engine took an ordinal; it starts fenced), leaving (no "
      "source lists it), rejoined (listed again before it left), vacated (its ordinal was freed), "
-     "rejected (no free ordinal: RJ_UPSTREAM_MAX engines are already listed)."},
+     "rejected (an address listed with no free ordinal: RJ_UPSTREAM_MAX engines are already "
+     "listed; counted once while it stays listed and rejected)."},
+    {"ramjet_upstream_rejected_addresses", MetricKind::kGauge, "",
+     "Engine addresses listed now (RJ_UPSTREAM, its DNS names) that have no ordinal because "
+     "RJ_UPSTREAM_MAX are in use: raise RJ_UPSTREAM_MAX, or list fewer. The log says when it changes."},
     {"ramjet_config_reloads_total", MetricKind::kCounter, "outcome",
      "SIGHUP configuration reloads (RJ_CONFIG_FILE): applied (the new engine list and weights are in "
      "use), invalid (a problem in the new configuration: the running one stays; the log says what)."},
@@ -113,11 +117,12 @@ void Membership::update(size_t source, const std::vector<Listed>& engines) {
     }
     size_t slot = 0;
     if (!place(k, *l, slot)) {
-      ++rejected_;
-      spdlog::warn("upstream membership: no free ordinal for a new engine (RJ_UPSTREAM_MAX={} are listed)",
-                   roster_.capacity());
+      auto [it, added] = rejected_by_.try_emplace(k, std::vector<bool>(sources_, false));
+      if (added) ++rejected_;
+      it->second[source] = true;
       continue;
     }
+    rejected_by_.erase(k);  // listed again with room for it
     ++joins_;
     Entry& e = entries_[k];
     e.slot = slot;
@@ -125,6 +130,27 @@ void Membership::update(size_t source, const std::vector<Listed>& engines) {
     e.sources[source] = true;
     e.listed = *l;
     if (hooks_.joined) hooks_.joined(slot, *l);
+  }
+  note_rejections(source, now);
+}
+
+// A DNS name answering more addresses than RJ_UPSTREAM_MAX would otherwise log one line per
+// rejected address per lookup (tens of thousands a minute): the count is logged when it changes.
+void Membership::note_rejections(size_t source, const std::map<std::string, const Listed*>& now) {
+  for (auto it = rejected_by_.begin(); it != rejected_by_.end();) {
+    if (!now.count(it->first)) it->second[source] = false;
+    bool listed = false;
+    for (bool b : it->second) listed = listed || b;
+    it = listed ? std::next(it) : rejected_by_.erase(it);
+  }
+  const uint64_t count = rejected_by_.size();
+  const uint64_t before = rejected_now_.exchange(count, std::memory_order_relaxed);
+  if (count == before) return;
+  if (count == 0) {
+    spdlog::info("upstream membership: every listed engine has an ordinal again");
+  } else {
+    spdlog::warn("upstream membership: {} listed engines get no ordinal (RJ_UPSTREAM_MAX={} are in use; was {})",
+                 count, roster_.capacity(), before);
   }
 }
 
@@ -158,8 +184,10 @@ void Membership::write_metrics(metrics::Exposition& x) const {
   x.sample(kFamilies[1].name, "change=\"vacated\"", vacates_.load(std::memory_order_relaxed));
   x.sample(kFamilies[1].name, "change=\"rejected\"", rejected_.load(std::memory_order_relaxed));
   x.family(kFamilies[2]);
-  x.sample(kFamilies[2].name, "outcome=\"applied\"", reloads_applied_.load(std::memory_order_relaxed));
-  x.sample(kFamilies[2].name, "outcome=\"invalid\"", reloads_invalid_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[2].name, "", rejected_now_.load(std::memory_order_relaxed));
+  x.family(kFamilies[3]);
+  x.sample(kFamilies[3].name, "outcome=\"applied\"", reloads_applied_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[3].name, "outcome=\"invalid\"", reloads_invalid_.load(std::memory_order_relaxed));
 }
 
 }  // namespace ramjet::upstream

@@ -56,7 +56,9 @@ class Membership {
   // Vacates leaving slots with nothing in flight; call on an interval.
   void sweep();
 
+  // Addresses ever rejected (each counted once while it stays rejected), and rejected now.
   uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
+  uint64_t rejected_now() const { return rejected_now_.load(std::memory_order_relaxed); }
   // A configuration reload (RJ_CONFIG_FILE on SIGHUP) was applied, or refused as invalid.
   void count_reload(bool applied) { (applied ? reloads_applied_ : reloads_invalid_).fetch_add(1, std::memory_order_relaxed); }
   void write_metrics(metrics::Exposition& x) const;
@@ -76,11 +78,15 @@ class Membership {
   size_t sources_;
   Hooks hooks_;
   std::map<std::string, Entry> entries_;   // listed engines (active or leaving), by address
+  // Listed addresses that got no ordinal, by address: which sources list them. A source that
+  // lists them again is not a new rejection (no counter, no log line): only changes are.
+  std::map<std::string, std::vector<bool>> rejected_by_;
+  void note_rejections(size_t source, const std::map<std::string, const Listed*>& now);
   std::vector<std::string> last_key_;      // per slot: the address that held it last
   std::vector<uint64_t> vacated_at_;       // per slot: order of vacating (0 = never used)
   uint64_t vacate_seq_ = 0;
   // Read by the metrics listener's thread.
-  std::atomic<uint64_t> joins_{0}, leaves_{0}, rejoins_{0}, vacates_{0}, rejected_{0};
+  std::atomic<uint64_t> joins_{0}, leaves_{0}, rejoins_{0}, vacates_{0}, rejected_{0}, rejected_now_{0};
   std::atomic<uint64_t> reloads_applied_{0}, reloads_invalid_{0};
 };
 

@@ -90,7 +90,26 @@ TEST(Membership, NoFreeOrdinalIsCountedNotForced) {
   Rig r;
   r.m.update(1, {at("a"), at("b"), at("c"), at("d")});
   EXPECT_EQ(r.m.rejected(), 1u);
+  EXPECT_EQ(r.m.rejected_now(), 1u);
   EXPECT_EQ(r.roster.listed_count(), 4u);
+}
+
+// A DNS name answering more addresses than fit, lookup after lookup: the same rejections are not
+// new ones (the counter and the log follow changes only); one that is no longer listed is gone,
+// and a freed ordinal takes a rejected address when it is listed again.
+TEST(Membership, TheSameRejectedAddressesLookupAfterLookupAreNotNewRejections) {
+  Rig r;
+  for (int lookup = 0; lookup < 100; ++lookup) r.m.update(1, {at("a"), at("b"), at("c"), at("d"), at("e")});
+  EXPECT_EQ(r.m.rejected(), 2u);
+  EXPECT_EQ(r.m.rejected_now(), 2u);
+  r.m.update(1, {at("a"), at("b"), at("c"), at("d")});
+  EXPECT_EQ(r.m.rejected_now(), 1u);
+  EXPECT_EQ(r.m.rejected(), 2u);
+  r.m.update(1, {at("a"), at("b"), at("d")});  // c leaves
+  r.m.sweep();                                  // its ordinal is freed
+  r.m.update(1, {at("a"), at("b"), at("d")});
+  EXPECT_EQ(r.m.rejected_now(), 0u);
+  EXPECT_EQ(r.m.rejected(), 2u);
 }
 
 TEST(Membership, AnEngineListedByTwoSourcesLeavesWhenNeitherListsIt) {

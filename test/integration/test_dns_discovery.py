@@ -286,6 +286,32 @@ def test_a_failed_lookup_keeps_the_engines(dns, sims, ramjet_factory):
     assert rj.chat(chat()).status == 200
 
 
+def test_an_answer_larger_than_the_cap_is_logged_when_it_changes_not_every_lookup(dns, sims, ramjet_factory):
+    """A DNS name answering more addresses than RJ_UPSTREAM_MAX: lookup after lookup (every 200 ms)
+    the same addresses get no ordinal. One log line per change and a gauge, not one per address
+    per lookup (the issue saw 35,872 warning lines in 30 s)."""
+    port = free_port("127.0.0.2")
+    sims("127.0.0.2", port)
+    dns.answer("127.0.0.2", *[f"127.0.1.{i}" for i in range(1, 9)])  # 9 addresses, 2 ordinals
+    rj = dns_ramjet(ramjet_factory, dns, port, RJ_UPSTREAM_MAX="2")
+    wait_for("seven rejected", lambda: series(rj, "ramjet_upstream_rejected_addresses") == 7)
+    lookups = series(rj, "ramjet_upstream_dns_lookups_total", outcome="ok")
+    wait_for("ten more lookups", lambda: series(rj, "ramjet_upstream_dns_lookups_total", outcome="ok") >= lookups + 10,
+             timeout=20)
+    lines = [l for l in rj.output().splitlines() if "get no ordinal" in l]
+    assert len(lines) == 1, lines
+    assert series(rj, "ramjet_upstream_membership_changes_total", change="rejected") == 7
+    # Fewer addresses: a change, logged once; none rejected: logged once more.
+    dns.answer("127.0.0.2", "127.0.1.1", "127.0.1.2")
+    wait_for("one rejected", lambda: series(rj, "ramjet_upstream_rejected_addresses") == 1)
+    dns.answer("127.0.0.2")
+    wait_for("none rejected", lambda: series(rj, "ramjet_upstream_rejected_addresses") == 0)
+    assert len([l for l in rj.output().splitlines() if "get no ordinal" in l]) == 2
+    assert len([l for l in rj.output().splitlines() if "has an ordinal again" in l]) == 1
+    assert "127.0.1." not in rj.output() and NAME not in rj.output()
+    assert rj.chat(chat()).status == 200
+
+
 def test_an_empty_answer_removes_the_engines(dns, sims, ramjet_factory):
     port = free_port("127.0.0.2")
     sims("127.0.0.2", port)
