@@ -263,7 +263,7 @@ try {
   // ---- KV-event index: a long prompt is placed exactly (the Decisions tab says so, with each
   // candidate's predicted resident tokens); then engine 1 loses a batch its replay cannot fill:
   // its index is fenced — drawn striped, explained in a tooltip — while the engine stays healthy,
-  // and the next long prompt falls back to the approximate index.
+  // and the next long prompt is placed exactly on the others and engine 1's fingerprint estimate.
   if (kv && N > 1) {
     const longChat = async (k) => {
       const system = `Browser agent ${k}. ` + Array.from({ length: 1400 }, (_, i) => `rule ${k}.${i}: keep invariant ${(i * 7) % 13}.`).join(' ');
@@ -308,24 +308,24 @@ try {
     check(f && f.state === 'healthy', `engine 1's index fenced, the engine itself healthy (${f && f.state})`);
     check(f && f.band === 'rgb(251, 146, 60)' && f.fill.includes('kv-hatch'),
       `the fenced index is drawn striped orange (stroke ${f && f.band}, fill ${f && f.fill})`);
-    check(f && f.text.includes('fenced') && f.tip.includes('falls back to the approximate'),
+    check(f && f.text.includes('fenced') && f.tip.includes('fingerprint) estimate'),
       `its label and tooltip say what it means (${f && f.text} / ${f && f.tip.slice(0, 60)}…)`);
     const legend = await page.$eval('#kv-legend', (l) => !l.hidden && l.textContent.includes('fenced'));
     check(legend, 'the topology legend explains the KV-index states');
     const status = await page.$eval('#kv-status', (e) => (e.hidden ? '' : e.textContent));
-    check(status.includes('falls back') && status.includes('engine 1 KV index fenced'),
-      `the topology says exact routing falls back, and why (${status})`);
+    check(status.includes('fingerprint estimates') && status.includes('engine 1 KV index fenced'),
+      `the topology says which engine exact routing estimates, and why (${status})`);
     const othersKv = await page.$$eval('g.node', (gs) => gs.filter((g) => g.dataset.ordinal !== '1').map((g) => g.dataset.kv));
     check(othersKv.every((k) => k === 'trusted'), `the other indexes stay trusted (${N > 8 ? othersKv.length : othersKv})`);
     await sleep(1200);
     await page.screenshot({ path: shot('topology-kv-fenced'), fullPage: true });
 
     const fallback = await longChat(2);
-    check(fallback === 'untrusted', `with an index fenced, a long prompt falls back (X-Ramjet-Route: ${fallback})`);
+    check(fallback.startsWith('exact_partial'), `with an index fenced, a long prompt is placed exactly on the others (X-Ramjet-Route: ${fallback})`);
     await page.goto(base + '/ui/#decisions');
-    const untrusted = await until(() => page.$$eval('tr.decision .exact[data-exact="untrusted"]', (e) => e.length),
-      10000, 'a decision row with exact: untrusted');
-    check(untrusted.value > 0, `the Decisions tab shows the fallback (${untrusted.value} row(s) exact: untrusted)`);
+    const untrusted = await until(() => page.$$eval('tr.decision .exact[data-exact="exact_partial"]', (e) => e.length),
+      10000, 'a decision row with exact: exact_partial');
+    check(untrusted.value > 0, `the Decisions tab shows it (${untrusted.value} row(s) exact: exact_partial)`);
     await page.screenshot({ path: shot('decisions-exact'), fullPage: false });
     await page.goto(base + '/ui/#overview');
     const chip = await until(() => page.$eval('.chip[data-ordinal="1"]', (c) =>

@@ -182,6 +182,7 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     # ramjet-companion process's own, on its endpoint: test_companion.py); the tokenizer's info
     # gauge always does.
     missing = ((documented_families(("Route journal", "Local tokenization", "KV events", "Exact predictions",
+                                      "Exact tokenize budget",
                                       "Engine catalog", "Client API keys", "Listener TLS", "Engine membership",
                                       "DNS discovery", "Companions",
                                       "ramjet-companion (its own --metrics endpoint)")) | {"ramjet_tokenizer_info"})

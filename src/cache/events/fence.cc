@@ -200,6 +200,9 @@ Step SequenceFence::on_connect() {
 
 Step SequenceFence::on_retry() {
   if (mode_ != FenceMode::kFenced) return verdict(Verdict::kObserve);
+  // A publisher already past what one replay may ask for cannot be made whole from 0 (the
+  // first-batch rule): asking again would only make the engine send its whole buffer for nothing.
+  if (last_live_ && *last_live_ + 1 > limits_.replay_limit) return verdict(Verdict::kObserve);
   return replay_whatever_it_holds(verdict(Verdict::kObserve).with(FenceEvent::kRetry));
 }
 

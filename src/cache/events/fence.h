@@ -110,7 +110,8 @@ class SequenceFence {
   Step on_index_error();
   // While fenced, the subscriber's backoff has passed: a full replay from 0 of whatever the
   // engine holds, as on a connect (a replay that failed under load, an endpoint that was down).
-  // An engine whose replay holds the batch that fenced it stays fenced until its cache clears.
+  // An engine whose replay holds the batch that fenced it stays fenced until its cache clears; one
+  // whose live sequence is past the replay limit is not asked (it cannot be whole from 0).
   Step on_retry();
 
   FenceMode mode() const { return mode_; }

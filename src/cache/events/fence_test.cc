@@ -152,6 +152,15 @@ TEST(SequenceFence, ARetryReplaysWhateverTheEngineHoldsAgain) {
   EXPECT_FALSE(f.on_retry().replay) << "a trusted engine is not replayed";
 }
 
+TEST(SequenceFence, NoRetryForAPublisherPastTheReplayLimit) {
+  SequenceFence f(kLimits);
+  EXPECT_EQ(f.on_live(500, false).verdict, Verdict::kObserve);  // joined late: only a clear helps
+  const Step retry = f.on_retry();
+  EXPECT_FALSE(retry.replay);
+  EXPECT_FALSE(retry.has(FenceEvent::kRetry));
+  EXPECT_EQ(f.mode(), FenceMode::kFenced);
+}
+
 TEST(SequenceFence, TooManyLiveBatchesDuringAReplayFence) {
   SequenceFence f(kLimits);
   f.on_live(0, false);

@@ -45,16 +45,16 @@ const stateLabel = (s) => (s === 'unhealthy' ? 'fenced' : s);
 const KV_INDEX = {
   trusted: 'KV-event index trusted: it mirrors this engine\'s prefix cache, so exact routing can read it.',
   replaying: 'KV-event index replaying: fetching event batches it missed. Until it is trusted again, exact ' +
-    'routing falls back to the approximate (fingerprint) index for the whole fleet while this engine is healthy.',
+    'routing places this engine on its approximate (fingerprint) estimate; the others stay exact.',
   fenced: 'KV-event index fenced: events were lost or unreadable, so the index is emptied and not used until a ' +
-    'replay or a cache reset makes it whole. Meanwhile exact routing falls back to the approximate ' +
-    '(fingerprint) index for the whole fleet while this engine is healthy.',
-  none: 'No KV events from this engine: exact routing falls back to the approximate (fingerprint) index for ' +
-    'the whole fleet while this engine is healthy.',
+    'replay or a cache reset makes it whole (tried again on a backoff). Meanwhile exact routing places this ' +
+    'engine on its approximate (fingerprint) estimate; the others stay exact.',
+  none: 'No KV events from this engine: exact routing places it on its approximate (fingerprint) estimate; ' +
+    'the others stay exact.',
   withdrawn: 'Exact trust withdrawn: its KV-event index is trusted, but exact predictions kept missing the ' +
     'cached tokens the engine reported (a tokenizer, template or block-size mismatch). Until the cooldown ' +
-    '(RJ_EXACT_MISS_COOLDOWN_MS) ends, exact routing falls back to the approximate (fingerprint) index for the ' +
-    'whole fleet while this engine is healthy.',
+    '(RJ_EXACT_MISS_COOLDOWN_MS) ends, exact routing places this engine on its approximate (fingerprint) ' +
+    'estimate; the others stay exact.',
 };
 const kvUntrusted = (k) => k === 'fenced' || k === 'replaying' || k === 'none' || k === 'withdrawn';
 const kvLabel = (k) => (k === 'none' ? 'no KV events' : k === 'withdrawn' ? 'exact trust withdrawn' : 'KV index ' + k);
@@ -417,18 +417,22 @@ function buildTopology(engines) {
   $('#kv-legend').hidden = !kv;
 }
 
-// Exact routing reads the KV-event indexes only while every healthy engine's is trusted
-// (request/route/exact_overlap.h): one line says whether it can, and which indexes keep it off.
+// Exact routing reads the trusted KV-event indexes and places a healthy engine whose index is not
+// trusted on its fingerprint estimate (request/route/exact_overlap.h: exact_partial); with none
+// trusted it falls back to the approximate index. One line says which.
 function renderKvStatus(engines) {
   const el = $('#kv-status');
   if (!engines.some((e) => e.kv_index)) { el.hidden = true; return; }
-  const blocking = engines.filter((e) => e.state === 'healthy' && kvUntrusted(kvShown(e) || 'none'));
+  const healthy = engines.filter((e) => e.state === 'healthy');
+  const blocking = healthy.filter((e) => kvUntrusted(kvShown(e) || 'none'));
+  const which = blocking.map((e) => `engine ${e.ordinal} ${kvLabel(kvShown(e) || 'none')}`).join(', ');
   el.hidden = false;
   el.className = 'kv-status' + (blocking.length ? ' off' : '');
-  el.textContent = blocking.length
-    ? '⚠ Exact routing (when on) falls back to the approximate index for the whole fleet: ' +
-      blocking.map((e) => `engine ${e.ordinal} ${kvLabel(kvShown(e) || 'none')}`).join(', ') + '.'
-    : 'Every healthy engine\'s KV-event index is trusted: exact routing (when on) can read them.';
+  el.textContent = !blocking.length
+    ? 'Every healthy engine\'s KV-event index is trusted: exact routing (when on) can read them.'
+    : blocking.length === healthy.length
+      ? '⚠ Exact routing (when on) falls back to the approximate index for the whole fleet: ' + which + '.'
+      : '⚠ Exact routing (when on) places these on their fingerprint estimates, the others exactly: ' + which + '.';
 }
 
 function renderTopology() {
@@ -568,16 +572,18 @@ function candidateRow(c, chosen, columns, exact) {
 // not, and why.
 function exactNote(x) {
   if (x === 'exact') return 'placed on the engines\' exact resident tokens (KV events)';
+  if (x === 'exact_partial') return 'placed on the trusted engines\' exact resident tokens and, for an engine whose ' +
+    'KV-event index is not trusted, its fingerprint estimate (no predicted tokens shown for it)';
   if (x === 'shadow_agree') return 'shadow: the approximate choice holds the most of the prompt';
   if (x === 'shadow_would_move') return 'shadow: another engine holds more of the prompt';
-  if (x === 'untrusted') return 'a healthy engine\'s KV-event index is not trusted: placed on the approximate index';
+  if (x === 'untrusted') return 'no healthy engine\'s KV-event index is trusted: placed on the approximate index';
   return 'placed on the approximate index';
 }
 // used: the exact overlaps placed it (or agreed); moved: shadow would have moved it; fallback: an
 // engine's exact trust is missing (a fenced, replaying or absent index, withdrawn, unattested);
 // approx: exact routing was not for this request (size, tokenization).
 function exactClass(x) {
-  if (x === 'exact' || x === 'shadow_agree') return 'used';
+  if (x === 'exact' || x === 'exact_partial' || x === 'shadow_agree') return 'used';
   if (x === 'shadow_would_move') return 'moved';
   if (x === 'untrusted' || x === 'withdrawn' || x === 'unattested') return 'fallback';
   return 'approx';
