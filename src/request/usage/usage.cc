@@ -1,11 +1,14 @@
-// request/usage: SSE line splitting and the per-event extraction of reference 6.1. Each SSE
-// event (or the whole non-streaming body) is parsed once with simdjson's DOM parser, which
-// validates the full document; malformed input is counted, never fatal.
+// request/usage: SSE line splitting and the per-event extraction of reference 6.1. An SSE event
+// that can still change the Usage (every event until the first generated token, then those a
+// byte scan finds an accounting key in) or the whole non-streaming body is parsed once with
+// simdjson's DOM parser, which validates the full document; malformed input is counted, never
+// fatal.
 #include "request/usage/usage.h"
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 
@@ -341,6 +344,65 @@ std::string_view trim_ascii(std::string_view s) {
   return s;
 }
 
+// After the first generated token extract_event() reads only finish_reason (choice 0),
+// stop_reason (root, delta), status (root, response) and usage (root, message, response), and
+// only non-null values change anything. In valid JSON a key's bytes appear literally as `"key"`
+// (a quote inside a string is escaped) unless they are spelt with \u escapes, so an event with
+// none of these keys followed by a non-null value, and no \u-escaped ASCII letter or
+// underscore (\u005f, \u006X, \u007X), cannot change the Usage: it need not be parsed.
+bool may_change_usage(std::string_view p) {
+  const char* const begin = p.data();
+  const char* const end = begin + p.size();
+  for (const void* b = std::memchr(begin, '\\', p.size()); b != nullptr;) {
+    const char* e = static_cast<const char*>(b);
+    if (end - e >= 5 && e[1] == 'u' && e[2] == '0' && e[3] == '0' && e[4] >= '5' && e[4] <= '7') return true;
+    ++e;
+    b = e < end ? std::memchr(e, '\\', static_cast<size_t>(end - e)) : nullptr;
+  }
+  // After a key's closing quote: true unless `: null` follows.
+  auto non_null_value = [end](const char* after) {
+    auto skip = [end](const char* c) {
+      while (c < end && (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')) ++c;
+      return c;
+    };
+    const char* c = skip(after);
+    if (c == end || *c != ':') return true;  // a string value, or not JSON: parse it
+    c = skip(c + 1);
+    return !(end - c >= 4 && std::memcmp(c, "null", 4) == 0);
+  };
+  auto key_at = [end](const char* q, std::string_view key) {
+    return static_cast<size_t>(end - q) >= key.size() + 2 && std::memcmp(q + 1, key.data(), key.size()) == 0 &&
+           q[key.size() + 1] == '"';
+  };
+  for (const void* found = std::memchr(begin, '"', p.size()); found != nullptr;) {
+    const char* q = static_cast<const char*>(found);
+    if (end - q > 1) {
+      std::string_view key;
+      switch (q[1]) {
+        case 'u':
+          if (key_at(q, "usage")) key = "usage";
+          break;
+        case 's':
+          if (key_at(q, "status")) {
+            key = "status";
+          } else if (key_at(q, "stop_reason")) {
+            key = "stop_reason";
+          }
+          break;
+        case 'f':
+          if (key_at(q, "finish_reason")) key = "finish_reason";
+          break;
+        default:
+          break;
+      }
+      if (!key.empty() && non_null_value(q + key.size() + 2)) return true;
+    }
+    ++q;
+    found = q < end ? std::memchr(q, '"', static_cast<size_t>(end - q)) : nullptr;
+  }
+  return false;
+}
+
 void bump(uint32_t& counter) {
   if (counter != std::numeric_limits<uint32_t>::max()) ++counter;
 }
@@ -444,6 +506,7 @@ void UsageAccumulator::on_line(std::string_view line) {
   if (line.substr(0, kData.size()) != kData) return;  // event:, id:, retry:, comments
   const std::string_view payload = trim_ascii(line.substr(kData.size()));
   if (payload.empty() || payload == "[DONE]") return;
+  if (usage_.generated && !limits_.parse_every_event && !may_change_usage(payload)) return;
   if (on_json(payload)) first_token_reported_ = true;
 }
 
