@@ -13,6 +13,9 @@
 #include <limits>
 
 #include <simdjson.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace ramjet::request {
 namespace {
@@ -344,6 +347,46 @@ std::string_view trim_ascii(std::string_view s) {
   return s;
 }
 
+// Whether the candidate byte at `c` (a quote before u, s or f, or a backslash before u) makes
+// the event one to parse: the quote opens one of the keys with a non-null value, or the
+// backslash escapes an ASCII letter or underscore.
+bool must_parse_at(const char* c, const char* end) {
+  if (*c == '\\') return end - c >= 5 && c[1] == 'u' && c[2] == '0' && c[3] == '0' && c[4] >= '5' && c[4] <= '7';
+  auto key_at = [c, end](std::string_view key) {
+    return static_cast<size_t>(end - c) >= key.size() + 2 && std::memcmp(c + 1, key.data(), key.size()) == 0 &&
+           c[key.size() + 1] == '"';
+  };
+  std::string_view key;
+  if (end - c < 2) return false;
+  switch (c[1]) {
+    case 'u':
+      if (key_at("usage")) key = "usage";
+      break;
+    case 's':
+      if (key_at("status")) {
+        key = "status";
+      } else if (key_at("stop_reason")) {
+        key = "stop_reason";
+      }
+      break;
+    case 'f':
+      if (key_at("finish_reason")) key = "finish_reason";
+      break;
+    default:
+      break;
+  }
+  if (key.empty()) return false;
+  // The key's value: anything but `: null` (a string value, or not JSON) means parse.
+  auto skip = [end](const char* p) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+    return p;
+  };
+  const char* v = skip(c + key.size() + 2);
+  if (v == end || *v != ':') return true;
+  v = skip(v + 1);
+  return !(end - v >= 4 && std::memcmp(v, "null", 4) == 0);
+}
+
 // After the first generated token extract_event() reads only finish_reason (choice 0),
 // stop_reason (root, delta), status (root, response) and usage (root, message, response), and
 // only non-null values change anything. In valid JSON a key's bytes appear literally as `"key"`
@@ -351,54 +394,32 @@ std::string_view trim_ascii(std::string_view s) {
 // none of these keys followed by a non-null value, and no \u-escaped ASCII letter or
 // underscore (\u005f, \u006X, \u007X), cannot change the Usage: it need not be parsed.
 bool may_change_usage(std::string_view p) {
-  const char* const begin = p.data();
-  const char* const end = begin + p.size();
-  for (const void* b = std::memchr(begin, '\\', p.size()); b != nullptr;) {
-    const char* e = static_cast<const char*>(b);
-    if (end - e >= 5 && e[1] == 'u' && e[2] == '0' && e[3] == '0' && e[4] >= '5' && e[4] <= '7') return true;
-    ++e;
-    b = e < end ? std::memchr(e, '\\', static_cast<size_t>(end - e)) : nullptr;
-  }
-  // After a key's closing quote: true unless `: null` follows.
-  auto non_null_value = [end](const char* after) {
-    auto skip = [end](const char* c) {
-      while (c < end && (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')) ++c;
-      return c;
-    };
-    const char* c = skip(after);
-    if (c == end || *c != ':') return true;  // a string value, or not JSON: parse it
-    c = skip(c + 1);
-    return !(end - c >= 4 && std::memcmp(c, "null", 4) == 0);
-  };
-  auto key_at = [end](const char* q, std::string_view key) {
-    return static_cast<size_t>(end - q) >= key.size() + 2 && std::memcmp(q + 1, key.data(), key.size()) == 0 &&
-           q[key.size() + 1] == '"';
-  };
-  for (const void* found = std::memchr(begin, '"', p.size()); found != nullptr;) {
-    const char* q = static_cast<const char*>(found);
-    if (end - q > 1) {
-      std::string_view key;
-      switch (q[1]) {
-        case 'u':
-          if (key_at(q, "usage")) key = "usage";
-          break;
-        case 's':
-          if (key_at(q, "status")) {
-            key = "status";
-          } else if (key_at(q, "stop_reason")) {
-            key = "stop_reason";
-          }
-          break;
-        case 'f':
-          if (key_at(q, "finish_reason")) key = "finish_reason";
-          break;
-        default:
-          break;
-      }
-      if (!key.empty() && non_null_value(q + key.size() + 2)) return true;
+  const char* const s = p.data();
+  const char* const end = s + p.size();
+  size_t i = 0;
+#if defined(__SSE2__)
+  // 16 bytes at a time: the candidates are a quote followed by u, s or f, and a backslash
+  // followed by u; most events have a handful.
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i u = _mm_set1_epi8('u');
+  const __m128i st = _mm_set1_epi8('s');
+  const __m128i f = _mm_set1_epi8('f');
+  for (; i + 17 <= p.size(); i += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 1));
+    const __m128i next_u = _mm_cmpeq_epi8(b, u);
+    const __m128i key = _mm_and_si128(_mm_cmpeq_epi8(a, quote),
+                                      _mm_or_si128(next_u, _mm_or_si128(_mm_cmpeq_epi8(b, st), _mm_cmpeq_epi8(b, f))));
+    const __m128i escape = _mm_and_si128(_mm_cmpeq_epi8(a, backslash), next_u);
+    for (unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(key, escape))); mask != 0;
+         mask &= mask - 1) {
+      if (must_parse_at(s + i + static_cast<size_t>(__builtin_ctz(mask)), end)) return true;
     }
-    ++q;
-    found = q < end ? std::memchr(q, '"', static_cast<size_t>(end - q)) : nullptr;
+  }
+#endif
+  for (; i < p.size(); ++i) {
+    if ((s[i] == '"' || s[i] == '\\') && must_parse_at(s + i, end)) return true;
   }
   return false;
 }
