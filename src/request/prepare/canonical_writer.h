@@ -238,6 +238,23 @@ constexpr std::string_view kTopLevelKeys[] = {
     "function_call", "parallel_tool_calls", "reasoning_effort",
     "thinking",      "response_format"};
 
+// find() of each of several keys in one pass over an object's members (the last member of a
+// key, as find() returns): a message or the root is read once, not once per key.
+template <class V, size_t N>
+std::array<std::optional<V>, N> find_each(const V& obj, const std::string_view (&keys)[N]) {
+  std::array<std::optional<V>, N> out;
+  for (const auto& member : obj.members()) {
+    const std::string_view k = member.first;
+    for (size_t i = 0; i < N; ++i) {
+      if (k.size() == keys[i].size() && k == keys[i]) {
+        out[i] = member.second;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // ryu/serde_json layout of a finite double (canonical.cc).
 size_t format_double(double d, char* out);
 
@@ -285,9 +302,10 @@ class Writer {
 
  private:
   WriteResult top_level(const V& obj) {
-    for (std::string_view key : kTopLevelKeys) {
+    const auto found = find_each(obj, kTopLevelKeys);
+    for (size_t i = 0; i < found.size(); ++i) {
       if (sink_.full()) return WriteResult::kCanonical;
-      if (WriteResult r = field(obj, key); r != WriteResult::kCanonical) return r;
+      if (WriteResult r = field(kTopLevelKeys[i], found[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
@@ -301,14 +319,15 @@ class Writer {
 
   WriteResult message(const V& m) {
     sink_.put("message\0", 8);
-    for (std::string_view key : kMessageKeys) {
-      if (WriteResult r = field(m, key); r != WriteResult::kCanonical) return r;
+    const auto found = find_each(m, kMessageKeys);
+    for (size_t i = 0; i < found.size(); ++i) {
+      if (WriteResult r = field(kMessageKeys[i], found[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
 
-  WriteResult field(const V& obj, std::string_view key) {
-    const std::optional<V> v = obj.find(key);
+  // `v`: the member of `key`, if any.
+  WriteResult field(std::string_view key, const std::optional<V>& v) {
     if (!v || v->is(JsonKind::kNull)) return WriteResult::kCanonical;
     sink_.put(key.data(), key.size());
     sink_.put('\0');
