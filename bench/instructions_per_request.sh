@@ -30,6 +30,10 @@
 #   TARGETS=nginx,haproxy,ramjet-rr,ramjet-prefix   what to measure (ramjet-* once per binary)
 #   RESPONDER_BIN=build/release/bench/ramjet-responder
 #   RJ_EXTRA="RJ_X=1 ..."  extra settings for every ramjet run
+#   CHUNK_DELAY_US=1000  the responder's pause between SSE events: each event reaches the proxy
+#                        on its own, as an engine emits tokens, whatever the machine's load
+#                        (0: events written back to back, and how many one read gets then
+#                        depends on timing: ±2 % between runs)
 #   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N), for
 #                        callgrind_annotate --inclusive=yes
 # ramjet runs with RJ_ENGINE_SCRAPE_INTERVAL_MS=0 (the responder has no /metrics) and
@@ -45,6 +49,7 @@ KINDS=${KINDS:-json,sse,long}
 TARGETS=${TARGETS:-nginx,haproxy,ramjet-rr,ramjet-prefix}
 RJ_EXTRA=${RJ_EXTRA:-}
 KEEP=${KEEP:-}
+CHUNK_DELAY_US=${CHUNK_DELAY_US:-1000}
 BINS=("$@")
 ((${#BINS[@]})) || BINS=("$ROOT/build/release/src/app/ramjet")
 
@@ -66,7 +71,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$RESPONDER_BIN" --port 0 --threads 1 --sse-chunks 8 >"$WORK/responder.out" 2>/dev/null &
+"$RESPONDER_BIN" --port 0 --threads 1 --sse-chunks 8 --chunk-delay-us "$CHUNK_DELAY_US" >"$WORK/responder.out" 2>/dev/null &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q '^listening port=' "$WORK/responder.out" 2>/dev/null && break; sleep 0.1; done
 RESP_PORT=$(sed -n 's/^listening port=\([0-9]*\).*/\1/p' "$WORK/responder.out")
@@ -252,7 +257,7 @@ for kind in "${kinds[@]}"; do
   done
 done
 
-echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), N1=$N1 N2=$N2, $(valgrind --version)"
+echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), N1=$N1 N2=$N2, CHUNK_DELAY_US=$CHUNK_DELAY_US, $(valgrind --version)"
 for i in "${!BINS[@]}"; do echo "- ramjet ($((i + 1))): ${BINS[$i]}"; done
 has_target nginx && echo "- $(nginx -v 2>&1 | sed 's/.*: //'), 1 worker, no master; $(haproxy -v 2>&1 | head -1 | awk '{print $1, $2, $3}'), nbthread 1"
 echo
