@@ -1,28 +1,68 @@
 #!/usr/bin/env bash
-# instructions_per_request.sh: what one proxied request costs ramjet, in CPU instructions — the
-# deterministic comparison between two builds on a noisy machine (wall-clock ratios move by
-# ±10 % here; instruction counts by well under 1 %).
+# instructions_per_request.sh: what one proxied request costs ramjet, nginx and haproxy, in CPU
+# instructions — the deterministic comparison on a noisy machine (wall-clock ratios move by ±10 %
+# here; instruction counts by well under 1 %).
 #
-# For each ramjet binary and each request kind (json: a ~1 KB chat request answered with JSON;
-# sse: the same request streamed, 8 events plus usage), starts ramjet-responder and ramjet
-# (RJ_THREADS=1) under `valgrind --tool=callgrind`, sends N1 and then N2 requests on one
-# keep-alive connection in two separate runs, and reports (I(N2) - I(N1)) / (N2 - N1): startup,
-# shutdown and warm-up cancel out. Prints a Markdown table (and a ratio column against the
-# first binary).
+# One ramjet-responder serves every target. Each proxy runs single-threaded under
+# `valgrind --tool=callgrind` in front of it: ramjet with RJ_THREADS=1, once with round-robin
+# routing (RJ_AFFINITY=round_robin) and once with prefix routing (RJ_AFFINITY=prefix, the
+# default); nginx with one worker and no master process (proxy_buffering off, upstream keepalive,
+# access log off: the usual SSE reverse proxy, as bench/proxy_overhead.sh runs it); haproxy with
+# nbthread 1 (mode http, keep-alive both sides). The same Python client sends N1 and then N2
+# requests of one kind on one keep-alive connection in two separate runs, and each cell is
+# (I(N2) - I(N1)) / (N2 - N1) user-space instructions of the proxy process: startup, shutdown
+# and warm-up cancel out.
 #
-# Usage: bench/instructions_per_request.sh BIN [BIN...]
-#   N1=300 N2=1300   request counts    RESPONDER_BIN=build/release/bench/ramjet-responder
+# Request kinds:
+#   json  a ~1 KB chat request answered with JSON (a 484-byte chat.completion with usage)
+#   sse   the same request streamed: 8 chunk events, a usage chunk, [DONE]
+#   long  a 64 KiB agent turn (system prompt, tools, 40 messages with tool calls and results),
+#         streamed like sse
+#
+# Prints a Markdown table: one row per kind, one column per target, and each target's ratio to
+# nginx. Several ramjet binaries (a before and an after, say) each get an rr and a prefix column.
+#
+# Usage: bench/instructions_per_request.sh [RAMJET_BIN...]
+#   (default: build/release/src/app/ramjet)
+# Environment:
+#   N1=300 N2=1300       request counts of the two runs
+#   KINDS=json,sse,long  request kinds
+#   TARGETS=nginx,haproxy,ramjet-rr,ramjet-prefix   what to measure (ramjet-* once per binary)
+#   RESPONDER_BIN=build/release/bench/ramjet-responder
+#   RJ_EXTRA="RJ_X=1 ..."  extra settings for every ramjet run
+#   CHUNK_DELAY_US=1000  the responder's pause between SSE events: each event reaches the proxy
+#                        on its own, as an engine emits tokens, whatever the machine's load
+#                        (0: events written back to back, and how many one read gets then
+#                        depends on timing: ±2 % between runs)
+#   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N), for
+#                        callgrind_annotate --inclusive=yes
+# ramjet runs with RJ_ENGINE_SCRAPE_INTERVAL_MS=0 (the responder has no /metrics) and
+# RJ_PROBE_INTERVAL_MS=3600000 (probes are time-driven, not per request: under valgrind the two
+# runs last different times), every other setting at its default.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESPONDER_BIN=${RESPONDER_BIN:-$ROOT/build/release/bench/ramjet-responder}
 N1=${N1:-300}
 N2=${N2:-1300}
-(($# >= 1)) || { echo "usage: $0 RAMJET_BIN [RAMJET_BIN...]" >&2; exit 2; }
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 1; }
-[[ -x $RESPONDER_BIN ]] || { echo "responder not found at $RESPONDER_BIN" >&2; exit 1; }
+KINDS=${KINDS:-json,sse,long}
+TARGETS=${TARGETS:-nginx,haproxy,ramjet-rr,ramjet-prefix}
+RJ_EXTRA=${RJ_EXTRA:-}
+KEEP=${KEEP:-}
+CHUNK_DELAY_US=${CHUNK_DELAY_US:-1000}
+BINS=("$@")
+((${#BINS[@]})) || BINS=("$ROOT/build/release/src/app/ramjet")
 
-WORK=$(mktemp -d)
+die() { echo "instructions_per_request: $*" >&2; exit 1; }
+has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
+command -v valgrind >/dev/null || die "valgrind not found (run scripts/setup as root)"
+[[ -x $RESPONDER_BIN ]] || die "responder not found at $RESPONDER_BIN"
+has_target nginx && { command -v nginx >/dev/null || die "nginx not found (run scripts/setup as root)"; }
+has_target haproxy && { command -v haproxy >/dev/null || die "haproxy not found (run scripts/setup as root)"; }
+for b in "${BINS[@]}"; do [[ -x $b ]] || die "ramjet not found at $b"; done
+
+WORK=$(mktemp -d /tmp/ipr.XXXXXX)
+chmod 755 "$WORK"  # nginx runs its worker as nobody when started by root
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -31,59 +71,211 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$RESPONDER_BIN" --port 0 --threads 1 --sse-chunks 8 >"$WORK/responder.out" 2>/dev/null &
+"$RESPONDER_BIN" --port 0 --threads 1 --sse-chunks 8 --chunk-delay-us "$CHUNK_DELAY_US" >"$WORK/responder.out" 2>/dev/null &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q '^listening port=' "$WORK/responder.out" 2>/dev/null && break; sleep 0.1; done
 RESP_PORT=$(sed -n 's/^listening port=\([0-9]*\).*/\1/p' "$WORK/responder.out")
-[[ -n $RESP_PORT ]] || { echo "responder did not start" >&2; exit 1; }
+[[ -n $RESP_PORT ]] || die "responder did not start"
 
-# Sends n requests of one kind on one keep-alive connection; every response must be a 200.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Sends n requests of one kind on one keep-alive connection; every response must be a 200 and a
+# streamed one must end with [DONE].
 client() {
   /usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
 import http.client, json, sys
 port, kind, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-body = json.dumps({"model": "m", "stream": kind == "sse",
-                   "messages": [{"role": "system", "content": "You are a helpful assistant. " * 20},
-                                {"role": "user", "content": "Say something about routers. " * 10}]})
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+if kind == "long":
+    # A 64 KiB agent turn: system prompt, tools, and a conversation of tool calls and results.
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Runs a step. " * 8,
+              "parameters": {"type": "object", "properties": {"path": {"type": "string"},
+                                                              "line": {"type": "integer"}},
+                             "required": ["path"]}}} for i in range(8)]
+    messages = [{"role": "system", "content": "You are a coding agent working in a repository. " * 40}]
+    i = 0
+    while len(json.dumps(messages)) + len(json.dumps(tools)) < 64 * 1024 - 600:
+        messages.append({"role": "user", "content": f"Step {i}: look at the next file and fix it. " * 6})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": "tool_1", "arguments": json.dumps({"path": f"src/f{i}.cc", "line": i})}}]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}",
+                         "content": f"int f{i}() {{ return {i}; }}  // file contents\n" * 12})
+        i += 1
+    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+            "messages": messages, "tools": tools}
+else:
+    body = {"model": "m", "stream": kind == "sse",
+            "messages": [{"role": "system", "content": "You are a helpful assistant. " * 20},
+                         {"role": "user", "content": "Say something about routers. " * 10}]}
+    if kind == "sse":
+        body["stream_options"] = {"include_usage": True}
+body = json.dumps(body)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 for _ in range(n):
     c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
     r = c.getresponse()
-    r.read()
+    data = r.read()
     if r.status != 200:
         sys.exit(f"status {r.status}")
+    if kind != "json" and not data.rstrip().endswith(b"data: [DONE]"):
+        sys.exit("stream without [DONE]")
 EOF
 }
 
-# Total instructions of one ramjet run that serves n requests of `kind`.
-instructions() {
-  local bin=$1 kind=$2 n=$3 out=$WORK/cg.$RANDOM
-  local port
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  RJ_UPSTREAM=http://127.0.0.1:$RESP_PORT RJ_LISTEN=127.0.0.1:$port RJ_METRICS_LISTEN=127.0.0.1:0 RJ_THREADS=1 \
-    RJ_LOG_LEVEL=warn RJ_ENGINE_SCRAPE_INTERVAL_MS=0 \
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" 2>"$WORK/valgrind.err" &
-  local pid=$!
+wait_health() {  # wait_health PORT PID
   for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || return 1
     sleep 0.1
   done
-  client "$port" "$kind" "$n"
-  kill -TERM "$pid"
-  wait "$pid" || true
-  sed -n 's/^summary: *\([0-9]*\).*/\1/p;s/^totals: *\([0-9]*\).*/\1/p' "$out" | head -1
+  return 1
 }
 
-echo "| binary | request | instructions/request | ratio to the first |"
-echo "|---|---|---:|---:|"
-declare -A first
-for bin in "$@"; do
-  for kind in json sse; do
-    a=$(instructions "$bin" "$kind" "$N1")
-    b=$(instructions "$bin" "$kind" "$N2")
-    per=$(( (b - a) / (N2 - N1) ))
-    [[ -n ${first[$kind]:-} ]] || first[$kind]=$per
-    ratio=$(/usr/bin/python3 -c "print(f'{$per / ${first[$kind]}:.3f}')")
-    echo "| $bin | $kind | $per | $ratio |"
+# Starts one target under callgrind on port $2 with its output in $3; sets PID.
+start_target() {
+  local target=$1 port=$2 out=$3 bin=${4:-}
+  local vg=(valgrind --tool=callgrind --callgrind-out-file="$out")
+  case $target in
+    ramjet-rr|ramjet-prefix)
+      local affinity=round_robin
+      [[ $target == ramjet-prefix ]] && affinity=prefix
+      # shellcheck disable=SC2086
+      env RJ_UPSTREAM="http://127.0.0.1:$RESP_PORT" RJ_LISTEN="127.0.0.1:$port" RJ_METRICS_LISTEN=127.0.0.1:0 \
+        RJ_THREADS=1 RJ_AFFINITY=$affinity RJ_LOG_LEVEL=warn RJ_ENGINE_SCRAPE_INTERVAL_MS=0 \
+        RJ_PROBE_INTERVAL_MS=3600000 $RJ_EXTRA "${vg[@]}" "$bin" >/dev/null 2>"$WORK/valgrind.err" &
+      ;;
+    nginx)
+      local dir=$WORK/nginx.$port
+      mkdir -p "$dir/tmp" && chmod -R a+rwx "$dir"
+      cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+master_process off;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  client_body_buffer_size 128k;
+  keepalive_requests 1000000;
+  upstream responder {
+    server 127.0.0.1:$RESP_PORT;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://responder;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+EOF
+      "${vg[@]}" nginx -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" >/dev/null 2>"$WORK/valgrind.err" &
+      ;;
+    haproxy)
+      local cfg=$WORK/haproxy.$port.cfg
+      cat >"$cfg" <<EOF
+global
+  nbthread 1
+  maxconn 1024
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 120s
+  timeout server 120s
+  option http-keep-alive
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$port
+  default_backend be
+backend be
+  server responder 127.0.0.1:$RESP_PORT
+EOF
+      "${vg[@]}" haproxy -db -f "$cfg" >/dev/null 2>"$WORK/valgrind.err" &
+      ;;
+    *) die "unknown target $target" ;;
+  esac
+  PID=$!
+}
+
+# Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL.
+instructions() {
+  local target=$1 kind=$2 n=$3 bin=${4:-} out=$WORK/cg.$RANDOM port
+  port=$(free_port)
+  start_target "$target" "$port" "$out" "$bin"
+  PIDS+=("$PID")
+  # (nginx and haproxy answer /health by proxying it to the responder)
+  wait_health "$port" "$PID" || { cat "$WORK/valgrind.err" >&2; die "$target did not start"; }
+  client "$port" "$kind" "$n" || { kill -TERM "$PID"; die "$target: $kind requests failed"; }
+  kill -TERM "$PID"
+  wait "$PID" || true
+  TOTAL=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p;s/^totals: *\([0-9]*\).*/\1/p' "$out"* | head -1)
+  if [[ -n $KEEP ]]; then
+    mkdir -p "$KEEP"
+    for f in "$out"*; do cp "$f" "$KEEP/callgrind.$target-$kind-$n${f#"$out"}"; done
+  fi
+  rm -f "$out"*
+  [[ -n $TOTAL ]] || die "$target: no callgrind total"
+}
+
+per_request() {  # per_request TARGET KIND [BIN]: sets PER
+  local a
+  instructions "$1" "$2" "$N1" "${3:-}"
+  a=$TOTAL
+  instructions "$1" "$2" "$N2" "${3:-}"
+  PER=$(( (TOTAL - a) / (N2 - N1) ))
+}
+
+IFS=, read -ra kinds <<<"$KINDS"
+columns=() labels=()
+for t in nginx haproxy; do has_target $t && { columns+=("$t|"); labels+=("$t"); }; done
+for i in "${!BINS[@]}"; do
+  suffix=""; ((${#BINS[@]} > 1)) && suffix=" ($((i + 1)))"
+  for t in ramjet-rr ramjet-prefix; do
+    has_target $t && { columns+=("$t|${BINS[$i]}"); labels+=("${t/ramjet-/ramjet }$suffix"); }
   done
 done
+
+declare -A cell
+for kind in "${kinds[@]}"; do
+  for c in "${!columns[@]}"; do
+    IFS='|' read -r t bin <<<"${columns[$c]}"
+    echo "instructions_per_request: $kind ${labels[$c]} ..." >&2
+    per_request "$t" "$kind" "$bin"
+    cell[$kind,$c]=$PER
+  done
+done
+
+echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), N1=$N1 N2=$N2, CHUNK_DELAY_US=$CHUNK_DELAY_US, $(valgrind --version)"
+for i in "${!BINS[@]}"; do echo "- ramjet ($((i + 1))): ${BINS[$i]}"; done
+has_target nginx && echo "- $(nginx -v 2>&1 | sed 's/.*: //'), 1 worker, no master; $(haproxy -v 2>&1 | head -1 | awk '{print $1, $2, $3}'), nbthread 1"
+echo
+hdr="| request |"; sep="|---|"
+for l in "${labels[@]}"; do hdr+=" $l |"; sep+="---:|"; done
+echo "$hdr"; echo "$sep"
+for kind in "${kinds[@]}"; do
+  row="| $kind |"
+  base=${cell[$kind,0]}
+  for c in "${!columns[@]}"; do
+    v=${cell[$kind,$c]}
+    if has_target nginx && ((c > 0)); then
+      row+=" $(printf "%'d" "$v") ($(awk -v a="$v" -v b="$base" 'BEGIN { printf "%.2f×", a / b }')) |"
+    else
+      row+=" $(printf "%'d" "$v") |"
+    fi
+  done
+  echo "$row"
+done
+has_target nginx && echo && echo "Instructions per request (user space, the proxy process only); (×) is the ratio to nginx."
+exit 0

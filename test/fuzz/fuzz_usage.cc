@@ -1,6 +1,8 @@
 // Fuzz target for request/usage: upstream response bodies (SSE or JSON) are untrusted bytes.
 // The input is fed whole and in pseudo-random chunks (seeded from the input, so a crash
 // reproduces); both feedings must agree exactly, and the first-token signal fires at most once.
+// The byte scan that skips SSE events which cannot change the Usage any more is held to parsing
+// every event (UsageLimits::parse_every_event): the same Usage and signal, no more failures.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -80,6 +82,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Outcome whole = run(input, e, sse, limits, 0);
         Outcome chunked = run(input, e, sse, limits, seed);
         check_same(whole, chunked);
+        UsageLimits every = limits;
+        every.parse_every_event = true;
+        Outcome reference = run(input, e, sse, every, seed);
+        check(whole.failures <= reference.failures);
+        reference.failures = whole.failures;
+        check_same(whole, reference);
         // The buckets are total functions of whatever was extracted.
         check(!ramjet::request::finish_bucket(whole.usage.finish_reason).empty());
         check(!ramjet::request::cache_outcome(whole.usage).empty());

@@ -15,6 +15,9 @@
 #include <vector>
 
 #include <boost/container/small_vector.hpp>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "request/prepare/canonical.h"
 #include "request/prepare/json_view.h"
@@ -24,11 +27,21 @@ namespace ramjet::request::detail {
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 
+// Eight bytes per iteration: the hash is a serial chain of xor-multiply steps either way, but
+// unrolled it costs three instructions a byte instead of six.
 inline uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= kFnvPrime;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    h = (h ^ p[i]) * kFnvPrime;
+    h = (h ^ p[i + 1]) * kFnvPrime;
+    h = (h ^ p[i + 2]) * kFnvPrime;
+    h = (h ^ p[i + 3]) * kFnvPrime;
+    h = (h ^ p[i + 4]) * kFnvPrime;
+    h = (h ^ p[i + 5]) * kFnvPrime;
+    h = (h ^ p[i + 6]) * kFnvPrime;
+    h = (h ^ p[i + 7]) * kFnvPrime;
   }
+  for (; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
   return h;
 }
 
@@ -50,6 +63,24 @@ constexpr std::array<bool, 256> kNeedsEscape = [] {
   t['\\'] = true;
   return t;
 }();
+
+// How many of the n bytes at p come before the first one kNeedsEscape flags (n: none does).
+inline size_t clean_prefix(const unsigned char* p, size_t n) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i controls = _mm_set1_epi8(0x1f);
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  for (; i + 16 <= n; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    const __m128i flagged = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, controls), controls),  // v <= 0x1f
+                                         _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+    if (const int mask = _mm_movemask_epi8(flagged); mask != 0) return i + static_cast<size_t>(__builtin_ctz(mask));
+  }
+#endif
+  while (i < n && !kNeedsEscape[p[i]]) ++i;
+  return i;
+}
 
 // The escape sequence for one byte that kNeedsEscape flags; returns its length.
 inline size_t escape_sequence(unsigned char c, char* out) {
@@ -115,23 +146,16 @@ class ChainSink {
     h_ = (h_ ^ static_cast<unsigned char>(c)) * kFnvPrime;
     if (++in_chunk_ == chunk_) emit();
   }
-  // String contents with serde_json escaping, scanned and hashed in one pass: the escape test
-  // is independent of the hash state, so it hides behind the multiply's latency.
+  // String contents with serde_json escaping, hashed as they are scanned: each run of bytes that
+  // need no escape (found 16 at a time) is hashed straight from the source, each escaped byte
+  // as its sequence; no escaped copy is made.
   void put_escaped(const char* p, size_t n) {
     auto* bytes = reinterpret_cast<const unsigned char*>(p);
     while (n > 0 && total_ < max_) {
       const size_t limit =
           static_cast<size_t>(std::min<uint64_t>({n, chunk_ - in_chunk_, max_ - total_}));
-      uint64_t h = h_;
-      size_t i = 0;
-      for (; i < limit; ++i) {
-        const unsigned char c = bytes[i];
-        if (kNeedsEscape[c]) [[unlikely]] {
-          break;
-        }
-        h = (h ^ c) * kFnvPrime;
-      }
-      h_ = h;
+      const size_t i = clean_prefix(bytes, limit);
+      h_ = fnv1a(h_, bytes, i);
       in_chunk_ += i;
       total_ += i;
       bytes += i;
@@ -214,6 +238,23 @@ constexpr std::string_view kTopLevelKeys[] = {
     "function_call", "parallel_tool_calls", "reasoning_effort",
     "thinking",      "response_format"};
 
+// find() of each of several keys in one pass over an object's members (the last member of a
+// key, as find() returns): a message or the root is read once, not once per key.
+template <class V, size_t N>
+std::array<std::optional<V>, N> find_each(const V& obj, const std::string_view (&keys)[N]) {
+  std::array<std::optional<V>, N> out;
+  for (const auto& member : obj.members()) {
+    const std::string_view k = member.first;
+    for (size_t i = 0; i < N; ++i) {
+      if (k.size() == keys[i].size() && k == keys[i]) {
+        out[i] = member.second;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // ryu/serde_json layout of a finite double (canonical.cc).
 size_t format_double(double d, char* out);
 
@@ -261,9 +302,10 @@ class Writer {
 
  private:
   WriteResult top_level(const V& obj) {
-    for (std::string_view key : kTopLevelKeys) {
+    const auto found = find_each(obj, kTopLevelKeys);
+    for (size_t i = 0; i < found.size(); ++i) {
       if (sink_.full()) return WriteResult::kCanonical;
-      if (WriteResult r = field(obj, key); r != WriteResult::kCanonical) return r;
+      if (WriteResult r = field(kTopLevelKeys[i], found[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
@@ -277,14 +319,15 @@ class Writer {
 
   WriteResult message(const V& m) {
     sink_.put("message\0", 8);
-    for (std::string_view key : kMessageKeys) {
-      if (WriteResult r = field(m, key); r != WriteResult::kCanonical) return r;
+    const auto found = find_each(m, kMessageKeys);
+    for (size_t i = 0; i < found.size(); ++i) {
+      if (WriteResult r = field(kMessageKeys[i], found[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
 
-  WriteResult field(const V& obj, std::string_view key) {
-    const std::optional<V> v = obj.find(key);
+  // `v`: the member of `key`, if any.
+  WriteResult field(std::string_view key, const std::optional<V>& v) {
     if (!v || v->is(JsonKind::kNull)) return WriteResult::kCanonical;
     sink_.put(key.data(), key.size());
     sink_.put('\0');

@@ -63,7 +63,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "Request body bytes held in memory right now (leased from RJ_MAX_BUFFERED_BYTES)."},
     {"ramjet_request_buffered_bytes_limit", MetricKind::kGauge, "", "RJ_MAX_BUFFERED_BYTES."},
     {"ramjet_usage_parse_failures_total", MetricKind::kCounter, "",
-     "Response bodies or SSE events whose usage could not be parsed."},
+     "Response bodies or SSE events whose usage could not be parsed: every event until the "
+     "first generated token is parsed, then only the events that can still change the usage or "
+     "finish reason (a byte scan finds a non-null usage, finish_reason, stop_reason or status)."},
     {"ramjet_prompt_tokens_total", MetricKind::kCounter, "", "Prompt tokens reported by engines."},
     {"ramjet_cached_prompt_tokens_total", MetricKind::kCounter, "",
      "Prompt tokens served from the engines' prefix cache."},

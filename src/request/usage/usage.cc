@@ -1,15 +1,21 @@
-// request/usage: SSE line splitting and the per-event extraction of reference 6.1. Each SSE
-// event (or the whole non-streaming body) is parsed once with simdjson's DOM parser, which
-// validates the full document; malformed input is counted, never fatal.
+// request/usage: SSE line splitting and the per-event extraction of reference 6.1. An SSE event
+// that can still change the Usage (every event until the first generated token, then those a
+// byte scan finds an accounting key in) or the whole non-streaming body is parsed once with
+// simdjson's DOM parser, which validates the full document; malformed input is counted, never
+// fatal.
 #include "request/usage/usage.h"
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 
 #include <simdjson.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace ramjet::request {
 namespace {
@@ -341,6 +347,83 @@ std::string_view trim_ascii(std::string_view s) {
   return s;
 }
 
+// Whether the candidate byte at `c` (a quote before u, s or f, or a backslash before u) makes
+// the event one to parse: the quote opens one of the keys with a non-null value, or the
+// backslash escapes an ASCII letter or underscore.
+bool must_parse_at(const char* c, const char* end) {
+  if (*c == '\\') return end - c >= 5 && c[1] == 'u' && c[2] == '0' && c[3] == '0' && c[4] >= '5' && c[4] <= '7';
+  auto key_at = [c, end](std::string_view key) {
+    return static_cast<size_t>(end - c) >= key.size() + 2 && std::memcmp(c + 1, key.data(), key.size()) == 0 &&
+           c[key.size() + 1] == '"';
+  };
+  std::string_view key;
+  if (end - c < 2) return false;
+  switch (c[1]) {
+    case 'u':
+      if (key_at("usage")) key = "usage";
+      break;
+    case 's':
+      if (key_at("status")) {
+        key = "status";
+      } else if (key_at("stop_reason")) {
+        key = "stop_reason";
+      }
+      break;
+    case 'f':
+      if (key_at("finish_reason")) key = "finish_reason";
+      break;
+    default:
+      break;
+  }
+  if (key.empty()) return false;
+  // The key's value: anything but `: null` (a string value, or not JSON) means parse.
+  auto skip = [end](const char* p) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+    return p;
+  };
+  const char* v = skip(c + key.size() + 2);
+  if (v == end || *v != ':') return true;
+  v = skip(v + 1);
+  return !(end - v >= 4 && std::memcmp(v, "null", 4) == 0);
+}
+
+// After the first generated token extract_event() reads only finish_reason (choice 0),
+// stop_reason (root, delta), status (root, response) and usage (root, message, response), and
+// only non-null values change anything. In valid JSON a key's bytes appear literally as `"key"`
+// (a quote inside a string is escaped) unless they are spelt with \u escapes, so an event with
+// none of these keys followed by a non-null value, and no \u-escaped ASCII letter or
+// underscore (\u005f, \u006X, \u007X), cannot change the Usage: it need not be parsed.
+bool may_change_usage(std::string_view p) {
+  const char* const s = p.data();
+  const char* const end = s + p.size();
+  size_t i = 0;
+#if defined(__SSE2__)
+  // 16 bytes at a time: the candidates are a quote followed by u, s or f, and a backslash
+  // followed by u; most events have a handful.
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i u = _mm_set1_epi8('u');
+  const __m128i st = _mm_set1_epi8('s');
+  const __m128i f = _mm_set1_epi8('f');
+  for (; i + 17 <= p.size(); i += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 1));
+    const __m128i next_u = _mm_cmpeq_epi8(b, u);
+    const __m128i key = _mm_and_si128(_mm_cmpeq_epi8(a, quote),
+                                      _mm_or_si128(next_u, _mm_or_si128(_mm_cmpeq_epi8(b, st), _mm_cmpeq_epi8(b, f))));
+    const __m128i escape = _mm_and_si128(_mm_cmpeq_epi8(a, backslash), next_u);
+    for (unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(key, escape))); mask != 0;
+         mask &= mask - 1) {
+      if (must_parse_at(s + i + static_cast<size_t>(__builtin_ctz(mask)), end)) return true;
+    }
+  }
+#endif
+  for (; i < p.size(); ++i) {
+    if ((s[i] == '"' || s[i] == '\\') && must_parse_at(s + i, end)) return true;
+  }
+  return false;
+}
+
 void bump(uint32_t& counter) {
   if (counter != std::numeric_limits<uint32_t>::max()) ++counter;
 }
@@ -444,6 +527,7 @@ void UsageAccumulator::on_line(std::string_view line) {
   if (line.substr(0, kData.size()) != kData) return;  // event:, id:, retry:, comments
   const std::string_view payload = trim_ascii(line.substr(kData.size()));
   if (payload.empty() || payload == "[DONE]") return;
+  if (usage_.generated && !limits_.parse_every_event && !may_change_usage(payload)) return;
   if (on_json(payload)) first_token_reported_ = true;
 }
 

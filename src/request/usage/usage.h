@@ -17,6 +17,9 @@ struct UsageLimits {
   size_t max_line_bytes = 4u << 20;        // longer SSE lines are skipped and counted
   size_t max_json_body_bytes = 16u << 20;  // larger non-streaming bodies are not parsed (counted)
   uint32_t max_json_depth = 64;
+  // Parse every SSE event, even one the byte scan shows can change nothing any more (the
+  // reference behaviour, for the differential tests and the fuzz target; the same Usage).
+  bool parse_every_event = false;
 };
 
 struct Usage {
@@ -42,6 +45,11 @@ class UsageAccumulator {
   UsageAccumulator(Endpoint endpoint, bool sse, UsageLimits limits = {});
 
   // Feeds decoded body bytes (transfer framing already removed), in arrival order.
+  // Until the first generated token, every SSE event is parsed (a malformed one is a parse
+  // failure). After it, an event can only change the finish reason and the usage, so only the
+  // events a byte scan finds a non-null usage, finish_reason, stop_reason or status key in (or
+  // a \u-escaped ASCII letter, which could spell one) are parsed; the rest, most of a stream,
+  // cannot change the Usage and are not parsed (nor counted when malformed).
   // Returns true exactly once: on the call whose bytes completed the first SSE event that
   // carries a generated token (non-empty content/reasoning delta, tool-call delta, Anthropic
   // text/thinking/partial_json delta, Responses string delta, /v1/completions choice text).

@@ -241,6 +241,57 @@ TEST(UsageSse, DeeplyNestedEventIsAParseFailure) {
   EXPECT_EQ(r.usage.prompt_tokens, 3u);
 }
 
+// After the first token only events that can change the Usage are parsed (a byte scan).
+constexpr std::string_view kFirstToken = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n";
+
+TEST(UsageSse, AfterTheFirstTokenEventsWithoutAccountingKeysAreNotParsed) {
+  UsageAccumulator acc(Endpoint::kChat, true);
+  EXPECT_TRUE(acc.feed(kFirstToken));
+  // Malformed, but neither a usage, finish_reason, stop_reason nor status key: nothing to account.
+  acc.feed("data: {\"choices\":[{\"delta\":{\"content\":\n");
+  acc.feed("data: {\"choices\":[{\"delta\":{\"content\":\"y\"},\"finish_reason\":null,\"stop_reason\" : null}],"
+           "\"usage\":null,\"status\":\tnull\n");
+  EXPECT_EQ(acc.parse_failures(), 0u);
+  // A non-null accounting key means a parse (and a malformed event with one is counted).
+  acc.feed("data: {\"choices\":[{\"finish_reason\":\"stop\"}]\n");
+  EXPECT_EQ(acc.parse_failures(), 1u);
+  acc.feed("data: {\"choices\":[{\"delta\":{},\"finish_reason\" : \"length\"}]}\n");
+  acc.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n");
+  acc.finish();
+  EXPECT_EQ(acc.usage().finish_reason, "length");
+  EXPECT_EQ(acc.usage().prompt_tokens, 7u);
+  EXPECT_EQ(acc.usage().completion_tokens, 2u);
+  EXPECT_EQ(acc.parse_failures(), 1u);
+}
+
+TEST(UsageSse, KeysSpeltWithEscapesOrQuotedInsideStringsAreStillFound) {
+  UsageAccumulator acc(Endpoint::kMessages, true);
+  EXPECT_TRUE(acc.feed(kFirstToken));
+  // "usage" with \u0075 for its u: the DOM reads it as usage, so the scan must parse it.
+  acc.feed("data: {\"\\u0075sage\":{\"input_tokens\":5,\"output_tokens\":4}}\n");
+  EXPECT_EQ(acc.usage().prompt_tokens, 5u);
+  EXPECT_EQ(acc.usage().completion_tokens, 4u);
+  // Inside a string the key's quotes are escaped: no key, no change (parsed or not).
+  acc.feed("data: {\"delta\":{\"text\":\"\\\"stop_reason\\\":\\\"x\\\"\"}}\n");
+  EXPECT_EQ(acc.usage().finish_reason, "");
+  acc.feed("data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n");
+  acc.finish();
+  EXPECT_EQ(acc.usage().finish_reason, "end_turn");
+  EXPECT_EQ(acc.parse_failures(), 0u);
+}
+
+TEST(UsageSse, ScanningGivesTheUsageThatParsingEveryEventGives) {
+  UsageLimits every;
+  every.parse_every_event = true;
+  for (size_t chunk : {size_t{1}, size_t{7}, kChatStream.size()}) {
+    const Fed scanned = feed_in_chunks(kChatStream, chunk);
+    const Fed parsed = feed_in_chunks(kChatStream, chunk, true, Endpoint::kChat, every);
+    expect_same(scanned.usage, parsed.usage);
+    EXPECT_EQ(scanned.signalled_at, parsed.signalled_at);
+    EXPECT_EQ(scanned.failures, 0u);
+  }
+}
+
 // --- usage fields ---
 
 TEST(UsageFields, LaterValuesOverwriteAndMalformedValuesAreIgnored) {
