@@ -19,7 +19,7 @@ import threading
 import time
 
 from support.ramjet_proc import http_request
-from support.sim_proc import SimProc
+from support.sim_proc import SimProc, kv_event_env, kv_events_config
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", "45"))
 SESSIONS = 16
@@ -28,15 +28,11 @@ BLOCK = 16
 
 
 def soak_sim() -> SimProc:
-    kv = json.dumps({"enable_kv_cache_events": True, "publisher": "zmq", "topic": "kv",
-                     "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0", "buffer_steps": 10000})
+    kv = kv_events_config(buffer_steps=10000)
     # 900 blocks of 16 tokens: about three sessions' prompts; sixteen sessions churn it.
     return SimProc("--speed", "50", "--enable-prompt-tokens-details", "--num-gpu-blocks-override", "900",
                    "--max-num-seqs", "8", "--kv-events-config", kv)
 
-
-def local(endpoint: str) -> str:
-    return "tcp://127.0.0.1:" + endpoint.rsplit(":", 1)[1]
 
 
 def system_prompt(session: int, generation: int) -> str:
@@ -73,9 +69,7 @@ def test_a_churning_soak_keeps_exact_routing_on(ramjet_factory):
     sims = [soak_sim() for _ in range(3)]
     try:
         rj = ramjet_factory([s.url for s in sims], env={
-            "RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(local(s.kv_endpoint) for s in sims),
-            "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(local(s.kv_replay) for s in sims),
-            "RJ_KV_EVENT_TOPIC": "kv",
+            **kv_event_env(sims),
             "RJ_PROBE_INTERVAL_MS": "200",
             "RJ_EXACT_ROUTE_MIN_BYTES": "4096",  # every turn of these ~13 KB sessions
         })

@@ -82,3 +82,18 @@ class SimProc:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def kv_events_config(topic: str = "kv", buffer_steps: int = 1000) -> str:
+    """--kv-events-config for a sim: vLLM's ZMQ publisher and replay on ephemeral ports."""
+    return json.dumps({"enable_kv_cache_events": True, "publisher": "zmq", "topic": topic,
+                       "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0", "buffer_steps": buffer_steps})
+
+
+def kv_event_env(sims, topic: str = "kv") -> dict:
+    """ramjet's settings to follow every sim's KV events (live and replay, on loopback)."""
+    def local(endpoint: str) -> str:
+        return "tcp://127.0.0.1:" + endpoint.rsplit(":", 1)[1]
+    return {"RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(local(s.kv_endpoint) for s in sims),
+            "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(local(s.kv_replay) for s in sims),
+            "RJ_KV_EVENT_TOPIC": topic}

@@ -6,6 +6,8 @@
 // every boundary, duplicate keys, truncated and mutated bodies).
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -359,6 +361,17 @@ class Gen {
   std::mt19937_64 rng_;
 };
 
+// A number whose exponent does not fit Boost.JSON's int is valid JSON (Python's json, and so vLLM,
+// reads 2.5e-39999999999999999999 as 0.0; so does simdjson) that Boost alone refuses: the frozen
+// Boost-only oracle cannot judge such a body (test/fuzz/fuzz_prepare.cc leaves it out the same way).
+bool outside_the_oracle(std::string_view text) {
+  boost::system::error_code ec;
+  boost::json::parse_options opts;
+  opts.max_depth = 1024;
+  (void)boost::json::parse(text, ec, {}, opts);
+  return ec == boost::json::error::exponent_overflow;
+}
+
 std::vector<std::string> corpus() {
   std::vector<std::string> out;
   const std::filesystem::path dir = std::filesystem::path(RAMJET_SOURCE_DIR) / "test/fuzz/corpus/prepare";
@@ -366,7 +379,7 @@ std::vector<std::string> corpus() {
     std::ifstream in(entry.path(), std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    out.push_back(ss.str());
+    if (!outside_the_oracle(ss.str())) out.push_back(ss.str());
   }
   return out;
 }
@@ -418,6 +431,16 @@ TEST(PrepareDifferential, CorpusAndEdgeCasesOverEveryEndpointAndConfig) {
   EXPECT_EQ(stats.failures, 0u);
   EXPECT_GE(stats.bodies, 14u + edge_cases().size());
   EXPECT_GT(detail::simdjson_path_count(), fast_before);
+}
+
+// Where the oracle cannot judge, prepare() reads the body as the engine will: a JSON object.
+TEST(PrepareDifferential, AnExponentBeyondBoostsRangeIsStillJson) {
+  const std::string body = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"q":2.5e-39999999999999999999}]})";
+  ASSERT_TRUE(outside_the_oracle(body));
+  const PreparedRequest p = prepare(Endpoint::kChat, body, PrepareConfig{});
+  EXPECT_TRUE(p.json_object);
+  EXPECT_FALSE(p.malformed_json);
+  EXPECT_EQ(p.body, body);
 }
 
 TEST(PrepareDifferential, DepthLimitsExactly) {
