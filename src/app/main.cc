@@ -299,15 +299,6 @@ int main(int argc, char** argv) {
   net::Roster roster(cfg.upstreams, cfg.slots());
   // Engines may join and leave while running (DNS names, a reloadable file, spare ordinals).
   const bool engines_change = !cfg.upstream_dns.empty() || !cfg.config_file.empty() || cfg.slots() > cfg.upstreams.size();
-  // RJ_TOKENIZER_*: the profile is checked even when off; local modes load and pin the
-  // tokenizer, template and manifest and re-render the manifest's goldens (a mismatch stops here).
-  std::vector<std::string> tokenizer_errors;
-  render::TokenizerServiceConfig tokenizer_config = render::tokenizer_service_config(cfg);
-  tokenizer_config.roster = &roster;
-  auto tokenizer = render::TokenizerService::create(tokenizer_config, tokenizer_errors);
-  if (!tokenizer) {
-    return report_configuration_errors(tokenizer_errors);
-  }
   for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
   // RJ_API_KEYS_FILE: an unreadable file, a bad line or no key at all stops startup.
   std::unique_ptr<request::ApiKeys> api_keys;
@@ -362,6 +353,16 @@ int main(int argc, char** argv) {
                                       : cfg.exact_route_mode == "shadow" ? route::ExactMode::kShadow
                                       : cfg.exact_route_mode == "auto" && kv.enabled() ? route::ExactMode::kOn
                                                                                        : route::ExactMode::kOff;
+  // RJ_TOKENIZER_* and RJ_MODEL_DIR: the profile is checked even when off; local modes load and
+  // pin the tokenizer, template and manifest and re-render the manifest's goldens (a mismatch
+  // stops here). RJ_EXACT_TOKENS=local with exact routing on makes mode off local.
+  std::vector<std::string> tokenizer_errors;
+  render::TokenizerServiceConfig tokenizer_config = render::tokenizer_service_config(cfg, exact_mode != route::ExactMode::kOff);
+  tokenizer_config.roster = &roster;
+  auto tokenizer = render::TokenizerService::create(tokenizer_config, tokenizer_errors);
+  if (!tokenizer) {
+    return report_configuration_errors(tokenizer_errors);
+  }
   route::PredictionCheck predictions(fleet.size(),
                                      route::PredictionCheckConfig{.miss_limit = cfg.exact_miss_limit,
                                                                   .cooldown_ms = int64_t{cfg.exact_miss_cooldown_ms}},
@@ -467,7 +468,7 @@ int main(int argc, char** argv) {
                                         .bearer = cfg.upstream_token,
                                         .canary_bps = cfg.exact_route_canary_bps,
                                         .canary_key = cfg.exact_route_canary_key,
-                                        .local = exact_mode != route::ExactMode::kOff && cfg.exact_tokens == "local"
+                                        .local = exact_mode != route::ExactMode::kOff && config::exact_tokens_local(cfg)
                                                      ? tokenizer.get()
                                                      : nullptr,
                                         .budget = &tokenize_budget};

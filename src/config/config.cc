@@ -474,11 +474,22 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     r.errors.push_back("RJ_SESSION_AFFINITY_MAX_LOAD_DELTA: " + std::to_string(c.session_affinity_max_load_delta) +
                        " is more than RJ_ROUTE_MAX_LOAD_UNITS (" + std::to_string(c.route_max_load_units) + ")");
   }
-  if (c.exact_tokens == "local" && c.tokenizer_mode != "local") {
+  if (exact_tokens_local(c) && (c.tokenizer_mode == "remote-shadow" || c.tokenizer_mode == "local-shadow")) {
     // (not local-shadow: its jobs hold the render pool's workers through a remote /tokenize each,
-    // and a request's own render would queue behind them)
-    r.errors.push_back("RJ_EXACT_TOKENS=local needs RJ_TOKENIZER_MODE=local (the attested local renderer), not " +
+    // and a request's own render would queue behind them; off becomes local)
+    r.errors.push_back("RJ_EXACT_TOKENS=local needs RJ_TOKENIZER_MODE=local or off (the attested local renderer), not " +
                        c.tokenizer_mode);
+  }
+  if (c.exact_tokens == "local" && c.model_dir.empty() && c.tokenizer_path.empty()) {
+    r.errors.push_back("RJ_EXACT_TOKENS=local needs the model's files: RJ_MODEL_DIR (the engines' model folder)");
+  }
+  if (!c.model_dir.empty()) {
+    for (const auto& [name, set] : {std::pair{"RJ_TOKENIZER_PATH", !c.tokenizer_path.empty()},
+                                    std::pair{"RJ_TOKENIZER_SHA256", !c.tokenizer_sha256.empty()},
+                                    std::pair{"RJ_CHAT_TEMPLATE_PATH", !c.chat_template_path.empty()},
+                                    std::pair{"RJ_CHAT_TEMPLATE_SHA256", !c.chat_template_sha256.empty()}}) {
+      if (set) r.errors.push_back(std::string(name) + ": set with RJ_MODEL_DIR (the folder names the files; give one or the other)");
+    }
   }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     r.errors.push_back("RJ_TLS_CERT_FILE and RJ_TLS_KEY_FILE: give both (HTTPS listeners) or neither");

@@ -133,7 +133,7 @@ struct Config {
   std::string companion_digest_secret_file;     // RJ_COMPANION_DIGEST_SECRET_FILE
   // --- exact routing (request/route/exact_overlap.h, request/stream/exact_tokens.h) ---
   std::string exact_route_mode = "auto";        // RJ_EXACT_ROUTE_MODE auto|off|shadow|on
-  std::string exact_tokens = "remote";          // RJ_EXACT_TOKENS remote|local
+  std::string exact_tokens = "auto";            // RJ_EXACT_TOKENS auto|remote|local (exact_tokens_local())
   uint64_t exact_provisional_ttl_ms = 8000;      // RJ_EXACT_PROVISIONAL_TTL_MS (0 = off)
   uint64_t exact_route_min_bytes = 32768;       // RJ_EXACT_ROUTE_MIN_BYTES (0..1 GiB)
   uint64_t exact_route_max_bytes = 2u << 20;    // RJ_EXACT_ROUTE_MAX_BYTES (1 KiB..1 GiB)
@@ -152,6 +152,7 @@ struct Config {
   // --- local tokenization (render/tokenizer_service.h; file/profile checks happen there) ---
   std::string tokenizer_mode = "off";       // RJ_TOKENIZER_MODE off|remote-shadow|local-shadow|local
   std::string tokenizer_profile;            // RJ_TOKENIZER_PROFILE (a model::PROFILES label)
+  std::string model_dir;                    // RJ_MODEL_DIR: tokenizer, template, config.json in one folder
   std::string tokenizer_path, tokenizer_sha256;          // RJ_TOKENIZER_PATH / _SHA256
   std::string chat_template_path, chat_template_sha256;  // RJ_CHAT_TEMPLATE_PATH / _SHA256
   std::string tokenizer_manifest_path, tokenizer_manifest_sha256;  // RJ_TOKENIZER_MANIFEST_PATH / _SHA256
@@ -162,6 +163,13 @@ struct Config {
   uint32_t tokenizer_timeout_ms = 2000;     // RJ_TOKENIZER_TIMEOUT_MS (10..120000)
   uint64_t tokenizer_session_cache_bytes = 128u << 20;  // RJ_TOKENIZER_SESSION_CACHE_BYTES (0..64 GiB; 0 = off)
 };
+
+// RJ_EXACT_TOKENS as it applies: local, or auto with RJ_MODEL_DIR set (and no shadow mode, whose
+// jobs would hold the render pool: then remote).
+inline bool exact_tokens_local(const Config& c) {
+  return c.exact_tokens == "local" || (c.exact_tokens == "auto" && !c.model_dir.empty() &&
+                                       (c.tokenizer_mode == "off" || c.tokenizer_mode == "local"));
+}
 
 // Environment lookup: returns the value of a variable or nullopt. Injected for tests.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;

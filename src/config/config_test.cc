@@ -282,6 +282,30 @@ TEST(Config, DefaultsMatchTheReference) {
   EXPECT_TRUE(c.gpu_metrics_urls.empty());
 }
 
+TEST(Config, TheModelFolderIsTheOneSettingForLocalTokens) {
+  auto plain = run(valid());
+  ASSERT_TRUE(plain.errors.empty()) << all(plain.errors);
+  EXPECT_EQ(plain.config.exact_tokens, "auto");
+  EXPECT_FALSE(exact_tokens_local(plain.config));  // auto without a folder: remote
+  auto folder = run(valid({{"RJ_MODEL_DIR", "/models/qwen3"}}));
+  ASSERT_TRUE(folder.errors.empty()) << all(folder.errors);
+  EXPECT_TRUE(exact_tokens_local(folder.config));
+  auto remote = run(valid({{"RJ_MODEL_DIR", "/models/qwen3"}, {"RJ_EXACT_TOKENS", "remote"}}));
+  EXPECT_FALSE(exact_tokens_local(remote.config));
+  // The folder names the files: no second source for them.
+  auto both = run(valid({{"RJ_MODEL_DIR", "/m"}, {"RJ_TOKENIZER_PATH", "/m/tokenizer.json"},
+                         {"RJ_CHAT_TEMPLATE_SHA256", std::string(64, 'a')}}));
+  EXPECT_EQ(count(both, "set with RJ_MODEL_DIR"), 2u) << all(both.errors);
+  // local needs the files from somewhere, and a renderer that is not a shadow's.
+  auto nothing = run(valid({{"RJ_EXACT_TOKENS", "local"}}));
+  EXPECT_EQ(count(nothing, "RJ_EXACT_TOKENS=local needs the model's files: RJ_MODEL_DIR"), 1u) << all(nothing.errors);
+  auto shadow = run(valid({{"RJ_MODEL_DIR", "/m"}, {"RJ_TOKENIZER_MODE", "local-shadow"}, {"RJ_EXACT_TOKENS", "local"}}));
+  EXPECT_EQ(count(shadow, "needs RJ_TOKENIZER_MODE=local or off"), 1u) << all(shadow.errors);
+  auto auto_shadow = run(valid({{"RJ_MODEL_DIR", "/m"}, {"RJ_TOKENIZER_MODE", "local-shadow"}}));
+  ASSERT_TRUE(auto_shadow.errors.empty()) << all(auto_shadow.errors);
+  EXPECT_FALSE(exact_tokens_local(auto_shadow.config));  // a shadow's folder: exact asks the engines
+}
+
 TEST(Config, GpuMetricsUrlsAreOnePerUpstreamAndNeverEchoed) {
   auto ok = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
                  {"RJ_GPU_METRICS_URLS", "http://dcgm-a:9400/metrics, http://dcgm-b:9400"}});

@@ -21,7 +21,7 @@ constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
 constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shadow", "local-shadow", "local"};
 constexpr std::array<std::string_view, 4> kExactModes = {"auto", "off", "shadow", "on"};
 constexpr std::array<std::string_view, 3> kSessionModes = {"off", "shadow", "on"};
-constexpr std::array<std::string_view, 2> kExactTokenSources = {"remote", "local"};
+constexpr std::array<std::string_view, 3> kExactTokenSources = {"auto", "remote", "local"};
 constexpr std::array<std::string_view, 2> kExactInventories = {"events", "companion"};
 constexpr std::array<std::string_view, 6> kLogLevels = {"trace", "debug", "info",
                                                         "warn",  "error", "off"};
@@ -754,15 +754,18 @@ const std::array kOptions = {
     Option{.env = "RJ_EXACT_TOKENS",
            .flag = "--exact-tokens",
            .type = Type::kEnum,
-           .default_text = "remote",
+           .default_text = "auto",
            .choices = kExactTokenSources,
            .doc = "Where exact routing gets a request's prompt tokens. remote: POST /tokenize on a "
                   "healthy engine (chat form with the request's messages, tools, template and "
                   "chat_template_kwargs; reasoning_effort carried into the kwargs): one engine round "
-                  "trip per request. local: ramjet's own renderer and tokenizer (needs "
-                  "RJ_TOKENIZER_MODE=local and its pinned files and manifest), on the "
-                  "RJ_TOKENIZER_WORKERS pool, used while every healthy engine is attested against the "
-                  "manifest; a follow-up turn encodes only its new part (the session cache).",
+                  "trip per request. local: ramjet's own renderer and tokenizer from RJ_MODEL_DIR (or "
+                  "the RJ_TOKENIZER_PATH pins; RJ_TOKENIZER_MODE off becomes local), on the "
+                  "RJ_TOKENIZER_WORKERS pool, while every healthy engine is attested by the goldens (or "
+                  "a pinned manifest; else the fingerprints place it: unattested); a follow-up turn "
+                  "encodes only its new part (the session cache). A request the profile does not render "
+                  "(an unknown template kwarg, an effort the model lacks) is tokenized remotely. auto: local when "
+                  "RJ_MODEL_DIR is set (and RJ_TOKENIZER_MODE is off or local), else remote.",
            .field = &Config::exact_tokens},
     Option{.env = "RJ_EXACT_ROUTE_MIN_BYTES",
            .flag = "--exact-route-min-bytes",
@@ -919,6 +922,19 @@ const std::array kOptions = {
                   "list them). Checked at startup even when RJ_TOKENIZER_MODE is off: an unknown "
                   "value is an error. Required when the mode is not off.",
            .field = &Config::tokenizer_profile},
+    Option{.env = "RJ_MODEL_DIR",
+           .flag = "--model-dir",
+           .type = Type::kString,
+           .doc = "The engines' model folder (as for vllm serve: tokenizer.json, tokenizer_config.json, "
+                  "chat_template.jinja or the template in tokenizer_config.json, config.json), the one "
+                  "setting local tokens need: ramjet reads the files once at startup and pins their "
+                  "SHA-256s (logged), picks the profile from config.json's model_type (unless "
+                  "RJ_TOKENIZER_PROFILE is set), and without RJ_TOKENIZER_MANIFEST_PATH proves each "
+                  "engine by built-in golden requests: its POST /tokenize must reproduce ramjet's own "
+                  "tokens before its requests are tokenized locally, again whenever its identity "
+                  "(/v1/models and /version) changes; a mismatch is refused, logged and counted. "
+                  "Not with RJ_TOKENIZER_PATH or RJ_CHAT_TEMPLATE_PATH.",
+           .field = &Config::model_dir},
     Option{.env = "RJ_TOKENIZER_PATH",
            .flag = "--tokenizer-path",
            .type = Type::kString,

@@ -44,6 +44,7 @@ class DeepseekV4R34 final : public ModelProfile {
 // `thinking` kwarg (enable_thinking is not read). vLLM does not turn reasoning_effort into a
 // V3.2 setting that ramjet reproduces, so any request-level effort is left to the engine.
 constexpr std::array<std::string_view, 1> kV32Kwargs = {"thinking"};
+constexpr std::array<std::string_view, 1> kV32ModelTypes = {"deepseek_v32"};
 
 class DeepseekV32 final : public ModelProfile {
  public:
@@ -60,6 +61,7 @@ class DeepseekV32 final : public ModelProfile {
   std::optional<std::string_view> reasoning_class(std::string_view) const override { return std::nullopt; }
   bool thinking_can_be_disabled() const override { return true; }  // thinking: false
   std::string_view native_formatter() const override { return "deepseek-v32"; }
+  std::span<const std::string_view> model_types() const override { return kV32ModelTypes; }
 };
 
 }  // namespace

@@ -36,6 +36,18 @@ const ModelProfile* find_profile(std::string_view label) {
   return nullptr;
 }
 
+const ModelProfile* profile_for_model_type(std::string_view model_type) {
+  const ModelProfile* found = nullptr;
+  for (const ModelProfile* p : PROFILES) {
+    for (std::string_view t : p->model_types()) {
+      if (t != model_type) continue;
+      if (found != nullptr && found != p) return nullptr;  // two profiles claim it: a label decides
+      found = p;
+    }
+  }
+  return found;
+}
+
 namespace {
 
 // A content part array with anything but text parts (image_url, video_url, input_audio, parts

@@ -80,6 +80,9 @@ class ModelProfile {
   // only when the template's SHA-256 is one the formatter reproduces, and only for the requests it
   // covers (the template renders the rest). "" for none.
   virtual std::string_view template_formatter() const { return {}; }
+  // The `model_type` values of an HF config.json this profile renders (RJ_MODEL_DIR picks the
+  // profile by it when RJ_TOKENIZER_PROFILE is not set); empty when only a label selects it.
+  virtual std::span<const std::string_view> model_types() const { return {}; }
 };
 
 // The registry: one entry per profile; adding a model is a new file in src/model/ plus one line
@@ -90,6 +93,9 @@ extern const std::array<const ModelProfile*, 6> PROFILES;
 // The profile with this label, or nullptr (unknown labels are rejected at startup, never
 // defaulted).
 const ModelProfile* find_profile(std::string_view label);
+
+// The one profile that lists `model_type` (an HF config.json's), or nullptr when none or several do.
+const ModelProfile* profile_for_model_type(std::string_view model_type);
 
 // Whether `profile` may render a chat request (a JSON object) locally, and with which template
 // arguments: no non-text content part (LocalFailure::Multimodal), only listed

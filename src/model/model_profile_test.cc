@@ -34,6 +34,18 @@ TEST(ModelProfiles, LookingUpEachLabelReturnsThatProfile) {
   EXPECT_EQ(find_profile("DEEPSEEK-V4-R34"), nullptr);
 }
 
+TEST(ModelProfiles, AModelFoldersModelTypePicksAtMostOneProfile) {
+  EXPECT_EQ(profile_for_model_type("qwen3"), find_profile("qwen3"));
+  EXPECT_EQ(profile_for_model_type("qwen3_moe"), find_profile("qwen3"));
+  EXPECT_EQ(profile_for_model_type("deepseek_v32"), find_profile("deepseek-v3.2"));
+  EXPECT_EQ(profile_for_model_type("llama"), nullptr);
+  EXPECT_EQ(profile_for_model_type(""), nullptr);
+  // No model_type is claimed by two profiles (it would pick neither).
+  std::set<std::string_view> types;
+  for (const ModelProfile* p : PROFILES)
+    for (std::string_view t : p->model_types()) EXPECT_TRUE(types.insert(t).second) << t;
+}
+
 TEST(ModelProfiles, TheFourProfilesAreTheSeedDocumentsOnes) {
   const ModelProfile* ds = find_profile("deepseek-v4-r34");
   const ModelProfile* q27 = find_profile("qwen3.8-27b");

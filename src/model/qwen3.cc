@@ -15,6 +15,7 @@ namespace ramjet::model {
 namespace {
 
 constexpr std::array<std::string_view, 1> kKwargs = {"enable_thinking"};
+constexpr std::array<std::string_view, 2> kModelTypes = {"qwen3", "qwen3_moe"};  // dense and MoE
 
 class Qwen3 final : public ModelProfile {
  public:
@@ -31,6 +32,7 @@ class Qwen3 final : public ModelProfile {
   }
   bool thinking_can_be_disabled() const override { return true; }
   std::string_view template_formatter() const override { return "qwen3"; }
+  std::span<const std::string_view> model_types() const override { return kModelTypes; }
 };
 
 }  // namespace

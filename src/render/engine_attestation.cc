@@ -9,6 +9,8 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "net/client.h"
+#include "render/prompt.h"
+#include "render/tokenize_payload.h"
 
 namespace ramjet::render {
 
@@ -26,9 +28,9 @@ EngineAttestation::~EngineAttestation() {
   begin_stop();
 }
 
-void EngineAttestation::start(asio::io_context& ctx, const Manifest& manifest) {
+void EngineAttestation::start(asio::io_context& ctx, const Manifest& manifest, std::vector<GoldenProbe> probes) {
   if (loop_) return;
-  loop_ = std::make_shared<Loop>(ctx, manifest, roster_->capacity());
+  loop_ = std::make_shared<Loop>(ctx, manifest, std::move(probes), roster_->capacity());
   asio::co_spawn(ctx, loop(loop_), asio::detached);
 }
 
@@ -61,6 +63,8 @@ asio::awaitable<void> EngineAttestation::loop(std::shared_ptr<Loop> l) {
       const uint64_t now_in = roster_->active(i) ? roster_->incarnation(i) : 0;
       if (now_in != l->seen[i]) {
         l->seen[i] = now_in;
+        l->proven[i].clear();
+        l->refused[i].clear();
         attest_state_[i].store(static_cast<uint8_t>(Attestation::kUnchecked), std::memory_order_release);
       }
       if (now_in == 0) continue;
@@ -86,7 +90,7 @@ asio::awaitable<void> EngineAttestation::check_one(std::shared_ptr<Loop> l, size
   Attestation a;
   if (failure != net::GetFailure::kNone || models.status != 200) {
     a = Attestation::kModelsFetch;
-  } else {
+  } else if (l->manifest.identity_pinned) {
     a = attest_models(l->manifest, models.body);
     if (a == Attestation::kMatch) {
       auto version =
@@ -95,10 +99,52 @@ asio::awaitable<void> EngineAttestation::check_one(std::shared_ptr<Loop> l, size
               ? Attestation::kVersionFetch
               : attest_version(l->manifest, version.body);
     }
+  } else {
+    auto version = co_await net::simple_get(url, "/version", cfg_.bearer, cfg_.timeout, 64u << 10, failure);
+    if (failure != net::GetFailure::kNone || version.status != 200) {
+      a = Attestation::kVersionFetch;
+    } else if (auto identity = engine_identity(models.body, version.body); !identity) {
+      a = identity.error();
+    } else {
+      a = co_await prove(l, url, i, identity.value());
+    }
   }
   if (l->stopped || roster_->incarnation(i) != member->incarnation) co_return;  // it left meanwhile
   checks_[i * kAttestationCount + static_cast<size_t>(a)].inc();
   set(i, a);
+}
+
+asio::awaitable<Attestation> EngineAttestation::prove(std::shared_ptr<Loop> l, const config::UpstreamUrl& url,
+                                                     size_t i, const std::string& identity) {
+  if (!l->proven[i].empty() && l->proven[i] == identity) co_return Attestation::kMatch;
+  const auto now = std::chrono::steady_clock::now();
+  if (!l->refused[i].empty() && l->refused[i] == identity && now < l->retry_at[i]) co_return Attestation::kGoldenMismatch;
+  size_t differ = 0;
+  for (const GoldenProbe& g : l->probes) {
+    net::GetFailure failure = net::GetFailure::kNone;
+    auto r = co_await net::simple_post(url, "/tokenize", g.payload, cfg_.bearer, cfg_.timeout, 16u << 20, failure);
+    if (l->stopped) co_return Attestation::kUnchecked;
+    std::optional<std::vector<uint32_t>> ids;
+    if (failure == net::GetFailure::kNone && r.status == 200) ids = decode_tokenize_response(r.body);
+    if (!ids) co_return Attestation::kTokenizeFetch;  // asked again next interval
+    if (ids->size() != g.token_count || token_ids_sha256(*ids) != g.token_ids_sha256) ++differ;
+  }
+  l->proven[i].clear();
+  if (differ > 0) {
+    l->refused[i] = identity;
+    l->retry_at[i] = now + std::chrono::minutes(1);
+    spdlog::warn("tokenizer: upstream {}: its /tokenize differs from ramjet's own tokens on {} of {} goldens: "
+                 "a different tokenizer or chat template than RJ_MODEL_DIR's; its requests are not tokenized "
+                 "locally (asked again in a minute)",
+                 i, differ, l->probes.size());
+    co_return Attestation::kGoldenMismatch;
+  }
+  l->refused[i].clear();
+  l->proven[i] = identity;
+  ++l->proofs;
+  spdlog::info("tokenizer: upstream {}: its /tokenize reproduced all {} goldens (engines proven so far: {})", i,
+               l->probes.size(), l->proofs);
+  co_return Attestation::kMatch;
 }
 
 void EngineAttestation::set(size_t i, Attestation a) {

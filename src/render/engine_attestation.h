@@ -3,6 +3,13 @@
 // checked against the manifest (render/manifest.h: attest_models, attest_version); an engine is
 // attested while its last check matched. The checks run as coroutines on one io context, each
 // engine on its own (a hung engine delays only its own next check).
+// Without a pinned identity (RJ_MODEL_DIR and no manifest: Manifest::identity_pinned false), an
+// engine is attested when its own POST /tokenize reproduces every golden's token ids. Each engine
+// is proven itself (two engines of one identity may still serve different templates: vLLM's
+// --chat-template shows in neither /v1/models nor /version), under the identity it had then
+// (render::engine_identity: its cards and version): while that stays, it stays attested; another
+// identity (a restart with another --max-model-len or version) is proven again, not refused. A
+// failed proof is asked again after a minute, not every interval.
 // Not here: what attestation gates (local tokens: render/shadow_comparer.h), the metric text
 // (render/tokenizer_service.cc writes these counters).
 #pragma once
@@ -25,6 +32,14 @@
 
 namespace ramjet::render {
 
+// One golden as an engine is asked for it: the /tokenize body and the tokens ramjet expects.
+struct GoldenProbe {
+  std::string id;
+  std::string payload;  // POST /tokenize body
+  uint64_t token_count = 0;
+  std::string token_ids_sha256;
+};
+
 struct AttestationConfig {
   std::vector<config::UpstreamUrl> upstreams;  // a fixed fleet (when `roster` is not set)
   const net::Roster* roster = nullptr;         // the engines by slot, changing at runtime
@@ -38,8 +53,9 @@ class EngineAttestation {
   explicit EngineAttestation(AttestationConfig cfg);
   ~EngineAttestation();
 
-  // Starts the check loop on `ctx` against `manifest` (which outlives the loop).
-  void start(boost::asio::io_context& ctx, const Manifest& manifest);
+  // Starts the check loop on `ctx` against `manifest` (which outlives the loop); `probes`: the
+  // manifest's goldens as /tokenize calls (used when it pins no identity).
+  void start(boost::asio::io_context& ctx, const Manifest& manifest, std::vector<GoldenProbe> probes = {});
   // Ends the loop: no further checks, a check in flight is not counted. Never blocks.
   void begin_stop();
 
@@ -53,17 +69,28 @@ class EngineAttestation {
   // The loop's timer lives with the coroutine (shared), so it goes with the frame when the io
   // context is destroyed, never after it.
   struct Loop {
-    Loop(boost::asio::io_context& ctx, const Manifest& manifest, size_t engines)
-        : ctx(ctx), manifest(manifest), timer(ctx), busy(engines, 0) {}
+    Loop(boost::asio::io_context& ctx, const Manifest& manifest, std::vector<GoldenProbe> probes, size_t engines)
+        : ctx(ctx), manifest(manifest), probes(std::move(probes)), timer(ctx), busy(engines, 0) {}
     boost::asio::io_context& ctx;
     const Manifest& manifest;
+    const std::vector<GoldenProbe> probes;
     boost::asio::steady_timer timer;
     std::atomic<bool> stopped{false};
     std::vector<char> busy;  // a check in flight per engine (touched on ctx only)
     std::vector<uint64_t> seen = std::vector<uint64_t>(busy.size(), 0);  // the engine checked, per slot (ctx only)
+    // (After `busy`: sized by it.) Per engine slot (ctx only): the identity its goldens were proven under, or the one they
+    // were refused under and when to ask again. Cleared when another engine takes the slot.
+    std::vector<std::string> proven = std::vector<std::string>(busy.size());
+    std::vector<std::string> refused = std::vector<std::string>(busy.size());
+    std::vector<std::chrono::steady_clock::time_point> retry_at =
+        std::vector<std::chrono::steady_clock::time_point>(busy.size());
+    size_t proofs = 0;  // engines proven so far (the log line)
   };
   boost::asio::awaitable<void> loop(std::shared_ptr<Loop> loop);
   boost::asio::awaitable<void> check_one(std::shared_ptr<Loop> loop, size_t i);
+  // The golden proof of engine `i` under `identity` (no pinned identity).
+  boost::asio::awaitable<Attestation> prove(std::shared_ptr<Loop> loop, const config::UpstreamUrl& url, size_t i,
+                                            const std::string& identity);
   void set(size_t i, Attestation a);
 
   AttestationConfig cfg_;

@@ -1,9 +1,11 @@
 // render::manifest (see manifest.h).
 #include "render/manifest.h"
 
+#include <boost/json.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -169,6 +171,8 @@ std::string_view to_string(Attestation a) {
     case Attestation::kVersionFetch: return "version_fetch_error";
     case Attestation::kVersionDecode: return "version_decode";
     case Attestation::kVersionMismatch: return "version_mismatch";
+    case Attestation::kTokenizeFetch: return "tokenize_error";
+    case Attestation::kGoldenMismatch: return "golden_mismatch";
     case Attestation::kUnchecked: return "unchecked";
   }
   return "unknown";
@@ -206,6 +210,56 @@ Attestation attest_version(const Manifest& m, std::string_view body) {
   const json::value* ver = v.as_object().if_contains("version");
   if (!ver || !ver->is_string()) return Attestation::kVersionDecode;
   return ver->as_string() == m.engine_version ? Attestation::kMatch : Attestation::kVersionMismatch;
+}
+
+Result<std::string, Attestation> engine_identity(std::string_view models_body, std::string_view version_body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(models_body, ec);
+  const json::value* data = !ec && v.is_object() ? v.as_object().if_contains("data") : nullptr;
+  if (!data || !data->is_array() || data->as_array().empty() || data->as_array().size() > 4096)
+    return Attestation::kModelsDecode;
+  std::vector<std::string> cards;
+  for (const auto& c : data->as_array()) {
+    const json::object* o = c.if_object();
+    const json::value* id = o ? o->if_contains("id") : nullptr;
+    if (!id || !id->is_string()) return Attestation::kModelsDecode;
+    const json::value* root = o->if_contains("root");
+    const json::value* len = o->if_contains("max_model_len");
+    cards.push_back(json::serialize(json::array{*id, root ? *root : json::value(nullptr), len ? *len : json::value(nullptr)}));
+  }
+  std::sort(cards.begin(), cards.end());
+  json::value ver = json::parse(version_body, ec);
+  const json::value* version = !ec && ver.is_object() ? ver.as_object().if_contains("version") : nullptr;
+  if (!version || !version->is_string()) return Attestation::kVersionDecode;
+  std::string out = json::serialize(*version);
+  for (const std::string& c : cards) out += "\n" + c;
+  return out;
+}
+
+std::vector<ManifestGolden> builtin_goldens() {
+  // Chosen to cross what a template and a tokenizer can get wrong: the role markers, a system
+  // prompt, turns, tools and a tool call with its result, non-ASCII text, runs of spaces and
+  // newlines, digits, code; and a plain completions prompt (its special tokens).
+  const char* chats[][2] = {
+      {"hello", R"({"messages":[{"role":"user","content":"Hello!"}]})"},
+      {"system-turns",
+       R"({"messages":[{"role":"system","content":"You are a careful assistant. Answer in one line."},)"
+       R"({"role":"user","content":"What is 17 * 23?"},{"role":"assistant","content":"391"},)"
+       R"({"role":"user","content":"And 391 / 17?"}]})"},
+      {"unicode-space",
+       R"({"messages":[{"role":"user","content":"Grüße aus Zürich — 東京 🚀\n\n    def f(x):\n\treturn x  # tabs\u00a0and   spaces\n\n\n1234567890"}]})"},
+      {"tools",
+       R"({"messages":[{"role":"system","content":"Use the tools."},{"role":"user","content":"Weather in Paris?"},)"
+       R"({"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":)"
+       R"({"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},)"
+       R"({"role":"tool","tool_call_id":"call_1","content":"{\"temp_c\": 21}"},{"role":"user","content":"Thanks."}],)"
+       R"("tools":[{"type":"function","function":{"name":"get_weather","description":"Current weather",)"
+       R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]})"},
+  };
+  std::vector<ManifestGolden> out;
+  for (const auto& [id, request] : chats) out.push_back(ManifestGolden{id, true, request, 0, {}});
+  out.push_back(ManifestGolden{"completions", false, R"({"prompt":"The quick brown fox\njumps over 13 lazy dogs."})", 0, {}});
+  return out;
 }
 
 }  // namespace ramjet::render

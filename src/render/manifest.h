@@ -51,7 +51,15 @@ struct Manifest {
   std::string chat_template_sha256;  // lower-case hex; empty for native formatters
   std::string profile;
   std::vector<ManifestGolden> goldens;
+  // false: no identity is pinned (RJ_MODEL_DIR without a manifest; made by builtin_manifest):
+  // each engine identity is proven by the goldens on that engine's own /tokenize instead.
+  bool identity_pinned = true;
 };
+
+// The golden requests ramjet proves an engine by when no manifest is given: text chat requests
+// (system, multi-turn, tools and a tool call, unicode and whitespace) and a completions prompt;
+// the token counts and digests are left for the local render to fill in.
+std::vector<ManifestGolden> builtin_goldens();
 
 // Parses and checks a manifest. Errors name the field, never echo request bytes.
 Result<Manifest> parse_manifest(std::string_view json, const ManifestLimits& limits = {});
@@ -68,13 +76,20 @@ enum class Attestation : uint8_t {
   kVersionFetch,     // GET /version failed
   kVersionDecode,
   kVersionMismatch,
+  kTokenizeFetch,    // (no pinned identity) POST /tokenize of a golden failed or was not {count, tokens}
+  kGoldenMismatch,   // (no pinned identity) the engine's tokens for a golden differ from ramjet's
   kUnchecked,        // not checked yet (startup) or the engine is not serving
 };
-inline constexpr size_t kAttestationCount = 11;
+inline constexpr size_t kAttestationCount = 13;
 std::string_view to_string(Attestation a);
 
 // The identity check of one engine: the bodies of its GET /v1/models and GET /version.
 Attestation attest_models(const Manifest& m, std::string_view models_body);
 Attestation attest_version(const Manifest& m, std::string_view version_body);
+
+// An engine's identity when none is pinned: every card of its /v1/models (id, root,
+// max_model_len) and its /version, in one canonical string — what a golden proof is remembered
+// by. Errors: kModelsDecode, kVersionDecode.
+Result<std::string, Attestation> engine_identity(std::string_view models_body, std::string_view version_body);
 
 }  // namespace ramjet::render

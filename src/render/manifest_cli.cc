@@ -27,15 +27,19 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 
 constexpr std::string_view kUsage = R"(usage:
+  ramjet manifest --upstream URL --model-dir DIR [--profile LABEL] [--requests goldens.jsonl]
+                  [--model-id ID] [--timeout-ms N]
   ramjet manifest --upstream URL --profile LABEL --tokenizer tokenizer.json
-                  [--template chat_template.jinja|tokenizer_config.json] --requests goldens.jsonl
+                  [--template chat_template.jinja|tokenizer_config.json] [--requests goldens.jsonl]
                   [--model-id ID] [--timeout-ms N]
 Asks the engine at URL for its identity (GET /v1/models, GET /version) and for the token ids of
 each golden request (POST /tokenize, with the same payload ramjet's tokenizer shadow sends),
 checks that ramjet's own render + encode reproduces every one, and prints the manifest JSON for
 RJ_TOKENIZER_MANIFEST_PATH. Pin it with `sha256sum` (RJ_TOKENIZER_MANIFEST_SHA256).
+  --model-dir  the engines' model folder (as RJ_MODEL_DIR): its tokenizer, template and, without
+               --profile, the profile from config.json's model_type
   --requests   JSONL: each line a request body, or {"id", "endpoint": "chat"|"completions",
-               "request": {...}}; 1 to 64 lines
+               "request": {...}}; 1 to 64 lines. Default: ramjet's built-in goldens
   --model-id   the served model id to pin when /v1/models lists several
   RJ_UPSTREAM_TOKEN, when set, is sent as the bearer token. An https:// engine is verified as
   ramjet verifies it: RJ_UPSTREAM_TLS_CA_FILE, RJ_UPSTREAM_TLS_CERT_FILE and _KEY_FILE apply.
@@ -43,7 +47,7 @@ Exit status: 0 ok, 2 bad arguments or files, 1 the engine or the local renderer 
 )";
 
 struct Args {
-  std::string upstream, profile, tokenizer, templ, requests, model_id;
+  std::string upstream, profile, tokenizer, templ, requests, model_id, model_dir;
   uint64_t timeout_ms = 30000;
   bool help = false;
 };
@@ -52,6 +56,7 @@ std::optional<std::string> parse_args(int argc, char** argv, Args& a) {
   const std::pair<std::string_view, std::string Args::*> opts[] = {
       {"--upstream", &Args::upstream}, {"--profile", &Args::profile},   {"--tokenizer", &Args::tokenizer},
       {"--template", &Args::templ},    {"--requests", &Args::requests}, {"--model-id", &Args::model_id},
+      {"--model-dir", &Args::model_dir},
   };
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
@@ -83,10 +88,13 @@ std::optional<std::string> parse_args(int argc, char** argv, Args& a) {
     if (!matched) return "unknown argument '" + std::string(argv[i]) + "'";
   }
   if (a.help) return std::nullopt;
-  for (const auto& [name, field] : opts) {
-    if (name == "--template" || name == "--model-id") continue;
-    if ((a.*field).empty()) return std::string(name) + " is required";
+  if (a.upstream.empty()) return "--upstream is required";
+  if (!a.model_dir.empty()) {
+    if (!a.tokenizer.empty() || !a.templ.empty()) return "--model-dir names the files: not with --tokenizer or --template";
+    return std::nullopt;
   }
+  if (a.profile.empty()) return "--profile is required (or --model-dir)";
+  if (a.tokenizer.empty()) return "--tokenizer is required (or --model-dir)";
   return std::nullopt;
 }
 
@@ -136,6 +144,18 @@ int run(int argc, char** argv) {
     }
     net::UpstreamTls::install(std::move(tls).value());
   }
+  std::string tokenizer_config;  // --model-dir: its special tokens
+  if (!a.model_dir.empty()) {
+    auto folder = read_model_folder(a.model_dir, a.profile);
+    if (!folder) {
+      err << "ramjet manifest: --model-dir: " << folder.error() << "\n";
+      return 2;
+    }
+    a.profile = folder->profile;
+    a.tokenizer = folder->tokenizer_path;
+    a.templ = folder->template_path;
+    tokenizer_config = folder->tokenizer_config_path;
+  }
   const model::ModelProfile* profile = model::find_profile(a.profile);
   if (!profile) {
     err << "ramjet manifest: --profile: unknown profile '" << a.profile << "'\n";
@@ -149,6 +169,10 @@ int run(int argc, char** argv) {
   PromptSources src;
   src.tokenizer_path = a.tokenizer;
   src.template_path = a.templ;
+  if (!tokenizer_config.empty()) {  // as ramjet loads the folder: only its files shape the prompt
+    src.tokenizer_config_path = tokenizer_config;
+    src.sibling_config = false;
+  }
   if (!hf) src.native_formatter = std::string(profile->native_formatter());
   if (hf) src.template_formatter = std::string(profile->template_formatter());
   auto renderer = PromptRenderer::load(src);
@@ -164,7 +188,13 @@ int run(int argc, char** argv) {
     json::object request;
   };
   std::vector<Golden> goldens;
-  {
+  if (a.requests.empty()) {
+    for (const ManifestGolden& g : builtin_goldens()) {
+      auto payload = build_tokenize_payload(*profile, g.chat, g.request);
+      if (!payload || payload->local_refusal) continue;  // not one this profile renders
+      goldens.push_back(Golden{g.id, g.chat, json::parse(g.request).as_object()});
+    }
+  } else {
     std::ifstream in(a.requests);
     if (!in) {
       err << "ramjet manifest: --requests: " << a.requests << ": cannot be read\n";

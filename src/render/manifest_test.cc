@@ -2,8 +2,10 @@
 // checks against /v1/models and /version bodies.
 #include "render/manifest.h"
 
+#include <set>
 #include <string>
 
+#include <boost/json.hpp>
 #include <gtest/gtest.h>
 
 #include "render/prompt.h"
@@ -105,6 +107,45 @@ TEST(Manifest, AttestsModelsAndVersion) {
   EXPECT_EQ(attest_version(*m, R"({"version":"0.26.0"})"), Attestation::kMatch);
   EXPECT_EQ(attest_version(*m, R"({"version":"0.26.1"})"), Attestation::kVersionMismatch);
   EXPECT_EQ(attest_version(*m, R"({"v":1})"), Attestation::kVersionDecode);
+}
+
+TEST(Manifest, AnEngineIdentityIsItsCardsAndVersionInAnyOrder) {
+  auto models = [](const std::string& cards) { return R"({"object":"list","data":[)" + cards + "]}"; };
+  const std::string a = R"({"id":"m","root":"org/m","max_model_len":4096,"created":1})";
+  const std::string b = R"({"id":"lora","root":"/adapters/x","parent":"m"})";
+  const std::string v = R"({"version":"0.32.0"})";
+  auto ab = engine_identity(models(a + "," + b), v);
+  ASSERT_TRUE(ab.ok());
+  // The order of the cards and fields outside the identity (created) do not change it.
+  auto ba = engine_identity(models(b + "," + R"({"created":7,"id":"m","root":"org/m","max_model_len":4096})"), v);
+  ASSERT_TRUE(ba.ok());
+  EXPECT_EQ(ab.value(), ba.value());
+  // Another context length, root, adapter set or version is another identity.
+  for (const auto& [cards, version] :
+       {std::pair{models(R"({"id":"m","root":"org/m","max_model_len":2048},)" + b), v},
+        std::pair{models(R"({"id":"m","root":"org/m2","max_model_len":4096},)" + b), v}, std::pair{models(a), v},
+        std::pair{models(a + "," + b), std::string(R"({"version":"0.32.1"})")}}) {
+    auto other = engine_identity(cards, version);
+    ASSERT_TRUE(other.ok());
+    EXPECT_NE(other.value(), ab.value()) << cards << version;
+  }
+  EXPECT_EQ(engine_identity("not json", v).error(), Attestation::kModelsDecode);
+  EXPECT_EQ(engine_identity(models(""), v).error(), Attestation::kModelsDecode);  // no card
+  EXPECT_EQ(engine_identity(models(R"({"root":"x"})"), v).error(), Attestation::kModelsDecode);
+  EXPECT_EQ(engine_identity(models(a), R"({"version":3})").error(), Attestation::kVersionDecode);
+}
+
+TEST(Manifest, BuiltinGoldensAreDistinctRequests) {
+  auto goldens = builtin_goldens();
+  ASSERT_GE(goldens.size(), 4u);
+  std::set<std::string> ids;
+  for (const ManifestGolden& g : goldens) {
+    EXPECT_TRUE(ids.insert(g.id).second) << g.id;
+    boost::system::error_code ec;
+    auto v = boost::json::parse(g.request, ec);
+    ASSERT_FALSE(ec) << g.id;
+    EXPECT_TRUE(v.as_object().contains(g.chat ? "messages" : "prompt")) << g.id;
+  }
 }
 
 TEST(Digests, TokenIdsAreHashedAsBigEndianU32) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 
 #include "model/model_profile.h"
 #include "render/qwen3_native.h"
@@ -39,11 +40,14 @@ constexpr std::array kFamilies = {
                     "Prompt tokens produced by successful remote and local tokenizations."},
     metrics::Family{"ramjet_tokenizer_attested", metrics::MetricKind::kGauge, "upstream",
                     "1 while the engine's /v1/models (model id, root, max_model_len) and /version match "
-                    "the manifest, so its requests are tokenized locally (local modes)."},
+                    "the manifest, or (RJ_MODEL_DIR, no manifest) its /tokenize reproduced the goldens "
+                    "under its current identity, so its requests are tokenized locally (local modes)."},
     metrics::Family{"ramjet_tokenizer_attestation_checks_total", metrics::MetricKind::kCounter, "upstream,outcome",
                     "Engine identity checks by outcome: match, models_fetch_error, models_decode, "
                     "model_missing, model_ambiguous, model_root_mismatch, model_context_mismatch, "
-                    "version_fetch_error, version_decode, version_mismatch."},
+                    "version_fetch_error, version_decode, version_mismatch; with RJ_MODEL_DIR and no "
+                    "manifest, tokenize_error (a golden's /tokenize failed) and golden_mismatch (the "
+                    "engine's tokens for a golden differ from ramjet's)."},
     metrics::Family{"ramjet_tokenizer_session_cache_lookups_total", metrics::MetricKind::kCounter, "result",
                     "Local encodes by whether a cached conversation prefix was reused (hit) or not (miss)."},
     metrics::Family{"ramjet_tokenizer_session_cache_reused_bytes_total", metrics::MetricKind::kCounter, "",
@@ -75,10 +79,12 @@ std::string known_profiles() {
 
 std::span<const metrics::Family> tokenizer_families() { return kFamilies; }
 
-TokenizerServiceConfig tokenizer_service_config(const config::Config& c) {
+TokenizerServiceConfig tokenizer_service_config(const config::Config& c, bool exact_on) {
   TokenizerServiceConfig t;
   t.mode = parse_tokenizer_mode(c.tokenizer_mode).value_or(TokenizerMode::kOff);
+  if (t.mode == TokenizerMode::kOff && exact_on && config::exact_tokens_local(c)) t.mode = TokenizerMode::kLocal;
   t.profile = c.tokenizer_profile;
+  t.model_dir = c.model_dir;
   t.tokenizer_path = c.tokenizer_path;
   t.tokenizer_sha256 = c.tokenizer_sha256;
   t.template_path = c.chat_template_path;
@@ -139,11 +145,84 @@ std::unique_ptr<TokenizerService> TokenizerService::unloaded_for_docs(TokenizerM
   return s;
 }
 
-std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServiceConfig& cfg,
+Result<ModelFolder, std::string> read_model_folder(const std::string& dir_name, std::string_view profile) {
+  namespace fs = std::filesystem;
+  const fs::path dir(dir_name);
+  std::error_code ec;
+  auto file = [&](const char* name) {
+    const fs::path p = dir / name;
+    return fs::is_regular_file(p, ec) ? p.string() : std::string();
+  };
+  if (!fs::is_directory(dir, ec)) return dir_name + " is not a folder";
+  ModelFolder out;
+  out.tokenizer_path = file("tokenizer.json");
+  if (out.tokenizer_path.empty()) return dir_name + " has no tokenizer.json (a fast tokenizer is needed)";
+  out.tokenizer_config_path = file("tokenizer_config.json");
+  out.profile = profile;
+  if (out.profile.empty()) {
+    const std::string config_json = file("config.json");
+    auto text = config_json.empty() ? Result<std::string, PromptError>(PromptError{PromptErrc::kConfig, "io", "missing"})
+                                    : read_file(config_json, PromptErrc::kConfig, 4u << 20);
+    boost::system::error_code jec;
+    const boost::json::value v = text ? boost::json::parse(*text, jec) : boost::json::value();
+    const boost::json::value* type = !jec && v.is_object() ? v.as_object().if_contains("model_type") : nullptr;
+    if (type == nullptr || !type->is_string())
+      return dir_name + " has no config.json with a model_type to pick the profile by: name the profile (known: " +
+             known_profiles() + ")";
+    const model::ModelProfile* p = model::profile_for_model_type(type->as_string());
+    if (p == nullptr)
+      return "config.json's model_type '" + std::string(type->as_string()) +
+             "' has no profile here: name the profile (known: " + known_profiles() + ")";
+    out.profile = std::string(p->label());
+  }
+  const model::ModelProfile* p = model::find_profile(out.profile);
+  if (p != nullptr && p->formatter_source() == model::FormatterSource::kHfChatTemplate) {
+    for (const char* name : {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"}) {
+      out.template_path = file(name);
+      if (!out.template_path.empty()) break;
+    }
+    if (out.template_path.empty())
+      return dir_name + " has no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json)";
+  }
+  return out;
+}
+
+namespace {
+
+// RJ_MODEL_DIR into the service's files, their digests taken now (the files the renderer then
+// loads are checked against them).
+void resolve_model_dir(TokenizerServiceConfig& cfg, std::string& tokenizer_config, std::vector<std::string>& errors) {
+  auto folder = read_model_folder(cfg.model_dir, cfg.profile);
+  if (!folder) {
+    std::string m = folder.error();
+    if (auto at = m.find("name the profile"); at != std::string::npos) m.replace(at, 16, "set RJ_TOKENIZER_PROFILE");
+    errors.push_back("RJ_MODEL_DIR: " + m);
+    return;
+  }
+  cfg.profile = folder->profile;
+  cfg.tokenizer_path = folder->tokenizer_path;
+  cfg.template_path = folder->template_path;
+  tokenizer_config = folder->tokenizer_config_path;
+  cfg.tokenizer_sha256 = file_sha256_hex(cfg.tokenizer_path).value_or("");
+  if (!cfg.template_path.empty()) cfg.template_sha256 = file_sha256_hex(cfg.template_path).value_or("");
+  if (cfg.tokenizer_sha256.empty() || (!cfg.template_path.empty() && cfg.template_sha256.empty()))
+    errors.push_back("RJ_MODEL_DIR: " + cfg.model_dir + ": its files cannot be read");
+}
+
+}  // namespace
+
+std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServiceConfig& given,
                                                            std::vector<std::string>& errors) {
-  std::unique_ptr<TokenizerService> s(new TokenizerService(cfg));
+  TokenizerServiceConfig cfg = given;
   const size_t before = errors.size();
   auto err = [&](std::string m) { errors.push_back(std::move(m)); };
+  std::string tokenizer_config;
+  if (!cfg.model_dir.empty() && cfg.mode != TokenizerMode::kOff) {
+    resolve_model_dir(cfg, tokenizer_config, errors);
+    if (errors.size() != before) return nullptr;
+  }
+  std::unique_ptr<TokenizerService> s(new TokenizerService(cfg));
+  s->tokenizer_config_path_ = tokenizer_config;
 
   // The profile is checked even when off: a typo must not quietly disable attestation later.
   if (!cfg.profile.empty()) {
@@ -175,9 +254,11 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   // Local modes: the renderer, pinned; the manifest, pinned; the goldens.
   const auto* profile = s->profile_;
   const bool hf = profile->formatter_source() == model::FormatterSource::kHfChatTemplate;
-  if (cfg.tokenizer_path.empty()) err("RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256 are required in local modes");
-  if (cfg.manifest_path.empty())
-    err("RJ_TOKENIZER_MANIFEST_PATH and RJ_TOKENIZER_MANIFEST_SHA256 are required in local modes");
+  if (cfg.tokenizer_path.empty())
+    err("RJ_MODEL_DIR (or RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256) is required in local modes");
+  if (cfg.manifest_path.empty() && cfg.model_dir.empty())
+    err("RJ_TOKENIZER_MANIFEST_PATH and RJ_TOKENIZER_MANIFEST_SHA256 are required in local modes (or RJ_MODEL_DIR, "
+        "whose engines are proven by built-in goldens)");
   if (hf && cfg.template_path.empty())
     err("profile " + cfg.profile + " renders with an HF chat template: RJ_CHAT_TEMPLATE_PATH and "
         "RJ_CHAT_TEMPLATE_SHA256 are required");
@@ -195,6 +276,7 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   src.template_path = cfg.template_path;
   src.template_sha256 = cfg.template_sha256;
   src.sibling_config = false;  // only pinned files shape the prompt
+  src.tokenizer_config_path = s->tokenizer_config_path_;  // RJ_MODEL_DIR's (read now, with the rest)
   if (!hf) src.native_formatter = std::string(profile->native_formatter());
   if (hf) src.template_formatter = std::string(profile->template_formatter());
   auto renderer = PromptRenderer::load(src);
@@ -211,6 +293,41 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
         RenderPrefixLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes / 4});
   }
 
+  if (cfg.manifest_path.empty()) {
+    // RJ_MODEL_DIR without a manifest: the built-in goldens, their tokens ramjet's own (each
+    // engine's /tokenize must reproduce them to be attested).
+    Manifest m;
+    m.identity_pinned = false;
+    m.tokenizer_sha256 = lower_hex(cfg.tokenizer_sha256);
+    m.chat_template_sha256 = hf ? lower_hex(cfg.template_sha256) : "";
+    m.profile = cfg.profile;
+    for (ManifestGolden g : builtin_goldens()) {
+      auto payload = build_tokenize_payload(*profile, g.chat, g.request);
+      if (!payload || payload->local_refusal) continue;  // not one this profile renders
+      LocalResult r = s->render_local(*payload);
+      if (r.outcome != ShadowOutcome::kSuccess) {
+        err("golden '" + g.id + "': local " + std::string(to_string(r.outcome)) + " with RJ_MODEL_DIR's files");
+        continue;
+      }
+      g.token_count = r.ids.size();
+      g.token_ids_sha256 = token_ids_sha256(r.ids);
+      s->probes_.push_back(GoldenProbe{g.id, payload->json, g.token_count, g.token_ids_sha256});
+      m.goldens.push_back(std::move(g));
+    }
+    if (errors.size() != before) return nullptr;
+    if (m.goldens.size() < 2) {
+      err("profile " + cfg.profile + " renders fewer than two of the built-in goldens: give RJ_TOKENIZER_MANIFEST_PATH");
+      return nullptr;
+    }
+    s->manifest_ = std::move(m);
+    s->assemble();
+    spdlog::info("tokenizer: mode={} profile={} from RJ_MODEL_DIR (tokenizer.json sha256 {}{}{}); no manifest: an "
+                 "engine is attested once its /tokenize reproduces {} goldens",
+                 to_string(cfg.mode), cfg.profile, s->manifest_->tokenizer_sha256,
+                 hf ? ", chat template " + std::filesystem::path(cfg.template_path).filename().string() + " sha256 " : "",
+                 hf ? s->manifest_->chat_template_sha256 : "", s->probes_.size());
+    return s;
+  }
   auto manifest_text = read_file(cfg.manifest_path, PromptErrc::kConfig, ManifestLimits{}.max_bytes);
   if (!manifest_text) {
     err("RJ_TOKENIZER_MANIFEST_PATH: " + manifest_text.error().message);
@@ -310,7 +427,7 @@ void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) 
 void TokenizerService::start(boost::asio::io_context& ctx) {
   if (cfg_.mode == TokenizerMode::kOff) return;
   pool_.start();
-  if (manifest_) attestation_.start(ctx, *manifest_);
+  if (manifest_) attestation_.start(ctx, *manifest_, probes_);
 }
 
 void TokenizerService::begin_stop() {

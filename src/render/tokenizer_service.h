@@ -13,7 +13,10 @@
 // Local tokens are produced only for an engine that is attested: its GET /v1/models (model id,
 // root, max_model_len) and GET /version match the manifest, checked every RJ_PROBE_INTERVAL_MS.
 // At startup every manifest golden is rendered and encoded and must reproduce the manifest's
-// token count and digest, or ramjet does not start.
+// token count and digest, or ramjet does not start. With RJ_MODEL_DIR the files come from the
+// engines' model folder (digests taken at startup, the profile from config.json's model_type);
+// without a manifest, built-in goldens rendered here are what each engine's /tokenize must
+// reproduce to be attested (render/engine_attestation.h).
 //
 // The parts: render/render_pool.h (worker threads, bounded queue), render/engine_attestation.h
 // (the identity checks), render/shadow_comparer.h (the shadow jobs and their counters),
@@ -46,7 +49,8 @@ class SessionCache;
 
 struct TokenizerServiceConfig {
   TokenizerMode mode = TokenizerMode::kOff;
-  std::string profile;  // a model::PROFILES label ("" only when off)
+  std::string profile;  // a model::PROFILES label ("" when off, or picked from model_dir)
+  std::string model_dir;  // RJ_MODEL_DIR: the files below are found (and pinned) in it
   std::string tokenizer_path, tokenizer_sha256;
   std::string template_path, template_sha256;
   std::string manifest_path, manifest_sha256;
@@ -61,7 +65,19 @@ struct TokenizerServiceConfig {
   const net::Roster* roster = nullptr;  // set by app: the engines by slot (else `upstreams`, fixed)
 };
 
-TokenizerServiceConfig tokenizer_service_config(const config::Config& c);
+// A model folder (RJ_MODEL_DIR, `ramjet manifest --model-dir`) as `vllm serve` reads it: the
+// tokenizer, tokenizer_config.json (special tokens), the chat template (chat_template.jinja, else
+// chat_template.json, else tokenizer_config.json's: the order transformers reads them in; none for
+// a native-formatter profile) and the profile — `profile` when given, else the one that claims
+// config.json's model_type. An error says what is missing (no prefix).
+struct ModelFolder {
+  std::string profile;
+  std::string tokenizer_path, tokenizer_config_path, template_path;
+};
+Result<ModelFolder, std::string> read_model_folder(const std::string& dir, std::string_view profile);
+
+// `exact_on`: exact routing runs (then RJ_EXACT_TOKENS=local turns mode off into local).
+TokenizerServiceConfig tokenizer_service_config(const config::Config& c, bool exact_on);
 
 class TokenizerService {
  public:
@@ -122,7 +138,9 @@ class TokenizerService {
   void assemble();  // the shadow comparer, once the profile and renderer are known
 
   TokenizerServiceConfig cfg_;
+  std::string tokenizer_config_path_;  // RJ_MODEL_DIR's tokenizer_config.json (special tokens)
   const model::ModelProfile* profile_ = nullptr;
+  std::vector<GoldenProbe> probes_;  // the goldens as /tokenize calls (no pinned identity)
   std::shared_ptr<const PromptRenderer> renderer_;
   std::optional<Manifest> manifest_;
   std::unique_ptr<SessionCache> session_cache_;  // local modes, when sized

@@ -152,7 +152,7 @@ TEST_F(ServiceTest, LocalModesNeedTheirPinsAndAFormatterThisBuildHas) {
   std::vector<std::string> errors;
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   std::string all = joined(errors);
-  EXPECT_NE(all.find("RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256 are required"), std::string::npos) << all;
+  EXPECT_NE(all.find("RJ_MODEL_DIR (or RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256) is required"), std::string::npos) << all;
   EXPECT_NE(all.find("RJ_TOKENIZER_MANIFEST_PATH and RJ_TOKENIZER_MANIFEST_SHA256 are required"), std::string::npos);
   EXPECT_NE(all.find("profile qwen3 renders with an HF chat template"), std::string::npos) << all;
   errors.clear();
@@ -171,6 +171,78 @@ TEST_F(ServiceTest, LocalModesNeedTheirPinsAndAFormatterThisBuildHas) {
   r.mode = TokenizerMode::kRemoteShadow;
   r.profile = "deepseek-v4-r34";
   EXPECT_NE(TokenizerService::create(r, errors), nullptr) << joined(errors);
+}
+
+// The engines' model folder, as `vllm serve` reads it: the real Qwen3 files plus a config.json.
+fs::path model_folder(const fs::path& at, std::string_view config_json, bool with_jinja = true) {
+  fs::create_directories(at);
+  fs::copy_file(kQwenTok, at / "tokenizer.json");
+  fs::copy_file(kTestdata / "models/qwen3/tokenizer_config.json", at / "tokenizer_config.json");
+  if (with_jinja) fs::copy_file(kQwenTpl, at / "chat_template.jinja");
+  if (!config_json.empty()) std::ofstream(at / "config.json") << config_json;
+  return at;
+}
+
+TEST_F(ServiceTest, AModelFolderIsTheOneSettingLocalTokensNeed) {
+  TokenizerServiceConfig c;
+  c.mode = TokenizerMode::kLocal;
+  c.model_dir = model_folder(dir_ / "m", R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]})").string();
+  c.upstreams.resize(2);
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(c, errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  const Manifest* m = s->manifest();
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(m->identity_pinned);  // each engine is proven by the goldens on its own /tokenize
+  EXPECT_EQ(m->profile, "qwen3");    // from config.json's model_type
+  EXPECT_EQ(m->tokenizer_sha256, *file_sha256_hex(kQwenTok.string()));
+  EXPECT_EQ(m->chat_template_sha256, *file_sha256_hex(kQwenTpl.string()));  // chat_template.jinja first
+  EXPECT_EQ(m->goldens.size(), builtin_goldens().size());
+  for (const ManifestGolden& g : m->goldens) {
+    EXPECT_GT(g.token_count, 3u) << g.id;
+    EXPECT_TRUE(is_sha256_hex(g.token_ids_sha256)) << g.id;
+  }
+  EXPECT_EQ(s->attestation(0), Attestation::kUnchecked);
+  // The tokens are the pinned-file pipeline's: a request renders as with RJ_TOKENIZER_PATH.
+  auto golden = qwen_goldens(1);
+  const json::object& g = golden[0].as_object();
+  auto r = s->render_routing(PromptApi::kChat, json::serialize(g.at("request")));
+  ASSERT_EQ(r.outcome, ShadowOutcome::kSuccess);
+  EXPECT_EQ(r.ids.size(), g.at("token_count").to_number<uint64_t>());
+  EXPECT_EQ(token_ids_sha256(r.ids), g.at("token_ids_sha256").as_string());
+
+  // Without chat_template.jinja the template in tokenizer_config.json is used.
+  c.model_dir = model_folder(dir_ / "m2", R"({"model_type": "qwen3_moe"})", false).string();
+  errors.clear();
+  s = TokenizerService::create(c, errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  EXPECT_EQ(s->manifest()->chat_template_sha256, *file_sha256_hex((dir_ / "m2/tokenizer_config.json").string()));
+}
+
+TEST_F(ServiceTest, AModelFolderWithoutAKnownModelTypeNeedsAProfile) {
+  TokenizerServiceConfig c;
+  c.mode = TokenizerMode::kLocal;
+  c.model_dir = model_folder(dir_ / "llama", R"({"model_type": "llama"})").string();
+  std::vector<std::string> errors;
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("model_type 'llama' has no profile here: set RJ_TOKENIZER_PROFILE"), std::string::npos)
+      << joined(errors);
+  c.model_dir = model_folder(dir_ / "none", "").string();
+  errors.clear();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("has no config.json with a model_type"), std::string::npos) << joined(errors);
+  c.profile = "qwen3";  // a profile named: config.json is not needed
+  errors.clear();
+  EXPECT_NE(TokenizerService::create(c, errors), nullptr) << joined(errors);
+  c.model_dir = (dir_ / "missing").string();
+  errors.clear();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("is not a folder"), std::string::npos) << joined(errors);
+  fs::create_directories(dir_ / "empty");
+  c.model_dir = (dir_ / "empty").string();
+  errors.clear();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("has no tokenizer.json"), std::string::npos) << joined(errors);
 }
 
 TEST_F(ServiceTest, ManifestGoldensAreReproducedAtStartup) {

@@ -7,11 +7,12 @@ The sims tokenize with the same real files, so their KV events carry the same to
 from __future__ import annotations
 
 import json
+import os
 
 from support.ramjet_proc import poll
 from support.sim_proc import SimProc
 from test_kv_events import TOPIC, kv_config, local, through, warm_behind_its_back
-from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, wait_attested
+from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, model_folder, wait_attested
 
 
 def qwen_kv_sim(version: str = VERSION) -> SimProc:
@@ -89,6 +90,87 @@ def test_an_engine_that_does_not_match_the_manifest_sends_the_fleet_to_the_finge
         r = through(rj, agent_chat(7, "first question"))
         assert r.header("X-Ramjet-Route") == "unattested"
         assert rj.metrics().get("ramjet_exact_route_total", outcome="unattested") == 1
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def one_setting_start(tmp_path, ramjet_factory, sims, **extra):
+    """Exact routing on the engines' KV events with local tokens from one setting: RJ_MODEL_DIR.
+    No RJ_EXACT_TOKENS, RJ_TOKENIZER_MODE, profile, digests or manifest."""
+    env = {"RJ_MODEL_DIR": model_folder(tmp_path), "RJ_AFFINITY": "prefix", "RJ_PROBE_INTERVAL_MS": "200",
+           "RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(local(s.kv_endpoint) for s in sims),
+           "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(local(s.kv_replay) for s in sims),
+           "RJ_KV_EVENT_TOPIC": TOPIC, **extra}
+    rj = ramjet_factory([s.url for s in sims], env=env)
+    rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every engine's index trusted")
+    return rj
+
+
+def test_one_setting_proves_each_engine_and_places_exactly_on_local_tokens(tmp_path, ramjet_factory):
+    """RJ_MODEL_DIR alone: ramjet pins the folder's files, picks the qwen3 profile from config.json,
+    and attests each engine once its own /tokenize reproduces the built-in goldens. An engine with
+    another --max-model-len is proven too (its identity differs, its tokens do not); one serving
+    another chat template under the same identity is refused, visibly, and sends the fleet to the
+    fingerprints."""
+    other_tpl = tmp_path / "edited.jinja"  # one space more after the assistant marker
+    with open(TPL, encoding="utf-8") as f:
+        other_tpl.write_text(f.read().replace("<|im_start|>assistant\\n", "<|im_start|>assistant \\n"), encoding="utf-8")
+    sims = [qwen_kv_sim(), SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name",
+                                   MODEL_ID, "--model", ROOT, "--max-model-len", str(CTX // 2), "--engine-version",
+                                   VERSION, "--kv-events-config", kv_config(), "--enable-prompt-tokens-details",
+                                   "--num-gpu-blocks-override", "16384")]
+    try:
+        rj = one_setting_start(tmp_path, ramjet_factory, sims)
+        wait_attested(rj, [0, 1])
+        m = rj.metrics()
+        assert m.get("ramjet_tokenizer_info", mode="local", profile="qwen3") == 1
+        assert m.get("ramjet_tokenizer_attestation_checks_total", upstream="1", outcome="match") >= 1
+        out = rj.output()
+        assert "no manifest: an engine is attested once its /tokenize reproduces 5 goldens" in out, out
+        for u in (0, 1):
+            assert f"upstream {u}: its /tokenize reproduced all 5 goldens" in out, out
+        assert "(engines proven so far: 2)" in out, out
+        for k in range(2):
+            warm_behind_its_back(rj, sims[1], 1, agent_chat(k, "first question"))
+            r = through(rj, agent_chat(k, "first question"))
+            assert r.header("X-Ramjet-Upstream") == "1", f"prompt {k}: placed on {r.header('X-Ramjet-Upstream')}"
+            receipt = r.header("X-Ramjet-Route")
+            assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
+            predicted = int(receipt.split(";")[1].split("=")[1])
+            cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
+            assert cached > 5000 and predicted - 16 <= cached <= predicted, (predicted, cached)
+        # A request the profile does not render locally (a kwarg the qwen3 template does not read)
+        # is tokenized by an engine instead, and still placed exactly.
+        body = agent_chat(0, "first question")
+        body["chat_template_kwargs"] = {"custom_flag": True}
+        r = through(rj, body)
+        assert r.header("X-Ramjet-Upstream") == "1" and r.header("X-Ramjet-Route").startswith("exact"), r.headers
+        m = rj.metrics()
+        assert m.get("ramjet_exact_route_total", outcome="exact") >= 3
+        assert m.sum("ramjet_exact_predictions_total", result="miss") == 0
+        assert m.sum("ramjet_tokenizer_shadow_total", backend="remote") == 0
+    finally:
+        for s in sims:
+            s.stop()
+
+    # An engine with another chat template: its /tokenize differs on the goldens.
+    sims = [qwen_kv_sim(), SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", str(other_tpl),
+                                   "--served-model-name", MODEL_ID, "--model", ROOT, "--max-model-len", str(CTX),
+                                   "--engine-version", VERSION, "--kv-events-config", kv_config(),
+                                   "--enable-prompt-tokens-details", "--num-gpu-blocks-override", "16384")]
+    try:
+        (tmp_path / "second").mkdir()
+        rj = one_setting_start(tmp_path / "second", ramjet_factory, sims)
+        wait_attested(rj, [0])
+        poll(lambda: rj.metrics().get("ramjet_tokenizer_attestation_checks_total", upstream="1",
+                                      outcome="golden_mismatch") >= 1, 10, what="engine 1 refused")
+        assert rj.metrics().get("ramjet_tokenizer_attested", upstream="1") == 0
+        assert "upstream 1: its /tokenize differs from ramjet's own tokens on" in rj.output()
+        r = through(rj, agent_chat(9, "first question"))
+        assert r.header("X-Ramjet-Route") == "unattested", r.header("X-Ramjet-Route")
+        _, h = rj.health()
+        assert [x["tokenizer_attested"] for x in h["replicas"]] == [True, False], h
     finally:
         for s in sims:
             s.stop()

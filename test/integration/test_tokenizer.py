@@ -79,6 +79,18 @@ def local_env(tmp_path, mode="local-shadow", golden_lines=None, **extra):
     return env
 
 
+def model_folder(tmp_path, template: str = TPL) -> str:
+    """The engines' model folder as `vllm serve` reads it: tokenizer, its config, the chat template
+    and a config.json whose model_type picks the profile (RJ_MODEL_DIR)."""
+    d = tmp_path / "model"
+    d.mkdir()
+    for name, src in (("tokenizer.json", TOK), ("tokenizer_config.json", os.path.join(QWEN, "tokenizer_config.json")),
+                      ("chat_template.jinja", template)):
+        os.symlink(src, d / name)
+    (d / "config.json").write_text(json.dumps({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}))
+    return str(d)
+
+
 def qwen_sim(*extra):
     return SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name", MODEL_ID,
                    "--model", ROOT, "--max-model-len", str(CTX), "--engine-version", VERSION, *extra)
@@ -362,6 +374,36 @@ def test_ramjet_manifest_pins_a_live_engine_and_ramjet_accepts_it(tmp_path, sims
     p = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and p.stdout == "", p
     assert "ramjet would refuse this manifest at startup" in p.stderr, p.stderr
+
+
+def test_ramjet_manifest_from_the_model_folder_with_builtin_goldens(tmp_path, sims_factory, ramjet_factory,
+                                                                    ramjet_binary):
+    """`ramjet manifest --model-dir`: the folder names the files and the profile, the built-in
+    goldens are the requests; ramjet then runs on the folder and that pinned manifest (its strict
+    identity check: the engine with another context length is not attested)."""
+    import subprocess
+    sims = sims_factory((), ("--max-model-len", "8192"))
+    folder = model_folder(tmp_path)
+    p = subprocess.run([ramjet_binary, "manifest", "--upstream", sims[0].url, "--model-dir", folder],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = json.loads(p.stdout)
+    assert m["renderer"] == {"profile": "qwen3"} and m["tokenizer"] == {"sha256": sha_file(TOK)}
+    assert m["chat_template"] == {"sha256": sha_file(TPL)}
+    assert [g["id"] for g in m["goldens"]] == ["hello", "system-turns", "unicode-space", "tools", "completions"]
+    path = tmp_path / "pinned.json"
+    path.write_text(p.stdout)
+    rj = ramjet_factory(sims, env={"RJ_MODEL_DIR": folder, "RJ_TOKENIZER_MODE": "local-shadow",
+                                   "RJ_TOKENIZER_MANIFEST_PATH": str(path), "RJ_PROBE_INTERVAL_MS": "200",
+                                   "RJ_TOKENIZER_MANIFEST_SHA256": hashlib.sha256(p.stdout.encode()).hexdigest()})
+    assert "5 manifest goldens reproduced" in rj.output()
+    wait_attested(rj, [0])
+    poll(lambda: rj.metrics().val("ramjet_tokenizer_attestation_checks_total", upstream="1",
+                                  outcome="model_context_mismatch") >= 1, 10, what="engine 1 refused by the pin")
+    assert rj.metrics().get("ramjet_tokenizer_attested", upstream="1") == 0
+    bad = subprocess.run([ramjet_binary, "manifest", "--upstream", sims[0].url, "--model-dir", folder, "--tokenizer",
+                          TOK], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--model-dir names the files" in bad.stderr, bad
 
 
 def test_a_growing_conversation_reuses_the_session_cache(tmp_path, sims_factory, ramjet_factory):

@@ -7,7 +7,9 @@ prefix is. The next turn, through ramjet, must land on that engine with an exact
 engine's cached_tokens must agree with ramjet's prediction (ramjet_exact_predictions_total{result=
 "miss"} stays 0) — over multi-turn chat with tools, Codex-shaped Responses and Claude-Code-shaped
 Messages conversations. `ramjet manifest` pins the live engine; an engine restarted with another
---max-model-len no longer matches it and gets no local tokens."""
+--max-model-len no longer matches it and gets no local tokens. With RJ_MODEL_DIR alone (no
+manifest) each engine is proven by built-in goldens on its own /tokenize, and the restarted one
+is proven again."""
 
 from __future__ import annotations
 
@@ -224,6 +226,22 @@ def test_local_tokens_place_every_api_exactly_without_asking_an_engine(engines, 
     assert m.sum("ramjet_tokenizer_shadow_total", backend="remote") == 0
 
 
+def test_one_setting_local_tokens_prove_vllm_and_place_every_api_exactly(engines, ramjet_factory, tag):
+    """RJ_MODEL_DIR, the engines' own model folder, is all local tokens take: ramjet pins its files,
+    picks the profile from config.json and proves each engine by the built-in goldens on vLLM's
+    own /tokenize (no manifest, no digests by hand)."""
+    rj = start(ramjet_factory, engines, exact_env(RJ_MODEL_DIR=engines[0].model))
+    poll(lambda: all(rj.metrics().get("ramjet_tokenizer_attested", upstream=str(i)) == 1 for i in (0, 1)), 20,
+         what="both engines proven by the goldens")
+    assert "its /tokenize reproduced all 5 goldens" in rj.output()
+    results = forced_misses(rj, engines, tag)
+    print("\n".join(map(str, results)))
+    check(rj, results)
+    m = rj.metrics()
+    assert m.get("ramjet_tokenizer_info", mode="local", profile="qwen3") == 1
+    assert m.sum("ramjet_tokenizer_shadow_total", backend="remote") == 0
+
+
 @pytest.mark.restarts_engine(order=2)
 def test_an_engine_restarted_with_another_context_is_not_attested(engines, ramjet_factory, manifest, tag):
     """Engine 1 comes back with another --max-model-len. Its /v1/models no longer matches the
@@ -235,3 +253,11 @@ def test_an_engine_restarted_with_another_context_is_not_attested(engines, ramje
     r = post(None, "/v1/chat/completions", chat_conv(tag, 1, 1), rj=rj)
     assert r.header("X-Ramjet-Route") == "unattested", r.header("X-Ramjet-Route")
     assert rj.metrics().get("ramjet_exact_route_total", outcome="unattested") >= 1
+    # With RJ_MODEL_DIR and no manifest, the identity is only what a proof is remembered by: the
+    # restarted engine's /tokenize still reproduces the goldens, so it keeps its local tokens.
+    rj2 = start(ramjet_factory, engines, exact_env(RJ_MODEL_DIR=engines[0].model))
+    poll(lambda: all(rj2.metrics().get("ramjet_tokenizer_attested", upstream=str(i)) == 1 for i in (0, 1)), 20,
+         what="both engines proven")
+    assert "(engines proven so far: 2)" in rj2.output()
+    r = post(None, "/v1/chat/completions", chat_conv(tag, 2, 1), rj=rj2)
+    assert r.header("X-Ramjet-Route").startswith("exact"), r.header("X-Ramjet-Route")

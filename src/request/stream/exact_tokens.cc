@@ -29,9 +29,25 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   // request's own budget (request/stream/tokenize_budget.h).
   const std::chrono::milliseconds wait = c.budget != nullptr ? c.budget->budget(size) : c.timeout;
   if (c.local != nullptr) {
-    co_await local_exact_tokens(s, wait);
+    const auto began = std::chrono::steady_clock::now();
+    const bool refused = co_await local_exact_tokens(s, wait);
+    // A request the profile does not render (unknown kwargs, media, an effort the model lacks)
+    // is the engine's to tokenize, in what is left of the budget.
+    const auto left = wait - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
+    if (!refused) co_return;
+    if (left < std::chrono::milliseconds(1)) {
+      e.status = ExactTokens::kTimeout;
+      co_return;
+    }
+    co_await remote_exact_tokens(s, left);
     co_return;
   }
+  co_await remote_exact_tokens(s, wait);
+}
+
+boost::asio::awaitable<void> Proxy::remote_exact_tokens(Session& s, std::chrono::milliseconds wait) {
+  ExactInput& e = s.prep.exact;
+  const ExactTokensConfig& c = config_.exact;
   auto call = tokenize_call(s.prep.endpoint, s.prep.body);
   if (!call) {
     e.status = ExactTokens::kIneligible;
@@ -67,14 +83,14 @@ boost::asio::awaitable<void> Proxy::fetch_exact_tokens(Session& s) {
   e.status = ExactTokens::kTokenized;
 }
 
-boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s, std::chrono::milliseconds wait) {
+boost::asio::awaitable<bool> Proxy::local_exact_tokens(Session& s, std::chrono::milliseconds wait) {
   ExactInput& e = s.prep.exact;
   const ExactTokensConfig& c = config_.exact;
   const Endpoint endpoint = s.prep.endpoint;
   const std::optional<render::PromptApi> api = prompt_api(endpoint);
   if (!api) {
     e.status = ExactTokens::kIneligible;
-    co_return;
+    co_return false;
   }
   // Local tokens are the engines' tokens only for engines that match the manifest: one healthy
   // engine that does not (a model or version roll in progress) sends the fleet to the fingerprints.
@@ -84,12 +100,12 @@ boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s, std::chrono::
     any = true;
     if (!c.local->attested(i)) {
       e.status = ExactTokens::kUnattested;
-      co_return;
+      co_return false;
     }
   }
   if (!any) {
     e.status = ExactTokens::kNoEngine;
-    co_return;
+    co_return false;
   }
   // The awaitable is made first, then awaited: no temporary lives inside the co_await expression
   // (GCC 12 destroys such temporaries twice).
@@ -102,19 +118,19 @@ boost::asio::awaitable<void> Proxy::local_exact_tokens(Session& s, std::chrono::
       case render::PoolRefusal::kQueueFull: e.status = ExactTokens::kBusy; break;
       default: e.status = ExactTokens::kFailed; break;
     }
-    co_return;
+    co_return false;
   }
   render::TokenizerService::RoutingRender& out = r.value();
+  if (out.outcome == render::ShadowOutcome::kUnsupported) co_return true;  // the engine renders it
   if (out.outcome != render::ShadowOutcome::kSuccess) {
-    e.status = out.outcome == render::ShadowOutcome::kUnsupported || out.outcome == render::ShadowOutcome::kDecodeError
-                   ? ExactTokens::kIneligible
-                   : ExactTokens::kFailed;
-    co_return;
+    e.status = out.outcome == render::ShadowOutcome::kDecodeError ? ExactTokens::kIneligible : ExactTokens::kFailed;
+    co_return false;
   }
   e.model = std::move(out.model);
   e.cache_salt = std::move(out.cache_salt);
   e.tokens = std::move(out.ids);
   e.status = ExactTokens::kTokenized;
+  co_return false;
 }
 
 }  // namespace ramjet::request

@@ -128,7 +128,9 @@ class Proxy {
   void prepare_exchange(Session& s, Exchange& x);
   // exact_tokens.cc: the prompt's tokens for exact routing, into s.prep.exact.
   boost::asio::awaitable<void> fetch_exact_tokens(Session& s);
-  boost::asio::awaitable<void> local_exact_tokens(Session& s, std::chrono::milliseconds wait);  // RJ_EXACT_TOKENS=local
+  // RJ_EXACT_TOKENS=local: true when the profile refuses the request (then remote_exact_tokens).
+  boost::asio::awaitable<bool> local_exact_tokens(Session& s, std::chrono::milliseconds wait);
+  boost::asio::awaitable<void> remote_exact_tokens(Session& s, std::chrono::milliseconds wait);  // POST /tokenize
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
   size_t build_request_head(Session& s, const config::UpstreamUrl& engine);
   bool upstream_head_fits(Session& s);
