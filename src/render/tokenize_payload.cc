@@ -1,6 +1,10 @@
 // render::tokenize_payload (see tokenize_payload.h).
 #include "render/tokenize_payload.h"
 
+#include <algorithm>
+#include <memory>
+
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -48,7 +52,7 @@ std::optional<TokenizePayload> build(const model::ModelProfile& profile, bool ch
                                      json::object* movable, bool with_json) {
   TokenizePayload p;
   p.chat = chat;
-  json::object out;
+  json::object out(req.storage());  // the request's own storage: its messages move, not copy
   if (const json::value* m = req.if_contains("model"); m && m->is_string()) out["model"] = *m;
   auto flag = [&](std::string_view key) -> std::optional<bool> {
     const json::value* f = req.if_contains(key);
@@ -115,7 +119,10 @@ std::optional<TokenizePayload> build(const model::ModelProfile& profile, bool ch
   }
   out["return_token_strs"] = false;
   if (with_json) p.json = json::serialize(out);
-  p.request = std::move(out);
+  // Built in place with the request's storage: assigning would copy it all into the default
+  // storage p.request was made with (Boost.JSON keeps the target's storage on assignment).
+  std::destroy_at(&p.request);
+  std::construct_at(&p.request, std::move(out));
   return p;
 }
 
@@ -178,6 +185,44 @@ LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& 
   }
   r.ids = std::move(ids.value());
   return r;
+}
+
+RoutingTokens render_routing_body(const model::ModelProfile& profile, const PromptRenderer& renderer,
+                                  SessionCache* cache, PromptApi api, std::string_view body) {
+  RoutingTokens out;
+  // An arena about the size the parsed body takes (about twice its bytes), kept by the thread
+  // (a render pool worker) between requests so a request's parse touches warm memory instead of
+  // fresh pages; past it the arena takes more blocks from the heap. Everything parsed and built
+  // from it goes at the end of this function. At most 8 MiB stays per thread.
+  thread_local std::vector<unsigned char> warm;
+  const size_t want = std::min<size_t>(body.size() * 2 + 4096, 8u << 20);
+  if (warm.size() < want) warm.resize(want);
+  json::monotonic_resource arena(warm.data(), warm.size());
+  json::parse_options opt;
+  opt.max_depth = 128;  // as build_tokenize_payload's own parse
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec, &arena, opt);
+  if (ec || !v.is_object()) {
+    out.outcome = ShadowOutcome::kDecodeError;
+    return out;
+  }
+  const json::object& req = v.as_object();
+  if (const json::value* m = req.if_contains("model"); m && m->is_string()) out.model = m->as_string();
+  // Every API's cache_salt salts the engine's blocks (vLLM 0.32 passes a Messages request's on).
+  if (const json::value* s = req.if_contains("cache_salt"); s && s->is_string()) out.cache_salt = s->as_string();
+  std::optional<TokenizePayload> payload = build_local_payload(profile, api, std::move(v.as_object()));
+  if (!payload) {
+    out.outcome = ShadowOutcome::kDecodeError;
+    return out;
+  }
+  if (payload->multimodal) {  // the engine's tokens depend on the media: not reproduced here
+    out.outcome = ShadowOutcome::kUnsupported;
+    return out;
+  }
+  LocalRender r = render_local(renderer, *payload, cache);
+  out.outcome = r.outcome;
+  out.ids = std::move(r.ids);
+  return out;
 }
 
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body) {

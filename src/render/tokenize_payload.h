@@ -90,6 +90,19 @@ struct LocalRender {
 LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& payload,
                          SessionCache* cache = nullptr);
 
+// Exact routing's local tokens from a request body (chat, completions, Responses or Messages):
+// the body parsed once into an arena that goes in one piece (no per-node frees), the payload built
+// by moving its messages and tools (same arena), rendered and encoded with the session cache.
+// `model` and `cache_salt` are the namespace fields read on the way. kDecodeError: not a JSON
+// object or not a request of `api`; kUnsupported: the profile does not render it (or media).
+struct RoutingTokens {
+  ShadowOutcome outcome = ShadowOutcome::kSuccess;
+  std::vector<uint32_t> ids;
+  std::string model, cache_salt;
+};
+RoutingTokens render_routing_body(const model::ModelProfile& profile, const PromptRenderer& renderer,
+                                  SessionCache* cache, PromptApi api, std::string_view body);
+
 // An engine's /tokenize answer {"count": n, "tokens": [n ids < 2^32], ...} -> the ids, or nullopt.
 std::optional<std::vector<uint32_t>> decode_tokenize_response(std::string_view body);
 

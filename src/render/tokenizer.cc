@@ -17,6 +17,9 @@
 #include <utility>
 
 #include <boost/unordered/unordered_flat_map.hpp>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <simdjson.h>
 #include <utf8proc.h>
 
@@ -436,13 +439,19 @@ class Trie {
       n = child;
     }
     if (nodes_[n].id < 0) nodes_[n].id = static_cast<int64_t>(id);  // first pattern wins
-    first_[static_cast<uint8_t>(pattern[0])] = true;
+    const auto b0 = static_cast<uint8_t>(pattern[0]);
+    if (!first_[b0]) {
+      first_[b0] = true;
+      if (n_first_ < kScanBytes) scan_[n_first_] = b0;
+      ++n_first_;
+    }
   }
   // Leftmost-longest match starting at or after `from`: (start, end, id).
   bool find(std::string_view s, size_t from, size_t& ms, size_t& me, uint32_t& id) const {
     if (empty()) return false;
     for (size_t i = from; i < s.size(); ++i) {
-      if (!first_[static_cast<uint8_t>(s[i])]) continue;
+      i = next_first(s, i);
+      if (i == s.size()) break;
       uint32_t n = 0;
       int64_t best_id = -1;
       size_t best_end = 0;
@@ -475,8 +484,32 @@ class Trie {
     }
     return 0;
   }
+  // The first position at or after `i` whose byte starts a pattern (s.size() if none). A text
+  // has few of them (every added token of the usual tokenizers starts with one of a few bytes,
+  // '<' for most), so with at most kScanBytes first bytes the scan compares 16 bytes at a time.
+  size_t next_first(std::string_view s, size_t i) const {
+#if defined(__SSE2__)
+    if (n_first_ <= kScanBytes) {
+      __m128i want[kScanBytes];
+      for (size_t k = 0; k < kScanBytes; ++k)
+        want[k] = _mm_set1_epi8(static_cast<char>(scan_[k < n_first_ ? k : 0]));
+      for (; i + 16 <= s.size(); i += 16) {
+        const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+        __m128i hit = _mm_cmpeq_epi8(chunk, want[0]);
+        for (size_t k = 1; k < kScanBytes; ++k) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(chunk, want[k]));
+        if (const int mask = _mm_movemask_epi8(hit)) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+      }
+    }
+#endif
+    for (; i < s.size(); ++i)
+      if (first_[static_cast<uint8_t>(s[i])]) return i;
+    return s.size();
+  }
+  static constexpr size_t kScanBytes = 4;
   std::vector<Node> nodes_;
   std::array<bool, 256> first_{};
+  std::array<uint8_t, kScanBytes> scan_{};  // the distinct first bytes, while there are few
+  size_t n_first_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -383,32 +383,12 @@ TokenizerService::LocalResult TokenizerService::render_local(const TokenizePaylo
 }
 
 TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, std::string_view body) const {
-  RoutingRender out;
-  boost::system::error_code ec;
-  boost::json::parse_options opt;
-  opt.max_depth = 128;  // as build_tokenize_payload's own parse
-  boost::json::value v = boost::json::parse(body, ec, {}, opt);
-  if (ec || !v.is_object() || renderer_ == nullptr || profile_ == nullptr) {
-    out.outcome = ShadowOutcome::kDecodeError;
-    return out;
+  if (renderer_ == nullptr || profile_ == nullptr) {
+    RoutingRender refused;
+    refused.outcome = ShadowOutcome::kDecodeError;
+    return refused;
   }
-  const boost::json::object& req = v.as_object();
-  if (const boost::json::value* m = req.if_contains("model"); m && m->is_string()) out.model = m->as_string();
-  // Every API's cache_salt salts the engine's blocks (vLLM 0.32 passes a Messages request's on).
-  if (const boost::json::value* s = req.if_contains("cache_salt"); s && s->is_string()) out.cache_salt = s->as_string();
-  std::optional<TokenizePayload> payload = build_local_payload(*profile_, api, std::move(v.as_object()));
-  if (!payload) {
-    out.outcome = ShadowOutcome::kDecodeError;
-    return out;
-  }
-  if (payload->multimodal) {  // the engine's tokens depend on the media: not reproduced here
-    out.outcome = ShadowOutcome::kUnsupported;
-    return out;
-  }
-  LocalRender r = render_local(*payload);
-  out.outcome = r.outcome;
-  out.ids = std::move(r.ids);
-  return out;
+  return render_routing_body(*profile_, *renderer_, session_cache_.get(), api, body);
 }
 
 boost::asio::awaitable<Result<TokenizerService::RoutingRender, PoolRefusal>> TokenizerService::render_for_routing(

@@ -123,11 +123,7 @@ class TokenizerService {
   // rendered and encoded on the render pool (shared with the shadow jobs, the session cache
   // reused), delivered by `deadline` at the latest. The caller checks attestation; `model` and
   // `cache_salt` are the namespace fields read on the way. A refusal: queue full, deadline, stopping.
-  struct RoutingRender {
-    ShadowOutcome outcome = ShadowOutcome::kSuccess;  // kSuccess: `ids` hold the prompt
-    std::vector<uint32_t> ids;
-    std::string model, cache_salt;
-  };
+  using RoutingRender = RoutingTokens;  // render/tokenize_payload.h: render_routing_body
   boost::asio::awaitable<Result<RoutingRender, PoolRefusal>> render_for_routing(PromptApi api, std::string body,
                                                                                 RenderPool::Clock::time_point deadline);
   // The parse + render + encode itself (what the pool job runs; the tests and the bench call it).

@@ -80,22 +80,13 @@ std::shared_ptr<const PromptRenderer> load(bool native) {
   return *r;
 }
 
-// One routed request: TokenizerService::render_routing's steps, then the lookup.
+// One routed request: TokenizerService::render_routing (render_routing_body), then the lookup.
 size_t route(const Fixture& f, const PromptRenderer& r, const std::string& body, SessionCache* cache,
              std::vector<std::optional<uint32_t>>& out) {
-  json::parse_options opt;
-  opt.max_depth = 128;
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec, {}, opt);
-  if (ec) die("parse");
-  const json::value* m = v.as_object().if_contains("model");
-  const std::string model = m ? std::string(m->as_string()) : std::string();
-  auto payload = build_local_payload(*f.profile, PromptApi::kChat, std::move(v.as_object()));
-  if (!payload || payload->local_refusal) die("no local payload");
-  LocalRender rendered = render_local(r, *payload, cache);
-  if (rendered.outcome != ShadowOutcome::kSuccess) die("render failed");
-  ev::lookup(f.inventories, ev::ExactRequest{rendered.ids, model, {}}, out);
-  return rendered.ids.size();
+  RoutingTokens t = render_routing_body(*f.profile, r, cache, PromptApi::kChat, body);
+  if (t.outcome != ShadowOutcome::kSuccess) die("render failed");
+  ev::lookup(f.inventories, ev::ExactRequest{t.ids, t.model, {}}, out);
+  return t.ids.size();
 }
 
 Fixture make_fixture() {
@@ -249,6 +240,16 @@ void BM_PartParse(benchmark::State& state) {
   opt.max_depth = 128;
   for (auto _ : state) benchmark::DoNotOptimize(json::parse(f.follow_up, {}, opt));
 }
+void BM_PartParseArena(benchmark::State& state) {  // as render_routing_body parses
+  const Fixture& f = fixture();
+  json::parse_options opt;
+  opt.max_depth = 128;
+  std::vector<unsigned char> warm(f.follow_up.size() * 2 + 4096);
+  for (auto _ : state) {
+    json::monotonic_resource arena(warm.data(), warm.size());
+    benchmark::DoNotOptimize(json::parse(f.follow_up, &arena, opt));
+  }
+}
 void BM_PartPayload(benchmark::State& state) {
   const Fixture& f = fixture();
   json::parse_options opt;
@@ -283,6 +284,7 @@ void BM_PartLookup(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PartParse)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PartParseArena)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PartPayload)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PartRenderEncodeFollowUp)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PartLookup)->Unit(benchmark::kMillisecond);
