@@ -495,7 +495,7 @@ int main(int argc, char** argv) {
       });
   request::ExactPredictions exact_predictions(predictions, &late_check);
   request::TokenizeBudgetLearning tokenize_budget_learning(tokenize_budget);
-  if (exact_mode != route::ExactMode::kOff) proxy.add_observer(&tokenize_budget_learning);
+  proxy.add_observer(&tokenize_budget_learning);  // also each request's first-byte budget
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {

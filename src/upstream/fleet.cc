@@ -273,6 +273,7 @@ void Fleet::on_probe_failure(size_t i, ProbeFailure why) {
     int64_t since = clock_.now_ms() - e.last_success_ms_.load(std::memory_order_acquire);
     if (starvable && since <= recent_success_ms_) {
       e.probe_suppressed_.inc();  // busy, not dead: it served successfully moments ago
+      if (unresponsive_listener_) unresponsive_listener_(e.ordinal());  // or hung: the long waits move
       return;
     }
   }

@@ -163,6 +163,11 @@ class Fleet {
   // plane moves the requests still waiting for that engine's first byte elsewhere. Set before
   // serving.
   void set_fence_listener(std::function<void(size_t)> f) { fence_listener_ = std::move(f); }
+  // Called (on the prober's thread, under the engine's lock) when a probe of a healthy engine
+  // timed out or was refused but the recent-success grace kept it in service: the data plane
+  // moves the requests that have waited for its first byte past their own budget (a hung engine
+  // must not hold them until the grace runs out). Set before serving.
+  void set_unresponsive_listener(std::function<void(size_t)> f) { unresponsive_listener_ = std::move(f); }
 
   // Active probe results. A timeout/connect failure does not fence a healthy engine that
   // answered a non-5xx response within the recent-success window; it is counted as suppressed
@@ -212,6 +217,7 @@ class Fleet {
   OutlierConfig outlier_;
   std::atomic<size_t> ejected_{0};
   std::function<void(size_t)> fence_listener_;
+  std::function<void(size_t)> unresponsive_listener_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<ReplicaFlag> replica_flags_;
   std::vector<ReplicaNumber> replica_numbers_;

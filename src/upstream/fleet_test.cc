@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 namespace ramjet::upstream {
 namespace {
@@ -31,6 +32,26 @@ TEST(Fleet, ProbeTimeoutDoesNotFenceAnEngineThatServedWithinTheWindow) {
   EXPECT_TRUE(f.at(0).healthy());
   f.on_probe_failure(0, ProbeFailure::kConnect);
   EXPECT_TRUE(f.at(0).healthy());
+}
+
+TEST(Fleet, AForgivenProbeFailureStillTellsTheDataPlane) {
+  ManualClock clock;
+  Fleet f(urls(2), clock, 30000);
+  std::vector<size_t> unresponsive, fenced;
+  f.set_unresponsive_listener([&](size_t i) { unresponsive.push_back(i); });
+  f.set_fence_listener([&](size_t i) { fenced.push_back(i); });
+  f.on_response(1, 200);
+  f.on_probe_success(1);
+  EXPECT_TRUE(unresponsive.empty());
+  f.on_probe_failure(1, ProbeFailure::kTimeout);  // forgiven (served moments ago), but said
+  f.on_probe_failure(1, ProbeFailure::kConnect);
+  EXPECT_TRUE(f.at(1).healthy());
+  EXPECT_EQ(unresponsive, (std::vector<size_t>{1, 1}));
+  EXPECT_TRUE(fenced.empty());
+  clock.advance_ms(30001);  // the grace is over: a fence, not an unresponsive notice
+  f.on_probe_failure(1, ProbeFailure::kTimeout);
+  EXPECT_FALSE(f.at(1).healthy());
+  EXPECT_EQ(unresponsive.size(), 2u);
 }
 
 TEST(Fleet, ProbeTimeoutFencesOnceTheRecentSuccessExpires) {

@@ -117,6 +117,36 @@ def test_engine_hanging_before_its_headers_is_fenced_and_its_requests_move(fleet
     settle(rj, sims[1:])
 
 
+def test_requests_never_wait_on_a_hung_engine_through_the_recent_success_grace(fleet, sims):
+    """An engine that served moments ago and then hangs stays in service for the recent-success
+    grace (30 s, the default: its probe timeouts read as busy, not dead). The requests waiting for
+    its first byte do not wait that out: when its probe fails, each one past its own first-byte
+    budget (4x its expected prefill, at least 1 s) moves to another engine (reason unresponsive),
+    well within the first-byte timeout (60 s here)."""
+    rj = fleet(env={"RJ_PROBE_RECENT_SUCCESS_MS": "30000", "RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS": "60000"})
+    load = Load(rj.api_port, clients=6).start()
+    load.wait_results(30)
+    fault(sims[0], hang=True)  # reads requests, never answers; /health hangs too
+    t = time.monotonic()
+    time.sleep(4)
+    assert healthy_states(rj)[0] == "healthy", "the grace keeps the engine in service"
+    results = load.stop()
+    after = [r for r in results if r.t0 >= t]
+    slowest = max(r.seconds for r in after)
+    print(f"\nhung engine within its grace: {summary(after)}, slowest {slowest:.2f}s")
+    assert_well_formed(results, BOUND_S)
+    assert not [r for r in after if r.upstream == "0"]
+    assert all(r.ok for r in after), summary(after)
+    # 1 s of budget, then at most a probe interval and a probe timeout: never the grace.
+    assert slowest < 3.5, slowest
+    m = rj.metrics()
+    assert m.sum("ramjet_upstream_errors_total", reason="unresponsive") >= 1
+    assert m.sum("ramjet_request_timeouts_total", reason="first_byte") == 0
+    assert m.get("ramjet_upstream_probe_suppressed_total", upstream="0") >= 1
+    fault(sims[0], hang=False)
+    settle(rj, sims[1:])
+
+
 def test_stream_stalling_after_its_headers_ends_with_an_error_event_within_the_idle_timeout(fleet, sims):
     rj = fleet()
     fault(sims[0], stall_after_tokens=2)  # a GPU hang mid-stream: /health stays 200

@@ -335,6 +335,10 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         case HeadResult::kFenced:
           metrics_.upstream_errors[ep][static_cast<size_t>(UpstreamError::kFenced)].inc();
           co_return Step::kNext;
+        case HeadResult::kUnresponsive:  // nothing reached the client: the next engine gets it
+          x.last_error = UpstreamError::kUnresponsive;
+          metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
+          co_return Step::kNext;
         case HeadResult::kTls:  // like a failed handshake: nothing in the request caused it
           ERR_clear_error();
           net::UpstreamTls::instance().target(member->url.host, member->url.port).count_failure(net::TlsFailure::kHandshake);
@@ -398,6 +402,8 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
 void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const config::UpstreamUrl& url,
                            boost::system::error_code& write_ec) {
   s.engine_fenced = false;
+  s.engine_unresponsive = false;
+  s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());
   x.body_started = false;
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                               ? std::chrono::steady_clock::now() + config_.first_byte_timeout
@@ -420,6 +426,7 @@ Proxy::HeadResult Proxy::head_failure(Session& s, const net::UpstreamConnection&
                                       const boost::system::error_code& ec) const {
   if (s.watch->gone) return HeadResult::kClientGone;
   if (s.engine_fenced) return HeadResult::kFenced;
+  if (s.engine_unresponsive) return HeadResult::kUnresponsive;
   if (conn.deadline.expired()) return HeadResult::kTimeout;
   const bool closed = closed_early(ec);
   if (closed && conn.reused && !s.parser->got_some()) return HeadResult::kStale;
@@ -497,6 +504,33 @@ void Proxy::on_engine_fenced(size_t u) {
       }
     });
   }
+}
+
+// Called by the fleet (any thread) when a probe of engine u failed but the engine stays in
+// service (it served moments ago: busy, or just hung). A request that has waited for u's first
+// byte past its own budget moves on; the others wait on (the next failing probe looks again).
+void Proxy::on_engine_unresponsive(size_t u) {
+  for (size_t t = 0; t < io_.size(); ++t) {
+    asio::post(io_.at(t), [this, t, u] {
+      const auto now = std::chrono::steady_clock::now();
+      for (Session* s = waiting_[t][u]; s != nullptr; s = s->wait_links.next) {
+        if (now < s->unresponsive_after || s->engine_unresponsive) continue;
+        s->engine_unresponsive = true;
+        if (s->watch->upstream) {
+          boost::system::error_code ignored;
+          s->watch->upstream->stream.close(ignored);  // completions are posted: the list holds
+        }
+      }
+    });
+  }
+}
+
+std::chrono::milliseconds Proxy::first_byte_budget(uint64_t body_bytes) const {
+  using std::chrono::milliseconds;
+  milliseconds b{1000};
+  if (config_.exact.budget != nullptr) b = std::max(b, 4 * config_.exact.budget->expected_prefill(body_bytes));
+  if (config_.first_byte_timeout.count() > 0) b = std::min(b, config_.first_byte_timeout);
+  return b;
 }
 
 }  // namespace ramjet::request

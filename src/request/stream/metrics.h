@@ -38,8 +38,9 @@ enum class Rejection {
 std::string_view rejection_label(Rejection r);
 
 // An upstream attempt that failed. kFenced: it was waiting for its engine's first byte when the
-// engine was fenced, and moved on to another engine.
-enum class UpstreamError { kConnect, kTimeout, kProtocol, kRetryableStatus, kReadError, kFenced, kCount };
+// engine was fenced, and moved on to another engine. kUnresponsive: it had waited past its own
+// first-byte budget when a health probe of its engine failed, and moved on.
+enum class UpstreamError { kConnect, kTimeout, kProtocol, kRetryableStatus, kReadError, kFenced, kUnresponsive, kCount };
 std::string_view upstream_error_label(UpstreamError r);
 
 // A request ended by a timeout: RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, RJ_UPSTREAM_IDLE_TIMEOUT_MS,

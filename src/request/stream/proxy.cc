@@ -104,9 +104,13 @@ Proxy::Proxy(ProxyConfig config, upstream::Fleet& fleet, route::Router& router, 
   metrics_observer_ = std::make_unique<ExchangeMetrics>(metrics_, clock_, router_.uses_prefix());
   add_observer(metrics_observer_.get());
   fleet_.set_fence_listener([this](size_t engine) { on_engine_fenced(engine); });
+  fleet_.set_unresponsive_listener([this](size_t engine) { on_engine_unresponsive(engine); });
 }
 
-Proxy::~Proxy() { fleet_.set_fence_listener(nullptr); }
+Proxy::~Proxy() {
+  fleet_.set_fence_listener(nullptr);
+  fleet_.set_unresponsive_listener(nullptr);
+}
 
 void Proxy::set_idle(Session& s, bool idle) {
   if (s.idle == idle) return;

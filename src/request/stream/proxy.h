@@ -110,7 +110,7 @@ class Proxy {
   // How writing the request and reading the response head on one connection went.
   // kTls: an https:// engine refused the connection with a TLS alert before any byte of an answer
   // (TLS 1.3 refuses a missing client certificate only then).
-  enum class HeadResult { kOk, kClientGone, kStale, kFenced, kTimeout, kDropped, kBadResponse, kTls };
+  enum class HeadResult { kOk, kClientGone, kStale, kFenced, kUnresponsive, kTimeout, kDropped, kBadResponse, kTls };
   // How one candidate engine's attempt ended: the response went out, or try the next one.
   enum class Step { kDone, kNext };
   enum class RelayResult { kComplete, kClientGone, kClientTimeout, kUpstreamCut, kUpstreamTimeout };
@@ -145,6 +145,13 @@ class Proxy {
   // them (touched only on their io thread).
   void set_waiting(Session& s, size_t engine);  // engine = npos: no longer waiting
   void on_engine_fenced(size_t engine);
+  // A probe of `engine` failed while it is still in service (the fleet's recent-success grace):
+  // requests waiting for its first byte past their own first_byte_budget move on.
+  void on_engine_unresponsive(size_t engine);
+  // How long a request of `body_bytes` waits for its first byte before a failing probe of its
+  // engine moves it: 4x its expected cold prefill (learned), at least 1 s, at most
+  // RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS.
+  std::chrono::milliseconds first_byte_budget(uint64_t body_bytes) const;
   // relay.cc: the response.
   boost::asio::awaitable<RelayResult> relay_body(Session& s, Exchange& x, Attempt& a);
   boost::asio::awaitable<RelayResult> relay_models(Session& s, Exchange& x, Attempt& a);

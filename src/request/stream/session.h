@@ -153,6 +153,10 @@ struct Proxy::Session {
   size_t waiting = kNotWaiting;
   Links wait_links;
   bool engine_fenced = false;
+  // Past this, a health probe of the engine that fails (even one the fleet forgives an engine
+  // that served moments ago) moves the request on: engine_unresponsive (Proxy::first_byte_budget).
+  std::chrono::steady_clock::time_point unresponsive_after{};
+  bool engine_unresponsive = false;
   BodyBudget::Lease body_lease;  // this request's share of RJ_MAX_BUFFERED_BYTES
 };
 

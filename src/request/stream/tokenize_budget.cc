@@ -51,6 +51,14 @@ std::chrono::milliseconds TokenizeBudget::budget(uint64_t body_bytes) const {
   return std::max(kFloor, std::chrono::milliseconds(static_cast<int64_t>(ms)));
 }
 
+std::chrono::milliseconds TokenizeBudget::expected_prefill(uint64_t body_bytes) const {
+  const double per_token = ns_per_token();
+  const double per_byte = tokens_per_byte();
+  if (per_token <= 0 || per_byte <= 0) return std::chrono::milliseconds(0);
+  const double ms = std::ceil(static_cast<double>(body_bytes) * per_byte * per_token / 1e6);
+  return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 1e9)));
+}
+
 void TokenizeBudget::write_metrics(metrics::Exposition& x) const {
   x.family(kFamilies[0]);
   x.sample(kFamilies[0].name, "", ns_per_token() / 1e9);

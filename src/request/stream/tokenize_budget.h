@@ -43,6 +43,9 @@ class TokenizeBudget {
   void learn(uint64_t body_bytes, uint64_t prompt_tokens, uint64_t cached_tokens, int64_t ttft_ns);
   // The wait a request of `body_bytes` may spend on its tokens.
   std::chrono::milliseconds budget(uint64_t body_bytes) const;
+  // Its expected cold prefill (dispatch to first token) from what was learned, 0 until then. The
+  // proxy also bounds a wait on an unresponsive engine by it (Proxy::first_byte_budget).
+  std::chrono::milliseconds expected_prefill(uint64_t body_bytes) const;
 
   double ns_per_token() const { return ns_per_token_.load(std::memory_order_relaxed); }  // 0: unknown
   double tokens_per_byte() const { return tokens_per_byte_.load(std::memory_order_relaxed); }
