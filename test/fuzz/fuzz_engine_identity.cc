@@ -1,6 +1,7 @@
 // Fuzz target for the tokenizer service's decoders of untrusted bytes: a compatibility manifest
 // (render::parse_manifest, operator-supplied), engines' GET /v1/models and GET /version bodies
-// (render::attest_models / attest_version), engines' POST /tokenize answers
+// (render::attest_models / attest_version, and render::engine_identity: what a golden proof is
+// remembered by when no manifest pins one), engines' POST /tokenize answers
 // (render::decode_tokenize_response), and request bodies turned into tokenize payloads for every
 // profile (render::build_tokenize_payload). Checked: limits hold, outcomes are in range, a
 // decoded answer has exactly `count` ids, and a payload is itself a JSON object.
@@ -50,6 +51,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check(static_cast<size_t>(attest_models(fixed_manifest(), in)) < kAttestationCount);
   check(static_cast<size_t>(attest_version(fixed_manifest(), in)) < kAttestationCount);
+  // The identity of an engine answering `in` to /v1/models: a string, the same each time, or a
+  // decode error; with `in` as /version too.
+  for (std::string_view version : {std::string_view(R"({"version":"0.32.0"})"), in}) {
+    auto id = engine_identity(in, version);
+    if (id.ok()) {
+      check(!id.value().empty());
+      auto again = engine_identity(in, version);
+      check(again.ok() && again.value() == id.value());
+    } else {
+      check(id.error() == Attestation::kModelsDecode || id.error() == Attestation::kVersionDecode);
+    }
+  }
 
   if (auto ids = decode_tokenize_response(in)) {
     boost::system::error_code ec;
