@@ -359,6 +359,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> tokenizer_errors;
   render::TokenizerServiceConfig tokenizer_config = render::tokenizer_service_config(cfg, exact_mode != route::ExactMode::kOff);
   tokenizer_config.roster = &roster;
+  if (!cfg.model_dir.empty() && tokenizer_config.mode == render::TokenizerMode::kOff)
+    spdlog::warn("RJ_MODEL_DIR is set but unused: exact routing is off (no RJ_KV_EVENT_LIVE_ENDPOINTS or companions) "
+                 "and RJ_TOKENIZER_MODE is off");
   auto tokenizer = render::TokenizerService::create(tokenizer_config, tokenizer_errors);
   if (!tokenizer) {
     return report_configuration_errors(tokenizer_errors);

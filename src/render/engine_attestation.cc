@@ -119,6 +119,9 @@ asio::awaitable<Attestation> EngineAttestation::prove(std::shared_ptr<Loop> l, c
   if (!l->proven[i].empty() && l->proven[i] == identity) co_return Attestation::kMatch;
   const auto now = std::chrono::steady_clock::now();
   if (!l->refused[i].empty() && l->refused[i] == identity && now < l->retry_at[i]) co_return Attestation::kGoldenMismatch;
+  // Another identity than the one proven (a restart behind the same address): not attested
+  // while its goldens are asked for.
+  if (!l->proven[i].empty()) set(i, Attestation::kUnchecked);
   size_t differ = 0;
   for (const GoldenProbe& g : l->probes) {
     net::GetFailure failure = net::GetFailure::kNone;

@@ -195,9 +195,19 @@ RoutingTokens render_routing_body(const model::ModelProfile& profile, const Prom
   // fresh pages; past it the arena takes more blocks from the heap. Everything parsed and built
   // from it goes at the end of this function. At most 8 MiB stays per thread.
   thread_local std::vector<unsigned char> warm;
+  thread_local bool warm_in_use = false;  // a nested call (none today) gets an arena of its own
+  const bool mine = !warm_in_use;
   const size_t want = std::min<size_t>(body.size() * 2 + 4096, 8u << 20);
-  if (warm.size() < want) warm.resize(want);
-  json::monotonic_resource arena(warm.data(), warm.size());
+  if (mine && warm.size() < want) warm.resize(want);
+  json::monotonic_resource arena = mine ? json::monotonic_resource(warm.data(), warm.size())
+                                        : json::monotonic_resource(want);
+  warm_in_use = true;
+  struct Release {
+    bool mine;
+    ~Release() {
+      if (mine) warm_in_use = false;
+    }
+  } release{mine};
   json::parse_options opt;
   opt.max_depth = 128;  // as build_tokenize_payload's own parse
   boost::system::error_code ec;

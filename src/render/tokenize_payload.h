@@ -59,6 +59,7 @@ struct TokenizePayload {
   bool multimodal = false;          // a non-text content part (the engine would refetch media)
 };
 // From a request body the caller has already parsed (Boost.JSON: the last of duplicate keys kept).
+// The payload's `request` uses the body's storage (an arena's payload lives no longer than it).
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       const boost::json::object& body);
 // From the body's JSON text: parsed once (nesting up to 128), then as above.

@@ -179,7 +179,16 @@ Result<ModelFolder, std::string> read_model_folder(const std::string& dir_name, 
   if (p != nullptr && p->formatter_source() == model::FormatterSource::kHfChatTemplate) {
     for (const char* name : {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"}) {
       out.template_path = file(name);
-      if (!out.template_path.empty()) break;
+      if (out.template_path.empty() || std::string_view(name) == "chat_template.jinja") {
+        if (!out.template_path.empty()) break;
+        continue;
+      }
+      // The JSON forms hold the template under "chat_template"; one without it is not a template.
+      auto text = read_file(out.template_path, PromptErrc::kConfig, 64u << 20);
+      boost::system::error_code jec;
+      const boost::json::value v = text ? boost::json::parse(*text, jec) : boost::json::value();
+      if (!jec && v.is_object() && v.as_object().contains("chat_template")) break;
+      out.template_path.clear();
     }
     if (out.template_path.empty())
       return dir_name + " has no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json)";

@@ -238,6 +238,14 @@ TEST_F(ServiceTest, AModelFolderWithoutAKnownModelTypeNeedsAProfile) {
   errors.clear();
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("is not a folder"), std::string::npos) << joined(errors);
+  // A tokenizer_config.json without a chat_template is not a template.
+  fs::create_directories(dir_ / "notemplate");
+  fs::copy_file(kQwenTok, dir_ / "notemplate/tokenizer.json");
+  std::ofstream(dir_ / "notemplate/tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
+  c.model_dir = (dir_ / "notemplate").string();
+  errors.clear();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("has no chat template"), std::string::npos) << joined(errors);
   fs::create_directories(dir_ / "empty");
   c.model_dir = (dir_ / "empty").string();
   errors.clear();

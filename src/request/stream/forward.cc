@@ -298,6 +298,11 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
       } not_waiting{*this, s};
       boost::system::error_code ec, write_ec;
       start_exchange(s, x, *conn, member->url, write_ec);
+      // A failing probe moves a long wait only for a streamed response (a stream:false head comes
+      // after the whole generation) and only where another engine can take it (the last one
+      // waits for RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, not a 502).
+      if (s.prep.stream.value_or(false) && more_candidates(d, order, k))
+        s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());
       if (!s.out_buffers.empty() && !write_ec) {
         arm_upstream(*conn, x);  // an engine that stops reading the body counts as silent
         co_await asio::async_write(conn->stream, s.out_buffers.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
@@ -403,7 +408,7 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
                            boost::system::error_code& write_ec) {
   s.engine_fenced = false;
   s.engine_unresponsive = false;
-  s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());
+  s.unresponsive_after = std::chrono::steady_clock::time_point::max();  // dispatch() sets it
   x.body_started = false;
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                               ? std::chrono::steady_clock::now() + config_.first_byte_timeout

@@ -44,9 +44,10 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "Upstream attempts that failed, by reason: connect, timeout (connecting), protocol (closed "
      "or garbled before a response head), retryable_status (502/503 retried on another engine), "
      "read_error (response cut), fenced (waiting for the first byte when the engine was fenced; "
-     "moved to another engine), unresponsive (waiting for the first byte past its own budget - 4x "
-     "its expected prefill, at least 1 s - when a health probe of its engine failed, even one the "
-     "recent-success grace forgives; moved to another engine)."},
+     "moved to another engine), unresponsive (a streamed request waiting for the first byte past "
+     "its own budget - 4x its expected prefill, at least 1 s - when a health probe of its engine "
+     "failed, even one the recent-success grace forgives; moved to another engine, when there is "
+     "one)."},
     {"ramjet_malformed_json_total", MetricKind::kCounter, "endpoint",
      "Inference request bodies that are not a JSON object (forwarded unchanged)."},
     {"ramjet_request_rejections_total", MetricKind::kCounter, "reason",

@@ -146,7 +146,8 @@ class Proxy {
   void set_waiting(Session& s, size_t engine);  // engine = npos: no longer waiting
   void on_engine_fenced(size_t engine);
   // A probe of `engine` failed while it is still in service (the fleet's recent-success grace):
-  // requests waiting for its first byte past their own first_byte_budget move on.
+  // streamed requests waiting for its first byte past their own first_byte_budget move on (when
+  // another engine can take them: dispatch() arms Session::unresponsive_after).
   void on_engine_unresponsive(size_t engine);
   // How long a request of `body_bytes` waits for its first byte before a failing probe of its
   // engine moves it: 4x its expected cold prefill (learned), at least 1 s, at most
