@@ -105,6 +105,9 @@ start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not i
   {
     echo "global"; echo "  maxconn 4096"
     echo "defaults"; echo "  mode $FRONT"; echo "  timeout connect 5s"; echo "  timeout client 600s"; echo "  timeout server 600s"
+    # Streamed tokens pass at once: without it HTTP mode holds small writes back (MSG_MORE) and
+    # the client's delayed ACKs add tens of ms to every TTFT (one ramjet behind it: 107 vs 18 ms).
+    [[ $FRONT == http ]] && echo "  option http-no-delay"
     echo "frontend fe"; echo "  bind 127.0.0.1:$port"; echo "  default_backend be"
     echo "backend be"; echo "  balance roundrobin"
     for i in "${!apis[@]}"; do echo "  server r$i ${apis[$i]}"; done
