@@ -15,11 +15,26 @@ from test_kv_events import TOPIC, kv_config, local, through, warm_behind_its_bac
 from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, model_folder, wait_attested
 
 
-def qwen_kv_sim(version: str = VERSION) -> SimProc:
-    return SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name", MODEL_ID,
-                   "--model", ROOT, "--max-model-len", str(CTX), "--engine-version", version,
+def qwen_kv_sim(version: str = VERSION, template: str = TPL, ctx: int = CTX) -> SimProc:
+    return SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", str(template), "--served-model-name",
+                   MODEL_ID, "--model", ROOT, "--max-model-len", str(ctx), "--engine-version", version,
                    "--kv-events-config", kv_config(), "--enable-prompt-tokens-details",
                    "--num-gpu-blocks-override", "16384")
+
+
+def placed_exactly_behind_its_back(rj, sims, k: int) -> None:
+    """Agent prompt `k` warmed on engine 1 straight (ramjet's fingerprints know nothing of it),
+    then sent through ramjet: placed on engine 1 exactly, predicting the engine's own hit."""
+    warm_behind_its_back(rj, sims[1], 1, agent_chat(k, "first question"))
+    r = through(rj, agent_chat(k, "first question"))
+    assert r.header("X-Ramjet-Upstream") == "1", f"prompt {k}: placed on {r.header('X-Ramjet-Upstream')}"
+    receipt = r.header("X-Ramjet-Route")
+    assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
+    predicted = int(receipt.split(";")[1].split("=")[1])
+    cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
+    # ramjet's own tokens are the engine's: its prediction is the engine's hit (less the block a
+    # fully cached prompt recomputes).
+    assert cached > 5000 and predicted - 16 <= cached <= predicted, (predicted, cached)
 
 
 def agent_chat(k: int, *turns: str) -> dict:
@@ -54,16 +69,7 @@ def test_local_tokens_place_exactly_without_asking_an_engine(tmp_path, ramjet_fa
         rj = start(tmp_path, ramjet_factory, sims)
         wait_attested(rj, [0, 1, 2])
         for k in range(3):
-            warm_behind_its_back(rj, sims[1], 1, agent_chat(k, "first question"))
-            r = through(rj, agent_chat(k, "first question"))
-            assert r.header("X-Ramjet-Upstream") == "1", f"prompt {k}: placed on {r.header('X-Ramjet-Upstream')}"
-            receipt = r.header("X-Ramjet-Route")
-            assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
-            predicted = int(receipt.split(";")[1].split("=")[1])
-            cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
-            # ramjet's own tokens are the engine's: its prediction is the engine's hit (less the
-            # block a fully cached prompt recomputes).
-            assert cached > 5000 and predicted - 16 <= cached <= predicted, (predicted, cached)
+            placed_exactly_behind_its_back(rj, sims, k)
         # The next turn of a session is placed on the engine that served it; its render reuses
         # the conversation's encoded prefix (the session cache) instead of encoding it again.
         r = through(rj, agent_chat(0, "first question", "second question"))
@@ -116,10 +122,7 @@ def test_one_setting_proves_each_engine_and_places_exactly_on_local_tokens(tmp_p
     other_tpl = tmp_path / "edited.jinja"  # one space more after the assistant marker
     with open(TPL, encoding="utf-8") as f:
         other_tpl.write_text(f.read().replace("<|im_start|>assistant\\n", "<|im_start|>assistant \\n"), encoding="utf-8")
-    sims = [qwen_kv_sim(), SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name",
-                                   MODEL_ID, "--model", ROOT, "--max-model-len", str(CTX // 2), "--engine-version",
-                                   VERSION, "--kv-events-config", kv_config(), "--enable-prompt-tokens-details",
-                                   "--num-gpu-blocks-override", "16384")]
+    sims = [qwen_kv_sim(), qwen_kv_sim(ctx=CTX // 2)]
     try:
         rj = one_setting_start(tmp_path, ramjet_factory, sims)
         wait_attested(rj, [0, 1])
@@ -132,14 +135,7 @@ def test_one_setting_proves_each_engine_and_places_exactly_on_local_tokens(tmp_p
             assert f"upstream {u}: its /tokenize reproduced all 5 goldens" in out, out
         assert "(engines proven so far: 2)" in out, out
         for k in range(2):
-            warm_behind_its_back(rj, sims[1], 1, agent_chat(k, "first question"))
-            r = through(rj, agent_chat(k, "first question"))
-            assert r.header("X-Ramjet-Upstream") == "1", f"prompt {k}: placed on {r.header('X-Ramjet-Upstream')}"
-            receipt = r.header("X-Ramjet-Route")
-            assert receipt and receipt.startswith("exact; predicted_cached_tokens="), receipt
-            predicted = int(receipt.split(";")[1].split("=")[1])
-            cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
-            assert cached > 5000 and predicted - 16 <= cached <= predicted, (predicted, cached)
+            placed_exactly_behind_its_back(rj, sims, k)
         # A request the profile does not render locally (a kwarg the qwen3 template does not read)
         # is tokenized by an engine instead, and still placed exactly.
         body = agent_chat(0, "first question")
@@ -155,10 +151,7 @@ def test_one_setting_proves_each_engine_and_places_exactly_on_local_tokens(tmp_p
             s.stop()
 
     # An engine with another chat template: its /tokenize differs on the goldens.
-    sims = [qwen_kv_sim(), SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", str(other_tpl),
-                                   "--served-model-name", MODEL_ID, "--model", ROOT, "--max-model-len", str(CTX),
-                                   "--engine-version", VERSION, "--kv-events-config", kv_config(),
-                                   "--enable-prompt-tokens-details", "--num-gpu-blocks-override", "16384")]
+    sims = [qwen_kv_sim(), qwen_kv_sim(template=other_tpl)]
     try:
         (tmp_path / "second").mkdir()
         rj = one_setting_start(tmp_path / "second", ramjet_factory, sims)
