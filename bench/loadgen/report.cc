@@ -133,6 +133,14 @@ json::value to_json(const RunReport& run) {
         {"cached_pct", num(s.cached_pct)},
         {"engines", counts_to_json(s.engines)},
     });
+    if (!s.timeline.empty()) {
+      json::array tl;
+      for (const Window& w : s.timeline)
+        tl.push_back(json::object{{"t_s", num(w.t_s)}, {"ok", w.ok}, {"errors", w.errors},
+                                  {"cached_pct", num(w.cached_pct)}, {"ttft_p50_ms", num(w.ttft_p50_ms)},
+                                  {"ttft_p95_ms", num(w.ttft_p95_ms)}});
+      steps.back().as_object()["timeline"] = std::move(tl);
+    }
   }
   return json::object{{"label", run.label},       {"target", run.target},
                       {"workload", run.workload}, {"shape", run.shape},
@@ -176,6 +184,14 @@ Result<RunReport> run_from_json(const json::value& v) {
     s.cached_tokens = get_u64(so, "cached_tokens");
     s.cached_pct = get_num(so, "cached_pct");
     s.engines = counts_from_json(so, "engines");
+    if (const json::value* tl = so.if_contains("timeline"); tl && tl->is_array()) {
+      for (const auto& wv : tl->as_array()) {
+        if (!wv.is_object()) return Error{"bad_report", "a timeline window must be a JSON object"};
+        const auto& wo = wv.as_object();
+        s.timeline.push_back(Window{get_num(wo, "t_s"), get_u64(wo, "ok"), get_u64(wo, "errors"),
+                                    get_num(wo, "cached_pct"), get_num(wo, "ttft_p50_ms"), get_num(wo, "ttft_p95_ms")});
+      }
+    }
     r.steps.push_back(std::move(s));
   }
   return r;
@@ -222,6 +238,17 @@ std::string render_markdown(const std::vector<RunReport>& runs) {
             counts_cell(s.engines) + " |\n";
     }
     md += "\n";
+    for (const StepReport& s : r.steps) {
+      if (s.timeline.empty()) continue;
+      md += "timeline of " + std::string(x_name(r.shape)) + " " + format_x(s.x, r.shape) +
+            " (by completion time):\n\n| from s | ok | errors | cached % | TTFT p50 ms | TTFT p95 ms |\n"
+            "|---:|---:|---:|---:|---:|---:|\n";
+      for (const Window& w : s.timeline)
+        md += "| " + format_number(w.t_s) + " | " + std::to_string(w.ok) + " | " + std::to_string(w.errors) + " | " +
+              format_number(w.cached_pct) + " | " + format_number(w.ttft_p50_ms) + " | " +
+              format_number(w.ttft_p95_ms) + " |\n";
+      md += "\n";
+    }
   }
   if (runs.size() < 2) return md;
   for (std::string_view shape : {"closed", "open", "trace"}) {

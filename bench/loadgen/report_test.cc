@@ -63,6 +63,22 @@ TEST(ReportJson, RoundTripsRunsIncludingMissingValues) {
   EXPECT_EQ(b.steps[0].cached_pct, 87.5);
 }
 
+TEST(ReportJson, ATimelineRoundTripsAndIsPrintedUnderItsStep) {
+  RunReport a = run("ramjet", "closed", {{8, 700}});
+  a.steps[0].timeline = {Window{0, 10, 0, 80, 20, 40}, Window{2, 4, 3, kNaN, 30, 90}};
+  auto back = runs_from_json_text(runs_to_json_text({a}));
+  ASSERT_TRUE(back) << back.error().message;
+  const auto& t = (*back)[0].steps[0].timeline;
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[1].t_s, 2);
+  EXPECT_EQ(t[1].errors, 3u);
+  EXPECT_TRUE(std::isnan(t[1].cached_pct));
+  EXPECT_EQ(t[0].cached_pct, 80);
+  const std::string md = render_markdown(*back);
+  EXPECT_NE(md.find("| from s | ok | errors | cached % | TTFT p50 ms | TTFT p95 ms |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 2 | 4 | 3 | - | 30 | 90 |"), std::string::npos) << md;
+}
+
 TEST(ReportJson, RejectsFilesWithoutRunsOrWithBadShapes) {
   EXPECT_FALSE(runs_from_json_text("{}"));
   EXPECT_FALSE(runs_from_json_text("not json"));

@@ -430,6 +430,7 @@ asio::awaitable<void> Runner::controller() {
       t->samples.clear();
     }
     StepReport rep = aggregate(all, st.x, o_.warmup_s);
+    if (o_.timeline_s > 0) rep.timeline = timeline(all, o_.timeline_s);
     if (!o_.quiet) {
       std::fprintf(stderr,
                    "[%s] step %zu/%zu x=%s: ok %llu err %llu  %.0f out tok/s  %.1f req/s  TTFT p50 %s "

@@ -70,4 +70,38 @@ StepReport aggregate(const std::vector<Sample>& samples, double x, double window
   return r;
 }
 
+std::vector<Window> timeline(const std::vector<Sample>& samples, double width_s) {
+  std::vector<Window> out;
+  if (!(width_s > 0)) return out;
+  double last = 0;
+  for (const Sample& s : samples) last = std::max(last, s.end_s);
+  const size_t n = static_cast<size_t>(std::floor(last / width_s)) + 1;
+  if (samples.empty() || n > 1000000) return out;
+  out.resize(n);
+  std::vector<std::vector<double>> ttft(n);
+  std::vector<uint64_t> prompt(n, 0), cached(n, 0), usage(n, 0);
+  for (size_t i = 0; i < n; ++i) out[i].t_s = static_cast<double>(i) * width_s;
+  for (const Sample& s : samples) {
+    const size_t i = std::min(n - 1, static_cast<size_t>(std::floor(std::max(0.0, s.end_s) / width_s)));
+    if (!s.error.empty()) {
+      ++out[i].errors;
+      continue;
+    }
+    ++out[i].ok;
+    if (s.ttft_s >= 0) ttft[i].push_back(s.ttft_s * 1e3);
+    if (s.prompt_tokens >= 0) {
+      ++usage[i];
+      prompt[i] += static_cast<uint64_t>(s.prompt_tokens);
+      if (s.cached_tokens > 0) cached[i] += static_cast<uint64_t>(s.cached_tokens);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    std::sort(ttft[i].begin(), ttft[i].end());
+    out[i].ttft_p50_ms = percentile_sorted(ttft[i], 50);
+    out[i].ttft_p95_ms = percentile_sorted(ttft[i], 95);
+    if (usage[i] > 0 && prompt[i] > 0) out[i].cached_pct = 100.0 * static_cast<double>(cached[i]) / static_cast<double>(prompt[i]);
+  }
+  return out;
+}
+
 }  // namespace ramjet::bench

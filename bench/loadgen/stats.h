@@ -29,6 +29,16 @@ struct Sample {
   std::string engine;      // X-Ramjet-Upstream value, engine ordinal (oracle) or "direct"
 };
 
+// One window of a step's timeline (--timeline S): the requests that ended in [t_s, t_s + S).
+struct Window {
+  double t_s = 0;  // window start, seconds from the step start
+  uint64_t ok = 0;
+  uint64_t errors = 0;
+  double cached_pct = kNaN;  // over its ok requests that reported usage
+  double ttft_p50_ms = kNaN;
+  double ttft_p95_ms = kNaN;
+};
+
 // One ladder step (one concurrency or one rate).
 struct StepReport {
   double x = 0;  // concurrency, rate (req/s), or 0 for a trace replay
@@ -46,6 +56,7 @@ struct StepReport {
   uint64_t cached_tokens = 0;
   double cached_pct = kNaN;    // 100 * cached / prompt; NaN when no usage was reported
   std::map<std::string, uint64_t> engines;  // ok requests per engine
+  std::vector<Window> timeline;             // --timeline: by completion time; empty otherwise
 };
 
 // Percentile of sorted values by linear interpolation between closest ranks (numpy's default):
@@ -57,5 +68,10 @@ double percentile(std::vector<double> values, double p);
 // Aggregates the samples that started at or after `window_start_s` (the end of the warm-up).
 // elapsed = last end − window start; rates are per elapsed second.
 StepReport aggregate(const std::vector<Sample>& samples, double x, double window_start_s = 0);
+
+// The samples bucketed by when they ended, `width_s` seconds per window from 0 to the last end
+// (a window nothing ended in is listed with zeros): what changed during a step, such as a router
+// restarted in the middle of it.
+std::vector<Window> timeline(const std::vector<Sample>& samples, double width_s);
 
 }  // namespace ramjet::bench

@@ -62,6 +62,30 @@ TEST(Aggregate, ComputesRatesPercentilesCachedShareAndEngineSplit) {
   EXPECT_DOUBLE_EQ(r.tpot_p50_ms, 10);
 }
 
+TEST(Timeline, BucketsByCompletionTimeWithEmptyWindowsListed) {
+  std::vector<Sample> v{ok(0, 0.5, 0.1, 10, 100, 80, "0"), ok(0.2, 1.9, 0.3, 10, 100, 20, "1"),
+                        ok(3, 4.5, 0.2, 10, 200, 0, "1")};
+  Sample err;
+  err.start_s = 1;
+  err.end_s = 1.2;
+  err.error = "connect";
+  v.push_back(err);
+  const std::vector<Window> t = timeline(v, 2);
+  ASSERT_EQ(t.size(), 3u);  // [0,2) [2,4) [4,6)
+  EXPECT_EQ(t[0].t_s, 0);
+  EXPECT_EQ(t[0].ok, 2u);
+  EXPECT_EQ(t[0].errors, 1u);
+  EXPECT_DOUBLE_EQ(t[0].cached_pct, 50);
+  EXPECT_DOUBLE_EQ(t[0].ttft_p50_ms, 200);
+  EXPECT_EQ(t[1].t_s, 2);
+  EXPECT_EQ(t[1].ok + t[1].errors, 0u);  // nothing ended then: listed, empty
+  EXPECT_TRUE(std::isnan(t[1].cached_pct));
+  EXPECT_EQ(t[2].ok, 1u);
+  EXPECT_DOUBLE_EQ(t[2].cached_pct, 0);
+  EXPECT_TRUE(timeline(v, 0).empty());
+  EXPECT_TRUE(timeline({}, 1).empty());
+}
+
 TEST(Aggregate, WarmupWindowExcludesEarlierStartsAndShiftsElapsed) {
   std::vector<Sample> v{ok(0, 1, 0.1, 10, -1, -1, ""), ok(2, 4, 0.1, 10, -1, -1, "")};
   StepReport r = aggregate(v, 1, 1.0);
