@@ -32,6 +32,21 @@ wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
   return 1
 }
 
+# The demo's cache-pressured agent workload (scripts/demo; docs/benchmarks.md): defaults for
+# whichever of its variables the caller's environment did not set, then agent_bench_args fills
+# AGENT_ARGS with the matching ramjet-bench arguments.
+agent_workload_defaults() {
+  SPEED=${SPEED:-6} ENGINES=${ENGINES:-4} CONCURRENCY=${CONCURRENCY:-32} APPS=${APPS:-4}
+  PREFIX_KIB=${PREFIX_KIB:-24} TURNS=${TURNS:-10} USER_WORDS=${USER_WORDS-2048} MAX_TOKENS=${MAX_TOKENS:-64}
+  KV_BLOCKS=${KV_BLOCKS-384} PRESET=${PRESET:-qwen3.8-27b-tp4} EXACT_MIN_BYTES=${EXACT_MIN_BYTES:-8192}
+}
+agent_bench_args() {
+  AGENT_ARGS=(--workload shared-prefix --apps "$APPS" --prefix-kib "$PREFIX_KIB" --turns "$TURNS"
+              --concurrency "$CONCURRENCY" --max-tokens "$MAX_TOKENS" --ignore-eos)
+  [[ -n $USER_WORDS ]] && AGENT_ARGS+=(--user-words "$USER_WORDS")
+  return 0
+}
+
 engines=() kv_live=() kv_replay=()
 SIM_EXTRA=()   # extra ramjet-sim arguments for every sim (e.g. --num-gpu-blocks-override)
 SIM_PREFIX=()  # a command the sims run under (e.g. nice)

@@ -22,20 +22,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=1
 [[ ${1:-} == --no-build ]] && BUILD=0
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 DURATION=${DURATION:-40}
 RESTART_AT=${RESTART_AT:-15}
 TIMELINE=${TIMELINE:-2}
-SPEED=${SPEED:-6}
-ENGINES=${ENGINES:-4}
-CONCURRENCY=${CONCURRENCY:-32}
-APPS=${APPS:-4}
-PREFIX_KIB=${PREFIX_KIB:-24}
-TURNS=${TURNS:-10}
-USER_WORDS=${USER_WORDS:-2048}
-MAX_TOKENS=${MAX_TOKENS:-64}
-KV_BLOCKS=${KV_BLOCKS-384}
-PRESET=${PRESET:-qwen3.8-27b-tp4}
-EXACT_MIN_BYTES=${EXACT_MIN_BYTES:-8192}
+agent_workload_defaults
 BUILD_DIR=${BUILD_DIR:-build/release}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 [[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
@@ -55,8 +47,6 @@ SIM=$BUILD_DIR/sim/server/ramjet-sim
 BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
 for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
 
-# shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"
 bench_workdir ramjet-restart
 
 KV_EVENTS=1
@@ -97,11 +87,9 @@ run() {  # run LABEL: fresh engines, a ramjet, the workload, and the restart in 
   port=$(free_port)
   start_router "$WORK/$label-before.log" "$port"
   log "$label: ${DURATION}s through ramjet on port $port, killed and restarted at ${RESTART_AT}s"
-  local words=()
-  [[ -n $USER_WORDS ]] && words=(--user-words "$USER_WORDS")
-  nice "$BENCH" --target "http://127.0.0.1:$port" --workload shared-prefix --apps "$APPS" --prefix-kib "$PREFIX_KIB" \
-    --turns "$TURNS" "${words[@]}" --concurrency "$CONCURRENCY" --duration "$DURATION" --max-tokens "$MAX_TOKENS" \
-    --ignore-eos --seed 7 --timeline "$TIMELINE" --connect-timeout 2 --label "$label" --out-json "$WORK/$label.json" --quiet &
+  agent_bench_args
+  nice "$BENCH" --target "http://127.0.0.1:$port" "${AGENT_ARGS[@]}" --duration "$DURATION" --seed 7 \
+    --timeline "$TIMELINE" --connect-timeout 2 --label "$label" --out-json "$WORK/$label.json" --quiet &
   local bench_pid=$!
   sleep "$RESTART_AT"
   kill -KILL "$router_pid"

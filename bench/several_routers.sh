@@ -30,20 +30,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=1
 [[ ${1:-} == --no-build ]] && BUILD=0
 [[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 DURATION=${DURATION:-30}
-SPEED=${SPEED:-6}
 REPEATS=${REPEATS:-2}
 REPLICAS=${REPLICAS:-3}
-ENGINES=${ENGINES:-4}
-CONCURRENCY=${CONCURRENCY:-32}
-APPS=${APPS:-4}
-PREFIX_KIB=${PREFIX_KIB:-24}
-TURNS=${TURNS:-10}
-USER_WORDS=${USER_WORDS:-2048}
-MAX_TOKENS=${MAX_TOKENS:-64}
-KV_BLOCKS=${KV_BLOCKS-384}
-PRESET=${PRESET:-qwen3.8-27b-tp4}
-EXACT_MIN_BYTES=${EXACT_MIN_BYTES:-8192}
+agent_workload_defaults
 BUILD_DIR=${BUILD_DIR:-build/release}
 FRONT=${FRONT:-http}
 
@@ -65,8 +57,6 @@ SIM=$BUILD_DIR/sim/server/ramjet-sim
 BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
 for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
 
-# shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"
 bench_workdir ramjet-several
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -130,11 +120,9 @@ run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
   for ((i = 0; i < n; i++)); do start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"}; done
   if ((n == 1)); then target=${apis[0]}; else start_haproxy; target=$front; fi
   log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo "s behind haproxy"), ${DURATION}s)"
-  local words=()
-  [[ -n $USER_WORDS ]] && words=(--user-words "$USER_WORDS")
-  nice "$BENCH" --target "http://$target" --workload shared-prefix --apps "$APPS" --prefix-kib "$PREFIX_KIB" \
-    --turns "$TURNS" "${words[@]}" --concurrency "$CONCURRENCY" --duration "$DURATION" --max-tokens "$MAX_TOKENS" \
-    --ignore-eos --seed $((7 + rep)) --label "$label" --out-json "$WORK/$label-$rep.json" --quiet
+  agent_bench_args
+  nice "$BENCH" --target "http://$target" "${AGENT_ARGS[@]}" --duration "$DURATION" --seed $((7 + rep)) \
+    --label "$label" --out-json "$WORK/$label-$rep.json" --quiet
   stop_pids
 }
 
