@@ -11,6 +11,7 @@
 #   three        REPLICAS ramjets behind haproxy (HTTP mode, balance roundrobin: every request
 #                to the next replica, whatever its session), RJ_ROUTE_ENGINE_LOAD=on (default)
 #   three-noload the same with RJ_ROUTE_ENGINE_LOAD=off (each replica sees its own reservations)
+#   one-fp, three-fp   one / three ramjets on their fingerprints only (no KV events, exact off)
 # Target (issue 14): three's cached-prompt-token % within 2 points of one's, and its output
 # throughput >= 0.95x one's. Prints Markdown and writes bench/results/several_routers-<UTC>.md.
 #
@@ -21,6 +22,10 @@
 #                      scripts/demo's cache-pressured agent workload (KV_BLOCKS empty = full pool)
 #   PRESET=qwen3.8-27b-tp4   EXACT_MIN_BYTES=8192 (RJ_EXACT_ROUTE_MIN_BYTES, as scripts/demo)
 #   BUILD_DIR=build/release  RESULTS_DIR=bench/results  COMMIT (default: HEAD)
+#   LABELS="one three three-noload"   the runs above, in this order (rotated per repeat)
+#   WORKLOAD=agent   or trace: the first TRACE_REQUESTS=2000 requests of TRACE (default
+#                ../shared/traces/mooncake_conversation_trace.jsonl) replayed whole at TIME_SCALE=0.15
+#                (DURATION unused), KV pool TRACE_KV_BLOCKS=3126 blocks per sim (the preset's own)
 #   FRONT=http   haproxy's mode: http (every request to the next replica) or tcp (every client
 #                connection to the next replica, as a Kubernetes Service or any L4 balancer does:
 #                a client's keep-alive connection, and the sessions on it, stay on one replica)
@@ -37,6 +42,15 @@ REPEATS=${REPEATS:-2}
 REPLICAS=${REPLICAS:-3}
 agent_workload_defaults
 BUILD_DIR=${BUILD_DIR:-build/release}
+LABELS=${LABELS:-one three three-noload}
+WORKLOAD=${WORKLOAD:-agent}
+TRACE=${TRACE:-../shared/traces/mooncake_conversation_trace.jsonl}
+TRACE_REQUESTS=${TRACE_REQUESTS:-2000}
+TIME_SCALE=${TIME_SCALE:-0.15}
+TRACE_KV_BLOCKS=${TRACE_KV_BLOCKS:-3126}
+[[ $TRACE == /* ]] || TRACE=$ROOT/$TRACE
+[[ $WORKLOAD == agent || $WORKLOAD == trace ]] || { echo "several_routers: WORKLOAD is agent or trace" >&2; exit 1; }
+[[ $WORKLOAD == trace ]] && KV_BLOCKS=$TRACE_KV_BLOCKS
 FRONT=${FRONT:-http}
 
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
@@ -68,19 +82,21 @@ FLEET=()
 for ((i = 0; i < ENGINES; i++)); do FLEET+=("$PRESET"); done
 
 apis=()
+fingerprints=0  # 1: the ramjets route on their fingerprints only
 start_ramjet() {  # start_ramjet NAME [VAR=VALUE...]: appends its API address to apis
-  local name=$1 api h; shift
+  local name=$1 api h exact=(); shift
+  ((fingerprints)) || exact=(RJ_KV_EVENT_LIVE_ENDPOINTS="$(IFS=,; echo "${kv_live[*]}")"
+                             RJ_KV_EVENT_REPLAY_ENDPOINTS="$(IFS=,; echo "${kv_replay[*]}")"
+                             RJ_EXACT_ROUTE_MODE=on RJ_EXACT_ROUTE_MIN_BYTES="$EXACT_MIN_BYTES")
   env RJ_UPSTREAM="$(IFS=,; echo "${engines[*]}")" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
-    RJ_KV_EVENT_LIVE_ENDPOINTS="$(IFS=,; echo "${kv_live[*]}")" \
-    RJ_KV_EVENT_REPLAY_ENDPOINTS="$(IFS=,; echo "${kv_replay[*]}")" \
-    RJ_EXACT_ROUTE_MODE=on RJ_EXACT_ROUTE_MIN_BYTES="$EXACT_MIN_BYTES" RJ_THREADS=2 "$@" \
+    ${exact[@]+"${exact[@]}"} RJ_THREADS=2 "$@" \
     nice "$RAMJET" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   pids+=($!)
   api=$(wait_grep "$WORK/$name.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet $name did not start"
   for _ in $(seq 150); do  # every engine healthy and its KV-event index trusted
     h=$(curl -s "http://$api/health" || true)
     if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["replicas"]
-sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted") for x in r) else 1)' "$h" 2>/dev/null; then
+sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted", True) for x in r) else 1)' "$h" 2>/dev/null; then
       apis+=("$api"); return 0
     fi
     sleep 0.1
@@ -110,23 +126,38 @@ start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not i
 
 run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
   local label=$1 rep=$2 target n=1 extra=() i
+  fingerprints=0
   case $label in
     one) n=1 ;;
     three) n=$REPLICAS ;;
     three-noload) n=$REPLICAS; extra=(RJ_ROUTE_ENGINE_LOAD=off) ;;
+    one-fp) n=1; fingerprints=1 ;;
+    three-fp) n=$REPLICAS; fingerprints=1 ;;
+    *) die "unknown label $label (one, three, three-noload, one-fp, three-fp)" ;;
   esac
   start_sims "${FLEET[@]}"
   apis=()
   for ((i = 0; i < n; i++)); do start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"}; done
   if ((n == 1)); then target=${apis[0]}; else start_haproxy; target=$front; fi
-  log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo "s behind haproxy"), ${DURATION}s)"
-  agent_bench_args
-  nice "$BENCH" --target "http://$target" "${AGENT_ARGS[@]}" --duration "$DURATION" --seed $((7 + rep)) \
-    --label "$label" --out-json "$WORK/$label-$rep.json" --quiet
+  log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo "s behind haproxy"), $WORKLOAD)"
+  local wl=()
+  if [[ $WORKLOAD == trace ]]; then
+    wl=(--workload trace --trace "$WORK/trace.jsonl" --time-scale "$TIME_SCALE")
+  else
+    agent_bench_args
+    wl=("${AGENT_ARGS[@]}" --duration "$DURATION")
+  fi
+  nice "$BENCH" --target "http://$target" "${wl[@]}" --seed $((7 + rep)) \
+    --label "$label" --out-json "$WORK/$label-$rep.json" --quiet || true
+  [[ -s $WORK/$label-$rep.json ]] || die "$label: ramjet-bench wrote no report"
   stop_pids
 }
 
-labels=(one three three-noload)
+if [[ $WORKLOAD == trace ]]; then
+  [[ -r $TRACE ]] || die "TRACE $TRACE not readable"
+  head -n "$TRACE_REQUESTS" "$TRACE" >"$WORK/trace.jsonl"
+fi
+read -r -a labels <<<"$LABELS"
 for ((rep = 1; rep <= REPEATS; rep++)); do
   for ((k = 0; k < ${#labels[@]}; k++)); do
     run "${labels[$(((k + rep - 1) % ${#labels[@]}))]}" "$rep"
@@ -135,34 +166,42 @@ done
 
 mkdir -p "$RESULTS_DIR"
 out=$RESULTS_DIR/several_routers-$( [[ $FRONT == tcp ]] && echo "tcp-")$(date -u +%Y-%m-%d-%H%M%S).md
-python3 - "$WORK" "$REPEATS" "$out" <<EOF
+python3 - "$WORK" "$REPEATS" "$out" $LABELS <<EOF
 import json, sys, statistics
 work, repeats, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-labels = ["one", "three", "three-noload"]
+labels = sys.argv[4:]
 rows = {l: [json.load(open(f"{work}/{l}-{r}.json"))["runs"][0]["steps"][0] for r in range(1, repeats + 1)] for l in labels}
 def med(l, k): return statistics.median(s[k] for s in rows[l])
 lines = []
 p = lines.append
 p("# Several routers (issue 14): $REPLICAS ramjet replicas behind haproxy (mode $FRONT) vs one")
 p("")
-p("commit $COMMIT; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); $ENGINES ramjet-sim $PRESET at ${SPEED}x with KV events; exact routing on in every ramjet")
-p("workload: ramjet-bench shared-prefix, $APPS apps x $PREFIX_KIB KiB, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, concurrency $CONCURRENCY, ${DURATION}s, KV pool ${KV_BLOCKS:-full} blocks per sim; $REPEATS repeats, medians; order rotated per repeat")
+p("commit $COMMIT; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')); $ENGINES ramjet-sim $PRESET at ${SPEED}x with KV events; exact routing on in every ramjet but the -fp runs (fingerprints only)")
+if "$WORKLOAD" == "trace":
+    p("workload: the first $TRACE_REQUESTS requests of $(basename "$TRACE") replayed whole at time scale $TIME_SCALE, KV pool ${KV_BLOCKS:-full} blocks per sim; $REPEATS repeats, medians; order rotated per repeat")
+else:
+    p("workload: ramjet-bench shared-prefix, $APPS apps x $PREFIX_KIB KiB, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, concurrency $CONCURRENCY, ${DURATION}s, KV pool ${KV_BLOCKS:-full} blocks per sim; $REPEATS repeats, medians; order rotated per repeat")
 p("")
-p("| run | output tok/s | x one | cached % | - one (points) | TTFT p50 ms | TTFT p95 ms | requests | errors | engine split (last repeat) |")
-p("|---|---|---|---|---|---|---|---|---|---|")
-base_t, base_c = med("one", "output_tok_s"), med("one", "cached_pct")
+p("| run | output tok/s | x first | cached % | - first (points) | TTFT p50 ms | TTFT p95 ms | TTFT p99 ms | requests | errors | engine split (last repeat) |")
+p("|---|---|---|---|---|---|---|---|---|---|---|")
+base_t, base_c = med(labels[0], "output_tok_s"), med(labels[0], "cached_pct")
 for l in labels:
     t, c = med(l, "output_tok_s"), med(l, "cached_pct")
     split = "/".join(str(v) for _, v in sorted(rows[l][-1]["engines"].items()))
-    p(f"| {l} | {t:.0f} | {t / base_t:.3f} | {c:.1f} | {c - base_c:+.1f} | {med(l, 'ttft_p50_ms'):.0f} | {med(l, 'ttft_p95_ms'):.0f} | {sum(s['ok'] for s in rows[l])} | {sum(s['errors'] for s in rows[l])} | {split} |")
+    p(f"| {l} | {t:.0f} | {t / base_t:.3f} | {c:.1f} | {c - base_c:+.1f} | {med(l, 'ttft_p50_ms'):.0f} | {med(l, 'ttft_p95_ms'):.0f} | {med(l, 'ttft_p99_ms'):.0f} | {sum(s['ok'] for s in rows[l])} | {sum(s['errors'] for s in rows[l])} | {split} |")
 p("")
 p("per repeat (output tok/s, cached %):")
 for l in labels:
     p(f"- {l}: " + ", ".join(f"{s['output_tok_s']:.0f} / {s['cached_pct']:.1f}" for s in rows[l]))
-t3, c3 = med("three", "output_tok_s"), med("three", "cached_pct")
-ok = t3 >= 0.95 * base_t and abs(c3 - base_c) <= 2
-p("")
-p(f"target (three vs one: cached within 2 points, throughput >= 0.95x): {'met' if ok else 'NOT met'}")
+if "one" in labels and "three" in labels:
+    b1t, b1c = med("one", "output_tok_s"), med("one", "cached_pct")
+    t3, c3 = med("three", "output_tok_s"), med("three", "cached_pct")
+    ok = t3 >= 0.95 * b1t and abs(c3 - b1c) <= 2
+    p("")
+    p(f"target (three vs one: cached within 2 points, throughput >= 0.95x): {'met' if ok else 'NOT met'}")
+for a, b in (("three", "one"), ("three-fp", "one-fp"), ("three", "three-fp")):
+    if a in labels and b in labels:
+        p(f"- {a} / {b}: cached {med(a, 'cached_pct') / med(b, 'cached_pct'):.2f}x, TTFT p95 {med(a, 'ttft_p95_ms') / med(b, 'ttft_p95_ms'):.2f}x, output {med(a, 'output_tok_s') / med(b, 'output_tok_s'):.2f}x")
 open(out, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
