@@ -26,6 +26,7 @@
 #   WORKLOAD=agent   or trace: the first TRACE_REQUESTS=2000 requests of TRACE (default
 #                ../shared/traces/mooncake_conversation_trace.jsonl) replayed whole at TIME_SCALE=0.15
 #                (DURATION unused), KV pool TRACE_KV_BLOCKS=3126 blocks per sim (the preset's own)
+#   RAMJET_ENV="VAR=VALUE ..."   extra settings of every ramjet (e.g. RJ_ENGINE_SCRAPE_INTERVAL_MS=100)
 #   FRONT=http   haproxy's mode: http (every request to the next replica) or tcp (every client
 #                connection to the next replica, as a Kubernetes Service or any L4 balancer does:
 #                a client's keep-alive connection, and the sessions on it, stay on one replica)
@@ -88,8 +89,10 @@ start_ramjet() {  # start_ramjet NAME [VAR=VALUE...]: appends its API address to
   ((fingerprints)) || exact=(RJ_KV_EVENT_LIVE_ENDPOINTS="$(IFS=,; echo "${kv_live[*]}")"
                              RJ_KV_EVENT_REPLAY_ENDPOINTS="$(IFS=,; echo "${kv_replay[*]}")"
                              RJ_EXACT_ROUTE_MODE=on RJ_EXACT_ROUTE_MIN_BYTES="$EXACT_MIN_BYTES")
+  local more=()
+  read -r -a more <<<"${RAMJET_ENV:-}"
   env RJ_UPSTREAM="$(IFS=,; echo "${engines[*]}")" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
-    ${exact[@]+"${exact[@]}"} RJ_THREADS=2 "$@" \
+    ${exact[@]+"${exact[@]}"} RJ_THREADS=2 ${more[@]+"${more[@]}"} "$@" \
     nice "$RAMJET" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   pids+=($!)
   api=$(wait_grep "$WORK/$name.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet $name did not start"
