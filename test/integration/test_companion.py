@@ -444,7 +444,8 @@ def test_a_slow_client_and_one_that_leaves_mid_snapshot_do_not_disturb_ramjet(tm
         sleeper.sendall(hello(keys.session, secrets.token_bytes(32)))
         for k in range(1, 15):  # tail traffic the sleeper does not read
             warm(sims[0], agent_chat(k, "first question"))
-        poll(lambda: companion_outcomes(c).get("slow_client", 0) >= 1, 15, what="the slow client dropped")
+        # (10 s of lag drops it; the margin is for a loaded machine: missed once past 15 s in a -j2 run)
+        poll(lambda: companion_outcomes(c).get("slow_client", 0) >= 1, 30, what="the slow client dropped")
         quiet(rj)
         assert trusted(rj), "ramjet kept its connection"
         assert outcomes(rj, 0).get("snapshot") == 1, outcomes(rj, 0)
