@@ -146,7 +146,7 @@ int run(int argc, char** argv) {
   }
   std::string tokenizer_config;  // --model-dir: its special tokens
   if (!a.model_dir.empty()) {
-    auto folder = read_model_folder(a.model_dir, a.profile);
+    auto folder = read_model_folder(a.model_dir, a.profile, "give --profile");
     if (!folder) {
       err << "ramjet manifest: --model-dir: " << folder.error() << "\n";
       return 2;

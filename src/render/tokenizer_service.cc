@@ -145,13 +145,21 @@ std::unique_ptr<TokenizerService> TokenizerService::unloaded_for_docs(TokenizerM
   return s;
 }
 
-Result<ModelFolder, std::string> read_model_folder(const std::string& dir_name, std::string_view profile) {
+Result<ModelFolder, std::string> read_model_folder(const std::string& dir_name, std::string_view profile,
+                                                   std::string_view profile_setting) {
   namespace fs = std::filesystem;
   const fs::path dir(dir_name);
   std::error_code ec;
   auto file = [&](const char* name) {
     const fs::path p = dir / name;
     return fs::is_regular_file(p, ec) ? p.string() : std::string();
+  };
+  // A JSON file of the folder as an object (empty when it is missing, unreadable or not one).
+  auto json_object = [](const std::string& path, size_t max_bytes) {
+    auto text = read_file(path, PromptErrc::kConfig, max_bytes);
+    boost::system::error_code jec;
+    boost::json::value v = text ? boost::json::parse(*text, jec) : boost::json::value();
+    return !jec && v.is_object() ? std::move(v.as_object()) : boost::json::object();
   };
   if (!fs::is_directory(dir, ec)) return dir_name + " is not a folder";
   ModelFolder out;
@@ -161,34 +169,27 @@ Result<ModelFolder, std::string> read_model_folder(const std::string& dir_name, 
   out.profile = profile;
   if (out.profile.empty()) {
     const std::string config_json = file("config.json");
-    auto text = config_json.empty() ? Result<std::string, PromptError>(PromptError{PromptErrc::kConfig, "io", "missing"})
-                                    : read_file(config_json, PromptErrc::kConfig, 4u << 20);
-    boost::system::error_code jec;
-    const boost::json::value v = text ? boost::json::parse(*text, jec) : boost::json::value();
-    const boost::json::value* type = !jec && v.is_object() ? v.as_object().if_contains("model_type") : nullptr;
+    const boost::json::object config = config_json.empty() ? boost::json::object() : json_object(config_json, 4u << 20);
+    const boost::json::value* type = config.if_contains("model_type");
     if (type == nullptr || !type->is_string())
-      return dir_name + " has no config.json with a model_type to pick the profile by: name the profile (known: " +
-             known_profiles() + ")";
+      return dir_name + " has no config.json with a model_type to pick the profile by: " + std::string(profile_setting) +
+             " (known: " + known_profiles() + ")";
     const model::ModelProfile* p = model::profile_for_model_type(type->as_string());
     if (p == nullptr)
-      return "config.json's model_type '" + std::string(type->as_string()) +
-             "' has no profile here: name the profile (known: " + known_profiles() + ")";
+      return "config.json's model_type '" + std::string(type->as_string()) + "' has no profile here: " +
+             std::string(profile_setting) + " (known: " + known_profiles() + ")";
     out.profile = std::string(p->label());
   }
   const model::ModelProfile* p = model::find_profile(out.profile);
   if (p != nullptr && p->formatter_source() == model::FormatterSource::kHfChatTemplate) {
     for (const char* name : {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"}) {
-      out.template_path = file(name);
-      if (out.template_path.empty() || std::string_view(name) == "chat_template.jinja") {
-        if (!out.template_path.empty()) break;
-        continue;
-      }
+      const std::string path = file(name);
+      if (path.empty()) continue;
       // The JSON forms hold the template under "chat_template"; one without it is not a template.
-      auto text = read_file(out.template_path, PromptErrc::kConfig, 64u << 20);
-      boost::system::error_code jec;
-      const boost::json::value v = text ? boost::json::parse(*text, jec) : boost::json::value();
-      if (!jec && v.is_object() && v.as_object().contains("chat_template")) break;
-      out.template_path.clear();
+      if (std::string_view(name).ends_with(".jinja") || json_object(path, 64u << 20).contains("chat_template")) {
+        out.template_path = path;
+        break;
+      }
     }
     if (out.template_path.empty())
       return dir_name + " has no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json)";
@@ -201,11 +202,9 @@ namespace {
 // RJ_MODEL_DIR into the service's files, their digests taken now (the files the renderer then
 // loads are checked against them).
 void resolve_model_dir(TokenizerServiceConfig& cfg, std::string& tokenizer_config, std::vector<std::string>& errors) {
-  auto folder = read_model_folder(cfg.model_dir, cfg.profile);
+  auto folder = read_model_folder(cfg.model_dir, cfg.profile, "set RJ_TOKENIZER_PROFILE");
   if (!folder) {
-    std::string m = folder.error();
-    if (auto at = m.find("name the profile"); at != std::string::npos) m.replace(at, 16, "set RJ_TOKENIZER_PROFILE");
-    errors.push_back("RJ_MODEL_DIR: " + m);
+    errors.push_back("RJ_MODEL_DIR: " + folder.error());
     return;
   }
   cfg.profile = folder->profile;

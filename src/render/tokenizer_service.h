@@ -69,12 +69,14 @@ struct TokenizerServiceConfig {
 // tokenizer, tokenizer_config.json (special tokens), the chat template (chat_template.jinja, else
 // chat_template.json, else tokenizer_config.json's: the order transformers reads them in; none for
 // a native-formatter profile) and the profile — `profile` when given, else the one that claims
-// config.json's model_type. An error says what is missing (no prefix).
+// config.json's model_type. An error says what is missing (no prefix; `profile_setting` says how
+// the caller's user names a profile, e.g. "set RJ_TOKENIZER_PROFILE").
 struct ModelFolder {
   std::string profile;
   std::string tokenizer_path, tokenizer_config_path, template_path;
 };
-Result<ModelFolder, std::string> read_model_folder(const std::string& dir, std::string_view profile);
+Result<ModelFolder, std::string> read_model_folder(const std::string& dir, std::string_view profile,
+                                                   std::string_view profile_setting);
 
 // `exact_on`: exact routing runs (then RJ_EXACT_TOKENS=local turns mode off into local).
 TokenizerServiceConfig tokenizer_service_config(const config::Config& c, bool exact_on);
