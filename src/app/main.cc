@@ -29,8 +29,8 @@
 #include "upstream/engine_stats.h"
 #include "observe/metric_docs.h"
 #include "observe/journal.h"
-#include "render/manifest_cli.h"
-#include "render/tokenizer_service.h"
+#include "render/service/manifest_cli.h"
+#include "render/service/tokenizer_service.h"
 #include "render/cli.h"
 #include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "render") {
     return render::cli::run(argc - 1, argv + 1);
   }
-  // `ramjet manifest ...`: a tokenizer compatibility manifest from a live engine (render/manifest_cli.h).
+  // `ramjet manifest ...`: a tokenizer compatibility manifest from a live engine (render/service/manifest_cli.h).
   if (argc > 1 && std::string_view(argv[1]) == "manifest") {
     return render::manifest_cli::run(argc - 1, argv + 1);
   }

@@ -902,7 +902,7 @@ const std::array kOptions = {
                   "engines' own /metrics when they carry DCGM series, and from nvidia-smi when "
                   "it is installed here.",
            .field = &Config::gpu_metrics_urls},
-    // --- local tokenization (render/tokenizer_service.h) ---
+    // --- local tokenization (render/service/tokenizer_service.h) ---
     Option{.env = "RJ_TOKENIZER_MODE",
            .flag = "--tokenizer-mode",
            .type = Type::kEnum,

@@ -18,7 +18,7 @@
 #include "net/tls.h"
 #include "request/ingress/api_keys.h"
 #include "request/route/router.h"
-#include "render/tokenizer_service.h"
+#include "render/service/tokenizer_service.h"
 #include "request/stream/metrics.h"
 #include "request/stream/tokenize_budget.h"
 #include "upstream/engine_catalog.h"
@@ -93,7 +93,7 @@ std::vector<MetricSection> metric_sections() {
        route::route_families()},
       {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
        "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 500)", upstream::engine_families()},
-      {"Local tokenization", "render::TokenizerService::write_metrics (src/render/tokenizer_service.cc)",
+      {"Local tokenization", "render::TokenizerService::write_metrics (src/render/service/tokenizer_service.cc)",
        "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
        render::tokenizer_families()},

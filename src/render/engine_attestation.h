@@ -10,8 +10,8 @@
 // (render::engine_identity: its cards and version): while that stays, it stays attested; another
 // identity (a restart with another --max-model-len or version) is proven again, not refused. A
 // failed proof is asked again after a minute, not every interval.
-// Not here: what attestation gates (local tokens: render/shadow_comparer.h), the metric text
-// (render/tokenizer_service.cc writes these counters).
+// Not here: what attestation gates (local tokens: render/service/shadow_comparer.h), the metric text
+// (render/service/tokenizer_service.cc writes these counters).
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,7 @@
 // render::prompt: one loaded model prompt pipeline — tokenizer.json, plus either a HuggingFace
 // chat template (a .jinja file, or the chat_template of a tokenizer_config.json) or a native
 // formatter — that turns a chat request into the prompt text and token ids the engine builds.
-// Shared by `ramjet render`, `ramjet manifest`, the tokenizer service (render/tokenizer_service.h)
+// Shared by `ramjet render`, `ramjet manifest`, the tokenizer service (render/service/tokenizer_service.h)
 // and ramjet-sim's
 // real-tokenizer mode, so all three render a request the same way.
 //

@@ -5,7 +5,7 @@
 
 #include "net/client.h"
 #include "render/tokenize_payload.h"
-#include "render/tokenizer_service.h"
+#include "render/service/tokenizer_service.h"
 #include "request/stream/proxy.h"
 #include "request/stream/session.h"
 #include "upstream/fleet.h"

@@ -18,8 +18,8 @@
 // without a manifest, built-in goldens rendered here are what each engine's /tokenize must
 // reproduce to be attested (render/engine_attestation.h).
 //
-// The parts: render/render_pool.h (worker threads, bounded queue), render/engine_attestation.h
-// (the identity checks), render/shadow_comparer.h (the shadow jobs and their counters),
+// The parts: render/service/render_pool.h (worker threads, bounded queue), render/engine_attestation.h
+// (the identity checks), render/service/shadow_comparer.h (the shadow jobs and their counters),
 // render/tokenize_payload.h (the payload both sides render). This façade checks and loads the
 // configuration, owns the parts, starts and stops them, and writes their metrics.
 #pragma once
@@ -39,8 +39,8 @@
 #include "render/engine_attestation.h"
 #include "render/manifest.h"
 #include "render/prompt.h"
-#include "render/render_pool.h"
-#include "render/shadow_comparer.h"
+#include "render/service/render_pool.h"
+#include "render/service/shadow_comparer.h"
 #include "render/tokenize_payload.h"
 
 namespace ramjet::render {

@@ -4,9 +4,9 @@
 // served it for its token ids (POST /tokenize, the shadow modes), renders + encodes it locally
 // for an attested engine (the local modes) and, in local-shadow, compares the two. Outcomes go
 // to counters only: nothing changes routing, and the request never waits for any of it.
-// Not here: the threads and the queue bound (render/render_pool.h), engine identity
+// Not here: the threads and the queue bound (render/service/render_pool.h), engine identity
 // (render/engine_attestation.h), configuration checks, loading and the metric text
-// (render/tokenizer_service.h).
+// (render/service/tokenizer_service.h).
 #pragma once
 
 #include <atomic>

@@ -2,7 +2,7 @@
 // (already passed, passing while queued, passing while running); a full queue (jobs, bytes);
 // stop with jobs queued and in flight; cancellation; a throwing job; many concurrent awaiters
 // on two io threads.
-#include "render/render_pool.h"
+#include "render/service/render_pool.h"
 
 #include <atomic>
 #include <chrono>

@@ -1,5 +1,5 @@
 // render::tokenizer_service (see tokenizer_service.h).
-#include "render/tokenizer_service.h"
+#include "render/service/tokenizer_service.h"
 
 #include <spdlog/spdlog.h>
 

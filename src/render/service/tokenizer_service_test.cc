@@ -2,7 +2,7 @@
 // requirements, manifest pins), the manifest goldens re-rendered at startup (the expected token
 // digests come from the independent golden files, so a renderer bug stops startup), the
 // tokenize payload built from a request, and offer()'s bounds.
-#include "render/tokenizer_service.h"
+#include "render/service/tokenizer_service.h"
 
 #include <cstdio>
 #include <filesystem>

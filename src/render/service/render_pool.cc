@@ -1,5 +1,5 @@
 // render::render_pool (see render_pool.h).
-#include "render/render_pool.h"
+#include "render/service/render_pool.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,5 +1,5 @@
 // render::shadow_comparer (see shadow_comparer.h).
-#include "render/shadow_comparer.h"
+#include "render/service/shadow_comparer.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,7 @@
 #include "model/model_profile.h"
 #include "net/client.h"
 #include "render/engine_attestation.h"
-#include "render/render_pool.h"
+#include "render/service/render_pool.h"
 
 namespace ramjet::render {
 

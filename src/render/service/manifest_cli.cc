@@ -1,6 +1,6 @@
 // render::manifest_cli: `ramjet manifest` — writes a tokenizer compatibility manifest from a
 // live engine's own answers (see manifest_cli.h).
-#include "render/manifest_cli.h"
+#include "render/service/manifest_cli.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
@@ -17,7 +17,7 @@
 #include "net/client.h"
 #include "net/tls.h"
 #include "render/manifest.h"
-#include "render/tokenizer_service.h"
+#include "render/service/tokenizer_service.h"
 
 namespace ramjet::render::manifest_cli {
 
