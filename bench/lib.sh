@@ -3,7 +3,23 @@
 # ramjet-sim engines. The sourcing script defines log() and die() first and sets SIM and SPEED
 # before start_sims.
 
-# bench_workdir NAME: WORK=/tmp/NAME.XXXXXX; every pid added to pids is stopped on exit.
+# bench_binaries: RAMJET, SIM and BENCH, from BIN_DIR when it is set (one folder holding ramjet,
+# ramjet-sim and ramjet-bench, e.g. copies that a rebuild of build/release cannot change under a
+# long run; the scripts then build nothing), else from BUILD_DIR's tree. Stops on a missing one.
+bench_binaries() {
+  if [[ -n ${BIN_DIR:-} ]]; then
+    RAMJET=$BIN_DIR/ramjet SIM=$BIN_DIR/ramjet-sim BENCH=$BIN_DIR/ramjet-bench
+  else
+    RAMJET=$BUILD_DIR/src/app/ramjet SIM=$BUILD_DIR/sim/server/ramjet-sim BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
+  fi
+  local b
+  for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it, or set BUILD_DIR or BIN_DIR)"; done
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# bench_workdir NAME: WORK=/tmp/NAME.XXXXXX; every pid added to pids is stopped on exit, and the
+# folder removed (kept when KEEP_WORK is set).
 bench_workdir() {
   WORK=$(mktemp -d "/tmp/$1.XXXXXX")
   pids=()
@@ -20,7 +36,7 @@ stop_pids() {  # stop every process in pids (TERM, then KILL after 5 s), then fo
   done
   pids=()
 }
-cleanup() { stop_pids; rm -rf "$WORK"; }
+cleanup() { stop_pids; if [[ -n ${KEEP_WORK:-} ]]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi; }
 
 wait_grep() {  # wait_grep FILE REGEX: print the first match, waiting up to 15 s
   local f=$1 re=$2
@@ -67,5 +83,36 @@ start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per pr
       kv_replay+=("tcp://127.0.0.1:$(wait_grep "$WORK/sim$i.log" 'kv_replay=[^ ]+' | sed 's/.*://')") || die "sim $i: no kv_replay"
     fi
     i=$((i + 1))
+  done
+}
+
+# wait_ramjet_ready HOST:PORT: until ramjet's /health says ok with every engine's KV-event index
+# trusted (engines without events count as trusted), up to 15 s; prints the last answer on failure.
+wait_ramjet_ready() {
+  local h
+  for _ in $(seq 150); do
+    h=$(curl -s "http://$1/health" || true)
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["replicas"]
+sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted", True) for x in r) else 1)' "$h" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "$h" >&2
+  return 1
+}
+
+# reset_prefix_caches: POST /reset_prefix_cache on every engine (vLLM's admin endpoint; the sims
+# drop every cached block and publish AllBlocksCleared), after waiting up to 30 s for each to be
+# idle (no running or waiting request: vLLM refuses to reset while blocks are in use).
+reset_prefix_caches() {
+  local e code
+  for e in "${engines[@]}"; do
+    for _ in $(seq 300); do
+      curl -s "$e/sim/stats" | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if j["running"]==0 and j["waiting"]==0 else 1)' 2>/dev/null && break
+      sleep 0.1
+    done
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$e/reset_prefix_cache") || true
+    [[ $code == 200 ]] || die "POST $e/reset_prefix_cache answered ${code:-nothing}"
   done
 }

@@ -16,6 +16,7 @@
 #   DURATION=40 RESTART_AT=15 TIMELINE=2 SPEED=6 ENGINES=4   seconds, restart time, window seconds
 #   CONCURRENCY=32 APPS=4 PREFIX_KIB=24 TURNS=10 USER_WORDS=2048 MAX_TOKENS=64 KV_BLOCKS=384
 #   PRESET=qwen3.8-27b-tp4  EXACT_MIN_BYTES=8192  BUILD_DIR=build/release  RESULTS_DIR=bench/results
+#   BIN_DIR   a folder with ramjet, ramjet-sim and ramjet-bench to use instead (no build)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,14 +39,11 @@ log() { echo "router_restart: $*" >&2; }
 ((RESTART_AT > 0 && RESTART_AT < DURATION)) || die "RESTART_AT must be inside the run (0 < RESTART_AT < DURATION)"
 for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 
-if ((BUILD)); then
+if ((BUILD)) && [[ -z ${BIN_DIR:-} ]]; then
   (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
     nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
 fi
-RAMJET=$BUILD_DIR/src/app/ramjet
-SIM=$BUILD_DIR/sim/server/ramjet-sim
-BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
-for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
+bench_binaries
 
 bench_workdir ramjet-restart
 
@@ -54,7 +52,6 @@ SIM_PREFIX=(nice)
 [[ -n $KV_BLOCKS ]] && SIM_EXTRA=(--num-gpu-blocks-override "$KV_BLOCKS")
 FLEET=()
 for ((i = 0; i < ENGINES; i++)); do FLEET+=("$PRESET"); done
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 router_env=()
 router_pid=""

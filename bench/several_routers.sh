@@ -22,6 +22,7 @@
 #                      scripts/demo's cache-pressured agent workload (KV_BLOCKS empty = full pool)
 #   PRESET=qwen3.8-27b-tp4   EXACT_MIN_BYTES=8192 (RJ_EXACT_ROUTE_MIN_BYTES, as scripts/demo)
 #   BUILD_DIR=build/release  RESULTS_DIR=bench/results  COMMIT (default: HEAD)
+#   BIN_DIR      a folder with ramjet, ramjet-sim and ramjet-bench to use instead (no build)
 #   LABELS="one three three-noload"   the runs above, in this order (rotated per repeat)
 #   WORKLOAD=agent   or trace: the first TRACE_REQUESTS=2000 requests of TRACE (default
 #                ../shared/traces/mooncake_conversation_trace.jsonl) replayed whole at TIME_SCALE=0.15
@@ -63,18 +64,13 @@ log() { echo "several_routers: $*" >&2; }
 [[ $FRONT == http || $FRONT == tcp ]] || die "FRONT must be http or tcp"
 for tool in curl python3 haproxy; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 
-if ((BUILD)); then
+if ((BUILD)) && [[ -z ${BIN_DIR:-} ]]; then
   (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
     nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
 fi
-RAMJET=$BUILD_DIR/src/app/ramjet
-SIM=$BUILD_DIR/sim/server/ramjet-sim
-BENCH=$BUILD_DIR/bench/loadgen/ramjet-bench
-for b in "$RAMJET" "$SIM" "$BENCH"; do [[ -x $b ]] || die "$b not found (build it or set BUILD_DIR)"; done
+bench_binaries
 
 bench_workdir ramjet-several
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 KV_EVENTS=1
 SIM_PREFIX=(nice)
@@ -85,7 +81,7 @@ for ((i = 0; i < ENGINES; i++)); do FLEET+=("$PRESET"); done
 apis=()
 fingerprints=0  # 1: the ramjets route on their fingerprints only
 start_ramjet() {  # start_ramjet NAME [VAR=VALUE...]: appends its API address to apis
-  local name=$1 api h exact=(); shift
+  local name=$1 api exact=(); shift
   ((fingerprints)) || exact=(RJ_KV_EVENT_LIVE_ENDPOINTS="$(IFS=,; echo "${kv_live[*]}")"
                              RJ_KV_EVENT_REPLAY_ENDPOINTS="$(IFS=,; echo "${kv_replay[*]}")"
                              RJ_EXACT_ROUTE_MODE=on RJ_EXACT_ROUTE_MIN_BYTES="$EXACT_MIN_BYTES")
@@ -96,15 +92,8 @@ start_ramjet() {  # start_ramjet NAME [VAR=VALUE...]: appends its API address to
     nice "$RAMJET" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   pids+=($!)
   api=$(wait_grep "$WORK/$name.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet $name did not start"
-  for _ in $(seq 150); do  # every engine healthy and its KV-event index trusted
-    h=$(curl -s "http://$api/health" || true)
-    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["replicas"]
-sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted", True) for x in r) else 1)' "$h" 2>/dev/null; then
-      apis+=("$api"); return 0
-    fi
-    sleep 0.1
-  done
-  die "ramjet $name: engines not healthy and trusted within 15 s: $h"
+  wait_ramjet_ready "$api" || die "ramjet $name: engines not healthy and trusted within 15 s"
+  apis+=("$api")
 }
 
 front=""
