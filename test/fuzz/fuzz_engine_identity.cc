@@ -13,8 +13,8 @@
 #include <string_view>
 
 #include "model/model_profile.h"
-#include "render/manifest.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/manifest.h"
+#include "render/identity/tokenize_payload.h"
 
 namespace {
 

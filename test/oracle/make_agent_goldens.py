@@ -3,7 +3,7 @@
 shapes with the prompt vLLM renders for them on the Qwen3 chat template and its token ids, made
 independently of ramjet: api_oracle.py's port of vLLM's conversion, jinja_oracle.py's chat
 preprocessing, python3-jinja2, and the HF tokenizers crate (@anush008/tokenizers, test/oracle).
-render/agent_golden_test.cc holds ramjet's local pipeline to them.
+render/identity/agent_golden_test.cc holds ramjet's local pipeline to them.
 
   /usr/bin/python3 test/oracle/make_agent_goldens.py --testdata test/data/testdata \
       --out test/golden/agent_apis.jsonl

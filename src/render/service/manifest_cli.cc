@@ -16,7 +16,7 @@
 #include "model/model_profile.h"
 #include "net/client.h"
 #include "net/tls.h"
-#include "render/manifest.h"
+#include "render/identity/manifest.h"
 #include "render/service/tokenizer_service.h"
 
 namespace ramjet::render::manifest_cli {

@@ -7,7 +7,7 @@
 
 #include "model/model_profile.h"
 #include "net/client.h"
-#include "render/engine_attestation.h"
+#include "render/identity/engine_attestation.h"
 #include "render/service/render_pool.h"
 
 namespace ramjet::render {

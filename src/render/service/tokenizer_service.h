@@ -16,11 +16,11 @@
 // token count and digest, or ramjet does not start. With RJ_MODEL_DIR the files come from the
 // engines' model folder (digests taken at startup, the profile from config.json's model_type);
 // without a manifest, built-in goldens rendered here are what each engine's /tokenize must
-// reproduce to be attested (render/engine_attestation.h).
+// reproduce to be attested (render/identity/engine_attestation.h).
 //
-// The parts: render/service/render_pool.h (worker threads, bounded queue), render/engine_attestation.h
+// The parts: render/service/render_pool.h (worker threads, bounded queue), render/identity/engine_attestation.h
 // (the identity checks), render/service/shadow_comparer.h (the shadow jobs and their counters),
-// render/tokenize_payload.h (the payload both sides render). This façade checks and loads the
+// render/identity/tokenize_payload.h (the payload both sides render). This façade checks and loads the
 // configuration, owns the parts, starts and stops them, and writes their metrics.
 #pragma once
 
@@ -36,12 +36,12 @@
 
 #include "config/config.h"
 #include "metrics/metrics.h"
-#include "render/engine_attestation.h"
-#include "render/manifest.h"
+#include "render/identity/engine_attestation.h"
+#include "render/identity/manifest.h"
 #include "render/prompt.h"
 #include "render/service/render_pool.h"
 #include "render/service/shadow_comparer.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 
 namespace ramjet::render {
 
@@ -125,7 +125,7 @@ class TokenizerService {
   // rendered and encoded on the render pool (shared with the shadow jobs, the session cache
   // reused), delivered by `deadline` at the latest. The caller checks attestation; `model` and
   // `cache_salt` are the namespace fields read on the way. A refusal: queue full, deadline, stopping.
-  using RoutingRender = RoutingTokens;  // render/tokenize_payload.h: render_routing_body
+  using RoutingRender = RoutingTokens;  // render/identity/tokenize_payload.h: render_routing_body
   boost::asio::awaitable<Result<RoutingRender, PoolRefusal>> render_for_routing(PromptApi api, std::string body,
                                                                                 RenderPool::Clock::time_point deadline);
   // The parse + render + encode itself (what the pool job runs; the tests and the bench call it).

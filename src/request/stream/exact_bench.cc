@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cache/events/inventory.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 #include "request/stream/exact_tokens.h"
 
 namespace {

@@ -25,7 +25,7 @@
 #include "model/model_profile.h"
 #include "render/prompt.h"
 #include "render/session_cache.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 
 namespace {
 

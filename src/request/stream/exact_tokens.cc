@@ -4,7 +4,7 @@
 #include <boost/beast/core/string.hpp>
 
 #include "net/client.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 #include "render/service/tokenizer_service.h"
 #include "request/stream/proxy.h"
 #include "request/stream/session.h"

@@ -1,5 +1,5 @@
 // render::engine_attestation (see engine_attestation.h).
-#include "render/engine_attestation.h"
+#include "render/identity/engine_attestation.h"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
@@ -10,7 +10,7 @@
 
 #include "net/client.h"
 #include "render/prompt.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 
 namespace ramjet::render {
 

@@ -1,6 +1,6 @@
 // render::manifest: parsing (schema, limits, unknown fields, digests) and the engine identity
 // checks against /v1/models and /version bodies.
-#include "render/manifest.h"
+#include "render/identity/manifest.h"
 
 #include <set>
 #include <string>

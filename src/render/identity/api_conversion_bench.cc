@@ -10,7 +10,7 @@
 
 #include "model/model_profile.h"
 #include "render/api_conversion.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 
 namespace {
 

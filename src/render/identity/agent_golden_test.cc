@@ -11,7 +11,7 @@
 
 #include "model/model_profile.h"
 #include "render/prompt.h"
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 #include "render/api_conversion.h"
 
 namespace ramjet::render {

@@ -1,5 +1,5 @@
 // render::tokenize_payload (see tokenize_payload.h).
-#include "render/tokenize_payload.h"
+#include "render/identity/tokenize_payload.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,5 +1,5 @@
 // render::manifest (see manifest.h).
-#include "render/manifest.h"
+#include "render/identity/manifest.h"
 
 #include <boost/json.hpp>
 #include <boost/json/parse.hpp>

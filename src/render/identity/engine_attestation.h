@@ -1,6 +1,6 @@
 // render::engine_attestation: whether each engine serves the model a manifest describes. Every
 // interval, each engine's GET /v1/models (model id, root, max_model_len) and GET /version are
-// checked against the manifest (render/manifest.h: attest_models, attest_version); an engine is
+// checked against the manifest (render/identity/manifest.h: attest_models, attest_version); an engine is
 // attested while its last check matched. The checks run as coroutines on one io context, each
 // engine on its own (a hung engine delays only its own next check).
 // Without a pinned identity (RJ_MODEL_DIR and no manifest: Manifest::identity_pinned false), an
@@ -28,7 +28,7 @@
 #include "config/config.h"
 #include "net/roster.h"
 #include "metrics/metrics.h"
-#include "render/manifest.h"
+#include "render/identity/manifest.h"
 
 namespace ramjet::render {
 
