@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 #include "sim/engine/tokenizer.h"
 
 namespace ramjet::sim {

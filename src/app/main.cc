@@ -31,7 +31,7 @@
 #include "observe/journal.h"
 #include "render/service/manifest_cli.h"
 #include "render/service/tokenizer_service.h"
-#include "render/cli.h"
+#include "render/prompt/cli.h"
 #include "cache/events/kv_fleet.h"
 #include "cache/index/approx_index.h"
 #include "companion/client.h"
@@ -242,7 +242,7 @@ class ShadowOffer final : public request::ExchangeObserver {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `ramjet render ...`: offline prompt rendering (src/render/cli.h); reads no configuration.
+  // `ramjet render ...`: offline prompt rendering (src/render/prompt/cli.h); reads no configuration.
   if (argc > 1 && std::string_view(argv[1]) == "render") {
     return render::cli::run(argc - 1, argv + 1);
   }

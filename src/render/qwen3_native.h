@@ -2,7 +2,7 @@
 // template renders through render::chat_template (vLLM's preprocessing + Jinja), byte for byte,
 // without the interpreter. It is used only in place of a template whose SHA-256 it lists
 // (kTemplateSha256) and only for requests it fully covers; for anything else it answers a
-// Fallback and the caller renders with Jinja (render/prompt.cc counts them).
+// Fallback and the caller renders with Jinja (render/prompt/prompt.cc counts them).
 //
 // Covered: messages with role system/user/assistant/tool; content a string, null, or a list of
 // text parts ({"type":"text"|"input_text","text"} or strings: joined with "\n"); reasoning /

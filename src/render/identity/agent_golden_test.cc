@@ -10,7 +10,7 @@
 #include <string>
 
 #include "model/model_profile.h"
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 #include "render/identity/tokenize_payload.h"
 #include "render/api_conversion.h"
 

@@ -9,7 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "net/client.h"
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 #include "render/identity/tokenize_payload.h"
 
 namespace ramjet::render {

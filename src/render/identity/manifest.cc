@@ -9,7 +9,7 @@
 #include <cctype>
 #include <set>
 
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 
 namespace ramjet::render {
 

@@ -8,7 +8,7 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 
 namespace ramjet::render {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "common/result.h"
 #include "render/api_conversion.h"
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 
 namespace ramjet::model {
 class ModelProfile;

@@ -11,7 +11,7 @@
 
 #include "model/model_profile.h"
 #include "render/qwen3_native.h"
-#include "render/session_cache.h"
+#include "render/prompt/session_cache.h"
 
 namespace ramjet::render {
 

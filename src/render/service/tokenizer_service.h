@@ -38,7 +38,7 @@
 #include "metrics/metrics.h"
 #include "render/identity/engine_attestation.h"
 #include "render/identity/manifest.h"
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 #include "render/service/render_pool.h"
 #include "render/service/shadow_comparer.h"
 #include "render/identity/tokenize_payload.h"

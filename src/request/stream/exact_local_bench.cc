@@ -23,8 +23,8 @@
 
 #include "cache/events/inventory.h"
 #include "model/model_profile.h"
-#include "render/prompt.h"
-#include "render/session_cache.h"
+#include "render/prompt/prompt.h"
+#include "render/prompt/session_cache.h"
 #include "render/identity/tokenize_payload.h"
 
 namespace {

@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "render/chat_template.h"
-#include "render/prompt.h"
-#include "render/session_cache.h"
+#include "render/prompt/prompt.h"
+#include "render/prompt/session_cache.h"
 
 #ifndef RAMJET_TESTDATA_DIR
 #define RAMJET_TESTDATA_DIR "test/data/testdata"

@@ -1,5 +1,5 @@
 // render::prompt (see prompt.h).
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 
 #include <openssl/evp.h>
 
@@ -17,7 +17,7 @@
 
 #include "render/deepseek_v32.h"
 #include "render/qwen3_native.h"
-#include "render/session_cache.h"
+#include "render/prompt/session_cache.h"
 
 namespace ramjet::render {
 

@@ -1,5 +1,5 @@
 // render::cli: `ramjet render` (see cli.h).
-#include "render/cli.h"
+#include "render/prompt/cli.h"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "render/api_conversion.h"
-#include "render/prompt.h"
+#include "render/prompt/prompt.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render::cli {

@@ -2,7 +2,7 @@
 // turn, on generated texts around added tokens with every flag (rstrip, lstrip, single_word,
 // normalized, tokens that extend or straddle others), under its byte and entry limits, and from
 // several threads. Tokenizer::Cut, the rule it relies on, is checked on its own first.
-#include "render/session_cache.h"
+#include "render/prompt/session_cache.h"
 
 #include <gtest/gtest.h>
 

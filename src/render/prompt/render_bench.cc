@@ -41,7 +41,7 @@
 
 #include "render/chat_template.h"
 #include "render/qwen3_native.h"
-#include "render/session_cache.h"
+#include "render/prompt/session_cache.h"
 #include "render/tokenizer.h"
 
 namespace {

@@ -13,8 +13,8 @@
 #include <iostream>
 #include <string>
 
-#include "render/prompt.h"
-#include "render/session_cache.h"
+#include "render/prompt/prompt.h"
+#include "render/prompt/session_cache.h"
 
 int main(int argc, char** argv) {
   using namespace ramjet::render;

@@ -1,5 +1,5 @@
 // render::SessionCache: see session_cache.h.
-#include "render/session_cache.h"
+#include "render/prompt/session_cache.h"
 
 #include <cstring>
 #include <utility>
