@@ -67,7 +67,7 @@ def start_fixture_engines(request, model, logs, n: int, **kw) -> list:
 
 # Exact predictions checked against vLLM's cached_tokens over the session (tests add theirs with
 # count_predictions): printed at the end, recorded in docs/benchmarks.md.
-PREDICTIONS: dict = {"agree": 0, "miss": 0, "unreported": 0, "late": 0}
+PREDICTIONS: dict = {"agree": 0, "miss": 0, "unreported": 0, "late": 0, "evicted": 0}
 
 
 def count_predictions(rj) -> dict:
