@@ -3,7 +3,7 @@
 // on) and nothing else: the only request-level effort it can express is "none" (thinking off);
 // any other reasoning_effort is left to the engine, never mapped to thinking on. The render layer
 // renders the pinned template with its native Qwen3 formatter where that reproduces it
-// (render/qwen3_native.h: by the template's SHA-256), with the template for everything else.
+// (render/template/qwen3_native.h: by the template's SHA-256), with the template for everything else.
 #include <array>
 #include <string_view>
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "render/deepseek_v32.h"
+#include "render/template/deepseek_v32.h"
 
 namespace {
 void check(bool ok) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "render/chat_template.h"
+#include "render/template/chat_template.h"
 
 namespace {
 

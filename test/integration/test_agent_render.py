@@ -1,5 +1,5 @@
 """Two independent ports of vLLM's conversion of agent requests to chat, held to each other:
-ramjet's (src/render/api_conversion, through `ramjet render --api`) and ramjet-sim's
+ramjet's (src/render/template/api_conversion, through `ramjet render --api`) and ramjet-sim's
 (sim/server/agent_convert, through its POST /sim/render), each rendering with the real Qwen3
 template and tokenizer. Generated Codex- and Claude-Code-shaped requests (test/oracle/api_oracle.py's
 generators: tools and namespace tools, reasoning, tool calls and results, multi-turn, billing

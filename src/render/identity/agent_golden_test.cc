@@ -12,7 +12,7 @@
 #include "model/model_profile.h"
 #include "render/prompt/prompt.h"
 #include "render/identity/tokenize_payload.h"
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 
 namespace ramjet::render {
 namespace {

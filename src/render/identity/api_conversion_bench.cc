@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/model_profile.h"
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 #include "render/identity/tokenize_payload.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "model/model_profile.h"
-#include "render/vllm_chat.h"
+#include "render/template/vllm_chat.h"
 
 namespace ramjet::render {
 

@@ -18,7 +18,7 @@
 #include <boost/json/value.hpp>
 
 #include "common/result.h"
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 #include "render/prompt/prompt.h"
 
 namespace ramjet::model {
@@ -66,7 +66,7 @@ std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile&
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, bool chat,
                                                       std::string_view body);
 // Any API: a Responses or Messages request is first turned into the chat request vLLM renders
-// (render/api_conversion.h); one it refuses gives a payload that is not rendered locally
+// (render/template/api_conversion.h); one it refuses gives a payload that is not rendered locally
 // (local_refusal kDecodeError for a malformed request, kUnsupported otherwise; no `json`).
 std::optional<TokenizePayload> build_tokenize_payload(const model::ModelProfile& profile, PromptApi api,
                                                       const boost::json::object& body);

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 #include "render/prompt/prompt.h"
 #include "render/tokenizer.h"
 

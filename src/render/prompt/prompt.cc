@@ -15,8 +15,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
-#include "render/deepseek_v32.h"
-#include "render/qwen3_native.h"
+#include "render/template/deepseek_v32.h"
+#include "render/template/qwen3_native.h"
 #include "render/prompt/session_cache.h"
 
 namespace ramjet::render {

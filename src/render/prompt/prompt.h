@@ -21,7 +21,7 @@
 #include <boost/json/fwd.hpp>
 
 #include "common/result.h"
-#include "render/chat_template.h"
+#include "render/template/chat_template.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render {
@@ -33,7 +33,7 @@ inline constexpr std::string_view kNativeDeepseekV32 = "deepseek-v32";
 bool native_formatter_known(std::string_view name);
 std::string native_formatter_list();  // "deepseek-v32" (for error messages)
 
-// Native formatters for an HF chat template (render/qwen3_native.h): named by the model profile,
+// Native formatters for an HF chat template (render/template/qwen3_native.h): named by the model profile,
 // used in place of the template only when the loaded template's SHA-256 is one the formatter
 // reproduces, and only for the requests it covers; the template renders everything else.
 inline constexpr std::string_view kTemplateFormatterQwen3 = "qwen3";

@@ -2,7 +2,7 @@
 // PromptRenderer, to its token ids); requests it does not cover fall back to the template with
 // the same result; and follow-up turns of generated agent conversations, rendered with the
 // prefix cache + SessionCache, equal a full Jinja render + encode — text and ids — turn by turn.
-#include "render/qwen3_native.h"
+#include "render/template/qwen3_native.h"
 
 #include <cstdint>
 #include <fstream>
@@ -14,7 +14,7 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
-#include "render/chat_template.h"
+#include "render/template/chat_template.h"
 #include "render/prompt/prompt.h"
 #include "render/prompt/session_cache.h"
 

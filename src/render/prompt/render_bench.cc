@@ -20,7 +20,7 @@
 //   BM_CacheEncodeOnly    SessionCache encode of the follow-up (warm with the previous turn)
 //   BM_ColdCacheEncode    SessionCache encode of it into an empty cache (a miss, then stored)
 //   BM_FindCuts           the added-token scan every SessionCache lookup starts with
-// With the native Qwen3 formatter (render/qwen3_native.h; its output is checked against the
+// With the native Qwen3 formatter (render/template/qwen3_native.h; its output is checked against the
 // template's here):
 //   BM_NativeFullRenderEncode  parse + native render + full encode of the follow-up (no cache)
 //   BM_NativeFollowUp          parse + native render reusing the previous turn's rendered prefix
@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "render/chat_template.h"
-#include "render/qwen3_native.h"
+#include "render/template/chat_template.h"
+#include "render/template/qwen3_native.h"
 #include "render/prompt/session_cache.h"
 #include "render/tokenizer.h"
 

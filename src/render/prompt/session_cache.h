@@ -30,7 +30,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
-#include "render/render_prefix_cache.h"
+#include "render/template/render_prefix_cache.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render {
@@ -71,7 +71,7 @@ class SessionCache {
   SessionCacheStats stats() const;
   void clear();  // also clears render_prefixes()
 
-  // Rendered conversation prefixes for a native formatter (render/qwen3_native.h), kept beside
+  // Rendered conversation prefixes for a native formatter (render/template/qwen3_native.h), kept beside
   // the encoded ones: a follow-up turn then renders only its new messages and encodes only its
   // new bytes. Bounded by its own limits.
   RenderPrefixCache& render_prefixes() { return prefixes_; }

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "render/chat_template.h"
+#include "render/template/chat_template.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render {

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "model/model_profile.h"
-#include "render/qwen3_native.h"
+#include "render/template/qwen3_native.h"
 #include "render/prompt/session_cache.h"
 
 namespace ramjet::render {
@@ -295,7 +295,7 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   s->renderer_ = std::move(renderer.value());
   if (cfg.session_cache_bytes > 0) {
     // The budget is shared: three quarters for encoded prefixes, a quarter for the rendered
-    // prefixes of a native formatter (render/qwen3_native.h).
+    // prefixes of a native formatter (render/template/qwen3_native.h).
     s->session_cache_ = std::make_unique<SessionCache>(
         SessionCacheLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes - cfg.session_cache_bytes / 4},
         RenderPrefixLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes / 4});

@@ -3,7 +3,7 @@
 #include <boost/json.hpp>
 #include <openssl/sha.h>
 
-#include "render/vllm_chat.h"
+#include "render/template/vllm_chat.h"
 #include "request/stream/exact_tokens.h"
 
 namespace ramjet::request {

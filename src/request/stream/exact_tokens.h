@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "request/stream/tokenize_budget.h"
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 #include "request/ingress/endpoint.h"
 
 namespace ramjet::render {

@@ -1,6 +1,6 @@
-#include "render/chat_template.h"
+#include "render/template/chat_template.h"
 
-#include "render/vllm_chat.h"
+#include "render/template/vllm_chat.h"
 
 #include <boost/json.hpp>
 #include <cctype>

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "render/jinja/ast.h"
-#include "render/jinja/template.h"
+#include "render/template/jinja/ast.h"
+#include "render/template/jinja/template.h"
 
 namespace ramjet::render::jinja {
 

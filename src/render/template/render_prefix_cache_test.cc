@@ -1,6 +1,6 @@
 // render::RenderPrefixCache: entries are found by the whole 128-bit key, the LRU entry goes
 // first when a limit is passed, and an entry larger than the byte limit is not stored.
-#include "render/render_prefix_cache.h"
+#include "render/template/render_prefix_cache.h"
 
 #include <memory>
 #include <string>

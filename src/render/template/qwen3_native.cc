@@ -6,9 +6,9 @@
 //                         <|im_end|>\n
 //   tool                  [<|im_start|>user]\n<tool_response>\n{content}\n</tool_response>[<|im_end|>\n]
 // and <|im_start|>assistant\n[<think>\n\n</think>\n\n] when add_generation_prompt.
-#include "render/qwen3_native.h"
+#include "render/template/qwen3_native.h"
 
-#include "render/vllm_chat.h"
+#include "render/template/vllm_chat.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@
 #include <boost/json.hpp>
 #include <xxhash.h>
 
-#include "render/jinja/value.h"
+#include "render/template/jinja/value.h"
 
 namespace ramjet::render::qwen3 {
 

@@ -1,4 +1,4 @@
-#include "render/vllm_chat.h"
+#include "render/template/vllm_chat.h"
 
 #include <cctype>
 #include <string>

@@ -1,6 +1,6 @@
 // render::api_conversion: Responses and Anthropic Messages requests → the chat request vLLM
 // renders (see the header for the rules and the vLLM revision followed).
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 
 #include <initializer_list>
 #include <utility>
@@ -8,7 +8,7 @@
 
 #include <boost/json.hpp>
 
-#include "render/vllm_chat.h"
+#include "render/template/vllm_chat.h"
 
 namespace ramjet::render {
 

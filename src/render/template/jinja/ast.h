@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "render/jinja/value.h"
+#include "render/template/jinja/value.h"
 
 namespace ramjet::render::jinja {
 

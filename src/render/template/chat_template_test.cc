@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "render/chat_template.h"
+#include "render/template/chat_template.h"
 #include "render/tokenizer.h"
 
 namespace ramjet::render {

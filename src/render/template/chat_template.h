@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "render/jinja/template.h"
+#include "render/template/jinja/template.h"
 
 namespace ramjet::render {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "render/jinja/value.h"
+#include "render/template/jinja/value.h"
 
 namespace ramjet::render::jinja {
 

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <string>
 
-#include "render/api_conversion.h"
-#include "render/chat_template.h"
+#include "render/template/api_conversion.h"
+#include "render/template/chat_template.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "render/deepseek_v32.h"
+#include "render/template/deepseek_v32.h"
 
 #include <charconv>
 #include <cmath>

@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "render/jinja/template.h"
+#include "render/template/jinja/template.h"
 
 namespace ramjet::render::jinja {
 

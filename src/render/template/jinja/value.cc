@@ -1,4 +1,4 @@
-#include "render/jinja/value.h"
+#include "render/template/jinja/value.h"
 
 #include <algorithm>
 #include <charconv>

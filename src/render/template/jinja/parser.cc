@@ -6,8 +6,8 @@
 #include <cstring>
 #include <set>
 
-#include "render/jinja/ast.h"
-#include "render/jinja/parser.h"
+#include "render/template/jinja/ast.h"
+#include "render/template/jinja/parser.h"
 
 namespace ramjet::render::jinja {
 

@@ -1,5 +1,5 @@
 // render::RenderPrefixCache (see render_prefix_cache.h).
-#include "render/render_prefix_cache.h"
+#include "render/template/render_prefix_cache.h"
 
 #include <utility>
 

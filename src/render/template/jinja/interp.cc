@@ -2,12 +2,12 @@
 // open one; if does not), loop objects (recursive loops call back into run_loop one level
 // deeper), macros with jinja2's argument binding (varargs, kwargs, caller), call arguments
 // including *args / **kwargs, expression evaluation.
-#include "render/jinja/interp.h"
+#include "render/template/jinja/interp.h"
 
 #include <algorithm>
 #include <optional>
 
-#include "render/jinja/parser.h"
+#include "render/template/jinja/parser.h"
 
 namespace ramjet::render::jinja {
 

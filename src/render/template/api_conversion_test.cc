@@ -1,7 +1,7 @@
 // render::api_conversion: the chat request vLLM builds from Responses and Anthropic Messages
 // requests, case by case (each expectation read off vLLM's conversion code; the generated
 // differential is test/oracle/api_oracle.py).
-#include "render/api_conversion.h"
+#include "render/template/api_conversion.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // render::deepseek_v32: every line of test/data/testdata/goldens/deepseek-v3.2.jsonl renders to
 // its `rendered` text and, with the DeepSeek-V3 tokenizer plus the V3.1 added-token override,
 // to its `token_ids`; the encoder's rules one at a time; bad input is a typed error.
-#include "render/deepseek_v32.h"
+#include "render/template/deepseek_v32.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "render/chat_template.h"
-#include "render/jinja/template.h"
+#include "render/template/chat_template.h"
+#include "render/template/jinja/template.h"
 
 namespace ramjet::render::jinja {
 namespace {

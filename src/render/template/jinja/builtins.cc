@@ -10,8 +10,8 @@
 #include <iterator>
 #include <string_view>
 
-#include "render/jinja/interp.h"
-#include "render/jinja/parser.h"
+#include "render/template/jinja/interp.h"
+#include "render/template/jinja/parser.h"
 
 namespace ramjet::render::jinja {
 
@@ -448,7 +448,7 @@ Value bound(const Value& obj, const std::string& name) {
   return Value::callable(std::move(c));
 }
 
-#include "render/jinja/html_entities.inc"
+#include "render/template/jinja/html_entities.inc"
 
 const HtmlEntity* find_entity(std::string_view name) {
   auto it = std::lower_bound(std::begin(kHtmlEntities), std::end(kHtmlEntities), name,

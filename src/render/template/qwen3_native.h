@@ -34,7 +34,7 @@
 #include <boost/json/fwd.hpp>
 
 #include "common/result.h"
-#include "render/render_prefix_cache.h"
+#include "render/template/render_prefix_cache.h"
 
 namespace ramjet::render::qwen3 {
 
