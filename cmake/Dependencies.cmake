@@ -24,7 +24,7 @@ if(NOT TARGET msgpuck::msgpuck)
   set_target_properties(msgpuck::msgpuck PROPERTIES
     IMPORTED_LOCATION "${MSGPUCK_LIBRARY}" INTERFACE_INCLUDE_DIRECTORIES "${MSGPUCK_INCLUDE_DIR}")
 endif()
-# Tokenizer (src/render): PCRE2 with JIT for the pre-tokenizer regexes (no CMake config in 10.42),
-# utf8proc for NFC and Unicode categories.
+# Tokenizer (src/render/tokenize): PCRE2 with JIT for the pre-tokenizer regexes (no CMake config
+# in 10.42), utf8proc for NFC and Unicode categories.
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)

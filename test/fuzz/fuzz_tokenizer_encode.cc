@@ -14,7 +14,7 @@
 
 #include <simdjson.h>
 
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 #ifndef RAMJET_TESTDATA_DIR
 #define RAMJET_TESTDATA_DIR "test/data/testdata"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace {
 

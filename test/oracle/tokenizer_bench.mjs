@@ -1,6 +1,6 @@
 // Encode time of src/render's tokenizer vs @anush008/tokenizers (the Rust HF tokenizers for
 // Node) on the same ~4K, 20K and 80K-token texts, in the same run. Prints a markdown table.
-//   node test/oracle/tokenizer_bench.mjs --bench build/<release>/src/render/ramjet-tokenizer-bench \
+//   node test/oracle/tokenizer_bench.mjs --bench build/<release>/src/render/tokenize/ramjet-tokenizer-bench \
 //        [--testdata test/data/testdata]
 // Texts: the goldens' chat renderings and tokenizer texts concatenated (file order, repeated)
 // until the token count is reached, exactly as tokenizer_bench.cc builds them; they are written

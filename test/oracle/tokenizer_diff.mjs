@@ -4,7 +4,7 @@
 // marks, digits, code, whitespace runs (incl. NEL, NBSP, U+2028, U+3000), special-token
 // look-alikes, case-folding traps, other scripts and random code points.
 //
-//   node tokenizer_diff.mjs --bin build/dev/src/render/ramjet-tokenize \
+//   node tokenizer_diff.mjs --bin build/dev/src/render/tokenize/ramjet-tokenize \
 //        --testdata test/data/testdata [--count 3000] [--seed 1]
 // Exit 0: identical ids everywhere; 1: a difference (the first ones are printed);
 // 77: skipped (node_modules or the testdata is absent).

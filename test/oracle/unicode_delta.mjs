@@ -1,8 +1,8 @@
-// Generates src/render/unicode_delta.inc: the code points whose general category (L, M, N, P,
+// Generates src/render/tokenize/unicode_delta.inc: the code points whose general category (L, M, N, P,
 // S) differs between PCRE2 10.42 (Unicode 14) and the Oniguruma inside the Rust `tokenizers`
 // crate (@anush008/tokenizers; Unicode 16). The tokenizer adds these ranges to \p{X} when it
 // compiles a Split pattern, so both engines cut text the same way.
-//   node test/oracle/unicode_delta.mjs > src/render/unicode_delta.inc
+//   node test/oracle/unicode_delta.mjs > src/render/tokenize/unicode_delta.inc
 // Needs g++ and libpcre2-dev (it builds pcre2_categories.cc) and node_modules (npm ci).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';

@@ -20,7 +20,7 @@
 
 #include "render/template/api_conversion.h"
 #include "render/prompt/prompt.h"
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace ramjet::render::cli {
 namespace {

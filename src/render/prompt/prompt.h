@@ -22,7 +22,7 @@
 
 #include "common/result.h"
 #include "render/template/chat_template.h"
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace ramjet::render {
 

@@ -42,7 +42,7 @@
 #include "render/template/chat_template.h"
 #include "render/template/qwen3_native.h"
 #include "render/prompt/session_cache.h"
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace {
 

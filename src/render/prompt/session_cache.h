@@ -31,7 +31,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include "render/template/render_prefix_cache.h"
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace ramjet::render {
 

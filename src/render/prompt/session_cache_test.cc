@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "render/template/chat_template.h"
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace ramjet::render {
 namespace {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "render/template/chat_template.h"
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace ramjet::render {
 namespace {

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 #ifndef RAMJET_TESTDATA_DIR
 #define RAMJET_TESTDATA_DIR "test/data/testdata"

@@ -1,6 +1,6 @@
 // render::Tokenizer: see tokenizer.h for the pipeline. Semantics follow the Rust `tokenizers`
 // crate (0.22, what vLLM uses); references to "HF" below mean that crate's behaviour.
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -286,7 +286,7 @@ struct UnicodeAdd {
 constexpr UnicodeAdd kUnicodeAdds[] = {
 #define RJ_UNICODE_ADD(c, a, b) {c, a, b},
 #define RJ_UNICODE_REMOVE(c, a, b)
-#include "render/unicode_delta.inc"
+#include "render/tokenize/unicode_delta.inc"
 #undef RJ_UNICODE_ADD
 #undef RJ_UNICODE_REMOVE
 };

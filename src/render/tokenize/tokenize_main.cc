@@ -15,7 +15,7 @@
 
 #include <simdjson.h>
 
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // render::Tokenizer: the goldens of test/data/testdata (tokenizer and chat lines with token
 // ids), HF semantics on small hand-made tokenizers, limits and typed errors.
-#include "render/tokenizer.h"
+#include "render/tokenize/tokenizer.h"
 
 #include <filesystem>
 #include <fstream>
