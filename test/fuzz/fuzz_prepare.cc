@@ -1,7 +1,7 @@
 // Fuzz target for request/prepare: the request body is untrusted bytes. Every endpoint, two
 // configurations, plus the /v1/models rewrite. Invariants are checked, not just "no crash", and
 // prepare() (simdjson fast path + Boost fallback) must equal the frozen Boost-only
-// implementation (prepare_reference.cc) in every field, fingerprints included.
+// implementation (test/oracle/prepare_reference.cc) in every field, fingerprints included.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,7 +11,7 @@
 #include <boost/json.hpp>
 
 #include "request/prepare/prepare.h"
-#include "request/prepare/prepare_reference.h"
+#include "oracle/prepare_reference.h"  // test/oracle: the frozen Boost-only prepare()
 
 namespace {
 

@@ -2,8 +2,10 @@
 """The include graph against docs/architecture.md's layer table.
 
 Every #include "x/y.h" in src/ must name a header of the including file's own folder or of a
-folder on a lower layer; the independent peers (sim/, bench/loadgen/) must not include ramjet's
-HTTP stack or anything from request/, observe/ or app/. Prints every violation and exits 1.
+folder on a lower layer; only tests and benchmarks (*_test.cc, *_bench.cc) may include the
+oracles of test/oracle ("oracle/..."); the independent peers (sim/, bench/loadgen/) must not
+include ramjet's HTTP stack or anything from request/, observe/ or app/. Prints every violation
+and exits 1.
 Usage: check_layers.py <source dir>
 """
 import os
@@ -41,6 +43,10 @@ for dirpath, _, names in os.walk(src):
             problems.append(f'src/{rel}: its folder has no row in docs/architecture.md')
             continue
         for inc in include.findall(open(path, encoding='utf-8', errors='replace').read()):
+            if inc.startswith('oracle/') and not name.endswith(('_test.cc', '_bench.cc')):
+                problems.append(f'src/{rel}: includes {inc} (test/oracle is for tests and benchmarks '
+                                'only: production never links an oracle)')
+                continue
             if '/' not in inc:
                 continue  # same-directory include
             target = folder_of(os.path.dirname(inc))

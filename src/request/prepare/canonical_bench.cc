@@ -7,7 +7,7 @@
 //   BM_PrepareFingerprinted  prepare() with fingerprints on, what a prefix-policy request pays:
 //                            simdjson parse + facts + canonical bytes + FNV chain (+ body copy)
 //   BM_PrepareFingerprintedReference  the same through the frozen Boost-only implementation
-//                            (prepare_reference.cc), the "before" in the same run
+//                            (test/oracle/prepare_reference.cc), the "before" in the same run
 //   BM_Fingerprint           canonical bytes streamed into the FNV chain, from a parsed value
 //   BM_FnvChainOnly          the chained FNV-1a over the canonical bytes alone (the serial floor)
 //   BM_ParseAndFingerprint   Boost parse + canonical + fingerprints (one parse, no shims)
@@ -21,7 +21,7 @@
 
 #include "request/prepare/canonical.h"
 #include "request/prepare/prepare.h"
-#include "request/prepare/prepare_reference.h"
+#include "oracle/prepare_reference.h"  // test/oracle: the frozen Boost-only prepare()
 
 namespace {
 

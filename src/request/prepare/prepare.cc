@@ -7,7 +7,7 @@
 // (any simdjson error, a double that is read or serialised, duplicate keys in a serialised
 // object), the request is redone on the Boost.JSON path, which mutates and re-serialises. Both
 // paths give the same bytes and facts as the Boost-only implementation kept in
-// prepare_reference.cc (prepare_differential_test.cc, fuzz_prepare.cc). The Boost DOM lives in a
+// test/oracle/prepare_reference.cc (prepare_differential_test.cc, fuzz_prepare.cc). The Boost DOM lives in a
 // per-call monotonic arena over a per-thread buffer and never leaves this file; an unchanged
 // body is returned as the caller's original bytes.
 #include "request/prepare/prepare.h"

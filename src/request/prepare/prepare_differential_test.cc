@@ -1,5 +1,5 @@
 // Differential test: prepare() (simdjson fast path + Boost fallback) against the frozen
-// Boost-only implementation (prepare_reference.cc), every field of PreparedRequest including the
+// Boost-only implementation (test/oracle/prepare_reference.cc), every field of PreparedRequest including the
 // body bytes and the fingerprint chain, over every endpoint and several configurations. Inputs:
 // the fuzz corpus, the chain-fingerprint golden bodies, hand-picked edge cases and generated bodies (shim
 // triggers and near misses, nesting at the depth limits, escapes and invalid UTF-8, numbers at
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "request/prepare/prepare.h"
-#include "request/prepare/prepare_reference.h"
+#include "oracle/prepare_reference.h"  // test/oracle: the frozen Boost-only prepare()
 
 namespace ramjet::request {
 namespace {

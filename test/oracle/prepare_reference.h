@@ -1,6 +1,7 @@
 // The frozen Boost.JSON-only prepare() (before the simdjson fast path): the oracle that the
 // differential test, the fuzz target and the canonical benchmark compare prepare() against. A
-// test-only library (ramjet_prepare_reference): the ramjet binary does not link it.
+// test-only library (ramjet_prepare_reference, test/oracle/CMakeLists.txt): the ramjet binary does
+// not link it.
 #pragma once
 
 #include <string>
