@@ -242,11 +242,13 @@ class ShadowOffer final : public request::ExchangeObserver {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `ramjet render ...`: offline prompt rendering (src/render/prompt/cli.h); reads no configuration.
+  // `ramjet render ...`: offline prompt rendering (src/render/prompt/cli.h); reads no
+  // configuration.
   if (argc > 1 && std::string_view(argv[1]) == "render") {
     return render::cli::run(argc - 1, argv + 1);
   }
-  // `ramjet manifest ...`: a tokenizer compatibility manifest from a live engine (render/service/manifest_cli.h).
+  // `ramjet manifest ...`: a tokenizer compatibility manifest from a live engine
+  // (render/service/manifest_cli.h).
   if (argc > 1 && std::string_view(argv[1]) == "manifest") {
     return render::manifest_cli::run(argc - 1, argv + 1);
   }

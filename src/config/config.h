@@ -149,7 +149,7 @@ struct Config {
   uint64_t engine_scrape_max_bytes = 4ull << 20;  // RJ_ENGINE_SCRAPE_MAX_BYTES (64 KiB..64 MiB)
   // RJ_GPU_METRICS_URLS: DCGM-exporter URLs, empty or exactly one per upstream (checked).
   std::vector<UpstreamUrl> gpu_metrics_urls;
-  // --- local tokenization (render/service/tokenizer_service.h; file/profile checks happen there) ---
+  // --- local tokenization (file and profile checks: render/service/tokenizer_service.h) ---
   std::string tokenizer_mode = "off";       // RJ_TOKENIZER_MODE off|remote-shadow|local-shadow|local
   std::string tokenizer_profile;            // RJ_TOKENIZER_PROFILE (a model::PROFILES label)
   std::string model_dir;                    // RJ_MODEL_DIR: tokenizer, template, config.json in one folder

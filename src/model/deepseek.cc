@@ -40,9 +40,9 @@ class DeepseekV4R34 final : public ModelProfile {
 };
 
 // deepseek-v3.2: DeepSeek-V3.2 as served by vLLM (--tokenizer-mode deepseek_v32), prompts from
-// vLLM's deepseek_v32 encoder (ported: render/template/deepseek_v32.h); text only. Its renderer reads the
-// `thinking` kwarg (enable_thinking is not read). vLLM does not turn reasoning_effort into a
-// V3.2 setting that ramjet reproduces, so any request-level effort is left to the engine.
+// vLLM's deepseek_v32 encoder (ported: render/template/deepseek_v32.h); text only. Its renderer
+// reads the `thinking` kwarg (enable_thinking is not read). vLLM does not turn reasoning_effort
+// into a V3.2 setting that ramjet reproduces, so any request-level effort is left to the engine.
 constexpr std::array<std::string_view, 1> kV32Kwargs = {"thinking"};
 constexpr std::array<std::string_view, 1> kV32ModelTypes = {"deepseek_v32"};
 

@@ -1,9 +1,10 @@
 // Qwen3 (the hybrid-thinking Qwen3 dense and MoE models, e.g. Qwen/Qwen3-8B), rendered with the
 // model's HF chat template (digest-pinned); text only. The template reads enable_thinking (default
-// on) and nothing else: the only request-level effort it can express is "none" (thinking off);
-// any other reasoning_effort is left to the engine, never mapped to thinking on. The render layer
+// on) and nothing else: the only request-level effort it can express is "none" (thinking off); any
+// other reasoning_effort is left to the engine, never mapped to thinking on. The render layer
 // renders the pinned template with its native Qwen3 formatter where that reproduces it
-// (render/template/qwen3_native.h: by the template's SHA-256), with the template for everything else.
+// (render/template/qwen3_native.h: by the template's SHA-256), with the template for everything
+// else.
 #include <array>
 #include <string_view>
 

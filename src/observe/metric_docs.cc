@@ -93,7 +93,8 @@ std::vector<MetricSection> metric_sections() {
        route::route_families()},
       {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
        "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 500)", upstream::engine_families()},
-      {"Local tokenization", "render::TokenizerService::write_metrics (src/render/service/tokenizer_service.cc)",
+      {"Local tokenization",
+       "render::TokenizerService::write_metrics (src/render/service/tokenizer_service.cc)",
        "when RJ_TOKENIZER_MODE is not off (`ramjet_tokenizer_info` always; remote series in the shadow "
        "modes, local and attestation series in the local modes; shown here for local-shadow)",
        render::tokenizer_families()},

@@ -1,12 +1,13 @@
 """Exact routing for the agent APIs: Responses (/v1/responses) and Anthropic Messages
 (/v1/messages) requests placed on the engines' KV-event indexes.
 
-ramjet turns each request into the chat request vLLM renders for it (src/render/template/api_conversion)
-and tokenizes that (locally, or by the engine's /tokenize in chat form); ramjet-sim serves the same
-request on its own endpoint with its own port of vLLM's conversion (sim/server/agent_convert), and
-its KV events carry the token blocks of *that* rendering. A prediction that equals the engine's
-prefix-cache hit therefore shows the two independent conversions produce the same tokens, over long
-Codex- and Claude-Code-shaped conversations (tools, reasoning, tool calls and results)."""
+ramjet turns each request into the chat request vLLM renders for it
+(src/render/template/api_conversion) and tokenizes that (locally, or by the engine's /tokenize in
+chat form); ramjet-sim serves the same request on its own endpoint with its own port of vLLM's
+conversion (sim/server/agent_convert), and its KV events carry the token blocks of *that* rendering.
+A prediction that equals the engine's prefix-cache hit therefore shows the two independent
+conversions produce the same tokens, over long Codex- and Claude-Code-shaped conversations (tools,
+reasoning, tool calls and results)."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ for dirpath, _, names in os.walk(src):
             continue
         for inc in include.findall(open(path, encoding='utf-8', errors='replace').read()):
             if inc.startswith('oracle/') and not name.endswith(('_test.cc', '_bench.cc')):
-                problems.append(f'src/{rel}: includes {inc} (test/oracle is for tests and benchmarks '
-                                'only: production never links an oracle)')
+                problems.append(f'src/{rel}: includes {inc} (test/oracle is for tests and '
+                                'benchmarks only: production never links an oracle)')
                 continue
             if '/' not in inc:
                 continue  # same-directory include

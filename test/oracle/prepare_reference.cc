@@ -1,7 +1,8 @@
 // Frozen copy of the Boost.JSON-only request preparation (prepare.cc and canonical.cc as of
 // 7328639, before the simdjson fast path), kept as the oracle of the differential tests
-// (src/request/prepare/prepare_differential_test.cc and test/fuzz/fuzz_prepare.cc): prepare() must reproduce it
-// byte for byte, field for field. Not used in production; do not change it to make a test pass.
+// (src/request/prepare/prepare_differential_test.cc and test/fuzz/fuzz_prepare.cc): prepare() must
+// reproduce it byte for byte, field for field. Not used in production; do not change it to make a
+// test pass.
 #include "oracle/prepare_reference.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Generates src/render/tokenize/unicode_delta.inc: the code points whose general category (L, M, N, P,
-// S) differs between PCRE2 10.42 (Unicode 14) and the Oniguruma inside the Rust `tokenizers`
+// Generates src/render/tokenize/unicode_delta.inc: the code points whose general category (L, M, N,
+// P, S) differs between PCRE2 10.42 (Unicode 14) and the Oniguruma inside the Rust `tokenizers`
 // crate (@anush008/tokenizers; Unicode 16). The tokenizer adds these ranges to \p{X} when it
 // compiles a Split pattern, so both engines cut text the same way.
 //   node test/oracle/unicode_delta.mjs > src/render/tokenize/unicode_delta.inc

@@ -1,8 +1,8 @@
 // render::engine_attestation: whether each engine serves the model a manifest describes. Every
 // interval, each engine's GET /v1/models (model id, root, max_model_len) and GET /version are
-// checked against the manifest (render/identity/manifest.h: attest_models, attest_version); an engine is
-// attested while its last check matched. The checks run as coroutines on one io context, each
-// engine on its own (a hung engine delays only its own next check).
+// checked against the manifest (render/identity/manifest.h: attest_models, attest_version); an
+// engine is attested while its last check matched. The checks run as coroutines on one io context,
+// each engine on its own (a hung engine delays only its own next check).
 // Without a pinned identity (RJ_MODEL_DIR and no manifest: Manifest::identity_pinned false), an
 // engine is attested when its own POST /tokenize reproduces every golden's token ids. Each engine
 // is proven itself (two engines of one identity may still serve different templates: vLLM's
@@ -10,8 +10,8 @@
 // (render::engine_identity: its cards and version): while that stays, it stays attested; another
 // identity (a restart with another --max-model-len or version) is proven again, not refused. A
 // failed proof is asked again after a minute, not every interval.
-// Not here: what attestation gates (local tokens: render/service/shadow_comparer.h), the metric text
-// (render/service/tokenizer_service.cc writes these counters).
+// Not here: what attestation gates (local tokens: render/service/shadow_comparer.h), the metric
+// text (render/service/tokenizer_service.cc writes these counters).
 #pragma once
 
 #include <atomic>

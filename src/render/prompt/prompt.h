@@ -1,9 +1,9 @@
 // render::prompt: one loaded model prompt pipeline — tokenizer.json, plus either a HuggingFace
 // chat template (a .jinja file, or the chat_template of a tokenizer_config.json) or a native
 // formatter — that turns a chat request into the prompt text and token ids the engine builds.
-// Shared by `ramjet render`, `ramjet manifest`, the tokenizer service (render/service/tokenizer_service.h)
-// and ramjet-sim's
-// real-tokenizer mode, so all three render a request the same way.
+// Shared by `ramjet render`, `ramjet manifest`, the tokenizer service
+// (render/service/tokenizer_service.h) and ramjet-sim's real-tokenizer mode, so all three render a
+// request the same way.
 //
 // Pinning: PromptRenderer::load takes optional SHA-256 digests of the tokenizer and template
 // files and refuses files whose bytes differ (a digest names the bytes, not the path).
@@ -33,9 +33,9 @@ inline constexpr std::string_view kNativeDeepseekV32 = "deepseek-v32";
 bool native_formatter_known(std::string_view name);
 std::string native_formatter_list();  // "deepseek-v32" (for error messages)
 
-// Native formatters for an HF chat template (render/template/qwen3_native.h): named by the model profile,
-// used in place of the template only when the loaded template's SHA-256 is one the formatter
-// reproduces, and only for the requests it covers; the template renders everything else.
+// Native formatters for an HF chat template (render/template/qwen3_native.h): named by the model
+// profile, used in place of the template only when the loaded template's SHA-256 is one the
+// formatter reproduces, and only for the requests it covers; the template renders everything else.
 inline constexpr std::string_view kTemplateFormatterQwen3 = "qwen3";
 bool template_formatter_known(std::string_view name);
 

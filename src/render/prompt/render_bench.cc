@@ -20,8 +20,8 @@
 //   BM_CacheEncodeOnly    SessionCache encode of the follow-up (warm with the previous turn)
 //   BM_ColdCacheEncode    SessionCache encode of it into an empty cache (a miss, then stored)
 //   BM_FindCuts           the added-token scan every SessionCache lookup starts with
-// With the native Qwen3 formatter (render/template/qwen3_native.h; its output is checked against the
-// template's here):
+// With the native Qwen3 formatter (render/template/qwen3_native.h; its output is checked against
+// the template's here):
 //   BM_NativeFullRenderEncode  parse + native render + full encode of the follow-up (no cache)
 //   BM_NativeFollowUp          parse + native render reusing the previous turn's rendered prefix
 //                              + SessionCache encode (both caches warmed with the previous turn

@@ -71,9 +71,9 @@ class SessionCache {
   SessionCacheStats stats() const;
   void clear();  // also clears render_prefixes()
 
-  // Rendered conversation prefixes for a native formatter (render/template/qwen3_native.h), kept beside
-  // the encoded ones: a follow-up turn then renders only its new messages and encodes only its
-  // new bytes. Bounded by its own limits.
+  // Rendered conversation prefixes for a native formatter (render/template/qwen3_native.h), kept
+  // beside the encoded ones: a follow-up turn then renders only its new messages and encodes only
+  // its new bytes. Bounded by its own limits.
   RenderPrefixCache& render_prefixes() { return prefixes_; }
 
   // Bytes an entry of `text_bytes` bytes, `ids` ids and `cuts` cuts is accounted for.

@@ -1,6 +1,6 @@
 // render::manifest_cli: `ramjet manifest` writes a tokenizer compatibility manifest
-// (render/identity/manifest.h) from a live engine's answers: its identity from GET /v1/models and GET
-// /version, and for each golden request the token count and digest of the engine's own POST
+// (render/identity/manifest.h) from a live engine's answers: its identity from GET /v1/models and
+// GET /version, and for each golden request the token count and digest of the engine's own POST
 // /tokenize, after checking that ramjet's render + encode reproduces them (so the manifest it
 // prints is one ramjet will accept at startup). Needs no RJ_* configuration except an optional
 // RJ_UPSTREAM_TOKEN. Usage: `ramjet manifest --help`.

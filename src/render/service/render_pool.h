@@ -8,8 +8,8 @@
 // coroutine's executor, at the latest at the deadline (the job, if already running, finishes
 // on its worker and its value is dropped); cancelling the awaiting operation (its cancellation
 // slot) refuses with kCancelled. Fire-and-forget jobs (post) have no awaiter.
-// Not here: what a job does (render/service/shadow_comparer.h, later exact routing), metrics (callers
-// count refusals; queued() is for their gauges).
+// Not here: what a job does (render/service/shadow_comparer.h, later exact routing), metrics
+// (callers count refusals; queued() is for their gauges).
 //
 // Lifetime: stop() before the io contexts of any awaiting coroutine are destroyed (it refuses the
 // queued jobs and joins the workers, so nothing is delivered to a context afterwards). Awaiting

@@ -1,9 +1,9 @@
 // render::shadow_comparer: the tokenizer shadow (RJ_TOKENIZER_MODE remote-shadow, local-shadow,
 // local). After a complete 200 chat/completions response the body is offered here; a job on the
-// render pool builds the tokenize payload (render/identity/tokenize_payload.h), asks the engine that
-// served it for its token ids (POST /tokenize, the shadow modes), renders + encodes it locally
-// for an attested engine (the local modes) and, in local-shadow, compares the two. Outcomes go
-// to counters only: nothing changes routing, and the request never waits for any of it.
+// render pool builds the tokenize payload (render/identity/tokenize_payload.h), asks the engine
+// that served it for its token ids (POST /tokenize, the shadow modes), renders + encodes it locally
+// for an attested engine (the local modes) and, in local-shadow, compares the two. Outcomes go to
+// counters only: nothing changes routing, and the request never waits for any of it.
 // Not here: the threads and the queue bound (render/service/render_pool.h), engine identity
 // (render/identity/engine_attestation.h), configuration checks, loading and the metric text
 // (render/service/tokenizer_service.h).

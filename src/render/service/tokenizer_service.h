@@ -18,10 +18,11 @@
 // without a manifest, built-in goldens rendered here are what each engine's /tokenize must
 // reproduce to be attested (render/identity/engine_attestation.h).
 //
-// The parts: render/service/render_pool.h (worker threads, bounded queue), render/identity/engine_attestation.h
-// (the identity checks), render/service/shadow_comparer.h (the shadow jobs and their counters),
-// render/identity/tokenize_payload.h (the payload both sides render). This façade checks and loads the
-// configuration, owns the parts, starts and stops them, and writes their metrics.
+// The parts: render/service/render_pool.h (worker threads, bounded queue),
+// render/identity/engine_attestation.h (the identity checks), render/service/shadow_comparer.h (the
+// shadow jobs and their counters), render/identity/tokenize_payload.h (the payload both sides
+// render). This façade checks and loads the configuration, owns the parts, starts and stops them,
+// and writes their metrics.
 #pragma once
 
 #include <chrono>

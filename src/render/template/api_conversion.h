@@ -1,7 +1,7 @@
-// render::api_conversion: the chat-completions request vLLM builds from a Responses
-// (POST /v1/responses) or Anthropic Messages (POST /v1/messages) request before it renders the
-// prompt, so that both can be tokenized exactly like chat: locally (render/identity/tokenize_payload.h)
-// or by an engine's /tokenize (chat form).
+// render::api_conversion: the chat-completions request vLLM builds from a Responses (POST
+// /v1/responses) or Anthropic Messages (POST /v1/messages) request before it renders the prompt, so
+// that both can be tokenized exactly like chat: locally (render/identity/tokenize_payload.h) or by
+// an engine's /tokenize (chat form).
 //
 // Followed: vLLM main of 2026-11 (vllm/entrypoints/anthropic/serving.py at 0001948b,
 // anthropic/protocol.py at 00589e56, openai/responses/utils.py at 01ca842d, responses/protocol.py

@@ -3,13 +3,13 @@
 //
 // Two parses, one set of rules. The fast path parses with simdjson and reads the facts, the shim
 // conditions and the canonical bytes through a read-only view (json_view.h, canonical_writer.h).
-// When a shim must rewrite the body, or simdjson cannot show what Boost.JSON would have parsed
-// (any simdjson error, a double that is read or serialised, duplicate keys in a serialised
-// object), the request is redone on the Boost.JSON path, which mutates and re-serialises. Both
-// paths give the same bytes and facts as the Boost-only implementation kept in
-// test/oracle/prepare_reference.cc (prepare_differential_test.cc, fuzz_prepare.cc). The Boost DOM lives in a
-// per-call monotonic arena over a per-thread buffer and never leaves this file; an unchanged
-// body is returned as the caller's original bytes.
+// When a shim must rewrite the body, or simdjson cannot show what Boost.JSON would have parsed (any
+// simdjson error, a double that is read or serialised, duplicate keys in a serialised object), the
+// request is redone on the Boost.JSON path, which mutates and re-serialises. Both paths give the
+// same bytes and facts as the Boost-only implementation kept in test/oracle/prepare_reference.cc
+// (prepare_differential_test.cc, fuzz_prepare.cc). The Boost DOM lives in a per-call monotonic
+// arena over a per-thread buffer and never leaves this file; an unchanged body is returned as the
+// caller's original bytes.
 #include "request/prepare/prepare.h"
 
 #include <array>

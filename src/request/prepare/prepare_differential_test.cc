@@ -1,9 +1,9 @@
-// Differential test: prepare() (simdjson fast path + Boost fallback) against the frozen
-// Boost-only implementation (test/oracle/prepare_reference.cc), every field of PreparedRequest including the
-// body bytes and the fingerprint chain, over every endpoint and several configurations. Inputs:
-// the fuzz corpus, the chain-fingerprint golden bodies, hand-picked edge cases and generated bodies (shim
-// triggers and near misses, nesting at the depth limits, escapes and invalid UTF-8, numbers at
-// every boundary, duplicate keys, truncated and mutated bodies).
+// Differential test: prepare() (simdjson fast path + Boost fallback) against the frozen Boost-only
+// implementation (test/oracle/prepare_reference.cc), every field of PreparedRequest including the
+// body bytes and the fingerprint chain, over every endpoint and several configurations. Inputs: the
+// fuzz corpus, the chain-fingerprint golden bodies, hand-picked edge cases and generated bodies
+// (shim triggers and near misses, nesting at the depth limits, escapes and invalid UTF-8, numbers
+// at every boundary, duplicate keys, truncated and mutated bodies).
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
