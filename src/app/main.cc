@@ -38,6 +38,7 @@
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_catalog.h"
 #include "upstream/engine_load.h"
+#include "upstream/peer_load.h"
 #include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "request/stream/observers.h"
@@ -420,6 +421,24 @@ int main(int argc, char** argv) {
       clock, upstream::EngineLoadConfig{.enabled = cfg.route_engine_load && cfg.engine_scrape_interval_ms > 0,
                                         .stale_ms = 3 * int64_t{cfg.engine_scrape_interval_ms},
                                         .waiting_units = cfg.route_engine_load_waiting_units});
+  // Several routers, directly (RJ_PEERS): the peer replicas' own load per engine, every
+  // RJ_PEER_INTERVAL_MS, counts with this process's reservations (upstream/peer_load.h).
+  std::unique_ptr<upstream::PeerLoadBoard> peer_board;
+  std::unique_ptr<upstream::PeerSync> peer_sync;
+  if (!cfg.peers.empty()) {
+    auto secret = companion::read_secret_file(cfg.peer_secret_file);
+    if (!secret) {
+      spdlog::error("RJ_PEER_SECRET_FILE: {}", log::json_escape(secret.error()));
+      return 1;
+    }
+    const int64_t interval = cfg.peer_interval_ms;
+    peer_board = std::make_unique<upstream::PeerLoadBoard>(fleet.size(), std::max<int64_t>(250, 4 * interval), clock);
+    peer_sync = std::make_unique<upstream::PeerSync>(
+        upstream::PeerSyncConfig{.listen = cfg.peer_listen, .peers = cfg.peers, .secret = *secret, .interval_ms = interval},
+        fleet, *peer_board);
+    OPENSSL_cleanse(secret->data(), secret->size());
+    engine_load.set_peers(peer_board.get());
+  }
   if (engine_load.enabled()) router.set_engine_load(&engine_load);
   router.set_session_affinity(route::SessionAffinityConfig{
       .mode = cfg.session_affinity_mode == "on"       ? route::SessionAffinityMode::kOn
@@ -607,6 +626,7 @@ int main(int argc, char** argv) {
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
   if (exact_mode != route::ExactMode::kOff) registry.add([&](metrics::Exposition& x) { tokenize_budget.write_metrics(x); });
   if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
+  if (peer_sync) registry.add([&](metrics::Exposition& x) { peer_sync->write_metrics(x); });
   if (kv.enabled()) {
     registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });
     if (!companions.empty()) registry.add([&](metrics::Exposition& x) { companion::write_metrics(x, companions); });
@@ -637,6 +657,14 @@ int main(int argc, char** argv) {
   if (!admin) {
     spdlog::error("metrics listener: {}", log::json_escape(admin.error().message));
     return 1;
+  }
+  if (peer_sync) {
+    if (auto problem = peer_sync->start()) {
+      spdlog::error("peers: {}", log::json_escape(*problem));
+      return 1;
+    }
+    spdlog::info("peers: load shared with {} peers every {} ms, received on udp port={}", cfg.peers.size(),
+                 cfg.peer_interval_ms, peer_sync->port());
   }
 
   auto prober = std::make_unique<upstream::Prober>(fleet, io.at(0),

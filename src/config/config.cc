@@ -461,6 +461,15 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
       if (set) r.errors.push_back(std::string(name) + ": set without RJ_EXACT_INVENTORY=companion");
     }
   }
+  if (!c.peers.empty()) {
+    if (c.peer_listen.empty()) r.errors.push_back("RJ_PEER_LISTEN: RJ_PEERS needs the UDP host:port to receive on");
+    if (c.peer_secret_file.empty()) r.errors.push_back("RJ_PEER_SECRET_FILE: RJ_PEERS needs the replicas' shared secret");
+  } else {
+    for (const auto& [name, set] : {std::pair{"RJ_PEER_LISTEN", !c.peer_listen.empty()},
+                                    std::pair{"RJ_PEER_SECRET_FILE", !c.peer_secret_file.empty()}}) {
+      if (set) r.errors.push_back(std::string(name) + ": set without RJ_PEERS");
+    }
+  }
   if (c.session_affinity_mode != "off" &&
       (c.session_affinity_key.size() < 32 || c.session_affinity_key.size() > 256)) {
     r.errors.push_back("RJ_SESSION_AFFINITY_KEY: " + std::to_string(c.session_affinity_key.size()) +

@@ -102,6 +102,10 @@ struct Config {
   bool route_single_flight = true;         // RJ_ROUTE_SINGLE_FLIGHT
   bool route_engine_load = true;           // RJ_ROUTE_ENGINE_LOAD: other routers' load counts
   double route_engine_load_waiting_units = 2;  // RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS (0..1024)
+  std::vector<std::string> peers;           // RJ_PEERS: peer replicas' RJ_PEER_LISTEN host:port (0..64)
+  std::string peer_listen;                  // RJ_PEER_LISTEN (UDP host:port)
+  std::string peer_secret_file;             // RJ_PEER_SECRET_FILE (read by app/main.cc)
+  uint32_t peer_interval_ms = 50;           // RJ_PEER_INTERVAL_MS (10..1000)
   // RJ_ROUTE_SINGLE_FLIGHT_TIMEOUT_MS (100..3600000), RJ_ROUTE_SINGLE_FLIGHT_CAPACITY (1..2^20)
   uint32_t route_single_flight_timeout_ms = 60000;
   uint32_t route_single_flight_capacity = 1024;  // new prefixes tracked at once

@@ -565,6 +565,43 @@ const std::array kOptions = {
                   "weighs (its prefill is still ahead); a running one weighs one unit, as a decoding "
                   "reservation does.",
            .field = &Config::route_engine_load_waiting_units},
+    Option{.env = "RJ_PEERS",
+           .flag = "--peers",
+           .type = Type::kList,
+           .min = 0,
+           .max = 64,
+           .hosts = true,
+           .doc = "Several routers share their load directly: the other ramjet replicas' RJ_PEER_LISTEN "
+                  "addresses (host:port; this replica's own may be listed too, so every replica can take "
+                  "the same list). Every RJ_PEER_INTERVAL_MS each replica sends each peer its in-flight "
+                  "requests and load units per engine (UDP, signed with RJ_PEER_SECRET_FILE); a replica "
+                  "counts its fresh peers' load with its own, so a burst a round-robin front splits is "
+                  "seen whole within one interval. Engines are matched by address, not ordinal. Empty = "
+                  "off (the engines' own counts, RJ_ROUTE_ENGINE_LOAD, are the only view of other routers).",
+           .field = &Config::peers},
+    Option{.env = "RJ_PEER_LISTEN",
+           .flag = "--peer-listen",
+           .type = Type::kString,
+           .doc = "RJ_PEERS: the UDP host:port this replica receives its peers' load on (required with "
+                  "RJ_PEERS; port 0 picks one and logs it).",
+           .field = &Config::peer_listen},
+    Option{.env = "RJ_PEER_SECRET_FILE",
+           .flag = "--peer-secret-file",
+           .type = Type::kString,
+           .doc = "RJ_PEERS: the secret every replica signs and checks the load datagrams with (HMAC-SHA256), "
+                  "the same file on every replica: 32 bytes or 64 hex digits (openssl rand -hex 32), owned "
+                  "by ramjet's user (or root), mode 600. Required with RJ_PEERS; a datagram that fails the "
+                  "check is dropped and counted (ramjet_peer_datagrams_total).",
+           .field = &Config::peer_secret_file},
+    Option{.env = "RJ_PEER_INTERVAL_MS",
+           .flag = "--peer-interval-ms",
+           .type = Type::kUint,
+           .default_text = "50",
+           .min = 10,
+           .max = 1000,
+           .doc = "RJ_PEERS: how often each replica sends its load; a peer whose last load is older than "
+                  "four intervals (at least 250 ms) counts for nothing.",
+           .field = &Config::peer_interval_ms},
     Option{.env = "RJ_PROFILE_SHORT_MAX_TOKENS",
            .flag = "--profile-short-max-tokens",
            .type = Type::kUint,

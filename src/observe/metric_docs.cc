@@ -26,6 +26,7 @@
 #include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 #include "upstream/membership.h"
+#include "upstream/peer_load.h"
 
 namespace ramjet::observe {
 namespace {
@@ -128,6 +129,8 @@ std::vector<MetricSection> metric_sections() {
        upstream::membership_families()},
       {"DNS discovery", "upstream::DnsDiscovery::write_metrics (src/upstream/dns.cc)", "when RJ_UPSTREAM_DNS is set",
        upstream::dns_families()},
+      {"Peer replicas", "upstream::PeerSync::write_metrics (src/upstream/peer_load.cc)", "when RJ_PEERS is set",
+       upstream::peer_sync_families()},
       {"Route journal", "observe::Journal::write_metrics (src/observe/journal.cc)", "with RJ_ROUTE_JOURNAL=true",
        journal_families()},
   };
@@ -242,6 +245,11 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition n;
   dns.write_metrics(n);
   out.push_back(n.take());
+  upstream::PeerLoadBoard peer_board(urls.size(), 250, clock);
+  upstream::PeerSync peers(upstream::PeerSyncConfig{}, fleet, peer_board);  // never started
+  metrics::Exposition p;
+  peers.write_metrics(p);
+  out.push_back(p.take());
   out.emplace_back();  // the journal (not opened here; last)
   return out;
 }

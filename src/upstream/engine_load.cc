@@ -43,7 +43,9 @@ const EngineLoadBoard::Slot* EngineLoadBoard::slot(size_t engine) const {
 void EngineLoadBoard::record(size_t engine, double running, double waiting, int64_t own_inflight) {
   Slot* s = slot(engine, true);
   if (s == nullptr) return;
-  s->units.store(foreign_load_units(running, waiting, own_inflight, config_.waiting_units), std::memory_order_relaxed);
+  const int64_t peers = peers_ != nullptr ? peers_->inflight(engine, clock_.now_ms()) : 0;
+  s->units.store(foreign_load_units(running, waiting, own_inflight + peers, config_.waiting_units),
+                 std::memory_order_relaxed);
   s->at_ms.store(clock_.now_ms(), std::memory_order_release);
 }
 
@@ -52,12 +54,13 @@ void EngineLoadBoard::forget(size_t engine) {
 }
 
 int64_t EngineLoadBoard::foreign_units(size_t engine, int64_t now_ms) const {
-  if (!config_.enabled) return 0;
+  const int64_t peers = peers_ != nullptr ? peers_->units(engine, now_ms) : 0;
+  if (!config_.enabled) return peers;
   const Slot* s = slot(engine);
-  if (s == nullptr) return 0;
+  if (s == nullptr) return peers;
   const int64_t at = s->at_ms.load(std::memory_order_acquire);
-  if (at == kNever || now_ms - at > config_.stale_ms) return 0;
-  return s->units.load(std::memory_order_relaxed);
+  if (at == kNever || now_ms - at > config_.stale_ms) return peers;
+  return peers + s->units.load(std::memory_order_relaxed);
 }
 
 }  // namespace ramjet::upstream

@@ -40,6 +40,16 @@ struct EngineLoadConfig {
 // same proportion as all of them.
 int64_t foreign_load_units(double running, double waiting, int64_t own_inflight, double waiting_units);
 
+// What peer replicas report they put on each engine (upstream/peer_load.h: RJ_PEERS), as the
+// board adds it in: fresh peers' load units, and their in-flight requests (which the engines'
+// own counts include, so the scrape's foreign share leaves them out).
+class PeerLoad {
+ public:
+  virtual ~PeerLoad() = default;
+  virtual int64_t units(size_t engine, int64_t now_ms) const = 0;
+  virtual int64_t inflight(size_t engine, int64_t now_ms) const = 0;
+};
+
 class EngineLoadBoard {
  public:
   EngineLoadBoard(const Clock& clock, EngineLoadConfig config);
@@ -48,17 +58,22 @@ class EngineLoadBoard {
   EngineLoadBoard& operator=(const EngineLoadBoard&) = delete;
 
   const EngineLoadConfig& config() const { return config_; }
-  bool enabled() const { return config_.enabled; }
+  // Whether routing reads the board: the engine scrape's share (config().enabled), peers, or both.
+  bool enabled() const { return config_.enabled || peers_ != nullptr; }
+  // Peer replicas' load (RJ_PEERS), added to every engine's foreign load. Set before serving.
+  void set_peers(const PeerLoad* peers) { peers_ = peers; }
 
   // Writer (the engine scrape, right after an engine's /metrics was read): the engine reported
-  // `running` and `waiting` requests while this process had `own_inflight` requests there.
+  // `running` and `waiting` requests while this process had `own_inflight` requests there (and
+  // its fresh peers theirs: not foreign to the scrape's share, they count through the peers).
   // Ordinals up to kMaxEngines - 1 are kept (engines that join at runtime included).
   void record(size_t engine, double running, double waiting, int64_t own_inflight);
   // The engine's /metrics could not be read, or lacked the two series: no current reading.
   void forget(size_t engine);
 
   // Reader (routing): the foreign load units on `engine` at monotonic time `now_ms` (the
-  // clock given at construction); 0 when off, never read, forgotten or stale.
+  // clock given at construction): the fresh peers' units plus the scrape's share (0 when off,
+  // never read, forgotten or stale).
   int64_t foreign_units(size_t engine, int64_t now_ms) const;
   int64_t foreign_units(size_t engine) const { return foreign_units(engine, clock_.now_ms()); }
   int64_t now_ms() const { return clock_.now_ms(); }
@@ -81,6 +96,7 @@ class EngineLoadBoard {
 
   const Clock& clock_;
   EngineLoadConfig config_;
+  const PeerLoad* peers_ = nullptr;
   std::array<std::atomic<Chunk*>, kMaxEngines / kChunk> chunks_{};
 };
 

@@ -1,0 +1,161 @@
+// upstream/peer_load: several ramjet replicas share their load on the engines directly (RJ_PEERS),
+// as Dynamo's router replicas sync their active sequences and llm-d shares replica load deltas —
+// without a coordinator.
+//
+// Each replica sends every RJ_PEER_INTERVAL_MS one UDP datagram to each peer: its own in-flight
+// requests and reserved load units per engine (absolute values, not deltas: a lost, duplicated
+// or reordered datagram costs nothing, and a replica that stops is forgotten once its last state
+// is older than the stale time). A receiving replica adds its fresh peers' load units to an
+// engine's foreign load (upstream/engine_load.h), so a burst split by a round-robin front is seen
+// whole by every replica within one interval instead of one engine scrape (RJ_ENGINE_SCRAPE_
+// INTERVAL_MS) later; the scrape then counts only what neither this replica nor its peers put
+// there (clients going around ramjet).
+//
+// Engines are named between replicas by a keyed hash of their URL (HMAC-SHA256 under the shared
+// secret, first 8 bytes), so replicas whose ordinals differ (DNS discovery, a reload) agree, and
+// no host leaves the process. Every datagram carries HMAC-SHA256 over its bytes under the same
+// secret (RJ_PEER_SECRET_FILE): a datagram that is malformed, forged, replayed (sequence not
+// above the sender's last) or out of time (its send time more than 10 s from ours) is counted
+// and dropped; its bytes are never logged.
+//
+// Wire format (little-endian), at most kMaxDatagram bytes:
+//   "RJPL" | version u8 (1) | 3 zero bytes | sender u64 (random per process) | seq u64 |
+//   sent_unix_ms u64 | n u32 (<= kMaxEntries) | n x { engine key u64, inflight u32, units u32 } |
+//   HMAC-SHA256 (32 bytes) over everything before it
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/clock.h"
+#include "config/config.h"
+#include "metrics/metrics.h"
+#include "upstream/engine_load.h"
+
+namespace ramjet::upstream {
+
+class Fleet;
+
+using PeerSecret = std::array<uint8_t, 32>;
+
+struct PeerEntry {
+  uint64_t engine_key = 0;
+  uint32_t inflight = 0;
+  uint32_t units = 0;
+  bool operator==(const PeerEntry&) const = default;
+};
+
+struct PeerMessage {
+  uint64_t sender = 0;
+  uint64_t seq = 0;
+  uint64_t sent_unix_ms = 0;
+  std::vector<PeerEntry> entries;
+};
+
+inline constexpr size_t kPeerHeaderBytes = 36;
+inline constexpr size_t kPeerEntryBytes = 16;
+inline constexpr size_t kPeerMacBytes = 32;
+inline constexpr size_t kMaxPeerEntries = 1024;
+inline constexpr size_t kMaxDatagram = kPeerHeaderBytes + kMaxPeerEntries * kPeerEntryBytes + kPeerMacBytes;
+
+// Why a datagram was dropped (label of ramjet_peer_datagrams_total{outcome}), or kAccepted.
+enum class PeerOutcome : uint8_t { kAccepted, kMalformed, kBadMac, kReplayed, kOutOfTime, kOwn, kNoRoom, kCount };
+std::string_view label(PeerOutcome o);
+
+std::vector<uint8_t> encode_peer_message(const PeerMessage& m, const PeerSecret& secret);
+// The message, or why not: kMalformed (size, magic, version, count, trailing bytes) or kBadMac.
+// Never reads past `bytes`; checks the MAC before trusting any field but the length.
+struct PeerDecoded {
+  PeerOutcome outcome = PeerOutcome::kMalformed;
+  PeerMessage message;
+};
+PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret& secret);
+
+// The key an engine goes by between replicas: HMAC-SHA256(secret, "engine " + scheme://host:port
+// + base path), first 8 bytes.
+uint64_t peer_engine_key(const config::UpstreamUrl& url, const PeerSecret& secret);
+
+// The peers' load per engine ordinal, as routing reads it: lock-free reads on the request path,
+// one writer (the receive loop). Up to kMaxPeers senders; a sender whose state is older than
+// `stale_ms` counts for nothing and its slot may be taken by a new one.
+class PeerLoadBoard final : public PeerLoad {
+ public:
+  static constexpr size_t kMaxPeers = 64;
+  PeerLoadBoard(size_t engines, int64_t stale_ms, const Clock& clock);
+
+  // Writer: a verified message from `sender` (keys already mapped to ordinals: `by_ordinal[i]`
+  // is the sender's entry for engine i, or zero). kReplayed when seq is not above the sender's
+  // last; kNoRoom when every slot holds a fresh sender.
+  PeerOutcome apply(uint64_t sender, uint64_t seq, std::span<const PeerEntry> by_ordinal);
+
+  // Readers (any thread): the fresh peers' sums on engine `i`.
+  int64_t units(size_t i, int64_t now_ms) const override;
+  int64_t inflight(size_t i, int64_t now_ms) const override;
+  size_t fresh_peers(int64_t now_ms) const;
+  const Clock& clock() const { return clock_; }
+
+ private:
+  struct Slot {
+    std::atomic<uint64_t> sender{0};
+    std::atomic<int64_t> at_ms{INT64_MIN / 2};
+    uint64_t last_seq = 0;  // writer only
+    std::unique_ptr<std::atomic<uint32_t>[]> inflight, units;
+  };
+  bool fresh(const Slot& s, int64_t now_ms) const;
+  size_t engines_;
+  int64_t stale_ms_;
+  const Clock& clock_;
+  std::array<Slot, kMaxPeers> slots_;
+};
+
+struct PeerSyncConfig {
+  std::string listen;                // RJ_PEER_LISTEN host:port (UDP)
+  std::vector<std::string> peers;    // RJ_PEERS host:port each (this replica's own address is skipped)
+  PeerSecret secret{};               // RJ_PEER_SECRET_FILE
+  int64_t interval_ms = 50;          // RJ_PEER_INTERVAL_MS
+};
+
+// The UDP loop: binds `listen`, receives into the board, and sends this replica's load from the
+// fleet to every peer each interval (peers' names resolved again every 10 s). Runs on a thread of
+// its own (a slow name lookup never holds a request); stop() (or the destructor) joins it.
+class PeerSync {
+ public:
+  PeerSync(PeerSyncConfig config, const Fleet& fleet, PeerLoadBoard& board);
+  ~PeerSync();
+  PeerSync(const PeerSync&) = delete;
+  PeerSync& operator=(const PeerSync&) = delete;
+  // Binds the socket (an error stops startup: the caller logs it) and starts the thread.
+  std::optional<std::string> start();
+  void stop();
+  // The port bound (after start; RJ_PEER_LISTEN may say 0).
+  uint16_t port() const { return port_.load(std::memory_order_relaxed); }
+  void write_metrics(metrics::Exposition& x) const;
+
+ private:
+  struct Impl;
+  PeerSyncConfig config_;
+  const Fleet& fleet_;
+  PeerLoadBoard& board_;
+  boost::asio::io_context ctx_;
+  std::shared_ptr<Impl> impl_;
+  std::thread thread_;
+  std::atomic<uint16_t> port_{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(PeerOutcome::kCount)> received_{};
+  std::atomic<uint64_t> sent_{0}, send_errors_{0};
+};
+
+// The families PeerSync::write_metrics writes (docs/metrics.md).
+std::span<const metrics::Family> peer_sync_families();
+
+}  // namespace ramjet::upstream
