@@ -119,7 +119,9 @@ PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret
   PeerDecoded d;
   if (bytes.size() < kPeerHeaderBytes + kPeerMacBytes || bytes.size() > kMaxDatagram) return d;
   const uint8_t* p = bytes.data();
-  if (std::memcmp(p, kMagic.data(), kMagic.size()) != 0 || p[4] != kVersion) return d;
+  if (std::memcmp(p, kMagic.data(), kMagic.size()) != 0 || p[4] != kVersion || p[5] != 0 || p[6] != 0 || p[7] != 0) {
+    return d;
+  }
   const uint32_t n = get32(p + 32);
   if (n > kMaxPeerEntries || bytes.size() != kPeerHeaderBytes + size_t{n} * kPeerEntryBytes + kPeerMacBytes) return d;
   const size_t body = bytes.size() - kPeerMacBytes;

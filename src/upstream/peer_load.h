@@ -74,7 +74,8 @@ enum class PeerOutcome : uint8_t { kAccepted, kMalformed, kBadMac, kReplayed, kO
 std::string_view label(PeerOutcome o);
 
 std::vector<uint8_t> encode_peer_message(const PeerMessage& m, const PeerSecret& secret);
-// The message, or why not: kMalformed (size, magic, version, count, trailing bytes) or kBadMac.
+// The message, or why not: kMalformed (size, magic, version, reserved bytes, count, trailing
+// bytes) or kBadMac.
 // Never reads past `bytes`; checks the MAC before trusting any field but the length.
 struct PeerDecoded {
   PeerOutcome outcome = PeerOutcome::kMalformed;
