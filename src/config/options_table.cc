@@ -572,8 +572,9 @@ const std::array kOptions = {
            .max = 64,
            .hosts = true,
            .doc = "Several routers share their load directly: the other ramjet replicas' RJ_PEER_LISTEN "
-                  "addresses (host:port; this replica's own may be listed too, so every replica can take "
-                  "the same list). Every RJ_PEER_INTERVAL_MS each replica sends each peer its in-flight "
+                  "addresses (host:port; a name stands for every address it resolves to, looked up every "
+                  "10 s, e.g. a Kubernetes headless Service; this replica's own may be listed too, so every "
+                  "replica can take the same list). Every RJ_PEER_INTERVAL_MS each replica sends each peer its in-flight "
                   "requests and load units per engine (UDP, signed with RJ_PEER_SECRET_FILE); a replica "
                   "counts its fresh peers' load with its own, so a burst a round-robin front splits is "
                   "seen whole within one interval. Engines are matched by address, not ordinal. Empty = "

@@ -1,8 +1,5 @@
 #include "upstream/peer_load.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <boost/asio/ip/udp.hpp>
@@ -27,33 +24,7 @@ using asio::ip::udp;
 
 namespace {
 
-constexpr std::array<uint8_t, 4> kMagic = {'R', 'J', 'P', 'L'};
-constexpr uint8_t kVersion = 1;
 constexpr int64_t kMaxSkewMs = 10'000;
-
-void put64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-std::array<uint8_t, 32> hmac(const PeerSecret& key, std::span<const uint8_t> bytes) {
-  std::array<uint8_t, 32> out{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), bytes.data(), bytes.size(), out.data(), &len);
-  return out;
-}
 
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -79,75 +50,6 @@ constexpr std::array<Family, 3> kFamilies = {{
 }  // namespace
 
 std::span<const metrics::Family> peer_sync_families() { return kFamilies; }
-
-std::string_view label(PeerOutcome o) {
-  switch (o) {
-    case PeerOutcome::kAccepted: return "accepted";
-    case PeerOutcome::kMalformed: return "malformed";
-    case PeerOutcome::kBadMac: return "bad_mac";
-    case PeerOutcome::kReplayed: return "replayed";
-    case PeerOutcome::kOutOfTime: return "out_of_time";
-    case PeerOutcome::kOwn: return "own";
-    case PeerOutcome::kNoRoom: return "no_room";
-    case PeerOutcome::kCount: break;
-  }
-  return "unknown";
-}
-
-std::vector<uint8_t> encode_peer_message(const PeerMessage& m, const PeerSecret& secret) {
-  const size_t n = std::min(m.entries.size(), kMaxPeerEntries);
-  std::vector<uint8_t> out;
-  out.reserve(kPeerHeaderBytes + n * kPeerEntryBytes + kPeerMacBytes);
-  out.insert(out.end(), kMagic.begin(), kMagic.end());
-  out.push_back(kVersion);
-  out.insert(out.end(), 3, 0);
-  put64(out, m.sender);
-  put64(out, m.seq);
-  put64(out, m.sent_unix_ms);
-  put32(out, static_cast<uint32_t>(n));
-  for (size_t i = 0; i < n; ++i) {
-    put64(out, m.entries[i].engine_key);
-    put32(out, m.entries[i].inflight);
-    put32(out, m.entries[i].units);
-  }
-  const auto tag = hmac(secret, out);
-  out.insert(out.end(), tag.begin(), tag.end());
-  return out;
-}
-
-PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret& secret) {
-  PeerDecoded d;
-  if (bytes.size() < kPeerHeaderBytes + kPeerMacBytes || bytes.size() > kMaxDatagram) return d;
-  const uint8_t* p = bytes.data();
-  if (std::memcmp(p, kMagic.data(), kMagic.size()) != 0 || p[4] != kVersion || p[5] != 0 || p[6] != 0 || p[7] != 0) {
-    return d;
-  }
-  const uint32_t n = get32(p + 32);
-  if (n > kMaxPeerEntries || bytes.size() != kPeerHeaderBytes + size_t{n} * kPeerEntryBytes + kPeerMacBytes) return d;
-  const size_t body = bytes.size() - kPeerMacBytes;
-  const auto tag = hmac(secret, bytes.first(body));
-  if (CRYPTO_memcmp(tag.data(), p + body, kPeerMacBytes) != 0) {
-    d.outcome = PeerOutcome::kBadMac;
-    return d;
-  }
-  d.message.sender = get64(p + 8);
-  d.message.seq = get64(p + 16);
-  d.message.sent_unix_ms = get64(p + 24);
-  d.message.entries.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint8_t* e = p + kPeerHeaderBytes + size_t{i} * kPeerEntryBytes;
-    d.message.entries[i] = PeerEntry{get64(e), get32(e + 8), get32(e + 12)};
-  }
-  d.outcome = PeerOutcome::kAccepted;
-  return d;
-}
-
-uint64_t peer_engine_key(const config::UpstreamUrl& url, const PeerSecret& secret) {
-  const std::string name = std::string("engine ") + (url.tls ? "https://" : "http://") + url.host + ":" +
-                           std::to_string(url.port) + url.base_path;
-  const auto tag = hmac(secret, std::span(reinterpret_cast<const uint8_t*>(name.data()), name.size()));
-  return get64(tag.data());
-}
 
 // ------------------------------------------------------------------------------------ the board
 
@@ -228,12 +130,12 @@ struct PeerSync::Impl : std::enable_shared_from_this<PeerSync::Impl> {
   udp::socket socket;
   asio::steady_timer timer;
   udp::resolver resolver;
-  std::vector<std::optional<udp::endpoint>> peers;  // resolved, by RJ_PEERS item
+  std::vector<std::vector<udp::endpoint>> peers;  // resolved, by RJ_PEERS item: every address of a name
   std::chrono::steady_clock::time_point resolved_at{};
   std::vector<uint64_t> incarnations, keys;  // per slot: the member whose key `keys` holds
   std::unordered_map<uint64_t, size_t> ordinal_of;
   std::array<uint8_t, kMaxDatagram + 1> buf{};
-  udp::endpoint from;
+  udp::endpoint from, local;
   uint64_t self = 0, seq = 0;
   bool stopped = false;
 };
@@ -270,7 +172,8 @@ std::optional<std::string> PeerSync::start() {
   impl->socket.open(local.protocol(), ec);
   if (!ec) impl->socket.bind(local, ec);
   if (ec) return "RJ_PEER_LISTEN: cannot bind the UDP socket: " + ec.message();
-  port_.store(impl->socket.local_endpoint(ec).port(), std::memory_order_relaxed);
+  impl->local = impl->socket.local_endpoint(ec);
+  port_.store(impl->local.port(), std::memory_order_relaxed);
   impl->peers.resize(config_.peers.size());
   impl_ = impl;
 
@@ -343,18 +246,25 @@ std::optional<std::string> PeerSync::start() {
         boost::system::error_code rec;
         auto r = php ? impl->resolver.resolve(php->first, php->second, udp::resolver::numeric_service, rec)
                      : udp::resolver::results_type{};
-        if (php && !rec && !r.empty()) impl->peers[k] = r.begin()->endpoint();  // else: the last good one
+        if (!php || rec || r.empty()) continue;  // the last good answer stays
+        impl->peers[k].clear();
+        for (const auto& e : r) {
+          if (std::find(impl->peers[k].begin(), impl->peers[k].end(), e.endpoint()) == impl->peers[k].end()) {
+            impl->peers[k].push_back(e.endpoint());
+          }
+          if (impl->peers[k].size() >= PeerLoadBoard::kMaxPeers) break;
+        }
       }
     }
     auto bytes = std::make_shared<std::vector<uint8_t>>(encode_peer_message(m, config_.secret));
-    for (const auto& peer : impl->peers) {
-      if (!peer) {
-        send_errors_.fetch_add(1, std::memory_order_relaxed);
-        continue;
+    for (const auto& addresses : impl->peers) {
+      if (addresses.empty()) send_errors_.fetch_add(1, std::memory_order_relaxed);  // never resolved
+      for (const udp::endpoint& peer : addresses) {
+        if (peer == impl->local) continue;  // this replica, listed with the others
+        impl->socket.async_send_to(asio::buffer(*bytes), peer, [this, bytes](boost::system::error_code sec, size_t) {
+          (sec ? send_errors_ : sent_).fetch_add(1, std::memory_order_relaxed);
+        });
       }
-      impl->socket.async_send_to(asio::buffer(*bytes), *peer, [this, bytes](boost::system::error_code sec, size_t) {
-        (sec ? send_errors_ : sent_).fetch_add(1, std::memory_order_relaxed);
-      });
     }
     impl->timer.expires_after(std::chrono::milliseconds(config_.interval_ms));
     impl->timer.async_wait([self = impl->shared_from_this()](boost::system::error_code tec) {

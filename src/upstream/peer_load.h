@@ -42,50 +42,11 @@
 #include "config/config.h"
 #include "metrics/metrics.h"
 #include "upstream/engine_load.h"
+#include "upstream/peer_codec.h"
 
 namespace ramjet::upstream {
 
 class Fleet;
-
-using PeerSecret = std::array<uint8_t, 32>;
-
-struct PeerEntry {
-  uint64_t engine_key = 0;
-  uint32_t inflight = 0;
-  uint32_t units = 0;
-  bool operator==(const PeerEntry&) const = default;
-};
-
-struct PeerMessage {
-  uint64_t sender = 0;
-  uint64_t seq = 0;
-  uint64_t sent_unix_ms = 0;
-  std::vector<PeerEntry> entries;
-};
-
-inline constexpr size_t kPeerHeaderBytes = 36;
-inline constexpr size_t kPeerEntryBytes = 16;
-inline constexpr size_t kPeerMacBytes = 32;
-inline constexpr size_t kMaxPeerEntries = 1024;
-inline constexpr size_t kMaxDatagram = kPeerHeaderBytes + kMaxPeerEntries * kPeerEntryBytes + kPeerMacBytes;
-
-// Why a datagram was dropped (label of ramjet_peer_datagrams_total{outcome}), or kAccepted.
-enum class PeerOutcome : uint8_t { kAccepted, kMalformed, kBadMac, kReplayed, kOutOfTime, kOwn, kNoRoom, kCount };
-std::string_view label(PeerOutcome o);
-
-std::vector<uint8_t> encode_peer_message(const PeerMessage& m, const PeerSecret& secret);
-// The message, or why not: kMalformed (size, magic, version, reserved bytes, count, trailing
-// bytes) or kBadMac.
-// Never reads past `bytes`; checks the MAC before trusting any field but the length.
-struct PeerDecoded {
-  PeerOutcome outcome = PeerOutcome::kMalformed;
-  PeerMessage message;
-};
-PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret& secret);
-
-// The key an engine goes by between replicas: HMAC-SHA256(secret, "engine " + scheme://host:port
-// + base path), first 8 bytes.
-uint64_t peer_engine_key(const config::UpstreamUrl& url, const PeerSecret& secret);
 
 // The peers' load per engine ordinal, as routing reads it: lock-free reads on the request path,
 // one writer (the receive loop). Up to kMaxPeers senders; a sender whose state is older than
@@ -122,7 +83,8 @@ class PeerLoadBoard final : public PeerLoad {
 
 struct PeerSyncConfig {
   std::string listen;                // RJ_PEER_LISTEN host:port (UDP)
-  std::vector<std::string> peers;    // RJ_PEERS host:port each (this replica's own address is skipped)
+  std::vector<std::string> peers;    // RJ_PEERS host:port each: every address a name resolves to
+                                     // (a headless Service: all replicas); this replica's own is skipped
   PeerSecret secret{};               // RJ_PEER_SECRET_FILE
   int64_t interval_ms = 50;          // RJ_PEER_INTERVAL_MS
 };

@@ -1,4 +1,4 @@
-// Fuzz target for upstream/peer_load's datagram decoder (RJ_PEERS: UDP bytes from the network).
+// Fuzz target for upstream/peer_codec's datagram decoder (RJ_PEERS: UDP bytes from the network).
 // Each input is decoded as it came, and again with a valid MAC appended so the fuzzer reaches the
 // fields behind the check. Any input must give a refusal or a message within the limits whose
 // encoding is the input itself; nothing may read past the datagram.
@@ -12,7 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "upstream/peer_load.h"
+#include "upstream/peer_codec.h"
 
 namespace {
 
