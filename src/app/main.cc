@@ -447,8 +447,9 @@ int main(int argc, char** argv) {
       .key = cfg.session_affinity_key,
       .bonus_blocks = cfg.session_affinity_bonus_blocks,
       .max_load_delta = int64_t{cfg.session_affinity_max_load_delta}});
-  if (cfg.route_engine_load && !engine_load.enabled()) {
-    spdlog::warn("RJ_ROUTE_ENGINE_LOAD is on but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: routing sees its own reservations only");
+  if (cfg.route_engine_load && !engine_load.config().enabled) {
+    spdlog::warn("RJ_ROUTE_ENGINE_LOAD is on but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: routing does not see the engines' own counts{}",
+                 peer_sync ? " (only its peers' load, RJ_PEERS)" : "");
   }
   net::PoolSet pools(threads, fleet.size(), cfg.pool_max_idle);
   // Engines that join later (RJ_UPSTREAM_DNS names, a reload's RJ_UPSTREAM): the longest Host

@@ -3,6 +3,7 @@
 #include "config/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -462,6 +463,18 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     }
   }
   if (!c.peers.empty()) {
+    // host:port with a numeric port, each (a name is looked up at run time; its addresses are the peers)
+    for (size_t i = 0; i < c.peers.size(); ++i) {
+      const std::string& p = c.peers[i];
+      const size_t colon = p.rfind(':');
+      const std::string port = colon == std::string::npos ? "" : p.substr(colon + 1);
+      const bool numeric = !port.empty() && port.size() <= 5 &&
+                           std::all_of(port.begin(), port.end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
+                           std::stoul(port) >= 1 && std::stoul(port) <= 65535;
+      if (colon == std::string::npos || colon == 0 || !numeric) {
+        r.errors.push_back("RJ_PEERS: item " + std::to_string(i + 1) + " is not host:port (a port of 1..65535)");
+      }
+    }
     if (c.peer_listen.empty()) r.errors.push_back("RJ_PEER_LISTEN: RJ_PEERS needs the UDP host:port to receive on");
     if (c.peer_secret_file.empty()) r.errors.push_back("RJ_PEER_SECRET_FILE: RJ_PEERS needs the replicas' shared secret");
   } else {

@@ -352,6 +352,30 @@ TEST(Config, KvEventEndpointsAreOnePerUpstreamCheckedAndNeverEchoed) {
   EXPECT_EQ(count(replay_only, "set without RJ_KV_EVENT_LIVE_ENDPOINTS"), 1u) << all(replay_only.errors);
 }
 
+TEST(Config, PeersNeedAListenAddressASecretAndHostPortItems) {
+  auto ok = run(valid({{"RJ_PEERS", "ramjet-peers.llm.svc:7070,10.0.0.2:7070,[fd00::3]:7070"},
+                       {"RJ_PEER_LISTEN", "0.0.0.0:7070"},
+                       {"RJ_PEER_SECRET_FILE", "/etc/ramjet/peer.key"}}));
+  ASSERT_TRUE(ok.errors.empty()) << all(ok.errors);
+  EXPECT_EQ(ok.config.peers.size(), 3u);
+  EXPECT_EQ(ok.config.peer_interval_ms, 50u);
+  const std::string described = all(describe(ok.config));
+  EXPECT_EQ(described.find("ramjet-peers"), std::string::npos) << "hosts are not logged: " << described;
+  auto missing = run(valid({{"RJ_PEERS", "a:7070"}}));
+  EXPECT_EQ(count(missing, "RJ_PEER_LISTEN: RJ_PEERS needs"), 1u) << all(missing.errors);
+  EXPECT_EQ(count(missing, "RJ_PEER_SECRET_FILE: RJ_PEERS needs"), 1u) << all(missing.errors);
+  auto bad = run(valid({{"RJ_PEERS", "a:7070,b,c:http,d:70000"}, {"RJ_PEER_LISTEN", ":7070"}, {"RJ_PEER_SECRET_FILE", "/k"}}));
+  EXPECT_EQ(count(bad, "RJ_PEERS: item 2 is not host:port"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "RJ_PEERS: item 3 is not host:port"), 1u) << all(bad.errors);
+  EXPECT_EQ(count(bad, "RJ_PEERS: item 4 is not host:port"), 1u) << all(bad.errors);
+  EXPECT_EQ(bad.errors.size(), 3u) << all(bad.errors);
+  auto alone = run(valid({{"RJ_PEER_LISTEN", ":7070"}, {"RJ_PEER_SECRET_FILE", "/k"}}));
+  EXPECT_EQ(count(alone, "RJ_PEER_LISTEN: set without RJ_PEERS"), 1u) << all(alone.errors);
+  EXPECT_EQ(count(alone, "RJ_PEER_SECRET_FILE: set without RJ_PEERS"), 1u) << all(alone.errors);
+  auto fast = run(valid({{"RJ_PEER_INTERVAL_MS", "5"}}));
+  EXPECT_FALSE(fast.errors.empty()) << "10..1000";
+}
+
 TEST(Config, CompanionInventoryNeedsOneEndpointPerUpstreamAndBothSecretFiles) {
   EXPECT_EQ(run(valid()).config.exact_inventory, "events");
   auto ok = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},

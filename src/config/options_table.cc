@@ -553,7 +553,8 @@ const std::array kOptions = {
                   "engine counts with this process's own reservations. It is what the engine reports "
                   "(vllm:num_requests_running + _waiting, read every RJ_ENGINE_SCRAPE_INTERVAL_MS) beyond "
                   "this process's in-flight requests there, in load units; a reading older than three "
-                  "scrape intervals counts for nothing. Off, or with the scrape off: own reservations only.",
+                  "scrape intervals counts for nothing. Off, or with the scrape off: own reservations only (plus the "
+                  "RJ_PEERS replicas' load, when set).",
            .field = &Config::route_engine_load},
     Option{.env = "RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS",
            .flag = "--route-engine-load-waiting-units",

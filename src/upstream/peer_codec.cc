@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -50,6 +51,7 @@ std::string_view label(PeerOutcome o) {
     case PeerOutcome::kOutOfTime: return "out_of_time";
     case PeerOutcome::kOwn: return "own";
     case PeerOutcome::kNoRoom: return "no_room";
+    case PeerOutcome::kReceiveError: return "receive_error";
     case PeerOutcome::kCount: break;
   }
   return "unknown";
@@ -92,6 +94,7 @@ PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret
     return d;
   }
   d.message.sender = get64(p + 8);
+  if (d.message.sender == 0) return d;  // no process sends as 0 (signed, but not a sender)
   d.message.seq = get64(p + 16);
   d.message.sent_unix_ms = get64(p + 24);
   d.message.entries.resize(n);
@@ -104,7 +107,9 @@ PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret
 }
 
 uint64_t peer_engine_key(const config::UpstreamUrl& url, const PeerSecret& secret) {
-  const std::string name = std::string("engine ") + (url.tls ? "https://" : "http://") + url.host + ":" +
+  std::string host = url.host;
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string name = std::string("engine ") + (url.tls ? "https://" : "http://") + host + ":" +
                            std::to_string(url.port) + url.base_path;
   const auto tag = hmac(secret, std::span(reinterpret_cast<const uint8_t*>(name.data()), name.size()));
   return get64(tag.data());

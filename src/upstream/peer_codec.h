@@ -37,7 +37,9 @@ inline constexpr size_t kMaxPeerEntries = 1024;
 inline constexpr size_t kMaxDatagram = kPeerHeaderBytes + kMaxPeerEntries * kPeerEntryBytes + kPeerMacBytes;
 
 // Why a datagram was dropped (label of ramjet_peer_datagrams_total{outcome}), or kAccepted.
-enum class PeerOutcome : uint8_t { kAccepted, kMalformed, kBadMac, kReplayed, kOutOfTime, kOwn, kNoRoom, kCount };
+enum class PeerOutcome : uint8_t {
+  kAccepted, kMalformed, kBadMac, kReplayed, kOutOfTime, kOwn, kNoRoom, kReceiveError, kCount
+};
 std::string_view label(PeerOutcome o);
 
 std::vector<uint8_t> encode_peer_message(const PeerMessage& m, const PeerSecret& secret);
@@ -51,7 +53,7 @@ struct PeerDecoded {
 PeerDecoded decode_peer_message(std::span<const uint8_t> bytes, const PeerSecret& secret);
 
 // The key an engine goes by between replicas: HMAC-SHA256(secret, "engine " + scheme://host:port
-// + base path), first 8 bytes.
+// + base path, the host in lower case), first 8 bytes. Replicas must name each engine alike.
 uint64_t peer_engine_key(const config::UpstreamUrl& url, const PeerSecret& secret);
 
 }  // namespace ramjet::upstream

@@ -1,5 +1,6 @@
 #include "upstream/peer_load.h"
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include <boost/asio/ip/udp.hpp>
@@ -34,17 +35,23 @@ int64_t unix_ms() {
 using metrics::Family;
 using metrics::MetricKind;
 
-constexpr std::array<Family, 3> kFamilies = {{
+constexpr std::array<Family, 4> kFamilies = {{
     {"ramjet_peer_datagrams_total", MetricKind::kCounter, "outcome",
-     "RJ_PEERS load datagrams received: accepted, malformed (size, magic, version, count), bad_mac "
-     "(not signed with RJ_PEER_SECRET_FILE's secret), replayed (a sequence not above the sender's "
-     "last), out_of_time (sent more than 10 s from this replica's clock), own (this replica's own), "
-     "no_room (64 fresh peers already)."},
+     "RJ_PEERS load datagrams received: accepted, malformed (size, magic, version, reserved or "
+     "trailing bytes, count, a zero sender), bad_mac (not signed with RJ_PEER_SECRET_FILE's "
+     "secret), replayed (a sequence not above the sender's last), out_of_time (sent more than 10 s "
+     "from this replica's clock), own (this replica's own: expected when it listens on a wildcard "
+     "address and its own address is among RJ_PEERS), no_room (64 peers heard from in the last "
+     "15 s), receive_error (the socket's; the receive is armed again 10 ms later)."},
     {"ramjet_peer_datagrams_sent_total", MetricKind::kCounter, "outcome",
      "RJ_PEERS load datagrams sent: ok, error (the peer's name did not resolve or the send failed)."},
     {"ramjet_peers_fresh", MetricKind::kGauge, "",
      "Peer replicas whose load arrived within the stale time (4 intervals, at least 250 ms): their "
      "in-flight load counts in routing."},
+    {"ramjet_peer_entries_total", MetricKind::kCounter, "outcome",
+     "Engine entries in accepted RJ_PEERS datagrams: matched (an engine of this replica's), "
+     "unknown_engine (an engine this replica does not list under the same URL: every replica must "
+     "name each engine alike, or its load there is not shared)."},
 }};
 
 }  // namespace
@@ -53,71 +60,84 @@ std::span<const metrics::Family> peer_sync_families() { return kFamilies; }
 
 // ------------------------------------------------------------------------------------ the board
 
-PeerLoadBoard::PeerLoadBoard(size_t engines, int64_t stale_ms, const Clock& clock)
-    : engines_(engines), stale_ms_(stale_ms), clock_(clock) {
+PeerLoadBoard::PeerLoadBoard(size_t engines, int64_t stale_ms, const Clock& clock, int64_t retain_ms)
+    : engines_(engines),
+      stale_ms_(stale_ms),
+      retain_ms_(std::max(retain_ms, stale_ms)),
+      clock_(clock),
+      sum_inflight_(std::make_unique<std::atomic<int64_t>[]>(engines)),
+      sum_units_(std::make_unique<std::atomic<int64_t>[]>(engines)) {
   for (Slot& s : slots_) {
-    s.inflight = std::make_unique<std::atomic<uint32_t>[]>(engines_);
-    s.units = std::make_unique<std::atomic<uint32_t>[]>(engines_);
+    s.inflight = std::make_unique<uint32_t[]>(engines_);
+    s.units = std::make_unique<uint32_t[]>(engines_);
   }
-}
-
-bool PeerLoadBoard::fresh(const Slot& s, int64_t now_ms) const {
-  return s.sender.load(std::memory_order_acquire) != 0 &&
-         now_ms - s.at_ms.load(std::memory_order_acquire) <= stale_ms_;
 }
 
 PeerOutcome PeerLoadBoard::apply(uint64_t sender, uint64_t seq, std::span<const PeerEntry> by_ordinal) {
   const int64_t now = clock_.now_ms();
   Slot* slot = nullptr;
-  Slot* free = nullptr;
+  Slot* empty = nullptr;
+  Slot* retired = nullptr;
   for (Slot& s : slots_) {
-    const uint64_t who = s.sender.load(std::memory_order_relaxed);
-    if (who == sender) {
+    if (s.sender == sender && sender != 0) {
       slot = &s;
       break;
     }
-    if (free == nullptr && (who == 0 || !fresh(s, now))) free = &s;
+    if (s.sender == 0) {
+      if (empty == nullptr) empty = &s;
+    } else if (retired == nullptr && now - s.at_ms > retain_ms_) {
+      retired = &s;  // quiet for longer than a datagram of its can be replayed: its seq may go
+    }
   }
   if (slot != nullptr && seq <= slot->last_seq) return PeerOutcome::kReplayed;
   if (slot == nullptr) {
-    if (free == nullptr) return PeerOutcome::kNoRoom;
-    slot = free;
-    // A new sender in a slot: readers skip it (stale) until the values below are in.
-    slot->at_ms.store(INT64_MIN / 2, std::memory_order_release);
-    slot->sender.store(sender, std::memory_order_release);
+    slot = empty != nullptr ? empty : retired;
+    if (slot == nullptr) return PeerOutcome::kNoRoom;
+    slot->sender = sender;
   }
   slot->last_seq = seq;
+  slot->at_ms = now;
   for (size_t i = 0; i < engines_; ++i) {
     const PeerEntry e = i < by_ordinal.size() ? by_ordinal[i] : PeerEntry{};
-    slot->inflight[i].store(e.inflight, std::memory_order_relaxed);
-    slot->units[i].store(e.units, std::memory_order_relaxed);
+    slot->inflight[i] = e.inflight;
+    slot->units[i] = e.units;
   }
-  slot->at_ms.store(now, std::memory_order_release);
+  refresh(now);
   return PeerOutcome::kAccepted;
 }
 
-int64_t PeerLoadBoard::units(size_t i, int64_t now_ms) const {
-  if (i >= engines_) return 0;
-  int64_t sum = 0;
-  for (const Slot& s : slots_) {
-    if (fresh(s, now_ms)) sum += s.units[i].load(std::memory_order_relaxed);
+void PeerLoadBoard::refresh(int64_t now_ms) {
+  size_t fresh = 0;
+  for (size_t i = 0; i < engines_; ++i) {
+    int64_t inflight = 0, units = 0;
+    for (const Slot& s : slots_) {
+      if (s.sender == 0 || now_ms - s.at_ms > stale_ms_) continue;
+      inflight += s.inflight[i];
+      units += s.units[i];
+    }
+    sum_inflight_[i].store(inflight, std::memory_order_relaxed);
+    sum_units_[i].store(units, std::memory_order_relaxed);
   }
-  return sum;
+  for (const Slot& s : slots_) fresh += s.sender != 0 && now_ms - s.at_ms <= stale_ms_ ? 1 : 0;
+  fresh_.store(fresh, std::memory_order_relaxed);
+  sums_at_.store(now_ms, std::memory_order_release);
+}
+
+bool PeerLoadBoard::current(int64_t now_ms) const {
+  // Sums the writer has not refreshed for a stale time (its thread stopped or stalled) are dropped.
+  return now_ms - sums_at_.load(std::memory_order_acquire) <= stale_ms_;
+}
+
+int64_t PeerLoadBoard::units(size_t i, int64_t now_ms) const {
+  return i < engines_ && current(now_ms) ? sum_units_[i].load(std::memory_order_relaxed) : 0;
 }
 
 int64_t PeerLoadBoard::inflight(size_t i, int64_t now_ms) const {
-  if (i >= engines_) return 0;
-  int64_t sum = 0;
-  for (const Slot& s : slots_) {
-    if (fresh(s, now_ms)) sum += s.inflight[i].load(std::memory_order_relaxed);
-  }
-  return sum;
+  return i < engines_ && current(now_ms) ? sum_inflight_[i].load(std::memory_order_relaxed) : 0;
 }
 
 size_t PeerLoadBoard::fresh_peers(int64_t now_ms) const {
-  size_t n = 0;
-  for (const Slot& s : slots_) n += fresh(s, now_ms) ? 1 : 0;
-  return n;
+  return current(now_ms) ? fresh_.load(std::memory_order_relaxed) : 0;
 }
 
 // ------------------------------------------------------------------------------------ the loop
@@ -125,13 +145,14 @@ size_t PeerLoadBoard::fresh_peers(int64_t now_ms) const {
 // Handlers in flight hold the Impl (shared_from_this); its two loop bodies refer to it by a raw
 // pointer, so nothing holds itself: the Impl goes with the last handler once stopped.
 struct PeerSync::Impl : std::enable_shared_from_this<PeerSync::Impl> {
-  explicit Impl(asio::io_context& ctx) : socket(ctx), timer(ctx), resolver(ctx) {}
+  explicit Impl(asio::io_context& ctx) : socket(ctx), timer(ctx), resolver(ctx), retry(ctx) {}
   std::function<void()> receive, tick;
   udp::socket socket;
   asio::steady_timer timer;
   udp::resolver resolver;
   std::vector<std::vector<udp::endpoint>> peers;  // resolved, by RJ_PEERS item: every address of a name
-  std::chrono::steady_clock::time_point resolved_at{};
+  std::optional<std::chrono::steady_clock::time_point> resolved_at;  // the last lookups started
+  asio::steady_timer retry;  // re-arms the receive after an error
   std::vector<uint64_t> incarnations, keys;  // per slot: the member whose key `keys` holds
   std::unordered_map<uint64_t, size_t> ordinal_of;
   std::array<uint8_t, kMaxDatagram + 1> buf{};
@@ -155,7 +176,10 @@ std::optional<std::pair<std::string, std::string>> split_host_port(const std::st
 PeerSync::PeerSync(PeerSyncConfig config, const Fleet& fleet, PeerLoadBoard& board)
     : config_(std::move(config)), fleet_(fleet), board_(board) {}
 
-PeerSync::~PeerSync() { stop(); }
+PeerSync::~PeerSync() {
+  stop();
+  OPENSSL_cleanse(config_.secret.data(), config_.secret.size());
+}
 
 std::optional<std::string> PeerSync::start() {
   asio::io_context& ctx = ctx_;
@@ -182,23 +206,35 @@ std::optional<std::string> PeerSync::start() {
     raw->socket.async_receive_from(
         asio::buffer(raw->buf), raw->from, [this, impl = raw->shared_from_this()](boost::system::error_code rec, size_t n) {
           if (impl->stopped || rec == asio::error::operation_aborted) return;
-          if (!rec) {
+          if (rec) {  // counted; the receive is armed again a moment later (no spin on an error that stays)
+            received_[static_cast<size_t>(PeerOutcome::kReceiveError)].fetch_add(1, std::memory_order_relaxed);
+            impl->retry.expires_after(std::chrono::milliseconds(10));
+            impl->retry.async_wait([impl](boost::system::error_code) {
+              if (!impl->stopped) impl->receive();
+            });
+            return;
+          }
+          {
             PeerOutcome o = PeerOutcome::kMalformed;
             if (n <= kMaxDatagram) {
               PeerDecoded d = decode_peer_message(std::span(impl->buf.data(), n), config_.secret);
               o = d.outcome;
               if (o == PeerOutcome::kAccepted && d.message.sender == impl->self) o = PeerOutcome::kOwn;
-              if (o == PeerOutcome::kAccepted &&
-                  std::abs(static_cast<int64_t>(d.message.sent_unix_ms) - unix_ms()) > kMaxSkewMs) {
+              const uint64_t sent = d.message.sent_unix_ms, now = static_cast<uint64_t>(unix_ms());
+              if (o == PeerOutcome::kAccepted && (sent > now ? sent - now : now - sent) > kMaxSkewMs) {
                 o = PeerOutcome::kOutOfTime;
               }
               if (o == PeerOutcome::kAccepted) {
                 thread_local std::vector<PeerEntry> by_ordinal;
                 by_ordinal.assign(fleet_.size(), PeerEntry{});
+                uint64_t unknown = 0;
                 for (const PeerEntry& e : d.message.entries) {
                   auto it = impl->ordinal_of.find(e.engine_key);
                   if (it != impl->ordinal_of.end()) by_ordinal[it->second] = e;
+                  else ++unknown;
                 }
+                entries_matched_.fetch_add(d.message.entries.size() - unknown, std::memory_order_relaxed);
+                entries_unknown_.fetch_add(unknown, std::memory_order_relaxed);
                 o = board_.apply(d.message.sender, d.message.seq, by_ordinal);
               }
             }
@@ -230,7 +266,10 @@ std::optional<std::string> PeerSync::start() {
       if (!member) continue;
       const Engine& e = fleet_.at(i);
       const auto clamp = [](int64_t v) { return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX)); };
-      m.entries.push_back(PeerEntry{impl->keys[i], clamp(e.inflight()), clamp(e.load_units())});
+      const PeerEntry entry{impl->keys[i], clamp(e.inflight()), clamp(e.load_units())};
+      // An engine with nothing of ours on it is left out (reads as zero): a big fleet's datagram
+      // stays the size of its busy engines.
+      if (entry.inflight != 0 || entry.units != 0) m.entries.push_back(entry);
     }
     if (changed) {
       impl->ordinal_of.clear();
@@ -238,22 +277,28 @@ std::optional<std::string> PeerSync::start() {
         if (impl->incarnations[i] != 0) impl->ordinal_of[impl->keys[i]] = i;
       }
     }
+    board_.refresh(board_.clock().now_ms());  // peers that went quiet drop out of the sums
     const auto now = std::chrono::steady_clock::now();
-    if (now - impl->resolved_at > std::chrono::seconds(10)) {
+    if (!impl->resolved_at || now - *impl->resolved_at > std::chrono::seconds(10)) {
       impl->resolved_at = now;
       for (size_t k = 0; k < config_.peers.size(); ++k) {
         auto php = split_host_port(config_.peers[k]);
-        boost::system::error_code rec;
-        auto r = php ? impl->resolver.resolve(php->first, php->second, udp::resolver::numeric_service, rec)
-                     : udp::resolver::results_type{};
-        if (!php || rec || r.empty()) continue;  // the last good answer stays
-        impl->peers[k].clear();
-        for (const auto& e : r) {
-          if (std::find(impl->peers[k].begin(), impl->peers[k].end(), e.endpoint()) == impl->peers[k].end()) {
-            impl->peers[k].push_back(e.endpoint());
-          }
-          if (impl->peers[k].size() >= PeerLoadBoard::kMaxPeers) break;
-        }
+        if (!php) continue;
+        // Asynchronous: a slow name service never holds the sends and receives; each answer
+        // replaces that item's addresses when it comes (a failed lookup keeps the last ones).
+        impl->resolver.async_resolve(
+            impl->local.protocol(), php->first, php->second, udp::resolver::numeric_service,
+            [impl = impl->shared_from_this(), k](boost::system::error_code rec, udp::resolver::results_type r) {
+              if (rec || r.empty() || impl->stopped) return;
+              std::vector<udp::endpoint> addresses;
+              for (const auto& e : r) {
+                if (std::find(addresses.begin(), addresses.end(), e.endpoint()) == addresses.end()) {
+                  addresses.push_back(e.endpoint());
+                }
+                if (addresses.size() >= PeerLoadBoard::kMaxPeers) break;
+              }
+              impl->peers[k] = std::move(addresses);
+            });
       }
     }
     auto bytes = std::make_shared<std::vector<uint8_t>>(encode_peer_message(m, config_.secret));
@@ -282,10 +327,22 @@ std::optional<std::string> PeerSync::start() {
 void PeerSync::stop() {
   auto impl = std::exchange(impl_, nullptr);
   if (!impl) return;
-  asio::post(ctx_, [impl] {
-    impl->stopped = true;
+  asio::post(ctx_, [this, impl] {
+    // A last datagram with nothing in it: the peers forget this replica's load now, not a stale
+    // time later.
+    PeerMessage last{.sender = impl->self, .seq = ++impl->seq, .sent_unix_ms = static_cast<uint64_t>(unix_ms()),
+                     .entries = {}};
+    const std::vector<uint8_t> bytes = encode_peer_message(last, config_.secret);
     boost::system::error_code ec;
+    for (const auto& addresses : impl->peers) {
+      for (const udp::endpoint& peer : addresses) {
+        if (peer != impl->local) impl->socket.send_to(asio::buffer(bytes), peer, 0, ec);
+      }
+    }
+    impl->stopped = true;
     impl->timer.cancel();
+    impl->retry.cancel();
+    impl->resolver.cancel();
     impl->socket.close(ec);
     impl->receive = nullptr;  // they hold `this`: not past stop()
     impl->tick = nullptr;
@@ -307,6 +364,9 @@ void PeerSync::write_metrics(metrics::Exposition& x) const {
   x.sample(kFamilies[1].name, "outcome=\"error\"", send_errors_.load(std::memory_order_relaxed));
   x.family(kFamilies[2]);
   x.sample(kFamilies[2].name, "", uint64_t{board_.fresh_peers(board_.clock().now_ms())});
+  x.family(kFamilies[3]);
+  x.sample(kFamilies[3].name, "outcome=\"matched\"", entries_matched_.load(std::memory_order_relaxed));
+  x.sample(kFamilies[3].name, "outcome=\"unknown_engine\"", entries_unknown_.load(std::memory_order_relaxed));
 }
 
 }  // namespace ramjet::upstream

@@ -4,8 +4,9 @@
 //
 // Each replica sends every RJ_PEER_INTERVAL_MS one UDP datagram to each peer: its own in-flight
 // requests and reserved load units per engine (absolute values, not deltas: a lost, duplicated
-// or reordered datagram costs nothing, and a replica that stops is forgotten once its last state
-// is older than the stale time). A receiving replica adds its fresh peers' load units to an
+// or reordered datagram costs nothing; an engine it has nothing on is left out, which reads as
+// zero; a replica that stops says so with a last empty datagram, and one that dies is forgotten
+// once its last state is older than the stale time). A receiving replica adds its fresh peers' load units to an
 // engine's foreign load (upstream/engine_load.h), so a burst split by a round-robin front is seen
 // whole by every replica within one interval instead of one engine scrape (RJ_ENGINE_SCRAPE_
 // INTERVAL_MS) later; the scrape then counts only what neither this replica nor its peers put
@@ -20,7 +21,7 @@
 //
 // Wire format (little-endian), at most kMaxDatagram bytes:
 //   "RJPL" | version u8 (1) | 3 zero bytes | sender u64 (random per process) | seq u64 |
-//   sent_unix_ms u64 | n u32 (<= kMaxEntries) | n x { engine key u64, inflight u32, units u32 } |
+//   sent_unix_ms u64 | n u32 (<= kMaxPeerEntries) | n x { engine key u64, inflight u32, units u32 } |
 //   HMAC-SHA256 (32 bytes) over everything before it
 #pragma once
 
@@ -48,18 +49,24 @@ namespace ramjet::upstream {
 
 class Fleet;
 
-// The peers' load per engine ordinal, as routing reads it: lock-free reads on the request path,
-// one writer (the receive loop). Up to kMaxPeers senders; a sender whose state is older than
-// `stale_ms` counts for nothing and its slot may be taken by a new one.
+// The peers' load per engine ordinal, as routing reads it. One writer (the PeerSync thread)
+// keeps each sender's last values and publishes per-engine sums over the fresh senders, after
+// every accepted message and every interval (refresh()); readers on the request path load one
+// atomic per engine. A sender whose state is older than `stale_ms` counts for nothing; its slot
+// is kept (with its last sequence, so its old datagrams stay refused) until it has been quiet for
+// `retain_ms` (at least the senders' clock window), then a new sender may take it. Sums the
+// writer has not refreshed for `stale_ms` (its thread stalled) read as nothing.
 class PeerLoadBoard final : public PeerLoad {
  public:
   static constexpr size_t kMaxPeers = 64;
-  PeerLoadBoard(size_t engines, int64_t stale_ms, const Clock& clock);
+  PeerLoadBoard(size_t engines, int64_t stale_ms, const Clock& clock, int64_t retain_ms = 15'000);
 
   // Writer: a verified message from `sender` (keys already mapped to ordinals: `by_ordinal[i]`
   // is the sender's entry for engine i, or zero). kReplayed when seq is not above the sender's
-  // last; kNoRoom when every slot holds a fresh sender.
+  // last; kNoRoom when every slot holds a sender heard from within `retain_ms`.
   PeerOutcome apply(uint64_t sender, uint64_t seq, std::span<const PeerEntry> by_ordinal);
+  // Writer: publishes the sums again (senders that went stale drop out).
+  void refresh(int64_t now_ms);
 
   // Readers (any thread): the fresh peers' sums on engine `i`.
   int64_t units(size_t i, int64_t now_ms) const override;
@@ -68,17 +75,20 @@ class PeerLoadBoard final : public PeerLoad {
   const Clock& clock() const { return clock_; }
 
  private:
-  struct Slot {
-    std::atomic<uint64_t> sender{0};
-    std::atomic<int64_t> at_ms{INT64_MIN / 2};
-    uint64_t last_seq = 0;  // writer only
-    std::unique_ptr<std::atomic<uint32_t>[]> inflight, units;
+  struct Slot {  // writer only
+    uint64_t sender = 0;
+    int64_t at_ms = 0;
+    uint64_t last_seq = 0;
+    std::unique_ptr<uint32_t[]> inflight, units;
   };
-  bool fresh(const Slot& s, int64_t now_ms) const;
+  bool current(int64_t now_ms) const;
   size_t engines_;
-  int64_t stale_ms_;
+  int64_t stale_ms_, retain_ms_;
   const Clock& clock_;
   std::array<Slot, kMaxPeers> slots_;
+  std::unique_ptr<std::atomic<int64_t>[]> sum_inflight_, sum_units_;
+  std::atomic<size_t> fresh_{0};
+  std::atomic<int64_t> sums_at_{INT64_MIN / 2};
 };
 
 struct PeerSyncConfig {
@@ -115,7 +125,7 @@ class PeerSync {
   std::thread thread_;
   std::atomic<uint16_t> port_{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(PeerOutcome::kCount)> received_{};
-  std::atomic<uint64_t> sent_{0}, send_errors_{0};
+  std::atomic<uint64_t> sent_{0}, send_errors_{0}, entries_matched_{0}, entries_unknown_{0};
 };
 
 // The families PeerSync::write_metrics writes (docs/metrics.md).

@@ -65,6 +65,14 @@ TEST(PeerCodec, EngineKeysAreStableAndKeyed) {
   EXPECT_EQ(peer_engine_key(a, secret(1)), peer_engine_key(a, secret(1)));
   EXPECT_NE(peer_engine_key(a, secret(1)), peer_engine_key(b, secret(1)));
   EXPECT_NE(peer_engine_key(a, secret(1)), peer_engine_key(a, secret(2)));
+  EXPECT_EQ(peer_engine_key(config::UpstreamUrl{"VLLM-0", 8000, ""}, secret(1)),
+            peer_engine_key(config::UpstreamUrl{"vllm-0", 8000, ""}, secret(1))) << "host names ignore case";
+}
+
+TEST(PeerCodec, AZeroSenderIsMalformedEvenSigned) {
+  PeerMessage m = message(1);
+  m.sender = 0;
+  EXPECT_EQ(decode_peer_message(encode_peer_message(m, secret(1)), secret(1)).outcome, PeerOutcome::kMalformed);
 }
 
 TEST(PeerLoadBoard, SumsFreshPeersAndForgetsStaleOnes) {
@@ -88,20 +96,36 @@ TEST(PeerLoadBoard, SumsFreshPeersAndForgetsStaleOnes) {
   clock.advance_ms(150);
   EXPECT_EQ(board.apply(2, 2, std::vector<PeerEntry>{{0, 1, 4}}), PeerOutcome::kAccepted);
   clock.advance_ms(100);  // sender 1 is 250 ms old: stale; sender 2 is 100 ms old
+  board.refresh(clock.now_ms());  // the writer's tick
   EXPECT_EQ(board.units(0, clock.now_ms()), 4);
   EXPECT_EQ(board.fresh_peers(clock.now_ms()), 1u);
+  clock.advance_ms(201);  // no refresh for longer than the stale time: the writer stalled
+  EXPECT_EQ(board.units(0, clock.now_ms()), 0);
+  EXPECT_EQ(board.fresh_peers(clock.now_ms()), 0u);
 }
 
-TEST(PeerLoadBoard, SixtyFourFreshPeersLeaveNoRoomUntilOneGoesStale) {
+TEST(PeerLoadBoard, AQuietSendersOldDatagramsStayRefusedWhileANewSenderArrives) {
+  ManualClock clock;
+  PeerLoadBoard board(1, 200, clock, 10'000);
+  ASSERT_EQ(board.apply(7, 50, std::vector<PeerEntry>{{0, 1, 1}}), PeerOutcome::kAccepted);
+  clock.advance_ms(1000);  // sender 7 went quiet (a restart: the new process is sender 8)
+  ASSERT_EQ(board.apply(8, 1, std::vector<PeerEntry>{{0, 2, 2}}), PeerOutcome::kAccepted);
+  EXPECT_EQ(board.apply(7, 49, std::vector<PeerEntry>{{0, 9, 9}}), PeerOutcome::kReplayed) << "a recorded datagram";
+  EXPECT_EQ(board.units(0, clock.now_ms()), 2);
+}
+
+TEST(PeerLoadBoard, SixtyFourPeersLeaveNoRoomUntilOneIsRetired) {
   ManualClock clock;
   clock.set_ms(0);
-  PeerLoadBoard board(1, 100, clock);
+  PeerLoadBoard board(1, 100, clock, 1000);
   for (uint64_t s = 1; s <= PeerLoadBoard::kMaxPeers; ++s) {
     ASSERT_EQ(board.apply(s, 1, std::vector<PeerEntry>{{0, 1, 1}}), PeerOutcome::kAccepted);
   }
   EXPECT_EQ(board.apply(999, 1, std::vector<PeerEntry>{{0, 1, 1}}), PeerOutcome::kNoRoom);
   EXPECT_EQ(board.units(0, 0), int64_t(PeerLoadBoard::kMaxPeers));
-  clock.advance_ms(101);
+  clock.advance_ms(101);  // stale, but not retired: their sequences still guard their slots
+  EXPECT_EQ(board.apply(999, 1, std::vector<PeerEntry>{{0, 1, 7}}), PeerOutcome::kNoRoom);
+  clock.advance_ms(900);
   EXPECT_EQ(board.apply(999, 1, std::vector<PeerEntry>{{0, 1, 7}}), PeerOutcome::kAccepted);
   EXPECT_EQ(board.units(0, clock.now_ms()), 7);
 }

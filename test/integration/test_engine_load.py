@@ -128,42 +128,43 @@ def secret_file(tmp_path, name: str, byte: str) -> str:
 
 def test_peers_share_their_load_directly_signed_and_forgotten_when_they_stop(sims, ramjet_factory, tmp_path):
     """RJ_PEERS with the engine scrape off: the only way A can know of B's streams is B telling it.
-    A sees them on the right engine (B lists only engine 0, A lists two: matched by address, not
-    ordinal) and keeps its requests off it; a replica signing with another secret is refused and
-    counted; when B stops, its load is forgotten within the stale time."""
+    A sees them on the right engine (B lists only A's engine 1, its own ordinal 0: matched by
+    address, not ordinal) and keeps its requests off it; a replica signing with another secret is
+    refused and counted; when B dies, its load is forgotten within the stale time."""
     pa, pb, pc = udp_port(), udp_port(), udp_port()
     good = secret_file(tmp_path, "peer.key", "a")
     peers = f"127.0.0.1:{pa},127.0.0.1:{pb},127.0.0.1:{pc}"  # one list for all (each skips itself)
     common = {"RJ_ENGINE_SCRAPE_INTERVAL_MS": "0", "RJ_PEERS": peers, "RJ_PEER_INTERVAL_MS": "20"}
     a = ramjet_factory([s.url for s in sims], env={**common, "RJ_PEER_LISTEN": f"127.0.0.1:{pa}",
                                                   "RJ_PEER_SECRET_FILE": good})
-    b = ramjet_factory([sims[0].url], env={**common, "RJ_PEER_LISTEN": f"127.0.0.1:{pb}", "RJ_PEER_SECRET_FILE": good})
-    c = ramjet_factory([sims[1].url], env={**common, "RJ_PEER_LISTEN": f"127.0.0.1:{pc}",
+    b = ramjet_factory([sims[1].url], env={**common, "RJ_PEER_LISTEN": f"127.0.0.1:{pb}", "RJ_PEER_SECRET_FILE": good})
+    c = ramjet_factory([sims[0].url], env={**common, "RJ_PEER_LISTEN": f"127.0.0.1:{pc}",
                                            "RJ_PEER_SECRET_FILE": secret_file(tmp_path, "other.key", "b")})
     assert f"received on udp port={pa}" in a.output()
     streams = long_streams(b.api_port, 3, "b")
-    c_streams = long_streams(c.api_port, 2, "c")  # on engine 1, but signed with another secret
+    c_streams = long_streams(c.api_port, 2, "c")  # on engine 0, but signed with another secret
     try:
-        poll(lambda: (foreign(a, 0) or 0) >= 3, 10, what="A sees B's three streams on engine 0")
+        poll(lambda: (foreign(a, 1) or 0) >= 3, 10, what="A sees B's three streams on its engine 1")
         m = a.metrics()
-        assert m.get(FOREIGN, upstream=1) == 0, "C's datagrams carry no weight"
+        assert m.get(FOREIGN, upstream=0) == 0, "C's datagrams carry no weight"
+        assert m.get("ramjet_peer_entries_total", outcome="unknown_engine") == 0
         assert m.get("ramjet_peers_fresh") == 1
         poll(lambda: (a.metrics().get("ramjet_peer_datagrams_total", outcome="bad_mac") or 0) >= 1, 10,
              what="C's datagrams counted as bad_mac")
         served = short_requests(a, 6, "a")
-        assert served == ["1"] * 6, served
+        assert served == ["0"] * 6, served
     finally:
         for s in streams + c_streams:
             s.close()
-    poll(lambda: foreign(a, 0) == 0, 10, what="B's released load, sent as its next absolute value")
+    poll(lambda: foreign(a, 1) == 0, 10, what="B's released load, sent as its next absolute value")
     streams = long_streams(b.api_port, 2, "b2")
     try:
-        poll(lambda: (foreign(a, 0) or 0) >= 2, 10, what="B's new streams")
+        poll(lambda: (foreign(a, 1) or 0) >= 2, 10, what="B's new streams")
         b.expect_exit = True
         b.proc.kill()  # B stops without a word: its last state goes stale
         b.wait_exit(5)
-        poll(lambda: foreign(a, 0) == 0 and a.metrics().get("ramjet_peers_fresh") == 0, 10,
-             what="a stopped peer forgotten")
+        poll(lambda: foreign(a, 1) == 0 and a.metrics().get("ramjet_peers_fresh") == 0, 10,
+             what="a dead peer forgotten")
     finally:
         for s in streams:
             s.close()

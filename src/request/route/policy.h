@@ -43,9 +43,10 @@ struct CandidateState {
   // survives a loaded fleet), until it succeeds again or RJ_OUTLIER_PENALTY_MS pass, so it is
   // never preferred for failing.
   bool failing = false;
-  // Load other routers put there, in load units (upstream/engine_load.h: what the engine reports
-  // beyond this process's own in-flight requests); 0 when RJ_ROUTE_ENGINE_LOAD is off or the
-  // engine's reading is stale. Policies that weigh load add it to load_units.
+  // Load other routers put there, in load units (upstream/engine_load.h: the RJ_PEERS replicas'
+  // own load there, plus what the engine reports beyond this process's and the peers' in-flight
+  // requests — that share 0 when RJ_ROUTE_ENGINE_LOAD is off or the engine's reading is stale).
+  // Policies that weigh load add it to load_units.
   int64_t foreign_load_units = 0;
   // Session affinity (route/session_affinity.h): extra affinity blocks the request's session
   // target earns (the prefix policy adds them to its affinity, capped); 0 elsewhere.

@@ -202,10 +202,11 @@ constexpr std::array<metrics::Family, 11> kFamilies = {{
      "X-Session-ID): all (10000 bps), treatment (placed exactly), control and no_session (computed "
      "and recorded as shadow decisions only)."},
     {"ramjet_upstream_foreign_load_units", metrics::MetricKind::kGauge, "upstream",
-     "Load units other routers put on the engine as routing reads it now (RJ_ROUTE_ENGINE_LOAD): "
-     "the engine's reported running and waiting requests beyond this process's own in-flight "
-     "requests there, waiting ones weighted by RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS; 0 while the "
-     "engine's last /metrics reading is older than three scrape intervals or failed."},
+     "Load units other routers put on the engine as routing reads it now: the fresh RJ_PEERS "
+     "replicas' own load units there, plus (RJ_ROUTE_ENGINE_LOAD) the engine's reported running "
+     "and waiting requests beyond this process's and its peers' in-flight requests there, waiting "
+     "ones weighted by RJ_ROUTE_ENGINE_LOAD_WAITING_UNITS (that share is 0 while the engine's last "
+     "/metrics reading is older than three scrape intervals or failed)."},
     {"ramjet_session_affinity_total", metrics::MetricKind::kCounter, "endpoint,outcome",
      "Routing decisions by what session affinity did (RJ_SESSION_AFFINITY_MODE on; in shadow what it "
      "would have done): no_session, invalid (X-Session-ID empty, over 256 bytes or repeated: "
