@@ -17,6 +17,22 @@ bench_binaries() {
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# cpu_by_name PID... -> JSON {"comm": CPU seconds (user + system, children included)} summed by name
+cpu_by_name() {
+  python3 - "$@" <<'PY'
+import json, os, sys
+tick, out = os.sysconf("SC_CLK_TCK"), {}
+for pid in sys.argv[1:]:
+    try:
+        raw = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        continue
+    name, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw[raw.rindex(")") + 2:].split()
+    out[name] = out.get(name, 0) + sum(int(v) for v in rest[11:15]) / tick
+print(json.dumps(out))
+PY
+}
+free_udp_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # bench_workdir NAME: WORK=/tmp/NAME.XXXXXX; every pid added to pids is stopped on exit, and the
 # folder removed (kept when KEEP_WORK is set).

@@ -8,9 +8,13 @@
 # Runs, one after another on fresh engines (cold caches) and fresh ramjets, in an order that
 # rotates from repeat to repeat:
 #   one          1 ramjet; ramjet-bench talks to it directly
+#   one-front    1 ramjet behind the same haproxy as three (the front's own cost, apart)
+#   one-of-three REPLICAS ramjets running (KV events, scrapes), all traffic through haproxy to the
+#                first: what the idle replicas' own work costs the engines beside them
 #   three        REPLICAS ramjets behind haproxy (HTTP mode, balance roundrobin: every request
 #                to the next replica, whatever its session), RJ_ROUTE_ENGINE_LOAD=on (default)
 #   three-noload the same with RJ_ROUTE_ENGINE_LOAD=off (each replica sees its own reservations)
+#   three-peers  three, and the replicas share their load directly (RJ_PEERS, every 50 ms)
 #   one-fp, three-fp   one / three ramjets on their fingerprints only (no KV events, exact off)
 # Target (issue 14): three's cached-prompt-token % within 2 points of one's, and its output
 # throughput >= 0.95x one's. Prints Markdown and writes bench/results/several_routers-<UTC>.md.
@@ -117,21 +121,33 @@ start_haproxy() {  # start_haproxy -> front=host:port; balances over apis (not i
 }
 
 run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
-  local label=$1 rep=$2 target n=1 extra=() i
+  local label=$1 rep=$2 target n=1 extra=() i via_front=0 only_first=0 peers=0 ports=() list
   fingerprints=0
   case $label in
     one) n=1 ;;
+    one-front) n=1; via_front=1 ;;
+    one-of-three) n=$REPLICAS; only_first=1 ;;
     three) n=$REPLICAS ;;
     three-noload) n=$REPLICAS; extra=(RJ_ROUTE_ENGINE_LOAD=off) ;;
+    three-peers) n=$REPLICAS; peers=1 ;;
     one-fp) n=1; fingerprints=1 ;;
     three-fp) n=$REPLICAS; fingerprints=1 ;;
-    *) die "unknown label $label (one, three, three-noload, one-fp, three-fp)" ;;
+    *) die "unknown label $label (one, one-front, one-of-three, three, three-noload, three-peers, one-fp, three-fp)" ;;
   esac
   start_sims "${FLEET[@]}"
   apis=()
-  for ((i = 0; i < n; i++)); do start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"}; done
-  if ((n == 1)); then target=${apis[0]}; else start_haproxy; target=$front; fi
-  log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo "s behind haproxy"), $WORKLOAD)"
+  if ((peers)); then  # RJ_PEERS: every replica gets the same list and its own UDP port
+    for ((i = 0; i < n; i++)); do ports+=("$(free_udp_port)"); done
+    list=$(printf '127.0.0.1:%s,' "${ports[@]}"); list=${list%,}
+    [[ -s $WORK/peer.key ]] || { openssl rand -hex 32 >"$WORK/peer.key"; chmod 600 "$WORK/peer.key"; }
+    extra+=(RJ_PEERS="$list" RJ_PEER_SECRET_FILE="$WORK/peer.key")
+  fi
+  for ((i = 0; i < n; i++)); do
+    start_ramjet "$label-$rep-$i" ${extra[@]+"${extra[@]}"} $( ((peers)) && echo "RJ_PEER_LISTEN=127.0.0.1:${ports[$i]}")
+  done
+  if ((only_first)); then apis=("${apis[0]}"); fi  # the others run (KV events, scrapes) but get no traffic
+  if ((n == 1 && via_front == 0)); then target=${apis[0]}; else start_haproxy; target=$front; fi
+  log "repeat $rep: $label ($n ramjet$( ((n > 1)) && echo s)$( ((n > 1 || via_front)) && echo " behind haproxy"), $WORKLOAD)"
   local wl=()
   if [[ $WORKLOAD == trace ]]; then
     wl=(--workload trace --trace "$WORK/trace.jsonl" --time-scale "$TIME_SCALE")
@@ -139,9 +155,14 @@ run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
     agent_bench_args
     wl=("${AGENT_ARGS[@]}" --duration "$DURATION")
   fi
+  local before
+  before=$(cpu_by_name "${pids[@]}")
   nice "$BENCH" --target "http://$target" "${wl[@]}" --seed $((7 + rep)) \
     --label "$label" --out-json "$WORK/$label-$rep.json" --quiet || true
   [[ -s $WORK/$label-$rep.json ]] || die "$label: ramjet-bench wrote no report"
+  # CPU seconds each kind of process spent during the workload (ramjet, ramjet-sim, haproxy)
+  python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(json.dumps({k: round(b[k]-a.get(k,0),2) for k in b}))' \
+    "$before" "$(cpu_by_name "${pids[@]}")" >"$WORK/$label-$rep.cpu"
   stop_pids
 }
 
@@ -164,6 +185,7 @@ work, repeats, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 labels = sys.argv[4:]
 rows = {l: [json.load(open(f"{work}/{l}-{r}.json"))["runs"][0]["steps"][0] for r in range(1, repeats + 1)] for l in labels}
 def med(l, k): return statistics.median(s[k] for s in rows[l])
+cpu = {l: [json.load(open(f"{work}/{l}-{r}.json".replace(".json", ".cpu"))) for r in range(1, repeats + 1)] for l in labels}
 lines = []
 p = lines.append
 p("# Several routers (issue 14): $REPLICAS ramjet replicas behind haproxy (mode $FRONT) vs one")
@@ -182,6 +204,11 @@ for l in labels:
     split = "/".join(str(v) for _, v in sorted(rows[l][-1]["engines"].items()))
     p(f"| {l} | {t:.0f} | {t / base_t:.3f} | {c:.1f} | {c - base_c:+.1f} | {med(l, 'ttft_p50_ms'):.0f} | {med(l, 'ttft_p95_ms'):.0f} | {med(l, 'ttft_p99_ms'):.0f} | {sum(s['ok'] for s in rows[l])} | {sum(s['errors'] for s in rows[l])} | {split} |")
 p("")
+p("CPU seconds during the workload (median of repeats): ramjet (all replicas) / ramjet-sim (all) / haproxy")
+for l in labels:
+    m = lambda k: statistics.median(c.get(k, 0) for c in cpu[l])
+    p(f"- {l}: {m('ramjet'):.1f} / {m('ramjet-sim'):.1f} / {m('haproxy'):.1f}")
+p("")
 p("per repeat (output tok/s, cached %):")
 for l in labels:
     p(f"- {l}: " + ", ".join(f"{s['output_tok_s']:.0f} / {s['cached_pct']:.1f}" for s in rows[l]))
@@ -191,7 +218,7 @@ if "one" in labels and "three" in labels:
     ok = t3 >= 0.95 * b1t and abs(c3 - b1c) <= 2
     p("")
     p(f"target (three vs one: cached within 2 points, throughput >= 0.95x): {'met' if ok else 'NOT met'}")
-for a, b in (("three", "one"), ("three-fp", "one-fp"), ("three", "three-fp")):
+for a, b in (("three", "one"), ("three", "one-front"), ("one-front", "one"), ("three-peers", "one"), ("three-peers", "three"), ("one-of-three", "one-front"), ("three", "one-of-three"), ("three-fp", "one-fp"), ("three", "three-fp")):
     if a in labels and b in labels:
         p(f"- {a} / {b}: cached {med(a, 'cached_pct') / med(b, 'cached_pct'):.2f}x, TTFT p95 {med(a, 'ttft_p95_ms') / med(b, 'ttft_p95_ms'):.2f}x, output {med(a, 'output_tok_s') / med(b, 'output_tok_s'):.2f}x")
 open(out, "w").write("\n".join(lines) + "\n")
