@@ -102,17 +102,18 @@ start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per pr
   done
 }
 
-# wait_ramjet_ready HOST:PORT: until ramjet's /health says ok with every engine's KV-event index
-# trusted (engines without events count as trusted), up to 15 s; prints the last answer on failure.
+# wait_ramjet_ready HOST:PORT [STEP]: until ramjet's /health says ok with every engine's KV-event
+# index trusted (engines without events count as trusted), asking every STEP seconds (0.1; 0.05 where
+# the time to ready is measured), up to 15 s; prints the last answer on failure.
 wait_ramjet_ready() {
-  local h
-  for _ in $(seq 150); do
+  local h step=${2:-0.1}
+  for _ in $(seq "$(python3 -c "print(round(15 / $step))")"); do
     h=$(curl -s "http://$1/health" || true)
     if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["replicas"]
 sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted", True) for x in r) else 1)' "$h" 2>/dev/null; then
       return 0
     fi
-    sleep 0.1
+    sleep "$step"
   done
   echo "$h" >&2
   return 1

@@ -56,20 +56,11 @@ for ((i = 0; i < ENGINES; i++)); do FLEET+=("$PRESET"); done
 router_env=()
 router_pid=""
 start_router() {  # start_router LOG PORT: ramjet with router_env on 127.0.0.1:PORT, ready when every engine is healthy (and trusted, with events)
-  local h
   env RJ_UPSTREAM="$(IFS=,; echo "${engines[*]}")" RJ_LISTEN="127.0.0.1:$2" RJ_METRICS_LISTEN=127.0.0.1:0 \
     RJ_AFFINITY=prefix RJ_THREADS=2 ${router_env[@]+"${router_env[@]}"} nice "$RAMJET" >/dev/null 2>"$1" &
   router_pid=$!
   pids+=("$router_pid")
-  for _ in $(seq 300); do
-    h=$(curl -s "http://127.0.0.1:$2/health" || true)
-    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); r=j["replicas"]
-sys.exit(0 if j["status"]=="ok" and all(x.get("kv_trusted", True) for x in r) else 1)' "$h" 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.05
-  done
-  die "ramjet did not become ready: $h"
+  wait_ramjet_ready "127.0.0.1:$2" 0.05 || die "ramjet did not become ready"
 }
 
 run() {  # run LABEL: fresh engines, a ramjet, the workload, and the restart in the middle of it

@@ -32,6 +32,7 @@
 #                ../shared/traces/mooncake_conversation_trace.jsonl) replayed whole at TIME_SCALE=0.15
 #                (DURATION unused), KV pool TRACE_KV_BLOCKS=3126 blocks per sim (the preset's own)
 #   RAMJET_ENV="VAR=VALUE ..."   extra settings of every ramjet (e.g. RJ_ENGINE_SCRAPE_INTERVAL_MS=100)
+#   KEEP_WORK=1  keep the work folder: each ramjet's log and its /metrics as its run ended
 #   FRONT=http   haproxy's mode: http (every request to the next replica) or tcp (every client
 #                connection to the next replica, as a Kubernetes Service or any L4 balancer does:
 #                a client's keep-alive connection, and the sessions on it, stay on one replica)
@@ -163,6 +164,11 @@ run() {  # run LABEL REPEAT: fresh engines and ramjets, then the workload
   # CPU seconds each kind of process spent during the workload (ramjet, ramjet-sim, haproxy)
   python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(json.dumps({k: round(b[k]-a.get(k,0),2) for k in b}))' \
     "$before" "$(cpu_by_name "${pids[@]}")" >"$WORK/$label-$rep.cpu"
+  for ((i = 0; i < n; i++)); do  # each ramjet's metrics as the run ended (kept with KEEP_WORK)
+    local m
+    m=$(grep -oE 'metrics=[0-9.]+:[0-9]+' "$WORK/$label-$rep-$i.err" | head -n1 | cut -d= -f2) || true
+    [[ -n $m ]] && curl -s "http://$m/metrics" >"$WORK/$label-$rep-$i.metrics" || true
+  done
   stop_pids
 }
 
