@@ -179,12 +179,12 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     # RJ_API_KEYS_FILE (test_api_keys.py), and the listeners' TLS series with RJ_TLS_CERT_FILE
     # (test_tls.py), and engine membership's and DNS discovery's when engines can join later
     # (test_dns_discovery.py), and the companions' with RJ_EXACT_INVENTORY=companion (and the
-    # ramjet-companion process's own, on its endpoint: test_companion.py); the tokenizer's info
-    # gauge always does.
+    # ramjet-companion process's own, on its endpoint: test_companion.py), and the peer replicas'
+    # with RJ_PEERS (test_engine_load.py); the tokenizer's info gauge always does.
     missing = ((documented_families(("Route journal", "Local tokenization", "KV events", "Exact predictions",
                                       "Exact tokenize budget",
                                       "Engine catalog", "Client API keys", "Listener TLS", "Engine membership",
-                                      "DNS discovery", "Companions",
+                                      "DNS discovery", "Companions", "Peer replicas",
                                       "ramjet-companion (its own --metrics endpoint)")) | {"ramjet_tokenizer_info"})
                - {"ramjet_exact_route_total", "ramjet_exact_route_canary_total", "ramjet_exact_provisional_blocks_total",
                   "ramjet_exact_provisional_hits_total",
