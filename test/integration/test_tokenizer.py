@@ -226,8 +226,10 @@ def test_an_edited_template_on_an_engine_is_a_parity_mismatch(tmp_path, sims_fac
                       else None)(rj.metrics()), 30, what="four comparisons")
     assert shadow(m, "local", "parity_mismatch") == served["1"] and shadow(m, "local", "parity_match") == served["0"]
     assert served["1"] > 0, served
-    out = rj.output()
-    assert "parity mismatch upstream=1 endpoint=chat" in out and "first_difference=" in out
+    # The log line is written after the counter, and read from the process's stderr by a thread.
+    out = poll(lambda: (lambda o: o if "parity mismatch upstream=1 endpoint=chat" in o else None)(rj.output()), 10,
+               what="the parity mismatch logged")
+    assert "first_difference=" in out
 
 
 def test_remote_shadow_needs_no_local_files(sims_factory, ramjet_factory):
