@@ -169,3 +169,32 @@ def test_peers_share_their_load_directly_signed_and_forgotten_when_they_stop(sim
         for s in streams:
             s.close()
     assert "aaaaaaaa" not in a.output()
+
+
+def test_hostile_datagrams_on_the_peer_port_are_counted_and_change_nothing(sims, ramjet_factory, tmp_path):
+    """Anyone who can reach RJ_PEER_LISTEN: empty, garbage, oversized, truncated and well-formed but
+    unsigned datagrams are counted by outcome, never logged, and move no load; ramjet keeps serving."""
+    import os
+    import socket
+    port = udp_port()
+    a = ramjet_factory([s.url for s in sims], env={
+        "RJ_ENGINE_SCRAPE_INTERVAL_MS": "0", "RJ_PEERS": f"127.0.0.1:{udp_port()}", "RJ_PEER_INTERVAL_MS": "20",
+        "RJ_PEER_LISTEN": f"127.0.0.1:{port}", "RJ_PEER_SECRET_FILE": secret_file(tmp_path, "peer.key", "c")})
+    header = b"RJPL" + bytes([1, 0, 0, 0]) + (7).to_bytes(8, "little") * 3 + (1).to_bytes(4, "little")
+    sent = [b"", os.urandom(17), os.urandom(60000), b"RJPL" + os.urandom(200), header,
+            header + (42).to_bytes(8, "little") + (9).to_bytes(4, "little") * 2 + bytes(32)]  # the last: a bad MAC
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _ in range(20):
+            for d in sent:
+                s.sendto(d, ("127.0.0.1", port))
+            time.sleep(0.01)  # within the socket's receive buffer (UDP drops the rest, uncounted)
+    m = poll(lambda: (lambda m: m if (m.get("ramjet_peer_datagrams_total", outcome="malformed") or 0) +
+                      (m.get("ramjet_peer_datagrams_total", outcome="bad_mac") or 0) >= 100 else None)(a.metrics()),
+             10, what="the datagrams counted")
+    print({o: m.get("ramjet_peer_datagrams_total", outcome=o) for o in ("malformed", "bad_mac", "receive_error")})
+    assert m.get("ramjet_peer_datagrams_total", outcome="bad_mac") >= 10
+    assert m.get("ramjet_peer_datagrams_total", outcome="accepted") == 0
+    assert m.get("ramjet_peers_fresh") == 0
+    assert m.get(FOREIGN, upstream=0) == 0 and m.get(FOREIGN, upstream=1) == 0
+    assert short_requests(a, 2, "after") and a.alive()
+    assert "RJPL" not in a.output()
