@@ -5,8 +5,13 @@
 
 # bench_binaries: RAMJET, SIM and BENCH, from BIN_DIR when it is set (one folder holding ramjet,
 # ramjet-sim and ramjet-bench, e.g. copies that a rebuild of build/release cannot change under a
-# long run; the scripts then build nothing), else from BUILD_DIR's tree. Stops on a missing one.
+# long run; the scripts then build nothing), else from BUILD_DIR's tree, built first (the release
+# preset) when the script was not given --no-build (BUILD=1). Stops on a missing one.
 bench_binaries() {
+  if ((${BUILD:-0})) && [[ -z ${BIN_DIR:-} ]]; then  # BUILD=1 (no --no-build): the release preset first
+    (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
+      nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
+  fi
   if [[ -n ${BIN_DIR:-} ]]; then
     RAMJET=$BIN_DIR/ramjet SIM=$BIN_DIR/ramjet-sim BENCH=$BIN_DIR/ramjet-bench
   else

@@ -70,10 +70,6 @@ for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found
 [[ -r $TRACE ]] || die "TRACE $TRACE not readable"
 for f in tokenizer.json tokenizer_config.json; do [[ -r $MODEL_DIR/$f ]] || die "MODEL_DIR $MODEL_DIR has no $f"; done
 
-if ((BUILD)) && [[ -z ${BIN_DIR:-} ]]; then
-  (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
-    nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
-fi
 bench_binaries
 
 # ---- the peers, pinned, in the project's own virtual environment -------------------------------

@@ -39,10 +39,6 @@ log() { echo "router_restart: $*" >&2; }
 ((RESTART_AT > 0 && RESTART_AT < DURATION)) || die "RESTART_AT must be inside the run (0 < RESTART_AT < DURATION)"
 for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 
-if ((BUILD)) && [[ -z ${BIN_DIR:-} ]]; then
-  (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
-    nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
-fi
 bench_binaries
 
 bench_workdir ramjet-restart

@@ -69,10 +69,6 @@ log() { echo "several_routers: $*" >&2; }
 [[ $FRONT == http || $FRONT == tcp ]] || die "FRONT must be http or tcp"
 for tool in curl python3 haproxy; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 
-if ((BUILD)) && [[ -z ${BIN_DIR:-} ]]; then
-  (cd "$ROOT" && cmake --preset release -B "$BUILD_DIR" >/dev/null &&
-    nice cmake --build "$BUILD_DIR" -j "$(nproc)" --target ramjet ramjet-sim ramjet-bench)
-fi
 bench_binaries
 
 bench_workdir ramjet-several
