@@ -3,7 +3,6 @@
 #include "config/config.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -467,11 +466,7 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     for (size_t i = 0; i < c.peers.size(); ++i) {
       const std::string& p = c.peers[i];
       const size_t colon = p.rfind(':');
-      const std::string port = colon == std::string::npos ? "" : p.substr(colon + 1);
-      const bool numeric = !port.empty() && port.size() <= 5 &&
-                           std::all_of(port.begin(), port.end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
-                           std::stoul(port) >= 1 && std::stoul(port) <= 65535;
-      if (colon == std::string::npos || colon == 0 || !numeric) {
+      if (colon == std::string::npos || colon == 0 || !port_number(std::string_view(p).substr(colon + 1), 1)) {
         r.errors.push_back("RJ_PEERS: item " + std::to_string(i + 1) + " is not host:port (a port of 1..65535)");
       }
     }

@@ -92,6 +92,8 @@ std::optional<bool> parse_bool(std::string_view text, Problems& problems);
 std::optional<std::string> parse_enum(std::string_view text,
                                       std::span<const std::string_view> choices,
                                       Problems& problems);
+// A port: digits only, min..65535.
+std::optional<uint16_t> port_number(std::string_view text, uint16_t min);
 // host:port with an IPv4 literal, "localhost" or a hostname; port 0..65535 (0 = ephemeral).
 std::optional<HostPort> parse_host_port(std::string_view text, Problems& problems);
 // Comma list; items trimmed, empty items rejected; a blank text is an empty list. With

@@ -57,12 +57,6 @@ std::optional<uint64_t> decimal(std::string_view s) {
   return v;
 }
 
-std::optional<uint16_t> port_number(std::string_view s, uint16_t min) {
-  auto v = decimal(s);
-  if (!v || *v < min || *v > 65535) return std::nullopt;
-  return static_cast<uint16_t>(*v);
-}
-
 bool valid_ipv4(std::string_view s) {
   if (s.size() > 15) return false;
   std::string z(s);
@@ -197,6 +191,12 @@ std::optional<UpstreamUrl> parse_upstream(std::string_view item, const std::stri
 }
 
 }  // namespace
+
+std::optional<uint16_t> port_number(std::string_view s, uint16_t min) {
+  auto v = decimal(s);
+  if (!v || *v < min || *v > 65535) return std::nullopt;
+  return static_cast<uint16_t>(*v);
+}
 
 std::optional<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max, bool bytes,
                                    Problems& problems) {
