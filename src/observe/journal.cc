@@ -164,6 +164,9 @@ std::string format_start(const JournalStart& s) {
     l.u64("chosen", d.ranked.front().ordinal);
   l.str("outcome", route::outcome_label(d.outcome));
   l.u64("rotation", d.rotation);
+  l.u64("routers", d.routers);
+  l.u64("spread_place", d.spread_place);
+  l.u64("spread_tie", d.spread_tie);
   l.exact("alpha", c.alpha);
   l.u64("max_affinity_blocks", c.max_overlap_blocks);
   l.u64("chunk_bytes", c.chunk_bytes);

@@ -32,7 +32,7 @@
 
 namespace ramjet::observe {
 
-inline constexpr int kJournalVersion = 12;
+inline constexpr int kJournalVersion = 13;
 
 struct JournalConfig {
   bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)

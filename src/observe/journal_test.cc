@@ -112,6 +112,9 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "chosen",
                         "outcome",
                         "rotation",
+                        "routers",
+                        "spread_place",
+                        "spread_tie",
                         "alpha",
                         "max_affinity_blocks",
                         "chunk_bytes",
@@ -130,8 +133,8 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "candidates"}) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
-  EXPECT_EQ(o.size(), 27u) << "no key beyond the documented schema";
-  EXPECT_EQ(o.at("v").as_int64(), 12);
+  EXPECT_EQ(o.size(), 30u) << "no key beyond the documented schema";
+  EXPECT_EQ(o.at("v").as_int64(), 13);
   EXPECT_EQ(o.at("event").as_string(), "start");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("unix_ms").as_int64(), 1700000000123);
@@ -215,7 +218,7 @@ TEST(JournalRecord, FinishCarriesEveryKeyWithNullForWhatIsUnknown) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
   EXPECT_EQ(o.size(), 15u);
-  EXPECT_EQ(o.at("v").as_int64(), 12);
+  EXPECT_EQ(o.at("v").as_int64(), 13);
   EXPECT_EQ(o.at("event").as_string(), "finish");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("result").as_string(), "complete");
@@ -485,7 +488,7 @@ TEST(Journal, StderrModeWritesPlainJsonLines) {
   ASSERT_EQ(lines.size(), 2u) << err;
   EXPECT_EQ(json::parse(lines[0]).as_object().at("event").as_string(), "start");
   EXPECT_EQ(json::parse(lines[1]).as_object().at("event").as_string(), "finish");
-  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 12);
+  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 13);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "upstream/engine_load.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace ramjet::upstream {
@@ -51,6 +53,20 @@ void EngineLoadBoard::record(size_t engine, double running, double waiting, int6
 
 void EngineLoadBoard::forget(size_t engine) {
   if (Slot* s = slot(engine, false)) s->at_ms.store(kNever, std::memory_order_release);
+}
+
+SpreadPlace EngineLoadBoard::spread(int64_t now_ms, int64_t own_inflight) const {
+  SpreadPlace s;
+  if (peers_ == nullptr) return s;
+  s.routers = 1 + static_cast<uint32_t>(std::min<size_t>(peers_->fresh_peers(now_ms), 1024));
+  if (s.routers == 1) return s;
+  constexpr int64_t kMaxUnseen = 64;  // beyond it the peers are not hearing this replica anyway
+  const auto unseen = static_cast<uint64_t>(std::clamp<int64_t>(own_inflight - peers_->inflight_sent(), 0, kMaxUnseen));
+  const uint64_t lane = std::min<uint64_t>(peers_->lane(now_ms), s.routers - 1);
+  s.place = static_cast<uint32_t>(lane + unseen * (s.routers - 1));
+  const auto unix_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  s.tie = static_cast<uint32_t>(std::max<int64_t>(unix_s.count(), 0));
+  return s;
 }
 
 int64_t EngineLoadBoard::foreign_units(size_t engine, int64_t now_ms) const {

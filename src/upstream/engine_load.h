@@ -48,6 +48,22 @@ class PeerLoad {
   virtual ~PeerLoad() = default;
   virtual int64_t units(size_t engine, int64_t now_ms) const = 0;
   virtual int64_t inflight(size_t engine, int64_t now_ms) const = 0;
+  // Peer replicas heard from within the stale time: routers deciding beside this one.
+  virtual size_t fresh_peers(int64_t now_ms) const = 0;
+  // This replica's lane among itself and its fresh peers: how many of them have a smaller sender
+  // id (0..fresh_peers). Every replica sees the same ids, so the lanes are distinct.
+  virtual uint32_t lane(int64_t now_ms) const = 0;
+  // This replica's own in-flight requests (all engines) in the load it last sent the peers.
+  virtual int64_t inflight_sent() const = 0;
+};
+
+// Where a decision stands among the routers deciding on the same view at once (route/rank.h,
+// spread_among_routers): `routers` replicas, this decision takes `place` in the sequence one
+// router would place them in, `tie` orders equal engines alike in every replica.
+struct SpreadPlace {
+  uint32_t routers = 1;
+  uint32_t place = 0;
+  uint32_t tie = 0;
 };
 
 class EngineLoadBoard {
@@ -77,6 +93,15 @@ class EngineLoadBoard {
   int64_t foreign_units(size_t engine, int64_t now_ms) const;
   int64_t foreign_units(size_t engine) const { return foreign_units(engine, clock_.now_ms()); }
   int64_t now_ms() const { return clock_.now_ms(); }
+  // A decision's place among the routers deciding at once: itself and its fresh peers (routers 1
+  // without RJ_PEERS: the engine scrape shows other routers' load, not how many they are).
+  // Replica k of R (its lane) with j requests in flight that its peers have not heard of yet
+  // (`own_inflight` now less what its last datagram carried) takes place k + j·(R − 1): a burst
+  // the front spreads over the replicas lands as one router would have placed it (the replica's
+  // own j earlier placements are already in its view, so its (j+1)-th request's place in one
+  // router's sequence, k + j·R, is j fewer in its own). The wall clock turns the order of equal
+  // engines once a second, alike in every replica.
+  SpreadPlace spread(int64_t now_ms, int64_t own_inflight) const;
 
   static constexpr size_t kChunk = 64;
   static constexpr size_t kMaxEngines = kChunk * 1024;

@@ -118,8 +118,15 @@ void PeerLoadBoard::refresh(int64_t now_ms) {
     sum_inflight_[i].store(inflight, std::memory_order_relaxed);
     sum_units_[i].store(units, std::memory_order_relaxed);
   }
-  for (const Slot& s : slots_) fresh += s.sender != 0 && now_ms - s.at_ms <= stale_ms_ ? 1 : 0;
+  uint32_t lane = 0;
+  const uint64_t self = self_.load(std::memory_order_relaxed);
+  for (const Slot& s : slots_) {
+    const bool is_fresh = s.sender != 0 && now_ms - s.at_ms <= stale_ms_;
+    fresh += is_fresh ? 1 : 0;
+    lane += is_fresh && s.sender < self ? 1 : 0;
+  }
   fresh_.store(fresh, std::memory_order_relaxed);
+  lane_.store(lane, std::memory_order_relaxed);
   sums_at_.store(now_ms, std::memory_order_release);
 }
 
@@ -138,6 +145,10 @@ int64_t PeerLoadBoard::inflight(size_t i, int64_t now_ms) const {
 
 size_t PeerLoadBoard::fresh_peers(int64_t now_ms) const {
   return current(now_ms) ? fresh_.load(std::memory_order_relaxed) : 0;
+}
+
+uint32_t PeerLoadBoard::lane(int64_t now_ms) const {
+  return current(now_ms) ? lane_.load(std::memory_order_relaxed) : 0;
 }
 
 // ------------------------------------------------------------------------------------ the loop
@@ -187,6 +198,7 @@ std::optional<std::string> PeerSync::start() {
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&impl->self), sizeof impl->self) != 1 || impl->self == 0) {
     impl->self = static_cast<uint64_t>(unix_ms()) | 1;
   }
+  board_.set_self(impl->self);
   auto hp = split_host_port(config_.listen);
   if (!hp) return "RJ_PEER_LISTEN: not host:port";
   boost::system::error_code ec;
@@ -251,6 +263,7 @@ std::optional<std::string> PeerSync::start() {
     impl->incarnations.resize(slots, 0);
     impl->keys.resize(slots, 0);
     bool changed = false;
+    int64_t own_inflight = 0;
     PeerMessage m;
     m.sender = impl->self;
     m.seq = ++impl->seq;
@@ -267,6 +280,7 @@ std::optional<std::string> PeerSync::start() {
       const Engine& e = fleet_.at(i);
       const auto clamp = [](int64_t v) { return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX)); };
       const PeerEntry entry{impl->keys[i], clamp(e.inflight()), clamp(e.load_units())};
+      own_inflight += entry.inflight;
       // An engine with nothing of ours on it is left out (reads as zero): a big fleet's datagram
       // stays the size of its busy engines.
       if (entry.inflight != 0 || entry.units != 0) m.entries.push_back(entry);
@@ -277,6 +291,7 @@ std::optional<std::string> PeerSync::start() {
         if (impl->incarnations[i] != 0) impl->ordinal_of[impl->keys[i]] = i;
       }
     }
+    board_.load_sent(own_inflight);  // what the peers will know of this replica's requests
     board_.refresh(board_.clock().now_ms());  // peers that went quiet drop out of the sums
     const auto now = std::chrono::steady_clock::now();
     if (!impl->resolved_at || now - *impl->resolved_at > std::chrono::seconds(10)) {

@@ -71,7 +71,14 @@ class PeerLoadBoard final : public PeerLoad {
   // Readers (any thread): the fresh peers' sums on engine `i`.
   int64_t units(size_t i, int64_t now_ms) const override;
   int64_t inflight(size_t i, int64_t now_ms) const override;
-  size_t fresh_peers(int64_t now_ms) const;
+  size_t fresh_peers(int64_t now_ms) const override;
+  uint32_t lane(int64_t now_ms) const override;
+  int64_t inflight_sent() const override { return inflight_sent_.load(std::memory_order_relaxed); }
+  // The sender id this replica's datagrams carry (its lane compares the peers' with it). Set
+  // before the first message is applied.
+  void set_self(uint64_t sender) { self_.store(sender, std::memory_order_relaxed); }
+  // Writer: this replica's load just went out to the peers, with `inflight` requests in flight.
+  void load_sent(int64_t inflight) { inflight_sent_.store(inflight, std::memory_order_relaxed); }
   const Clock& clock() const { return clock_; }
 
  private:
@@ -88,6 +95,9 @@ class PeerLoadBoard final : public PeerLoad {
   std::array<Slot, kMaxPeers> slots_;
   std::unique_ptr<std::atomic<int64_t>[]> sum_inflight_, sum_units_;
   std::atomic<size_t> fresh_{0};
+  std::atomic<uint32_t> lane_{0};     // fresh senders with an id below self_
+  std::atomic<int64_t> inflight_sent_{0};  // this replica's in-flight requests in its last datagram
+  std::atomic<uint64_t> self_{0};
   std::atomic<int64_t> sums_at_{INT64_MIN / 2};
 };
 

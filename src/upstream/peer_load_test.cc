@@ -154,6 +154,45 @@ TEST(EngineLoadBoardWithPeers, PeersCountLiveAndTheScrapeCountsOnlyTheRest) {
   EXPECT_EQ(only_peers.foreign_units(0), 4);
 }
 
+// Several routers' places in a burst (EngineLoadBoard::spread): replica k of R (its lane: fresh
+// peers with a smaller sender id) with j requests in flight its peers have not heard of takes
+// place k + j·(R − 1); one replica alone has no place to take.
+TEST(EngineLoadBoardWithPeers, EachReplicaTakesItsOwnPlaceInABurst) {
+  ManualClock clock;
+  clock.set_ms(0);
+  PeerLoadBoard peers(2, 200, clock);
+  peers.set_self(50);
+  EngineLoadBoard board(clock, EngineLoadConfig{.enabled = false});
+  board.set_peers(&peers);
+  EXPECT_EQ(board.spread(clock.now_ms(), 0).routers, 1u) << "no peer heard from yet";
+  EXPECT_EQ(board.spread(clock.now_ms(), 5).place, 0u);
+  peers.load_sent(4);  // 4 requests in flight went out to the peers
+  ASSERT_EQ(peers.apply(10, 1, std::vector<PeerEntry>{}), PeerOutcome::kAccepted);  // below 50
+  ASSERT_EQ(peers.apply(90, 1, std::vector<PeerEntry>{}), PeerOutcome::kAccepted);  // above
+  EXPECT_EQ(peers.lane(clock.now_ms()), 1u);
+  for (int64_t j = 0; j < 3; ++j) {  // a burst: this replica's own requests pile up
+    const SpreadPlace p = board.spread(clock.now_ms(), 4 + j);
+    EXPECT_EQ(p.routers, 3u);
+    EXPECT_EQ(p.place, 1 + j * 2) << j;
+  }
+  EXPECT_EQ(board.spread(clock.now_ms(), 2).place, 1u) << "fewer in flight than the peers know of";
+  peers.load_sent(7);
+  EXPECT_EQ(board.spread(clock.now_ms(), 7).place, 1u) << "the peers have heard of them all";
+  // The peer below goes stale: this replica is lane 0 of 2.
+  clock.advance_ms(150);
+  ASSERT_EQ(peers.apply(90, 2, std::vector<PeerEntry>{}), PeerOutcome::kAccepted);
+  clock.advance_ms(100);
+  peers.refresh(clock.now_ms());
+  const SpreadPlace p = board.spread(clock.now_ms(), 8);
+  EXPECT_EQ(p.routers, 2u);
+  EXPECT_EQ(p.place, 1u);  // lane 0, one request the peer has not heard of: 0 + 1 x 1
+  // The order of equal engines turns with the wall clock's second, the same in every replica.
+  EXPECT_GT(p.tie, 1'700'000'000u);
+  // No peers configured: one router.
+  EngineLoadBoard alone(clock, EngineLoadConfig{.enabled = true});
+  EXPECT_EQ(alone.spread(clock.now_ms(), 3).routers, 1u);
+}
+
 // Two replicas on loopback, the same engines listed in another order: each sees the other's load
 // on the right engine within a few intervals; a third with another secret is refused.
 TEST(PeerSync, TwoReplicasSeeEachOthersLoadByEngineNotOrdinal) {

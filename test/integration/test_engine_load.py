@@ -198,3 +198,65 @@ def test_hostile_datagrams_on_the_peer_port_are_counted_and_change_nothing(sims,
     assert m.get(FOREIGN, upstream=0) == 0 and m.get(FOREIGN, upstream=1) == 0
     assert short_requests(a, 2, "after") and a.alive()
     assert "RJPL" not in a.output()
+
+
+def test_replicas_deciding_at_once_spread_a_burst_as_one_router_would(ramjet_factory, tmp_path):
+    """Three replicas sharing their load (RJ_PEERS) get one new request each at the same instant,
+    before any of them can hear of the others' (peer interval 1 s). Each decides on the same view
+    of three idle engines; the view alone would send all three to the same engine (each replica's
+    rotation starts at 0). Each replica takes its own place in the sequence one router would place
+    the burst in (lanes by sender id, journal `spread_place` 0, 1, 2): three different engines."""
+    import threading
+    sims3 = [SimProc(*SLOW) for _ in range(3)]
+    try:
+        ports = [udp_port() for _ in range(3)]
+        key = secret_file(tmp_path, "peer.key", "d")
+        peers = ",".join(f"127.0.0.1:{p}" for p in ports)
+        journals = [tmp_path / f"journal{i}.jsonl" for i in range(3)]
+        rjs = [ramjet_factory([s.url for s in sims3], env={
+            "RJ_ENGINE_SCRAPE_INTERVAL_MS": "0", "RJ_PEERS": peers, "RJ_PEER_INTERVAL_MS": "1000",
+            "RJ_PEER_LISTEN": f"127.0.0.1:{ports[i]}", "RJ_PEER_SECRET_FILE": key,
+            "RJ_ROUTE_JOURNAL": "true", "RJ_ROUTE_JOURNAL_FILE": str(journals[i])}) for i in range(3)]
+        for rj in rjs:
+            poll(lambda: rj.metrics().get("ramjet_peers_fresh") == 2, 10, what="every replica hears both others")
+
+        def starts(i):
+            if not journals[i].exists():
+                return []
+            return [json.loads(l) for l in journals[i].read_text().splitlines() if '"event":"start"' in l]
+
+        placed_apart = 0
+        for rnd in range(8):
+            barrier = threading.Barrier(3)
+            served = [None] * 3
+
+            def go(i):
+                barrier.wait()
+                r = http_request(rjs[i].api_port, "POST", CHAT, json.dumps(chat_body(f"r{rnd}x{i}", 2, False)).encode(),
+                                 {"Content-Type": "application/json"}, timeout=30)
+                served[i] = (r.status, r.header("X-Ramjet-Upstream"))
+
+            threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert all(s and s[0] == 200 for s in served), served
+            recs = poll(lambda: (lambda r: r if all(len(x) == rnd + 1 for x in r) else None)([starts(i) for i in range(3)]),
+                        5, what="the round's journal records")
+            last = [r[-1] for r in recs]
+            assert all(s["routers"] == 3 for s in last), [s["routers"] for s in last]
+            same_view = all(c["load_units"] + c["foreign_load_units"] == 0 for s in last for c in s["candidates"]) \
+                and len({s["spread_tie"] for s in last}) == 1
+            if not same_view:
+                continue  # a datagram arrived between the decisions: not a simultaneous burst
+            assert sorted(s["spread_place"] for s in last) == [0, 1, 2], [s["spread_place"] for s in last]
+            assert len({s["chosen"] for s in last}) == 3, [s["chosen"] for s in last]
+            assert sorted(int(s[1]) for s in served) == sorted(s["chosen"] for s in last)
+            placed_apart += 1
+            time.sleep(0.2)
+        print("rounds placed apart:", placed_apart)
+        assert placed_apart >= 4, placed_apart
+    finally:
+        for s in sims3:
+            s.stop()

@@ -147,6 +147,9 @@ bool parse_start(std::string_view line, const json::object& o, int version, Star
   if (!seq || !rotation || !cands || !cands->is_array()) return false;
   r.seq = *seq;
   r.rotation = *rotation;
+  r.routers = std::max<uint32_t>(1, as_u32(field(o, "routers")).value_or(1));
+  r.spread_place = as_u32(field(o, "spread_place")).value_or(0);
+  r.spread_tie = as_u32(field(o, "spread_tie")).value_or(0);
   r.unix_ms = as_i64(field(o, "unix_ms")).value_or(0);
   if (auto e = as_str(field(o, "endpoint"))) {
     auto endpoint = parse_endpoint(*e);
@@ -240,7 +243,7 @@ LineKind parse_line(std::string_view line, StartRecord* start, FinishRecord* fin
   if (!event || !version || (*event != "start" && *event != "finish")) return LineKind::kSkipped;
   auto ver = as_u64(version);
   if (!ver) return LineKind::kMalformed;
-  if (*ver < 8 || *ver > 12) return LineKind::kUnsupported;
+  if (*ver < 8 || *ver > 13) return LineKind::kUnsupported;
   if (*event == "start") {
     StartRecord scratch;
     return parse_start(line, o, static_cast<int>(*ver), start ? *start : scratch)
@@ -326,6 +329,9 @@ route::FleetSnapshot snapshot_of(const StartRecord& r) {
   route::FleetSnapshot s;
   s.candidates.reserve(r.candidates.size());
   for (const CandidateRecord& c : r.candidates) s.candidates.push_back(route::state_of(c.terms));
+  s.routers = r.routers;
+  s.spread_place = r.spread_place;
+  s.spread_tie = r.spread_tie;
   std::sort(s.candidates.begin(), s.candidates.end(),
             [](const route::CandidateState& a, const route::CandidateState& b) {
               return a.ordinal < b.ordinal;

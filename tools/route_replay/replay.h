@@ -38,6 +38,9 @@ struct StartRecord {
   std::optional<size_t> chosen;
   std::string outcome;
   uint64_t rotation = 0;
+  uint32_t routers = 1;       // v13: this replica and its fresh peers (1 before)
+  uint32_t spread_place = 0;  // v13: its place among them
+  uint32_t spread_tie = 0;    // v13: the turn of the order of equal engines
   route::RouteConfig config;  // fields a record lacks keep the defaults
   route::Profile wanted = route::Profile::kNone;
   bool cold = false;
@@ -61,7 +64,7 @@ struct ReadStats {
   uint64_t skipped = 0;      // not journal records (log lines, blank lines, other JSON)
   uint64_t malformed = 0;    // journal records that do not parse or lack a required field
   uint64_t too_long = 0;     // lines longer than the limit (not parsed)
-  uint64_t unsupported = 0;  // journal records of a version other than 8 to 12
+  uint64_t unsupported = 0;  // journal records of a version other than 8 to 13
   uint64_t errors() const { return malformed + too_long + unsupported; }
 };
 

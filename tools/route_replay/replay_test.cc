@@ -102,6 +102,12 @@ RandomCase random_case(std::mt19937_64& rng) {
   c.req.wanted = c.req.endpoint == request::Endpoint::kOther ? Profile::kNone
                                                              : static_cast<Profile>(uniform(1, 2));
   c.rotation = uniform(0, 3) == 0 ? uniform(0, UINT64_MAX) : uniform(0, 1000);
+  // Several routers (RJ_PEERS) now and then: the place that spread the decision replays too.
+  if (uniform(0, 2) == 0) {
+    c.snapshot.routers = static_cast<uint32_t>(uniform(2, 5));
+    c.snapshot.spread_place = static_cast<uint32_t>(uniform(0, 12));
+    c.snapshot.spread_tie = static_cast<uint32_t>(uniform(0, UINT32_MAX));
+  }
   return c;
 }
 

@@ -1,5 +1,6 @@
 // Least-load policy: serving-eligible first, then not failing (CandidateState::failing), then
 // fewest load units (own reservations plus other routers' load, CandidateState::foreign_load_units), then a rotating tie-break so equal engines share traffic evenly.
+// Several routers (FleetSnapshot::routers > 1): spread_among_routers (route/rank.h).
 // Knows nothing about prefixes.
 #include <algorithm>
 #include <tuple>
@@ -39,6 +40,16 @@ class LeastLoadPolicy final : public Policy {
                (c.failing != d.ranked.front().failing || c.total_load() != d.ranked.front().total_load());
       });
       d.outcome = differs ? Outcome::kLoad : Outcome::kRoundRobin;
+    }
+    d.routers = fleet.routers;
+    d.spread_place = fleet.spread_place;
+    d.spread_tie = fleet.spread_tie;
+    if (spread_among_routers(
+            d.ranked, fleet.routers, fleet.spread_place, fleet.spread_tie,
+            [](const CandidateTerms& t) { return -static_cast<double>(t.total_load()); },
+            [](const CandidateTerms& t) { return static_cast<double>(t.request_load_units); },
+            [](const CandidateTerms&) { return 0; })) {
+      d.outcome = Outcome::kSpread;
     }
     return d;
   }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <random>
 
 #include "common/clock.h"
@@ -123,6 +124,29 @@ TEST(LoadReservation, ReleasesOnDestructionAndShrinksButNeverGrows) {
   }
   EXPECT_EQ(fleet.at(0).load_units(), 0);
   EXPECT_EQ(fleet.at(0).inflight(), 0);
+}
+
+TEST(LeastLoadPolicy, SeveralRoutersDecidingAtOnceTakeDifferentEnginesOfAnEvenFleet) {
+  auto p = make_policy("load", RouteConfig{});
+  const RouteRequest r = RouteRequest::of(req_of(100), p->config());
+  std::set<size_t> taken;
+  for (uint32_t place = 0; place < 2; ++place) {
+    FleetSnapshot s = snap({{true, 0}, {true, 0}, {true, 0}});
+    s.routers = 2;
+    s.spread_place = place;
+    const Decision d = p->decide(r, s, 0);
+    taken.insert(d.ranked.front().ordinal);
+    EXPECT_EQ(d.outcome, Outcome::kRoundRobin);  // equal engines: a tie, not a move
+  }
+  EXPECT_EQ(taken.size(), 2u);
+  // Two units apart: one unit of the request's own load does not close the gap; every place
+  // takes the idle engine.
+  for (uint32_t place : {0u, 1u}) {
+    FleetSnapshot s = snap({{true, 2}, {true, 0}});
+    s.routers = 2;
+    s.spread_place = place;
+    EXPECT_EQ(p->decide(r, s, 0).ranked.front().ordinal, 1u);
+  }
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ std::string_view outcome_label(Outcome o) {
     case Outcome::kOverlap: return "overlap";
     case Outcome::kProfile: return "profile";
     case Outcome::kSingleFlight: return "single_flight";
+    case Outcome::kSpread: return "spread";
     case Outcome::kCount: break;
   }
   return "rr";

@@ -55,11 +55,21 @@ struct CandidateState {
 
 struct FleetSnapshot {
   std::vector<CandidateState> candidates;  // one per member (net/roster.h), in ordinal order
+  // Several routers (RJ_PEERS): this replica plus its fresh peers, the routers that may be
+  // placing a request at this very moment on the same view of the engines (1 = this one alone).
+  uint32_t routers = 1;
+  // This decision's place among those `routers` simultaneous ones, and the turn of the order
+  // of equal engines every replica shares (spread_among_routers in route/rank.h; filled by
+  // upstream::EngineLoadBoard::spread). Unused when routers is 1. The journal records them.
+  uint32_t spread_place = 0;
+  uint32_t spread_tie = 0;
   static FleetSnapshot of(const upstream::Fleet& fleet);
 };
 
-// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight.
-enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kCount };
+// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight|spread.
+// spread: several routers share the engines and the winner is not the best-scored engine but this
+// decision's place in what one router would do with all their simultaneous requests (rank.h).
+enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kSpread, kCount };
 std::string_view outcome_label(Outcome o);
 
 struct CandidateTerms {
@@ -82,6 +92,9 @@ struct Decision {
   std::vector<CandidateTerms> ranked;  // every candidate, best first
   Outcome outcome = Outcome::kSingle;
   uint64_t rotation = 0;               // the tie-break counter value this decision used
+  uint32_t routers = 1;                // FleetSnapshot::routers, as decided with
+  uint32_t spread_place = 0;           // FleetSnapshot::spread_place, as decided with
+  uint32_t spread_tie = 0;             // FleetSnapshot::spread_tie, as decided with
   bool rotated = false;                // the winner tied with another candidate: rotation chose
   bool fail_open = false;              // nothing eligible: dispatch to at most two candidates
   // The candidates dispatch may try, in order: eligible ones, or (fail-open) the first two.

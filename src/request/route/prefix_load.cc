@@ -4,6 +4,10 @@
 // an engine that fails fast looks idle, so it ranks after the rest), score, raw overlap, decode-profile
 // preference, rotation. Overlaps arrive in the snapshot (cache/index is read by the caller).
 //
+// Several routers (FleetSnapshot::routers > 1): when load decided, the winner is this decision's
+// place in a simultaneous burst (spread_among_routers, route/rank.h; outcome `spread` when it
+// moved).
+//
 // Single-flight: blocks a concurrent leader is prefilling on an engine count like blocks it
 // holds (the cache will have them by the time this request's prefill reaches them), so
 // identical cold prefixes follow their leader, and load still wins once the leader's engine
@@ -66,6 +70,23 @@ class PrefixLoadPolicy final : public Policy {
     d.rotated = rank_with_rotation(d.ranked, rotation, key);
     d.fail_open = n > 0 && !d.ranked.front().eligible;
     d.outcome = outcome(d.ranked, wanted);
+    d.routers = fleet.routers;
+    d.spread_place = fleet.spread_place;
+    d.spread_tie = fleet.spread_tie;
+    const double alpha = config_.alpha;
+    // Only what load decided: a request its cache (or a leader's prefill) placed goes there in
+    // every replica's sequence, and the burst's other requests, mostly new prefixes, have no
+    // reason to go there too.
+    const bool load_decided = d.outcome == Outcome::kLoad || d.outcome == Outcome::kRoundRobin;
+    if (load_decided && spread_among_routers(
+            d.ranked, fleet.routers, fleet.spread_place, fleet.spread_tie,
+            [](const CandidateTerms& t) { return t.score; },
+            [alpha](const CandidateTerms& t) { return alpha * static_cast<double>(t.request_load_units); },
+            [&](const CandidateTerms& t) {
+              return std::make_pair(std::max(t.overlap, t.single_flight), -profile_rank(t.profile, wanted));
+            })) {
+      d.outcome = Outcome::kSpread;
+    }
     return d;
   }
 

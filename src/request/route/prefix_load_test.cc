@@ -625,5 +625,155 @@ TEST(PrefixLoadSimulation, OneHotAppSpreadsOverTheFleetInsteadOfPinningOneEngine
   for (auto& [engine, count] : r.per_engine) EXPECT_NEAR(count, 10000, 1000) << engine;
 }
 
+// ---- several routers: a simultaneous burst ----
+
+FleetSnapshot among(std::vector<Engine> engines, uint32_t routers, uint32_t place, uint32_t tie = 0) {
+  FleetSnapshot s = fleet(engines);
+  s.routers = routers;
+  s.spread_place = place;
+  s.spread_tie = tie;
+  return s;
+}
+
+TEST(PrefixLoadSpread, OneRouterDecidesAsAlwaysWhateverThePlace) {
+  auto p = prefix();
+  const std::vector<Engine> idle(4);
+  for (uint32_t place : {0u, 1u, 3u, 100u}) {
+    Decision d = p->decide(RouteRequest::of(chat(), p->config()), among(idle, 1, place), 2);
+    EXPECT_EQ(d.ranked.front().ordinal, 2u);  // the rotation's
+    EXPECT_NE(d.outcome, Outcome::kSpread);
+  }
+}
+
+TEST(PrefixLoadSpread, RoutersDecidingAtOnceTakeTheEnginesOneRouterWouldGiveTheBurst) {
+  auto p = prefix();
+  const RouteRequest req = RouteRequest::of(chat(100'000), p->config());  // 4 units: 16 score each
+  // Four idle engines, three routers: places 0, 1, 2 are three different engines, whatever each
+  // router's own rotation (equal engines go in the order every replica shares, turned by `tie`).
+  std::set<size_t> taken;
+  for (uint32_t place = 0; place < 3; ++place) {
+    Decision d = p->decide(req, among(std::vector<Engine>(4), 3, place, 5), 7 * place + 1);
+    taken.insert(d.ranked.front().ordinal);
+    EXPECT_NE(d.outcome, Outcome::kSpread) << place;  // equal engines: a tie, not a move
+    EXPECT_EQ(d.routers, 3u);
+    EXPECT_EQ(d.spread_place, place);
+    EXPECT_EQ(d.ranked.size(), 4u);  // the rest keep their order as fallbacks
+  }
+  EXPECT_EQ(taken, (std::set<size_t>{1, 2, 3}));  // turned by 5 % 4: engine 1 first
+  // An engine already busier than the others by a request's load comes last, as one router's
+  // fourth request would take it; the second and third places move off the best-scored engine.
+  std::vector<Engine> busy(4);
+  busy[1].foreign = 4;
+  taken.clear();
+  for (uint32_t place = 0; place < 3; ++place) {
+    Decision d = p->decide(req, among(busy, 3, place), 0);
+    taken.insert(d.ranked.front().ordinal);
+  }
+  EXPECT_EQ(taken, (std::set<size_t>{0, 2, 3}));
+  busy[0].load = 1;  // now engine 0 scores below 2 and 3: place 2 takes it, a move
+  Decision d = p->decide(req, among(busy, 3, 2), 0);
+  EXPECT_EQ(d.ranked.front().ordinal, 0u);
+  EXPECT_EQ(d.outcome, Outcome::kSpread);
+}
+
+TEST(PrefixLoadSpread, WhatTheCacheDecidedIsNotSpread) {
+  auto p = prefix();
+  const RouteRequest req = RouteRequest::of(chat(40'000), p->config());  // 2 units: 8 score each
+  // 32 blocks cached on engine 2 outweigh three such requests' load (3 x 8 < 32).
+  std::vector<Engine> engines(4);
+  engines[2].overlap = 32;
+  for (uint32_t place = 0; place < 3; ++place) {
+    Decision d = p->decide(req, among(engines, 3, place), 0);
+    EXPECT_EQ(d.ranked.front().ordinal, 2u) << place;
+    EXPECT_EQ(d.outcome, Outcome::kOverlap);
+  }
+  // Even a small cached prefix (2 blocks, a quarter of one request's load): what the cache decided
+  // is not spread (the burst's other requests have no reason to go there).
+  engines[2].overlap = 2;
+  for (uint32_t place = 0; place < 3; ++place) {
+    EXPECT_EQ(p->decide(req, among(engines, 3, place), 0).ranked.front().ordinal, 2u);
+  }
+  // The cache engine loaded past its affinity: load decides, and the burst spreads over the rest.
+  engines[2].load = 3;
+  std::vector<size_t> taken;
+  for (uint32_t place = 0; place < 3; ++place) {
+    taken.push_back(p->decide(req, among(engines, 3, place), 0).ranked.front().ordinal);
+  }
+  EXPECT_EQ(taken, (std::vector<size_t>{0, 1, 3}));
+}
+
+TEST(PrefixLoadSpread, NeverPlacesOnAnIneligibleOrFailingEngine) {
+  auto p = prefix();
+  const RouteRequest req = RouteRequest::of(chat(), p->config());
+  std::vector<Engine> engines(3);
+  engines[1].eligible = false;
+  FleetSnapshot s = among(engines, 8, 0);
+  s.candidates[2].failing = true;
+  for (uint32_t place = 0; place < 8; ++place) {
+    s.spread_place = place;
+    EXPECT_EQ(p->decide(req, s, 0).ranked.front().ordinal, 0u) << place;
+  }
+  // Alpha 0 (load never matters): every place is the best-scored engine.
+  RouteConfig c;
+  c.alpha = 0;
+  auto cache_only = prefix(c);
+  std::vector<Engine> warm(3);
+  warm[1].overlap = 3;
+  for (uint32_t place = 0; place < 3; ++place) {
+    EXPECT_EQ(cache_only->decide(req, among(warm, 3, place), 0).ranked.front().ordinal, 1u);
+  }
+}
+
+// Three routers, four engines, bursts of nine requests (three per router, as a round-robin front
+// hands them out), every router deciding on the same view: its own requests of the burst, none of
+// the others'. What a burst costs is the requests that queue behind another one of it on the same
+// engine: pairs on one engine, sum of n(n-1)/2. One router spreads nine over four as 3/2/2/2
+// (6 pairs). Without places every router walks the engines in the same order, 3/3/3/0 (9 pairs).
+// With them (replica k's j-th decision at place k + 2j, upstream::EngineLoadBoard::spread) the
+// burst lands as one router would have placed it, whatever the engines' loads before it.
+TEST(PrefixLoadSpread, ABurstOverThreeRoutersLandsAsOneRouterWouldPlaceIt) {
+  auto p = prefix();
+  std::mt19937 rng(7);
+  auto burst = [&](bool spread, const std::vector<Engine>& before, size_t bytes) {
+    std::vector<int64_t> placed(4, 0);  // the burst's requests per engine
+    std::vector<std::vector<Engine>> view(3, before);
+    const RouteRequest req = RouteRequest::of(chat(bytes), p->config());
+    for (uint32_t j = 0; j < 3; ++j) {
+      for (uint32_t k = 0; k < 3; ++k) {
+        Decision d = p->decide(req, among(view[k], spread ? 3 : 1, k + j * 2, 9), 0);
+        const size_t e = d.ranked.front().ordinal;
+        view[k][e].load += d.ranked.front().request_load_units;  // its own reservation
+        ++placed[e];
+      }
+    }
+    // One router: the nine in a row, each seeing all before it.
+    std::vector<Engine> one = before;
+    std::vector<int64_t> alone(4, 0);
+    for (int i = 0; i < 9; ++i) {
+      Decision d = p->decide(req, fleet(one), 9);
+      one[d.ranked.front().ordinal].load += d.ranked.front().request_load_units;
+      ++alone[d.ranked.front().ordinal];
+    }
+    auto pairs = [](const std::vector<int64_t>& v) {
+      int64_t n = 0;
+      for (int64_t x : v) n += x * (x - 1) / 2;
+      return n;
+    };
+    return std::pair{pairs(placed), pairs(alone)};
+  };
+  int64_t herd = 0, spread = 0, alone = 0;
+  for (int i = 0; i < 500; ++i) {
+    std::vector<Engine> before(4);
+    for (Engine& e : before) e.load = static_cast<int64_t>(rng() % 6);
+    const size_t bytes = 20'000 + rng() % 200'000;
+    herd += burst(false, before, bytes).first;
+    const auto [s, a] = burst(true, before, bytes);
+    spread += s;
+    alone += a;
+  }
+  // Within 1 %: one router breaks ties by its rotation, the replicas by the order they share.
+  EXPECT_LE(spread, alone + alone / 100) << spread << " vs " << alone;
+  EXPECT_GT(herd, alone + alone / 5) << herd << " vs " << alone;
+}
 }  // namespace
 }  // namespace ramjet::route

@@ -16,6 +16,9 @@ class RoundRobinPolicy final : public Policy {
   Decision decide(const RouteRequest& req, const FleetSnapshot& fleet, uint64_t rotation) const override {
     Decision d;
     d.rotation = rotation;
+    d.routers = fleet.routers;  // recorded only: a load-blind rotation needs no spreading
+    d.spread_place = fleet.spread_place;
+    d.spread_tie = fleet.spread_tie;
     const size_t n = fleet.candidates.size();
     const uint32_t units = request_load_units(req.body_bytes, config_);
     for (const auto& c : fleet.candidates) d.ranked.push_back(CandidateTerms{c.ordinal, c.eligible, c.load_units, units, c.foreign_load_units});

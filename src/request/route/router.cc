@@ -28,6 +28,12 @@ Routed Router::decide(const request::PreparedRequest& req) {
   if (engine_load_ != nullptr && engine_load_->enabled()) {
     const int64_t now = engine_load_->now_ms();
     for (CandidateState& c : snap.candidates) c.foreign_load_units = engine_load_->foreign_units(c.ordinal, now);
+    int64_t own_inflight = 0;
+    for (const CandidateState& c : snap.candidates) own_inflight += c.inflight;
+    const upstream::SpreadPlace spread = engine_load_->spread(now, own_inflight);
+    snap.routers = spread.routers;
+    snap.spread_place = spread.place;
+    snap.spread_tie = spread.tie;
   }
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
