@@ -709,7 +709,7 @@ TEST(PrefixLoadSpread, NeverPlacesOnAnIneligibleOrFailingEngine) {
   engines[1].eligible = false;
   FleetSnapshot s = among(engines, 8, 0);
   s.candidates[2].failing = true;
-  for (uint32_t place = 0; place < 8; ++place) {
+  for (uint32_t place : {0u, 1u, 2u, 7u, 255u, UINT32_MAX}) {  // past 255: counted as 255
     s.spread_place = place;
     EXPECT_EQ(p->decide(req, s, 0).ranked.front().ordinal, 0u) << place;
   }

@@ -47,11 +47,12 @@ bool rank_with_rotation(std::vector<CandidateTerms>& ranked, uint64_t rotation, 
 // request's load (`step`: what the request adds to an engine's load, on the score's scale), and
 // so on. Engines far apart stay apart; engines within a few requests' load of each other share
 // the burst as one router would have spread it. (The prefix policy spreads only what load
-// decided: a request its cache placed stays.) Equal engines are ordered alike in every replica: by `rest` (the policy's
-// later keys, larger first), then by ordinal turned by `tie`, not by this router's own rotation.
-// Only candidates of the winner's eligibility and failing state take part (the sort put them
-// first). Returns whether the winner changed; it is moved to the front, the others keep their
-// order (the dispatch fallbacks).
+// decided: a request its cache placed stays.) Equal engines are ordered alike in every replica:
+// by `rest` (the policy's later keys, larger first), then by ordinal turned by `tie`, not by this
+// router's own rotation. Only candidates of the winner's eligibility and failing state take part
+// (the sort put them first), at most 64, and places past 255 count as 255 (a bound on the work:
+// 256 x 64 comparisons). Returns whether the winner changed; it is moved to the front, the others
+// keep their order (the dispatch fallbacks).
 template <class ScoreFn, class StepFn, class RestFn>
 bool spread_among_routers(std::vector<CandidateTerms>& ranked, uint32_t routers, uint32_t place, uint32_t tie,
                           ScoreFn score, StepFn step, RestFn rest) {
@@ -65,6 +66,7 @@ bool spread_among_routers(std::vector<CandidateTerms>& ranked, uint32_t routers,
   for (size_t i = 0; i < m; ++i) span = std::max(span, ranked[i].ordinal + 1);
   const size_t turn = tie % span;
   auto turned = [&](size_t i) { return (ranked[i].ordinal + span - turn) % span; };
+  const uint64_t last = std::min<uint64_t>(place, 255);
   std::array<double, kMaxCandidates> adjusted;
   for (size_t i = 0; i < m; ++i) adjusted[i] = score(ranked[i]);
   auto better = [&](size_t i, size_t j) {  // candidate i before j at their adjusted scores
@@ -79,7 +81,7 @@ bool spread_among_routers(std::vector<CandidateTerms>& ranked, uint32_t routers,
     for (size_t i = 1; i < m; ++i) {
       if (better(i, pick)) pick = i;
     }
-    if (k == place) break;
+    if (k == last) break;
     adjusted[pick] -= step(ranked[pick]);
   }
   if (pick == 0) return false;
