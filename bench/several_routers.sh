@@ -220,7 +220,7 @@ if "one" in labels and "three" in labels:
     ok = t3 >= 0.95 * b1t and abs(c3 - b1c) <= 2
     p("")
     p(f"target (three vs one: cached within 2 points, throughput >= 0.95x): {'met' if ok else 'NOT met'}")
-for a, b in (("three", "one"), ("three", "one-front"), ("one-front", "one"), ("three-peers", "one"), ("three-peers", "three"), ("one-of-three", "one-front"), ("three", "one-of-three"), ("three-fp", "one-fp"), ("three", "three-fp")):
+for a, b in (("three", "one"), ("three", "one-front"), ("one-front", "one"), ("three-peers", "one"), ("three-peers", "one-front"), ("three-peers", "three"), ("one-of-three", "one-front"), ("three", "one-of-three"), ("three-fp", "one-fp"), ("three", "three-fp")):
     if a in labels and b in labels:
         p(f"- {a} / {b}: cached {med(a, 'cached_pct') / med(b, 'cached_pct'):.2f}x, TTFT p95 {med(a, 'ttft_p95_ms') / med(b, 'ttft_p95_ms'):.2f}x, output {med(a, 'output_tok_s') / med(b, 'output_tok_s'):.2f}x")
 open(out, "w").write("\n".join(lines) + "\n")
