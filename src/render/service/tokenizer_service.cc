@@ -294,11 +294,15 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   }
   s->renderer_ = std::move(renderer.value());
   if (cfg.session_cache_bytes > 0) {
-    // The budget is shared: three quarters for encoded prefixes, a quarter for the rendered
+    // The budget is shared: half for exact routing's last turn of each conversation (body,
+    // prompt, ids: a follow-up that extends it renders only its new messages,
+    // render/prompt/turn_cache.h), three eighths for encoded prefixes, an eighth for the rendered
     // prefixes of a native formatter (render/template/qwen3_native.h).
+    const uint64_t budget = cfg.session_cache_bytes;
     s->session_cache_ = std::make_unique<SessionCache>(
-        SessionCacheLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes - cfg.session_cache_bytes / 4},
-        RenderPrefixLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes / 4});
+        SessionCacheLimits{.max_entries = 4096, .max_bytes = budget - budget / 2 - budget / 8},
+        RenderPrefixLimits{.max_entries = 4096, .max_bytes = budget / 8},
+        TurnLimits{.max_entries = 4096, .max_bytes = budget / 2});
   }
 
   if (cfg.manifest_path.empty()) {
