@@ -53,17 +53,18 @@ std::optional<RoutingTokens> resume_routing_turn(const model::ModelProfile& prof
     return std::nullopt;  // the turn goes: the full path keeps the body's own
   };
   const size_t n0 = t->msg_end.size();
-  if (n0 < 2 || t->render.kinds.size() != n0) return decline();
-  const size_t last = n0 - 1;
-  const size_t end = t->msg_end[last];
+  if (n0 == 0 || t->render.kinds.size() != n0) return decline();
+  const size_t end = t->msg_end[n0 - 1];
   const std::string_view added = body.substr(end, body.size() - t->rest().size() - end);
 
-  // Messages from p on: the turn's (p..last) and the appended ones, parsed as one array.
+  // Messages from p on: the turn's (p..n0-1) and the appended ones, parsed as one array. p starts
+  // where a follow-up without a new query renders again; a new query moves it back.
   std::string doc;
   json::monotonic_resource arena;
   std::optional<json::value> parsed;  // emplaced: assigning would copy it out of the arena
   std::vector<const json::value*> msgs;
-  size_t p = last;
+  size_t p = qwen3::rerender_from(t->render, false);
+  if (p == 0) return decline();
   for (;;) {
     doc.assign("[{}");
     doc.append(body.substr(t->msg_end[p - 1], end - t->msg_end[p - 1]));
@@ -75,7 +76,7 @@ std::optional<RoutingTokens> resume_routing_turn(const model::ModelProfile& prof
     parsed.emplace(json::parse(doc, ec, &arena, opt));
     if (ec || !parsed->is_array()) return decline();
     json::array& a = parsed->as_array();
-    const size_t old = last - p + 1;
+    const size_t old = n0 - p;
     if (a.size() < 1 + old || !a[0].is_object() || !a[0].as_object().empty()) return decline();
     for (size_t i = 1 + old; i < a.size(); ++i)
       if (model::message_local_failure(a[i])) return decline();
@@ -90,7 +91,7 @@ std::optional<RoutingTokens> resume_routing_turn(const model::ModelProfile& prof
     p = first;  // a new query: the messages since the last one render again
   }
   if (t->render.ends[p - 1] == qwen3::TurnState::kUnknown) return decline();
-  const size_t appended = msgs.size() - (last - p + 1);
+  const size_t appended = msgs.size() - (n0 - p);
   if (!scan_more_elements(added, end, t->msg_end) || t->msg_end.size() != n0 + appended) return decline();
   if (!renderer.resume_turn(*t, p, msgs)) return decline();
   t->body.resize(end);

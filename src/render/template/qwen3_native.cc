@@ -561,7 +561,10 @@ ramjet::Result<Formatted, Fallback> format(const json::value& request, RenderPre
 
 size_t rerender_from(const TurnState& turn, bool query_appended) {
   if (!turn.has_query || turn.kinds.empty()) return 0;
-  return query_appended ? turn.last_query + 1 : turn.kinds.size() - 1;
+  if (query_appended) return turn.last_query + 1;
+  const size_t last = turn.kinds.size() - 1;
+  const auto role = static_cast<Role>(turn.kinds[last] & 3);
+  return role == Role::kAssistant || role == Role::kTool ? last : last + 1;
 }
 
 ramjet::Result<bool, Fallback> any_query(std::span<const json::value* const> messages) {

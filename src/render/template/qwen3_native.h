@@ -99,10 +99,11 @@ ramjet::Result<Formatted, Fallback> format(const boost::json::value& request,
 // Follow-up turns from a TurnState: the request it was taken from with messages appended and
 // nothing else changed (the caller proves that byte for byte). Every message before
 // rerender_from() renders as it did: no new query leaves the last query, and with it each
-// message's <think> block, where it was, and only the previous last message's rendering depends
-// on what follows it (an assistant message's forced <think>, a tool message's <|im_end|>); a new
-// query hides the reasoning of every message after the previous last query, and no earlier one.
-// 0: the turn had no query (last_query would move with the length): not resumed.
+// message's <think> block, where it was, and of the previous messages only the last one's
+// rendering can depend on what follows it (an assistant message's forced <think>, a tool
+// message's <|im_end|>; a user or system message's never does); a new query hides the reasoning
+// of every message after the previous last query, and no earlier one. 0: the turn had no query
+// (last_query would move with the length): not resumed.
 size_t rerender_from(const TurnState& turn, bool query_appended);
 // Whether any of `messages` is a query (a user message that is not a wrapped <tool_response>);
 // a Fallback for a message the formatter does not model.
