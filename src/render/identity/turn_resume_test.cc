@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <functional>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -387,6 +388,35 @@ TEST(TurnResume, AdversarialFollowUpsGiveTheFullPathsOutcomeAndIds) {
   // a new query, whitespace between appended messages, output_text parts, escapes, two
   // duplicate keys, a wrapped tool response, a tool message, a reasoning assistant.
   EXPECT_EQ(resumed, 11u);
+}
+
+// Threads sharing one cache, two of them on the same conversations (same seeds, so the same
+// bodies race for one kept turn): every answer is the full path's.
+TEST(TurnResume, ThreadsSharingACacheGetTheFullPathsIds) {
+  ASSERT_TRUE(env().renderer && env().profile);
+  (void)full("{}");  // the tokenizer's and profile's statics, before the threads
+  SessionCache cache;
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      const uint64_t base = th < 2 ? 200 : 200 + 10 * static_cast<uint64_t>(th);
+      std::vector<Agent> agents;
+      for (uint64_t i = 0; i < 3; ++i) agents.emplace_back(base + i);
+      for (int turn = 0; turn < 8; ++turn) {
+        for (Agent& a : agents) {
+          const std::string body = a.body();
+          const RoutingTokens x = full(body);
+          const RoutingTokens y = cached(cache, body);
+          if (x.outcome != y.outcome || x.ids != y.ids) ++wrong[static_cast<size_t>(th)];
+          a.advance();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+  EXPECT_GT(cache.turns().stats().resumed, 0u);
 }
 
 TEST(TurnResume, KeptTurnsStayWithinTheirLimits) {

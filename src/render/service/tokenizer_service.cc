@@ -56,6 +56,14 @@ constexpr std::array kFamilies = {
                     "Cached prefixes dropped to stay within RJ_TOKENIZER_SESSION_CACHE_BYTES."},
     metrics::Family{"ramjet_tokenizer_session_cache_bytes", metrics::MetricKind::kGauge, "",
                     "Bytes held by the session cache (text, ids and index)."},
+    metrics::Family{"ramjet_tokenizer_turns_total", metrics::MetricKind::kCounter, "result",
+                    "Exact routing's local chat renders by what the conversation's kept last turn gave: resumed "
+                    "(the body extended it byte for byte: only the new messages were parsed, rendered and "
+                    "encoded), declined (it did, but the new messages were not resumable: full render), miss "
+                    "(no kept turn it extends: full render)."},
+    metrics::Family{"ramjet_tokenizer_turn_cache_bytes", metrics::MetricKind::kGauge, "",
+                    "Bytes held by the kept last turns (bodies, prompts, ids and cuts; half of "
+                    "RJ_TOKENIZER_SESSION_CACHE_BYTES)."},
     metrics::Family{"ramjet_tokenizer_native_render_total", metrics::MetricKind::kCounter, "result",
                     "Local chat renders with a template the profile's native formatter reproduces: native, or "
                     "rendered by the template because the formatter does not cover the request (request, "
@@ -63,7 +71,7 @@ constexpr std::array kFamilies = {
 };
 enum FamilyIndex {
   kInfo, kShadow, kSkipped, kQueue, kDuration, kTokens, kAttested, kChecks,
-  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes, kNativeRender,
+  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes, kTurns, kTurnBytes, kNativeRender,
 };
 
 constexpr std::string_view kBackend[2] = {"remote", "local"};
@@ -508,6 +516,13 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
   out.sample(F[kCacheEvictions].name, "", cs.evictions);
   out.family(F[kCacheBytes]);
   out.sample(F[kCacheBytes].name, "", cs.bytes);
+  const TurnStats ts = session_cache_ ? session_cache_->turns().stats() : TurnStats{};
+  out.family(F[kTurns]);
+  out.sample(F[kTurns].name, "result=\"resumed\"", ts.resumed);
+  out.sample(F[kTurns].name, "result=\"declined\"", ts.declined);
+  out.sample(F[kTurns].name, "result=\"miss\"", ts.misses);
+  out.family(F[kTurnBytes]);
+  out.sample(F[kTurnBytes].name, "", ts.bytes);
   const NativeRenderStats ns = renderer_ ? renderer_->native_stats() : NativeRenderStats{};
   out.family(F[kNativeRender]);
   out.sample(F[kNativeRender].name, "result=\"native\"", ns.native);
