@@ -78,7 +78,9 @@ class TurnCache {
   TurnCache& operator=(const TurnCache&) = delete;
 
   // The turn of `key` that `body` extends (the longest, when several do), taken out of the
-  // cache; nullptr when none. The caller puts a turn back with put() or drops it.
+  // cache; nullptr when none. The caller puts a turn back with put() or drops it. Looks at every
+  // turn under the lock (a key, two sizes, the 64 bytes before its last message's end and its
+  // rest: at most max_entries of them), then compares the one body prefix outside it.
   std::unique_ptr<Turn> take(const TurnKey& key, std::string_view body);
   void put(std::unique_ptr<Turn> turn);
   void count_resumed(bool resumed);  // a taken turn was resumed (true) or declined (false)
