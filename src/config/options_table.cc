@@ -1063,7 +1063,9 @@ const std::array kOptions = {
            .bytes = true,
            .doc = "Memory for the local modes' session cache: encoded conversation prefixes cut after "
                   "special tokens, so a follow-up turn encodes only its new messages (ids identical to "
-                  "a full encode), and (a quarter of it) the rendered prefixes of a native formatter. 0 = no cache.",
+                  "a full encode); half of it for exact routing's last turn of each conversation (body, "
+                  "prompt, ids: a follow-up that extends it parses and renders only its new messages) and an "
+                  "eighth for the rendered prefixes of a native formatter. 0 = no cache.",
            .field = &Config::tokenizer_session_cache_bytes},
 };
 

@@ -68,16 +68,20 @@ bool has_non_text_part(const boost::json::value& content) {
 
 }  // namespace
 
+std::optional<LocalFailure> message_local_failure(const boost::json::value& message) {
+  const boost::json::object* msg = message.if_object();
+  if (!msg) return LocalFailure::BadRequest;
+  if (const boost::json::value* c = msg->if_contains("content"); c && has_non_text_part(*c))
+    return LocalFailure::Multimodal;
+  return std::nullopt;
+}
+
 ramjet::Result<TemplateArgs, LocalFailure> local_template_args(const ModelProfile& profile,
                                                                const boost::json::object& request) {
   const boost::json::value* messages = request.if_contains("messages");
   if (!messages || !messages->is_array()) return LocalFailure::BadRequest;
-  for (const boost::json::value& m : messages->get_array()) {
-    const boost::json::object* msg = m.if_object();
-    if (!msg) return LocalFailure::BadRequest;
-    if (const boost::json::value* c = msg->if_contains("content"); c && has_non_text_part(*c))
-      return LocalFailure::Multimodal;
-  }
+  for (const boost::json::value& m : messages->get_array())
+    if (auto failure = message_local_failure(m)) return *failure;
   TemplateArgs args;
   if (const boost::json::value* kw = request.if_contains("chat_template_kwargs"); kw && !kw->is_null()) {
     if (!kw->is_object()) return LocalFailure::BadRequest;

@@ -97,6 +97,11 @@ const ModelProfile* find_profile(std::string_view label);
 // The one profile that lists `model_type` (an HF config.json's), or nullptr when none or several do.
 const ModelProfile* profile_for_model_type(std::string_view model_type);
 
+// What local_template_args says of one message: BadRequest when it is not an object, Multimodal
+// when its content has a non-text part, nothing otherwise (exact routing's follow-up fast path
+// checks the messages a turn appends with it).
+std::optional<LocalFailure> message_local_failure(const boost::json::value& message);
+
 // Whether `profile` may render a chat request (a JSON object) locally, and with which template
 // arguments: no non-text content part (LocalFailure::Multimodal), only listed
 // chat_template_kwargs keys (LocalFailure::UnknownKwarg), then apply_reasoning on the kwargs plus

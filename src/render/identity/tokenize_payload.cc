@@ -9,6 +9,9 @@
 #include <boost/json/serialize.hpp>
 
 #include "model/model_profile.h"
+#include "render/identity/turn_resume.h"
+#include "render/prompt/session_cache.h"
+#include "render/prompt/turn_cache.h"
 #include "render/template/vllm_chat.h"
 
 namespace ramjet::render {
@@ -169,6 +172,16 @@ Result<std::vector<uint32_t>, PromptError> render_payload(const PromptRenderer& 
   return std::move(rendered->ids);
 }
 
+namespace {
+
+ShadowOutcome outcome_of(PromptErrc kind) {
+  return kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
+         : kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
+                                       : ShadowOutcome::kRenderError;
+}
+
+}  // namespace
+
 LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& p, SessionCache* cache) {
   LocalRender r;
   if (p.local_refusal) {
@@ -177,10 +190,7 @@ LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& 
   }
   auto ids = render_payload(renderer, p, cache);
   if (!ids) {
-    const PromptErrc kind = ids.error().kind;
-    r.outcome = kind == PromptErrc::kDecode   ? ShadowOutcome::kDecodeError
-                : kind == PromptErrc::kEncode ? ShadowOutcome::kEncodeError
-                                              : ShadowOutcome::kRenderError;
+    r.outcome = outcome_of(ids.error().kind);
     return r;
   }
   r.ids = std::move(ids.value());
@@ -189,6 +199,12 @@ LocalRender render_local(const PromptRenderer& renderer, const TokenizePayload& 
 
 RoutingTokens render_routing_body(const model::ModelProfile& profile, const PromptRenderer& renderer,
                                   SessionCache* cache, PromptApi api, std::string_view body) {
+  // A follow-up that extends a kept turn byte for byte: only its new messages (turn_resume.h).
+  const bool turns = cache != nullptr && api == PromptApi::kChat && renderer.native_template();
+  if (turns) {
+    if (std::optional<RoutingTokens> resumed = resume_routing_turn(profile, renderer, *cache, body))
+      return std::move(*resumed);
+  }
   RoutingTokens out;
   // An arena about the size the parsed body takes (about twice its bytes), kept by the thread
   // (a render pool worker) between requests so a request's parse touches warm memory instead of
@@ -227,6 +243,20 @@ RoutingTokens render_routing_body(const model::ModelProfile& profile, const Prom
   }
   if (payload->multimodal) {  // the engine's tokens depend on the media: not reproduced here
     out.outcome = ShadowOutcome::kUnsupported;
+    return out;
+  }
+  if (turns && !payload->local_refusal) {
+    // render_local, keeping what the next turn needs.
+    auto turn = std::make_unique<Turn>();
+    auto rendered = renderer.chat_parsed(payload->request, cache, {}, turn.get());
+    if (!rendered) {
+      out.outcome = outcome_of(rendered.error().kind);
+      return out;
+    }
+    out.ids = rendered->ids;
+    turn->ids = std::move(rendered->ids);
+    turn->text = std::move(rendered->text);
+    keep_routing_turn(profile, renderer, *cache, body, out, std::move(turn));
     return out;
   }
   LocalRender r = render_local(renderer, *payload, cache);

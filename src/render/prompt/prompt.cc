@@ -18,6 +18,7 @@
 #include "render/template/deepseek_v32.h"
 #include "render/template/qwen3_native.h"
 #include "render/prompt/session_cache.h"
+#include "render/prompt/turn_cache.h"
 
 namespace ramjet::render {
 
@@ -239,25 +240,36 @@ Result<RenderedPrompt, PromptError> PromptRenderer::chat(std::string_view reques
 
 Result<RenderedPrompt, PromptError> PromptRenderer::chat_parsed(const boost::json::value& request,
                                                                 SessionCache* cache,
-                                                                std::string_view request_json) const {
-  if (template_) return template_chat(request, cache);
+                                                                std::string_view request_json, Turn* turn) const {
+  if (turn) turn->render.kinds.clear();
+  if (template_) return template_chat(request, cache, cache ? turn : nullptr);
   if (!request_json.empty()) return native_chat(request_json, cache);
   return native_chat(boost::json::serialize(request), cache);
 }
 
 Result<RenderedPrompt, PromptError> PromptRenderer::template_chat(const boost::json::value& request,
-                                                                  SessionCache* cache) const {
+                                                                  SessionCache* cache, Turn* turn) const {
   RenderedPrompt out;
   if (native_template_) {
-    auto f = qwen3::format(request, cache ? &cache->render_prefixes() : nullptr);
+    if (!tokenizer_) turn = nullptr;
+    auto f = qwen3::format(request, cache ? &cache->render_prefixes() : nullptr, {}, turn ? &turn->render : nullptr);
     if (f) {
       counters_->native.fetch_add(1, std::memory_order_relaxed);
       counters_->reused_messages.fetch_add(f->reused_messages, std::memory_order_relaxed);
       counters_->reused_bytes.fetch_add(f->reused_bytes, std::memory_order_relaxed);
       out.text = std::move(f->text);
+      if (turn) {
+        SessionCache::TextCuts cuts;
+        if (auto e = cache->encode(*tokenizer_, out.text, out.ids, /*add_special_tokens=*/false, &cuts))
+          return PromptError{PromptErrc::kEncode, std::string(to_string(e->code)), e->message};
+        if (cuts.complete) turn->cuts = std::move(cuts.cuts);
+        else turn->render.kinds.clear();
+        return out;
+      }
       if (auto e = encode_prompt(out, cache)) return *e;
       return out;
     }
+    if (turn) turn->render.kinds.clear();
     counters_->fallbacks.fetch_add(1, std::memory_order_relaxed);
     counters_->by_reason[static_cast<size_t>(f.error())].fetch_add(1, std::memory_order_relaxed);
   }
@@ -282,6 +294,33 @@ Result<RenderedPrompt, PromptError> PromptRenderer::native_chat(std::string_view
   out.text = std::move(r.value());
   if (auto e = encode_prompt(out, cache)) return *e;
   return out;
+}
+
+bool PromptRenderer::resume_turn(Turn& turn, size_t first, std::span<const boost::json::value* const> messages) const {
+  if (!native_template_ || !tokenizer_) return false;
+  auto kept = qwen3::extend(turn.render, turn.text, first, messages);
+  if (!kept) return false;
+  if (turn.text.size() > tokenizer_->max_input_bytes()) return false;  // the full path reports it
+  // The text is the turn's up to `kept` bytes: every cut of it that ends cut_reach() bytes before
+  // that is a cut of the new text with the same ids before it (Tokenizer::cut_reach); encode
+  // from the last of them.
+  const size_t reach = tokenizer_->cut_reach();
+  size_t keep_cuts = turn.cuts.size();
+  while (keep_cuts > 0 && turn.cuts[keep_cuts - 1].byte + reach > *kept) --keep_cuts;
+  const Tokenizer::Cut from = keep_cuts > 0 ? turn.cuts[keep_cuts - 1] : Tokenizer::Cut{};
+  if (from.ids > turn.ids.size()) return false;
+  turn.cuts.resize(keep_cuts);
+  turn.ids.resize(from.ids);
+  const size_t cuts_before = turn.cuts.size();
+  if (tokenizer_->encode_with_cuts(std::string_view(turn.text).substr(from.byte), turn.ids, turn.cuts)) return false;
+  for (size_t j = cuts_before; j < turn.cuts.size(); ++j) {
+    turn.cuts[j].byte += from.byte;
+    turn.cuts[j].ids += from.ids;
+  }
+  counters_->native.fetch_add(1, std::memory_order_relaxed);
+  counters_->reused_messages.fetch_add(first, std::memory_order_relaxed);
+  counters_->reused_bytes.fetch_add(*kept, std::memory_order_relaxed);
+  return true;
 }
 
 std::optional<PromptError> PromptRenderer::encode_prompt(RenderedPrompt& out, SessionCache* cache) const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,7 @@
 namespace ramjet::render {
 
 class SessionCache;
+struct Turn;
 
 // The native formatters this build has (a C++ port of an engine's own prompt encoder).
 inline constexpr std::string_view kNativeDeepseekV32 = "deepseek-v32";
@@ -103,8 +105,20 @@ class PromptRenderer {
   // kept): a template renders it without another parse. The native formatter reads JSON text:
   // `request_json` when the caller has it (the same request, serialised), else the value is
   // serialised here.
+  // With `turn` (exact routing's turn cache, render/prompt/turn_cache.h; needs `cache`): when
+  // the native formatter renders the request and the cache finds every cut of the text, its
+  // formatter state and cuts are set there for a follow-up (turn->render.kinds stays empty
+  // otherwise); the text and ids are the caller's to move in.
   Result<RenderedPrompt, PromptError> chat_parsed(const boost::json::value& request, SessionCache* cache = nullptr,
-                                                  std::string_view request_json = {}) const;
+                                                  std::string_view request_json = {}, Turn* turn = nullptr) const;
+  // A follow-up of `turn` (its request with messages appended, nothing else changed; the caller
+  // proves it): `messages` are the parsed messages from index `first` on (qwen3::extend). Renders
+  // and encodes only from there, reusing the turn's text, ids and cuts, and updates `turn` in
+  // place to the follow-up's. False: not resumed (the formatter does not model a new message, an
+  // encode error...); `turn` is then unusable and the caller takes the full path.
+  bool resume_turn(Turn& turn, size_t first, std::span<const boost::json::value* const> messages) const;
+  // Whether chat requests are rendered by a native formatter standing in for the template (qwen3).
+  bool native_template() const { return native_template_; }
   // Raw text -> token ids (completions: add_special_tokens=true, as vLLM's default).
   Result<std::vector<uint32_t>, PromptError> text(std::string_view text, bool add_special_tokens) const;
 
@@ -114,7 +128,8 @@ class PromptRenderer {
 
  private:
   PromptRenderer() = default;
-  Result<RenderedPrompt, PromptError> template_chat(const boost::json::value& request, SessionCache* cache) const;
+  Result<RenderedPrompt, PromptError> template_chat(const boost::json::value& request, SessionCache* cache,
+                                                    Turn* turn = nullptr) const;
   Result<RenderedPrompt, PromptError> native_chat(std::string_view request_json, SessionCache* cache) const;
   std::optional<PromptError> encode_prompt(RenderedPrompt& out, SessionCache* cache) const;
   std::shared_ptr<const Tokenizer> tokenizer_;

@@ -37,8 +37,8 @@ std::vector<uint64_t> chain_keys(uint64_t tokenizer, std::string_view text,
 
 }  // namespace
 
-SessionCache::SessionCache(SessionCacheLimits limits, RenderPrefixLimits prefix_limits)
-    : limits_(limits), prefixes_(prefix_limits) {}
+SessionCache::SessionCache(SessionCacheLimits limits, RenderPrefixLimits prefix_limits, TurnLimits turn_limits)
+    : limits_(limits), prefixes_(prefix_limits), turns_(turn_limits) {}
 SessionCache::~SessionCache() = default;
 
 size_t SessionCache::entry_bytes(size_t text_bytes, size_t ids, size_t cuts) {
@@ -52,7 +52,12 @@ size_t SessionCache::entry_bytes(size_t text_bytes, size_t ids, size_t cuts) {
 
 std::optional<TokenizerError> SessionCache::encode(const Tokenizer& tok, std::string_view text,
                                                    std::vector<uint32_t>& out,
-                                                   bool add_special_tokens) {
+                                                   bool add_special_tokens,
+                                                   TextCuts* cuts_out) {
+  if (cuts_out) {
+    cuts_out->cuts.clear();
+    cuts_out->complete = false;
+  }
   // The same checks, in the same order, as Tokenizer::encode_into.
   std::vector<Tokenizer::Cut> cuts;
   if (auto e = tok.find_cuts(text, cuts)) return e;
@@ -118,6 +123,13 @@ std::optional<TokenizerError> SessionCache::encode(const Tokenizer& tok, std::st
     c.byte += prefix_bytes;
     c.ids += prefix_ids;
     consistent = c.byte == cuts[j].byte;
+  }
+  if (consistent && cuts_out) {
+    std::vector<Tokenizer::Cut>& all = cuts_out->cuts;
+    all.reserve(cuts.size());
+    if (hit) all.assign(hit->cuts.begin(), hit->cuts.begin() + static_cast<ptrdiff_t>(first_new));
+    all.insert(all.end(), rest_cuts.begin(), rest_cuts.end());
+    cuts_out->complete = true;
   }
   if (consistent && first_new < cuts.size()) {
     const Tokenizer::Cut last = rest_cuts.back();
@@ -201,6 +213,7 @@ SessionCacheStats SessionCache::stats() const {
 
 void SessionCache::clear() {
   prefixes_.clear();
+  turns_.clear();
   std::lock_guard lock(mu_);
   lru_.clear();
   by_id_.clear();

@@ -30,6 +30,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "render/prompt/turn_cache.h"
 #include "render/template/render_prefix_cache.h"
 #include "render/tokenize/tokenizer.h"
 
@@ -56,7 +57,8 @@ struct SessionCacheStats {
 
 class SessionCache {
  public:
-  explicit SessionCache(SessionCacheLimits limits = {}, RenderPrefixLimits prefix_limits = {});
+  explicit SessionCache(SessionCacheLimits limits = {}, RenderPrefixLimits prefix_limits = {},
+                        TurnLimits turn_limits = {});
   ~SessionCache();
   SessionCache(const SessionCache&) = delete;
   SessionCache& operator=(const SessionCache&) = delete;
@@ -64,17 +66,27 @@ class SessionCache {
   // Appends the ids of `rendered` to `out`, exactly as tok.encode_into(rendered, out,
   // add_special_tokens) does (same errors; `out` unchanged on error), reusing the longest cached
   // prefix and storing the text up to its last cut. Entries are per tokenizer (Tokenizer::
-  // serial()).
+  // serial()). With `cuts`: every cut of `rendered` with the ids before it (counted from the
+  // first id of the text, after add_special_tokens' own), complete unless the encode failed or
+  // the text's cuts disagreed with an entry's (never expected).
+  struct TextCuts {
+    std::vector<Tokenizer::Cut> cuts;
+    bool complete = false;
+  };
   std::optional<TokenizerError> encode(const Tokenizer& tok, std::string_view rendered,
-                                       std::vector<uint32_t>& out, bool add_special_tokens = false);
+                                       std::vector<uint32_t>& out, bool add_special_tokens = false,
+                                       TextCuts* cuts = nullptr);
 
   SessionCacheStats stats() const;
-  void clear();  // also clears render_prefixes()
+  void clear();  // also clears render_prefixes() and turns()
 
   // Rendered conversation prefixes for a native formatter (render/template/qwen3_native.h), kept
   // beside the encoded ones: a follow-up turn then renders only its new messages and encodes only
   // its new bytes. Bounded by its own limits.
   RenderPrefixCache& render_prefixes() { return prefixes_; }
+  // Exact routing's last turn of each conversation (render/prompt/turn_cache.h): a follow-up
+  // whose body extends one renders and encodes only its new messages. Bounded by its own limits.
+  TurnCache& turns() { return turns_; }
 
   // Bytes an entry of `text_bytes` bytes, `ids` ids and `cuts` cuts is accounted for.
   static size_t entry_bytes(size_t text_bytes, size_t ids, size_t cuts);
@@ -98,6 +110,7 @@ class SessionCache {
   uint64_t next_id_ = 1;
   SessionCacheStats stats_;
   RenderPrefixCache prefixes_;
+  TurnCache turns_;
 };
 
 }  // namespace ramjet::render

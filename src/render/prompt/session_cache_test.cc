@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
 #include <map>
@@ -119,6 +120,51 @@ size_t check_cuts(const Tokenizer& tok, std::string_view text) {
 // ---------------------------------------------------------------------------------------------
 // The cut rule.
 
+// Pieces of generated texts: added tokens with every flag, pieces of them, words, whitespace,
+// CJK, emoji and combining marks.
+const std::vector<std::string>& fragments() {
+  static const std::vector<std::string> frags = {"<|im_start|>",
+                                          "<|im_end|>",
+                                          "<think>",
+                                          "</think>",
+                                          "<tool_call>",
+                                          "<R>",
+                                          "<L>",
+                                          "<LR>",
+                                          "<A>",
+                                          "<A>B",
+                                          "x<A>B",
+                                          "x",
+                                          "B",
+                                          "ZQXEND",
+                                          "tokzqx",
+                                          "<N>",
+                                          " ",
+                                          "  ",
+                                          "\n",
+                                          "\n\n",
+                                          "\t",
+                                          "hello",
+                                          "wor",
+                                          "ld",
+                                          "'s",
+                                          "123",
+                                          "你好",
+                                          "世界",
+                                          "😀",
+                                          "👍🏽",
+                                          "e\xcc\x81",
+                                          "é",
+                                          ".",
+                                          "<",
+                                          "|",
+                                          ">",
+                                          "im_end",
+                                          "user",
+                                          "\xe3\x80\x80"};
+  return frags;
+}
+
 TEST(TokenizerCut, FallsRightAfterEachSpecialTokenOfAChatRendering) {
   const std::string text =
       "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nok<|im_end|>";
@@ -165,6 +211,43 @@ TEST(TokenizerCut, OfAPrefixNeedNotBeOneOfTheLongerText) {
   EXPECT_EQ(bytes_of(cuts_of(t, "zzx<A>")), std::vector<size_t>{6});
   EXPECT_EQ(bytes_of(cuts_of(t, "zzx<A>B")), std::vector<size_t>{7});
   EXPECT_NE(concat(full(t, "zzx<A>"), full(t, "B")), full(t, "zzx<A>B"));
+}
+
+// Tokenizer::cut_reach: a cut c of a text is a cut of any text with the same first c + reach
+// bytes, with the same ids before it (render::TurnCache reuses cuts without a scan on this).
+TEST(TokenizerCut, StaysACutOfEveryTextSharingItsFirstCutPlusReachBytes) {
+  const std::vector<std::string>& frags = fragments();
+  for (const auto* tokp : {&flags(), &qwen3()}) {
+    const Tokenizer& t = **tokp;
+    EXPECT_GE(t.cut_reach(), 12u + 4u);  // "<|im_start|>" is 12 bytes
+    std::mt19937 rng(11);
+    auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+    size_t checked = 0, near_edge = 0;
+    for (int round = 0; round < 3000; ++round) {
+      std::string a;
+      for (size_t i = 0, n = 4 + pick(28); i < n; ++i) a += frags[pick(frags.size())];
+      size_t x = pick(a.size() + 1);
+      while (x < a.size() && (static_cast<unsigned char>(a[x]) & 0xC0) == 0x80) ++x;
+      std::string b = a.substr(0, x);
+      for (size_t i = 0, n = pick(6); i < n; ++i) b += frags[pick(frags.size())];
+      Ids ids_a, ids_b;
+      std::vector<Tokenizer::Cut> cuts_a, cuts_b;
+      ASSERT_FALSE(t.encode_with_cuts(a, ids_a, cuts_a));
+      ASSERT_FALSE(t.encode_with_cuts(b, ids_b, cuts_b));
+      for (const Tokenizer::Cut& c : cuts_a) {
+        if (c.byte + t.cut_reach() > x) continue;
+        const bool found = std::any_of(cuts_b.begin(), cuts_b.end(), [&](const Tokenizer::Cut& d) {
+          return d.byte == c.byte && d.ids == c.ids;
+        });
+        ASSERT_TRUE(found) << "cut " << c.byte << " of a text lost in one sharing " << x << " bytes";
+        ASSERT_TRUE(std::equal(ids_a.begin(), ids_a.begin() + static_cast<ptrdiff_t>(c.ids), ids_b.begin()));
+        ++checked;
+        if (c.byte + t.cut_reach() + 4 > x) ++near_edge;
+      }
+    }
+    EXPECT_GT(checked, 1000u) << near_edge;
+    EXPECT_GT(near_edge, 20u);
+  }
 }
 
 TEST(TokenizerCut, ErrorsAndSpecialIdsMatchEncode) {
@@ -335,45 +418,7 @@ TEST(SessionCache, WhitespaceCjkAndEmojiAroundSpecialTokens) {
 // Texts drawn from fragments around every kind of added token, grown, cut back and regrown;
 // every encode through the cache must equal a full one.
 TEST(SessionCache, GeneratedSessionsEncodeAsAWhole) {
-  const std::vector<std::string> frags = {"<|im_start|>",
-                                          "<|im_end|>",
-                                          "<think>",
-                                          "</think>",
-                                          "<tool_call>",
-                                          "<R>",
-                                          "<L>",
-                                          "<LR>",
-                                          "<A>",
-                                          "<A>B",
-                                          "x<A>B",
-                                          "x",
-                                          "B",
-                                          "ZQXEND",
-                                          "tokzqx",
-                                          "<N>",
-                                          " ",
-                                          "  ",
-                                          "\n",
-                                          "\n\n",
-                                          "\t",
-                                          "hello",
-                                          "wor",
-                                          "ld",
-                                          "'s",
-                                          "123",
-                                          "你好",
-                                          "世界",
-                                          "😀",
-                                          "👍🏽",
-                                          "e\xcc\x81",
-                                          "é",
-                                          ".",
-                                          "<",
-                                          "|",
-                                          ">",
-                                          "im_end",
-                                          "user",
-                                          "\xe3\x80\x80"};
+  const std::vector<std::string>& frags = fragments();
   for (const auto* tokp : {&flags(), &qwen3()}) {
     const Tokenizer& t = **tokp;
     SessionCache cache({64, 1u << 20});

@@ -56,6 +56,14 @@ constexpr std::array kFamilies = {
                     "Cached prefixes dropped to stay within RJ_TOKENIZER_SESSION_CACHE_BYTES."},
     metrics::Family{"ramjet_tokenizer_session_cache_bytes", metrics::MetricKind::kGauge, "",
                     "Bytes held by the session cache (text, ids and index)."},
+    metrics::Family{"ramjet_tokenizer_turns_total", metrics::MetricKind::kCounter, "result",
+                    "Exact routing's local chat renders by what the conversation's kept last turn gave: resumed "
+                    "(the body extended it byte for byte: only the new messages were parsed, rendered and "
+                    "encoded), declined (it did, but the new messages were not resumable: full render), miss "
+                    "(no kept turn it extends: full render)."},
+    metrics::Family{"ramjet_tokenizer_turn_cache_bytes", metrics::MetricKind::kGauge, "",
+                    "Bytes held by the kept last turns (bodies, prompts, ids and cuts; half of "
+                    "RJ_TOKENIZER_SESSION_CACHE_BYTES)."},
     metrics::Family{"ramjet_tokenizer_native_render_total", metrics::MetricKind::kCounter, "result",
                     "Local chat renders with a template the profile's native formatter reproduces: native, or "
                     "rendered by the template because the formatter does not cover the request (request, "
@@ -63,7 +71,7 @@ constexpr std::array kFamilies = {
 };
 enum FamilyIndex {
   kInfo, kShadow, kSkipped, kQueue, kDuration, kTokens, kAttested, kChecks,
-  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes, kNativeRender,
+  kCacheLookups, kCacheReused, kCacheEvictions, kCacheBytes, kTurns, kTurnBytes, kNativeRender,
 };
 
 constexpr std::string_view kBackend[2] = {"remote", "local"};
@@ -294,11 +302,15 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   }
   s->renderer_ = std::move(renderer.value());
   if (cfg.session_cache_bytes > 0) {
-    // The budget is shared: three quarters for encoded prefixes, a quarter for the rendered
+    // The budget is shared: half for exact routing's last turn of each conversation (body,
+    // prompt, ids: a follow-up that extends it renders only its new messages,
+    // render/prompt/turn_cache.h), three eighths for encoded prefixes, an eighth for the rendered
     // prefixes of a native formatter (render/template/qwen3_native.h).
+    const uint64_t budget = cfg.session_cache_bytes;
     s->session_cache_ = std::make_unique<SessionCache>(
-        SessionCacheLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes - cfg.session_cache_bytes / 4},
-        RenderPrefixLimits{.max_entries = 4096, .max_bytes = cfg.session_cache_bytes / 4});
+        SessionCacheLimits{.max_entries = 4096, .max_bytes = budget - budget / 2 - budget / 8},
+        RenderPrefixLimits{.max_entries = 4096, .max_bytes = budget / 8},
+        TurnLimits{.max_entries = 4096, .max_bytes = budget / 2});
   }
 
   if (cfg.manifest_path.empty()) {
@@ -504,6 +516,13 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
   out.sample(F[kCacheEvictions].name, "", cs.evictions);
   out.family(F[kCacheBytes]);
   out.sample(F[kCacheBytes].name, "", cs.bytes);
+  const TurnStats ts = session_cache_ ? session_cache_->turns().stats() : TurnStats{};
+  out.family(F[kTurns]);
+  out.sample(F[kTurns].name, "result=\"resumed\"", ts.resumed);
+  out.sample(F[kTurns].name, "result=\"declined\"", ts.declined);
+  out.sample(F[kTurns].name, "result=\"miss\"", ts.misses);
+  out.family(F[kTurnBytes]);
+  out.sample(F[kTurnBytes].name, "", ts.bytes);
   const NativeRenderStats ns = renderer_ ? renderer_->native_stats() : NativeRenderStats{};
   out.family(F[kNativeRender]);
   out.sample(F[kNativeRender].name, "result=\"native\"", ns.native);

@@ -298,6 +298,9 @@ struct Conversation {
   size_t last_query = 0;  // ns.last_query_index
 };
 
+constexpr uint8_t kQueryBit = 4;
+uint8_t kind_of(const Msg& m) { return static_cast<uint8_t>(static_cast<uint8_t>(m.role) | (m.query ? kQueryBit : 0)); }
+
 Fail emit_message(const Conversation& c, size_t i, std::string& out) {
   const Msg& m = c.msgs[i];
   const size_t n = c.msgs.size();
@@ -419,7 +422,7 @@ bool dump_json(const json::value& v, std::string& out, int depth) {
 }
 
 ramjet::Result<Formatted, Fallback> format(const json::value& request, RenderPrefixCache* prefixes,
-                                           const Limits& limits) {
+                                           const Limits& limits, TurnState* turn) {
   if (!request.is_object()) return Fallback::kRequest;
   const json::object& r = request.get_object();
   const json::value* messages = r.if_contains("messages");
@@ -523,11 +526,22 @@ ramjet::Result<Formatted, Fallback> format(const json::value& request, RenderPre
   const size_t final_end = has_query ? c.last_query : n;
   const size_t cond_end = has_query && n >= 2 && n - 2 > c.last_query ? n - 2 : n;
   size_t final_bytes = 0, cond_bytes = 0;
+  if (turn) {
+    turn->kinds.resize(n);
+    turn->ends.assign(n, TurnState::kUnknown);
+    for (size_t i = 0; i < n; ++i) turn->kinds[i] = kind_of(c.msgs[i]);
+    if (begin > 0) turn->ends[begin - 1] = static_cast<uint32_t>(out.size());
+    turn->last_query = c.last_query;
+    turn->has_query = has_query;
+    turn->generation = generation;
+    turn->thinking_off = thinking_off;
+  }
   for (size_t i = begin; i < n; ++i) {
     if (auto e = emit_message(c, i, out)) return *e;
     if (i == final_end) final_bytes = out.size();
     if (i == cond_end) cond_bytes = out.size();
     if (out.size() > limits.max_output_bytes) return Fallback::kLimit;
+    if (turn) turn->ends[i] = static_cast<uint32_t>(out.size());
   }
   if (generation) {
     out += "<|im_start|>assistant\n";
@@ -543,6 +557,73 @@ ramjet::Result<Formatted, Fallback> format(const json::value& request, RenderPre
       prefixes->store(entry_key(chain[cond_end], 'C', c.msgs[cond_end + 1].role == Role::kTool), text, cond_bytes);
   }
   return f;
+}
+
+size_t rerender_from(const TurnState& turn, bool query_appended) {
+  if (!turn.has_query || turn.kinds.empty()) return 0;
+  if (query_appended) return turn.last_query + 1;
+  const size_t last = turn.kinds.size() - 1;
+  const auto role = static_cast<Role>(turn.kinds[last] & 3);
+  return role == Role::kAssistant || role == Role::kTool ? last : last + 1;
+}
+
+ramjet::Result<bool, Fallback> any_query(std::span<const json::value* const> messages) {
+  std::deque<std::string> joined;
+  bool any = false;
+  for (const json::value* m : messages) {
+    Msg msg;
+    if (auto f = read_message(*m, msg, joined)) return *f;
+    any = any || msg.query;
+  }
+  return any;
+}
+
+ramjet::Result<size_t, Fallback> extend(TurnState& turn, std::string& text, size_t first,
+                                        std::span<const json::value* const> messages, const Limits& limits) {
+  const size_t before = turn.kinds.size();
+  const size_t n = first + messages.size();
+  if (first == 0 || first > before || n < before || n > limits.max_messages) return Fallback::kMessages;
+  if (turn.ends.size() != before || turn.ends[first - 1] == TurnState::kUnknown || turn.ends[first - 1] > text.size())
+    return Fallback::kMessages;
+  Conversation c;
+  std::deque<std::string> joined;
+  c.msgs.resize(n);
+  for (size_t i = 0; i < first; ++i) {  // rendered already: what the messages after them read
+    c.msgs[i].role = static_cast<Role>(turn.kinds[i] & 3);
+    c.msgs[i].query = (turn.kinds[i] & kQueryBit) != 0;
+  }
+  bool appended_query = false;
+  for (size_t i = first; i < n; ++i) {
+    if (auto f = read_message(*messages[i - first], c.msgs[i], joined)) return *f;
+    if (i < before && kind_of(c.msgs[i]) != turn.kinds[i]) return Fallback::kMessages;  // not the turn's
+    if (i >= before) appended_query = appended_query || c.msgs[i].query;
+  }
+  if (first > rerender_from(turn, appended_query)) return Fallback::kMessages;
+  c.last_query = n - 1;
+  for (size_t i = n; i-- > 0;) {
+    if (c.msgs[i].query) {
+      c.last_query = i;
+      break;
+    }
+  }
+  const size_t kept = turn.ends[first - 1];
+  text.resize(kept);
+  turn.kinds.resize(n);
+  turn.ends.resize(n);
+  for (size_t i = first; i < n; ++i) {
+    if (auto e = emit_message(c, i, text)) return *e;
+    if (text.size() > limits.max_output_bytes) return Fallback::kLimit;
+    turn.kinds[i] = kind_of(c.msgs[i]);
+    turn.ends[i] = static_cast<uint32_t>(text.size());
+  }
+  if (turn.generation) {
+    text += "<|im_start|>assistant\n";
+    if (turn.thinking_off) text += "<think>\n\n</think>\n\n";
+  }
+  if (text.size() > limits.max_output_bytes) return Fallback::kLimit;
+  turn.last_query = c.last_query;
+  turn.has_query = c.msgs[c.last_query].query;
+  return kept;
 }
 
 }  // namespace ramjet::render::qwen3

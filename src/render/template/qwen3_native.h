@@ -28,8 +28,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/json/fwd.hpp>
 
@@ -75,10 +77,45 @@ struct Formatted {
   size_t reused_bytes = 0;
 };
 
-// The prompt text of a parsed chat-completions request (as boost::json::parse gives it).
+// What a follow-up turn needs of a request's rendering (exact routing's turn cache,
+// render/prompt/turn_cache.h): each message's role and whether it is a query, where its
+// rendering ends in the text, and the request's own settings.
+struct TurnState {
+  static constexpr uint32_t kUnknown = UINT32_MAX;  // an end inside a prefix the cache supplied
+  std::vector<uint8_t> kinds;  // per message: role (0 system, 1 user, 2 assistant, 3 tool) | 4 if a query
+  std::vector<uint32_t> ends;  // per message: the text's size after its rendering (or kUnknown)
+  size_t last_query = 0;
+  bool has_query = false;
+  bool generation = true;      // add_generation_prompt
+  bool thinking_off = false;   // enable_thinking false
+};
+
+// The prompt text of a parsed chat-completions request (as boost::json::parse gives it). With
+// `turn`: also what a follow-up needs (extend()).
 ramjet::Result<Formatted, Fallback> format(const boost::json::value& request,
                                            RenderPrefixCache* prefixes = nullptr,
-                                           const Limits& limits = {});
+                                           const Limits& limits = {}, TurnState* turn = nullptr);
+
+// Follow-up turns from a TurnState: the request it was taken from with messages appended and
+// nothing else changed (the caller proves that byte for byte). Every message before
+// rerender_from() renders as it did: no new query leaves the last query, and with it each
+// message's <think> block, where it was, and of the previous messages only the last one's
+// rendering can depend on what follows it (an assistant message's forced <think>, a tool
+// message's <|im_end|>; a user or system message's never does); a new query hides the reasoning
+// of every message after the previous last query, and no earlier one. 0: the turn had no query
+// (last_query would move with the length): not resumed.
+size_t rerender_from(const TurnState& turn, bool query_appended);
+// Whether any of `messages` is a query (a user message that is not a wrapped <tool_response>);
+// a Fallback for a message the formatter does not model.
+ramjet::Result<bool, Fallback> any_query(std::span<const boost::json::value* const> messages);
+// Renders the follow-up: `messages` are the parsed messages from index `first` on (the turn's
+// messages from `first`, then the appended ones), `first` at most rerender_from() and at least 1,
+// with a known end before it. `text` (the turn's prompt) is cut back to where message `first`
+// began and the rest is rendered after it; `turn` becomes the follow-up's. Returns the bytes of
+// `text` kept. On a Fallback `text` and `turn` are left half-done: the caller drops them.
+ramjet::Result<size_t, Fallback> extend(TurnState& turn, std::string& text, size_t first,
+                                        std::span<const boost::json::value* const> messages,
+                                        const Limits& limits = {});
 
 // Python json.dumps(ensure_ascii=False) of a parsed value, as the template's tojson writes it
 // (exposed for tests). False when nesting exceeds kMaxDepth.

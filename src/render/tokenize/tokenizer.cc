@@ -439,6 +439,7 @@ class Trie {
       n = child;
     }
     if (nodes_[n].id < 0) nodes_[n].id = static_cast<int64_t>(id);  // first pattern wins
+    max_len_ = std::max(max_len_, pattern.size());
     const auto b0 = static_cast<uint8_t>(pattern[0]);
     if (!first_[b0]) {
       first_[b0] = true;
@@ -446,7 +447,9 @@ class Trie {
       ++n_first_;
     }
   }
-  // Leftmost-longest match starting at or after `from`: (start, end, id).
+  size_t max_len() const { return max_len_; }  // bytes of the longest pattern
+  // Leftmost-longest match starting at or after `from`: (start, end, id). Which match it is
+  // depends only on s[from, start + max_len()).
   bool find(std::string_view s, size_t from, size_t& ms, size_t& me, uint32_t& id) const {
     if (empty()) return false;
     for (size_t i = from; i < s.size(); ++i) {
@@ -510,6 +513,7 @@ class Trie {
   std::array<bool, 256> first_{};
   std::array<uint8_t, kScanBytes> scan_{};  // the distinct first bytes, while there are few
   size_t n_first_ = 0;
+  size_t max_len_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1697,6 +1701,14 @@ std::optional<TokenizerError> Tokenizer::encode_with_cuts(std::string_view text,
 }
 
 uint64_t Tokenizer::serial() const { return impl_->serial; }
+
+// What decides a cut at c (split_added over the raw text): every Trie::find before it, which
+// reads s[pos, start + max_len) for a match starting before c; the single_word checks of those
+// matches, which read one code point (at most 4 bytes) after a match that ends at or before c;
+// and whether a single_word match starts at c, which reads s[c, c + max_len). All of it lies in
+// s[0, c + max_len + 4).
+size_t Tokenizer::cut_reach() const { return impl_->raw_trie.max_len() + 4; }
+size_t Tokenizer::max_input_bytes() const { return impl_->limits.max_input_bytes; }
 
 std::optional<TokenizerError> Tokenizer::special_ids_around(std::vector<uint32_t>& before,
                                                             std::vector<uint32_t>& after) const {

@@ -113,6 +113,13 @@ class Tokenizer {
   // first id this call appends.
   std::optional<TokenizerError> encode_with_cuts(std::string_view text, std::vector<uint32_t>& out,
                                                  std::vector<Cut>& cuts) const;
+  // How far past a cut the bytes that make it one reach: a cut c of a text is a cut of every
+  // text that has the same first c + cut_reach() bytes, with the same ids before it. So a text
+  // that shares a prefix of p bytes with an encoded one reuses its cuts up to p - cut_reach()
+  // (render::TurnCache) without scanning the prefix again.
+  size_t cut_reach() const;
+  // TokenizerLimits::max_input_bytes: the longest text encode() takes.
+  size_t max_input_bytes() const;
   // What add_special_tokens puts before and after the ids of a sequence; kUnsupported when
   // encode() cannot apply the post-processor.
   std::optional<TokenizerError> special_ids_around(std::vector<uint32_t>& before,

@@ -11,6 +11,12 @@
 //   BM_ExactLocalColdJinja      cold, with the template rendered by Jinja (no native formatter)
 //   BM_ExactLocalFollowUpJinja  follow-up with Jinja rendering (SessionCache only)
 #include <benchmark/benchmark.h>
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
 
 #include <boost/json.hpp>
 #include <cstdio>
@@ -199,6 +205,25 @@ const Fixture& fixture() {
   return f;
 }
 
+// Timed turns, for instruction counts: under `valgrind --tool=callgrind --instr-atstart=no`
+// only the timed route() calls of the follow-up and cold benchmarks are instrumented; the count
+// printed at exit divides callgrind's total (docs/benchmarks.md).
+size_t g_measured = 0;
+struct PrintMeasured {
+  ~PrintMeasured() {
+    if (g_measured) std::fprintf(stderr, "exact_local_bench: %zu timed turns\n", g_measured);
+  }
+} g_print_measured;
+
+size_t measured_route(const Fixture& f, const PromptRenderer& r, const std::string& body, SessionCache* cache,
+                      std::vector<std::optional<uint32_t>>& out) {
+  CALLGRIND_START_INSTRUMENTATION;
+  const size_t n = route(f, r, body, cache, out);
+  CALLGRIND_STOP_INSTRUMENTATION;
+  ++g_measured;
+  return n;
+}
+
 void warm(const Fixture& f, const PromptRenderer& r, SessionCache& cache) {
   cache.clear();
   std::vector<std::optional<uint32_t>> out(8);
@@ -213,7 +238,7 @@ void follow_up(benchmark::State& state, const PromptRenderer& r) {
     state.PauseTiming();
     warm(f, r, cache);
     state.ResumeTiming();
-    benchmark::DoNotOptimize(route(f, r, f.follow_up, &cache, out));
+    benchmark::DoNotOptimize(measured_route(f, r, f.follow_up, &cache, out));
   }
   state.counters["tokens"] = static_cast<double>(f.tokens);
   state.counters["resident_tokens_engine0"] = static_cast<double>(out[0].value_or(0));
@@ -227,7 +252,7 @@ void cold(benchmark::State& state, const PromptRenderer& r) {
     state.PauseTiming();
     cache.clear();
     state.ResumeTiming();
-    benchmark::DoNotOptimize(route(f, r, f.follow_up, &cache, out));
+    benchmark::DoNotOptimize(measured_route(f, r, f.follow_up, &cache, out));
   }
   state.counters["tokens"] = static_cast<double>(f.tokens);
 }
