@@ -86,7 +86,8 @@ def test_engine_answering_500_at_once_gets_almost_no_traffic_and_is_ejected(flee
           f"{summary(results)}")
     assert share <= 0.05, summary(results)
     assert_well_formed(results, BOUND_S)
-    assert all(r.status == 500 and r.upstream == "0" for r in failed), "only engine 0's answers failed"
+    assert all(r.status == 500 and r.upstream == "0" for r in failed), \
+        ("only engine 0's answers failed", [(r.status, r.upstream, r.ending, r.error_type) for r in failed])
     m = rj.metrics()
     assert m.get("ramjet_upstream_ejections_total", upstream="0") >= 1
     assert m.sum("ramjet_upstream_ejections_total", upstream="1") == 0
