@@ -78,6 +78,7 @@ class EngineLoadBoard {
   bool enabled() const { return config_.enabled || peers_ != nullptr; }
   // Peer replicas' load (RJ_PEERS), added to every engine's foreign load. Set before serving.
   void set_peers(const PeerLoad* peers) { peers_ = peers; }
+  bool has_peers() const { return peers_ != nullptr; }
 
   // Writer (the engine scrape, right after an engine's /metrics was read): the engine reported
   // `running` and `waiting` requests while this process had `own_inflight` requests there (and

@@ -27,13 +27,17 @@ Routed Router::decide(const request::PreparedRequest& req) {
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
   if (engine_load_ != nullptr && engine_load_->enabled()) {
     const int64_t now = engine_load_->now_ms();
-    for (CandidateState& c : snap.candidates) c.foreign_load_units = engine_load_->foreign_units(c.ordinal, now);
     int64_t own_inflight = 0;
-    for (const CandidateState& c : snap.candidates) own_inflight += c.inflight;
-    const upstream::SpreadPlace spread = engine_load_->spread(now, own_inflight);
-    snap.routers = spread.routers;
-    snap.spread_place = spread.place;
-    snap.spread_tie = spread.tie;
+    for (CandidateState& c : snap.candidates) {
+      c.foreign_load_units = engine_load_->foreign_units(c.ordinal, now);
+      own_inflight += c.inflight;
+    }
+    if (engine_load_->has_peers()) {  // one router alone has no place in a burst to take
+      const upstream::SpreadPlace spread = engine_load_->spread(now, own_inflight);
+      snap.routers = spread.routers;
+      snap.spread_place = spread.place;
+      snap.spread_tie = spread.tie;
+    }
   }
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
