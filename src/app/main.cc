@@ -88,10 +88,18 @@ std::vector<upstream::Listed> static_engines(const config::Config& cfg) {
   for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
     upstream::Listed l{cfg.upstreams[i]};
     if (i < cfg.upstream_profiles.size()) l.profile = cfg.upstream_profiles[i];
+    if (i < cfg.upstream_models.size()) l.models = cfg.upstream_models[i];
     if (i < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[i];
     if (i < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[i];
     out.push_back(std::move(l));
   }
+  return out;
+}
+
+// An RJ_UPSTREAM_MODELS item as the catalog takes it.
+std::vector<std::string> declared_models(std::string_view item) {
+  std::vector<std::string> out;
+  for (std::string_view name : config::model_names(item)) out.emplace_back(name);
   return out;
 }
 
@@ -101,6 +109,7 @@ std::vector<upstream::Listed> dns_names(const config::Config& cfg) {
     const size_t k = cfg.upstreams.size() + n;  // its position in the per-source lists
     upstream::Listed l{cfg.upstream_dns[n]};
     if (k < cfg.upstream_profiles.size()) l.profile = cfg.upstream_profiles[k];
+    if (k < cfg.upstream_models.size()) l.models = cfg.upstream_models[k];
     if (k < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[k];
     if (k < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[k];
     out.push_back(std::move(l));
@@ -126,9 +135,10 @@ struct Reloadable {
   std::string_view env;
   void (*take)(config::Config& running, const config::Config& next);
 };
-constexpr std::array<Reloadable, 10> kReloadable = {{
+constexpr std::array<Reloadable, 11> kReloadable = {{
     {"RJ_UPSTREAM", [](config::Config& r, const config::Config& n) { r.upstreams = n.upstreams; }},
     {"RJ_UPSTREAM_PROFILES", [](config::Config& r, const config::Config& n) { r.upstream_profiles = n.upstream_profiles; }},
+    {"RJ_UPSTREAM_MODELS", [](config::Config& r, const config::Config& n) { r.upstream_models = n.upstream_models; }},
     {"RJ_KV_EVENT_LIVE_ENDPOINTS",
      [](config::Config& r, const config::Config& n) { r.kv_event_live_endpoints = n.kv_event_live_endpoints; }},
     {"RJ_KV_EVENT_REPLAY_ENDPOINTS",
@@ -376,13 +386,11 @@ int main(int argc, char** argv) {
   route::ExactOverlap exact(kv, fleet, exact_mode, &predictions,
                             cache::ProvisionalLimits{.ttl_ms = static_cast<int64_t>(cfg.exact_provisional_ttl_ms)});
   // What the engines say about themselves (upstream/engine_catalog.h): their model lists (which
-  // names are LoRA adapters: exact routing's namespaces) and, for `discover` engines, their
-  // KV-event endpoints, handed to the subscribers. Polled when exact routing is on or an engine
-  // is discovered.
+  // engines serve a request's model, ramjet's own GET /v1/models, which names are LoRA adapters:
+  // exact routing's namespaces) and, for `discover` engines, their KV-event endpoints, handed to
+  // the subscribers.
   std::unique_ptr<upstream::EngineCatalog> catalog;
-  const bool discovers = std::find(cfg.kv_event_live_endpoints.begin(), cfg.kv_event_live_endpoints.end(),
-                                   "discover") != cfg.kv_event_live_endpoints.end();
-  if (exact_mode != route::ExactMode::kOff || discovers) {
+  {
     upstream::EngineCatalogConfig cc;
     cc.roster = &roster;
     // Slots past the static list hold engines from RJ_UPSTREAM_DNS (or a reload): discovered when
@@ -394,6 +402,9 @@ int main(int argc, char** argv) {
       cc.discover.push_back(i < cfg.upstreams.size()
                                 ? i < cfg.kv_event_live_endpoints.size() && cfg.kv_event_live_endpoints[i] == "discover"
                                 : later_discover);
+      cc.declared.push_back(i < cfg.upstreams.size() && i < cfg.upstream_models.size()
+                                ? declared_models(cfg.upstream_models[i])
+                                : std::vector<std::string>{});
     }
     cc.bearer = cfg.upstream_token;
     cc.retry = milliseconds(cfg.probe_interval_ms);
@@ -483,6 +494,7 @@ int main(int argc, char** argv) {
   pc.phase_aware_load = cfg.route_phase_aware_load;
   pc.api_keys = api_keys.get();
   pc.tls = server_tls.get();
+  pc.models = catalog.get();
   if (api_keys && !cfg.upstream_token.empty()) pc.upstream_authorization = "Bearer " + cfg.upstream_token;
   request::TokenizeBudget tokenize_budget(request::TokenizeBudgetConfig{
       .share = cfg.exact_route_budget_share, .cap = milliseconds(cfg.exact_route_timeout_ms)});
@@ -569,7 +581,8 @@ int main(int argc, char** argv) {
   // reload changes it.
   auto membership_changed = [&](size_t slot, const upstream::Listed& l) {
     router.set_profile(slot, profile_of(l.profile));
-    if (catalog) catalog->set_discover(slot, l.kv_live == "discover");
+    catalog->set_declared(slot, declared_models(l.models));
+    catalog->set_discover(slot, l.kv_live == "discover");
     if (l.kv_live.empty() || l.kv_live == "-") {
       kv.set_endpoints(slot, std::nullopt);
     } else if (l.kv_live != "discover") {
@@ -600,7 +613,8 @@ int main(int argc, char** argv) {
                 predictions.reset(slot);
                 engine_scraper.forget(slot);
                 engine_load.forget(slot);
-                if (catalog) catalog->set_discover(slot, false);
+                catalog->set_discover(slot, false);
+                catalog->set_declared(slot, {});
               },
       });
   auto sweeper = std::make_shared<asio::steady_timer>(io.at(0));  // membership.sweep() every 500 ms
@@ -626,7 +640,10 @@ int main(int argc, char** argv) {
   if (server_tls) registry.add([&](metrics::Exposition& x) { net::write_server_tls_metrics(x, server_tls.get()); });
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
   if (exact_mode != route::ExactMode::kOff) registry.add([&](metrics::Exposition& x) { tokenize_budget.write_metrics(x); });
-  if (catalog) registry.add([&](metrics::Exposition& x) { catalog->write_metrics(x); });
+  registry.add([&](metrics::Exposition& x) {
+    catalog->write_metrics(x);
+    catalog->write_model_metrics(x, [&](size_t i) { return i < fleet.size() && roster.active(i) && fleet.at(i).healthy(); });
+  });
   if (peer_sync) registry.add([&](metrics::Exposition& x) { peer_sync->write_metrics(x); });
   if (kv.enabled()) {
     registry.add([&](metrics::Exposition& x) { kv.write_metrics(x); });
@@ -688,7 +705,7 @@ int main(int argc, char** argv) {
     sweeper->cancel();
     engine_scraper.stop();
     kv.stop();
-    if (catalog) catalog->begin_stop();
+    catalog->begin_stop();
     tokenizer->begin_stop();
     dashboard.stop();
     drain.close();
@@ -780,7 +797,7 @@ int main(int argc, char** argv) {
   };
   if (engines_change) sweep();
   kv.start();
-  if (catalog) catalog->start(io.at(0));
+  catalog->start(io.at(0));
   engine_scraper.start(io.at(0));
   tokenizer->start(io.at(0));
   app::start_dashboard_sampler(

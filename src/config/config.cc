@@ -240,6 +240,22 @@ std::string value_text(const Option& o, const Config& c) {
 
 }  // namespace
 
+std::vector<std::string_view> model_names(std::string_view item) {
+  std::vector<std::string_view> out;
+  if (blank(item)) return out;
+  size_t start = 0;
+  while (start <= item.size()) {
+    size_t bar = item.find('|', start);
+    if (bar == std::string_view::npos) bar = item.size();
+    std::string_view name = item.substr(start, bar - start);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    out.push_back(name);
+    start = bar + 1;
+  }
+  return out;
+}
+
 std::string UpstreamUrl::host_header() const {
   const std::string& n = server_name();
   std::string h = n.find(':') != std::string::npos ? "[" + n + "]" : n;
@@ -347,6 +363,20 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                        " profiles for " + std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
                        std::to_string(c.upstream_dns.size()) +
                        " RJ_UPSTREAM_DNS names; give one profile per entry, then one per name, in order");
+  }
+  if (!c.upstream_models.empty() && sources > 0 && c.upstream_models.size() != sources) {
+    r.errors.push_back("RJ_UPSTREAM_MODELS: " + std::to_string(c.upstream_models.size()) + " items for " +
+                       std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
+                       std::to_string(c.upstream_dns.size()) +
+                       " RJ_UPSTREAM_DNS names; give one item per entry, then one per name, in order");
+  }
+  for (const std::string& item : c.upstream_models) {
+    for (std::string_view name : model_names(item)) {
+      if (name.empty() || name.size() > 1024) {
+        r.errors.push_back("RJ_UPSTREAM_MODELS: a model name is empty or longer than 1024 bytes");
+        break;
+      }
+    }
   }
   if (!c.upstream_dns_server.empty()) {
     const size_t colon = c.upstream_dns_server.rfind(':');

@@ -47,6 +47,8 @@ struct Config {
   // RJ_UPSTREAM_PROFILES: "mtp" or "standard" per RJ_UPSTREAM entry, then per RJ_UPSTREAM_DNS
   // name, in order (lowercase); empty, or exactly one each (checked).
   std::vector<std::string> upstream_profiles;
+  // RJ_UPSTREAM_MODELS: per source (as upstream_profiles), "a|b|c" or "" (learn from /v1/models).
+  std::vector<std::string> upstream_models;
   // --- listeners ---
   std::string listen_host = "0.0.0.0";  // RJ_LISTEN host:port
   uint16_t listen_port = 8000;
@@ -198,6 +200,10 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
 ParseResult parse_process(int argc, char** argv);
 
 // `ramjet --help` text and docs/configuration.md, both generated from the table.
+// One RJ_UPSTREAM_MODELS item's model names ("a|b" -> a, b; spaces around a name trimmed; ""
+// -> none: the engine's own /v1/models decides).
+std::vector<std::string_view> model_names(std::string_view item);
+
 std::string help_text();
 std::string markdown_reference();
 

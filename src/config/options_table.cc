@@ -87,7 +87,7 @@ const std::array kOptions = {
            .doc = "A file of RJ_NAME=value lines (# comments, blank lines; values as in the "
                   "environment) for every option the environment and command line leave unset. "
                   "SIGHUP reads it again, validates the whole configuration and applies what can "
-                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES and KV-endpoint items; "
+                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS and KV-endpoint items; "
                   "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_LOAD_UNIT_BYTES, "
                   "RJ_ROUTE_MAX_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
                   "configuration and logs every problem; other changed options are named in the log and "
@@ -129,6 +129,17 @@ const std::array kOptions = {
                   "mtp (speculative decoding) or standard, case-insensitive; empty = no profile "
                   "preference.",
            .field = &Config::upstream_profiles},
+    Option{.env = "RJ_UPSTREAM_MODELS",
+           .flag = "--upstream-models",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .doc = "Models each engine serves, one item per RJ_UPSTREAM entry in the same order, then "
+                  "one per RJ_UPSTREAM_DNS name (for all of its engines); an item lists model names "
+                  "separated by vertical bars, and the LoRA adapters the engine lists on those models follow them. "
+                  "An empty item (or no setting) takes the engine's own GET /v1/models. A request goes "
+                  "only to engines serving its model; one no engine serves gets 404 from ramjet.",
+           .field = &Config::upstream_models},
     // --- listeners ---
     Option{.env = "RJ_LISTEN",
            .flag = "--listen",

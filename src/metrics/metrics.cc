@@ -53,6 +53,20 @@ void Exposition::prefix(std::string_view name, std::string_view labels) {
   out_ += ' ';
 }
 
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 void Exposition::sample(std::string_view name, std::string_view labels, double value) {
   if (hidden(labels)) return;
   prefix(name, labels);

@@ -54,6 +54,9 @@ struct Family {
   std::string_view help;    // one sentence or two; closed label values are named here
 };
 
+// A label value as the text exposition writes it between quotes: \ " and newline escaped.
+std::string escape_label_value(std::string_view v);
+
 // Builds Prometheus text exposition. Families are written whole: header, then samples.
 class Exposition {
  public:

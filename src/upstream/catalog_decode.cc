@@ -43,7 +43,13 @@ std::optional<std::vector<ModelCard>> decode_models(std::string_view body, const
     auto id = text(c.as_object(), "id", limits);
     auto parent = text(c.as_object(), "parent", limits);
     if (!id || id->empty() || !parent) return std::nullopt;
-    out.push_back(ModelCard{std::move(*id), !parent->empty()});
+    const bool adapter = !parent->empty();
+    uint64_t context = 0;
+    if (const json::value* m = c.as_object().if_contains("max_model_len")) {
+      if (m->is_uint64()) context = m->as_uint64();
+      else if (m->is_int64() && m->as_int64() > 0) context = static_cast<uint64_t>(m->as_int64());
+    }
+    out.push_back(ModelCard{std::move(*id), adapter, std::move(*parent), json::serialize(c), context});
   }
   return out;
 }

@@ -24,6 +24,9 @@ struct CatalogLimits {
 struct ModelCard {
   std::string id;
   bool adapter = false;
+  std::string parent{};  // an adapter's base model ("" for a base model)
+  std::string card{};    // the card itself, compact JSON (ramjet's merged GET /v1/models)
+  uint64_t max_model_len = 0;  // its max_model_len (0: none given)
 };
 // {"object":"list","data":[{"id":..,"parent":null|"base",...},...]} -> the cards; nullopt when the
 // answer is not that shape or exceeds the limits.

@@ -17,7 +17,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr std::array<metrics::Family, 2> kFamilies = {{
+constexpr std::array<metrics::Family, 4> kFamilies = {{
     {"ramjet_kv_discovery_total", metrics::MetricKind::kCounter, "upstream,outcome",
      "GET /kv_event_sources calls to engines whose RJ_KV_EVENT_LIVE_ENDPOINTS item is `discover`, by "
      "outcome: found (one source, endpoints subscribed), not_offered (404: set the endpoints "
@@ -26,6 +26,14 @@ constexpr std::array<metrics::Family, 2> kFamilies = {{
     {"ramjet_catalog_adapters", metrics::MetricKind::kGauge, "upstream",
      "LoRA adapters the engine's GET /v1/models lists (exact routing looks an adapter's requests "
      "up in the adapter's namespace on every engine)."},
+    {"ramjet_model_engines", metrics::MetricKind::kGauge, "model,state",
+     "Engines serving each base model (its LoRA adapters follow it), as RJ_UPSTREAM_MODELS declares "
+     "or the engines' GET /v1/models list: listed (active engines), healthy (of those, serving now). "
+     "Labels are the base models the engines list or the operator declared (at most 64; more share "
+     "_other), never what clients send."},
+    {"ramjet_model_requests_total", metrics::MetricKind::kCounter, "model",
+     "Inference requests routed to a base model's engines (its own or one of its adapters' name). "
+     "Requests for a model no engine serves are ramjet_request_rejections_total{reason=\"unknown_model\"}."},
 }};
 
 }  // namespace
@@ -51,10 +59,15 @@ EngineCatalog::EngineCatalog(EngineCatalogConfig cfg, OnSources on_sources)
       discover_(std::make_unique<std::atomic<bool>[]>(roster_->capacity())),
       on_sources_(std::move(on_sources)),
       models_(roster_->capacity()),
+      declared_(roster_->capacity()),
       endpoints_(roster_->capacity()),
       discovery_(roster_->capacity()) {
   cfg_.discover.resize(roster_->capacity(), false);
   for (size_t i = 0; i < roster_->capacity(); ++i) discover_[i].store(cfg_.discover[i], std::memory_order_relaxed);
+  cfg_.declared.resize(roster_->capacity());
+  declared_ = std::move(cfg_.declared);
+  std::lock_guard lock(mu_);
+  rebuild_pools();
 }
 
 EngineCatalog::~EngineCatalog() { begin_stop(); }
@@ -92,7 +105,8 @@ asio::awaitable<void> EngineCatalog::poll(std::shared_ptr<Loop> l, size_t i) {
       answered_at.reset();
       endpoints_[i].reset();
       std::lock_guard lock(mu_);
-      models_[i].clear();
+      models_[i].reset();
+      rebuild_pools();
     }
     const bool due = member && (!answered_at || clock::now() - *answered_at >= cfg_.refresh ||
                                 (discover_[i].load(std::memory_order_relaxed) && cfg_.urgent && cfg_.urgent(i)));
@@ -128,7 +142,32 @@ asio::awaitable<bool> EngineCatalog::ask_models(size_t i, const config::Upstream
 
 void EngineCatalog::learn_models(size_t i, const std::vector<ModelCard>& cards) {
   std::lock_guard lock(mu_);
-  if (i < models_.size()) models_[i] = cards;
+  if (i >= models_.size()) return;
+  if (models_[i] && models_[i]->size() == cards.size() &&
+      std::equal(cards.begin(), cards.end(), models_[i]->begin(), [](const ModelCard& a, const ModelCard& b) {
+        return a.id == b.id && a.card == b.card;
+      })) {
+    return;  // the same answer as last time (every refresh): nothing to rebuild
+  }
+  models_[i] = cards;
+  rebuild_pools();
+}
+
+void EngineCatalog::set_declared(size_t i, std::vector<std::string> models) {
+  std::lock_guard lock(mu_);
+  if (i >= declared_.size()) return;
+  declared_[i] = std::move(models);
+  rebuild_pools();
+}
+
+void EngineCatalog::rebuild_pools() {
+  std::vector<EngineModels> engines(models_.size());
+  for (size_t i = 0; i < engines.size(); ++i) {
+    engines[i].active = roster_->active(i);
+    engines[i].declared = declared_[i];
+    engines[i].cards = models_[i];
+  }
+  pools_.store(ModelPools::build(engines, labels_), std::memory_order_release);
 }
 
 asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const net::Member& member) {
@@ -181,7 +220,8 @@ std::optional<bool> EngineCatalog::is_adapter(std::string_view model) const {
   std::lock_guard lock(mu_);
   std::optional<bool> out;
   for (const auto& cards : models_) {
-    for (const ModelCard& c : cards) {
+    if (!cards) continue;
+    for (const ModelCard& c : *cards) {
       if (c.id != model) continue;
       if (c.adapter) return true;
       out = false;
@@ -204,8 +244,46 @@ void EngineCatalog::write_metrics(metrics::Exposition& x) const {
   x.family(a);
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < models_.size(); ++i) {
-    const auto n = std::count_if(models_[i].begin(), models_[i].end(), [](const ModelCard& c) { return c.adapter; });
+    const auto n = models_[i] ? std::count_if(models_[i]->begin(), models_[i]->end(), [](const ModelCard& c) { return c.adapter; }) : 0;
     x.sample(a.name, "upstream=\"" + std::to_string(i) + "\"", static_cast<int64_t>(n));
+  }
+}
+
+void EngineCatalog::write_model_metrics(metrics::Exposition& x, const std::function<bool(size_t)>& healthy) const {
+  const std::shared_ptr<const ModelPools> pools = this->pools();
+  std::vector<std::string> labels;
+  {
+    std::lock_guard lock(mu_);
+    labels = labels_;
+  }
+  auto label = [&](uint32_t slot) {
+    std::string out = "model=\"";
+    out += metrics::escape_label_value(slot < labels.size() ? labels[slot] : std::string("_other"));
+    out += '"';
+    return out;
+  };
+  // Per label slot: the engines of its base models (an engine counted once per slot).
+  std::vector<EngineSet> engines(kMaxModelLabels + 1);
+  for (const ModelPools::Model& m : pools->models()) {
+    for (size_t i = 0; i < models_.size(); ++i) {
+      if (m.engines.has(i)) engines[m.label].add(i);
+    }
+  }
+  const auto& e = kFamilies[2];
+  x.family(e);
+  for (uint32_t slot = 0; slot <= kMaxModelLabels; ++slot) {
+    if (slot >= labels.size() && engines[slot].empty()) continue;
+    size_t up = 0;
+    for (size_t i = 0; i < models_.size(); ++i) up += engines[slot].has(i) && healthy(i) ? 1 : 0;
+    x.sample(e.name, label(slot) + ",state=\"listed\"", static_cast<int64_t>(engines[slot].count()));
+    x.sample(e.name, label(slot) + ",state=\"healthy\"", static_cast<int64_t>(up));
+  }
+  const auto& r = kFamilies[3];
+  x.family(r);
+  for (uint32_t slot = 0; slot <= kMaxModelLabels; ++slot) {
+    const uint64_t n = model_requests_[slot].load(std::memory_order_relaxed);
+    if (slot >= labels.size() && n == 0) continue;
+    x.sample(r.name, label(slot), n);
   }
 }
 

@@ -33,6 +33,7 @@
 #include "net/roster.h"
 #include "metrics/metrics.h"
 #include "upstream/catalog_decode.h"
+#include "upstream/model_pools.h"
 
 namespace ramjet::upstream {
 
@@ -40,10 +41,12 @@ struct EngineCatalogConfig {
   std::vector<config::UpstreamUrl> upstreams;  // a fixed fleet (when `roster` is not set)
   const net::Roster* roster = nullptr;         // the engines by slot, changing at runtime
   std::vector<bool> discover;                  // per slot: ask GET /kv_event_sources
+  std::vector<std::vector<std::string>> declared;  // per slot: RJ_UPSTREAM_MODELS (then set_declared)
   std::string bearer;                          // RJ_UPSTREAM_TOKEN
   std::chrono::milliseconds timeout{2000};     // one call
   std::chrono::milliseconds retry{1000};       // until an engine answered (RJ_PROBE_INTERVAL_MS)
-  std::chrono::milliseconds refresh{30000};    // after
+  // After: an engine restarted with another model is routed as such within this.
+  std::chrono::milliseconds refresh{5000};
   // Engines to ask again at the retry pace although they answered (e.g. a discovered engine whose
   // subscription is not trusted: it may have restarted on other ports). Optional; any thread.
   std::function<bool(size_t)> urgent;
@@ -91,6 +94,19 @@ class EngineCatalog {
   // Test hook: what one /v1/models answer of `engine` teaches (the poller calls it too).
   void learn_models(size_t engine, const std::vector<ModelCard>& cards);
 
+  // Models (upstream/model_pools.h). The models the operator declared for the engine now in slot
+  // `engine` (RJ_UPSTREAM_MODELS; empty: what its /v1/models lists), set when it joins and when
+  // a reload changes them; any thread.
+  void set_declared(size_t engine, std::vector<std::string> models);
+  // The current pools (never null); any thread, lock-free for the reader's purposes.
+  std::shared_ptr<const ModelPools> pools() const { return pools_.load(std::memory_order_acquire); }
+  // A request routed to a model's pool, by its base model's label slot (ramjet_model_requests_total).
+  void count_request(uint32_t label) {
+    if (label <= kMaxModelLabels) model_requests_[label].fetch_add(1, std::memory_order_relaxed);
+  }
+  // ramjet_model_engines, ramjet_model_requests_total: `healthy(i)` says whether engine i serves.
+  void write_model_metrics(metrics::Exposition& x, const std::function<bool(size_t)>& healthy) const;
+
  private:
   struct Loop {
     explicit Loop(boost::asio::io_context& ctx) : ctx(ctx) {}
@@ -108,8 +124,15 @@ class EngineCatalog {
   std::unique_ptr<std::atomic<bool>[]> discover_;  // per slot (cfg_.discover, then set_discover)
   OnSources on_sources_;
   std::shared_ptr<Loop> loop_;
+  // Rebuilds pools_ from declared_ and models_ (mu_ held).
+  void rebuild_pools();
+
   mutable std::mutex mu_;
-  std::vector<std::vector<ModelCard>> models_;           // per engine, its last answer
+  std::vector<std::optional<std::vector<ModelCard>>> models_;  // per engine, its last answer
+  std::vector<std::vector<std::string>> declared_;              // per engine, RJ_UPSTREAM_MODELS
+  std::vector<std::string> labels_;                             // base models' label slots (grow only)
+  std::atomic<std::shared_ptr<const ModelPools>> pools_;
+  std::array<std::atomic<uint64_t>, kMaxModelLabels + 1> model_requests_{};
   std::vector<std::optional<Endpoints>> endpoints_;      // per engine, the last discovered (poller only)
   std::vector<std::array<std::atomic<uint64_t>, static_cast<size_t>(Discovery::kCount)>> discovery_;
 };

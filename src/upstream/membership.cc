@@ -107,8 +107,10 @@ void Membership::update(size_t source, const std::vector<Listed>& engines) {
         fleet_.rejoin(e.slot);
         ++rejoins_;
       }
-      if (l->profile != e.listed.profile || l->kv_live != e.listed.kv_live || l->kv_replay != e.listed.kv_replay) {
+      if (l->profile != e.listed.profile || l->models != e.listed.models || l->kv_live != e.listed.kv_live ||
+          l->kv_replay != e.listed.kv_replay) {
         e.listed.profile = l->profile;
+        e.listed.models = l->models;
         e.listed.kv_live = l->kv_live;
         e.listed.kv_replay = l->kv_replay;
         if (hooks_.changed) hooks_.changed(e.slot, e.listed);

@@ -31,6 +31,7 @@ namespace ramjet::upstream {
 struct Listed {
   config::UpstreamUrl url;
   std::string profile{};  // RJ_UPSTREAM_PROFILES item for its source ("" = none)
+  std::string models{};   // RJ_UPSTREAM_MODELS item for its source ("" = its own /v1/models)
   // Its source's RJ_KV_EVENT_LIVE/REPLAY_ENDPOINTS items ("" or "-": none; "discover"; an
   // endpoint, "tcp://*:port" meaning the engine's own address).
   std::string kv_live{}, kv_replay{};
@@ -43,7 +44,7 @@ class Membership {
  public:
   struct Hooks {
     std::function<void(size_t slot, const Listed&)> joined{};   // after the roster and fleet took it
-    std::function<void(size_t slot, const Listed&)> changed{};  // a listed engine's profile or KV items changed
+    std::function<void(size_t slot, const Listed&)> changed{};  // a listed engine's profile, models or KV items changed
     std::function<void(size_t slot)> vacated{};                 // after the slot was emptied
   };
   // `sources`: how many sources there are (1 + DNS names). The roster's occupied slots are the

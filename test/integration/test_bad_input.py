@@ -96,7 +96,7 @@ def test_chunked_request_body_forwarded(rj, engines):
 
 def test_malformed_json_forwarded_unchanged_and_counted(rj, engines):
     m0 = rj.metrics().val("ramjet_malformed_json_total", endpoint="chat")
-    body = b'{"model": "m", "messages": [ {"role": "user", "content": "unterminated'
+    body = b'{"model": "mock-model", "messages": [ {"role": "user", "content": "unterminated'
     r = rj.request("POST", CHAT, body, {"Content-Type": "application/json"})
     assert r.status == 400, "the engine's answer (400) must pass through"
     (req,) = all_inference(engines)

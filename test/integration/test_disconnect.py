@@ -77,7 +77,7 @@ def test_disconnect_while_engine_silent(rj, engines):
 def test_disconnect_slow_non_streaming_completion(rj, engines):
     d0 = _disconnects(rj, "completions")
     c = RawClient(rj.api_port)
-    c.send_request("POST", COMPLETIONS, enc({"model": "m", "prompt": "p"}),
+    c.send_request("POST", COMPLETIONS, enc({"model": "mock-model", "prompt": "p"}),
                    {"X-Mock": "slow delay=10", "Content-Type": "application/json"})
     ((e, req),) = wait_any_inference(engines)
     t = c.close()

@@ -72,7 +72,7 @@ def test_failover_replays_exact_body_and_headers(engines, ramjet_factory):
     rj = quiet(engines, ramjet_factory)
     e0, e1 = engines
     e0.mode = "status=503"
-    body = b'{"messages":[{"role":"user","content":"same bytes"}],  "model":"m"}'
+    body = b'{"messages":[{"role":"user","content":"same bytes"}],  "model":"mock-model"}'
     for _ in range(4):
         r = rj.request("POST", CHAT, body, {"Content-Type": "application/json", "X-Request-Id": "fo-1"})
         assert r.status == 200

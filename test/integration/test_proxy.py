@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from support.e2e import CHAT, COMPLETIONS, all_inference, chat, enc, engine_of, open_stream, wait_metric
-from support.ramjet_proc import RawClient
+from support.ramjet_proc import RawClient, poll
 
 
 def test_chat_json_roundtrip_is_byte_exact(rj, engines):
@@ -118,7 +118,13 @@ def test_hop_by_hop_headers_not_forwarded(rj, engines):
     assert req.body == body
 
 
-def test_models_context_shrink_recursive(rj, engines):
+def merged_models(rj):
+    """GET /v1/models once ramjet answers it itself (the engines' cards merged, no engine dialed)."""
+    return poll(lambda: (lambda r: r if r.status == 200 and r.header("X-Ramjet-Upstream") is None else None)(
+        rj.request("GET", "/v1/models")), what="ramjet's own /v1/models")
+
+
+def test_models_context_shrink_recursive(engines, ramjet_factory):
     for e in engines:
         e.max_model_len = 131072
         e.models_extra = {"nested": {"context_length": 131072, "max_context_length": 20000,
@@ -126,10 +132,12 @@ def test_models_context_shrink_recursive(rj, engines):
                           "context_length": 16384}
         e.extra_cards = [{"id": "lora-a", "object": "model", "max_model_len": 16385, "parent": "mock-model"},
                          {"id": "lora-b", "object": "model", "max_context_length": 1000}]
-    r = rj.request("GET", "/v1/models")
-    assert r.status == 200, r
-    assert r.header("X-Ramjet-Upstream") in ("0", "1")
+    rj = ramjet_factory(engines)
+    # Before the engines' cards are known ramjet forwards the call to one engine, with the same
+    # rewrite; then it answers from the cards of all of them, each model once.
+    r = merged_models(rj)
     data = r.json()["data"]
+    assert [c["id"] for c in data] == ["mock-model", "lora-a", "lora-b"]
     card = data[0]
     assert card["max_model_len"] == 131072 - 16384
     assert card["context_length"] == 16384                       # not > margin: unchanged
@@ -188,20 +196,20 @@ SHIM_CASES = [
      chat(max_tokens=10)),
     ("both_dropped", CHAT, chat(max_completion_tokens=262144, max_tokens=131072), chat()),
     ("text_parts_flattened", CHAT,
-     {"model": "m", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": TEXT_PARTS}]},
-     {"model": "m", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "Hello, world"}]}),
-    ("image_parts_untouched", CHAT, {"model": "m", "messages": [{"role": "user", "content": IMAGE_PARTS}]}, None),
-    ("video_parts_untouched", CHAT, {"model": "m", "messages": [{"role": "user", "content": VIDEO_PARTS}]}, None),
+     {"model": "mock-model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": TEXT_PARTS}]},
+     {"model": "mock-model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "Hello, world"}]}),
+    ("image_parts_untouched", CHAT, {"model": "mock-model", "messages": [{"role": "user", "content": IMAGE_PARTS}]}, None),
+    ("video_parts_untouched", CHAT, {"model": "mock-model", "messages": [{"role": "user", "content": VIDEO_PARTS}]}, None),
     ("bad_reasoning_effort_dropped", CHAT, chat(reasoning_effort="turbo"), chat()),
     ("reasoning_effort_xhigh_kept", CHAT, chat(reasoning_effort="xhigh"), None),
     ("reasoning_effort_none_kept", CHAT, chat(reasoning_effort="none"), None),
-    ("completions_max_tokens_dropped", COMPLETIONS, {"model": "m", "prompt": "p", "max_tokens": 200000},
-     {"model": "m", "prompt": "p"}),
-    ("completions_small_max_tokens_kept", COMPLETIONS, {"model": "m", "prompt": "p", "max_tokens": 16}, None),
+    ("completions_max_tokens_dropped", COMPLETIONS, {"model": "mock-model", "prompt": "p", "max_tokens": 200000},
+     {"model": "mock-model", "prompt": "p"}),
+    ("completions_small_max_tokens_kept", COMPLETIONS, {"model": "mock-model", "prompt": "p", "max_tokens": 16}, None),
     ("responses_never_shimmed", "/v1/responses",
-     {"model": "m", "input": "x", "max_tokens": 900000, "reasoning_effort": "turbo"}, None),
+     {"model": "mock-model", "input": "x", "max_tokens": 900000, "reasoning_effort": "turbo"}, None),
     ("messages_never_shimmed", "/v1/messages",
-     {"model": "m", "max_tokens": 900000, "messages": [{"role": "user", "content": TEXT_PARTS}]}, None),
+     {"model": "mock-model", "max_tokens": 900000, "messages": [{"role": "user", "content": TEXT_PARTS}]}, None),
 ]
 
 
@@ -226,7 +234,7 @@ def test_shims(rj, engines, case):
 
 
 def test_mixed_message_flattens_text_only_message(rj, engines):
-    body = {"model": "m", "messages": [{"role": "user", "content": IMAGE_PARTS},
+    body = {"model": "mock-model", "messages": [{"role": "user", "content": IMAGE_PARTS},
                                        {"role": "assistant", "content": TEXT_PARTS}]}
     r = rj.chat(body)
     assert r.status == 200
@@ -277,7 +285,7 @@ def test_usage_metrics_completions_without_cached(rj, engines):
     for e in engines:
         e.cached_tokens = 0
     m0 = rj.metrics()
-    r = rj.request("POST", COMPLETIONS, enc({"model": "m", "prompt": "p"}))
+    r = rj.request("POST", COMPLETIONS, enc({"model": "mock-model", "prompt": "p"}))
     assert r.status == 200
     m1 = wait_metric(rj, lambda m: m.val("ramjet_requests_total", endpoint="completions") > m0.val(
         "ramjet_requests_total", endpoint="completions"), what="ramjet_requests_total{endpoint=completions} +1")
@@ -343,7 +351,7 @@ def test_concurrent_json_requests(rj, engines):
 
 def test_usage_metrics_messages_and_responses(rj, engines):
     m0 = rj.metrics()
-    r = rj.request("POST", "/v1/messages", enc({"model": "m", "max_tokens": 64,
+    r = rj.request("POST", "/v1/messages", enc({"model": "mock-model", "max_tokens": 64,
                                                 "messages": [{"role": "user", "content": "hi"}]}))
     assert r.status == 200
     e = engine_of(engines, r)
@@ -354,7 +362,7 @@ def test_usage_metrics_messages_and_responses(rj, engines):
     assert d("ramjet_cached_prompt_tokens_total") == e.cached_tokens   # cache_read_input_tokens
     assert d("ramjet_completion_tokens_total") == e.chunks             # output_tokens
     assert d("ramjet_finish_reasons_total", endpoint="messages", reason="stop") == 1   # end_turn
-    r = rj.request("POST", "/v1/responses", enc({"model": "m", "input": "hi"}))
+    r = rj.request("POST", "/v1/responses", enc({"model": "mock-model", "input": "hi"}))
     assert r.status == 200
     m2 = wait_metric(rj, lambda m: m.val("ramjet_requests_total", endpoint="responses") > 0,
                      what="ramjet_requests_total{endpoint=responses}")

@@ -57,7 +57,7 @@ def test_first_chunk_arrives_before_stream_ends(rj, engines):
 
 
 def test_completions_stream_relayed(rj, engines):
-    c = open_stream(rj.api_port, COMPLETIONS, {"model": "m", "prompt": "p", "stream": True},
+    c = open_stream(rj.api_port, COMPLETIONS, {"model": "mock-model", "prompt": "p", "stream": True},
                     {"X-Mock": "sse chunks=6 delay=0.02"})
     assert c.status == 200
     events = read_events(c)

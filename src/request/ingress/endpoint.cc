@@ -102,14 +102,43 @@ std::string_view allowed_methods(std::string_view target, const ServedPaths& ser
   return "";
 }
 
-std::string error_json(std::string_view message, std::string_view type, int status) {
+std::string error_json(std::string_view message, std::string_view type, int status, std::string_view param) {
   std::string out = R"({"error":{"message":")";
   out += log::json_escape(message);
   out += R"(","type":")";
   out += log::json_escape(type);
-  out += R"(","param":null,"code":)";
+  if (param.empty()) {
+    out += R"(","param":null,"code":)";
+  } else {
+    out += R"(","param":")";
+    out += log::json_escape(param);
+    out += R"(","code":)";
+  }
   out += std::to_string(status);
   out += "}}";
+  return out;
+}
+
+std::string anthropic_error_json(std::string_view message, int status) {
+  std::string_view type = "api_error";
+  switch (status) {
+    case 401: type = "authentication_error"; break;
+    case 403: type = "permission_error"; break;
+    case 404: type = "not_found_error"; break;
+    case 413: type = "request_too_large"; break;
+    case 429: type = "rate_limit_error"; break;
+    case 503:
+    case 529: type = "overloaded_error"; break;
+    case 504: type = "timeout_error"; break;
+    default:
+      if (status >= 400 && status < 500) type = "invalid_request_error";
+      break;
+  }
+  std::string out = R"({"type":"error","error":{"type":")";
+  out += type;
+  out += R"(","message":")";
+  out += log::json_escape(message);
+  out += R"("}})";
   return out;
 }
 

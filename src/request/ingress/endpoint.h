@@ -49,6 +49,11 @@ inline bool is_inference(Endpoint e) {
 }
 
 // {"error":{"message":...,"type":...,"param":null,"code":<status>}}
-std::string error_json(std::string_view message, std::string_view type, int status);
+std::string error_json(std::string_view message, std::string_view type, int status, std::string_view param = {});
+// Anthropic's error shape ({"type":"error","error":{"type","message"}}) for /v1/messages, its
+// type from the status (invalid_request_error, authentication_error, permission_error,
+// not_found_error, request_too_large, rate_limit_error, timeout_error, overloaded_error,
+// api_error).
+std::string anthropic_error_json(std::string_view message, int status);
 
 }  // namespace ramjet::request

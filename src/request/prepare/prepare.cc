@@ -270,6 +270,7 @@ struct TopLevel {
   std::optional<V> reasoning_effort;
   std::optional<V> max_output_tokens;
   std::optional<V> max_completion_tokens;
+  std::optional<V> model;
   std::optional<V> user;      // OpenAI: the end user (RJ_SESSION_AFFINITY_USER_FIELD)
   std::optional<V> metadata;  // Anthropic: metadata.user_id
 };
@@ -289,6 +290,19 @@ void user_session(const TopLevel<V>& top, SessionId& out) {
   if (top.metadata && top.metadata->is(JsonKind::kObject)) take(top.metadata->find("user_id"));
 }
 
+// The top-level "model": a string of 1..kMaxModelBytes bytes, or bad (any other value).
+template <class V>
+void model_of(const TopLevel<V>& top, PreparedRequest& out) {
+  if (!top.model) return;
+  if (!top.model->is(JsonKind::kString) || top.model->as_string().empty() ||
+      top.model->as_string().size() > kMaxModelBytes) {
+    out.model_field = ModelField::kBad;
+    return;
+  }
+  out.model_field = ModelField::kName;
+  out.model.assign(top.model->as_string());
+}
+
 template <class V>
 TopLevel<V> top_level(const V& obj) {
   TopLevel<V> t;
@@ -296,6 +310,9 @@ TopLevel<V> top_level(const V& obj) {
     switch (key.size()) {
       case 4:
         if (key == "user") t.user = v;
+        break;
+      case 5:
+        if (key == "model") t.model = v;
         break;
       case 6:
         if (key == "stream") t.stream = v;
@@ -456,6 +473,7 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
   const json::object& obj = root.get_object();
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
+  model_of(top, out);
   if (config.session_user_field) user_session(top, out.session);
 
   if (out.shims.any()) {
@@ -502,6 +520,7 @@ std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& 
   out.json_object = true;
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
+  model_of(top, out);
   if (config.session_user_field) user_session(top, out.session);
   if (config.fingerprint && is_inference(endpoint)) {
     if (!detail::fingerprint_view(std::optional<SimdView>(view), body, config.fingerprints,

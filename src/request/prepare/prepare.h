@@ -77,6 +77,11 @@ struct SessionId {
   std::string value;
 };
 
+// The body's top-level "model" (inference endpoints): which model's engines may serve it
+// (upstream/model_pools.h). kBad: not a string, empty, or over kMaxModelBytes (a 400).
+enum class ModelField : uint8_t { kAbsent, kName, kBad };
+inline constexpr size_t kMaxModelBytes = 1024;
+
 struct PreparedRequest {
   Endpoint endpoint = Endpoint::kOther;
   std::string body;              // bytes to forward: the original bytes unless a shim changed something
@@ -87,6 +92,8 @@ struct PreparedRequest {
   // Requested output limit after shims: chat max_completion_tokens then max_tokens; completions
   // and messages max_tokens; responses max_output_tokens. nullopt when absent/null/invalid.
   std::optional<uint64_t> max_output_tokens;
+  ModelField model_field = ModelField::kAbsent;
+  std::string model;             // the "model" string when model_field is kName
   ShimReport shims;
   // Chain fingerprints of the post-shim canonical prompt (empty unless config.fingerprint and an
   // inference endpoint); a body that is not a JSON object is fingerprinted raw.

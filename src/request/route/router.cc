@@ -6,6 +6,7 @@
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_load.h"
 #include "upstream/fleet.h"
+#include "upstream/model_pools.h"
 
 namespace ramjet::route {
 
@@ -21,9 +22,10 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
   for (const OverlapSource* s : sources_) has_exact_ = has_exact_ || s->name() == "exact";
 }
 
-Routed Router::decide(const request::PreparedRequest& req) {
+Routed Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool) {
   const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
   FleetSnapshot snap = FleetSnapshot::of(fleet_);
+  if (pool != nullptr) std::erase_if(snap.candidates, [pool](const CandidateState& c) { return !pool->has(c.ordinal); });
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
   if (engine_load_ != nullptr && engine_load_->enabled()) {
     const int64_t now = engine_load_->now_ms();

@@ -21,6 +21,7 @@
 
 namespace ramjet::upstream {
 class EngineLoadBoard;
+class EngineSet;
 class Fleet;
 }
 
@@ -68,7 +69,9 @@ class Router {
   // The decode profile of the engine now in slot `engine` (one that joined later; any thread).
   void set_profile(size_t engine, Profile p) { profiles_[engine].store(p, std::memory_order_relaxed); }
 
-  Routed decide(const request::PreparedRequest& req);
+  // `pool`: the engines that serve the request's model (upstream/model_pools.h; null: every
+  // engine). The others are not candidates at all, not even to fail open to or retry on.
+  Routed decide(const request::PreparedRequest& req, const upstream::EngineSet* pool = nullptr);
 
   // Registers a cold request's prefix as being prefilled on `engine` (an empty lease when the
   // request was not cold or single-flight is off). Keep the lease until the response ends.

@@ -55,13 +55,14 @@ boost::asio::awaitable<void> Proxy::remote_exact_tokens(Session& s, std::chrono:
   }
   e.model = std::move(call->model);
   e.cache_salt = std::move(call->cache_salt);
-  // A healthy engine, in turn: any of them renders the same tokens (one model, one template).
+  // A healthy engine of the model's pool, in turn: any of them renders the same tokens (one
+  // model, one template).
   const size_t n = fleet_.size();
   const size_t start = tokenize_turn_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<const net::Member> engine;
   for (size_t k = 0; k < n && engine == nullptr; ++k) {
     const size_t i = (start + k) % n;
-    if (fleet_.at(i).healthy()) engine = fleet_.member(i);
+    if (fleet_.at(i).healthy() && (s.pool == nullptr || s.pool->has(i))) engine = fleet_.member(i);
   }
   if (engine == nullptr) {
     e.status = ExactTokens::kNoEngine;
@@ -93,10 +94,11 @@ boost::asio::awaitable<bool> Proxy::local_exact_tokens(Session& s, std::chrono::
     co_return false;
   }
   // Local tokens are the engines' tokens only for engines that match the manifest: one healthy
-  // engine that does not (a model or version roll in progress) sends the fleet to the fingerprints.
+  // engine of the model's pool that does not (a model or version roll in progress) sends the
+  // request to the fingerprints.
   bool any = false;
   for (size_t i = 0; i < fleet_.size(); ++i) {
-    if (!fleet_.at(i).healthy()) continue;
+    if (!fleet_.at(i).healthy() || (s.pool != nullptr && !s.pool->has(i))) continue;
     any = true;
     if (!c.local->attested(i)) {
       e.status = ExactTokens::kUnattested;

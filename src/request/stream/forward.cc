@@ -168,9 +168,15 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     co_return;
   }
 
+  s.pools.reset();
+  s.pool = nullptr;
+  if (config_.models != nullptr) {
+    if (x.endpoint == Endpoint::kModels && co_await answer_models(s, x)) co_return;
+    if (is_inference(x.endpoint) && !co_await pick_pool(s, x)) co_return;
+  }
   read_session_header(s.req.fields, s.prep.session);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
-  const route::Routed routed = router_.decide(s.prep);
+  const route::Routed routed = router_.decide(s.prep, s.pool);
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {
@@ -215,6 +221,52 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   settle_first_failure(x);  // no engine was left for the retry: the failure stays the engine's
   const bool timeout = x.last_error == UpstreamError::kTimeout;
   co_await send_error(s, x, timeout ? 504 : 502, "upstream unavailable", timeout ? "upstream_timeout" : "upstream_error");
+}
+
+asio::awaitable<bool> Proxy::pick_pool(Session& s, Exchange& x) {
+  const PreparedRequest& prep = s.prep;
+  if (prep.model_field == ModelField::kBad) {
+    metrics_.rejections[static_cast<size_t>(Rejection::kBadModel)].inc();
+    co_await send_error(s, x, 400, "model must be a non-empty string of at most 1024 bytes", "BadRequestError");
+    co_return false;
+  }
+  s.pools = config_.models->pools();
+  const upstream::ModelPools::Pick pick =
+      s.pools->pick(prep.model_field == ModelField::kName ? std::optional<std::string_view>(prep.model) : std::nullopt);
+  switch (pick.verdict) {
+    case upstream::ModelPools::Verdict::kAmbiguous:
+      metrics_.rejections[static_cast<size_t>(Rejection::kModelRequired)].inc();
+      co_await send_error(s, x, 400, "model is required: the engines behind this server serve several models",
+                          "BadRequestError");
+      co_return false;
+    case upstream::ModelPools::Verdict::kUnknown: {
+      // As vLLM words it; the name is the client's own, echoed to it alone (never logged).
+      metrics_.rejections[static_cast<size_t>(Rejection::kUnknownModel)].inc();
+      const std::string message = "The model `" + prep.model + "` does not exist.";
+      const std::string body = x.endpoint == Endpoint::kMessages ? anthropic_error_json(message, 404)
+                                                                 : error_json(message, "NotFoundError", 404, "model");
+      co_await send_local(s, x, 404, "application/json", body);
+      co_return false;
+    }
+    case upstream::ModelPools::Verdict::kServed:
+      config_.models->count_request(pick.model->label);
+      s.pool = pick.engines;
+      break;
+    case upstream::ModelPools::Verdict::kUnlisted:
+      s.pool = pick.engines;
+      break;
+    case upstream::ModelPools::Verdict::kAny:
+      break;
+  }
+  co_return true;
+}
+
+asio::awaitable<bool> Proxy::answer_models(Session& s, Exchange& x) {
+  std::optional<std::string> body = config_.models->pools()->models_json();
+  if (!body) co_return false;
+  if (auto rewritten = rewrite_models_context(*body, config_.advertise_ctx_margin)) body = std::move(*rewritten);
+  co_await send_local(s, x, 200, "application/json", *body);
+  co_return true;
 }
 
 void Proxy::decided(Exchange& x, const route::Routed& routed) {

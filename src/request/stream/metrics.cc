@@ -54,7 +54,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "Requests rejected by ramjet before routing, by reason: body_too_large, header_too_large, "
      "header_timeout, body_timeout, bad_request, upstream_header_too_large (431: more than the "
      "engines accept), buffered_bytes_full (503: RJ_MAX_BUFFERED_BYTES), unknown_path (404), "
-     "method_not_allowed (405)."},
+     "method_not_allowed (405), bad_model (400: model not a string, empty or over 1,024 bytes), "
+     "model_required (400: no model while the engines serve several base models), unknown_model "
+     "(404: no engine serves the model; no engine dialed)."},
     {"ramjet_request_timeouts_total", MetricKind::kCounter, "endpoint,reason",
      "Requests ended by a timeout, by reason: first_byte (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS), "
      "upstream_idle (RJ_UPSTREAM_IDLE_TIMEOUT_MS), client_send (RJ_CLIENT_SEND_TIMEOUT_MS)."},
@@ -121,7 +123,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_output_tokens", MetricKind::kHistogram, "",
      "Completion tokens per complete inference response that reported them."},
     {"ramjet_request_body_bytes_total", MetricKind::kCounter, "", "Request body bytes forwarded."},
-    {"ramjet_response_body_bytes_total", MetricKind::kCounter, "", "Response body bytes relayed."},
+    {"ramjet_response_body_bytes_total", MetricKind::kCounter, "",
+     "Response body bytes of the inference endpoints and /v1/models: relayed, or ramjet's own "
+     "(its errors, the engines' model cards merged)."},
 }};
 
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
@@ -181,6 +185,9 @@ std::string_view rejection_label(Rejection r) {
     case Rejection::kBufferFull: return "buffered_bytes_full";
     case Rejection::kUnknownPath: return "unknown_path";
     case Rejection::kMethodNotAllowed: return "method_not_allowed";
+    case Rejection::kBadModel: return "bad_model";
+    case Rejection::kModelRequired: return "model_required";
+    case Rejection::kUnknownModel: return "unknown_model";
     case Rejection::kCount: break;
   }
   return "bad_request";

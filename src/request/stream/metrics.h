@@ -33,6 +33,9 @@ enum class Rejection {
   kBufferFull,              // RJ_MAX_BUFFERED_BYTES would be passed (503)
   kUnknownPath,             // not a path the API port serves (404)
   kMethodNotAllowed,        // a served path, another method (405)
+  kBadModel,                // "model" not a string, empty or over 1,024 bytes (400)
+  kModelRequired,           // no "model" while the engines serve several base models (400)
+  kUnknownModel,            // a model no engine serves (404, no engine dialed)
   kCount
 };
 std::string_view rejection_label(Rejection r);

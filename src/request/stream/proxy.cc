@@ -449,6 +449,8 @@ asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status
   net::append_decimal(s.out, head ? 0 : body.size());
   s.out.append("\r\n\r\n");
   if (!head) s.out.append(body);
+  // ramjet's own answers on the API's endpoints count with the bytes it relays.
+  if (!head && (is_inference(x.endpoint) || x.endpoint == Endpoint::kModels)) metrics_.response_body_bytes.inc(body.size());
   x.status = status;
   if (!x.counted) metrics_.count_request(x.endpoint, x.stream_kind, status);
   x.counted = true;
@@ -464,7 +466,9 @@ asio::awaitable<void> Proxy::send_local(Session& s, Exchange& x, unsigned status
 asio::awaitable<void> Proxy::send_error(Session& s, Exchange& x, unsigned status,
                                         std::string_view message, std::string_view type,
                                         std::string_view extra_field) {
-  const std::string body = error_json(message, type, static_cast<int>(status));
+  // Each API's own error shape: Anthropic's for /v1/messages, OpenAI's (as vLLM writes it) else.
+  const std::string body = x.endpoint == Endpoint::kMessages ? anthropic_error_json(message, static_cast<int>(status))
+                                                             : error_json(message, type, static_cast<int>(status));
   co_await send_local(s, x, status, "application/json", body, extra_field);
 }
 

@@ -34,6 +34,7 @@
 #include "request/stream/exact_tokens.h"
 #include "request/stream/metrics.h"
 #include "request/stream/observer.h"
+#include "upstream/engine_catalog.h"
 #include "upstream/fleet.h"
 
 namespace ramjet::request {
@@ -74,6 +75,11 @@ struct ProxyConfig {
   // RJ_TLS_CERT_FILE / _KEY_FILE (null: plain HTTP): every connection starts with a TLS
   // handshake, under the header timeout. Must outlive the proxy.
   const net::ServerTls* tls = nullptr;
+  // Which engines serve which model (upstream/engine_catalog.h; null: every engine serves every
+  // request, as in unit tests): an inference request is routed within its model's pool, one for a
+  // model no engine serves gets 404 here, and GET /v1/models is answered from the engines' cards.
+  // Must outlive the proxy.
+  upstream::EngineCatalog* models = nullptr;
 };
 
 class Proxy {
@@ -183,6 +189,10 @@ class Proxy {
                                           std::string_view message, std::string_view type,
                                           std::string_view extra_field = {});
   boost::asio::awaitable<void> answer_unserved(Session& s, Exchange& x);
+  // The request's model pool into s.pool; false when ramjet answered it (400, 404).
+  boost::asio::awaitable<bool> pick_pool(Session& s, Exchange& x);
+  // GET/HEAD /v1/models from the engines' cards; false when none is known yet (forward it).
+  boost::asio::awaitable<bool> answer_models(Session& s, Exchange& x);
 
   ProxyConfig config_;
   upstream::Fleet& fleet_;

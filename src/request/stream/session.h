@@ -24,6 +24,7 @@
 #include "request/stream/observer.h"
 #include "request/route/reservation.h"
 #include "request/route/single_flight.h"
+#include "upstream/model_pools.h"
 #include "upstream/outlier.h"
 #include "request/stream/proxy.h"
 #include "request/usage/usage.h"
@@ -116,6 +117,10 @@ struct Proxy::Session {
   // Per-exchange state kept here rather than in coroutine frames (Asio recycles a frame's
   // memory only when it is under ~1 KB).
   PreparedRequest prep;
+  // The engines that may serve this request's model (upstream/model_pools.h; null: any), and
+  // the snapshot that owns that set.
+  std::shared_ptr<const upstream::ModelPools> pools;
+  const upstream::EngineSet* pool = nullptr;
   OutBuffers out_buffers;
   std::optional<net::ResponseParser> parser;
   std::optional<UsageAccumulator> usage;
