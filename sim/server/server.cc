@@ -45,33 +45,42 @@ std::optional<uint64_t> as_u64(const json::value* v) {
 
 }  // namespace
 
-SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter)
+SimServer::SimServer(asio::io_context& ctx, SimOptions options, std::vector<KvPublisher*> publishers,
+                     Prompter prompter)
     : ctx_(ctx),
       frontend_(std::make_unique<asio::thread_pool>(1)),
       opt_(std::move(options)),
-      publisher_(publisher),
       prompter_(std::move(prompter)),
-      engine_(opt_.engine, publisher),
-      idle_wake_(ctx),
+      coordinator_(opt_.local_ranks().size()),
+      coordinator_wake_(ctx),
+      started_(std::chrono::steady_clock::now()),
       rng_(opt_.seed),
       hang_(opt_.faults.hang),
-      slow_ms_(opt_.faults.slow_ms),
       error_rate_(opt_.faults.error_rate),
       error_status_(opt_.faults.error_status),
       health_fail_(opt_.faults.health_fail),
       drop_header_bytes_(opt_.faults.drop_header_bytes),
       stall_after_tokens_(opt_.faults.stall_after_tokens),
       garbage_(opt_.faults.garbage) {
+  const std::vector<int> ranks = opt_.local_ranks();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ranks_.push_back(std::make_unique<Rank>(ctx, i, ranks[i], opt_.engine, i < publishers.size() ? publishers[i] : nullptr));
+    ranks_.back()->slow_ms = opt_.faults.slow_ms;
+  }
+  const uint32_t servers = opt_.api_servers();
+  for (uint32_t i = 0; i < servers; ++i) api_servers_.emplace_back(ranks_.size(), servers, i);
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   disabled_thinking_effort_ = prompter_.disabled_thinking_effort();
+  std::string names;
+  for (const auto& n : opt_.served_model_names) names += n + ",";
   fingerprint_ = detail::system_fingerprint(
-      opt_.engine_version, opt_.model_root + "|" + opt_.served_model_name + "|" + std::to_string(opt_.engine.max_model_len) +
-                               "|" + std::to_string(opt_.engine.block_size) + "|" + std::to_string(opt_.engine.num_gpu_blocks));
+      opt_.engine_version, opt_.model_root + "|" + names + "|" + std::to_string(opt_.engine.max_model_len) + "|" +
+                               std::to_string(opt_.engine.block_size) + "|" + std::to_string(opt_.engine.num_gpu_blocks));
 }
 
 uint64_t SimServer::engine_pool_tokens() const {
-  const auto st = engine_.stats();
+  const auto st = ranks_.front()->engine.stats();
   return static_cast<uint64_t>(st.num_gpu_blocks - 1) * st.block_size;  // minus the null block
 }
 
@@ -102,33 +111,34 @@ asio::awaitable<SimServer::Tokenized> SimServer::tokenize(std::string body) cons
   co_return out;
 }
 
-void SimServer::start() { asio::co_spawn(ctx_, drive(), asio::detached); }
+void SimServer::start() {
+  for (auto& r : ranks_) asio::co_spawn(ctx_, drive(*r), asio::detached);
+  if (ranks_.size() > 1) asio::co_spawn(ctx_, coordinate(), asio::detached);
+}
 
-void SimServer::wake_driver() { idle_wake_.cancel(); }
-
-asio::awaitable<void> SimServer::drive() {
+asio::awaitable<void> SimServer::drive(Rank& rank) {
   using clock = std::chrono::steady_clock;
   asio::steady_timer timer(ctx_);
   auto due = clock::now();
   for (;;) {
     boost::system::error_code ec;
-    if (engine_.idle() || paused_) {
-      idle_wake_.expires_at(clock::time_point::max());
-      co_await idle_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (rank.engine.idle() || rank.paused) {
+      rank.idle_wake.expires_at(clock::time_point::max());
+      co_await rank.idle_wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       due = clock::now();
       continue;
     }
-    StepResult r = engine_.step(wall_now());
-    ++steps_;
-    virtual_s_ += r.duration_s;
+    StepResult r = rank.engine.step(wall_now());
+    ++rank.steps;
+    rank.virtual_s += r.duration_s;
     due += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(r.duration_s / opt_.speed));
     auto now = clock::now();
     // The slow fault is wall time on top of the model: a degraded engine, whatever --speed says.
-    if (slow_ms_) due = std::max(due, now) + std::chrono::milliseconds(slow_ms_);
+    if (rank.slow_ms) due = std::max(due, now) + std::chrono::milliseconds(rank.slow_ms);
     if (now > due) {
       double lag = std::chrono::duration<double>(now - due).count();
-      if (lag > 0.001) ++late_steps_;
-      max_lag_s_ = std::max(max_lag_s_, lag);
+      if (lag > 0.001) ++rank.late_steps;
+      rank.max_lag_s = std::max(rank.max_lag_s, lag);
       if (lag > 0.25) due = now;  // far behind (e.g. a paused process): do not try to catch up
     } else {
       timer.expires_at(due);
@@ -137,14 +147,102 @@ asio::awaitable<void> SimServer::drive() {
     for (auto& out : r.outputs) {
       if (out.finish != FinishReason::kNone) {
         size_t k = out.finish == FinishReason::kStop ? 0 : out.finish == FinishReason::kLength ? 1 : 2;
-        ++success_by_reason_[k];
+        ++rank.success_by_reason[k];
+        // The API server that placed it counts it out (DPLBAsyncMPClient.process_engine_outputs).
+        if (auto p = placed_.find(out.id); p != placed_.end()) {
+          api_servers_[p->second].finished(rank.index);
+          placed_.erase(p);
+        }
       }
       auto it = live_.find(out.id);
       if (it == live_.end()) continue;
       it->second->updates.push_back(out);
       it->second->wake.cancel();
     }
+    publish_counts(rank);
   }
+}
+
+asio::awaitable<void> SimServer::coordinate() {
+  // Coordinator time is virtual (wall × --speed), so its 100 ms interval scales like the steps.
+  auto now_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() * opt_.speed;
+  };
+  for (;;) {
+    if (auto snapshot = coordinator_.maybe_publish(now_s())) {
+      for (auto& c : api_servers_) c.update(*snapshot);
+    }
+    const double wait_s = std::max(0.0, coordinator_.next_publish_s() - now_s()) / opt_.speed;
+    coordinator_wake_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(std::min(wait_s, 3600.0))));
+    boost::system::error_code ec;
+    co_await coordinator_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+void SimServer::publish_counts(Rank& rank) {
+  if (ranks_.size() < 2 || rank.paused) return;  // a wedged engine core's busy loop publishes nothing
+  const EngineStats st = rank.engine.stats();
+  // A change after a quiet spell goes out at once: wake the coordinator to recompute its deadline.
+  if (coordinator_.engine_counts(rank.index, st.running, st.waiting, st.kv_cache_usage)) coordinator_wake_.cancel();
+}
+
+Result<SimServer::Rank*, std::string> SimServer::place(const Inbound& in) {
+  DpClient& client = api_servers_[in.api_server % api_servers_.size()];
+  if (in.dp_rank) {
+    const auto& v = in.dp_rank->value;
+    if (!v || *v < 0 || static_cast<uint64_t>(*v) >= ranks_.size()) {
+      return dp_rank_out_of_range(*in.dp_rank, ranks_.size());
+    }
+    client.pinned(static_cast<size_t>(*v));
+    return ranks_[static_cast<size_t>(*v)].get();
+  }
+  return ranks_[client.pick()].get();
+}
+
+bool SimServer::submit(Rank& rank, const Inbound& in, Live& live, std::vector<uint32_t> prompt, uint32_t max_tokens,
+                       const CacheNamespace& ns) {
+  const size_t server = in.api_server % api_servers_.size();
+  live.id = next_id_++;
+  live.rank = &rank;
+  if (!rank.engine.add_request(live.id, std::move(prompt), max_tokens, ns)) {
+    api_servers_[server].finished(rank.index);
+    return false;
+  }
+  placed_[live.id] = server;
+  live_[live.id] = &live;
+  publish_counts(rank);  // the engine took input
+  rank.wake();
+  return true;
+}
+
+void SimServer::retire(Live& live, bool abort) {
+  live_.erase(live.id);
+  if (abort) {
+    live.rank->engine.abort(live.id);
+    ++cancelled_;
+  }
+}
+
+SimServer::Rank* SimServer::rank_named(const json::object& o, std::string& error) {
+  const json::value* v = find(o, "rank");
+  if (!v) return nullptr;
+  if (v->is_int64() || v->is_uint64()) {
+    const int64_t want = v->is_int64() ? v->as_int64() : static_cast<int64_t>(std::min<uint64_t>(v->as_uint64(), INT64_MAX));
+    for (auto& r : ranks_) {
+      if (r->dp_rank == want) return r.get();
+    }
+  }
+  error = "\"rank\" must be one of this process's data-parallel ranks";
+  return nullptr;
+}
+
+std::optional<AgentError> SimServer::unknown_model(const std::string& model, const CacheNamespace& ns) const {
+  if (model.empty() || opt_.serves(model) || ns.lora()) return std::nullopt;
+  std::string aliases;
+  for (const auto& n : opt_.served_model_names) aliases += (aliases.empty() ? "" : ", ") + n;
+  return AgentError{404, "NotFoundError", "The model `" + model + "` does not exist. Valid aliases: " + aliases + ".",
+                    "model"};
 }
 
 namespace {
@@ -163,15 +261,21 @@ std::string read_cache_salt(const json::object& o, std::string& out) {
   return "";
 }
 
-// The X-Request-Id header (vLLM names chat, completions and messages responses after it).
-std::string request_id_of(const http::request<http::string_body>& req) {
-  auto it = req.find("X-Request-Id");
-  return it == req.end() ? std::string() : std::string(it->value());
+// The request head's X-Request-Id and X-Data-Parallel-Rank (vLLM reads the latter on chat,
+// completions and messages; an unparsable value is ignored).
+SimServer::Inbound inbound_of(const http::request<http::string_body>& req, size_t api_server) {
+  SimServer::Inbound in;
+  in.api_server = api_server;
+  if (auto it = req.find("X-Request-Id"); it != req.end()) in.request_id = std::string(it->value());
+  if (auto it = req.find("X-Data-Parallel-Rank"); it != req.end()) in.dp_rank = parse_dp_rank_header(it->value());
+  return in;
 }
 
 }  // namespace
 
 asio::awaitable<void> SimServer::serve(tcp::socket socket) {
+  // vLLM's API servers accept() on one shared socket: connections go to them in turn.
+  const size_t api_server = next_api_server_++ % api_servers_.size();
   beast::flat_buffer buffer;
   for (;;) {
     boost::system::error_code ec;
@@ -239,15 +343,20 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
                                         {"group", nullptr},
                                         {"is_blocking", false}}};
       };
-      json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", now},
-                        {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
-                        {"max_model_len", opt_.engine.max_model_len}, {"permission", permission()}};
-      json::array cards{card};
-      // Served LoRA adapters (vLLM's show_available_models): one card each, parent = the base.
+      // One card per served name (vLLM's base_model_paths, all rooted at --model), then one per
+      // LoRA adapter (show_available_models): parent = its base_model_name when that is a served
+      // name (load_lora_adapter keeps no other), else the first served name.
+      json::array cards;
+      for (const auto& name : opt_.served_model_names) {
+        cards.push_back(json::object{{"id", name}, {"object", "model"}, {"created", now},
+                                     {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
+                                     {"max_model_len", opt_.engine.max_model_len}, {"permission", permission()}});
+      }
       for (const auto& m : opt_.lora_modules) {
+        const bool base = !m.base_model_name.empty() && opt_.serves(m.base_model_name);
         cards.push_back(json::object{{"id", m.name}, {"object", "model"}, {"created", now},
                                      {"owned_by", "vllm"}, {"root", m.path},
-                                     {"parent", m.base_model_name.empty() ? opt_.served_model_name : m.base_model_name},
+                                     {"parent", base ? m.base_model_name : opt_.served_model_name()},
                                      {"max_model_len", nullptr}, {"permission", permission()}});
       }
       json::object list{{"object", "list"}, {"data", std::move(cards)}};
@@ -255,14 +364,16 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
     } else if (get && path == "/metrics") {
       more = co_await reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
     } else if (get && path == "/kv_event_sources") {
-      // As vLLM 0.32: the publisher's resolved KVEventsConfig per data-parallel rank, {} without.
+      // As vLLM 0.32: each engine core's resolved KVEventsConfig (its endpoints offset by its
+      // rank) keyed by its data-parallel rank, {} without a ZMQ publisher.
       json::object sources;
-      if (publisher_ && opt_.kv.enabled && opt_.kv.publisher == "zmq") {
-        const std::string replay = publisher_->bound_replay_endpoint();
-        sources[std::to_string(opt_.kv.data_parallel_rank)] = json::object{
+      for (const auto& rank : ranks_) {
+        if (!rank->publisher || !opt_.kv.enabled || opt_.kv.publisher != "zmq") continue;
+        const std::string replay = rank->publisher->bound_replay_endpoint();
+        sources[std::to_string(rank->dp_rank)] = json::object{
             {"enable_kv_cache_events", true},
             {"publisher", "zmq"},
-            {"endpoint", publisher_->bound_endpoint()},
+            {"endpoint", rank->publisher->bound_endpoint()},
             {"replay_endpoint", replay.empty() ? json::value(nullptr) : json::value(replay)},
             {"buffer_steps", opt_.kv.buffer_steps},
             {"hwm", opt_.kv.hwm},
@@ -273,7 +384,8 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string body = json::serialize(sources);
       more = co_await reply(200, std::move(body), "application/json");
     } else if (post && path == "/reset_prefix_cache") {
-      const bool ok = engine_.reset_prefix_cache(wall_now());
+      bool ok = true;  // every engine core resets; the answer is whether all did
+      for (auto& r : ranks_) ok = r->engine.reset_prefix_cache(wall_now()) && ok;
       std::string body = ok ? std::string() : vllm_error("requests are running", "BadRequestError", 400);
       std::string ctype = ok ? std::string() : std::string("application/json");
       more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
@@ -314,10 +426,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       break;
     } else if (post && (path == "/v1/responses" || path == "/v1/messages")) {
       const AgentApi api = path == "/v1/messages" ? AgentApi::kMessages : AgentApi::kResponses;
-      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api, request_id_of(req));
+      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api, inbound_of(req, api_server));
     } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
       more = co_await serve_openai(socket, req.version(), keep_alive, req.body(), path == "/v1/chat/completions",
-                                   request_id_of(req));
+                                   inbound_of(req, api_server));
     } else {
       more = co_await reply(404, R"({"detail":"Not Found"})", "application/json");
     }
@@ -331,7 +443,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
 CacheNamespace SimServer::namespace_of(const std::string& model, const std::string& cache_salt) const {
   CacheNamespace ns;
   ns.cache_salt = cache_salt;
-  if (model.empty() || model == opt_.served_model_name) return ns;
+  if (model.empty() || opt_.serves(model)) return ns;  // aliases share one cache namespace
   for (size_t i = 0; i < opt_.lora_modules.size(); ++i) {
     if (opt_.lora_modules[i].name != model) continue;
     ns.lora_name = model;
@@ -349,6 +461,19 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     return vllm_error("admin body must be a JSON object", "BadRequestError", 400);
   }
   const auto& o = v.as_object();
+  // "rank": one data-parallel rank (its number, as /metrics and the KV events name it); without
+  // it, /sim/resident and /sim/stats answer for the first rank and the sums, /sim/fault's
+  // engine-side faults apply to every rank.
+  std::string rank_error;
+  Rank* selected = rank_named(o, rank_error);
+  if (!rank_error.empty()) {
+    status = 400;
+    return vllm_error(rank_error, "BadRequestError", 400);
+  }
+  std::vector<Rank*> targets;
+  for (auto& r : ranks_) {
+    if (!selected || r.get() == selected) targets.push_back(r.get());
+  }
   if (path == "/sim/resident") {
     std::vector<uint32_t> tokens;
     if (auto* t = find(o, "tokens"); t && t->is_array()) {
@@ -369,10 +494,14 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     }
     if (auto* m = find(o, "model"); m && m->is_string()) model = m->as_string();
     const CacheNamespace ns = namespace_of(model, salt);
-    json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", engine_.resident_prefix_tokens(tokens, ns)}};
-    auto st = engine_.stats();
+    Rank& one = selected ? *selected : *ranks_.front();
+    json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", one.engine.resident_prefix_tokens(tokens, ns)}};
+    auto st = one.engine.stats();
     r["running"] = st.running;
     r["waiting"] = st.waiting;
+    json::object by_rank;
+    for (auto& x : ranks_) by_rank[std::to_string(x->dp_rank)] = x->engine.resident_prefix_tokens(tokens, ns);
+    r["resident_by_rank"] = std::move(by_rank);
     return json::serialize(r);
   }
   if (path == "/sim/fault") {
@@ -381,48 +510,89 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
       std::_Exit(1);
     }
     if (auto* x = find(o, "hang"); x && x->is_bool()) hang_ = x->as_bool();
-    if (auto* x = find(o, "pause"); x && x->is_bool()) {
-      paused_ = x->as_bool();
-      if (!paused_) wake_driver();
-    }
     if (auto* x = find(o, "health_fail"); x && x->is_bool()) health_fail_ = x->as_bool();
     if (auto* x = find(o, "garbage"); x && x->is_bool()) garbage_ = x->as_bool();
     if (auto x = as_u64(find(o, "drop_header_bytes"))) drop_header_bytes_ = *x;
     if (auto x = as_u64(find(o, "stall_after_tokens"))) stall_after_tokens_ = static_cast<uint32_t>(*x);
-    if (auto x = as_u64(find(o, "slow_ms"))) slow_ms_ = static_cast<uint32_t>(*x);
     if (auto x = as_u64(find(o, "tokenize_delay_ms"))) tokenize_delay_ms_ = static_cast<uint32_t>(*x);
     if (auto* x = find(o, "error_rate"); x && x->is_number()) error_rate_ = x->to_number<double>();
     if (auto x = as_u64(find(o, "error_status"))) error_status_ = static_cast<unsigned>(*x);
-    if (publisher_) {
-      if (auto x = as_u64(find(o, "kv_drop"))) publisher_->fault_drop(static_cast<uint32_t>(*x));
-      if (auto x = as_u64(find(o, "kv_skip"))) publisher_->fault_skip(static_cast<uint32_t>(*x));
-      if (auto x = as_u64(find(o, "kv_garbage"))) publisher_->fault_garbage(static_cast<uint32_t>(*x));
-      if (auto* x = find(o, "kv_restart"); x && x->is_bool() && x->as_bool()) publisher_->fault_restart();
+    // Engine-side faults: per rank. A paused rank ("wedged") keeps taking requests, never steps
+    // and publishes no load; /health is not told (vLLM's checks only whether the core died).
+    for (Rank* r : targets) {
+      if (auto* x = find(o, "pause"); x && x->is_bool()) {
+        r->paused = x->as_bool();
+        if (!r->paused) {
+          r->wake();
+          publish_counts(*r);
+        }
+      }
+      if (auto x = as_u64(find(o, "slow_ms"))) r->slow_ms = static_cast<uint32_t>(*x);
+      if (r->publisher) {
+        if (auto x = as_u64(find(o, "kv_drop"))) r->publisher->fault_drop(static_cast<uint32_t>(*x));
+        if (auto x = as_u64(find(o, "kv_skip"))) r->publisher->fault_skip(static_cast<uint32_t>(*x));
+        if (auto x = as_u64(find(o, "kv_garbage"))) r->publisher->fault_garbage(static_cast<uint32_t>(*x));
+        if (auto* x = find(o, "kv_restart"); x && x->is_bool() && x->as_bool()) r->publisher->fault_restart();
+      }
     }
     if (auto* x = find(o, "reset_prefix_cache"); x && x->is_bool() && x->as_bool()) {
-      if (!engine_.reset_prefix_cache(wall_now())) {
+      bool ok = true;
+      for (Rank* r : targets) ok = r->engine.reset_prefix_cache(wall_now()) && ok;
+      if (!ok) {
         status = 409;
         return vllm_error("requests are running", "ConflictError", 409);
       }
     }
-    return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", slow_ms_},
+    bool all_paused = true;
+    json::array ranks;
+    for (auto& r : ranks_) {
+      all_paused = all_paused && r->paused;
+      ranks.push_back(json::object{{"rank", r->dp_rank}, {"pause", r->paused}, {"slow_ms", r->slow_ms}});
+    }
+    const Rank& first = *targets.front();
+    return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", first.slow_ms},
                                         {"error_rate", error_rate_}, {"error_status", error_status_},
                                         {"garbage", garbage_}, {"drop_header_bytes", drop_header_bytes_},
-                                        {"stall_after_tokens", stall_after_tokens_}, {"pause", paused_},
-                                        {"tokenize_delay_ms", tokenize_delay_ms_}});
+                                        {"stall_after_tokens", stall_after_tokens_},
+                                        {"pause", selected ? selected->paused : all_paused},
+                                        {"tokenize_delay_ms", tokenize_delay_ms_}, {"ranks", std::move(ranks)}});
   }
   if (path == "/sim/stats") {
-    auto st = engine_.stats();
-    return json::serialize(json::object{
-        {"running", st.running}, {"waiting", st.waiting}, {"kv_cache_usage", st.kv_cache_usage},
-        {"free_blocks", st.free_blocks}, {"cached_blocks", st.cached_blocks}, {"steps", steps_},
-        {"virtual_seconds", virtual_s_}, {"late_steps", late_steps_}, {"max_lag_seconds", max_lag_s_},
-        {"generation_tokens", st.generation_tokens}, {"prompt_tokens", st.prompt_tokens},
-        {"prefix_cache_hits", st.prefix_cache_hits}, {"prefix_cache_queries", st.prefix_cache_queries},
-        {"kv_next_sequence", publisher_ ? publisher_->next_sequence() : 0},
-        {"requests_cancelled", cancelled_},
-        {"finished_stop", success_by_reason_[0]}, {"finished_length", success_by_reason_[1]},
-        {"finished_abort", success_by_reason_[2]}});
+    auto rank_stats = [&](const Rank& r) {
+      auto st = r.engine.stats();
+      return json::object{
+          {"rank", r.dp_rank}, {"running", st.running}, {"waiting", st.waiting},
+          {"kv_cache_usage", st.kv_cache_usage}, {"free_blocks", st.free_blocks}, {"cached_blocks", st.cached_blocks},
+          {"steps", r.steps}, {"virtual_seconds", r.virtual_s}, {"late_steps", r.late_steps},
+          {"max_lag_seconds", r.max_lag_s}, {"generation_tokens", st.generation_tokens},
+          {"prompt_tokens", st.prompt_tokens}, {"prefix_cache_hits", st.prefix_cache_hits},
+          {"prefix_cache_queries", st.prefix_cache_queries},
+          {"kv_next_sequence", r.publisher ? r.publisher->next_sequence() : 0},
+          {"finished_stop", r.success_by_reason[0]}, {"finished_length", r.success_by_reason[1]},
+          {"finished_abort", r.success_by_reason[2]}};
+    };
+    json::object out = rank_stats(*targets.front());
+    if (!selected && ranks_.size() > 1) {  // the sums over the ranks (the largest lag, the mean usage)
+      json::array per;
+      for (auto& r : ranks_) per.push_back(rank_stats(*r));
+      for (auto& [k, v] : out) {
+        if (k == "rank" || k == "kv_next_sequence") continue;
+        double sum = 0, max = 0;
+        for (auto& x : per) {
+          const double d = x.as_object().at(k).to_number<double>();
+          sum += d;
+          max = std::max(max, d);
+        }
+        if (k == "max_lag_seconds") v = max;
+        else if (k == "kv_cache_usage") v = sum / static_cast<double>(per.size());
+        else if (v.is_double()) v = sum;
+        else v = static_cast<uint64_t>(sum);
+      }
+      out["ranks"] = std::move(per);
+    }
+    out.erase("rank");
+    out["requests_cancelled"] = cancelled_;
+    return json::serialize(out);
   }
   status = 404;
   return vllm_error("unknown admin path", "NotFoundError", 404);
@@ -431,7 +601,8 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
 // Synthetic GPU telemetry in DCGM-exporter format (--gpus N), derived from the engine's load so
 // a dashboard shows bursts and per-device differences. Not a vLLM metric: real deployments
 // scrape dcgm-exporter. Labels follow dcgm-exporter's (gpu, UUID, device, modelName).
-void SimServer::write_dcgm(metrics::Exposition& x, const EngineStats& st) const {
+void SimServer::write_dcgm(metrics::Exposition& x, const Rank& rank, size_t index) const {
+  const EngineStats st = rank.engine.stats();
   const double busy = std::min(1.0, (st.running + 0.25 * st.waiting) / std::max(1.0, opt_.engine.max_num_seqs / 8.0));
   const double total_mib = 97887;  // a 96 GB card
   struct Field {
@@ -448,7 +619,7 @@ void SimServer::write_dcgm(metrics::Exposition& x, const EngineStats& st) const 
       {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."},
   };
   for (const auto& f : fields) {
-    x.family(f.name, "gauge", f.help);
+    if (index == 0) x.family(f.name, "gauge", f.help);
     for (uint32_t g = 0; g < opt_.gpus; ++g) {
       // Devices differ a little (the hot card of the seed's node06 ran ~5 C warmer).
       const double skew = 1.0 + 0.03 * g;
@@ -461,60 +632,88 @@ void SimServer::write_dcgm(metrics::Exposition& x, const EngineStats& st) const 
       if (n == "DCGM_FI_DEV_GPU_TEMP") v = std::round(34 + 45 * busy + (g == 1 ? 5 : 0));
       if (n == "DCGM_FI_DEV_SM_CLOCK") v = busy > 0.01 ? 2430 : 345;
       if (n == "DCGM_FI_DEV_MEM_CLOCK") v = busy > 0.01 ? 14001 : 405;
-      const std::string id = std::to_string(g);
+      // Each rank has its own --gpus devices, numbered on across the ranks of this process.
+      const std::string id = std::to_string(index * opt_.gpus + g);
       x.sample(f.name,
-               "gpu=\"" + id + "\",UUID=\"GPU-sim-" + std::to_string(opt_.kv.data_parallel_rank) + "-" + id +
+               "gpu=\"" + id + "\",UUID=\"GPU-sim-" + std::to_string(rank.dp_rank) + "-" + std::to_string(g) +
                    "\",device=\"nvidia" + id + "\",modelName=\"ramjet-sim GPU\"",
                v);
     }
   }
 }
 
+// vLLM's PrometheusStatLogger: every engine series once per engine core, labelled
+// model_name=<the first served name>, engine=<its DP rank>.
 std::string SimServer::metrics_text() const {
-  const auto st = engine_.stats();
-  const std::string labels = "model_name=\"" + opt_.served_model_name + "\",engine=\"" +
-                             std::to_string(opt_.kv.data_parallel_rank) + "\"";
   metrics::Exposition x;
-  auto one = [&](std::string_view name, std::string_view type, std::string_view help, double v) {
-    x.family(name, type, help);
-    x.sample(name, labels, v);
-  };
+  std::vector<EngineStats> stats;
+  std::vector<std::string> labels;
+  for (const auto& r : ranks_) {
+    stats.push_back(r->engine.stats());
+    labels.push_back("model_name=\"" + opt_.served_model_name() + "\",engine=\"" + std::to_string(r->dp_rank) + "\"");
+  }
   auto d = [](uint64_t v) { return static_cast<double>(v); };
-  one("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", st.running);
-  one("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", st.waiting);
-  one("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", st.kv_cache_usage);
-  one("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
-      d(st.prefix_cache_queries));
-  one("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
-      d(st.prefix_cache_hits));
-  one("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", d(st.prompt_tokens));
-  one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", d(st.generation_tokens));
-  one("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", d(st.preemptions));
+  auto per_rank = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    x.family(name, type, help);
+    for (size_t i = 0; i < ranks_.size(); ++i) x.sample(name, labels[i], value(*ranks_[i], stats[i]));
+  };
+  using St = const EngineStats&;
+  using Rk = const Rank&;
+  per_rank("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+           [](Rk, St st) { return static_cast<double>(st.running); });
+  per_rank("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+           [](Rk, St st) { return static_cast<double>(st.waiting); });
+  per_rank("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+           [](Rk, St st) { return st.kv_cache_usage; });
+  per_rank("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+           [&](Rk, St st) { return d(st.prefix_cache_queries); });
+  per_rank("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+           [&](Rk, St st) { return d(st.prefix_cache_hits); });
+  per_rank("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+           [&](Rk, St st) { return d(st.prompt_tokens); });
+  per_rank("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+           [&](Rk, St st) { return d(st.generation_tokens); });
+  per_rank("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+           [&](Rk, St st) { return d(st.preemptions); });
   x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   const char* reasons[] = {"stop", "length", "abort"};
-  for (int i = 0; i < 3; ++i) {
-    x.sample("vllm:request_success_total", labels + ",finished_reason=\"" + reasons[i] + "\"", success_by_reason_[i]);
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    for (int i = 0; i < 3; ++i) {
+      x.sample("vllm:request_success_total", labels[r] + ",finished_reason=\"" + reasons[i] + "\"",
+               ranks_[r]->success_by_reason[i]);
+    }
   }
   if (opt_.engine.timing.speculative_tokens > 0) {
-    one("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", d(st.spec_drafts));
-    one("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", d(st.spec_draft_tokens));
-    one("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", d(st.spec_accepted_tokens));
+    per_rank("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.",
+             [&](Rk, St st) { return d(st.spec_drafts); });
+    per_rank("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+             [&](Rk, St st) { return d(st.spec_draft_tokens); });
+    per_rank("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+             [&](Rk, St st) { return d(st.spec_accepted_tokens); });
     x.family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.");
-    for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i) {
-      x.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total",
-               labels + ",position=\"" + std::to_string(i) + "\"", st.spec_accepted_per_pos[i]);
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      for (size_t i = 0; i < stats[r].spec_accepted_per_pos.size(); ++i) {
+        x.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                 labels[r] + ",position=\"" + std::to_string(i) + "\"", stats[r].spec_accepted_per_pos[i]);
+      }
     }
   }
   x.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
-  x.sample("vllm:cache_config_info",
-           labels + ",block_size=\"" + std::to_string(st.block_size) + "\",enable_prefix_caching=\"" +
-               (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
-               std::to_string(st.num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"",
-           1.0);
-  if (opt_.gpus > 0) write_dcgm(x, st);
-  // The simulator's own health of its clock (not a vLLM metric).
-  one("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.", max_lag_s_);
-  one("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.", d(late_steps_));
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    x.sample("vllm:cache_config_info",
+             labels[r] + ",block_size=\"" + std::to_string(stats[r].block_size) + "\",enable_prefix_caching=\"" +
+                 (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
+                 std::to_string(stats[r].num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"",
+             1.0);
+  }
+  if (opt_.gpus > 0) {
+    for (size_t r = 0; r < ranks_.size(); ++r) write_dcgm(x, *ranks_[r], r);
+  }
+  // The simulator's own health of its clock (not a vLLM metric), per rank as its step loops.
+  per_rank("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.",
+           [](Rk r, St) { return r.max_lag_s; });
+  per_rank("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.",
+           [&](Rk r, St) { return d(r.late_steps); });
   return x.take();
 }
 
