@@ -207,10 +207,16 @@ bool SimServer::submit(Rank& rank, const Inbound& in, Live& live, std::vector<ui
 
 void SimServer::retire(Live& live, bool abort) {
   live_.erase(live.id);
-  if (abort) {
-    live.rank->engine.abort(live.id);
-    ++cancelled_;
+  if (!abort) return;
+  live.rank->engine.abort(live.id);
+  ++cancelled_;
+  // The engine reports the abort with its next step (perhaps much later when the rank goes
+  // idle); vLLM's engine answers an abort at once, so the placing API server counts it out now.
+  if (auto p = placed_.find(live.id); p != placed_.end()) {
+    api_servers_[p->second].finished(live.rank->index);
+    placed_.erase(p);
   }
+  publish_counts(*live.rank);
 }
 
 std::optional<AgentError> SimServer::unknown_model(const std::string& model, const CacheNamespace& ns) const {

@@ -24,10 +24,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/result.h"
 #include "metrics/metrics.h"
 #include "sim/engine/engine.h"
 #include "sim/kv/publisher.h"
-#include "common/result.h"
 #include "sim/server/agent_convert.h"
 #include "sim/server/dp_balance.h"
 #include "sim/server/options.h"
