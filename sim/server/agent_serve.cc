@@ -35,7 +35,7 @@ using detail::write_response;
 using detail::write_sse_chunk;
 
 asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned version, bool keep_alive,
-                                             const std::string& body, AgentApi api, std::string request_id) {
+                                             const std::string& body, AgentApi api, Inbound in) {
   auto reply = [&](unsigned status, std::string b) {
     return write_response(socket, version, keep_alive, status, std::move(b), std::string("application/json"));
   };
@@ -48,13 +48,8 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   }
   const AgentRequest& a = parsed.value();
   const CacheNamespace ns = namespace_of(a.model, a.cache_salt);
-  const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name;
-  if (!a.model.empty() && a.model != opt_.served_model_name && !ns.lora()) {
-    const AgentError e{404, "NotFoundError",
-                       "The model `" + a.model + "` does not exist. Valid aliases: " + opt_.served_model_name + ".",
-                       "model"};
-    co_return co_await fail(e);
-  }
+  const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name();
+  if (auto e = unknown_model(a.model, ns)) co_return co_await fail(*e);
   if (api == AgentApi::kResponses && a.background) {
     // vLLM without VLLM_ENABLE_RESPONSES_API_STORE (its default, and the sim's only mode).
     const AgentError e{400, "invalid_request_error",
@@ -90,22 +85,28 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   }
   const uint32_t prompt_len = static_cast<uint32_t>(ids->size());
 
+  // Messages becomes a chat request, which reads X-Data-Parallel-Rank; vLLM's Responses path
+  // never reads it (the API server's pick).
+  if (api == AgentApi::kResponses) in.dp_rank.reset();
+  auto placed = place(in);
+  if (!placed) {
+    const AgentError e{400, "BadRequestError", placed.error(), {}};
+    co_return co_await fail(e);
+  }
+  Rank& rank = *placed.value();
   Live live(ctx_);
-  live.id = next_id_++;
-  if (!engine_.add_request(live.id, std::move(ids.value()), static_cast<uint32_t>(max_tokens), ns)) {
+  if (!submit(rank, in, live, std::move(ids.value()), static_cast<uint32_t>(max_tokens), ns)) {
     co_return co_await fail(detail::pool_too_small(prompt_len, max_tokens, engine_pool_tokens()));
   }
-  live_[live.id] = &live;
-  wake_driver();
   auto done = std::make_shared<bool>(false);
   auto cancel = std::make_shared<asio::cancellation_signal>();
-  asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
+  asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &rank.engine, cancel), asio::detached);
 
   // Messages answers under the chat completion's id (X-Request-Id names it); Responses under
   // the request's request_id, else a fresh one.
   std::string response_id;
   if (api == AgentApi::kMessages) {
-    response_id = detail::response_id("chatcmpl-", request_id, a.original, id_salt_ + live.id);
+    response_id = detail::response_id("chatcmpl-", in.request_id, a.original, id_salt_ + live.id);
   } else if (const json::value* rid = find(a.original, "request_id"); rid && rid->is_string()) {
     response_id = rid->as_string();
   } else {
@@ -167,12 +168,8 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   }
   *done = true;
   cancel->emit(asio::cancellation_type::terminal);
-  live_.erase(live.id);
-  if (live.client_gone || write_failed) {
-    engine_.abort(live.id);
-    ++cancelled_;
-    co_return false;
-  }
+  retire(live, live.client_gone || write_failed);
+  if (live.client_gone || write_failed) co_return false;
   const AgentUsage usage{prompt_len, generated, cached, created};
   const bool length = finish == FinishReason::kLength;
   if (!a.stream) {

@@ -54,15 +54,28 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   net::IoPool io(1);
-  std::unique_ptr<sim::KvPublisher> publisher;
-  if (opt.kv.enabled && opt.kv.publisher == "zmq") {
-    publisher = std::make_unique<sim::KvPublisher>(opt.kv);
-    if (std::string e = publisher->start(); !e.empty()) {
+  // One KV-event publisher per engine core, its endpoints offset by its rank (vLLM's scheduler
+  // creates each with parallel_config.data_parallel_index).
+  std::vector<std::unique_ptr<sim::KvPublisher>> publishers;
+  std::vector<sim::KvPublisher*> publisher_ptrs;
+  std::string ranks;
+  for (int rank : opt.local_ranks()) {
+    ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    if (!opt.kv.enabled || opt.kv.publisher != "zmq") {
+      publisher_ptrs.push_back(nullptr);
+      continue;
+    }
+    sim::PublisherConfig cfg = opt.kv;
+    cfg.data_parallel_rank = rank;
+    publishers.push_back(std::make_unique<sim::KvPublisher>(cfg));
+    if (std::string e = publishers.back()->start(); !e.empty()) {
       std::fprintf(stderr, "ramjet-sim: kv events: %s\n", e.c_str());
       return 1;
     }
+    publisher_ptrs.push_back(publishers.back().get());
   }
-  auto server = std::make_unique<sim::SimServer>(io.at(0), opt, publisher.get(), std::move(prompter.value()));
+  sim::KvPublisher* publisher = publishers.empty() ? nullptr : publishers.front().get();
+  auto server = std::make_unique<sim::SimServer>(io.at(0), opt, publisher_ptrs, std::move(prompter.value()));
 
   // Bind now (so the port is known and stays ours), listen later when a refuse fault is set.
   boost::system::error_code ec;
@@ -111,9 +124,10 @@ int main(int argc, char** argv) {
     });
   }
   server->start();
-  std::printf("ramjet-sim listening port=%u model=%s preset=%s block_size=%u kv_events=%s kv_endpoint=%s "
+  // kv_endpoint / kv_replay: the first rank's (the others: GET /kv_event_sources).
+  std::printf("ramjet-sim listening port=%u model=%s preset=%s block_size=%u dp_ranks=%s kv_events=%s kv_endpoint=%s "
               "kv_replay=%s\n",
-              port, opt.served_model_name.c_str(), opt.engine.preset.c_str(), opt.engine.block_size,
+              port, opt.served_model_name().c_str(), opt.engine.preset.c_str(), opt.engine.block_size, ranks.c_str(),
               publisher ? "on" : "off", publisher ? publisher->bound_endpoint().c_str() : "-",
               publisher && !publisher->bound_replay_endpoint().empty() ? publisher->bound_replay_endpoint().c_str()
                                                                        : "-");
@@ -130,6 +144,6 @@ int main(int argc, char** argv) {
   crash.reset();
   server.reset();
   io.destroy();
-  if (publisher) publisher->stop();
+  for (auto& p : publishers) p->stop();
   return 0;
 }

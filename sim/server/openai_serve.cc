@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "sim/server/openai_reply.h"
+#include "sim/server/python_json.h"
 #include "sim/server/server.h"
 #include "sim/server/server_io.h"
 #include "sim/server/validation.h"
@@ -139,7 +140,7 @@ std::optional<AgentError> render(bool chat, const json::object& o, const Prompte
 }  // namespace
 
 asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned version, bool keep_alive,
-                                              const std::string& body, bool chat, std::string request_id) {
+                                              const std::string& body, bool chat, Inbound in) {
   auto reply = [&](unsigned status, std::string b) {
     return write_response(socket, version, keep_alive, status, std::move(b), std::string("application/json"));
   };
@@ -153,12 +154,7 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   const json::object& o = validated.value();
   ParsedInference p = read_fields(chat, o);
   const CacheNamespace ns = namespace_of(p.model, p.cache_salt);
-  if (!p.model.empty() && p.model != opt_.served_model_name && !ns.lora()) {
-    const AgentError e{404, "NotFoundError",
-                       "The model `" + p.model + "` does not exist. Valid aliases: " + opt_.served_model_name + ".",
-                       "model"};
-    co_return co_await fail(e);
-  }
+  if (auto e = unknown_model(p.model, ns)) co_return co_await fail(*e);
   const uint64_t model_len = opt_.engine.max_model_len;
   if (auto e = detail::check_output_cap(p.max_tokens, p.max_tokens_param, model_len)) co_return co_await fail(*e);
   if (auto e = render(chat, o, prompter_, p)) co_return co_await fail(*e);
@@ -170,28 +166,9 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
     co_return co_await reply(error_status_, vllm_error("injected fault", error_type(error_status_), error_status_));
   }
 
-  const auto prompt_len = static_cast<uint32_t>(p.prompt.size());
-  Live live(ctx_);
-  live.id = next_id_++;
-  if (!engine_.add_request(live.id, std::move(p.prompt), static_cast<uint32_t>(max_tokens), ns)) {
-    co_return co_await fail(detail::pool_too_small(prompt_len, max_tokens, engine_pool_tokens()));
-  }
-  live_[live.id] = &live;
-  wake_driver();
-  auto done = std::make_shared<bool>(false);
-  auto cancel = std::make_shared<asio::cancellation_signal>();
-  asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &engine_, cancel), asio::detached);
-
-  OpenAiReply out(OpenAiReplyShape{chat, detail::response_id(chat ? "chatcmpl-" : "cmpl-", request_id, o, id_salt_ + live.id),
-                                   static_cast<int64_t>(wall_now()), ns.lora() ? ns.lora_name : opt_.served_model_name,
-                                   fingerprint_, opt_.enable_prompt_tokens_details, p.include_usage,
-                                   p.continuous_usage});
-  TokenUsage usage{prompt_len, 0, 0, 0};
-  FinishReason finish = FinishReason::kNone;
   bool write_failed = false;
   auto write_chunk = [&](std::string s) { return write_sse_chunk(socket, std::move(s), write_failed); };
-
-  if (p.stream) {
+  auto open_stream = [&]() -> asio::awaitable<void> {
     http::response<http::empty_body> res{http::status::ok, version};
     res.set(http::field::server, "uvicorn");
     res.set(http::field::content_type, "text/event-stream; charset=utf-8");
@@ -201,7 +178,47 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
     boost::system::error_code wec;
     co_await http::async_write_header(socket, sr, asio::redirect_error(asio::use_awaitable, wec));
     if (wec) write_failed = true;
+  };
+  auto close_stream = [&]() -> asio::awaitable<bool> {
+    co_await write_chunk("data: [DONE]\n\n");
+    if (!write_failed) {
+      boost::system::error_code wec;
+      co_await asio::async_write(socket, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
+      if (wec) write_failed = true;
+    }
+    co_return !write_failed && keep_alive;
+  };
+
+  // The data-parallel rank (X-Data-Parallel-Rank, else the API server's pick). vLLM checks the
+  // header's range when the engine client takes the request, inside the result generator: a
+  // non-streaming request gets the 400, a stream a 200 with the error as its one event.
+  auto placed = place(in);
+  if (!placed) {
+    const std::string message = placed.error();
+    if (!p.stream) co_return co_await reply(400, vllm_error(message, "BadRequestError", 400));
+    co_await open_stream();
+    json::value err = json::object{
+        {"error", json::object{{"message", message}, {"type", "BadRequestError"}, {"param", nullptr}, {"code", 400}}}};
+    co_await write_chunk("data: " + python_json_dumps(err) + "\n\n");
+    co_return co_await close_stream();
   }
+  Rank& rank = *placed.value();
+  const auto prompt_len = static_cast<uint32_t>(p.prompt.size());
+  Live live(ctx_);
+  if (!submit(rank, in, live, std::move(p.prompt), static_cast<uint32_t>(max_tokens), ns)) {
+    co_return co_await fail(detail::pool_too_small(prompt_len, max_tokens, engine_pool_tokens()));
+  }
+  auto done = std::make_shared<bool>(false);
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &rank.engine, cancel), asio::detached);
+
+  OpenAiReply out(OpenAiReplyShape{chat, detail::response_id(chat ? "chatcmpl-" : "cmpl-", in.request_id, o, id_salt_ + live.id),
+                                   static_cast<int64_t>(wall_now()), ns.lora() ? ns.lora_name : opt_.served_model_name(),
+                                   fingerprint_, opt_.enable_prompt_tokens_details, p.include_usage,
+                                   p.continuous_usage});
+  TokenUsage usage{prompt_len, 0, 0, 0};
+  FinishReason finish = FinishReason::kNone;
+  if (p.stream) co_await open_stream();
   bool first = true;
   bool stalled = false;  // fault: nothing more is written, and the connection is held open
   while (!live.client_gone && !write_failed && (finish == FinishReason::kNone || stalled)) {
@@ -235,21 +252,11 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   }
   *done = true;
   cancel->emit(asio::cancellation_type::terminal);
-  live_.erase(live.id);
-  if (live.client_gone || write_failed) {
-    engine_.abort(live.id);
-    ++cancelled_;
-    co_return false;
-  }
+  retire(live, live.client_gone || write_failed);
+  if (live.client_gone || write_failed) co_return false;
   if (!p.stream) co_return co_await reply(200, out.full(filler(0, usage.completion), finish_label(finish), usage));
   if (p.include_usage) co_await write_chunk(out.usage_chunk(usage));
-  co_await write_chunk("data: [DONE]\n\n");
-  if (!write_failed) {
-    boost::system::error_code wec;
-    co_await asio::async_write(socket, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, wec));
-    if (wec) write_failed = true;
-  }
-  co_return !write_failed && keep_alive;
+  co_return co_await close_stream();
 }
 
 }  // namespace ramjet::sim

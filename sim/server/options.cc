@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -75,9 +76,13 @@ const std::vector<Flag>& flags() {
        [](const std::string& v, SimOptions& o) { o.host = v; return std::string(); }},
       {"--port", true, "port (default 8000; 0 = ephemeral, printed at startup)",
        [](const std::string& v, SimOptions& o) { return parse_num<uint16_t>(v, o.port, 0, 65535); }},
-      {"--served-model-name", true, "model id served in /v1/models (default ramjet-sim)",
-       [](const std::string& v, SimOptions& o) { o.served_model_name = v; return std::string(); }},
-      {"--model", true, "model root reported in /v1/models",
+      {"--served-model-name", true, "model names served (aliases; the first names responses); default --model",
+       [](const std::string& v, SimOptions& o) {
+         if (v.empty()) return std::string("must not be empty");
+         o.served_model_names.push_back(v);
+         return std::string();
+       }},
+      {"--model", true, "model root reported in /v1/models (default ramjet-sim)",
        [](const std::string& v, SimOptions& o) { o.model_root = v; return std::string(); }},
       {"--engine-version", true, "version served by GET /version (default 0.32.0+ramjet.sim)",
        [](const std::string& v, SimOptions& o) {
@@ -123,8 +128,15 @@ const std::vector<Flag>& flags() {
          std::string e = parse_kv_events_config(v, o.kv);
          return e.empty() ? e : "--kv-events-config: " + e;
        }},
-      {"--data-parallel-rank", true, "DP rank: offsets KV-event ports and labels metrics",
-       [](const std::string& v, SimOptions& o) { return parse_num<int>(v, o.kv.data_parallel_rank, 0, 1024); }},
+      {"--data-parallel-rank", true, "run DP rank k alone: offsets KV-event ports, labels metrics",
+       [](const std::string& v, SimOptions& o) {
+         o.dp.rank_given = true;
+         return parse_num<int>(v, o.kv.data_parallel_rank, 0, 1024);
+       }},
+      {"--data-parallel-size", true, "N engine cores (DP ranks 0..N-1) behind this port, internal LB",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.dp.size, 1, 1024); }},
+      {"--api-server-count", true, "API servers balancing over the ranks (default: the DP size)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.dp.api_server_count, 1, 1024); }},
       {"--preset", true, "engine preset (timing and pool); flags given after it override",
        [](const std::string&, SimOptions&) { return std::string(); }},  // applied first, see parse_options
       {"--speed", true, "virtual-time scale: N runs N times faster than real time (default 1)",
@@ -241,16 +253,29 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
       errors.push_back(a + ": takes no value");
       continue;
     }
+    // argparse: a repeated --served-model-name replaces the earlier one (--lora-modules adds).
+    if (a == "--served-model-name") out.served_model_names.clear();
     if (std::string e = flag->apply(value, out); !e.empty()) errors.push_back(a + ": " + e);
-    // vLLM's --lora-modules takes several values (nargs='+'): the arguments up to the next flag.
-    if (a == "--lora-modules" && !has_value) {
+    // --lora-modules and --served-model-name take several values (nargs='+'): the arguments up
+    // to the next flag.
+    if ((a == "--lora-modules" || a == "--served-model-name") && !has_value) {
       while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
         if (std::string e = flag->apply(args[++i], out); !e.empty()) errors.push_back(a + ": " + e);
       }
     }
   }
+  if (out.served_model_names.empty()) out.served_model_names.push_back(out.model_root);  // vLLM: [args.model]
   for (const auto& m : out.lora_modules) {
-    if (m.name == out.served_model_name) errors.push_back("--lora-modules: adapter '" + m.name + "' is the served model's name");
+    // vLLM's _check_load_lora_adapter_request, which fails the start for a static adapter.
+    if (out.serves(m.name)) {
+      errors.push_back("--lora-modules: The lora adapter '" + m.name + "' conflicts with a served base model.");
+    }
+  }
+  // ParallelConfig: a rank outside [0, size) is refused (size 1 keeps the simulator's standalone
+  // rank: any --data-parallel-rank).
+  if (out.dp.rank_given && out.dp.size > 1 && static_cast<uint32_t>(out.kv.data_parallel_rank) >= out.dp.size) {
+    errors.push_back("--data-parallel-rank: data_parallel_rank (" + std::to_string(out.kv.data_parallel_rank) +
+                     ") must be in the range [0, " + std::to_string(out.dp.size) + ")");
   }
   const PromptFlags& pf = out.prompt;
   if (pf.tokenizer.empty()) {
@@ -264,6 +289,22 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
     errors.push_back("--chat-template and --native-formatter are exclusive");
   }
   return errors;
+}
+
+bool SimOptions::serves(std::string_view name) const {
+  return std::find(served_model_names.begin(), served_model_names.end(), name) != served_model_names.end();
+}
+
+std::vector<int> SimOptions::local_ranks() const {
+  if (dp.rank_given || dp.size <= 1) return {kv.data_parallel_rank};
+  std::vector<int> r;
+  for (uint32_t i = 0; i < dp.size; ++i) r.push_back(static_cast<int>(i));
+  return r;
+}
+
+uint32_t SimOptions::api_servers() const {
+  if (dp.api_server_count) return dp.api_server_count;
+  return dp.rank_given ? 1 : dp.size;  // vllm serve's default: the DP size for internal LB
 }
 
 std::string usage_text() {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/engine/engine.h"
@@ -55,10 +56,23 @@ struct LoraModule {
   std::string base_model_name;
 };
 
+// Data parallelism (vLLM's --data-parallel-size / --data-parallel-rank / --api-server-count):
+// which DP ranks this process runs. --data-parallel-size N alone: N engine cores behind this
+// port (internal load balancing over api_server_count API-server clients); --data-parallel-rank
+// k: this process is rank k alone (external load balancing, and with no size given the
+// simulator's standalone rank). The KV-event rank lives in PublisherConfig::data_parallel_rank.
+struct DataParallel {
+  uint32_t size = 1;              // --data-parallel-size
+  bool rank_given = false;        // --data-parallel-rank was given
+  uint32_t api_server_count = 0;  // --api-server-count; 0 = vLLM's default (size, or 1 with a rank)
+};
+
 struct SimOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8000;
-  std::string served_model_name = "ramjet-sim";
+  // --served-model-name a [b ...]: aliases of the one model; the first names responses and the
+  // metrics' model_name. Empty until parse_options, which defaults it to {--model}, as vLLM.
+  std::vector<std::string> served_model_names;
   std::string model_root = "ramjet-sim";
   std::string engine_version = "0.32.0+ramjet.sim";  // GET /version (the vLLM release modelled)
   PromptFlags prompt;
@@ -68,12 +82,19 @@ struct SimOptions {
   uint32_t default_max_tokens = 256;  // the sim never emits EOS; real models stop on their own
   double speed = 1.0;                 // virtual time runs this many times faster than real time
   PublisherConfig kv;
+  DataParallel dp;
   uint32_t gpus = 0;                  // synthetic DCGM-format GPU series on /metrics
   uint64_t seed = 1;
   Faults faults;
   HttpLimits http;
   bool help = false;
   bool version = false;  // --version: print the build (common/build_info.h) and exit
+
+  const std::string& served_model_name() const { return served_model_names.front(); }  // vLLM's model_name()
+  bool serves(std::string_view name) const;  // one of the served names (not an adapter)
+  // The DP ranks of the engine cores this process runs, in rank order (one unless internal LB).
+  std::vector<int> local_ranks() const;
+  uint32_t api_servers() const;  // API-server clients balancing over local_ranks()
 };
 
 // Parses argv (without the program name). Returns every error found.

@@ -28,50 +28,48 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace json = boost::json;
 using tcp = asio::ip::tcp;
-// server_io.h: the HTTP helpers shared by server.cc and agent_serve.cc.
+// server_io.h: the HTTP helpers shared by the server's files.
 using detail::find;
 using detail::vllm_error;
 using detail::wall_now;
 using detail::write_response;
 
-namespace {
-
-std::optional<uint64_t> as_u64(const json::value* v) {
-  if (!v) return std::nullopt;
-  if (v->is_uint64()) return v->as_uint64();
-  if (v->is_int64() && v->as_int64() >= 0) return static_cast<uint64_t>(v->as_int64());
-  return std::nullopt;
-}
-
-}  // namespace
-
-SimServer::SimServer(asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter)
+SimServer::SimServer(asio::io_context& ctx, SimOptions options, std::vector<KvPublisher*> publishers,
+                     Prompter prompter)
     : ctx_(ctx),
       frontend_(std::make_unique<asio::thread_pool>(1)),
       opt_(std::move(options)),
-      publisher_(publisher),
       prompter_(std::move(prompter)),
-      engine_(opt_.engine, publisher),
-      idle_wake_(ctx),
+      coordinator_(opt_.local_ranks().size()),
+      coordinator_wake_(ctx),
+      started_(std::chrono::steady_clock::now()),
       rng_(opt_.seed),
       hang_(opt_.faults.hang),
-      slow_ms_(opt_.faults.slow_ms),
       error_rate_(opt_.faults.error_rate),
       error_status_(opt_.faults.error_status),
       health_fail_(opt_.faults.health_fail),
       drop_header_bytes_(opt_.faults.drop_header_bytes),
       stall_after_tokens_(opt_.faults.stall_after_tokens),
       garbage_(opt_.faults.garbage) {
+  const std::vector<int> ranks = opt_.local_ranks();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ranks_.push_back(std::make_unique<Rank>(ctx, i, ranks[i], opt_.engine, i < publishers.size() ? publishers[i] : nullptr));
+    ranks_.back()->slow_ms = opt_.faults.slow_ms;
+  }
+  const uint32_t servers = opt_.api_servers();
+  for (uint32_t i = 0; i < servers; ++i) api_servers_.emplace_back(ranks_.size(), servers, i);
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   disabled_thinking_effort_ = prompter_.disabled_thinking_effort();
+  std::string names;
+  for (const auto& n : opt_.served_model_names) names += n + ",";
   fingerprint_ = detail::system_fingerprint(
-      opt_.engine_version, opt_.model_root + "|" + opt_.served_model_name + "|" + std::to_string(opt_.engine.max_model_len) +
-                               "|" + std::to_string(opt_.engine.block_size) + "|" + std::to_string(opt_.engine.num_gpu_blocks));
+      opt_.engine_version, opt_.model_root + "|" + names + "|" + std::to_string(opt_.engine.max_model_len) + "|" +
+                               std::to_string(opt_.engine.block_size) + "|" + std::to_string(opt_.engine.num_gpu_blocks));
 }
 
 uint64_t SimServer::engine_pool_tokens() const {
-  const auto st = engine_.stats();
+  const auto st = ranks_.front()->engine.stats();
   return static_cast<uint64_t>(st.num_gpu_blocks - 1) * st.block_size;  // minus the null block
 }
 
@@ -102,33 +100,34 @@ asio::awaitable<SimServer::Tokenized> SimServer::tokenize(std::string body) cons
   co_return out;
 }
 
-void SimServer::start() { asio::co_spawn(ctx_, drive(), asio::detached); }
+void SimServer::start() {
+  for (auto& r : ranks_) asio::co_spawn(ctx_, drive(*r), asio::detached);
+  if (ranks_.size() > 1) asio::co_spawn(ctx_, coordinate(), asio::detached);
+}
 
-void SimServer::wake_driver() { idle_wake_.cancel(); }
-
-asio::awaitable<void> SimServer::drive() {
+asio::awaitable<void> SimServer::drive(Rank& rank) {
   using clock = std::chrono::steady_clock;
   asio::steady_timer timer(ctx_);
   auto due = clock::now();
   for (;;) {
     boost::system::error_code ec;
-    if (engine_.idle() || paused_) {
-      idle_wake_.expires_at(clock::time_point::max());
-      co_await idle_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (rank.engine.idle() || rank.paused) {
+      rank.idle_wake.expires_at(clock::time_point::max());
+      co_await rank.idle_wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       due = clock::now();
       continue;
     }
-    StepResult r = engine_.step(wall_now());
-    ++steps_;
-    virtual_s_ += r.duration_s;
+    StepResult r = rank.engine.step(wall_now());
+    ++rank.steps;
+    rank.virtual_s += r.duration_s;
     due += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(r.duration_s / opt_.speed));
     auto now = clock::now();
     // The slow fault is wall time on top of the model: a degraded engine, whatever --speed says.
-    if (slow_ms_) due = std::max(due, now) + std::chrono::milliseconds(slow_ms_);
+    if (rank.slow_ms) due = std::max(due, now) + std::chrono::milliseconds(rank.slow_ms);
     if (now > due) {
       double lag = std::chrono::duration<double>(now - due).count();
-      if (lag > 0.001) ++late_steps_;
-      max_lag_s_ = std::max(max_lag_s_, lag);
+      if (lag > 0.001) ++rank.late_steps;
+      rank.max_lag_s = std::max(rank.max_lag_s, lag);
       if (lag > 0.25) due = now;  // far behind (e.g. a paused process): do not try to catch up
     } else {
       timer.expires_at(due);
@@ -137,41 +136,114 @@ asio::awaitable<void> SimServer::drive() {
     for (auto& out : r.outputs) {
       if (out.finish != FinishReason::kNone) {
         size_t k = out.finish == FinishReason::kStop ? 0 : out.finish == FinishReason::kLength ? 1 : 2;
-        ++success_by_reason_[k];
+        ++rank.success_by_reason[k];
+        // The API server that placed it counts it out (DPLBAsyncMPClient.process_engine_outputs).
+        if (auto p = placed_.find(out.id); p != placed_.end()) {
+          api_servers_[p->second].finished(rank.index);
+          placed_.erase(p);
+        }
       }
       auto it = live_.find(out.id);
       if (it == live_.end()) continue;
       it->second->updates.push_back(out);
       it->second->wake.cancel();
     }
+    publish_counts(rank);
   }
+}
+
+asio::awaitable<void> SimServer::coordinate() {
+  // Coordinator time is virtual (wall × --speed), so its 100 ms interval scales like the steps.
+  auto now_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() * opt_.speed;
+  };
+  for (;;) {
+    if (auto snapshot = coordinator_.maybe_publish(now_s())) {
+      for (auto& c : api_servers_) c.update(*snapshot);
+    }
+    const double wait_s = std::max(0.0, coordinator_.next_publish_s() - now_s()) / opt_.speed;
+    coordinator_wake_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(std::min(wait_s, 3600.0))));
+    boost::system::error_code ec;
+    co_await coordinator_wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+void SimServer::publish_counts(Rank& rank) {
+  if (ranks_.size() < 2 || rank.paused) return;  // a wedged engine core's busy loop publishes nothing
+  const EngineStats st = rank.engine.stats();
+  // A change after a quiet spell goes out at once: wake the coordinator to recompute its deadline.
+  if (coordinator_.engine_counts(rank.index, st.running, st.waiting, st.kv_cache_usage)) coordinator_wake_.cancel();
+}
+
+Result<SimServer::Rank*, std::string> SimServer::place(const Inbound& in) {
+  DpClient& client = api_servers_[in.api_server % api_servers_.size()];
+  if (in.dp_rank) {
+    const auto& v = in.dp_rank->value;
+    if (!v || *v < 0 || static_cast<uint64_t>(*v) >= ranks_.size()) {
+      return dp_rank_out_of_range(*in.dp_rank, ranks_.size());
+    }
+    client.pinned(static_cast<size_t>(*v));
+    return ranks_[static_cast<size_t>(*v)].get();
+  }
+  return ranks_[client.pick()].get();
+}
+
+bool SimServer::submit(Rank& rank, const Inbound& in, Live& live, std::vector<uint32_t> prompt, uint32_t max_tokens,
+                       const CacheNamespace& ns) {
+  const size_t server = in.api_server % api_servers_.size();
+  live.id = next_id_++;
+  live.rank = &rank;
+  if (!rank.engine.add_request(live.id, std::move(prompt), max_tokens, ns)) {
+    api_servers_[server].finished(rank.index);
+    return false;
+  }
+  placed_[live.id] = server;
+  live_[live.id] = &live;
+  publish_counts(rank);  // the engine took input
+  rank.wake();
+  return true;
+}
+
+void SimServer::retire(Live& live, bool abort) {
+  live_.erase(live.id);
+  if (!abort) return;
+  live.rank->engine.abort(live.id);
+  ++cancelled_;
+  // The engine reports the abort with its next step (perhaps much later when the rank goes
+  // idle); vLLM's engine answers an abort at once, so the placing API server counts it out now.
+  if (auto p = placed_.find(live.id); p != placed_.end()) {
+    api_servers_[p->second].finished(live.rank->index);
+    placed_.erase(p);
+  }
+  publish_counts(*live.rank);
+}
+
+std::optional<AgentError> SimServer::unknown_model(const std::string& model, const CacheNamespace& ns) const {
+  if (model.empty() || opt_.serves(model) || ns.lora()) return std::nullopt;
+  std::string aliases;
+  for (const auto& n : opt_.served_model_names) aliases += (aliases.empty() ? "" : ", ") + n;
+  return AgentError{404, "NotFoundError", "The model `" + model + "` does not exist. Valid aliases: " + aliases + ".",
+                    "model"};
 }
 
 namespace {
 
-// vLLM's validate_cache_salt (generate/base/protocol.py) for /sim/resident: a non-empty string
-// of at most 128 characters without '@', '/', '\\' or NUL when given (null = absent).
-std::string read_cache_salt(const json::object& o, std::string& out) {
-  const json::value* v = find(o, "cache_salt");
-  if (!v) return "";
-  if (!v->is_string() || v->as_string().empty()) return "Parameter 'cache_salt' must be a non-empty string if provided.";
-  size_t chars = 0;
-  for (unsigned char c : v->as_string()) chars += (c & 0xc0) != 0x80;
-  if (chars > 128 || v->as_string().find_first_of(std::string_view("@/\\\0", 4)) != std::string::npos)
-    return "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL.";
-  out = std::string(v->as_string());
-  return "";
-}
-
-// The X-Request-Id header (vLLM names chat, completions and messages responses after it).
-std::string request_id_of(const http::request<http::string_body>& req) {
-  auto it = req.find("X-Request-Id");
-  return it == req.end() ? std::string() : std::string(it->value());
+// The request head's X-Request-Id and X-Data-Parallel-Rank (vLLM reads the latter on chat,
+// completions and messages; an unparsable value is ignored).
+SimServer::Inbound inbound_of(const http::request<http::string_body>& req, size_t api_server) {
+  SimServer::Inbound in;
+  in.api_server = api_server;
+  if (auto it = req.find("X-Request-Id"); it != req.end()) in.request_id = std::string(it->value());
+  if (auto it = req.find("X-Data-Parallel-Rank"); it != req.end()) in.dp_rank = parse_dp_rank_header(it->value());
+  return in;
 }
 
 }  // namespace
 
 asio::awaitable<void> SimServer::serve(tcp::socket socket) {
+  // vLLM's API servers accept() on one shared socket: connections go to them in turn.
+  const size_t api_server = next_api_server_++ % api_servers_.size();
   beast::flat_buffer buffer;
   for (;;) {
     boost::system::error_code ec;
@@ -239,15 +311,20 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
                                         {"group", nullptr},
                                         {"is_blocking", false}}};
       };
-      json::object card{{"id", opt_.served_model_name}, {"object", "model"}, {"created", now},
-                        {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
-                        {"max_model_len", opt_.engine.max_model_len}, {"permission", permission()}};
-      json::array cards{card};
-      // Served LoRA adapters (vLLM's show_available_models): one card each, parent = the base.
+      // One card per served name (vLLM's base_model_paths, all rooted at --model), then one per
+      // LoRA adapter (show_available_models): parent = its base_model_name when that is a served
+      // name (load_lora_adapter keeps no other), else the first served name.
+      json::array cards;
+      for (const auto& name : opt_.served_model_names) {
+        cards.push_back(json::object{{"id", name}, {"object", "model"}, {"created", now},
+                                     {"owned_by", "vllm"}, {"root", opt_.model_root}, {"parent", nullptr},
+                                     {"max_model_len", opt_.engine.max_model_len}, {"permission", permission()}});
+      }
       for (const auto& m : opt_.lora_modules) {
+        const bool base = !m.base_model_name.empty() && opt_.serves(m.base_model_name);
         cards.push_back(json::object{{"id", m.name}, {"object", "model"}, {"created", now},
                                      {"owned_by", "vllm"}, {"root", m.path},
-                                     {"parent", m.base_model_name.empty() ? opt_.served_model_name : m.base_model_name},
+                                     {"parent", base ? m.base_model_name : opt_.served_model_name()},
                                      {"max_model_len", nullptr}, {"permission", permission()}});
       }
       json::object list{{"object", "list"}, {"data", std::move(cards)}};
@@ -255,14 +332,16 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
     } else if (get && path == "/metrics") {
       more = co_await reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
     } else if (get && path == "/kv_event_sources") {
-      // As vLLM 0.32: the publisher's resolved KVEventsConfig per data-parallel rank, {} without.
+      // As vLLM 0.32: each engine core's resolved KVEventsConfig (its endpoints offset by its
+      // rank) keyed by its data-parallel rank, {} without a ZMQ publisher.
       json::object sources;
-      if (publisher_ && opt_.kv.enabled && opt_.kv.publisher == "zmq") {
-        const std::string replay = publisher_->bound_replay_endpoint();
-        sources[std::to_string(opt_.kv.data_parallel_rank)] = json::object{
+      for (const auto& rank : ranks_) {
+        if (!rank->publisher || !opt_.kv.enabled || opt_.kv.publisher != "zmq") continue;
+        const std::string replay = rank->publisher->bound_replay_endpoint();
+        sources[std::to_string(rank->dp_rank)] = json::object{
             {"enable_kv_cache_events", true},
             {"publisher", "zmq"},
-            {"endpoint", publisher_->bound_endpoint()},
+            {"endpoint", rank->publisher->bound_endpoint()},
             {"replay_endpoint", replay.empty() ? json::value(nullptr) : json::value(replay)},
             {"buffer_steps", opt_.kv.buffer_steps},
             {"hwm", opt_.kv.hwm},
@@ -273,7 +352,8 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string body = json::serialize(sources);
       more = co_await reply(200, std::move(body), "application/json");
     } else if (post && path == "/reset_prefix_cache") {
-      const bool ok = engine_.reset_prefix_cache(wall_now());
+      bool ok = true;  // every engine core resets; the answer is whether all did
+      for (auto& r : ranks_) ok = r->engine.reset_prefix_cache(wall_now()) && ok;
       std::string body = ok ? std::string() : vllm_error("requests are running", "BadRequestError", 400);
       std::string ctype = ok ? std::string() : std::string("application/json");
       more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
@@ -314,10 +394,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       break;
     } else if (post && (path == "/v1/responses" || path == "/v1/messages")) {
       const AgentApi api = path == "/v1/messages" ? AgentApi::kMessages : AgentApi::kResponses;
-      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api, request_id_of(req));
+      more = co_await serve_agent(socket, req.version(), keep_alive, req.body(), api, inbound_of(req, api_server));
     } else if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
       more = co_await serve_openai(socket, req.version(), keep_alive, req.body(), path == "/v1/chat/completions",
-                                   request_id_of(req));
+                                   inbound_of(req, api_server));
     } else {
       more = co_await reply(404, R"({"detail":"Not Found"})", "application/json");
     }
@@ -331,7 +411,7 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
 CacheNamespace SimServer::namespace_of(const std::string& model, const std::string& cache_salt) const {
   CacheNamespace ns;
   ns.cache_salt = cache_salt;
-  if (model.empty() || model == opt_.served_model_name) return ns;
+  if (model.empty() || opt_.serves(model)) return ns;  // aliases share one cache namespace
   for (size_t i = 0; i < opt_.lora_modules.size(); ++i) {
     if (opt_.lora_modules[i].name != model) continue;
     ns.lora_name = model;
@@ -341,181 +421,5 @@ CacheNamespace SimServer::namespace_of(const std::string& model, const std::stri
   return ns;
 }
 
-std::string SimServer::handle_admin(const std::string& path, const std::string& body, unsigned& status) {
-  boost::system::error_code ec;
-  json::value v = body.empty() ? json::value(json::object{}) : json::parse(body, ec);
-  if (ec || !v.is_object()) {
-    status = 400;
-    return vllm_error("admin body must be a JSON object", "BadRequestError", 400);
-  }
-  const auto& o = v.as_object();
-  if (path == "/sim/resident") {
-    std::vector<uint32_t> tokens;
-    if (auto* t = find(o, "tokens"); t && t->is_array()) {
-      for (const auto& x : t->as_array())
-        if (auto id = as_u64(&x)) tokens.push_back(static_cast<uint32_t>(*id));
-    } else if (find(o, "messages") || (find(o, "prompt") && find(o, "prompt")->is_string())) {
-      auto ids = find(o, "messages") ? prompter_.chat(o) : prompter_.text(find(o, "prompt")->as_string(), true);
-      if (!ids) {
-        status = 400;
-        return vllm_error(ids.error().message, "BadRequestError", 400);
-      }
-      tokens = std::move(ids.value());
-    }
-    std::string salt, model;
-    if (auto e = read_cache_salt(o, salt); !e.empty()) {
-      status = 400;
-      return vllm_error(e, "BadRequestError", 400);
-    }
-    if (auto* m = find(o, "model"); m && m->is_string()) model = m->as_string();
-    const CacheNamespace ns = namespace_of(model, salt);
-    json::object r{{"prompt_tokens", tokens.size()}, {"resident_tokens", engine_.resident_prefix_tokens(tokens, ns)}};
-    auto st = engine_.stats();
-    r["running"] = st.running;
-    r["waiting"] = st.waiting;
-    return json::serialize(r);
-  }
-  if (path == "/sim/fault") {
-    if (auto* x = find(o, "crash"); x && x->is_bool() && x->as_bool()) {
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
-    if (auto* x = find(o, "hang"); x && x->is_bool()) hang_ = x->as_bool();
-    if (auto* x = find(o, "pause"); x && x->is_bool()) {
-      paused_ = x->as_bool();
-      if (!paused_) wake_driver();
-    }
-    if (auto* x = find(o, "health_fail"); x && x->is_bool()) health_fail_ = x->as_bool();
-    if (auto* x = find(o, "garbage"); x && x->is_bool()) garbage_ = x->as_bool();
-    if (auto x = as_u64(find(o, "drop_header_bytes"))) drop_header_bytes_ = *x;
-    if (auto x = as_u64(find(o, "stall_after_tokens"))) stall_after_tokens_ = static_cast<uint32_t>(*x);
-    if (auto x = as_u64(find(o, "slow_ms"))) slow_ms_ = static_cast<uint32_t>(*x);
-    if (auto x = as_u64(find(o, "tokenize_delay_ms"))) tokenize_delay_ms_ = static_cast<uint32_t>(*x);
-    if (auto* x = find(o, "error_rate"); x && x->is_number()) error_rate_ = x->to_number<double>();
-    if (auto x = as_u64(find(o, "error_status"))) error_status_ = static_cast<unsigned>(*x);
-    if (publisher_) {
-      if (auto x = as_u64(find(o, "kv_drop"))) publisher_->fault_drop(static_cast<uint32_t>(*x));
-      if (auto x = as_u64(find(o, "kv_skip"))) publisher_->fault_skip(static_cast<uint32_t>(*x));
-      if (auto x = as_u64(find(o, "kv_garbage"))) publisher_->fault_garbage(static_cast<uint32_t>(*x));
-      if (auto* x = find(o, "kv_restart"); x && x->is_bool() && x->as_bool()) publisher_->fault_restart();
-    }
-    if (auto* x = find(o, "reset_prefix_cache"); x && x->is_bool() && x->as_bool()) {
-      if (!engine_.reset_prefix_cache(wall_now())) {
-        status = 409;
-        return vllm_error("requests are running", "ConflictError", 409);
-      }
-    }
-    return json::serialize(json::object{{"hang", hang_}, {"health_fail", health_fail_}, {"slow_ms", slow_ms_},
-                                        {"error_rate", error_rate_}, {"error_status", error_status_},
-                                        {"garbage", garbage_}, {"drop_header_bytes", drop_header_bytes_},
-                                        {"stall_after_tokens", stall_after_tokens_}, {"pause", paused_},
-                                        {"tokenize_delay_ms", tokenize_delay_ms_}});
-  }
-  if (path == "/sim/stats") {
-    auto st = engine_.stats();
-    return json::serialize(json::object{
-        {"running", st.running}, {"waiting", st.waiting}, {"kv_cache_usage", st.kv_cache_usage},
-        {"free_blocks", st.free_blocks}, {"cached_blocks", st.cached_blocks}, {"steps", steps_},
-        {"virtual_seconds", virtual_s_}, {"late_steps", late_steps_}, {"max_lag_seconds", max_lag_s_},
-        {"generation_tokens", st.generation_tokens}, {"prompt_tokens", st.prompt_tokens},
-        {"prefix_cache_hits", st.prefix_cache_hits}, {"prefix_cache_queries", st.prefix_cache_queries},
-        {"kv_next_sequence", publisher_ ? publisher_->next_sequence() : 0},
-        {"requests_cancelled", cancelled_},
-        {"finished_stop", success_by_reason_[0]}, {"finished_length", success_by_reason_[1]},
-        {"finished_abort", success_by_reason_[2]}});
-  }
-  status = 404;
-  return vllm_error("unknown admin path", "NotFoundError", 404);
-}
-
-// Synthetic GPU telemetry in DCGM-exporter format (--gpus N), derived from the engine's load so
-// a dashboard shows bursts and per-device differences. Not a vLLM metric: real deployments
-// scrape dcgm-exporter. Labels follow dcgm-exporter's (gpu, UUID, device, modelName).
-void SimServer::write_dcgm(metrics::Exposition& x, const EngineStats& st) const {
-  const double busy = std::min(1.0, (st.running + 0.25 * st.waiting) / std::max(1.0, opt_.engine.max_num_seqs / 8.0));
-  const double total_mib = 97887;  // a 96 GB card
-  struct Field {
-    const char* name;
-    const char* help;
-  };
-  const Field fields[] = {
-      {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."},
-      {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."},
-      {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."},
-      {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."},
-      {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."},
-      {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."},
-      {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."},
-  };
-  for (const auto& f : fields) {
-    x.family(f.name, "gauge", f.help);
-    for (uint32_t g = 0; g < opt_.gpus; ++g) {
-      // Devices differ a little (the hot card of the seed's node06 ran ~5 C warmer).
-      const double skew = 1.0 + 0.03 * g;
-      double v = 0;
-      std::string_view n = f.name;
-      if (n == "DCGM_FI_DEV_GPU_UTIL") v = std::round(std::min(100.0, 100 * busy * skew));
-      if (n == "DCGM_FI_DEV_FB_USED") v = std::round(total_mib * (0.45 + 0.5 * st.kv_cache_usage));
-      if (n == "DCGM_FI_DEV_FB_FREE") v = std::round(total_mib * (0.55 - 0.5 * st.kv_cache_usage));
-      if (n == "DCGM_FI_DEV_POWER_USAGE") v = 80 + 500 * busy * skew;
-      if (n == "DCGM_FI_DEV_GPU_TEMP") v = std::round(34 + 45 * busy + (g == 1 ? 5 : 0));
-      if (n == "DCGM_FI_DEV_SM_CLOCK") v = busy > 0.01 ? 2430 : 345;
-      if (n == "DCGM_FI_DEV_MEM_CLOCK") v = busy > 0.01 ? 14001 : 405;
-      const std::string id = std::to_string(g);
-      x.sample(f.name,
-               "gpu=\"" + id + "\",UUID=\"GPU-sim-" + std::to_string(opt_.kv.data_parallel_rank) + "-" + id +
-                   "\",device=\"nvidia" + id + "\",modelName=\"ramjet-sim GPU\"",
-               v);
-    }
-  }
-}
-
-std::string SimServer::metrics_text() const {
-  const auto st = engine_.stats();
-  const std::string labels = "model_name=\"" + opt_.served_model_name + "\",engine=\"" +
-                             std::to_string(opt_.kv.data_parallel_rank) + "\"";
-  metrics::Exposition x;
-  auto one = [&](std::string_view name, std::string_view type, std::string_view help, double v) {
-    x.family(name, type, help);
-    x.sample(name, labels, v);
-  };
-  auto d = [](uint64_t v) { return static_cast<double>(v); };
-  one("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", st.running);
-  one("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", st.waiting);
-  one("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", st.kv_cache_usage);
-  one("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
-      d(st.prefix_cache_queries));
-  one("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
-      d(st.prefix_cache_hits));
-  one("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", d(st.prompt_tokens));
-  one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", d(st.generation_tokens));
-  one("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", d(st.preemptions));
-  x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
-  const char* reasons[] = {"stop", "length", "abort"};
-  for (int i = 0; i < 3; ++i) {
-    x.sample("vllm:request_success_total", labels + ",finished_reason=\"" + reasons[i] + "\"", success_by_reason_[i]);
-  }
-  if (opt_.engine.timing.speculative_tokens > 0) {
-    one("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", d(st.spec_drafts));
-    one("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", d(st.spec_draft_tokens));
-    one("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", d(st.spec_accepted_tokens));
-    x.family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.");
-    for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i) {
-      x.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total",
-               labels + ",position=\"" + std::to_string(i) + "\"", st.spec_accepted_per_pos[i]);
-    }
-  }
-  x.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
-  x.sample("vllm:cache_config_info",
-           labels + ",block_size=\"" + std::to_string(st.block_size) + "\",enable_prefix_caching=\"" +
-               (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
-               std::to_string(st.num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"",
-           1.0);
-  if (opt_.gpus > 0) write_dcgm(x, st);
-  // The simulator's own health of its clock (not a vLLM metric).
-  one("ramjet_sim_max_lag_seconds", "gauge", "Largest delay of an engine step behind the virtual clock.", max_lag_s_);
-  one("ramjet_sim_late_steps_total", "counter", "Engine steps that finished behind the virtual clock.", d(late_steps_));
-  return x.take();
-}
 
 }  // namespace ramjet::sim

@@ -2,7 +2,8 @@
 // completions (JSON and SSE, openai_reply.h), OpenAI Responses and Anthropic Messages
 // (agent_convert.h, agent_reply.h), vLLM's request validation (validation.h), /v1/models, /health, /version, /tokenize, /metrics with vLLM's
 // names, /reset_prefix_cache, /kv_event_sources, plus /sim/* admin (faults, resident-prefix
-// oracle, stats). Drives the engine model on virtual time; everything runs on one io thread.
+// oracle, stats). Drives one engine model per data-parallel rank on virtual time, placing
+// requests as vLLM's DP client does (dp_balance.h); everything runs on one io thread.
 // Prompts are tokenized by sim/server/prompt.h (built-in or real tokenizer).
 //
 // Its HTTP code is its own on purpose (not src/net): the simulator is the independent peer that
@@ -15,15 +16,20 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "common/result.h"
 #include "metrics/metrics.h"
 #include "sim/engine/engine.h"
 #include "sim/kv/publisher.h"
 #include "sim/server/agent_convert.h"
+#include "sim/server/dp_balance.h"
 #include "sim/server/options.h"
 #include "sim/server/prompt.h"
 
@@ -32,24 +38,47 @@ namespace ramjet::sim {
 class SimServer {
  public:
   // `prompter` tokenizes every prompt (the built-in tokenizer unless --tokenizer was loaded).
-  SimServer(boost::asio::io_context& ctx, SimOptions options, KvPublisher* publisher, Prompter prompter = {});
+  // `publishers`: one per rank of options.local_ranks(), in that order (null: no KV events).
+  SimServer(boost::asio::io_context& ctx, SimOptions options, std::vector<KvPublisher*> publishers,
+            Prompter prompter = {});
   ~SimServer();
 
-  void start();  // starts the engine driver
+  void start();  // starts each rank's engine driver (and the DP coordinator with several ranks)
   boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
 
   struct Live;
+  struct Rank;
+  // What a request's head says beyond its body: X-Request-Id (vLLM names chat, completions and
+  // messages responses after it), X-Data-Parallel-Rank, and the API server its connection went to.
+  struct Inbound {
+    std::string request_id;
+    std::optional<DpRankHeader> dp_rank;
+    size_t api_server = 0;
+  };
 
  private:
-  boost::asio::awaitable<void> drive();
+  boost::asio::awaitable<void> drive(Rank& rank);
+  // The DP coordinator's loop: the ranks' load snapshots to every API-server client.
+  boost::asio::awaitable<void> coordinate();
+  // The rank a request runs on: the header's (an index into ranks_, as vLLM's engine list; an
+  // index outside it is vLLM's 400, returned as its message) or the API server's pick.
+  Result<Rank*, std::string> place(const Inbound& in);
+  // Queues a request on `rank` (false: the pool can never hold it). Registers it for the driver.
+  bool submit(Rank& rank, const Inbound& in, Live& live, std::vector<uint32_t> prompt, uint32_t max_tokens,
+              const CacheNamespace& ns);
+  // The HTTP side is done with it; `abort`: its client went away, so the engine drops it.
+  void retire(Live& live, bool abort);
+  void publish_counts(Rank& rank);
+  Rank* rank_named(const boost::json::object& o, std::string& error);  // admin "rank": a DP rank number
+  // 404 for a model that is neither a served name nor an adapter, as vLLM's _check_model.
+  std::optional<AgentError> unknown_model(const std::string& model, const CacheNamespace& ns) const;
   // POST /v1/responses and /v1/messages: convert to chat, render with prompter_, run the engine,
   // answer in the API's shape. Returns whether the connection stays open.
   boost::asio::awaitable<bool> serve_agent(boost::asio::ip::tcp::socket& socket, unsigned version, bool keep_alive,
-                                           const std::string& body, AgentApi api, std::string request_id);
-  // POST /v1/chat/completions (chat) and /v1/completions (openai_serve.cc). `request_id`: the
-  // X-Request-Id header (vLLM names the response after it), or "".
+                                           const std::string& body, AgentApi api, Inbound in);
+  // POST /v1/chat/completions (chat) and /v1/completions (openai_serve.cc).
   boost::asio::awaitable<bool> serve_openai(boost::asio::ip::tcp::socket& socket, unsigned version, bool keep_alive,
-                                            const std::string& body, bool chat, std::string request_id);
+                                            const std::string& body, bool chat, Inbound in);
   // Tokens the pool can ever hold for one request (the engine refuses more).
   uint64_t engine_pool_tokens() const;
   // POST /sim/render?api=chat|responses|messages: the converted chat messages and prompt token
@@ -60,8 +89,7 @@ class SimServer {
   // --lora-modules) and its cache_salt.
   CacheNamespace namespace_of(const std::string& model, const std::string& cache_salt) const;
   std::string metrics_text() const;
-  void write_dcgm(metrics::Exposition& x, const EngineStats& st) const;
-  void wake_driver();
+  void write_dcgm(metrics::Exposition& x, const Rank& rank, size_t index) const;
   // POST /tokenize: the body's token ids or a 400 message, computed on frontend_ (vLLM tokenizes
   // in its API server process, beside the engine core: a tokenize call never stalls a step).
   struct Tokenized {
@@ -73,24 +101,21 @@ class SimServer {
   boost::asio::io_context& ctx_;
   std::unique_ptr<boost::asio::thread_pool> frontend_;  // one thread
   SimOptions opt_;
-  KvPublisher* publisher_;
   Prompter prompter_;
-  Engine engine_;
-  boost::asio::steady_timer idle_wake_;
+  std::vector<std::unique_ptr<Rank>> ranks_;  // options.local_ranks(), in rank order
+  // Data-parallel placement (dp_balance.h): one coordinator, one client per API server.
+  DpCoordinator coordinator_;
+  std::vector<DpClient> api_servers_;
+  boost::asio::steady_timer coordinator_wake_;
+  std::chrono::steady_clock::time_point started_;
+  size_t next_api_server_ = 0;  // connections go to the API servers in turn
+  std::unordered_map<uint64_t, size_t> placed_;  // engine request id -> the API server that placed it
   std::unordered_map<uint64_t, Live*> live_;
   uint64_t next_id_ = 1;
   std::mt19937_64 rng_;
-  // Driver bookkeeping (virtual time vs wall time).
-  double virtual_s_ = 0;
-  double max_lag_s_ = 0;
-  uint64_t late_steps_ = 0;
-  uint64_t steps_ = 0;
-  uint64_t success_by_reason_[3] = {0, 0, 0};  // stop, length, abort
   uint64_t cancelled_ = 0;  // requests aborted because their client went away (/sim/stats)
   uint64_t id_salt_ = 0;    // makes Responses/Messages ids differ between processes (vLLM: uuid4)
   bool hang_ = false;
-  bool paused_ = false;  // /sim/fault {"pause":true}: the engine takes no step (requests queue)
-  uint32_t slow_ms_ = 0;
   double error_rate_ = 0;
   unsigned error_status_ = 503;
   bool health_fail_ = false;

@@ -24,10 +24,32 @@
 
 namespace ramjet::sim {
 
+// One data-parallel rank (a vLLM engine core): its scheduler and block pool (Engine), its
+// KV-event publisher, its step loop's clock bookkeeping and counters, its engine-side faults.
+struct SimServer::Rank {
+  Rank(boost::asio::io_context& ctx, size_t index, int dp_rank, const EngineConfig& config, KvPublisher* publisher)
+      : index(index), dp_rank(dp_rank), publisher(publisher), engine(config, publisher), idle_wake(ctx) {}
+  size_t index;  // in SimServer::ranks_ (what X-Data-Parallel-Rank names)
+  int dp_rank;   // its data-parallel rank (metrics' engine label, KV-event batches and port offset)
+  KvPublisher* publisher;
+  Engine engine;
+  boost::asio::steady_timer idle_wake;  // the driver's sleep while idle or paused
+  bool paused = false;  // /sim/fault {"pause":true}: takes requests, never steps, publishes no load
+  uint32_t slow_ms = 0;
+  // Driver bookkeeping (virtual time vs wall time).
+  double virtual_s = 0;
+  double max_lag_s = 0;
+  uint64_t late_steps = 0;
+  uint64_t steps = 0;
+  uint64_t success_by_reason[3] = {0, 0, 0};  // stop, length, abort
+  void wake() { idle_wake.cancel(); }
+};
+
 // One request in flight: the driver appends engine outputs, the HTTP coroutine consumes them.
 struct SimServer::Live {
   explicit Live(boost::asio::io_context& ctx) : wake(ctx) {}
   uint64_t id = 0;
+  Rank* rank = nullptr;  // where it runs (set by submit)
   std::deque<RequestOutput> updates;
   boost::asio::steady_timer wake;
   bool client_gone = false;

@@ -34,14 +34,17 @@ CTX, POOL_TOKENS, BATCH = 8192, 16384, 2048
 
 # Paths (see `walk`) whose difference is by design, with the reason; docs/sim.md lists the same.
 DELIBERATE: dict = {}
+# Both serve the model under a second name too (--served-model-name takes several: aliases).
+ALIAS = SERVED_NAME + "-alias"
 
 
 @pytest.fixture(scope="module")
 def pair(request, vllm_model, vllm_logs):
     [engine] = start_fixture_engines(
         request, vllm_model, vllm_logs, 1, kv_tokens=POOL_TOKENS, max_model_len=CTX,
-        extra=TOOL_FLAGS + ("--prefix-caching-hash-algo", "sha256_cbor", "--max-num-batched-tokens", str(BATCH)))
-    sim = SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name", SERVED_NAME,
+        extra=TOOL_FLAGS + ("--prefix-caching-hash-algo", "sha256_cbor", "--max-num-batched-tokens", str(BATCH),
+                            "--served-model-name", SERVED_NAME, ALIAS))  # (replaces the engine's one name)
+    sim = SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", TPL, "--served-model-name", SERVED_NAME, ALIAS,
                   "--model", engine.model, "--max-model-len", str(CTX), "--engine-version", VERSION,
                   "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(POOL_TOKENS // BLOCK_SIZE),
                   "--max-num-batched-tokens", str(BATCH), "--max-num-seqs", "16", "--hash-seed", "0",
@@ -195,6 +198,10 @@ def cases(tag: str) -> list:
         ("chat malformed", "POST", "/v1/chat/completions", b'{"model": "qwen3", "messages": ['),
         ("chat no messages", "POST", "/v1/chat/completions", {"model": SERVED_NAME}),
         ("chat unknown model", "POST", "/v1/chat/completions", dict(chat_a, model="nope")),
+        # The second served name: served, answered under the first, sharing its prefix cache.
+        ("chat alias warm", "POST", "/v1/chat/completions", dict(chat_a, model=ALIAS)),
+        ("completions alias", "POST", "/v1/completions",
+         {"model": ALIAS, "max_tokens": 3, "prompt": long_text(tag + "B ", 40)}),
         ("chat too long", "POST", "/v1/chat/completions",
          dict(chat_a, messages=[{"role": "user", "content": long_text(tag, 1000)}])),
         # vLLM 0.32 clamps max_tokens to what the context leaves (it no longer refuses it).
@@ -233,6 +240,14 @@ def test_every_answer_ramjet_reads_has_vllms_shape_and_values(pair, tag):
     for d in diffs:
         print("DIFF", d)
     assert not diffs, f"{len(diffs)} differences between vLLM and ramjet-sim (printed above)"
+
+
+def test_an_unknown_model_gets_vllms_404_naming_every_alias(pair):
+    engine, sim = pair
+    body = {"model": "nope", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
+    a, b = engine.request("POST", "/v1/chat/completions", body), sim.request("POST", "/v1/chat/completions", body)
+    assert (a.status, a.json()) == (b.status, b.json())
+    assert b.json()["error"]["message"] == f"The model `nope` does not exist. Valid aliases: {SERVED_NAME}, {ALIAS}."
 
 
 # -------------------------------------------------------------------------------------- KV events
