@@ -15,6 +15,13 @@ random tokens (the weights are), so tests assert on shapes, counts and routing, 
     /health; stop() ends the whole process group (the API server and its engine core).
   * start_engines(n, ...): n engines, started one at a time (vLLM picks its internal ports when
     it starts; two starting together can race for one).
+  * VllmEngine(data_parallel_size=n): one `vllm serve` with n data-parallel ranks (n engine
+    cores and workers behind one API server, `--api-server-count 1`; vLLM's default is n API
+    servers sharing the port). Each rank publishes on its own `tcp://*:0` ports (an OS-chosen port
+    is not offset by rank), read back into kv_sources {rank: (live, replay)}; kv_live / kv_replay
+    stay rank 0's. A request goes to one rank with dp_header(rank) (chat, completions and
+    Messages honour it; the Responses API ignores it; a rank out of range is a 400). Measured on
+    2 cores: ~70 s to /health for n=2 (~36 s for n=1); ~4.8 GB PSS (7.4 GB summed RSS).
 
 Sizing (docs/testing.md): the CPU attention backend on an AVX-512 CPU takes only block sizes
 that are multiples of 32, so every engine uses 32; fp32 KV of this model is 1 KiB per token, so
@@ -52,10 +59,17 @@ TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 TOPIC = "kv"
 VERSION = "0.32.0"
 START_TIMEOUT_S = float(os.environ.get("RAMJET_VLLM_START_TIMEOUT", "240"))
+# Sends a request to one data-parallel rank (chat, completions, Messages; not Responses).
+DP_RANK_HEADER = "X-Data-Parallel-Rank"
 
 
 class VllmUnavailable(RuntimeError):
     pass
+
+
+def dp_header(rank: int) -> dict:
+    """The header that sends one request to data-parallel rank `rank` of a DP engine."""
+    return {DP_RANK_HEADER: str(rank)}
 
 
 def vllm_bin() -> Path:
@@ -96,7 +110,7 @@ class VllmEngine:
     def __init__(self, model: str, *, name: str = SERVED_NAME, max_model_len: int = MAX_MODEL_LEN,
                  kv_tokens: int = KV_TOKENS, kv_events: bool = True, topic: str = TOPIC,
                  extra: tuple = (), env: Optional[dict] = None, log_path: Optional[str] = None,
-                 port: Optional[int] = None):
+                 port: Optional[int] = None, data_parallel_size: int = 1):
         self.model = model
         self.name = name
         self.max_model_len = max_model_len
@@ -107,10 +121,12 @@ class VllmEngine:
         self.env_extra = dict(env or {})
         self.log_path = log_path
         self.port = port or 0
+        self.data_parallel_size = data_parallel_size
         self.proc: Optional[subprocess.Popen] = None
         self.lines: list[str] = []
         self._lock = threading.Lock()
         self.kv_live = self.kv_replay = None
+        self.kv_sources: dict = {}  # {dp rank: (live endpoint, replay endpoint)}
         self.start_seconds = 0.0
         self.starts = 0
 
@@ -125,6 +141,8 @@ class VllmEngine:
              "--max-num-seqs", "16", "--disable-uvicorn-access-log"]
         if self.kv_events:
             a += ["--kv-events-config", kv_events_config(self.topic)]
+        if self.data_parallel_size > 1:
+            a += ["--data-parallel-size", str(self.data_parallel_size), "--api-server-count", "1"]
         return a + list(self.extra)
 
     def environment(self) -> dict:
@@ -174,6 +192,11 @@ class VllmEngine:
             sources = self.get_json("/kv_event_sources")
             src = sources["0"]
             self.kv_live, self.kv_replay, self.topic = src["endpoint"], src["replay_endpoint"], src["topic"]
+            self.kv_sources = {int(r): (s["endpoint"], s["replay_endpoint"]) for r, s in sources.items()}
+            if len(self.kv_sources) != self.data_parallel_size:
+                self.stop()
+                raise RuntimeError(f"/kv_event_sources lists ranks {sorted(self.kv_sources)}, "
+                                   f"expected {self.data_parallel_size}")
         return self
 
     def _pump(self, proc, log) -> None:
