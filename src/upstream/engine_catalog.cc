@@ -148,9 +148,11 @@ void EngineCatalog::learn_models(size_t i, const std::vector<ModelCard>& cards) 
   if (i >= models_.size()) return;
   if (models_[i] && models_[i]->size() == cards.size() &&
       std::equal(cards.begin(), cards.end(), models_[i]->begin(), [](const ModelCard& a, const ModelCard& b) {
-        return a.id == b.id && a.card == b.card;
+        return a.id == b.id && a.parent == b.parent && a.max_model_len == b.max_model_len;
       })) {
-    return;  // the same answer as last time (every refresh): nothing to rebuild
+    // The same models as last time (every refresh; vLLM stamps each answer's `created` and
+    // permission ids anew): nothing to rebuild, and the pools' rotations go on.
+    return;
   }
   models_[i] = cards;
   rebuild_pools();

@@ -139,4 +139,14 @@ std::vector<uint32_t> ModelPools::engine_labels(size_t engine) const {
   return out;
 }
 
+std::string ModelPools::engine_models(size_t engine) const {
+  std::string out;
+  for (const Model& m : models_) {
+    if (m.adapter || !m.engines.has(engine)) continue;
+    if (!out.empty()) out += ", ";
+    out += m.id;
+  }
+  return out;
+}
+
 }  // namespace ramjet::upstream

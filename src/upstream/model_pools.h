@@ -100,8 +100,10 @@ class ModelPools {
   const EngineSet& unlisted() const { return unlisted_; }
   size_t listed_engines() const { return listed_; }
   size_t base_models() const { return bases_; }
-  // The base models an engine serves, as label slots (the dashboard, metrics).
+  // The base models an engine serves, as label slots (metrics), and as their names joined with
+  // ", " ("" while its list is not known: the dashboard).
   std::vector<uint32_t> engine_labels(size_t engine) const;
+  std::string engine_models(size_t engine) const;
 
  private:
   std::vector<Model> models_;
