@@ -87,7 +87,7 @@ const std::array kOptions = {
            .doc = "A file of RJ_NAME=value lines (# comments, blank lines; values as in the "
                   "environment) for every option the environment and command line leave unset. "
                   "SIGHUP reads it again, validates the whole configuration and applies what can "
-                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS and KV-endpoint items; "
+                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS, RJ_UPSTREAM_DP_SIZE and KV-endpoint items; "
                   "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_LOAD_UNIT_BYTES, "
                   "RJ_ROUTE_MAX_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
                   "configuration and logs every problem; other changed options are named in the log and "
@@ -140,6 +140,18 @@ const std::array kOptions = {
                   "An empty item (or no setting) takes the engine's own GET /v1/models. A request goes "
                   "only to engines serving its model; one no engine serves gets 404 from ramjet.",
            .field = &Config::upstream_models},
+    Option{.env = "RJ_UPSTREAM_DP_SIZE",
+           .flag = "--upstream-dp-size",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .doc = "Data-parallel ranks of each engine (vLLM --data-parallel-size N), one item per "
+                  "RJ_UPSTREAM entry in the same order, then one per RJ_UPSTREAM_DNS name (for all of "
+                  "its engines); 1 = one routing target (unset: 1 for all). An engine with N > 1 takes N ordinals "
+                  "(ranks 0..N-1, joining and leaving together): each rank has its own load, cache "
+                  "index and KV-event source, and ramjet pins each request to the rank it chose with "
+                  "X-Data-Parallel-Rank (a client's own header is dropped).",
+           .field = &Config::upstream_dp_size},
     // --- listeners ---
     Option{.env = "RJ_LISTEN",
            .flag = "--listen",

@@ -187,10 +187,12 @@ asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const net::Member& me
     outcome = Discovery::kBadAnswer;
   } else if (sources->empty()) {
     outcome = Discovery::kNone;
-  } else if (sources->size() > 1) {
-    outcome = Discovery::kUnsupported;
+  } else if (!member.dp_rank && sources->size() > 1) {
+    outcome = Discovery::kUnsupported;  // several ranks behind one target: declare them (RJ_UPSTREAM_DP_SIZE)
+  } else if (const KvEventSource* mine = source_of(*sources, member.dp_rank); mine == nullptr) {
+    outcome = Discovery::kNone;  // this rank publishes nothing (or the engine has fewer ranks)
   } else {
-    const KvEventSource& s = sources->front();
+    const KvEventSource& s = *mine;
     auto live = resolve_endpoint(s.endpoint, url.host);
     std::optional<std::string> replay = std::string();
     if (!s.replay_endpoint.empty()) replay = resolve_endpoint(s.replay_endpoint, url.host);
