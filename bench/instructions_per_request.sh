@@ -103,10 +103,10 @@ if kind == "long":
         messages.append({"role": "tool", "tool_call_id": f"call_{i}",
                          "content": f"int f{i}() {{ return {i}; }}  // file contents\n" * 12})
         i += 1
-    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+    body = {"model": "bench-model", "stream": True, "stream_options": {"include_usage": True},
             "messages": messages, "tools": tools}
 else:
-    body = {"model": "m", "stream": kind == "sse",
+    body = {"model": "bench-model", "stream": kind == "sse",
             "messages": [{"role": "system", "content": "You are a helpful assistant. " * 20},
                          {"role": "user", "content": "Say something about routers. " * 10}]}
     if kind == "sse":

@@ -44,7 +44,8 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
                                             const route::Router& router, const observe::DecisionLog* decisions,
                                             const upstream::EngineScraper* scraper,
                                             const cache::events::KvFleet* kv,
-                                            const route::PredictionCheck* predictions) {
+                                            const route::PredictionCheck* predictions,
+                                            const upstream::EngineCatalog* catalog) {
   observe::DashboardSources s;
   s.ramjet = [&m, decisions](observe::Reading& r) {
     r.completion_tokens = m.completion_tokens.get();
@@ -85,6 +86,7 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& m, cons
     s.kv_source = [kv](size_t i) -> std::string_view { return i < kv->size() ? kv->inventory_label(i) : "none"; };
   }
   if (predictions) s.exact_withdrawn = [predictions](size_t i) { return predictions->withdrawn(i); };
+  if (catalog) s.models = [catalog](size_t i) { return catalog->pools()->engine_models(i); };
   return s;
 }
 

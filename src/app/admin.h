@@ -13,6 +13,7 @@
 #include "net/tls.h"
 #include "observe/dashboard.h"
 #include "observe/decision_log.h"
+#include "upstream/engine_catalog.h"
 #include "upstream/engine_stats.h"
 #include "metrics/metrics.h"
 #include "request/route/prediction_check.h"
@@ -41,7 +42,8 @@ observe::DashboardSources dashboard_sources(const request::ProxyMetrics& proxy, 
                                             const route::Router& router, const observe::DecisionLog* decisions,
                                             const upstream::EngineScraper* scraper,
                                             const cache::events::KvFleet* kv = nullptr,
-                                            const route::PredictionCheck* predictions = nullptr);
+                                            const route::PredictionCheck* predictions = nullptr,
+                                            const upstream::EngineCatalog* catalog = nullptr);
 
 // Samples `sources` into `dashboard` once a second on `ctx` until dashboard.stop().
 void start_dashboard_sampler(boost::asio::io_context& ctx, observe::Dashboard& dashboard,

@@ -822,7 +822,7 @@ int main(int argc, char** argv) {
   app::start_dashboard_sampler(
       io.at(0), dashboard,
       app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper, &kv,
-                             exact_mode == route::ExactMode::kOn ? &predictions : nullptr));
+                             exact_mode == route::ExactMode::kOn ? &predictions : nullptr, catalog.get()));
   (*api)->start();
   (*admin)->start();
   auto a = (*api)->local_endpoint();

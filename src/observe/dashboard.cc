@@ -340,6 +340,8 @@ void Dashboard::render_state_locked(const Reading& r) {
     else
       append_json_string(out, er.kv_source);
     out += er.exact_withdrawn ? ",\"exact_withdrawn\":true" : ",\"exact_withdrawn\":false";
+    out += ",\"models\":";
+    append_json_string(out, er.models);
     out += ',', key(out, "req_rate"), numf(out, ep.req_rate);
     out += ',', key(out, "running"), numf(out, ep.running);
     out += ',', key(out, "waiting"), numf(out, ep.waiting);
@@ -550,6 +552,9 @@ Reading read_sources(const DashboardSources& s, int64_t unix_ms) {
   }
   if (s.exact_withdrawn) {
     for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].exact_withdrawn = s.exact_withdrawn(e);
+  }
+  if (s.models) {
+    for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].models = s.models(e);
   }
   return r;
 }

@@ -117,6 +117,8 @@ struct EngineReading {
   // Its exact trust is withdrawn: its predictions kept missing its own cached-token reports
   // (request/route/prediction_check.h); exact routing falls back as for an untrusted index.
   bool exact_withdrawn = false;
+  // The base models it serves ("llama, qwen"; empty while its list is not known).
+  std::string models;
 };
 
 // Everything one tick reads. Counters are cumulative; the dashboard takes the deltas.
@@ -228,6 +230,8 @@ struct DashboardSources {
   std::function<std::string_view(size_t)> kv_source;
   // Optional, set when exact placements are checked: whether engine i's exact trust is withdrawn.
   std::function<bool(size_t)> exact_withdrawn;
+  // Optional: the base models engine i serves (upstream/model_pools.h).
+  std::function<std::string(size_t)> models;
 };
 Reading read_sources(const DashboardSources& s, int64_t unix_ms);
 

@@ -356,6 +356,14 @@ TEST(Dashboard, EachEnginesKvIndexStateIsReadAndShown) {
   EXPECT_EQ(e0.at("kv_index").as_string(), "trusted");
   EXPECT_TRUE(e0.at("exact_withdrawn").as_bool());
   EXPECT_FALSE(later.at("engines").as_array()[1].at("exact_withdrawn").as_bool());
+
+  // The models each engine serves (several models behind one ramjet), "" while not known.
+  EXPECT_EQ(later.at("engines").as_array()[0].at("models").as_string(), "");
+  src.models = [](size_t i) -> std::string { return i == 2 ? "qwen3" : "llama, qwen3"; };
+  d.tick(read_sources(src, 1'800'000'002'000));
+  auto with_models = boost::json::parse(*d.state_json());
+  EXPECT_EQ(with_models.at("engines").as_array()[0].at("models").as_string(), "llama, qwen3");
+  EXPECT_EQ(with_models.at("engines").as_array()[2].at("models").as_string(), "qwen3");
 }
 
 TEST(Dashboard, ClientsAreBoundedAndWokenOnTickAndStop) {

@@ -111,8 +111,11 @@ std::vector<MetricSection> metric_sections() {
        "engine: scrape each companion as its own target",
        companion::Server::families()},
       {"Engine catalog", "upstream::EngineCatalog::write_metrics (src/upstream/engine_catalog.cc)",
-       "when exact routing is on or in shadow (discovery series for `discover` engines only)",
-       upstream::catalog_families()},
+       "always (discovery series for `discover` engines only)", upstream::catalog_families()},
+      {"Models", "upstream::EngineCatalog::write_model_metrics (src/upstream/engine_catalog.cc)",
+       "always (one `model` series per base model the engines list or RJ_UPSTREAM_MODELS declares; "
+       "shown here for engines declaring qwen3 and llama)",
+       upstream::model_families()},
       {"Exact predictions", "route::PredictionCheck::write_metrics (src/request/route/prediction_check.cc)",
        "when exact routing is on (RJ_EXACT_ROUTE_MODE on, or auto with KV endpoints)", route::prediction_families()},
       {"Exact tokenize budget", "request::TokenizeBudget::write_metrics (src/request/stream/tokenize_budget.cc)",
@@ -216,10 +219,14 @@ std::vector<std::string> render_sections_for_docs() {
   upstream::EngineCatalogConfig catalog_config;
   catalog_config.upstreams = urls;
   catalog_config.discover = {true, false, false};
+  catalog_config.declared = {{"qwen3"}, {"qwen3"}, {"llama"}};
   upstream::EngineCatalog catalog(catalog_config, nullptr);
   metrics::Exposition f2;
   catalog.write_metrics(f2);
   out.push_back(f2.take());
+  metrics::Exposition fm;
+  catalog.write_model_metrics(fm, [](size_t) { return true; });
+  out.push_back(fm.take());
   route::PredictionCheck check(urls.size(), route::PredictionCheckConfig{}, clock);
   metrics::Exposition g;
   check.write_metrics(g);

@@ -17,7 +17,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr std::array<metrics::Family, 4> kFamilies = {{
+constexpr std::array<metrics::Family, 2> kFamilies = {{
     {"ramjet_kv_discovery_total", metrics::MetricKind::kCounter, "upstream,outcome",
      "GET /kv_event_sources calls to engines whose RJ_KV_EVENT_LIVE_ENDPOINTS item is `discover`, by "
      "outcome: found (one source, endpoints subscribed), not_offered (404: set the endpoints "
@@ -26,6 +26,8 @@ constexpr std::array<metrics::Family, 4> kFamilies = {{
     {"ramjet_catalog_adapters", metrics::MetricKind::kGauge, "upstream",
      "LoRA adapters the engine's GET /v1/models lists (exact routing looks an adapter's requests "
      "up in the adapter's namespace on every engine)."},
+}};
+constexpr std::array<metrics::Family, 2> kModelFamilies = {{
     {"ramjet_model_engines", metrics::MetricKind::kGauge, "model,state",
      "Engines serving each base model (its LoRA adapters follow it), as RJ_UPSTREAM_MODELS declares "
      "or the engines' GET /v1/models list: listed (active engines), healthy (of those, serving now). "
@@ -39,6 +41,7 @@ constexpr std::array<metrics::Family, 4> kFamilies = {{
 }  // namespace
 
 std::span<const metrics::Family> catalog_families() { return kFamilies; }
+std::span<const metrics::Family> model_families() { return kModelFamilies; }
 
 std::string_view label(Discovery d) {
   switch (d) {
@@ -145,9 +148,11 @@ void EngineCatalog::learn_models(size_t i, const std::vector<ModelCard>& cards) 
   if (i >= models_.size()) return;
   if (models_[i] && models_[i]->size() == cards.size() &&
       std::equal(cards.begin(), cards.end(), models_[i]->begin(), [](const ModelCard& a, const ModelCard& b) {
-        return a.id == b.id && a.card == b.card;
+        return a.id == b.id && a.parent == b.parent && a.max_model_len == b.max_model_len;
       })) {
-    return;  // the same answer as last time (every refresh): nothing to rebuild
+    // The same models as last time (every refresh; vLLM stamps each answer's `created` and
+    // permission ids anew): nothing to rebuild, and the pools' rotations go on.
+    return;
   }
   models_[i] = cards;
   rebuild_pools();
@@ -271,7 +276,7 @@ void EngineCatalog::write_model_metrics(metrics::Exposition& x, const std::funct
       if (m.engines.has(i)) engines[m.label].add(i);
     }
   }
-  const auto& e = kFamilies[2];
+  const auto& e = kModelFamilies[0];
   x.family(e);
   for (uint32_t slot = 0; slot <= kMaxModelLabels; ++slot) {
     if (slot >= labels.size() && engines[slot].empty()) continue;
@@ -280,7 +285,7 @@ void EngineCatalog::write_model_metrics(metrics::Exposition& x, const std::funct
     x.sample(e.name, label(slot) + ",state=\"listed\"", static_cast<int64_t>(engines[slot].count()));
     x.sample(e.name, label(slot) + ",state=\"healthy\"", static_cast<int64_t>(up));
   }
-  const auto& r = kFamilies[3];
+  const auto& r = kModelFamilies[1];
   x.family(r);
   for (uint32_t slot = 0; slot <= kMaxModelLabels; ++slot) {
     const uint64_t n = model_requests_[slot].load(std::memory_order_relaxed);

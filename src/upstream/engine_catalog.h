@@ -139,5 +139,7 @@ class EngineCatalog {
 
 // The families EngineCatalog::write_metrics writes (docs/metrics.md).
 std::span<const metrics::Family> catalog_families();
+// The families EngineCatalog::write_model_metrics writes.
+std::span<const metrics::Family> model_families();
 
 }  // namespace ramjet::upstream

@@ -103,6 +103,7 @@ std::shared_ptr<const ModelPools> ModelPools::build(const std::vector<EngineMode
     }
   }
   for (uint32_t k = 0; k < out->models_.size(); ++k) out->by_id_.emplace(out->models_[k].id, k);
+  out->rotations_ = std::make_unique<std::atomic<uint64_t>[]>(out->models_.size());
   return out;
 }
 
@@ -111,7 +112,7 @@ ModelPools::Pick ModelPools::pick(std::optional<std::string_view> model) const {
   if (!model) return {bases_ <= 1 ? Verdict::kAny : Verdict::kAmbiguous};
   if (auto it = by_id_.find(*model); it != by_id_.end() && !models_[it->second].engines.empty()) {
     const Model& m = models_[it->second];
-    return {Verdict::kServed, &m.pool, &m};
+    return {Verdict::kServed, &m.pool, &m, &rotations_[it->second]};
   }
   if (!unlisted_.empty()) return {Verdict::kUnlisted, &unlisted_};
   return {Verdict::kUnknown};
@@ -134,6 +135,16 @@ std::vector<uint32_t> ModelPools::engine_labels(size_t engine) const {
     if (!m.adapter && m.engines.has(engine) && std::find(out.begin(), out.end(), m.label) == out.end()) {
       out.push_back(m.label);
     }
+  }
+  return out;
+}
+
+std::string ModelPools::engine_models(size_t engine) const {
+  std::string out;
+  for (const Model& m : models_) {
+    if (m.adapter || !m.engines.has(engine)) continue;
+    if (!out.empty()) out += ", ";
+    out += m.id;
   }
   return out;
 }

@@ -26,6 +26,7 @@
 // operator declared appear (at most kMaxModelLabels; further ones share the label `_other`).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -78,6 +79,7 @@ class ModelPools {
     Verdict verdict = Verdict::kAny;
     const EngineSet* engines = nullptr;  // kServed, kUnlisted: the pool; otherwise null (every engine)
     const Model* model = nullptr;        // kServed: the model
+    std::atomic<uint64_t>* rotation = nullptr;  // kServed: the model's tie-break counter
   };
 
   // `labels`: the base models' metric labels in slot order, as the caller keeps them across
@@ -98,11 +100,16 @@ class ModelPools {
   const EngineSet& unlisted() const { return unlisted_; }
   size_t listed_engines() const { return listed_; }
   size_t base_models() const { return bases_; }
-  // The base models an engine serves, as label slots (the dashboard, metrics).
+  // The base models an engine serves, as label slots (metrics), and as their names joined with
+  // ", " ("" while its list is not known: the dashboard).
   std::vector<uint32_t> engine_labels(size_t engine) const;
+  std::string engine_models(size_t engine) const;
 
  private:
   std::vector<Model> models_;
+  // Per model: the rotation that breaks ties among its pool's engines (routing's; mutable in an
+  // otherwise immutable snapshot, reset when the snapshot is rebuilt).
+  std::unique_ptr<std::atomic<uint64_t>[]> rotations_;
   std::unordered_map<std::string_view, uint32_t> by_id_;  // views into models_[].id
   EngineSet unlisted_;
   size_t listed_ = 0;  // active engines whose models are known

@@ -91,6 +91,8 @@ def test_shadow_counts_but_never_changes_a_route(sims, ramjet_factory):
 
 def test_invalid_session_headers_are_ignored_and_counted_and_never_reach_the_engine(engine_factory, ramjet_factory):
     engines = engine_factory(2)
+    for e in engines:
+        e.model = "ramjet-sim"  # the model the requests name
     rj = ramjet_factory(engines, env=ON)
     h = {"Content-Type": "application/json"}
     for value in ("", "x" * 257):

@@ -268,13 +268,23 @@ function renderOverview() {
     { label: '1 s', color: '#38bdf8', values: s.gen_tps, width: 1 },
     { label: '30 s mean', color: '#22c55e', values: s.gen_tps_30s, width: 2 },
   ], { t: s.t, height: 160 });
-  $('#ov-engines').innerHTML = engines.map((e) => {
+  const chip = (e) => {
     const k = kvShown(e);
     return `<span class="chip ${e.state}${kvUntrusted(k) ? ' kv-untrusted' : ''}" data-ordinal="${e.ordinal}"` +
       `${k ? ` data-kv="${esc(k)}" title="${esc(KV_INDEX[k] || '')}"` : ''}>` +
       `#${e.ordinal} ${profileShort(e.profile)} · ${esc(stateLabel(e.state))} · ${e.inflight} in flight` +
       `${kvUntrusted(k) ? ` · <b>${esc(kvLabel(k))}</b>` : ''}</span>`;
-  }).join('');
+  };
+  // Engines grouped by the models they serve, when they do not all serve the same.
+  const byModel = new Map();
+  for (const e of engines) {
+    const m = e.models || '';
+    if (!byModel.has(m)) byModel.set(m, []);
+    byModel.get(m).push(e);
+  }
+  $('#ov-engines').innerHTML = [...byModel].map(([m, list]) =>
+    (byModel.size > 1 ? `<span class="model-group">${esc(m || 'models not known yet')}</span>` : '') +
+    list.map(chip).join('')).join('');
 }
 
 function renderHours() {
@@ -514,7 +524,7 @@ function renderGpus() {
   let html = '';
   for (const [key, list] of groups) {
     const e = key === 'host' ? null : (st.engines || [])[key];
-    const title = e ? `engine ${e.ordinal} <span class="muted">· ${esc(e.profile)}</span><span class="state ${e.state}">${esc(stateLabel(e.state))}</span>` : 'host GPUs <span class="muted">(nvidia-smi)</span>';
+    const title = e ? `engine ${e.ordinal} <span class="muted">· ${esc(e.profile)}${e.models ? ' · ' + esc(e.models) : ''}</span><span class="state ${e.state}">${esc(stateLabel(e.state))}</span>` : 'host GPUs <span class="muted">(nvidia-smi)</span>';
     html += `<div class="card engine-group${list.length > 4 ? ' wide' : ''}" data-engine="${key}"><h2>${title} <span class="muted">· ${list.length} device${list.length === 1 ? '' : 's'}</span></h2><div class="gpu-grid">`;
     for (const g of list) {
       const total = isNum(g.fb_used_mib) && isNum(g.fb_free_mib) ? g.fb_used_mib + g.fb_free_mib : null;

@@ -157,9 +157,14 @@ class Policy {
   // settled by rotation: tied engines then take turns however many untied decisions come in
   // between (a counter advanced by every decision gave every cold prefix of a steady
   // 1-cold-in-4 workload the same engine of two). Concurrent decisions may share a value.
-  Decision decide_next(const RouteRequest& req, const FleetSnapshot& fleet) {
-    Decision d = decide(req, fleet, counter_.load(std::memory_order_relaxed));
-    if (d.rotated) counter_.fetch_add(1, std::memory_order_relaxed);
+  // `counter`: a rotation of the caller's (a model's pool keeps its own: pools that share
+  // engines and take turns with each other would otherwise see every other value of one counter
+  // and always pick the same tied engine); null: the policy's own.
+  Decision decide_next(const RouteRequest& req, const FleetSnapshot& fleet,
+                       std::atomic<uint64_t>* counter = nullptr) {
+    std::atomic<uint64_t>& c = counter != nullptr ? *counter : counter_;
+    Decision d = decide(req, fleet, c.load(std::memory_order_relaxed));
+    if (d.rotated) c.fetch_add(1, std::memory_order_relaxed);
     return d;
   }
   Decision decide(const request::PreparedRequest& req, const FleetSnapshot& fleet) {

@@ -22,7 +22,8 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
   for (const OverlapSource* s : sources_) has_exact_ = has_exact_ || s->name() == "exact";
 }
 
-Routed Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool) {
+Routed Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool,
+                      std::atomic<uint64_t>* rotation) {
   const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
   FleetSnapshot snap = FleetSnapshot::of(fleet_);
   if (pool != nullptr) std::erase_if(snap.candidates, [pool](const CandidateState& c) { return !pool->has(c.ordinal); });
@@ -82,9 +83,9 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
   r.request = RouteRequest::of(req, policy->config());
   if (session_.mode == SessionAffinityMode::kOff || !request::is_inference(req.endpoint) ||
       static_cast<size_t>(req.endpoint) >= session_counts_.size()) {
-    r.decision = policy->decide_next(r.request, snap);
+    r.decision = policy->decide_next(r.request, snap, rotation);
   } else {
-    r.decision = decide_with_session(req, r.request, snap, r.session, *policy);
+    r.decision = decide_with_session(req, r.request, snap, r.session, *policy, rotation);
     session_counts_[static_cast<size_t>(req.endpoint)][static_cast<size_t>(r.session.outcome)].fetch_add(
         1, std::memory_order_relaxed);
   }
@@ -120,27 +121,27 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
 }
 
 Decision Router::decide_with_session(const request::PreparedRequest& req, const RouteRequest& rr, FleetSnapshot& snap,
-                                     SessionNote& note, Policy& policy) {
+                                     SessionNote& note, Policy& policy, std::atomic<uint64_t>* rotation) {
   note.enabled = true;
   const request::SessionId& session = req.session;
   if (session.source == request::SessionSource::kInvalid) note.outcome = SessionOutcome::kInvalid;
   if (session.source != request::SessionSource::kHeader && session.source != request::SessionSource::kUser) {
     if (session.source == request::SessionSource::kNone) note.outcome = SessionOutcome::kNoSession;
-    return policy.decide_next(rr, snap);
+    return policy.decide_next(rr, snap, rotation);
   }
   FleetSnapshot prior = snap;
   std::vector<size_t> ordinals;
   ordinals.reserve(snap.candidates.size());
   for (const CandidateState& c : snap.candidates) ordinals.push_back(c.ordinal);
-  if (ordinals.empty()) return policy.decide_next(rr, snap);
+  if (ordinals.empty()) return policy.decide_next(rr, snap, rotation);
   apply_session_prior(session_, session_pair(session_.key, session.value, ordinals), prior, note);
   const bool bonus = note.target && std::any_of(prior.candidates.begin(), prior.candidates.end(), [&](const CandidateState& c) {
                        return c.ordinal == *note.target && c.session_bonus != 0;
                      });
-  if (!bonus) return policy.decide_next(rr, snap);
+  if (!bonus) return policy.decide_next(rr, snap, rotation);
   // The same rotation for both: whether the bonus moved the winner is the only difference.
   const bool on = session_.mode == SessionAffinityMode::kOn;
-  Decision used = policy.decide_next(rr, on ? prior : snap);
+  Decision used = policy.decide_next(rr, on ? prior : snap, rotation);
   const Decision other = policy.decide(rr, on ? snap : prior, used.rotation);
   const CandidateTerms* with = on ? used.first_dispatch() : other.first_dispatch();
   const CandidateTerms* without = on ? other.first_dispatch() : used.first_dispatch();

@@ -71,7 +71,9 @@ class Router {
 
   // `pool`: the engines that serve the request's model (upstream/model_pools.h; null: every
   // engine). The others are not candidates at all, not even to fail open to or retry on.
-  Routed decide(const request::PreparedRequest& req, const upstream::EngineSet* pool = nullptr);
+  // `rotation`: the pool's own tie-break counter (null: the policy's).
+  Routed decide(const request::PreparedRequest& req, const upstream::EngineSet* pool = nullptr,
+                std::atomic<uint64_t>* rotation = nullptr);
 
   // Registers a cold request's prefix as being prefilled on `engine` (an empty lease when the
   // request was not cold or single-flight is off). Keep the lease until the response ends.
@@ -109,7 +111,7 @@ class Router {
   std::array<std::array<std::atomic<uint64_t>, static_cast<size_t>(SessionOutcome::kCount)>, 4> session_counts_{};
   // Decides with the session prior applied (on) or only recorded (shadow).
   Decision decide_with_session(const request::PreparedRequest& req, const RouteRequest& rr, FleetSnapshot& snap,
-                               SessionNote& note, Policy& policy);
+                               SessionNote& note, Policy& policy, std::atomic<uint64_t>* rotation);
   bool has_exact_ = false;  // a source named "exact" is among sources_
   std::array<std::atomic<uint64_t>, static_cast<size_t>(ExactOutcome::kCount)> exact_outcomes_{};
   std::array<std::atomic<uint64_t>, 4> canary_{};  // decisions per request::ExactCohort

@@ -190,13 +190,14 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
 
   s.pools.reset();
   s.pool = nullptr;
+  s.pool_rotation = nullptr;
   if (config_.models != nullptr) {
     if (x.endpoint == Endpoint::kModels && co_await answer_models(s, x)) co_return;
     if (is_inference(x.endpoint) && !co_await pick_pool(s, x)) co_return;
   }
   read_session_header(s.req.fields, s.prep.session);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
-  const route::Routed routed = router_.decide(s.prep, s.pool);
+  const route::Routed routed = router_.decide(s.prep, s.pool, s.pool_rotation);
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {
@@ -271,6 +272,7 @@ asio::awaitable<bool> Proxy::pick_pool(Session& s, Exchange& x) {
     case upstream::ModelPools::Verdict::kServed:
       config_.models->count_request(pick.model->label);
       s.pool = pick.engines;
+      s.pool_rotation = pick.rotation;
       break;
     case upstream::ModelPools::Verdict::kUnlisted:
       s.pool = pick.engines;

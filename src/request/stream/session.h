@@ -121,6 +121,7 @@ struct Proxy::Session {
   // the snapshot that owns that set.
   std::shared_ptr<const upstream::ModelPools> pools;
   const upstream::EngineSet* pool = nullptr;
+  std::atomic<uint64_t>* pool_rotation = nullptr;
   OutBuffers out_buffers;
   std::optional<net::ResponseParser> parser;
   std::optional<UsageAccumulator> usage;
