@@ -6,6 +6,7 @@ rank's KV events (discovered: GET /kv_event_sources, source k for rank k) and lo
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 
@@ -225,3 +226,47 @@ def test_a_wedged_rank_leaves_the_others_serving(rj, dp4):
     for t in threads:
         t.join(30)
     assert [s for s, _ in results] == [200] * 8
+
+
+def test_a_reload_changes_the_number_of_ranks(tmp_path, dp4, ramjet_factory):
+    conf = tmp_path / "ramjet.env"
+    conf.write_text(f"RJ_UPSTREAM={dp4.url}\nRJ_UPSTREAM_DP_SIZE=2\n")
+    rj = ramjet_factory(env={"RJ_CONFIG_FILE": str(conf), "RJ_PROBE_INTERVAL_MS": "200"})
+
+    def replicas():
+        return {r["index"]: r for r in rj.health()[1]["replicas"] if not r.get("leaving")}
+
+    def ranks():
+        m = rj.metrics()
+        return {u: m.get("ramjet_upstream_dp_rank", upstream=str(u), engine="0") for u in range(5)}
+
+    poll(lambda: set(replicas()) == {0, 1} and all(r["healthy"] for r in replicas().values()), timeout=15,
+         what="two ranks in service")
+    assert ranks() == {0: 0, 1: 1, 2: None, 3: None, 4: None}
+
+    def hup(applied):
+        rj.proc.send_signal(signal.SIGHUP)
+        poll(lambda: rj.metrics().get("ramjet_config_reloads_total", outcome="applied") == applied, timeout=10,
+             what="the reload applied")
+
+    conf.write_text(f"RJ_UPSTREAM={dp4.url}\nRJ_UPSTREAM_DP_SIZE=4\n")
+    hup(1)  # two more ranks join (the first two stay)
+    poll(lambda: set(replicas()) == {0, 1, 2, 3} and all(r["healthy"] for r in replicas().values()), timeout=20,
+         what="four ranks in service")
+    assert ranks() == {0: 0, 1: 1, 2: 2, 3: 3, 4: None}
+    before = served(dp4)
+    placed = {k: 0 for k in range(RANKS)}
+    for i in range(6):
+        r = through(rj, chat(f"reload-{i}"))
+        assert r.status == 200, r.body
+        placed[int(r.header("X-Ramjet-Upstream"))] += 1
+    after = served(dp4)
+    assert {k: after[k] - before[k] for k in range(RANKS)} == placed
+
+    conf.write_text(f"RJ_UPSTREAM={dp4.url}\n")
+    hup(2)  # no ranks: the four leave together, the whole engine is one target again
+    poll(lambda: len(replicas()) == 1 and all(r["healthy"] for r in replicas().values()), timeout=20,
+         what="the whole engine in service")
+    assert set(replicas()).isdisjoint({0, 1, 2, 3})
+    poll(lambda: all(v is None for v in ranks().values()), timeout=5, what="no rank series")
+    assert through(rj, chat("whole")).status == 200
