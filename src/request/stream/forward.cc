@@ -21,6 +21,7 @@
 #include "net/http.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
+#include "request/stream/rank_header.h"
 #include "request/stream/session.h"
 
 namespace ramjet::request {
@@ -44,13 +45,6 @@ bool closed_early(const boost::system::error_code& ec) {
 
 bool is_session_header(const net::HeadFields& fields, size_t i) {
   return fields.id(i) == http::field::unknown && beast::iequals(fields.name(i), "X-Session-ID");
-}
-
-// X-Data-Parallel-Rank pins a request to one of an engine's data-parallel ranks (vLLM). Ramjet
-// chooses the rank (a slot per rank, net/roster.h): a client's own field is never forwarded.
-constexpr std::string_view kRankHeader = "X-Data-Parallel-Rank";
-bool is_rank_header(const net::HeadFields& fields, size_t i) {
-  return fields.id(i) == http::field::unknown && beast::iequals(fields.name(i), kRankHeader);
 }
 
 // X-Session-ID: exactly one field of 1..256 bytes names the session; several, an empty or a
@@ -128,13 +122,7 @@ size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url, std
     ++fields;
   }
   net::append_field(out, "Host", url.host_header());
-  if (dp_rank) {
-    out.append(kRankHeader);
-    out.append(": ");
-    net::append_decimal(out, *dp_rank);
-    out.append("\r\n");
-    ++fields;
-  }
+  fields += append_rank_header(out, dp_rank);  // (a client's was dropped above)
   if (own_keys && s.authenticated && !config_.upstream_authorization.empty()) {
     net::append_field(out, "Authorization", config_.upstream_authorization);
     ++fields;
