@@ -673,6 +673,12 @@ int main(int argc, char** argv) {
                                 return kv.untrusted_seconds(i, clock.now_ms());
                               }});
   }
+  // An ordinal that is one data-parallel rank says which (RJ_UPSTREAM_DP_SIZE); others leave it out.
+  fleet.add_replica_number({"dp_rank", [&roster](size_t i) -> std::optional<double> {
+                              const auto m = roster.member(i);
+                              if (!m || !m->dp_rank) return std::nullopt;
+                              return static_cast<double>(*m->dp_rank);
+                            }});
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }

@@ -87,6 +87,7 @@ def settle(rj, interval: float = 0.3) -> None:
 
 
 def test_each_rank_is_an_ordinal_with_its_own_kv_source(rj, dp4):
+    assert [(r["index"], r.get("dp_rank")) for r in rj.health()[1]["replicas"]] == [(k, k) for k in range(RANKS)]
     m = rj.metrics()
     for k in range(RANKS):
         assert m.get("ramjet_upstream_dp_rank", upstream=str(k), engine="0") == k
