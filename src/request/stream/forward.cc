@@ -181,7 +181,12 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   s.pool_rotation = nullptr;
   if (config_.models != nullptr) {
     if (x.endpoint == Endpoint::kModels && co_await answer_models(s, x)) co_return;
-    if (is_inference(x.endpoint) && !co_await pick_pool(s, x)) co_return;
+    if (is_inference(x.endpoint)) {
+      if (const std::optional<Rejection> why = pick_pool(s)) {
+        co_await refuse_model(s, x, *why);
+        co_return;
+      }
+    }
   }
   read_session_header(s.req.fields, s.prep.session);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
@@ -232,31 +237,17 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   co_await send_error(s, x, timeout ? 504 : 502, "upstream unavailable", timeout ? "upstream_timeout" : "upstream_error");
 }
 
-asio::awaitable<bool> Proxy::pick_pool(Session& s, Exchange& x) {
+std::optional<Rejection> Proxy::pick_pool(Session& s) {
   const PreparedRequest& prep = s.prep;
-  if (prep.model_field == ModelField::kBad) {
-    metrics_.rejections[static_cast<size_t>(Rejection::kBadModel)].inc();
-    co_await send_error(s, x, 400, "model must be a non-empty string of at most 1024 bytes", "BadRequestError");
-    co_return false;
-  }
+  if (prep.model_field == ModelField::kBad) return Rejection::kBadModel;
   s.pools = config_.models->pools();
   const upstream::ModelPools::Pick pick =
       s.pools->pick(prep.model_field == ModelField::kName ? std::optional<std::string_view>(prep.model) : std::nullopt);
   switch (pick.verdict) {
     case upstream::ModelPools::Verdict::kAmbiguous:
-      metrics_.rejections[static_cast<size_t>(Rejection::kModelRequired)].inc();
-      co_await send_error(s, x, 400, "model is required: the engines behind this server serve several models",
-                          "BadRequestError");
-      co_return false;
-    case upstream::ModelPools::Verdict::kUnknown: {
-      // As vLLM words it; the name is the client's own, echoed to it alone (never logged).
-      metrics_.rejections[static_cast<size_t>(Rejection::kUnknownModel)].inc();
-      const std::string message = "The model `" + prep.model + "` does not exist.";
-      const std::string body = x.endpoint == Endpoint::kMessages ? anthropic_error_json(message, 404)
-                                                                 : error_json(message, "NotFoundError", 404, "model");
-      co_await send_local(s, x, 404, "application/json", body);
-      co_return false;
-    }
+      return Rejection::kModelRequired;
+    case upstream::ModelPools::Verdict::kUnknown:
+      return Rejection::kUnknownModel;
     case upstream::ModelPools::Verdict::kServed:
       config_.models->count_request(pick.model->label);
       s.pool = pick.engines;
@@ -268,7 +259,23 @@ asio::awaitable<bool> Proxy::pick_pool(Session& s, Exchange& x) {
     case upstream::ModelPools::Verdict::kAny:
       break;
   }
-  co_return true;
+  return std::nullopt;
+}
+
+asio::awaitable<void> Proxy::refuse_model(Session& s, Exchange& x, Rejection why) {
+  metrics_.rejections[static_cast<size_t>(why)].inc();
+  if (why == Rejection::kUnknownModel) {
+    // As vLLM words it; the name is the client's own, echoed to it alone (never logged).
+    const std::string message = "The model `" + s.prep.model + "` does not exist.";
+    const std::string body = x.endpoint == Endpoint::kMessages ? anthropic_error_json(message, 404)
+                                                               : error_json(message, "NotFoundError", 404, "model");
+    co_await send_local(s, x, 404, "application/json", body);
+    co_return;
+  }
+  co_await send_error(s, x, 400,
+                      why == Rejection::kBadModel ? "model must be a non-empty string of at most 1024 bytes"
+                                                  : "model is required: the engines behind this server serve several models",
+                      "BadRequestError");
 }
 
 asio::awaitable<bool> Proxy::answer_models(Session& s, Exchange& x) {

@@ -189,8 +189,10 @@ class Proxy {
                                           std::string_view message, std::string_view type,
                                           std::string_view extra_field = {});
   boost::asio::awaitable<void> answer_unserved(Session& s, Exchange& x);
-  // The request's model pool into s.pool; false when ramjet answered it (400, 404).
-  boost::asio::awaitable<bool> pick_pool(Session& s, Exchange& x);
+  // The request's model pool into s.pool (a plain call: no coroutine frame per request); the
+  // rejection when ramjet answers the request itself (refuse_model: 400, 404).
+  std::optional<Rejection> pick_pool(Session& s);
+  boost::asio::awaitable<void> refuse_model(Session& s, Exchange& x, Rejection why);
   // GET/HEAD /v1/models from the engines' cards; false when none is known yet (forward it).
   boost::asio::awaitable<bool> answer_models(Session& s, Exchange& x);
 
