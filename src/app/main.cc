@@ -711,8 +711,10 @@ int main(int argc, char** argv) {
   }
 
   auto prober = std::make_unique<upstream::Prober>(fleet, io.at(0),
-                          upstream::ProbeConfig{milliseconds(cfg.probe_interval_ms),
-                                                milliseconds(cfg.probe_timeout_ms), cfg.upstream_token});
+                          upstream::ProbeConfig{.interval = milliseconds(cfg.probe_interval_ms),
+                                                .timeout = milliseconds(cfg.probe_timeout_ms),
+                                                .bearer = cfg.upstream_token,
+                                                .rank_generation = cfg.probe_rank_generation});
   auto signals = std::make_unique<asio::signal_set>(io.at(0), SIGTERM, SIGINT);
   bool draining = false;
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {

@@ -97,6 +97,7 @@ struct Config {
   uint32_t probe_interval_ms = 5000;       // RJ_PROBE_INTERVAL_MS (100..3600000)
   uint32_t probe_timeout_ms = 5000;        // RJ_PROBE_TIMEOUT_MS (10..120000)
   uint32_t recent_success_ms = 30000;      // RJ_PROBE_RECENT_SUCCESS_MS (0..3600000)
+  bool probe_rank_generation = false;      // RJ_PROBE_RANK_GENERATION: a pinned 1-token probe per rank
   uint32_t ready_successes = 3;            // RJ_READY_SUCCESSES (1..100) passing probes to readmit
   uint32_t ready_stable_seconds = 30;      // RJ_READY_STABLE_SECONDS (0..3600) warming period
   // Outlier ejection (upstream/outlier.h)

@@ -399,6 +399,16 @@ const std::array kOptions = {
            .doc = "A probe that times out or cannot connect does not fence an engine that "
                   "served a request this recently (0 = off).",
            .field = &Config::recent_success_ms},
+    Option{.env = "RJ_PROBE_RANK_GENERATION",
+           .flag = "--probe-rank-generation",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "For an ordinal that is one data-parallel rank (RJ_UPSTREAM_DP_SIZE): after a passing "
+                  "/health, a one-token completion pinned to the rank (X-Data-Parallel-Rank) must answer "
+                  "within RJ_PROBE_TIMEOUT_MS, or the probe counts as timed out. The ranks share one "
+                  "/health, which answers while one rank's scheduler is wedged; this finds that rank. "
+                  "Costs each rank one tiny request per RJ_PROBE_INTERVAL_MS.",
+           .field = &Config::probe_rank_generation},
     Option{.env = "RJ_READY_SUCCESSES",
            .flag = "--ready-successes",
            .type = Type::kUint,

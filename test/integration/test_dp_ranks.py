@@ -271,3 +271,27 @@ def test_a_reload_changes_the_number_of_ranks(tmp_path, dp4, ramjet_factory):
     assert set(replicas()).isdisjoint({0, 1, 2, 3})
     poll(lambda: all(v is None for v in ranks().values()), timeout=5, what="no rank series")
     assert through(rj, chat("whole")).status == 200
+
+
+def test_the_rank_generation_probe_fences_a_wedged_rank_and_readmits_it(dp4, ramjet_factory):
+    rj = ramjet_factory([dp4.url], env={"RJ_UPSTREAM_DP_SIZE": str(RANKS), "RJ_PROBE_RANK_GENERATION": "true",
+                                        "RJ_PROBE_INTERVAL_MS": "200", "RJ_PROBE_TIMEOUT_MS": "1000",
+                                        "RJ_PROBE_RECENT_SUCCESS_MS": "0"})
+
+    def healthy():
+        return {r["index"]: r["healthy"] for r in rj.health()[1]["replicas"]}
+
+    poll(lambda: all(healthy().values()), timeout=15, what="every rank in service")
+    dp4.admin("/sim/fault", {"pause": True, "rank": 1})  # its /health (the engine's) still answers
+    try:
+        poll(lambda: healthy() == {0: True, 1: False, 2: True, 3: True}, timeout=10, what="rank 1 fenced alone")
+        assert http_request(dp4.port, "GET", "/health").status == 200
+        for i in range(4):  # the other ranks serve
+            r = through(rj, chat(f"probe-{i}"), timeout=10)
+            assert r.status == 200 and r.header("X-Ramjet-Upstream") != "1"
+        m = rj.metrics()
+        assert m.get("ramjet_upstream_probe_failures_total", upstream="1", reason="timeout") >= 1
+        assert (m.get("ramjet_upstream_probe_failures_total", upstream="0", reason="timeout") or 0) == 0
+    finally:
+        dp4.admin("/sim/fault", {"pause": False, "rank": 1})
+    poll(lambda: all(healthy().values()), timeout=15, what="rank 1 readmitted")
