@@ -91,6 +91,9 @@ std::vector<upstream::Listed> static_engines(const config::Config& cfg) {
     if (i < cfg.upstream_models.size()) l.models = cfg.upstream_models[i];
     if (i < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[i];
     if (i < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[i];
+    // (config expanded an engine with ranks into one entry per rank)
+    if (i < cfg.upstream_ranks.size()) l.dp_rank = cfg.upstream_ranks[i];
+    l.dp_size = config::dp_size_item(cfg, i);
     out.push_back(std::move(l));
   }
   return out;
@@ -112,6 +115,7 @@ std::vector<upstream::Listed> dns_names(const config::Config& cfg) {
     if (k < cfg.upstream_models.size()) l.models = cfg.upstream_models[k];
     if (k < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[k];
     if (k < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[k];
+    l.dp_size = config::dp_size_item(cfg, k);  // each address's ranks (upstream::ranks_of)
     out.push_back(std::move(l));
   }
   return out;
@@ -135,8 +139,13 @@ struct Reloadable {
   std::string_view env;
   void (*take)(config::Config& running, const config::Config& next);
 };
-constexpr std::array<Reloadable, 11> kReloadable = {{
-    {"RJ_UPSTREAM", [](config::Config& r, const config::Config& n) { r.upstreams = n.upstreams; }},
+constexpr std::array<Reloadable, 12> kReloadable = {{
+    {"RJ_UPSTREAM",
+     [](config::Config& r, const config::Config& n) {
+       r.upstreams = n.upstreams;
+       r.upstream_ranks = n.upstream_ranks;
+     }},
+    {"RJ_UPSTREAM_DP_SIZE", [](config::Config& r, const config::Config& n) { r.upstream_dp_size = n.upstream_dp_size; }},
     {"RJ_UPSTREAM_PROFILES", [](config::Config& r, const config::Config& n) { r.upstream_profiles = n.upstream_profiles; }},
     {"RJ_UPSTREAM_MODELS", [](config::Config& r, const config::Config& n) { r.upstream_models = n.upstream_models; }},
     {"RJ_KV_EVENT_LIVE_ENDPOINTS",
@@ -309,7 +318,7 @@ int main(int argc, char** argv) {
   }
   // The engines by ordinal slot (net/roster.h): RJ_UPSTREAM in the first slots; engines from
   // RJ_UPSTREAM_DNS or a reload join the others (upstream/membership.h).
-  net::Roster roster(cfg.upstreams, cfg.slots());
+  net::Roster roster(cfg.upstreams, cfg.slots(), cfg.upstream_ranks);
   // Engines may join and leave while running (DNS names, a reloadable file, spare ordinals).
   const bool engines_change = !cfg.upstream_dns.empty() || !cfg.config_file.empty() || cfg.slots() > cfg.upstreams.size();
   for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
@@ -362,6 +371,7 @@ int main(int argc, char** argv) {
                  cfg.upstreams.size());
   }
   cache::events::KvFleet kv(kv_sources(cfg), inventory_limits, std::move(external));
+  for (size_t i = 0; i < cfg.upstream_ranks.size(); ++i) kv.set_rank(i, cfg.upstream_ranks[i]);
   const route::ExactMode exact_mode = cfg.exact_route_mode == "on"       ? route::ExactMode::kOn
                                       : cfg.exact_route_mode == "shadow" ? route::ExactMode::kShadow
                                       : cfg.exact_route_mode == "auto" && kv.enabled() ? route::ExactMode::kOn
@@ -573,6 +583,13 @@ int main(int argc, char** argv) {
       },
   });
   proxy.metrics().set_profiles([&router](size_t i) { return router.profile(i); });
+  proxy.metrics().set_ranks([&roster](size_t i) -> std::optional<std::pair<uint32_t, size_t>> {
+    const auto m = roster.member(i);
+    if (!m || !m->dp_rank) return std::nullopt;
+    size_t first = i;
+    for (size_t j : roster.siblings(i)) first = std::min(first, j);
+    return std::pair<uint32_t, size_t>{*m->dp_rank, first};
+  });
 
   // Membership (upstream/membership.h): source 0 is the static list, sources 1.. the DNS names.
   // What a slot's engine leaves behind is freed when the slot is vacated; a joining engine
@@ -600,12 +617,14 @@ int main(int argc, char** argv) {
               [&](size_t slot, const upstream::Listed& l) {
                 index.clear(slot);
                 predictions.reset(slot);
+                kv.set_rank(slot, l.dp_rank);
                 membership_changed(slot, l);
               },
           .changed = [&](size_t slot, const upstream::Listed& l) { membership_changed(slot, l); },
           .vacated =
               [&](size_t slot) {
                 kv.set_endpoints(slot, std::nullopt);  // unsubscribed, its exact index dropped
+                kv.set_rank(slot, std::nullopt);
                 index.clear(slot);
                 for (size_t t = 0; t < threads; ++t) {  // its idle connections, each on its own thread
                   asio::post(io.at(t), [&pools, t, slot] { pools.at(t, slot).clear(); });
@@ -654,6 +673,12 @@ int main(int argc, char** argv) {
                                 return kv.untrusted_seconds(i, clock.now_ms());
                               }});
   }
+  // An ordinal that is one data-parallel rank says which (RJ_UPSTREAM_DP_SIZE); others leave it out.
+  fleet.add_replica_number({"dp_rank", [&roster](size_t i) -> std::optional<double> {
+                              const auto m = roster.member(i);
+                              if (!m || !m->dp_rank) return std::nullopt;
+                              return static_cast<double>(*m->dp_rank);
+                            }});
   if (tokenizer->manifest()) {  // local modes: /health shows which engines get local tokens
     fleet.add_replica_flag({"tokenizer_attested", [t = tokenizer.get()](size_t i) { return t->attested(i); }});
   }
@@ -686,8 +711,10 @@ int main(int argc, char** argv) {
   }
 
   auto prober = std::make_unique<upstream::Prober>(fleet, io.at(0),
-                          upstream::ProbeConfig{milliseconds(cfg.probe_interval_ms),
-                                                milliseconds(cfg.probe_timeout_ms), cfg.upstream_token});
+                          upstream::ProbeConfig{.interval = milliseconds(cfg.probe_interval_ms),
+                                                .timeout = milliseconds(cfg.probe_timeout_ms),
+                                                .bearer = cfg.upstream_token,
+                                                .rank_generation = cfg.probe_rank_generation});
   auto signals = std::make_unique<asio::signal_set>(io.at(0), SIGTERM, SIGINT);
   bool draining = false;
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {

@@ -263,6 +263,72 @@ std::string UpstreamUrl::host_header() const {
   return h;
 }
 
+uint32_t dp_size_item(const Config& c, size_t i) {
+  if (i >= c.upstream_dp_size.size()) return 1;
+  const std::string& item = c.upstream_dp_size[i];
+  uint32_t n = 1;
+  if (std::from_chars(item.data(), item.data() + item.size(), n).ptr != item.data() + item.size() || n < 1) return 1;
+  return n;
+}
+
+std::string offset_endpoint(const std::string& item, uint32_t rank) {
+  if (rank == 0 || !item.starts_with("tcp://")) return item;
+  const size_t colon = item.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon < 6 ||
+      std::from_chars(item.data() + colon + 1, item.data() + item.size(), port).ptr != item.data() + item.size() ||
+      port == 0) {
+    return item;
+  }
+  return item.substr(0, colon + 1) + std::to_string(port + rank);
+}
+
+namespace {
+
+// RJ_UPSTREAM_DP_SIZE: each static entry with N > 1 ranks becomes N entries (ranks 0..N-1) of the
+// static list and of every list that follows it, so that everything indexed by a static entry
+// (roster slots, KV sources, the catalog, the profiles) sees one target per rank.
+void expand_ranks(Config& c) {
+  const size_t statics = c.upstreams.size();
+  std::vector<UpstreamUrl> upstreams;
+  std::vector<std::optional<uint32_t>> ranks;
+  std::vector<std::string> profiles, models, sizes, live, replay;
+  std::vector<UpstreamUrl> gpus;
+  for (size_t i = 0; i < statics; ++i) {
+    const uint32_t n = dp_size_item(c, i);
+    for (uint32_t k = 0; k < n; ++k) {
+      upstreams.push_back(c.upstreams[i]);
+      ranks.push_back(n > 1 ? std::optional<uint32_t>(k) : std::nullopt);
+      if (i < c.upstream_profiles.size()) profiles.push_back(c.upstream_profiles[i]);
+      if (i < c.upstream_models.size()) models.push_back(c.upstream_models[i]);
+      sizes.push_back(std::to_string(n));
+      if (i < c.kv_event_live_endpoints.size()) live.push_back(offset_endpoint(c.kv_event_live_endpoints[i], k));
+      if (i < c.kv_event_replay_endpoints.size()) replay.push_back(offset_endpoint(c.kv_event_replay_endpoints[i], k));
+      if (i < c.gpu_metrics_urls.size()) gpus.push_back(c.gpu_metrics_urls[i]);
+    }
+  }
+  for (size_t n = 0; n < c.upstream_dns.size(); ++n) {
+    const size_t k = statics + n;
+    if (k < c.upstream_profiles.size()) profiles.push_back(c.upstream_profiles[k]);
+    if (k < c.upstream_models.size()) models.push_back(c.upstream_models[k]);
+    sizes.push_back(std::to_string(dp_size_item(c, k)));
+    if (k < c.kv_event_live_endpoints.size()) live.push_back(c.kv_event_live_endpoints[k]);
+    if (k < c.kv_event_replay_endpoints.size()) replay.push_back(c.kv_event_replay_endpoints[k]);
+  }
+  const bool any = upstreams.size() != statics;
+  c.upstreams = std::move(upstreams);
+  c.upstream_ranks = std::move(ranks);
+  if (!any) return;  // the lists as given
+  if (!c.upstream_profiles.empty()) c.upstream_profiles = std::move(profiles);
+  if (!c.upstream_models.empty()) c.upstream_models = std::move(models);
+  c.upstream_dp_size = std::move(sizes);
+  if (!c.kv_event_live_endpoints.empty()) c.kv_event_live_endpoints = std::move(live);
+  if (!c.kv_event_replay_endpoints.empty()) c.kv_event_replay_endpoints = std::move(replay);
+  if (!c.gpu_metrics_urls.empty()) c.gpu_metrics_urls = std::move(gpus);
+}
+
+}  // namespace
+
 ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& env,
                   const std::vector<std::string>& args) {
   ParseResult r;
@@ -377,6 +443,27 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
         break;
       }
     }
+  }
+  if (!c.upstream_dp_size.empty() && sources > 0 && c.upstream_dp_size.size() != sources) {
+    r.errors.push_back("RJ_UPSTREAM_DP_SIZE: " + std::to_string(c.upstream_dp_size.size()) + " items for " +
+                       std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
+                       std::to_string(c.upstream_dns.size()) +
+                       " RJ_UPSTREAM_DNS names; give one item per entry, then one per name, in order");
+  }
+  bool ranked = false;
+  for (size_t i = 0; i < c.upstream_dp_size.size(); ++i) {
+    const std::string& item = c.upstream_dp_size[i];
+    uint32_t n = 0;
+    if (item.empty()) continue;
+    if (std::from_chars(item.data(), item.data() + item.size(), n).ptr != item.data() + item.size() || n < 1 ||
+        n > 1024) {
+      r.errors.push_back("RJ_UPSTREAM_DP_SIZE: item " + std::to_string(i + 1) + " is not a number of ranks in 1..1024");
+    } else {
+      ranked = ranked || n > 1;
+    }
+  }
+  if (ranked && c.exact_inventory == "companion") {
+    r.errors.push_back("RJ_UPSTREAM_DP_SIZE: data-parallel ranks with RJ_EXACT_INVENTORY=companion are not supported");
   }
   if (!c.upstream_dns_server.empty()) {
     const size_t colon = c.upstream_dns_server.rfind(':');
@@ -553,6 +640,8 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
       r.errors.push_back("RJ_PASSTHROUGH_PATHS: item " + std::to_string(i + 1) + ": " + *problem);
     }
   }
+
+  if (r.errors.empty()) expand_ranks(r.config);
 
   // 5. Required options (not when only help is wanted). The engines: RJ_UPSTREAM, or DNS names.
   if (r.action == Action::kRun) {

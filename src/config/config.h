@@ -25,6 +25,13 @@ struct UpstreamUrl {
   std::string host_header() const;  // "host:port" (port omitted when the scheme's default)
 };
 
+struct Config;
+// RJ_UPSTREAM_DP_SIZE item `i` as a number (1 when absent or empty).
+uint32_t dp_size_item(const Config& c, size_t i);
+// An endpoint item of rank `rank`, as vLLM offsets it (ZmqEventPublisher.offset_endpoint_port):
+// tcp://host:P -> tcp://host:P+rank (port 0 stays 0); "-", "discover" and rank 0 unchanged.
+std::string offset_endpoint(const std::string& item, uint32_t rank);
+
 struct Config {
   // --- upstreams ---
   std::vector<UpstreamUrl> upstreams;   // RJ_UPSTREAM (comma list, 0..256; this or RJ_UPSTREAM_DNS)
@@ -49,6 +56,13 @@ struct Config {
   std::vector<std::string> upstream_profiles;
   // RJ_UPSTREAM_MODELS: per source (as upstream_profiles), "a|b|c" or "" (learn from /v1/models).
   std::vector<std::string> upstream_models;
+  // RJ_UPSTREAM_DP_SIZE: per source (as upstream_profiles), N in 1..1024 (unset: 1 each): the engine runs N
+  // data-parallel ranks (vLLM --data-parallel-size N), each its own routing target. After parse()
+  // the static list is expanded (expand_ranks): an entry with N > 1 is N consecutive entries of
+  // `upstreams` (and of every per-source list) with upstream_ranks 0..N-1; upstream_dp_size then
+  // holds, per expanded source, the engine's N as a number ("1" for no ranks).
+  std::vector<std::string> upstream_dp_size;
+  std::vector<std::optional<uint32_t>> upstream_ranks;  // per `upstreams` entry: its rank (parse() fills it)
   // --- listeners ---
   std::string listen_host = "0.0.0.0";  // RJ_LISTEN host:port
   uint16_t listen_port = 8000;
@@ -83,6 +97,7 @@ struct Config {
   uint32_t probe_interval_ms = 5000;       // RJ_PROBE_INTERVAL_MS (100..3600000)
   uint32_t probe_timeout_ms = 5000;        // RJ_PROBE_TIMEOUT_MS (10..120000)
   uint32_t recent_success_ms = 30000;      // RJ_PROBE_RECENT_SUCCESS_MS (0..3600000)
+  bool probe_rank_generation = false;      // RJ_PROBE_RANK_GENERATION: a pinned 1-token probe per rank
   uint32_t ready_successes = 3;            // RJ_READY_SUCCESSES (1..100) passing probes to readmit
   uint32_t ready_stable_seconds = 30;      // RJ_READY_STABLE_SECONDS (0..3600) warming period
   // Outlier ejection (upstream/outlier.h)

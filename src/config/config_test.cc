@@ -595,6 +595,46 @@ TEST(Config, UpstreamProfilesAreMtpOrStandardStoredLowercase) {
             std::string::npos);
 }
 
+TEST(Config, AnEngineWithDataParallelRanksBecomesOneEntryPerRank) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
+                {"RJ_UPSTREAM_DP_SIZE", "3,1"},
+                {"RJ_UPSTREAM_PROFILES", "mtp,standard"},
+                {"RJ_KV_EVENT_LIVE_ENDPOINTS", "tcp://*:5557,discover"},
+                {"RJ_KV_EVENT_REPLAY_ENDPOINTS", "tcp://*:5600,-"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const Config& c = r.config;
+  ASSERT_EQ(c.upstreams.size(), 4u);
+  EXPECT_EQ(c.upstreams[2].host, "a");
+  EXPECT_EQ(c.upstreams[3].host, "b");
+  EXPECT_EQ(c.upstream_ranks, (std::vector<std::optional<uint32_t>>{0u, 1u, 2u, std::nullopt}));
+  EXPECT_EQ(c.upstream_profiles, (std::vector<std::string>{"mtp", "mtp", "mtp", "standard"}));
+  // vLLM offsets each rank's publisher ports by its rank.
+  EXPECT_EQ(c.kv_event_live_endpoints,
+            (std::vector<std::string>{"tcp://*:5557", "tcp://*:5558", "tcp://*:5559", "discover"}));
+  EXPECT_EQ(c.kv_event_replay_endpoints, (std::vector<std::string>{"tcp://*:5600", "tcp://*:5601", "tcp://*:5602", "-"}));
+  EXPECT_EQ(c.slots(), 4u);
+  EXPECT_EQ(dp_size_item(c, 0), 3u);
+  EXPECT_EQ(dp_size_item(c, 3), 1u);
+}
+
+TEST(Config, DataParallelSizesAreCountedPerSourceAndBounded) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DNS", "vllm:8000"}, {"RJ_UPSTREAM_DP_SIZE", "2,4"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.upstreams.size(), 2u);
+  EXPECT_EQ(dp_size_item(r.config, 2), 4u);  // the DNS name's item follows the expanded entries
+  auto few = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_DP_SIZE", "2"}});
+  ASSERT_EQ(few.errors.size(), 1u) << all(few.errors);
+  EXPECT_NE(few.errors[0].find("RJ_UPSTREAM_DP_SIZE: 1 items for 2 RJ_UPSTREAM entries"), std::string::npos);
+  for (const char* bad : {"0", "x", "1025", "-1"}) {
+    auto b = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", bad}});
+    ASSERT_EQ(b.errors.size(), 1u) << bad;
+    EXPECT_EQ(b.errors[0], "RJ_UPSTREAM_DP_SIZE: item 1 is not a number of ranks in 1..1024");
+  }
+  auto one = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", "1"}});
+  ASSERT_TRUE(one.errors.empty());
+  EXPECT_EQ(one.config.upstream_ranks, (std::vector<std::optional<uint32_t>>{std::nullopt}));
+}
+
 TEST(Config, AnUnknownUpstreamProfileIsNamedByItsPosition) {
   auto r = run({{"RJ_UPSTREAM", "http://a:1,http://b:1,http://c:1"},
                 {"RJ_UPSTREAM_PROFILES", "mtp,standard,eagle"}});

@@ -87,7 +87,7 @@ const std::array kOptions = {
            .doc = "A file of RJ_NAME=value lines (# comments, blank lines; values as in the "
                   "environment) for every option the environment and command line leave unset. "
                   "SIGHUP reads it again, validates the whole configuration and applies what can "
-                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS and KV-endpoint items; "
+                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS, RJ_UPSTREAM_DP_SIZE and KV-endpoint items; "
                   "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_LOAD_UNIT_BYTES, "
                   "RJ_ROUTE_MAX_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
                   "configuration and logs every problem; other changed options are named in the log and "
@@ -140,6 +140,18 @@ const std::array kOptions = {
                   "An empty item (or no setting) takes the engine's own GET /v1/models. A request goes "
                   "only to engines serving its model; one no engine serves gets 404 from ramjet.",
            .field = &Config::upstream_models},
+    Option{.env = "RJ_UPSTREAM_DP_SIZE",
+           .flag = "--upstream-dp-size",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .doc = "Data-parallel ranks of each engine (vLLM --data-parallel-size N), one item per "
+                  "RJ_UPSTREAM entry in the same order, then one per RJ_UPSTREAM_DNS name (for all of "
+                  "its engines); 1 = one routing target (unset: 1 for all). An engine with N > 1 takes N ordinals "
+                  "(ranks 0..N-1, joining and leaving together): each rank has its own load, cache "
+                  "index and KV-event source, and ramjet pins each request to the rank it chose with "
+                  "X-Data-Parallel-Rank (a client's own header is dropped).",
+           .field = &Config::upstream_dp_size},
     // --- listeners ---
     Option{.env = "RJ_LISTEN",
            .flag = "--listen",
@@ -387,6 +399,16 @@ const std::array kOptions = {
            .doc = "A probe that times out or cannot connect does not fence an engine that "
                   "served a request this recently (0 = off).",
            .field = &Config::recent_success_ms},
+    Option{.env = "RJ_PROBE_RANK_GENERATION",
+           .flag = "--probe-rank-generation",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "For an ordinal that is one data-parallel rank (RJ_UPSTREAM_DP_SIZE): after a passing "
+                  "/health, a one-token completion pinned to the rank (X-Data-Parallel-Rank) must answer "
+                  "within RJ_PROBE_TIMEOUT_MS, or the probe counts as timed out. The ranks share one "
+                  "/health, which answers while one rank's scheduler is wedged; this finds that rank. "
+                  "Costs each rank one tiny request per RJ_PROBE_INTERVAL_MS.",
+           .field = &Config::probe_rank_generation},
     Option{.env = "RJ_READY_SUCCESSES",
            .flag = "--ready-successes",
            .type = Type::kUint,

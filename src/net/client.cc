@@ -253,9 +253,10 @@ asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url, std::
 asio::awaitable<SimpleResponse> simple_post(const config::UpstreamUrl& url, std::string path,
                                             std::string json_body, std::string bearer,
                                             std::chrono::milliseconds timeout, size_t max_body,
-                                            GetFailure& failure) {
+                                            GetFailure& failure, std::optional<uint32_t> dp_rank) {
   http::request<http::string_body> req{http::verb::post, url.base_path + path, 11};
   req.set(http::field::content_type, "application/json");
+  if (dp_rank) req.set("X-Data-Parallel-Rank", std::to_string(*dp_rank));
   req.body() = std::move(json_body);
   co_return co_await simple_exchange(url, std::move(req), std::move(bearer), timeout, max_body, failure);
 }

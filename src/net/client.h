@@ -91,10 +91,12 @@ boost::asio::awaitable<SimpleResponse> simple_get(const config::UpstreamUrl& url
                                                   std::chrono::milliseconds timeout,
                                                   size_t max_body, GetFailure& failure);
 // One POST of a JSON body, likewise (the tokenizer shadow's /tokenize calls).
+// `dp_rank`: X-Data-Parallel-Rank (the probe of one data-parallel rank).
 boost::asio::awaitable<SimpleResponse> simple_post(const config::UpstreamUrl& url, std::string path,
                                                    std::string json_body, std::string bearer,
                                                    std::chrono::milliseconds timeout,
-                                                   size_t max_body, GetFailure& failure);
+                                                   size_t max_body, GetFailure& failure,
+                                                   std::optional<uint32_t> dp_rank = std::nullopt);
 
 // Runs one simple_get/simple_post to completion on `io`, a context of the calling thread's own
 // (CLI tools and worker threads outside the io pool). Returns false, with the call abandoned,

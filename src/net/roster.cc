@@ -2,9 +2,25 @@
 
 namespace ramjet::net {
 
-Roster::Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity)
+Roster::Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity,
+               const std::vector<std::optional<uint32_t>>& ranks)
     : slots_(capacity < urls.size() ? urls.size() : capacity) {
-  for (size_t i = 0; i < urls.size(); ++i) join(i, urls[i]);
+  for (size_t i = 0; i < urls.size(); ++i) join(i, urls[i], i < ranks.size() ? ranks[i] : std::nullopt);
+}
+
+std::vector<size_t> Roster::siblings(size_t i) const {
+  std::vector<size_t> out;
+  const auto m = member(i);
+  if (!m || !m->dp_rank) return out;
+  for (size_t j = 0; j < slots_.size(); ++j) {
+    if (j == i) continue;
+    const auto o = member(j);
+    if (o && o->dp_rank && o->url.host == m->url.host && o->url.port == m->url.port &&
+        o->url.base_path == m->url.base_path && o->url.tls == m->url.tls) {
+      out.push_back(j);
+    }
+  }
+  return out;
 }
 
 size_t Roster::listed_count() const {
@@ -19,9 +35,9 @@ size_t Roster::active_count() const {
   return n;
 }
 
-uint64_t Roster::join(size_t i, config::UpstreamUrl url) {
+uint64_t Roster::join(size_t i, config::UpstreamUrl url, std::optional<uint32_t> dp_rank) {
   const uint64_t inc = next_incarnation_++;
-  slots_[i].member.store(std::make_shared<const Member>(Member{std::move(url), inc}), std::memory_order_release);
+  slots_[i].member.store(std::make_shared<const Member>(Member{std::move(url), inc, dp_rank}), std::memory_order_release);
   slots_[i].state.store(SlotState::kActive, std::memory_order_release);
   return inc;
 }

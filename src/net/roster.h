@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "config/config.h"
@@ -22,14 +23,19 @@ namespace ramjet::net {
 struct Member {
   config::UpstreamUrl url;
   uint64_t incarnation = 0;  // unique per (slot, occupant): 1, 2, ... across the whole roster
+  // The engine's data-parallel rank this slot targets (RJ_UPSTREAM_DP_SIZE): requests carry
+  // X-Data-Parallel-Rank, the slot reads that rank's KV events and load. nullopt: the whole engine.
+  std::optional<uint32_t> dp_rank{};
 };
 
 enum class SlotState : uint8_t { kVacant, kActive, kLeaving };
 
 class Roster {
  public:
-  // `capacity` slots; the first urls.size() hold those engines (active, incarnations 1..n).
-  Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity);
+  // `capacity` slots; the first urls.size() hold those engines (active, incarnations 1..n), with
+  // their data-parallel ranks when `ranks` gives them (config::Config::upstream_ranks).
+  Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity,
+         const std::vector<std::optional<uint32_t>>& ranks = {});
   explicit Roster(const std::vector<config::UpstreamUrl>& urls) : Roster(urls, urls.size()) {}
 
   size_t capacity() const { return slots_.size(); }
@@ -44,12 +50,14 @@ class Roster {
     return m ? m->incarnation : 0;
   }
   size_t listed_count() const;
+  // The other slots listed now with the same engine address (its other data-parallel ranks).
+  std::vector<size_t> siblings(size_t i) const;
   size_t active_count() const;
 
   // The writer (one thread at a time). join() takes a vacant slot; leave() marks an active one
   // leaving; rejoin() makes a leaving one active again (the same engine came back before it was
   // vacated); vacate() empties a slot.
-  uint64_t join(size_t i, config::UpstreamUrl url);
+  uint64_t join(size_t i, config::UpstreamUrl url, std::optional<uint32_t> dp_rank = std::nullopt);
   void leave(size_t i);
   void rejoin(size_t i);
   void vacate(size_t i);

@@ -170,4 +170,14 @@ std::optional<std::string> resolve_endpoint(std::string_view bound, std::string_
   return out;
 }
 
+// The source a target reads: its own rank's (a slot that is one data-parallel rank), else the
+// engine's only one. nullptr when the answer lists no such rank.
+const KvEventSource* source_of(const std::vector<KvEventSource>& sources, std::optional<uint32_t> rank) {
+  if (!rank) return sources.size() == 1 ? &sources.front() : nullptr;
+  for (const KvEventSource& s : sources) {
+    if (s.data_parallel_rank == *rank) return &s;
+  }
+  return nullptr;
+}
+
 }  // namespace ramjet::upstream

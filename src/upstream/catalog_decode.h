@@ -49,6 +49,11 @@ struct KvEventSource {
 std::optional<std::vector<KvEventSource>> decode_kv_event_sources(std::string_view body,
                                                                   const CatalogLimits& limits = {});
 
+// The source a target reads: its own data-parallel rank's when it is one (RJ_UPSTREAM_DP_SIZE),
+// else the engine's only one; nullptr when the answer lists no such rank (or, for a whole engine,
+// several sources).
+const KvEventSource* source_of(const std::vector<KvEventSource>& sources, std::optional<uint32_t> rank);
+
 // A bound endpoint as ramjet connects to it: a wildcard host (*, 0.0.0.0, [::]) becomes the
 // engine's host; anything that is not a tcp://host:port endpoint ramjet can connect to is nullopt.
 std::optional<std::string> resolve_endpoint(std::string_view bound, std::string_view engine_host);

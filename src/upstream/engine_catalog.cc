@@ -20,9 +20,11 @@ namespace {
 constexpr std::array<metrics::Family, 2> kFamilies = {{
     {"ramjet_kv_discovery_total", metrics::MetricKind::kCounter, "upstream,outcome",
      "GET /kv_event_sources calls to engines whose RJ_KV_EVENT_LIVE_ENDPOINTS item is `discover`, by "
-     "outcome: found (one source, endpoints subscribed), not_offered (404: set the endpoints "
-     "instead), none (the engine publishes no KV events), unsupported (several data-parallel "
-     "sources behind one URL), bad_answer, fetch_error."},
+     "outcome: found (its source: the engine's only one, or for an ordinal that is data-parallel "
+     "rank k the answer's source k; endpoints subscribed), not_offered (404: set the endpoints "
+     "instead), none (the engine, or that rank, publishes no KV events), unsupported (several "
+     "data-parallel sources behind one URL declared as one target: set RJ_UPSTREAM_DP_SIZE), "
+     "bad_answer, fetch_error."},
     {"ramjet_catalog_adapters", metrics::MetricKind::kGauge, "upstream",
      "LoRA adapters the engine's GET /v1/models lists (exact routing looks an adapter's requests "
      "up in the adapter's namespace on every engine)."},
@@ -192,10 +194,12 @@ asio::awaitable<bool> EngineCatalog::ask_sources(size_t i, const net::Member& me
     outcome = Discovery::kBadAnswer;
   } else if (sources->empty()) {
     outcome = Discovery::kNone;
-  } else if (sources->size() > 1) {
-    outcome = Discovery::kUnsupported;
+  } else if (!member.dp_rank && sources->size() > 1) {
+    outcome = Discovery::kUnsupported;  // several ranks behind one target: declare them (RJ_UPSTREAM_DP_SIZE)
+  } else if (const KvEventSource* mine = source_of(*sources, member.dp_rank); mine == nullptr) {
+    outcome = Discovery::kNone;  // this rank publishes nothing (or the engine has fewer ranks)
   } else {
-    const KvEventSource& s = sources->front();
+    const KvEventSource& s = *mine;
     auto live = resolve_endpoint(s.endpoint, url.host);
     std::optional<std::string> replay = std::string();
     if (!s.replay_endpoint.empty()) replay = resolve_endpoint(s.replay_endpoint, url.host);

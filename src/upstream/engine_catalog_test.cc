@@ -82,6 +82,21 @@ TEST(CatalogDecode, KvEventSourcesAsVllm032AnswersThem) {
   }
 }
 
+TEST(CatalogDecode, ARankTargetReadsItsOwnRanksSourceAndAWholeEngineOnlyASingleOne) {
+  auto s = decode_kv_event_sources(
+      R"({"1":{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:44239","topic":"kv"},
+          "0":{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:40925","topic":"kv"}})");
+  ASSERT_TRUE(s);
+  ASSERT_NE(source_of(*s, 1u), nullptr);
+  EXPECT_EQ(source_of(*s, 1u)->endpoint, "tcp://127.0.0.1:44239");
+  EXPECT_EQ(source_of(*s, 0u)->endpoint, "tcp://127.0.0.1:40925");
+  EXPECT_EQ(source_of(*s, 2u), nullptr);           // fewer ranks than declared
+  EXPECT_EQ(source_of(*s, std::nullopt), nullptr);  // a whole engine cannot follow two schedulers
+  std::vector<KvEventSource> one{KvEventSource{0, "tcp://*:5557", "", ""}};
+  EXPECT_EQ(source_of(one, std::nullopt), &one[0]);
+  EXPECT_EQ(source_of(one, 0u), &one[0]);
+}
+
 TEST(CatalogDecode, AWildcardBindBecomesTheEnginesHost) {
   EXPECT_EQ(resolve_endpoint("tcp://*:5557", "10.0.0.5"), "tcp://10.0.0.5:5557");
   EXPECT_EQ(resolve_endpoint("tcp://0.0.0.0:5557", "engine-a"), "tcp://engine-a:5557");

@@ -200,6 +200,16 @@ EngineScraper::~EngineScraper() {
   if (smi_ && smi_->thread.joinable()) smi_->thread.join();
 }
 
+bool EngineScraper::scrapes_for_siblings(size_t i) const {
+  if (!config_.roster) return true;
+  const auto m = config_.roster->member(i);
+  if (!m || !m->dp_rank) return true;
+  for (size_t j : config_.roster->siblings(i)) {
+    if (j < i && config_.roster->active(j)) return false;
+  }
+  return true;
+}
+
 void EngineScraper::start(asio::io_context& ctx) {
   if (!enabled() || loop_ || slots() == 0) return;
   loop_ = std::make_shared<Loop>(ctx);
@@ -212,6 +222,7 @@ void EngineScraper::start(asio::io_context& ctx) {
         while (!loop->stopped) {
           for (size_t i = 0; i < slots(); ++i) {
             if (config_.roster && !config_.roster->active(i)) continue;  // vacant or leaving
+            if (!scrapes_for_siblings(i)) continue;  // an earlier rank's scrape reads this rank too
             if (!loop->busy[i]) {
               loop->busy[i] = 1;
               asio::co_spawn(loop->ctx, scrape_engine(this, loop, i), asio::detached);
@@ -273,17 +284,36 @@ asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineS
   loop->busy[i] = 0;
   if (loop->stopped) co_return;
   if (roster && (roster->incarnation(i) != incarnation || !roster->active(i))) co_return;  // it left meanwhile
+  // One scrape of an engine with data-parallel ranks serves every rank's slot: each reads its
+  // own rank's series (vLLM's engine="<rank>" label); the engine's GPUs go to this slot alone.
+  const auto member = roster ? roster->member(i) : nullptr;
+  const std::optional<uint32_t> rank = member ? member->dp_rank : std::nullopt;
+  std::vector<size_t> ranks_here{i};
+  if (rank) {
+    for (size_t j : roster->siblings(i)) {
+      if (roster->active(j)) ranks_here.push_back(j);
+    }
+  }
   if (!f.ok) {
-    self->record_error(i, f.error.value_or(ScrapeError::kProtocol));
+    for (size_t j : ranks_here) self->record_error(j, f.error.value_or(ScrapeError::kProtocol));
     co_return;
   }
-  EngineSample sample;
-  std::vector<GpuSample> gpus;
-  if (!read_engine_metrics(f.body, limits_for(self->config()), sample, gpus).ok()) {
-    self->record_error(i, ScrapeError::kParse);
-    co_return;
+  for (size_t j : ranks_here) {
+    std::optional<uint32_t> rank_j = rank;
+    if (j != i) {
+      const auto m = roster->member(j);
+      if (!m) continue;
+      rank_j = m->dp_rank;
+    }
+    EngineSample sample;
+    std::vector<GpuSample> gpus;
+    if (!read_engine_metrics(f.body, limits_for(self->config()), sample, gpus, 64, rank_j).ok()) {
+      self->record_error(j, ScrapeError::kParse);
+      continue;
+    }
+    if (j != i) gpus.clear();
+    self->record(j, std::move(sample), std::move(gpus));
   }
-  self->record(i, std::move(sample), std::move(gpus));
 }
 
 asio::awaitable<void> scrape_gpu_url(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {

@@ -64,6 +64,29 @@ TEST(EngineScrape, VllmSeriesAreSummedOverLabelSetsAndKvUsageIsAveraged) {
   EXPECT_EQ(s.generation_tokens, 300);
 }
 
+TEST(EngineScrape, ARankReadsOnlyItsOwnEngineLabel) {
+  constexpr std::string_view kTwoRanks = R"(vllm:num_requests_running{engine="0",model_name="m"} 5
+vllm:num_requests_running{engine="1",model_name="m"} 2
+vllm:num_requests_waiting{engine="0",model_name="m"} 1
+vllm:num_requests_waiting{engine="1",model_name="m"} 0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.961
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.392
+)";
+  EngineSample s;
+  std::vector<GpuSample> gpus;
+  ASSERT_TRUE(read_engine_metrics(kTwoRanks, {}, s, gpus, 64, 1u).ok());
+  EXPECT_EQ(s.running, 2);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.kv_usage, 0.392);
+  ASSERT_TRUE(read_engine_metrics(kTwoRanks, {}, s, gpus, 64, 0u).ok());
+  EXPECT_EQ(s.running, 5);
+  EXPECT_EQ(s.waiting, 1);
+  ASSERT_TRUE(read_engine_metrics(kTwoRanks, {}, s, gpus).ok());  // the whole engine: summed
+  EXPECT_EQ(s.running, 7);
+  ASSERT_TRUE(read_engine_metrics(kTwoRanks, {}, s, gpus, 64, 3u).ok());  // a rank it does not have
+  EXPECT_FALSE(s.running);
+}
+
 TEST(EngineScrape, DcgmSeriesBecomeOneSamplePerGpuLabel) {
   EngineSample s;
   std::vector<GpuSample> gpus;

@@ -81,6 +81,9 @@ class EngineScraper {
   void start(boost::asio::io_context& ctx);
   void stop();
   bool enabled() const { return config_.interval.count() > 0; }
+  // Whether slot i scrapes: a data-parallel rank's slot does unless an earlier active slot holds
+  // another rank of its engine (that one scrape is read per rank for all of them).
+  bool scrapes_for_siblings(size_t i) const;
   const EngineScrapeConfig& config() const { return config_; }
 
   // Thread-safe snapshots for the dashboard and metrics.

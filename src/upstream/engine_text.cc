@@ -68,12 +68,18 @@ int64_t unix_ms_now() {
 }  // namespace
 
 metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics::PromTextLimits& limits,
-                                   EngineSample& sample, std::vector<GpuSample>& gpus, size_t max_gpus) {
+                                   EngineSample& sample, std::vector<GpuSample>& gpus, size_t max_gpus,
+                                   std::optional<uint32_t> rank) {
+  const std::string rank_text = rank ? std::to_string(*rank) : std::string();
   std::array<double, kVllmNames.size()> sum{};
   std::array<uint32_t, kVllmNames.size()> seen{};
   std::vector<GpuSample> found;
   metrics::PromTextResult r = metrics::parse_prom_text(text, limits, [&](const metrics::PromSample& s) {
     if (s.name.starts_with("vllm:")) {
+      if (rank) {
+        const metrics::PromLabel* engine = s.label("engine");
+        if (engine != nullptr && engine->value != rank_text) return;  // another rank's
+      }
       for (size_t i = 0; i < kVllmNames.size(); ++i) {
         if (s.name == kVllmNames[i]) {
           if (std::isfinite(s.value)) sum[i] += s.value;

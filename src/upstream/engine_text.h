@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -17,9 +19,12 @@ namespace ramjet::upstream {
 // (vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_*) are read when the current ones are absent.
 // DCGM series (DCGM_FI_DEV_*) become one GpuSample per `gpu` label (at most `max_gpus`; samples
 // without a `gpu` label are ignored). Nothing is written unless the whole text parses.
+// `rank` (a slot that is one data-parallel rank): only the vLLM series of that rank count —
+// vLLM labels each series with engine="<rank>"; a series of another rank is skipped, one
+// without the label counts.
 metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics::PromTextLimits& limits,
                                    EngineSample& sample, std::vector<GpuSample>& gpus,
-                                   size_t max_gpus = 64);
+                                   size_t max_gpus = 64, std::optional<uint32_t> rank = std::nullopt);
 
 // `nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.free,power.draw,
 // temperature.gpu,clocks.sm,clocks.mem --format=csv,noheader,nounits` output: one GpuSample per

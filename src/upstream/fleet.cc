@@ -188,7 +188,17 @@ void Fleet::on_success(size_t i) {
   }
 }
 
+// A refused connection is the engine's, not one rank's: every slot holding another data-parallel
+// rank of the same address (net::Roster::siblings) is fenced with it.
 void Fleet::fence(size_t i, FenceReason why) {
+  fence_one(i, why);
+  if (why != FenceReason::kConnect) return;
+  for (size_t j : roster_.siblings(i)) {
+    if (j < engines_.size() && roster_.active(j)) fence_one(j, why);
+  }
+}
+
+void Fleet::fence_one(size_t i, FenceReason why) {
   Engine& e = *engines_[i];
   e.fences_[static_cast<int>(why)].inc();
   std::lock_guard lock(e.mu_);
@@ -265,6 +275,14 @@ void Fleet::on_probe_success(size_t i) {
 }
 
 void Fleet::on_probe_failure(size_t i, ProbeFailure why) {
+  probe_failure_one(i, why);
+  if (why != ProbeFailure::kConnect) return;  // (as fence(): the other ranks' probes would find it next)
+  for (size_t j : roster_.siblings(i)) {
+    if (j < engines_.size() && roster_.active(j)) probe_failure_one(j, why);
+  }
+}
+
+void Fleet::probe_failure_one(size_t i, ProbeFailure why) {
   Engine& e = *engines_[i];
   e.probe_failures_[static_cast<int>(why)].inc();
   std::lock_guard lock(e.mu_);

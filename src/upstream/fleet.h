@@ -172,6 +172,8 @@ class Fleet {
   // Active probe results. A timeout/connect failure does not fence a healthy engine that
   // answered a non-5xx response within the recent-success window; it is counted as suppressed
   // instead. A warming engine serves no traffic, so any failure sends it back to unhealthy.
+  // A refused connection (fence kConnect, probe kConnect) counts for every data-parallel rank of
+  // the same engine (the slots with its address, net::Roster::siblings).
   void on_probe_success(size_t i);
   void on_probe_failure(size_t i, ProbeFailure why);
 
@@ -203,6 +205,9 @@ class Fleet {
 
  private:
   void init();  // both constructors: one Engine per slot
+  // fence() and on_probe_failure() for slot i alone (the public ones add its sibling ranks).
+  void fence_one(size_t i, FenceReason why);
+  void probe_failure_one(size_t i, ProbeFailure why);
   // Moves e to `to` (the caller holds e.mu_) and logs the change by ordinal, never by host.
   void transition(Engine& e, EngineState to, std::string_view source, std::string_view reason = {});
   // Ejects e (the caller holds e.mu_) when the max-ejection share allows it.

@@ -38,6 +38,23 @@ std::string Membership::key(const config::UpstreamUrl& u) {
   return (u.tls ? "https://" : "http://") + u.host + "|" + std::to_string(u.port) + "|" + u.base_path;
 }
 
+std::string Membership::key(const config::UpstreamUrl& u, std::optional<uint32_t> rank) {
+  return rank ? key(u) + "|dp" + std::to_string(*rank) : key(u);
+}
+
+std::vector<Listed> ranks_of(const Listed& l) {
+  if (l.dp_rank || l.dp_size <= 1) return {l};
+  std::vector<Listed> out;
+  for (uint32_t k = 0; k < l.dp_size; ++k) {
+    Listed r = l;
+    r.dp_rank = k;
+    r.kv_live = config::offset_endpoint(l.kv_live, k);
+    r.kv_replay = config::offset_endpoint(l.kv_replay, k);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const std::vector<Listed>& initial,
                        Hooks hooks)
     : roster_(roster),
@@ -47,7 +64,7 @@ Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const 
       last_key_(roster.capacity()),
       vacated_at_(roster.capacity(), 0) {
   for (size_t i = 0; i < initial.size() && i < roster.capacity(); ++i) {
-    const std::string k = key(initial[i].url);
+    const std::string k = key(initial[i].url, initial[i].dp_rank);
     Entry& e = entries_[k];
     e.slot = i;
     e.sources.assign(sources_, false);
@@ -72,7 +89,7 @@ bool Membership::place(const std::string& k, const Listed& l, size_t& slot) {
   }
   slot = same != n ? same : never != n ? never : oldest;
   if (slot == n) return false;
-  roster_.join(slot, l.url);
+  roster_.join(slot, l.url, l.dp_rank);
   fleet_.join(slot);
   vacated_at_[slot] = ++vacate_seq_;  // used (a later vacate stamps it again)
   last_key_[slot] = k;
@@ -86,17 +103,23 @@ void Membership::leave(const std::string&, Entry& e) {
   ++leaves_;
 }
 
-void Membership::update(size_t source, const std::vector<Listed>& engines) {
+void Membership::update(size_t source, const std::vector<Listed>& listed) {
   if (source >= sources_) return;
+  std::vector<Listed> engines;
+  for (const Listed& l : listed) {
+    for (Listed& r : ranks_of(l)) engines.push_back(std::move(r));
+  }
   std::map<std::string, const Listed*> now;
-  for (const Listed& l : engines) now.emplace(key(l.url), &l);
+  for (const Listed& l : engines) now.emplace(key(l.url, l.dp_rank), &l);
   for (auto& [k, e] : entries_) {
     if (!e.sources[source] || now.count(k)) continue;
     e.sources[source] = false;
-    bool listed = false;
-    for (bool b : e.sources) listed = listed || b;
-    if (!listed) leave(k, e);
+    bool listed_now = false;
+    for (bool b : e.sources) listed_now = listed_now || b;
+    if (!listed_now) leave(k, e);
   }
+  // New targets, by engine: an engine's new ranks join together or not at all.
+  std::map<std::string, std::vector<std::pair<std::string, const Listed*>>> fresh;
   for (const auto& [k, l] : now) {
     auto it = entries_.find(k);
     if (it != entries_.end()) {
@@ -117,21 +140,27 @@ void Membership::update(size_t source, const std::vector<Listed>& engines) {
       }
       continue;
     }
-    size_t slot = 0;
-    if (!place(k, *l, slot)) {
-      auto [it, added] = rejected_by_.try_emplace(k, std::vector<bool>(sources_, false));
-      if (added) ++rejected_;
-      it->second[source] = true;
-      continue;
+    fresh[key(l->url)].emplace_back(k, l);
+  }
+  for (const auto& [engine, targets] : fresh) {
+    const size_t vacant = roster_.capacity() - roster_.listed_count();
+    for (const auto& [k, l] : targets) {
+      size_t slot = 0;
+      if (vacant < targets.size() || !place(k, *l, slot)) {
+        auto [it, added] = rejected_by_.try_emplace(k, std::vector<bool>(sources_, false));
+        if (added) ++rejected_;
+        it->second[source] = true;
+        continue;
+      }
+      rejected_by_.erase(k);  // listed again with room for it
+      ++joins_;
+      Entry& e = entries_[k];
+      e.slot = slot;
+      e.sources.assign(sources_, false);
+      e.sources[source] = true;
+      e.listed = *l;
+      if (hooks_.joined) hooks_.joined(slot, *l);
     }
-    rejected_by_.erase(k);  // listed again with room for it
-    ++joins_;
-    Entry& e = entries_[k];
-    e.slot = slot;
-    e.sources.assign(sources_, false);
-    e.sources[source] = true;
-    e.listed = *l;
-    if (hooks_.joined) hooks_.joined(slot, *l);
   }
   note_rejections(source, now);
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,7 +36,16 @@ struct Listed {
   // Its source's RJ_KV_EVENT_LIVE/REPLAY_ENDPOINTS items ("" or "-": none; "discover"; an
   // endpoint, "tcp://*:port" meaning the engine's own address).
   std::string kv_live{}, kv_replay{};
+  // Data parallel (RJ_UPSTREAM_DP_SIZE): an engine listed with dp_size N > 1 and no rank stands for
+  // its N ranks; update() lists them as N engines (ranks 0..N-1, the same address, KV-endpoint
+  // items offset by the rank as vLLM offsets its publishers' ports) that join together (all, or
+  // none while fewer ordinals are free) and leave together.
+  uint32_t dp_size = 1;
+  std::optional<uint32_t> dp_rank{};
 };
+
+// `l` as its ranks (itself when it has a rank or dp_size <= 1).
+std::vector<Listed> ranks_of(const Listed& l);
 
 // The families Membership::write_metrics writes (docs/metrics.md).
 std::span<const metrics::Family> membership_families();
@@ -52,7 +62,7 @@ class Membership {
   // `initial`: source 0's engines, already in slots 0.. of the roster (made from RJ_UPSTREAM).
   Membership(net::Roster& roster, Fleet& fleet, size_t sources, const std::vector<Listed>& initial, Hooks hooks);
 
-  // Source `source` now lists exactly `engines` (duplicates count once).
+  // Source `source` now lists exactly `engines` (duplicates count once; ranks_of each).
   void update(size_t source, const std::vector<Listed>& engines);
   // Vacates leaving slots with nothing in flight; call on an interval.
   void sweep();
@@ -70,7 +80,8 @@ class Membership {
     std::vector<bool> sources;  // which sources list it
     Listed listed;              // as its source last listed it
   };
-  static std::string key(const config::UpstreamUrl& u);
+  static std::string key(const config::UpstreamUrl& u);                   // the engine
+  static std::string key(const config::UpstreamUrl& u, std::optional<uint32_t> rank);  // one target
   bool place(const std::string& k, const Listed& l, size_t& slot);
   void leave(const std::string& k, Entry& e);
 

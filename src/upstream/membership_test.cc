@@ -122,6 +122,87 @@ TEST(Membership, AnEngineListedByTwoSourcesLeavesWhenNeitherListsIt) {
   EXPECT_EQ(r.roster.state(0), net::SlotState::kLeaving);
 }
 
+Listed ranked(const std::string& host, uint32_t ranks) {
+  Listed l = at(host);
+  l.dp_size = ranks;
+  l.kv_live = "tcp://*:5557";
+  return l;
+}
+
+TEST(Membership, AnEngineWithRanksTakesOneOrdinalPerRankWithItsOffsetKvPort) {
+  Rig r;
+  std::vector<Listed> seen;
+  Membership m{r.roster, r.fleet, 2, {Listed{config::UpstreamUrl{"static", 8000, ""}}},
+               Membership::Hooks{.joined = [&](size_t, const Listed& l) { seen.push_back(l); }}};
+  m.update(1, {ranked("10.0.0.2", 3)});
+  ASSERT_EQ(seen.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const auto member = r.roster.member(1 + k);
+    ASSERT_TRUE(member);
+    EXPECT_EQ(member->url.host, "10.0.0.2");
+    EXPECT_EQ(member->dp_rank, std::optional<uint32_t>(static_cast<uint32_t>(k)));
+  }
+  EXPECT_EQ(seen[0].kv_live, "tcp://*:5557");
+  EXPECT_EQ(seen[2].kv_live, "tcp://*:5559");  // vLLM offsets each rank's port by its rank
+  EXPECT_EQ(r.roster.siblings(2), (std::vector<size_t>{1, 3}));
+  EXPECT_TRUE(r.roster.siblings(0).empty());  // a whole engine has no siblings
+}
+
+TEST(Membership, RanksJoinTogetherOrNotAtAll) {
+  Rig r;  // 4 ordinals, the static engine in one
+  r.m.update(1, {ranked("10.0.0.2", 4)});
+  EXPECT_TRUE(r.joined.empty());  // 3 free ordinals for 4 ranks: none joins
+  EXPECT_EQ(r.m.rejected_now(), 4u);
+  r.m.update(1, {ranked("10.0.0.2", 3)});
+  EXPECT_EQ(r.joined, (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(r.m.rejected_now(), 0u);
+}
+
+TEST(Membership, RanksLeaveTogetherAndAReloadChangesTheirNumber) {
+  Rig r;
+  r.m.update(1, {ranked("10.0.0.2", 2)});
+  EXPECT_EQ(r.joined, (std::vector<size_t>{1, 2}));
+  r.m.update(1, {ranked("10.0.0.2", 3)});  // a third rank: the two stay, one joins
+  EXPECT_EQ(r.joined, (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(r.roster.member(3)->dp_rank, std::optional<uint32_t>(2));
+  r.m.update(1, {ranked("10.0.0.2", 2)});  // back to two: rank 2 leaves
+  EXPECT_EQ(r.roster.state(3), net::SlotState::kLeaving);
+  EXPECT_TRUE(r.roster.active(1) && r.roster.active(2));
+  r.m.update(1, {});  // the engine goes: every rank leaves
+  EXPECT_EQ(r.roster.state(1), net::SlotState::kLeaving);
+  EXPECT_EQ(r.roster.state(2), net::SlotState::kLeaving);
+  r.m.sweep();
+  EXPECT_EQ(r.vacated, (std::vector<size_t>{1, 2, 3}));
+}
+
+TEST(Membership, AnEngineDeclaredWithRanksIsADifferentTargetFromTheWholeEngine) {
+  Rig r;
+  r.m.update(1, {at("10.0.0.2")});
+  EXPECT_EQ(r.joined, (std::vector<size_t>{1}));
+  r.m.update(1, {ranked("10.0.0.2", 2)});  // now declared with ranks: the whole engine leaves
+  EXPECT_EQ(r.roster.state(1), net::SlotState::kLeaving);
+  EXPECT_EQ(r.joined, (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(r.roster.member(2)->dp_rank, std::optional<uint32_t>(0));
+}
+
+TEST(Fleet, ARefusedConnectionFencesEveryRankOfTheEngine) {
+  ManualClock clock;
+  const config::UpstreamUrl a{"10.0.0.2", 8000, ""}, b{"10.0.0.3", 8000, ""};
+  net::Roster roster{{a, a, b}, 3, {0u, 1u, std::nullopt}};
+  Fleet fleet{roster, clock, 30000};
+  ASSERT_TRUE(fleet.at(1).healthy() && fleet.at(2).healthy());
+  fleet.fence(0, FenceReason::kConnect);
+  EXPECT_EQ(fleet.at(1).state(), EngineState::kUnhealthy);  // rank 1 of the same engine
+  EXPECT_TRUE(fleet.at(2).healthy());                        // another engine
+  Fleet other{roster, clock, 30000};
+  other.fence(1, FenceReason::kTimeout);  // a connect timeout may be one busy rank: not fanned out
+  EXPECT_TRUE(other.at(0).healthy());
+  clock.advance_ms(60000);  // (no recent success keeps it in service)
+  other.on_probe_failure(1, ProbeFailure::kConnect);  // a refused probe of rank 1: rank 0 too
+  EXPECT_EQ(other.at(0).state(), EngineState::kUnhealthy);
+  EXPECT_TRUE(other.at(2).healthy());
+}
+
 TEST(Roster, VacantSlotsHaveNoSeriesInTheExposition) {
   metrics::Exposition x;
   x.set_upstream_filter([](size_t i) { return i != 1; });

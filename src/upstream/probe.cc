@@ -58,6 +58,12 @@ asio::awaitable<void> Prober::probe_one(size_t i) {
     res = co_await net::simple_get(url, "/v1/models", config_.bearer, config_.timeout,
                                    config_.max_body, failure);
   }
+  if (config_.rank_generation && engine->dp_rank && failure == net::GetFailure::kNone && res.status == 200) {
+    net::GetFailure gen = net::GetFailure::kNone;
+    (void)co_await net::simple_post(url, "/v1/completions", R"({"prompt":"ping","max_tokens":1})", config_.bearer,
+                                    config_.timeout, config_.max_body, gen, engine->dp_rank);
+    if (gen == net::GetFailure::kTimeout) failure = gen;  // no answer: a wedged rank (any answer is one)
+  }
   busy_[i] = 0;
   // Stopped, or the engine probed is not the one in the slot any more (it left while we asked).
   if (stopped_ || fleet_.roster().incarnation(i) != incarnation) co_return;

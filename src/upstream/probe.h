@@ -1,6 +1,7 @@
 // upstream/probe: the active health probe loop. Every interval, each engine gets GET /health
 // (falling back to GET /v1/models when /health answers 404); healthy iff 200 with a body of at
-// most 64 KiB. Results go to Fleet, which applies the fencing rules and the readiness gate.
+// most 64 KiB (and, with rank_generation, a data-parallel rank's pinned one-token completion
+// answered in time). Results go to Fleet, which applies the fencing rules and the readiness gate.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -21,6 +22,10 @@ struct ProbeConfig {
   std::chrono::milliseconds timeout{5000};
   std::string bearer;          // RJ_UPSTREAM_TOKEN: only LB-originated calls carry it
   size_t max_body = 64 * 1024;
+  // RJ_PROBE_RANK_GENERATION: a data-parallel rank's probe also asks POST /v1/completions for one
+  // token, pinned to the rank (no model named: the engine's own); only no answer in time fails it
+  // (a wedged rank behind a /health that still answers); any answer passes.
+  bool rank_generation = false;
 };
 
 class Prober {

@@ -360,3 +360,33 @@ def test_sighup_reloads_the_engine_list_and_weights_from_the_config_file(tmp_pat
     wait_for("engine 0 gone", lambda: 0 not in replicas(rj))
     statuses = {rj.chat(chat()).upstream for _ in range(4)}
     assert statuses == {"1"}
+
+
+def test_a_dns_names_engines_with_data_parallel_ranks_join_and_leave_rank_by_rank_together(dns, sims, ramjet_factory):
+    """RJ_UPSTREAM_DP_SIZE for a DNS name: each address is an engine of that many ranks (an
+    ordinal each, X-Data-Parallel-Rank on every request); its ranks join and leave together (and,
+    membership_test: all or none when ordinals are short)."""
+    port = free_port("127.0.0.2", "127.0.0.3")
+    sims("127.0.0.2", port, "--data-parallel-size", "2")
+    sims("127.0.0.3", port, "--data-parallel-size", "2")
+    dns.answer("127.0.0.2")
+    rj = dns_ramjet(ramjet_factory, dns, port, RJ_UPSTREAM_DP_SIZE="2", RJ_PROBE_INTERVAL_MS="100",
+                    RJ_READY_SUCCESSES="2", RJ_READY_STABLE_SECONDS="0", RJ_UPSTREAM_MAX="5")
+    wait_for("both ranks healthy", lambda: all(replicas(rj).get(k, {}).get("healthy") for k in (0, 1)))
+    assert {k: r.get("dp_rank") for k, r in replicas(rj).items()} == {0: 0, 1: 1}
+    dns.answer("127.0.0.2", "127.0.0.3")
+    wait_for("the second engine's ranks healthy", lambda: all(replicas(rj).get(k, {}).get("healthy") for k in (2, 3)))
+    assert {k: r.get("dp_rank") for k, r in replicas(rj).items()} == {0: 0, 1: 1, 2: 0, 3: 1}
+    m = rj.metrics()
+    assert [m.get("ramjet_upstream_dp_rank", upstream=str(u), engine=e) for u, e in
+            (("0", "0"), ("1", "0"), ("2", "2"), ("3", "2"))] == [0, 1, 0, 1]
+    served = {rj.chat(chat(f"dp {i}")).upstream for i in range(12)}
+    assert served == {"0", "1", "2", "3"}, served
+    # The first engine goes: both its ranks leave.
+    dns.answer("127.0.0.3")
+    wait_for("engine 127.0.0.2's ranks gone", lambda: set(replicas(rj)) == {2, 3})
+    # Back once its ordinals are freed: its old ones.
+    dns.answer("127.0.0.3", "127.0.0.2")
+    wait_for("its ranks back", lambda: set(replicas(rj)) == {0, 1, 2, 3})
+    assert {k: r.get("dp_rank") for k, r in replicas(rj).items()} == {0: 0, 1: 1, 2: 0, 3: 1}
+    assert rj.metrics().get("ramjet_upstream_rejected_addresses") == 0

@@ -21,6 +21,7 @@ std::string_view label(Skip s) {
     case Skip::kShape: return "shape";
     case Skip::kOrphanedParent: return "orphaned_parent";
     case Skip::kUnknownRemoval: return "unknown_removal";
+    case Skip::kOtherRank: return "other_rank";
     case Skip::kCount_: break;
   }
   return "unknown";
@@ -181,6 +182,16 @@ std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, Appl
   ApplyCounts local;
   ApplyCounts& c = counts ? *counts : local;
   const uint32_t rank = batch.data_parallel_rank.value_or(0);
+  if (const int64_t want = rank_.load(std::memory_order_relaxed); want >= 0 && batch.data_parallel_rank && rank != want) {
+    uint64_t blocks = 0;
+    for (const auto& ev : batch.events) {
+      if (const auto* st = std::get_if<kv::BlockStored>(&ev)) blocks += st->block_hashes.size();
+      else if (const auto* rm = std::get_if<kv::BlockRemoved>(&ev)) blocks += rm->block_hashes.size();
+      else blocks += 1;
+    }
+    skip(Skip::kOtherRank, blocks);
+    return std::nullopt;
+  }
   for (const auto& ev : batch.events) {
     if (const auto* removed = std::get_if<kv::BlockRemoved>(&ev)) {
       apply_removed(*removed, rank);

@@ -42,6 +42,7 @@ enum class Skip : uint8_t {
   kShape,              // token_ids != block_size * block_hashes, or block_size 0
   kOrphanedParent,     // the parent block was never applied (skipped, or missed before a join)
   kUnknownRemoval,     // a removed hash that was never applied
+  kOtherRank,          // a batch of another data-parallel rank than the one this inventory follows
   kCount_,
 };
 std::string_view label(Skip s);
@@ -86,7 +87,12 @@ class Inventory {
   // ---- writer (the engine's subscriber thread) ----
   // Applies one batch's events in order. An error means the index no longer mirrors the engine
   // (a conflicting path, or capacity): the caller fences and clears.
+  // With a rank set (the engine slot is one data-parallel rank), a batch tagged with another rank
+  // is skipped whole (Skip::kOtherRank): that rank's blocks are not in this slot's cache. Each
+  // rank's publisher sends only its own batches, so this counts a misconfiguration, not traffic.
   std::optional<ExactStoreErrc> apply(const kv::EventBatch& batch, ApplyCounts* counts = nullptr);
+  // The data-parallel rank this inventory follows (nullopt: any). Any thread.
+  void set_rank(std::optional<uint32_t> rank) { rank_.store(rank ? int64_t{*rank} : -1, std::memory_order_relaxed); }
   void clear();
   // The whole state, for a snapshot (writer thread).
   void export_state(InventoryState& out) const;
@@ -115,6 +121,7 @@ class Inventory {
   void apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank);
   void flush_removed(ApplyCounts& counts);
   std::optional<ExactStoreErrc> apply_stored(const kv::BlockStored& e, uint32_t dp_rank, ApplyCounts& counts);
+  std::atomic<int64_t> rank_{-1};  // set_rank(): the rank followed, -1: any
   void skip(Skip s, uint64_t n = 1) { skipped_[static_cast<size_t>(s)].fetch_add(n, std::memory_order_relaxed); }
 
   ExactShard shard_;

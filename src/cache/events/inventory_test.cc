@@ -86,6 +86,20 @@ TEST(Inventory, StoredBlocksAnswerForTheRequestsWholeBlocks) {
   EXPECT_EQ(resident(inv, t), 0u);
 }
 
+TEST(Inventory, ARankInventorySkipsAndCountsAnotherRanksBatches) {
+  Inventory inv;
+  inv.set_rank(2);
+  const auto t = prompt(4 * kBs);
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 3)}, 1)));  // rank 1's blocks are not in rank 2's cache
+  EXPECT_EQ(resident(inv, t), 0u);
+  EXPECT_EQ(inv.skipped(Skip::kOtherRank), 3u);
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 3)}, 2)));
+  EXPECT_EQ(resident(inv, t), 3 * kBs);
+  inv.set_rank(std::nullopt);  // a whole engine takes any rank's batches
+  ASSERT_FALSE(inv.apply(batch({stored(t, 3, 4)}, 0)));
+  EXPECT_EQ(inv.skipped(Skip::kOtherRank), 3u);
+}
+
 TEST(Inventory, DuplicatePhysicalCopiesAreCountedPerCopy) {
   Inventory inv;
   const auto t = prompt(2 * kBs);

@@ -38,7 +38,7 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_kv_events_skipped_total", MetricKind::kCounter, "upstream,reason",
      "Blocks of events that say nothing about the GPU prefix cache a request can hit, by reason: "
      "unsupported_medium, non_local, non_main_attention, unknown_kind, unknown_group, extra_keys, "
-     "block_size_mismatch, shape, orphaned_parent, unknown_removal."},
+     "block_size_mismatch, shape, orphaned_parent, unknown_removal, other_rank (a batch of another data-parallel rank than the ordinal's)."},
     {"ramjet_kv_blocks_applied_total", MetricKind::kCounter, "upstream,op",
      "Blocks applied to the exact index: op stored or removed (one per copy)."},
     {"ramjet_kv_index_blocks", MetricKind::kGauge, "upstream",
@@ -108,6 +108,11 @@ void KvFleet::set_endpoints(size_t engine, std::optional<SubscriberOptions> endp
   } else {
     engines_[engine]->subscriber.set_endpoints({}, {}, {});
   }
+}
+
+void KvFleet::set_rank(size_t engine, std::optional<uint32_t> rank) {
+  if (engine >= engines_.size() || !engines_[engine]) return;
+  engines_[engine]->inventory.set_rank(rank);
 }
 
 bool KvFleet::enabled() const {

@@ -49,6 +49,8 @@ class KvFleet {
   // A discovered engine's endpoints (upstream/engine_catalog.h; any thread): its subscriber moves
   // to them (nullopt: none, fenced). Ignored for an engine made without a subscription.
   void set_endpoints(size_t engine, std::optional<SubscriberOptions> endpoints);
+  // The data-parallel rank engine slot `engine` follows (Inventory::set_rank); nullopt: any.
+  void set_rank(size_t engine, std::optional<uint32_t> rank);
 
   size_t size() const { return engines_.size(); }
   bool enabled() const;  // at least one engine publishes

@@ -21,6 +21,7 @@
 #include "net/http.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
+#include "request/stream/rank_header.h"
 #include "request/stream/session.h"
 
 namespace ramjet::request {
@@ -95,9 +96,11 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
 }
 
 // The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream,
-// X-Session-ID (ramjet's own routing input, as the reference strips it) and Expect are not forwarded; Host and Content-Length are set here. With client API keys on, the
+// X-Session-ID (ramjet's own routing input, as the reference strips it), X-Data-Parallel-Rank and
+// Expect are not forwarded; Host, Content-Length and (for a slot that is one data-parallel rank)
+// X-Data-Parallel-Rank are set here. With client API keys on, the
 // client's Authorization and x-api-key stay here too, and RJ_UPSTREAM_TOKEN (if any) goes instead.
-size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url) {
+size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url, std::optional<uint32_t> dp_rank) {
   const net::RequestHead& req = s.req;
   net::HeadBuffer& out = s.out;
   out.clear();
@@ -110,12 +113,16 @@ size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url) {
   size_t fields = 1;  // Host
   const bool own_keys = config_.api_keys != nullptr;
   for (size_t i = 0; i < req.fields.size(); ++i) {
-    if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect || is_session_header(req.fields, i)) continue;
+    if (hop.drop(req.fields, i) || req.fields.id(i) == http::field::expect || is_session_header(req.fields, i) ||
+        is_rank_header(req.fields, i)) {
+      continue;
+    }
     if (own_keys && client_credential(req.fields, i)) continue;
     net::append_field(out, req.fields.name(i), req.fields.value(i));
     ++fields;
   }
   net::append_field(out, "Host", url.host_header());
+  fields += append_rank_header(out, dp_rank);  // (a client's was dropped above)
   if (own_keys && s.authenticated && !config_.upstream_authorization.empty()) {
     net::append_field(out, "Authorization", config_.upstream_authorization);
     ++fields;
@@ -135,12 +142,13 @@ size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url) {
 // client-side limit already guarantees it (the forwarded head is the client's, less hop-by-hop
 // fields, plus a base path, Host and Content-Length).
 bool Proxy::upstream_head_fits(Session& s) {
-  const size_t added = config_.upstream_authorization.empty() ? 2 : 3;  // Host, Content-Length, Authorization
+  // Host, Content-Length, X-Data-Parallel-Rank, Authorization
+  const size_t added = config_.upstream_authorization.empty() ? 3 : 4;
   const bool count_ok = s.req.fields.size() + added <= config_.upstream_max_header_count;
-  const size_t extra = max_host_header_ + config_.upstream_authorization.size();  // + RJ_UPSTREAM_TOKEN
+  const size_t extra = max_host_header_ + 32 + config_.upstream_authorization.size();  // + rank, RJ_UPSTREAM_TOKEN
   if (count_ok && config_.max_header_bytes + extra + 1024 <= config_.upstream_max_header_bytes) return true;
-  const size_t fields = build_request_head(s, config::UpstreamUrl{});  // Host "" and no base path
-  const uint64_t bytes = s.out.size() + max_host_header_;
+  const size_t fields = build_request_head(s, config::UpstreamUrl{}, 0u);  // Host "" and no base path
+  const uint64_t bytes = s.out.size() + max_host_header_ + 10;  // (a rank of up to 10 digits)
   return fields <= config_.upstream_max_header_count && bytes <= config_.upstream_max_header_bytes;
 }
 
@@ -358,7 +366,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         ~NotWaiting() { p.set_waiting(s, Session::kNotWaiting); }
       } not_waiting{*this, s};
       boost::system::error_code ec, write_ec;
-      start_exchange(s, x, *conn, member->url, write_ec);
+      start_exchange(s, x, *conn, *member, write_ec);
       // A failing probe moves a long wait only for a streamed response (a stream:false head comes
       // after the whole generation) and only where another engine can take it (the last one
       // waits for RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, not a 502).
@@ -465,7 +473,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
 // Starts an exchange on `conn` (engine u): arms the first-byte deadline, serialises the head and
 // writes what the socket takes now; the rest (if any) stays in s.out_buffers. A fresh parser
 // waits for the response head.
-void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const config::UpstreamUrl& url,
+void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const net::Member& member,
                            boost::system::error_code& write_ec) {
   s.engine_fenced = false;
   s.engine_unresponsive = false;
@@ -474,7 +482,7 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                               ? std::chrono::steady_clock::now() + config_.first_byte_timeout
                               : std::chrono::steady_clock::time_point::max();
-  build_request_head(s, url);
+  build_request_head(s, member.url, member.dp_rank);
   OutBuffers& out = s.out_buffers;
   out.clear();
   out.add(s.out);

@@ -26,7 +26,7 @@ enum class F {
   kUsageParseFailures, kPromptTokens, kCachedPromptTokens, kCompletionTokens, kFinishReasons,
   kCacheRequests, kShimRewrites, kRouteFailOpen, kFailOpenDispatches, kRouteDecisions,
   kProfileChoices, kSingleFlightFollowers, kRouteOverlap, kRouteAffinity, kUpstreamRequests,
-  kUpstreamInfo, kRequestDuration, kTtft, kTpot, kCacheTtft, kDecodeRate, kContextTokens,
+  kUpstreamInfo, kUpstreamDpRank, kRequestDuration, kTtft, kTpot, kCacheTtft, kDecodeRate, kContextTokens,
   kOutputTokens, kRequestBodyBytes, kResponseBodyBytes, kCount
 };
 
@@ -105,6 +105,10 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "(retried 502/503 included)."},
     {"ramjet_upstream_info", MetricKind::kGauge, "upstream,profile",
      "1 for each upstream ordinal with its declared decode profile (none, mtp, standard)."},
+    {"ramjet_upstream_dp_rank", MetricKind::kGauge, "upstream,engine",
+     "For each upstream ordinal that is one data-parallel rank of an engine (RJ_UPSTREAM_DP_SIZE): "
+     "its rank; `engine` is the lowest ordinal among that engine's ranks (the ordinals with the same "
+     "engine label are one engine). Ordinals that are whole engines have no sample."},
     {"ramjet_request_duration_seconds", MetricKind::kHistogram, "",
      "Request duration from routing to the last byte."},
     {"ramjet_ttft_seconds", MetricKind::kHistogram, "",
@@ -391,6 +395,13 @@ void ProxyMetrics::write(metrics::Exposition& x) const {
     route::Profile p = upstream_profiles ? upstream_profiles(u) : route::Profile::kNone;
     x.sample(name(F::kUpstreamInfo), up_label(u) + ",profile=\"" + std::string(route::profile_label(p)) + "\"",
              int64_t{1});
+  }
+  x.family(fam(F::kUpstreamDpRank));
+  for (size_t u = 0; u < upstreams && upstream_ranks; ++u) {
+    if (auto r = upstream_ranks(u)) {
+      x.sample(name(F::kUpstreamDpRank), up_label(u) + ",engine=\"" + std::to_string(r->second) + "\"",
+               int64_t{r->first});
+    }
   }
 
   x.family(fam(F::kRequestDuration));

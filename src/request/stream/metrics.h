@@ -6,6 +6,8 @@
 
 #include <array>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -78,6 +80,10 @@ struct ProxyMetrics {
   // ramjet_upstream_info{upstream,profile}: the declared profile of each upstream ordinal.
   // Each upstream's decode profile label (thread-safe reader; unset: every upstream "none").
   void set_profiles(std::function<route::Profile(size_t)> profiles) { upstream_profiles = std::move(profiles); }
+  // ramjet_upstream_dp_rank{upstream,engine}: an ordinal's (rank, its engine's lowest ordinal)
+  // when it is one data-parallel rank, else nullopt (thread-safe reader; unset: none).
+  using RankOf = std::function<std::optional<std::pair<uint32_t, size_t>>(size_t)>;
+  void set_ranks(RankOf ranks) { upstream_ranks = std::move(ranks); }
   void write(metrics::Exposition& x) const;
 
   // requests_total[endpoint][stream][code - 100]
@@ -104,6 +110,7 @@ struct ProxyMetrics {
   metrics::Histogram route_affinity;  // the winner's capped affinity, blocks (prefix routing)
   std::unique_ptr<metrics::Counter[]> upstream_requests;  // [upstream][1xx..5xx]
   std::function<route::Profile(size_t)> upstream_profiles;
+  RankOf upstream_ranks;
   metrics::Histogram request_duration;  // seconds
   metrics::Histogram ttft;              // seconds to first generated token (streaming)
   metrics::Histogram tpot;              // seconds per output token after the first (streaming)

@@ -124,7 +124,7 @@ class Proxy {
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
   boost::asio::awaitable<Step> dispatch(Session& s, Exchange& x, const route::Routed& routed,
                                         const std::vector<route::CandidateTerms>& order, size_t k);
-  void start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const config::UpstreamUrl& url,
+  void start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const net::Member& member,
                       boost::system::error_code& write_ec);
   HeadResult head_failure(Session& s, const net::UpstreamConnection& conn, const boost::system::error_code& ec) const;
   boost::asio::awaitable<Step> on_sent_failure(Session& s, Exchange& x, size_t u, HeadResult why, bool more);
@@ -138,7 +138,7 @@ class Proxy {
   boost::asio::awaitable<bool> local_exact_tokens(Session& s, std::chrono::milliseconds wait);
   boost::asio::awaitable<void> remote_exact_tokens(Session& s, std::chrono::milliseconds wait);  // POST /tokenize
   // Serialises the upstream request head for `engine` into s.out; returns its field count.
-  size_t build_request_head(Session& s, const config::UpstreamUrl& engine);
+  size_t build_request_head(Session& s, const config::UpstreamUrl& engine, std::optional<uint32_t> dp_rank = std::nullopt);
   bool upstream_head_fits(Session& s);
   // Tells the observers of the exchange's decision.
   void decided(Exchange& x, const route::Routed& routed);
