@@ -13,7 +13,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.ramjet_proc import http_request, poll
+from support.ramjet_proc import http_request, poll, settle
 from support.sim_proc import SimProc
 
 RANKS = 4
@@ -71,19 +71,6 @@ def served(sim) -> dict:
             if s.name == "vllm:request_success_total":
                 out[int(s.labels["engine"])] += s.value
     return out
-
-
-def settle(rj, interval: float = 0.3) -> None:
-    """Until no KV batch reached ramjet for a while (what a request stored is in the index)."""
-    def applied():
-        return rj.metrics().sum("ramjet_kv_blocks_applied_total") or 0
-    last = applied()
-    while True:
-        time.sleep(interval)
-        now = applied()
-        if now == last:
-            return
-        last = now
 
 
 def test_each_rank_is_an_ordinal_with_its_own_kv_source(rj, dp4):

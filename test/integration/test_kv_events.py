@@ -18,7 +18,7 @@ import time
 import pytest
 
 from support.metric_docs import families_by_section
-from support.ramjet_proc import http_request, poll
+from support.ramjet_proc import http_request, poll, settle
 from support.sim_proc import SimProc
 
 TOPIC = "kv"
@@ -215,22 +215,6 @@ def through(rj, body: dict):
     assert r.status == 200, r.body
     settle(rj)
     return r
-
-
-def settle(*rjs, metrics=("ramjet_kv_blocks_applied_total",), interval: float = 0.3) -> None:
-    """Waits until no KV batch reached any of the ramjets for a while (`metrics`: the counters
-    that move with each batch): the blocks a request just stored on its engine are applied before
-    the next request is placed (a lookup that meets an index mid-write on a loaded machine falls
-    back to the approximate index, by design)."""
-    def applied():
-        return tuple(sum(rj.metrics().sum(n) or 0 for n in metrics) for rj in rjs)
-    last = applied()
-    while True:
-        time.sleep(interval)
-        now = applied()
-        if now == last:
-            return
-        last = now
 
 
 def warm_behind_its_back(rj, sim: SimProc, engine: int, body: dict) -> None:

@@ -484,3 +484,19 @@ def poll(fn, timeout: float = 5.0, interval: float = 0.02, what: str = "conditio
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s (last value {last!r})")
         time.sleep(interval)
+
+
+def settle(*rjs, metrics=("ramjet_kv_blocks_applied_total",), interval: float = 0.3) -> None:
+    """Waits until no KV batch reached any of the ramjets for a while (`metrics`: the counters
+    that move with each batch): the blocks a request just stored on its engine are applied before
+    the next request is placed (a lookup that meets an index mid-write on a loaded machine falls
+    back to the approximate index, by design)."""
+    def applied():
+        return tuple(sum(rj.metrics().sum(n) or 0 for n in metrics) for rj in rjs)
+    last = applied()
+    while True:
+        time.sleep(interval)
+        now = applied()
+        if now == last:
+            return
+        last = now
