@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "upstream/engine_text.h"
+#include "metrics/metrics.h"
 #include "metrics/prom_text.h"
 
 namespace {
@@ -55,14 +56,7 @@ std::string render(const std::vector<Copy>& samples) {
     out += '{';
     for (const auto& [k, v] : c.labels) {
       out += k + "=\"";
-      for (char ch : v) {
-        if (ch == '\\' || ch == '"') out += '\\';
-        if (ch == '\n') {
-          out += "\\n";
-          continue;
-        }
-        out += ch;
-      }
+      out += ramjet::metrics::escape_label_value(v);
       out += "\",";
     }
     out += "} ";

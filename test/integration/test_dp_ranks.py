@@ -62,15 +62,20 @@ def through(rj, body: dict, headers: dict | None = None, timeout: float = 30):
                         {"Content-Type": "application/json", **(headers or {})}, timeout=timeout)
 
 
-def served(sim) -> dict:
-    """{rank: requests finished} from the sim's own per-rank metrics (engine="<rank>")."""
+def per_rank(sim, name: str) -> dict:
+    """{rank: value} of one of the sim's own per-rank counters (engine="<rank>")."""
     text = sim.request("GET", "/metrics").body.decode()
     out = {k: 0.0 for k in range(RANKS)}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
-            if s.name == "vllm:request_success_total":
+            if s.name == name:
                 out[int(s.labels["engine"])] += s.value
     return out
+
+
+def served(sim) -> dict:
+    """{rank: requests finished}."""
+    return per_rank(sim, "vllm:request_success_total")
 
 
 def test_each_rank_is_an_ordinal_with_its_own_kv_source(rj, dp4):
@@ -165,13 +170,8 @@ def test_each_ranks_exact_index_follows_its_own_ranks_events(rj, dp4):
 
 
 def served_hits(sim) -> dict:
-    text = sim.request("GET", "/metrics").body.decode()
-    out = {k: 0.0 for k in range(RANKS)}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if s.name == "vllm:prefix_cache_hits_total":
-                out[int(s.labels["engine"])] += s.value
-    return out
+    """{rank: prefix-cache hit tokens}."""
+    return per_rank(sim, "vllm:prefix_cache_hits_total")
 
 
 def test_the_engine_scrape_reads_each_ranks_own_load(rj, dp4):
