@@ -263,12 +263,21 @@ std::string UpstreamUrl::host_header() const {
   return h;
 }
 
-uint32_t dp_size_item(const Config& c, size_t i) {
-  if (i >= c.upstream_dp_size.size()) return 1;
-  const std::string& item = c.upstream_dp_size[i];
-  uint32_t n = 1;
-  if (std::from_chars(item.data(), item.data() + item.size(), n).ptr != item.data() + item.size() || n < 1) return 1;
+namespace {
+
+// An RJ_UPSTREAM_DP_SIZE item's ranks: 1..1024, nullopt for anything else.
+std::optional<uint32_t> dp_ranks(std::string_view item) {
+  uint32_t n = 0;
+  if (std::from_chars(item.data(), item.data() + item.size(), n).ptr != item.data() + item.size() || n < 1 || n > 1024) {
+    return std::nullopt;
+  }
   return n;
+}
+
+}  // namespace
+
+uint32_t dp_size_item(const Config& c, size_t i) {
+  return i < c.upstream_dp_size.size() ? dp_ranks(c.upstream_dp_size[i]).value_or(1) : 1;
 }
 
 std::string offset_endpoint(const std::string& item, uint32_t rank) {
@@ -424,18 +433,17 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
   const Config& c = r.config;
   // Static entries, then DNS names: the positions RJ_UPSTREAM_PROFILES and the KV endpoints follow.
   const size_t sources = c.upstreams.size() + c.upstream_dns.size();
-  if (!c.upstream_profiles.empty() && sources > 0 && c.upstream_profiles.size() != sources) {
-    r.errors.push_back("RJ_UPSTREAM_PROFILES: " + std::to_string(c.upstream_profiles.size()) +
-                       " profiles for " + std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
-                       std::to_string(c.upstream_dns.size()) +
-                       " RJ_UPSTREAM_DNS names; give one profile per entry, then one per name, in order");
-  }
-  if (!c.upstream_models.empty() && sources > 0 && c.upstream_models.size() != sources) {
-    r.errors.push_back("RJ_UPSTREAM_MODELS: " + std::to_string(c.upstream_models.size()) + " items for " +
+  // A list with one item per source (RJ_UPSTREAM entries, then RJ_UPSTREAM_DNS names), or none.
+  auto per_source = [&](std::string_view env, size_t items, std::string_view plural, std::string_view one) {
+    if (items == 0 || sources == 0 || items == sources) return;
+    r.errors.push_back(std::string(env) + ": " + std::to_string(items) + " " + std::string(plural) + " for " +
                        std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
-                       std::to_string(c.upstream_dns.size()) +
-                       " RJ_UPSTREAM_DNS names; give one item per entry, then one per name, in order");
-  }
+                       std::to_string(c.upstream_dns.size()) + " RJ_UPSTREAM_DNS names; give one " + std::string(one) +
+                       " per entry, then one per name, in order");
+  };
+  per_source("RJ_UPSTREAM_PROFILES", c.upstream_profiles.size(), "profiles", "profile");
+  per_source("RJ_UPSTREAM_MODELS", c.upstream_models.size(), "items", "item");
+  per_source("RJ_UPSTREAM_DP_SIZE", c.upstream_dp_size.size(), "items", "item");
   for (const std::string& item : c.upstream_models) {
     for (std::string_view name : model_names(item)) {
       if (name.empty() || name.size() > 1024) {
@@ -444,22 +452,14 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
       }
     }
   }
-  if (!c.upstream_dp_size.empty() && sources > 0 && c.upstream_dp_size.size() != sources) {
-    r.errors.push_back("RJ_UPSTREAM_DP_SIZE: " + std::to_string(c.upstream_dp_size.size()) + " items for " +
-                       std::to_string(c.upstreams.size()) + " RJ_UPSTREAM entries and " +
-                       std::to_string(c.upstream_dns.size()) +
-                       " RJ_UPSTREAM_DNS names; give one item per entry, then one per name, in order");
-  }
   bool ranked = false;
   for (size_t i = 0; i < c.upstream_dp_size.size(); ++i) {
     const std::string& item = c.upstream_dp_size[i];
-    uint32_t n = 0;
     if (item.empty()) continue;
-    if (std::from_chars(item.data(), item.data() + item.size(), n).ptr != item.data() + item.size() || n < 1 ||
-        n > 1024) {
-      r.errors.push_back("RJ_UPSTREAM_DP_SIZE: item " + std::to_string(i + 1) + " is not a number of ranks in 1..1024");
+    if (const std::optional<uint32_t> n = dp_ranks(item)) {
+      ranked = ranked || *n > 1;
     } else {
-      ranked = ranked || n > 1;
+      r.errors.push_back("RJ_UPSTREAM_DP_SIZE: item " + std::to_string(i + 1) + " is not a number of ranks in 1..1024");
     }
   }
   if (ranked && c.exact_inventory == "companion") {
