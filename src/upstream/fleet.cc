@@ -192,10 +192,7 @@ void Fleet::on_success(size_t i) {
 // rank of the same address (net::Roster::siblings) is fenced with it.
 void Fleet::fence(size_t i, FenceReason why) {
   fence_one(i, why);
-  if (why != FenceReason::kConnect) return;
-  for (size_t j : roster_.siblings(i)) {
-    if (j < engines_.size() && roster_.active(j)) fence_one(j, why);
-  }
+  if (why == FenceReason::kConnect) each_sibling_rank(i, [&](size_t j) { fence_one(j, why); });
 }
 
 void Fleet::fence_one(size_t i, FenceReason why) {
@@ -276,10 +273,8 @@ void Fleet::on_probe_success(size_t i) {
 
 void Fleet::on_probe_failure(size_t i, ProbeFailure why) {
   probe_failure_one(i, why);
-  if (why != ProbeFailure::kConnect) return;  // (as fence(): the other ranks' probes would find it next)
-  for (size_t j : roster_.siblings(i)) {
-    if (j < engines_.size() && roster_.active(j)) probe_failure_one(j, why);
-  }
+  // (as fence(): the other ranks' probes would find it next)
+  if (why == ProbeFailure::kConnect) each_sibling_rank(i, [&](size_t j) { probe_failure_one(j, why); });
 }
 
 void Fleet::probe_failure_one(size_t i, ProbeFailure why) {

@@ -208,6 +208,13 @@ class Fleet {
   // fence() and on_probe_failure() for slot i alone (the public ones add its sibling ranks).
   void fence_one(size_t i, FenceReason why);
   void probe_failure_one(size_t i, ProbeFailure why);
+  // f(j) for every active slot holding another data-parallel rank of slot i's engine.
+  template <class F>
+  void each_sibling_rank(size_t i, F f) {
+    for (size_t j : roster_.siblings(i)) {
+      if (j < engines_.size() && roster_.active(j)) f(j);
+    }
+  }
   // Moves e to `to` (the caller holds e.mu_) and logs the change by ordinal, never by host.
   void transition(Engine& e, EngineState to, std::string_view source, std::string_view reason = {});
   // Ejects e (the caller holds e.mu_) when the max-ejection share allows it.

@@ -62,7 +62,7 @@ boost::asio::awaitable<void> Proxy::remote_exact_tokens(Session& s, std::chrono:
   std::shared_ptr<const net::Member> engine;
   for (size_t k = 0; k < n && engine == nullptr; ++k) {
     const size_t i = (start + k) % n;
-    if (fleet_.at(i).healthy() && (s.pool == nullptr || s.pool->has(i))) engine = fleet_.member(i);
+    if (fleet_.at(i).healthy() && (s.pool.engines == nullptr || s.pool.engines->has(i))) engine = fleet_.member(i);
   }
   if (engine == nullptr) {
     e.status = ExactTokens::kNoEngine;
@@ -98,7 +98,7 @@ boost::asio::awaitable<bool> Proxy::local_exact_tokens(Session& s, std::chrono::
   // request to the fingerprints.
   bool any = false;
   for (size_t i = 0; i < fleet_.size(); ++i) {
-    if (!fleet_.at(i).healthy() || (s.pool != nullptr && !s.pool->has(i))) continue;
+    if (!fleet_.at(i).healthy() || (s.pool.engines != nullptr && !s.pool.engines->has(i))) continue;
     any = true;
     if (!c.local->attested(i)) {
       e.status = ExactTokens::kUnattested;

@@ -177,8 +177,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   }
 
   s.pools.reset();
-  s.pool = nullptr;
-  s.pool_rotation = nullptr;
+  s.pool = {};
   if (config_.models != nullptr) {
     if (x.endpoint == Endpoint::kModels && co_await answer_models(s, x)) co_return;
     if (is_inference(x.endpoint)) {
@@ -190,7 +189,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   }
   read_session_header(s.req.fields, s.prep.session);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
-  const route::Routed routed = router_.decide(s.prep, s.pool, s.pool_rotation);
+  const route::Routed routed = router_.decide(s.prep, s.pool.engines, s.pool.rotation);
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {
@@ -241,21 +240,17 @@ std::optional<Rejection> Proxy::pick_pool(Session& s) {
   const PreparedRequest& prep = s.prep;
   if (prep.model_field == ModelField::kBad) return Rejection::kBadModel;
   s.pools = config_.models->pools();
-  const upstream::ModelPools::Pick pick =
-      s.pools->pick(prep.model_field == ModelField::kName ? std::optional<std::string_view>(prep.model) : std::nullopt);
-  switch (pick.verdict) {
+  s.pool = s.pools->pick(prep.model_field == ModelField::kName ? std::optional<std::string_view>(prep.model)
+                                                              : std::nullopt);
+  switch (s.pool.verdict) {
     case upstream::ModelPools::Verdict::kAmbiguous:
       return Rejection::kModelRequired;
     case upstream::ModelPools::Verdict::kUnknown:
       return Rejection::kUnknownModel;
     case upstream::ModelPools::Verdict::kServed:
-      config_.models->count_request(pick.model->label);
-      s.pool = pick.engines;
-      s.pool_rotation = pick.rotation;
+      config_.models->count_request(s.pool.model->label);
       break;
     case upstream::ModelPools::Verdict::kUnlisted:
-      s.pool = pick.engines;
-      break;
     case upstream::ModelPools::Verdict::kAny:
       break;
   }

@@ -117,11 +117,10 @@ struct Proxy::Session {
   // Per-exchange state kept here rather than in coroutine frames (Asio recycles a frame's
   // memory only when it is under ~1 KB).
   PreparedRequest prep;
-  // The engines that may serve this request's model (upstream/model_pools.h; null: any), and
-  // the snapshot that owns that set.
+  // The request's model pool (upstream/model_pools.h: pool.engines, null for any engine; its
+  // rotation), and the snapshot that owns them.
   std::shared_ptr<const upstream::ModelPools> pools;
-  const upstream::EngineSet* pool = nullptr;
-  std::atomic<uint64_t>* pool_rotation = nullptr;
+  upstream::ModelPools::Pick pool;
   OutBuffers out_buffers;
   std::optional<net::ResponseParser> parser;
   std::optional<UsageAccumulator> usage;
