@@ -129,16 +129,6 @@ std::optional<std::string> ModelPools::models_json() const {
   return out;
 }
 
-std::vector<uint32_t> ModelPools::engine_labels(size_t engine) const {
-  std::vector<uint32_t> out;
-  for (const Model& m : models_) {
-    if (!m.adapter && m.engines.has(engine) && std::find(out.begin(), out.end(), m.label) == out.end()) {
-      out.push_back(m.label);
-    }
-  }
-  return out;
-}
-
 std::string ModelPools::engine_models(size_t engine) const {
   std::string out;
   for (const Model& m : models_) {

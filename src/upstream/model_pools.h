@@ -97,12 +97,9 @@ class ModelPools {
   std::optional<std::string> models_json() const;
 
   const std::vector<Model>& models() const { return models_; }
-  const EngineSet& unlisted() const { return unlisted_; }
-  size_t listed_engines() const { return listed_; }
   size_t base_models() const { return bases_; }
-  // The base models an engine serves, as label slots (metrics), and as their names joined with
-  // ", " ("" while its list is not known: the dashboard).
-  std::vector<uint32_t> engine_labels(size_t engine) const;
+  // The base models an engine serves, their names joined with ", " ("" while its list is not
+  // known: the dashboard).
   std::string engine_models(size_t engine) const;
 
  private:
