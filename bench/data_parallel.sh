@@ -21,13 +21,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=1
-[[ ${1:-} == --no-build ]] && BUILD=0
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
-log() { echo "data_parallel: $*" >&2; }
-die() { log "$*"; exit 1; }
+bench_args data_parallel "$@"
 ENGINES=${ENGINES:-2}
 RANKS=${RANKS:-4}
 DURATION=${DURATION:-30}
@@ -52,7 +48,7 @@ run() {  # run LABEL REPEAT
   start_sims "${FLEET[@]}"
   local upstreams
   upstreams=$(IFS=,; echo "${engines[*]}")
-  env=(RJ_UPSTREAM="$upstreams" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0)
+  env=(RJ_UPSTREAM="$upstreams")
   case $label in
     blind) ;;
     aware) env+=(RJ_UPSTREAM_DP_SIZE="$(printf "$RANKS,%.0s" $(seq "$ENGINES") | sed 's/,$//')") ;;
@@ -62,12 +58,8 @@ run() {  # run LABEL REPEAT
             RJ_EXACT_ROUTE_MODE=on RJ_EXACT_ROUTE_MIN_BYTES="$EXACT_MIN_BYTES") ;;
     *) die "unknown label $label (blind, aware, aware-exact)" ;;
   esac
-  env "${env[@]}" "$RAMJET" 2>"$WORK/$label-$rep.err" &
-  pids+=($!)
   local api metrics
-  api=$(wait_grep "$WORK/$label-$rep.err" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "$label: ramjet did not start"
-  metrics=$(wait_grep "$WORK/$label-$rep.err" 'metrics=[0-9.]+:[0-9]+' | cut -d= -f2)
-  wait_ramjet_ready "$api" || die "$label: engines not healthy and trusted within 15 s"
+  start_ramjet "$WORK/$label-$rep.err" "${env[@]}"
   agent_bench_args
   log "repeat $rep: $label ($ENGINES engines x $RANKS ranks)"
   nice "$BENCH" --target "http://$api" "${AGENT_ARGS[@]}" --duration "$DURATION" --seed $((7 + rep)) \

@@ -1,7 +1,19 @@
 # bench/lib.sh: what the benchmark scripts share (sourced, not run): a work folder whose
 # processes are stopped and which is removed on exit, waiting for a line in a log, and fresh
-# ramjet-sim engines. The sourcing script defines log() and die() first and sets SIM and SPEED
-# before start_sims.
+# ramjet-sim engines. The sourcing script calls bench_args with its name and arguments (log, die,
+# BUILD) and sets SIM and SPEED before start_sims.
+
+# bench_args NAME "$@": the scripts' common arguments — --no-build (BUILD=0; else BUILD=1) and
+# -h/--help (prints the script's header comment and exits) — and log/die, which prefix NAME.
+bench_args() {
+  BENCH_NAME=$1
+  BUILD=1
+  [[ ${2:-} == --no-build ]] && BUILD=0
+  [[ ${2:-} == -h || ${2:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+  log() { echo "$BENCH_NAME: $*" >&2; }
+  die() { log "$*"; exit 1; }
+  return 0
+}
 
 # bench_binaries: RAMJET, SIM and BENCH, from BIN_DIR when it is set (one folder holding ramjet,
 # ramjet-sim and ramjet-bench, e.g. copies that a rebuild of build/release cannot change under a
@@ -105,6 +117,18 @@ start_sims() {  # start_sims PRESET... -> engines=(URL...), one fresh sim per pr
     fi
     i=$((i + 1))
   done
+}
+
+# start_ramjet LOG VAR=VALUE...: $RAMJET on ephemeral loopback ports with those settings, its stderr
+# to LOG; sets api and metrics (HOST:PORT) and waits until it is ready (wait_ramjet_ready).
+start_ramjet() {
+  local log=$1
+  shift
+  env RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 "$@" "$RAMJET" 2>"$log" &
+  pids+=($!)
+  api=$(wait_grep "$log" 'api=[0-9.]+:[0-9]+' | cut -d= -f2) || die "ramjet did not start ($log)"
+  metrics=$(wait_grep "$log" 'metrics=[0-9.]+:[0-9]+' | cut -d= -f2)
+  wait_ramjet_ready "$api" || die "engines not healthy and trusted within 15 s ($log)"
 }
 
 # wait_ramjet_ready HOST:PORT [STEP]: until ramjet's /health says ok with every engine's KV-event

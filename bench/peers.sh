@@ -39,11 +39,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=1
-[[ ${1:-} == --no-build ]] && BUILD=0
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+bench_args peers "$@"
 TRACE=${TRACE:-../shared/traces/mooncake_conversation_trace.jsonl}
 TRACE_REQUESTS=${TRACE_REQUESTS:-2000}
 TIME_SCALE=${TIME_SCALE:-0.15}
@@ -64,8 +62,6 @@ MODEL=qwen3.8-27b
 for v in TRACE MODEL_DIR PEERS_VENV BUILD_DIR RESULTS_DIR; do [[ ${!v} == /* ]] || printf -v "$v" '%s' "$ROOT/${!v}"; done
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
-die() { echo "peers: $*" >&2; exit 1; }
-log() { echo "peers: $*" >&2; }
 for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 [[ -r $TRACE ]] || die "TRACE $TRACE not readable"
 for f in tokenizer.json tokenizer_config.json; do [[ -r $MODEL_DIR/$f ]] || die "MODEL_DIR $MODEL_DIR has no $f"; done

@@ -20,11 +20,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=1
-[[ ${1:-} == --no-build ]] && BUILD=0
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+bench_args router_restart "$@"
 DURATION=${DURATION:-40}
 RESTART_AT=${RESTART_AT:-15}
 TIMELINE=${TIMELINE:-2}
@@ -34,8 +32,6 @@ RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 [[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
-die() { echo "router_restart: $*" >&2; exit 1; }
-log() { echo "router_restart: $*" >&2; }
 ((RESTART_AT > 0 && RESTART_AT < DURATION)) || die "RESTART_AT must be inside the run (0 < RESTART_AT < DURATION)"
 for tool in curl python3; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 

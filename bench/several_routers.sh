@@ -39,11 +39,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=1
-[[ ${1:-} == --no-build ]] && BUILD=0
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+bench_args several_routers "$@"
 DURATION=${DURATION:-30}
 REPEATS=${REPEATS:-2}
 REPLICAS=${REPLICAS:-3}
@@ -64,8 +62,6 @@ RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 [[ $BUILD_DIR == /* ]] || BUILD_DIR=$ROOT/$BUILD_DIR
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
-die() { echo "several_routers: $*" >&2; exit 1; }
-log() { echo "several_routers: $*" >&2; }
 [[ $FRONT == http || $FRONT == tcp ]] || die "FRONT must be http or tcp"
 for tool in curl python3 haproxy; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 

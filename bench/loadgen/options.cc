@@ -166,6 +166,9 @@ const std::vector<Opt>& table() {
        u64_field(&Options::requests_per_step, 1, UINT64_MAX)},
       {"warmup", "S", "0", "seconds at the start of each step that are not measured",
        dbl_field(&Options::warmup_s, 0, 1e6)},
+      {"ttft-target-ms", "MS", "0 (none)", "also report goodput: requests per second whose first token came "
+       "within MS, and their share of every request sent (errors and refusals count as misses)",
+       dbl_field(&Options::ttft_target_ms, 0, 1e9)},
       {"timeline", "S", "0 (none)", "also report each step in windows of S seconds by completion time "
        "(ok, errors, cached %, TTFT p50/p95): what changed during it", dbl_field(&Options::timeline_s, 0, 3600)},
       {"threads", "N", "1", "io threads", u32_field(&Options::threads, 1, 256)},

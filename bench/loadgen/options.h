@@ -39,6 +39,7 @@ struct Options {
   double duration_s = 0;    // 0 with requests_per_step 0: 10 s
   uint64_t requests_per_step = 0;
   double warmup_s = 0;
+  double ttft_target_ms = 0;  // --ttft-target-ms: goodput (requests whose TTFT met it) per step
   double timeline_s = 0;  // --timeline: window seconds of each step's timeline (0 = none)
   uint32_t threads = 1;
   bool stream = true;

@@ -85,6 +85,14 @@ std::string errors_cell(const StepReport& st) {
   return s + ")";
 }
 
+}  // namespace
+
+bool has_goodput(const RunReport& r) {
+  return std::any_of(r.steps.begin(), r.steps.end(), [](const StepReport& s) { return s.ttft_target_ms > 0; });
+}
+
+namespace {
+
 const StepReport* step_at(const RunReport& r, double x) {
   for (const auto& s : r.steps)
     if (s.x == x) return &s;
@@ -133,6 +141,13 @@ json::value to_json(const RunReport& run) {
         {"cached_pct", num(s.cached_pct)},
         {"engines", counts_to_json(s.engines)},
     });
+    if (s.ttft_target_ms > 0) {
+      auto& so = steps.back().as_object();
+      so["ttft_target_ms"] = s.ttft_target_ms;
+      so["good"] = s.good;
+      so["goodput_req_s"] = num(s.goodput_req_s);
+      so["attainment_pct"] = num(s.attainment_pct);
+    }
     if (!s.timeline.empty()) {
       json::array tl;
       for (const Window& w : s.timeline)
@@ -184,6 +199,12 @@ Result<RunReport> run_from_json(const json::value& v) {
     s.cached_tokens = get_u64(so, "cached_tokens");
     s.cached_pct = get_num(so, "cached_pct");
     s.engines = counts_from_json(so, "engines");
+    if (so.contains("ttft_target_ms")) {
+      s.ttft_target_ms = get_num(so, "ttft_target_ms");
+      s.good = get_u64(so, "good");
+      s.goodput_req_s = get_num(so, "goodput_req_s");
+      s.attainment_pct = get_num(so, "attainment_pct");
+    }
     if (const json::value* tl = so.if_contains("timeline"); tl && tl->is_array()) {
       for (const auto& wv : tl->as_array()) {
         if (!wv.is_object()) return Error{"bad_report", "a timeline window must be a JSON object"};
@@ -225,18 +246,24 @@ std::string render_markdown(const std::vector<RunReport>& runs) {
     md += "target `" + md_escape(r.target) + "` · workload `" + md_escape(r.workload) + "` · " +
           (r.shape == "open" ? "open loop (Poisson)" : r.shape == "trace" ? "trace replay" : "closed loop");
     if (!r.started_at.empty()) md += " · " + r.started_at;
+    const bool goodput = has_goodput(r);
     md += "\n\n| " + std::string(x_name(r.shape)) +
           " | ok | errors | out tok/s | req/s | TTFT p50 ms | TTFT p95 ms | TTFT p99 ms |"
-          " TPOT p50 ms | TPOT p95 ms | cached % | engines |\n";
-    md += "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+          " TPOT p50 ms | TPOT p95 ms | cached % |" +
+          std::string(goodput ? " goodput req/s | TTFT met % |" : "") + " engines |\n";
+    md += std::string("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|") + (goodput ? "---:|---:|" : "") + "---|\n";
     for (const StepReport& s : r.steps) {
       md += "| " + format_x(s.x, r.shape) + " | " + std::to_string(s.ok) + " | " + errors_cell(s) +
             " | " + format_number(s.output_tok_s) + " | " + format_number(s.req_s) + " | " +
             format_number(s.ttft_p50_ms) + " | " + format_number(s.ttft_p95_ms) + " | " +
             format_number(s.ttft_p99_ms) + " | " + format_number(s.tpot_p50_ms) + " | " +
             format_number(s.tpot_p95_ms) + " | " + format_number(s.cached_pct) + " | " +
+            (goodput ? format_number(s.goodput_req_s) + " | " + format_number(s.attainment_pct) + " | " : "") +
             counts_cell(s.engines) + " |\n";
     }
+    if (goodput && !r.steps.empty())
+      md += "\ngoodput: requests whose first token came within " + format_number(r.steps.front().ttft_target_ms) +
+            " ms, per second; TTFT met %: their share of every request sent (errors count as misses).\n";
     md += "\n";
     for (const StepReport& s : r.steps) {
       if (s.timeline.empty()) continue;
@@ -259,12 +286,15 @@ std::string render_markdown(const std::vector<RunReport>& runs) {
     std::set<double> xs;
     for (const auto* r : group)
       for (const auto& s : r->steps) xs.insert(s.x);
+    const bool goodput = std::any_of(group.begin(), group.end(), [](const RunReport* r) { return has_goodput(*r); });
     md += "### Comparison (" + std::string(x_name(shape)) + ")\n\n| " + std::string(x_name(shape));
     for (const auto* r : group) md += " | " + md_escape(r->label) + " out tok/s";
     for (const auto* r : group) md += " | " + md_escape(r->label) + " TTFT p95 ms";
     for (const auto* r : group) md += " | " + md_escape(r->label) + " cached %";
+    if (goodput)
+      for (const auto* r : group) md += " | " + md_escape(r->label) + " goodput req/s";
     md += " |\n|---:";
-    for (size_t i = 0; i < group.size() * 3; ++i) md += "|---:";
+    for (size_t i = 0; i < group.size() * (goodput ? 4 : 3); ++i) md += "|---:";
     md += "|\n";
     for (double x : xs) {
       md += "| " + format_x(x, shape);
@@ -286,6 +316,11 @@ std::string render_markdown(const std::vector<RunReport>& runs) {
         const StepReport* s = step_at(*r, x);
         md += " | " + (s ? format_number(s->cached_pct) : "-");
       }
+      if (goodput)
+        for (const auto* r : group) {
+          const StepReport* s = step_at(*r, x);
+          md += " | " + (s ? format_number(s->goodput_req_s) : "-");
+        }
       md += " |\n";
     }
     md += "\n";

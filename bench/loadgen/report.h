@@ -24,6 +24,8 @@ struct RunReport {
 };
 
 std::string_view x_name(std::string_view shape);  // "concurrency", "rate (req/s)", "trace"
+// Whether a step was measured against a TTFT target (--ttft-target-ms: goodput columns).
+bool has_goodput(const RunReport& r);
 
 boost::json::value to_json(const RunReport& run);
 Result<RunReport> run_from_json(const boost::json::value& v);
@@ -34,7 +36,7 @@ Result<std::vector<RunReport>> runs_from_json_text(std::string_view text);
 
 // One table per run and, for two or more runs, a comparison table per load shape.
 std::string render_markdown(const std::vector<RunReport>& runs);
-// Per load shape: output tok/s and TTFT p95 against x, one line per run.
+// Per load shape: output tok/s (goodput, when measured) and TTFT p95 against x, one line per run.
 std::string render_svg(const std::vector<RunReport>& runs);
 
 // Number formatting shared by the renderers ("-" for NaN).

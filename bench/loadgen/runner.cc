@@ -429,7 +429,7 @@ asio::awaitable<void> Runner::controller() {
                  std::make_move_iterator(t->samples.end()));
       t->samples.clear();
     }
-    StepReport rep = aggregate(all, st.x, o_.warmup_s);
+    StepReport rep = aggregate(all, st.x, o_.warmup_s, o_.ttft_target_ms);
     if (o_.timeline_s > 0) rep.timeline = timeline(all, o_.timeline_s);
     if (!o_.quiet) {
       std::fprintf(stderr,

@@ -20,9 +20,10 @@ double percentile(std::vector<double> values, double p) {
   return percentile_sorted(values, p);
 }
 
-StepReport aggregate(const std::vector<Sample>& samples, double x, double window_start_s) {
+StepReport aggregate(const std::vector<Sample>& samples, double x, double window_start_s, double ttft_target_ms) {
   StepReport r;
   r.x = x;
+  r.ttft_target_ms = ttft_target_ms;
   std::vector<double> ttft, tpot, lat;
   ttft.reserve(samples.size());
   lat.reserve(samples.size());
@@ -40,6 +41,7 @@ StepReport aggregate(const std::vector<Sample>& samples, double x, double window
     r.output_tokens += s.output_tokens;
     lat.push_back(s.latency_s * 1e3);
     if (s.ttft_s >= 0) ttft.push_back(s.ttft_s * 1e3);
+    if (ttft_target_ms > 0 && s.ttft_s >= 0 && s.ttft_s * 1e3 <= ttft_target_ms) ++r.good;
     if (s.tpot_s >= 0) tpot.push_back(s.tpot_s * 1e3);
     if (s.prompt_tokens >= 0) {
       ++usage_requests;
@@ -52,7 +54,10 @@ StepReport aggregate(const std::vector<Sample>& samples, double x, double window
   if (r.elapsed_s > 0) {
     r.output_tok_s = static_cast<double>(r.output_tokens) / r.elapsed_s;
     r.req_s = static_cast<double>(r.ok) / r.elapsed_s;
+    if (ttft_target_ms > 0) r.goodput_req_s = static_cast<double>(r.good) / r.elapsed_s;
   }
+  if (ttft_target_ms > 0 && r.ok + r.errors > 0)
+    r.attainment_pct = 100.0 * static_cast<double>(r.good) / static_cast<double>(r.ok + r.errors);
   std::sort(ttft.begin(), ttft.end());
   std::sort(tpot.begin(), tpot.end());
   std::sort(lat.begin(), lat.end());

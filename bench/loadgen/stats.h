@@ -56,6 +56,13 @@ struct StepReport {
   uint64_t cached_tokens = 0;
   double cached_pct = kNaN;    // 100 * cached / prompt; NaN when no usage was reported
   std::map<std::string, uint64_t> engines;  // ok requests per engine
+  // --ttft-target-ms: requests answered whose first token came within the target (`good`), per
+  // elapsed second (goodput), and as a share of every request sent in the step (errors and
+  // refusals included). NaN without a target.
+  double ttft_target_ms = 0;
+  uint64_t good = 0;
+  double goodput_req_s = kNaN;
+  double attainment_pct = kNaN;
   std::vector<Window> timeline;             // --timeline: by completion time; empty otherwise
 };
 
@@ -67,7 +74,9 @@ double percentile(std::vector<double> values, double p);
 
 // Aggregates the samples that started at or after `window_start_s` (the end of the warm-up).
 // elapsed = last end − window start; rates are per elapsed second.
-StepReport aggregate(const std::vector<Sample>& samples, double x, double window_start_s = 0);
+// With `ttft_target_ms` > 0, also goodput and attainment (StepReport::good).
+StepReport aggregate(const std::vector<Sample>& samples, double x, double window_start_s = 0,
+                     double ttft_target_ms = 0);
 
 // The samples bucketed by when they ended, `width_s` seconds per window from 0 to the last end
 // (a window nothing ended in is listed with zeros): what changed during a step, such as a router

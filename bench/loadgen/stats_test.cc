@@ -104,3 +104,24 @@ TEST(Aggregate, EmptyStepHasZeroRatesAndNaNPercentiles) {
 
 }  // namespace
 }  // namespace ramjet::bench
+
+namespace ramjet::bench {
+namespace {
+
+TEST(Goodput, CountsAnsweredRequestsWhoseFirstTokenCameInTime) {
+  std::vector<Sample> s(5);
+  for (size_t i = 0; i < s.size(); ++i) {
+    s[i].start_s = 0;
+    s[i].end_s = 2;
+    s[i].ttft_s = 0.1 * static_cast<double>(i + 1);  // 100 .. 500 ms
+  }
+  s[4].error = "http_429";  // refused: a miss, whatever its timing
+  const StepReport r = aggregate(s, 4, 0, 350);
+  EXPECT_EQ(r.good, 3u);
+  EXPECT_DOUBLE_EQ(r.goodput_req_s, 1.5);
+  EXPECT_DOUBLE_EQ(r.attainment_pct, 60.0);
+  EXPECT_TRUE(std::isnan(aggregate(s, 4).goodput_req_s));  // no target
+}
+
+}  // namespace
+}  // namespace ramjet::bench

@@ -140,8 +140,13 @@ std::string render_svg(const std::vector<RunReport>& runs) {
     std::vector<double> xs(xset.begin(), xset.end());
     const char* row = shape == "open" ? "open loop (Poisson arrivals)" : shape == "trace" ? "trace replay" : "closed loop";
     svg += "<text x=\"10\" y=\"" + f1(oy + 14) + "\" font-size=\"12\" fill=\"#555\">" + row + "</text>\n";
-    panel(svg, 0, oy, "output tok/s", group, xs, shape,
-          [](const StepReport& s) { return s.output_tok_s; });
+    // Against a TTFT target (--ttft-target-ms) the first panel is goodput.
+    if (std::any_of(group.begin(), group.end(), [](const RunReport* r) { return has_goodput(*r); }))
+      panel(svg, 0, oy, "goodput (req/s within the TTFT target)", group, xs, shape,
+            [](const StepReport& s) { return s.goodput_req_s; });
+    else
+      panel(svg, 0, oy, "output tok/s", group, xs, shape,
+            [](const StepReport& s) { return s.output_tok_s; });
     panel(svg, kPanelW, oy, "TTFT p95 (ms)", group, xs, shape,
           [](const StepReport& s) { return s.ttft_p95_ms; });
     double lx = kPlotL, ly = oy + kRowHeight - 28;  // legend under the panels

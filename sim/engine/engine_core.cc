@@ -28,6 +28,9 @@ EngineCore::EngineCore(EngineConfig config, KvEventSink* sink)
       hasher_(cache::kv::HashAlgo::kSha256Cbor, config_.hash_seed),
       pool_(config_.num_gpu_blocks, config_.block_size, config_.enable_prefix_caching),
       rng_(config_.random_seed) {
+  if (config_.cpu_offload_blocks > 0 && config_.enable_prefix_caching && !config_.hybrid_mamba) {
+    cpu_ = std::make_unique<CpuTier>(config_.cpu_offload_blocks);
+  }
   stats_.spec_accepted_per_pos.assign(config_.timing.speculative_tokens, 0);
   scheduled_.reserve(config_.max_num_seqs);
 }
@@ -37,7 +40,8 @@ uint32_t EngineCore::max_request_tokens() const {
   return static_cast<uint32_t>(std::min<uint64_t>(config_.max_model_len, pool_tokens));
 }
 
-bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, CacheNamespace ns) {
+bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t max_tokens, CacheNamespace ns,
+                             KvTransfer kv) {
   if (prompt.empty() || max_tokens == 0) return false;
   if (prompt.size() + static_cast<uint64_t>(max_tokens) > max_request_tokens()) return false;
   if (requests_.contains(id)) return false;
@@ -46,6 +50,7 @@ bool EngineCore::add_request(uint64_t id, std::vector<uint32_t> prompt, uint32_t
   r->prompt_len = static_cast<uint32_t>(prompt.size());
   r->max_tokens = max_tokens;
   r->ns = std::move(ns);
+  r->kv = kv;
   r->tokens = std::move(prompt);
   r->tokens.reserve(r->prompt_len + std::min<uint32_t>(max_tokens, 4096));
   r->hashes.reserve(r->tokens.capacity() / config_.block_size);
@@ -86,12 +91,18 @@ void EngineCore::abort(uint64_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   Request* r = it->second.get();
+  if (r->held) {  // finished already (reported then): only its blocks remain
+    release_held(id);
+    return;
+  }
   if (r->running) {
-    free_request_blocks(*r);
     running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else if (r->loading) {
+    loading_.erase(std::find(loading_.begin(), loading_.end(), r));
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
   }
+  free_request_blocks(*r);  // (a waiting request holds blocks only once pulled)
   pending_aborts_.push_back(id);
   requests_.erase(it);
 }
@@ -137,6 +148,31 @@ uint32_t EngineCore::find_cached_prefix(Request& r) {
   return static_cast<uint32_t>(hit_blocks_.size()) * config_.block_size;
 }
 
+uint32_t EngineCore::find_offloaded(Request& r, uint32_t hit) {
+  if (!cpu_) return 0;
+  // vLLM's connector looks up from the first block after the GPU hit. Its cap here is the GPU
+  // lookup's (a prompt keeps its last token to compute); vLLM lets the connector load a whole
+  // prompt and then recomputes the last token (one token, not a block, below the count here).
+  const auto max_blocks = static_cast<uint32_t>((r.tokens.size() - 1) / config_.block_size);
+  const uint32_t from = hit / config_.block_size;
+  if (from >= max_blocks) return 0;
+  ensure_hashes(r, max_blocks);
+  return cpu_->lookup(std::span<const BlockHash>(r.hashes).subspan(from, max_blocks - from)) * config_.block_size;
+}
+
+void EngineCore::offload_computed() {
+  if (!cpu_) return;
+  for (Request* r : scheduled_) {
+    // The tokens this step computes (not its draft tokens), in full blocks.
+    const uint64_t done = std::min<uint64_t>(r->num_computed + r->scheduled - r->scheduled_drafts, r->tokens.size());
+    const auto num_full = static_cast<uint32_t>(done / config_.block_size);
+    if (num_full <= r->cpu_next) continue;
+    ensure_hashes(*r, num_full);
+    cpu_->store(std::span<const BlockHash>(r->hashes).subspan(r->cpu_next, num_full - r->cpu_next), events_);
+    r->cpu_next = num_full;
+  }
+}
+
 uint32_t EngineCore::mamba_aligned(const Request& r, uint64_t num_computed, uint32_t num_new) const {
   if (!config_.hybrid_mamba || !pool_.caching()) return num_new;
   const uint64_t bs = config_.block_size;
@@ -173,7 +209,7 @@ void EngineCore::cache_blocks(Request& r, uint32_t num_full) {
 }
 
 bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const uint32_t> computed,
-                                uint32_t lookahead, bool whole_sequence) {
+                                uint32_t lookahead, bool whole_sequence, bool cache_now) {
   const uint32_t bs = config_.block_size;
   const uint64_t num_computed = r.num_computed + static_cast<uint64_t>(computed.size()) * bs;
   const uint64_t need =
@@ -235,7 +271,7 @@ bool EngineCore::allocate_slots(Request& r, uint32_t num_new, std::span<const ui
     pool_.get_new_blocks(1, r.mamba_blocks, events_);
   }
 
-  if (pool_.caching()) {
+  if (pool_.caching() && cache_now) {
     // Cache only finalized tokens (never draft tokens): up to the end of this step's chunk.
     const uint64_t to_cache = std::min<uint64_t>(num_computed + num_new, r.tokens.size());
     const auto num_full = static_cast<uint32_t>(to_cache / bs);
@@ -301,22 +337,52 @@ void EngineCore::schedule() {
   if (preempted_this_step_) return;
   while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
     Request& r = *waiting_.front();
+    if (r.pulled) {
+      // A pulled remote prefill (vLLM: a WAITING request with computed tokens, no lookup).
+      resume_loaded(r);
+      const uint32_t num_new = std::min(static_cast<uint32_t>(r.tokens.size()) - r.num_computed, budget);
+      if (!allocate_slots(r, num_new, {}, 0, /*whole_sequence=*/true)) break;
+      waiting_.pop_front();
+      running_.push_back(&r);
+      r.running = true;
+      r.scheduled = num_new;
+      r.scheduled_drafts = 0;
+      r.scheduled_prefill = true;
+      scheduled_.push_back(&r);
+      budget -= num_new;
+      continue;
+    }
     assert(r.num_computed == 0 && r.blocks.empty());
     const uint32_t hit = find_cached_prefix(r);
-    const uint32_t num_new = mamba_aligned(r, hit, std::min(static_cast<uint32_t>(r.tokens.size()) - hit, budget));
+    if (r.kv == KvTransfer::kRemotePrefill) {
+      if (!admit_remote_prefill(r, hit)) break;
+      continue;
+    }
+    // Blocks the CPU tier holds after the GPU hit are loaded into new GPU blocks instead of
+    // prefilled: they take slots, not budget, and enter the prefix cache as full blocks.
+    const uint32_t loaded = find_offloaded(r, hit);
+    const uint32_t num_new =
+        mamba_aligned(r, hit, std::min(static_cast<uint32_t>(r.tokens.size()) - hit - loaded, budget));
     if (num_new == 0) break;
-    if (!allocate_slots(r, num_new, hit_blocks_, 0, /*whole_sequence=*/true)) break;
+    if (!allocate_slots(r, loaded + num_new, hit_blocks_, 0, /*whole_sequence=*/true)) break;
     // vLLM 0.32 records the lookup at admission (a request that has to wait is not counted on
     // every attempt), and counts resumed requests separately.
     if (r.preemptions == 0) {
       stats_.prefix_cache_queries += r.tokens.size();
       stats_.prefix_cache_hits += hit;
+      // With a connector every admission asks it for the rest (NIXL: no match, 0 hits).
+      if (config_.kv_connector) stats_.external_prefix_cache_queries += r.tokens.size() - hit;
     }
+    stats_.cpu_loaded_tokens += loaded;
     waiting_.pop_front();
     running_.push_back(&r);
     r.running = true;
-    r.num_computed = hit;
-    if (r.cached_tokens < 0) r.cached_tokens = hit;
+    r.num_computed = hit + loaded;
+    r.loaded = loaded;
+    // vLLM: num_computed_tokens = local + external, and num_cached_tokens takes it.
+    if (r.cached_tokens < 0) r.cached_tokens = hit + loaded;
+    // update_state_after_alloc: after a load the connector offers the blocks from its end on.
+    if (loaded > 0) r.cpu_next = std::max(r.cpu_next, (hit + loaded) / config_.block_size);
     r.scheduled = num_new;
     r.scheduled_drafts = 0;
     r.scheduled_prefill = true;
@@ -337,12 +403,14 @@ StepResult EngineCore::step(double now_wall_s) {
   pending_aborts_.clear();
 
   events_.clear();
+  kv_loads_.clear();
   mamba_cached_this_step_.clear();  // MambaManager.new_step_starts
   schedule();
   if (config_.delay_cache_blocks) {
     // The step computed the scheduled chunks: their full blocks enter the prefix cache now.
     for (Request* r : scheduled_) cache_blocks(*r, r->cache_upto);
   }
+  offload_computed();
 
   StepShape shape;
   for (const Request* r : scheduled_) {
@@ -351,6 +419,7 @@ StepResult EngineCore::step(double now_wall_s) {
     if (r->scheduled_prefill) shape.prefill_tokens += r->scheduled - r->scheduled_drafts;
     shape.draft_tokens += r->scheduled_drafts;
     shape.max_drafts = std::max(shape.max_drafts, r->scheduled_drafts);
+    shape.loaded_tokens += r->loaded;
     res.scheduled_tokens += r->scheduled;
   }
   res.duration_s = step_duration(config_.timing, shape);
@@ -358,6 +427,7 @@ StepResult EngineCore::step(double now_wall_s) {
   // "Execute" and advance: a request whose computed tokens reach its last token samples.
   bool any_finished = false;
   for (Request* r : scheduled_) {
+    r->loaded = 0;
     RequestOutput out;
     out.id = r->id;
     r->num_computed += r->scheduled - r->scheduled_drafts;
@@ -387,6 +457,13 @@ StepResult EngineCore::step(double now_wall_s) {
       if (r->num_output >= r->max_tokens) {
         out.finish = FinishReason::kLength;
         any_finished = true;
+        if (r->kv == KvTransfer::kRemoteDecode) {
+          // NixlConnectorScheduler.request_finished: delay_free_blocks, remote_num_tokens =
+          // num_computed_tokens, remote_block_ids = every block of the request.
+          out.held = true;
+          out.held_blocks = r->blocks;
+          out.held_tokens = r->num_computed;
+        }
       }
     }
     out.cached_tokens = static_cast<uint32_t>(std::max<int64_t>(r->cached_tokens, 0));
@@ -402,16 +479,23 @@ StepResult EngineCore::step(double now_wall_s) {
   if (any_finished) {
     for (Request* r : scheduled_) {
       if (r->num_output < r->max_tokens) continue;
-      free_request_blocks(*r);
       r->running = false;
+      if (r->kv == KvTransfer::kRemoteDecode) {
+        r->held = true;  // until release_held: pulled, or its lease expired
+        ++held_;
+      } else {
+        free_request_blocks(*r);
+      }
     }
     std::erase_if(running_, [](const Request* r) { return !r->running; });
     for (Request* r : scheduled_) {
-      if (!r->running && r->num_output >= r->max_tokens) requests_.erase(r->id);
+      if (!r->running && !r->held && r->num_output >= r->max_tokens) requests_.erase(r->id);
     }
   }
   scheduled_.clear();
   res.running = static_cast<uint32_t>(running_.size());
+  res.kv_loads = std::move(kv_loads_);
+  kv_loads_.clear();
 
   if (!events_.empty()) {
     if (sink_ != nullptr) sink_->publish(now_wall_s, std::move(events_));
@@ -420,11 +504,34 @@ StepResult EngineCore::step(double now_wall_s) {
   return res;
 }
 
+// The GPU prefix cache only: vLLM's reset_prefix_cache resets the connector's tiers only when
+// asked (reset_connector), and publishes nothing for it; the CPU tier keeps its blocks.
 bool EngineCore::reset_prefix_cache(double now_wall_s) {
   std::vector<KvEvent> events;
   if (!pool_.reset_prefix_cache(events)) return false;
   if (sink_ != nullptr) sink_->publish(now_wall_s, std::move(events));
   return true;
+}
+
+std::vector<RequestOutput> EngineCore::sleep(double now_wall_s) {
+  // vLLM's EngineCore.sleep(level >= 1, mode="abort"): pause_scheduler finishes every request as
+  // aborted, then resets the prefix cache (its AllBlocksCleared), then the executor frees the
+  // memory. Reported here at once: a sleeping engine takes no steps.
+  std::vector<uint64_t> ids;
+  ids.reserve(requests_.size());
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) abort(id);
+  std::vector<RequestOutput> out;
+  for (uint64_t id : pending_aborts_) {
+    RequestOutput o;
+    o.id = id;
+    o.finish = FinishReason::kAbort;
+    out.push_back(o);
+  }
+  pending_aborts_.clear();
+  reset_prefix_cache(now_wall_s);  // every block is free now: it cannot refuse
+  return out;
 }
 
 uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens, const CacheNamespace& ns) {
@@ -444,12 +551,19 @@ uint32_t EngineCore::resident_prefix_tokens(std::span<const uint32_t> tokens, co
 EngineStats EngineCore::stats() const {
   EngineStats s = stats_;
   s.running = static_cast<uint32_t>(running_.size());
-  s.waiting = static_cast<uint32_t>(waiting_.size());
+  s.waiting = static_cast<uint32_t>(waiting_.size() + loading_.size());
+  s.loading = static_cast<uint32_t>(loading_.size());
+  s.held_requests = held_;
+  if (held_ > 0) {
+    for (const auto& [id, r] : requests_) s.held_blocks += r->held ? static_cast<uint32_t>(r->blocks.size()) : 0;
+  }
   s.kv_cache_usage = pool_.usage();
   s.num_gpu_blocks = pool_.num_blocks();
   s.block_size = config_.block_size;
   s.free_blocks = pool_.num_free();
   s.cached_blocks = pool_.num_cached();
+  s.cpu_offload_blocks = cpu_ ? cpu_->capacity() : 0;
+  s.cpu_cached_blocks = cpu_ ? cpu_->size() : 0;
   return s;
 }
 

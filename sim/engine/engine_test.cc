@@ -285,6 +285,37 @@ TEST(Engine, ResetPrefixCacheRefusesWhileRunningAndThenEmitsAllBlocksCleared) {
   EXPECT_EQ(engine.stats().cached_blocks, 0u);
 }
 
+TEST(Engine, SleepAbortsEveryRequestFreesThePoolAndEmitsAllBlocksCleared) {
+  Recorder rec;
+  Engine engine(tiny(), &rec);
+  ASSERT_TRUE(engine.add_request(1, seq_tokens(40), 10));
+  ASSERT_TRUE(engine.add_request(2, seq_tokens(60), 10));
+  engine.step(0);  // both running, blocks held and cached
+  ASSERT_TRUE(engine.add_request(3, seq_tokens(20), 10));  // queued
+  EXPECT_GT(engine.stats().kv_cache_usage, 0.0);
+  rec.batches.clear();
+  const std::vector<RequestOutput> out = engine.sleep(3.0);
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].id, i + 1);
+    EXPECT_EQ(out[i].finish, FinishReason::kAbort);
+  }
+  EXPECT_TRUE(engine.idle());
+  EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
+  EXPECT_EQ(engine.stats().cached_blocks, 0u);
+  EXPECT_EQ(engine.resident_prefix_tokens(seq_tokens(40)), 0u);
+  ASSERT_EQ(rec.batches.size(), 1u);
+  EXPECT_EQ(rec.batches[0].first, 3.0);
+  ASSERT_EQ(rec.batches[0].second.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<AllBlocksCleared>(rec.batches[0].second[0]));
+  // Aborts are reported once: the next step has none of them.
+  EXPECT_TRUE(engine.step(4.0).outputs.empty());
+  // Awake again, it serves (from an empty cache).
+  ASSERT_TRUE(engine.add_request(4, seq_tokens(40), 2));
+  drain(engine);
+  EXPECT_EQ(engine.resident_prefix_tokens(seq_tokens(40)), 32u);
+}
+
 TEST(Engine, ResidentPrefixTokensCountsLeadingCachedFullBlocks) {
   Engine engine(tiny(), nullptr);
   ASSERT_TRUE(engine.add_request(1, seq_tokens(100), 2));
@@ -786,6 +817,94 @@ TEST(Engine, RandomLoadWithHybridLoraSaltAndDelayedCachingKeepsInvariants) {
     }
   }
   for (const auto& [k, n] : live) EXPECT_EQ(static_cast<uint32_t>(n), core.pool().copies(k.second, k.first));
+}
+
+// ---------------------------------------------------------------------------- CPU offload tier
+
+// A prompt whose blocks the GPU evicted while the CPU tier kept them: the next request loads
+// them back (cached_tokens counts them, as vLLM's num_computed_tokens counts the connector's
+// tokens), for a fraction of the prefill's step time.
+TEST(EngineCpuTier, BlocksEvictedFromTheGpuAreLoadedBackFromCpu) {
+  struct Run {
+    uint32_t cached = 0;
+    double prefill_s = 0;
+    Recorder rec;
+    EngineStats stats;
+  };
+  auto run = [](uint32_t cpu_blocks) {
+    Run out;
+    EngineConfig c = tiny();
+    c.num_gpu_blocks = 12;  // 11 usable: B evicts most of A
+    c.cpu_offload_blocks = cpu_blocks;
+    EngineCore e(c, &out.rec);
+    double now = 0;
+    const auto a = seq_tokens(100, 1000);
+    e.add_request(1, a, 2);
+    drain(e, &now);
+    e.add_request(2, seq_tokens(150, 50000), 2);
+    drain(e, &now);
+    e.add_request(3, a, 2);
+    const StepResult first = e.step(now);
+    out.prefill_s = first.duration_s;
+    for (const auto& o : first.outputs) {
+      if (o.id == 3) out.cached = o.cached_tokens;
+    }
+    drain(e, &now);
+    out.stats = e.stats();
+    return out;
+  };
+  const Run gpu_only = run(0);
+  EXPECT_EQ(gpu_only.cached, 16u) << "block 0 stayed on the GPU";
+  EXPECT_TRUE(gpu_only.rec.all<BlockStored>().size() > 0);
+  for (const auto& s : gpu_only.rec.all<BlockStored>()) EXPECT_EQ(s.medium, "GPU");
+
+  const Run tiered = run(64);
+  EXPECT_EQ(tiered.cached, 96u) << "block 0 from the GPU, blocks 1..5 loaded from CPU";
+  EXPECT_EQ(tiered.stats.cpu_loaded_tokens, 80u);
+  EXPECT_LT(tiered.prefill_s, gpu_only.prefill_s);
+  size_t cpu_stores = 0;
+  for (const auto& s : tiered.rec.all<BlockStored>()) {
+    if (s.medium != "CPU") continue;
+    ++cpu_stores;
+    EXPECT_TRUE(s.token_ids.empty());
+    EXPECT_EQ(s.block_size, 0u);
+    EXPECT_FALSE(s.parent_block_hash);
+  }
+  EXPECT_GT(cpu_stores, 0u);
+  EXPECT_EQ(tiered.stats.cpu_cached_blocks, 6u + 9u) << "A's and B's full blocks, once each";
+  // Every CPU-stored hash was first stored on the GPU (ramjet chains CPU copies to GPU blocks).
+  std::set<std::vector<uint8_t>> gpu_hashes;
+  for (const auto& [ts, events] : tiered.rec.batches) {
+    for (const auto& ev : events) {
+      const auto* s = std::get_if<BlockStored>(&ev);
+      if (s == nullptr) continue;
+      for (const auto& bh : s->block_hashes) {
+        const std::vector<uint8_t> key(bh.bytes().begin(), bh.bytes().end());
+        if (s->medium == "GPU") gpu_hashes.insert(key);
+        else EXPECT_TRUE(gpu_hashes.contains(key));
+      }
+    }
+  }
+}
+
+TEST(EngineCpuTier, ASmallTierEvictsWithCpuRemovals) {
+  EngineConfig c = tiny();
+  c.cpu_offload_blocks = 4;
+  Recorder rec;
+  EngineCore e(c, &rec);
+  double now = 0;
+  e.add_request(1, seq_tokens(64 + 3, 1000), 1);  // 4 full blocks
+  drain(e, &now);
+  e.add_request(2, seq_tokens(32 + 3, 9000), 1);  // 2 more: A's first two go
+  drain(e, &now);
+  size_t removed = 0;
+  for (const auto& r : rec.all<BlockRemoved>()) {
+    if (r.medium == "CPU") removed += r.block_hashes.size();
+  }
+  EXPECT_EQ(removed, 2u);
+  ASSERT_NE(e.cpu_tier(), nullptr);
+  EXPECT_EQ(e.cpu_tier()->size(), 4u);
+  EXPECT_EQ(e.cpu_tier()->check_invariants(), "");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ double step_duration(const TimingModel& t, const StepShape& s) {
   if (s.seqs == 0) return 0.0;
   double d = t.step_base + t.per_seq * s.seqs + t.per_kv_token * static_cast<double>(s.context_tokens) +
              t.per_prefill_token * static_cast<double>(s.prefill_tokens);
+  d += t.load_per_token() * static_cast<double>(s.loaded_tokens);
   if (s.draft_tokens > 0) {
     d += t.spec_overhead_per_draft * static_cast<double>(s.draft_tokens) +
          t.spec_step_overhead_per_draft * s.max_drafts;

@@ -16,6 +16,7 @@ struct StepShape {
   uint64_t prefill_tokens = 0;   // scheduled tokens of sequences still prefilling
   uint64_t draft_tokens = 0;     // draft tokens verified this step (all sequences)
   uint32_t max_drafts = 0;       // deepest draft of any sequence (sequential draft passes)
+  uint64_t loaded_tokens = 0;    // prompt tokens loaded from the CPU offload tier this step
 };
 
 double step_duration(const TimingModel& t, const StepShape& s);

@@ -1,6 +1,7 @@
 // sim/server/admin_serve: the simulator's own /sim/* admin of SimServer (not vLLM's): the
 // resident-prefix oracle (/sim/resident), run-time faults (/sim/fault, per rank where the fault
-// is an engine's) and counters (/sim/stats, per rank and summed).
+// is an engine's; wake_hang: POST /wake_up never answers) and counters (/sim/stats, per rank and
+// summed; sleeping, sleep_level, sleeps, wakes).
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -117,6 +118,7 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     if (auto* x = find(o, "hang"); x && x->is_bool()) hang_ = x->as_bool();
     if (auto* x = find(o, "health_fail"); x && x->is_bool()) health_fail_ = x->as_bool();
     if (auto* x = find(o, "garbage"); x && x->is_bool()) garbage_ = x->as_bool();
+    if (auto* x = find(o, "wake_hang"); x && x->is_bool()) wake_hang_ = x->as_bool();
     if (auto x = as_u64(find(o, "drop_header_bytes"))) drop_header_bytes_ = *x;
     if (auto x = as_u64(find(o, "stall_after_tokens"))) stall_after_tokens_ = static_cast<uint32_t>(*x);
     if (auto x = as_u64(find(o, "tokenize_delay_ms"))) tokenize_delay_ms_ = static_cast<uint32_t>(*x);
@@ -160,7 +162,8 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
                                         {"garbage", garbage_}, {"drop_header_bytes", drop_header_bytes_},
                                         {"stall_after_tokens", stall_after_tokens_},
                                         {"pause", selected ? selected->paused : all_paused},
-                                        {"tokenize_delay_ms", tokenize_delay_ms_}, {"ranks", std::move(ranks)}});
+                                        {"tokenize_delay_ms", tokenize_delay_ms_}, {"wake_hang", wake_hang_},
+                                        {"ranks", std::move(ranks)}});
   }
   if (path == "/sim/stats") {
     auto rank_stats = [&](const Rank& r) {
@@ -197,6 +200,12 @@ std::string SimServer::handle_admin(const std::string& path, const std::string& 
     }
     out.erase("rank");
     out["requests_cancelled"] = cancelled_;
+    out["rank_pins"] = json::object{{"header", pins_by_header_}, {"body", pins_by_body_}};
+    out["sleeping"] = sleep_level_ > 0;
+    out["sleep_level"] = sleep_level_;
+    out["sleeps"] = sleeps_;
+    out["wakes"] = wakes_;
+    if (opt_.kv_transfer.enabled()) out["kv_transfer"] = kv_stats();
     return json::serialize(out);
   }
   status = 404;

@@ -326,7 +326,8 @@ std::string AgentReply::close(const AgentUsage& usage, bool length) {
   return out;
 }
 
-std::string AgentReply::full(const AgentUsage& usage, bool length, std::string_view generated) {
+std::string AgentReply::full(const AgentUsage& usage, bool length, std::string_view generated,
+                             const json::object* kv) {
   if (req_.api == AgentApi::kMessages) {
     json::array content;
     if (tool_call()) {
@@ -339,7 +340,8 @@ std::string AgentReply::full(const AgentUsage& usage, bool length, std::string_v
       content.push_back(json::object{{"type", "text"}, {"text", generated}});
     }
     const std::string_view stop = tool_call() ? "tool_use" : length ? "max_tokens" : "end_turn";
-    // model_dump(exclude_none=True): stop_sequence and the transfer params are left out.
+    // model_dump(exclude_none=True): stop_sequence and the transfer params are left out (a
+    // prefill leg's params are not None).
     json::object o{{"id", response_id_},
                    {"type", "message"},
                    {"role", "assistant"},
@@ -347,11 +349,13 @@ std::string AgentReply::full(const AgentUsage& usage, bool length, std::string_v
                    {"model", model_},
                    {"stop_reason", stop},
                    {"usage", anthropic_usage(usage)}};
+    if (kv != nullptr) o["kv_transfer_params"] = *kv;
     return json::serialize(o);
   }
   const bool incomplete = length && !tool_call();
-  return json::serialize(
-      response_object(incomplete ? "incomplete" : "completed", final_output(generated), &usage, length));
+  json::object r = response_object(incomplete ? "incomplete" : "completed", final_output(generated), &usage, length);
+  if (kv != nullptr) r["kv_transfer_params"] = *kv;
+  return json::serialize(r);
 }
 
 }  // namespace ramjet::sim

@@ -45,7 +45,9 @@ class AgentReply {
   std::string close(const AgentUsage& usage, bool length);  // the closing events
 
   // Non-streaming: the whole body for `generated` text.
-  std::string full(const AgentUsage& usage, bool length, std::string_view generated);
+  // `kv`: a finished prefill leg's kv_transfer_params (P/D disaggregation; null: none).
+  std::string full(const AgentUsage& usage, bool length, std::string_view generated,
+                   const boost::json::object* kv = nullptr);
 
   bool tool_call() const { return !req_.tool_name.empty(); }
 

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "sim/server/agent_reply.h"
+#include "sim/server/kv_transfer.h"
 #include "sim/server/server.h"
 #include "sim/server/server_io.h"
 
@@ -39,7 +40,13 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   auto reply = [&](unsigned status, std::string b) {
     return write_response(socket, version, keep_alive, status, std::move(b), std::string("application/json"));
   };
-  auto fail = [&](const AgentError& e) { return reply(e.status, agent_error_body(api, e)); };
+  // A decode leg refused before it reaches the engine frees the producer's blocks, as on the
+  // chat path (vLLM 0.32 reads kv_transfer_params on both agent APIs: docs/sim.md §8.4).
+  KvParams kv;
+  auto fail = [&](const AgentError& e) {
+    if (kv.kind == KvTransfer::kRemotePrefill) notify_done(kv.remote);
+    return reply(e.status, agent_error_body(api, e));
+  };
 
   auto parsed = parse_agent_request(api, body, disabled_thinking_effort_);
   if (!parsed) {
@@ -47,6 +54,11 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     co_return co_await fail(e);
   }
   const AgentRequest& a = parsed.value();
+  if (opt_.kv_transfer.enabled()) {  // without a connector vLLM carries the params unread
+    auto kp = parse_kv_params(find(a.original, "kv_transfer_params"));
+    if (!kp) co_return co_await fail(kp.error());
+    kv = std::move(kp.value());
+  }
   const CacheNamespace ns = namespace_of(a.model, a.cache_salt);
   const std::string response_model = ns.lora() ? ns.lora_name : opt_.served_model_name();
   if (auto e = unknown_model(a.model, ns)) co_return co_await fail(*e);
@@ -87,15 +99,19 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
 
   // Messages becomes a chat request, which reads X-Data-Parallel-Rank; vLLM's Responses path
   // never reads it (the API server's pick).
+  // SGLang 0.5.19 reads neither its body fields nor the header on Responses, and only the header
+  // on Messages.
   if (api == AgentApi::kResponses) in.dp_rank.reset();
-  auto placed = place(in);
+  auto placed = opt_.dp.sglang
+                    ? place_sglang(in, nullptr, SglangRankSources{.body = false, .header = api != AgentApi::kResponses})
+                    : place(in);
   if (!placed) {
     const AgentError e{400, "BadRequestError", placed.error(), {}};
     co_return co_await fail(e);
   }
   Rank& rank = *placed.value();
   Live live(ctx_);
-  if (!submit(rank, in, live, std::move(ids.value()), static_cast<uint32_t>(max_tokens), ns)) {
+  if (!submit(rank, in, live, std::move(ids.value()), static_cast<uint32_t>(max_tokens), ns, kv.kind)) {
     co_return co_await fail(detail::pool_too_small(prompt_len, max_tokens, engine_pool_tokens()));
   }
   auto done = std::make_shared<bool>(false);
@@ -111,6 +127,12 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     response_id = rid->as_string();
   } else {
     response_id = "resp_" + detail::request_hex(id_salt_ + live.id);
+  }
+  // (no suspension since submit: the engine has not stepped this request yet)
+  if (kv.kind == KvTransfer::kRemoteDecode) kv_names_[live.id] = internal_request_id(response_id, false, id_salt_ ^ (live.id << 17));
+  if (kv.kind == KvTransfer::kRemotePrefill) {
+    kv_pending_[live.id] = kv.remote;
+    asio::co_spawn(ctx_, heartbeats(live.id, &rank), asio::detached);
   }
   AgentReply out(a, id_salt_ + live.id, response_id, response_model, static_cast<int64_t>(wall_now()), max_tokens,
                  opt_.enable_prompt_tokens_details);
@@ -146,10 +168,18 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
     // The request's first output (its first token, or a finish) fixes its cache counts and
     // starts the Messages stream; prefill chunks before it are silent.
     if (!o.new_tokens && o.finish == FinishReason::kNone) continue;
+    if (o.finish == FinishReason::kError) {  // a failed KV pull (kv_load_failure_policy fail)
+      finish = o.finish;
+      break;
+    }
     if (!started) {
       started = true;
       cached = o.cached_tokens;
       created = o.created_cache_tokens;
+      // A decode leg reports the producer's prefix hit (OutputProcessor: remote_prefill_cached_tokens).
+      if (kv.kind == KvTransfer::kRemotePrefill && kv.remote.cached_tokens) {
+        cached = static_cast<uint32_t>(std::clamp<int64_t>(*kv.remote.cached_tokens, 0, UINT32_MAX));
+      }
       std::string first = a.stream ? out.first_output(prompt_len) : std::string();
       if (!first.empty()) co_await write(std::move(first));
     }
@@ -170,10 +200,17 @@ asio::awaitable<bool> SimServer::serve_agent(tcp::socket& socket, unsigned versi
   cancel->emit(asio::cancellation_type::terminal);
   retire(live, live.client_gone || write_failed);
   if (live.client_gone || write_failed) co_return false;
+  if (finish == FinishReason::kError) {
+    // GenerationError("Internal server error"): a 500 (a stream already open ends without its tail).
+    // (retire told the producer already: no second notification)
+    const AgentError e{500, "InternalServerError", "Internal server error", {}};
+    if (!a.stream) co_return co_await reply(e.status, agent_error_body(api, e));
+    co_return false;
+  }
   const AgentUsage usage{prompt_len, generated, cached, created};
   const bool length = finish == FinishReason::kLength;
   if (!a.stream) {
-    std::string b = out.full(usage, length, text);
+    std::string b = out.full(usage, length, text, live.kv_answer ? &*live.kv_answer : nullptr);
     co_return co_await reply(200, std::move(b));
   }
   std::string tail = out.close(usage, length);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "common/build_info.h"
@@ -34,6 +35,12 @@ int main(int argc, char** argv) {
   if (!errors.empty()) {
     for (const auto& e : errors) std::fprintf(stderr, "ramjet-sim: %s\n", e.c_str());
     return 2;
+  }
+  // vLLM's envs.VLLM_SERVER_DEV_MODE: bool(int(os.getenv("VLLM_SERVER_DEV_MODE", "0"))).
+  if (const char* dev = std::getenv("VLLM_SERVER_DEV_MODE"); dev != nullptr && *dev != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(dev, &end, 10);
+    opt.dev_mode = end != dev && *end == '\0' && v != 0;
   }
   // More draft tokens than the preset has acceptance rates for: later positions accept less.
   auto& timing = opt.engine.timing;
@@ -95,6 +102,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   const unsigned port = acceptor->local_endpoint().port();
+  // P/D disaggregation: prefill answers name this port as remote_port; another port than the
+  // HTTP one gets a listener of its own, serving the same routes (the side channel among them).
+  std::unique_ptr<net::Listener> side_listener;
+  unsigned side_port = port;
+  if (opt.kv_transfer.enabled() && opt.kv_transfer.side_channel_port != 0 && opt.kv_transfer.side_channel_port != port) {
+    tcp::acceptor side(io.at(0));
+    auto sep = tcp::endpoint(ep.address(), opt.kv_transfer.side_channel_port);
+    side.open(sep.protocol(), ec);
+    if (!ec) side.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) side.bind(sep, ec);
+    if (!ec) side.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      std::fprintf(stderr, "ramjet-sim: cannot bind --kv-side-channel-port %u: %s\n", opt.kv_transfer.side_channel_port,
+                   ec.message().c_str());
+      return 1;
+    }
+    side_port = side.local_endpoint().port();
+    side_listener = std::make_unique<net::Listener>(io, std::move(side),
+                                                    [&](tcp::socket s) { return server->serve(std::move(s)); });
+    side_listener->start();
+  }
+  server->set_side_channel_port(static_cast<uint16_t>(side_port));
   std::unique_ptr<net::Listener> listener;
   auto start_listening = [&] {
     boost::system::error_code lec;
@@ -131,6 +160,10 @@ int main(int argc, char** argv) {
               publisher ? "on" : "off", publisher ? publisher->bound_endpoint().c_str() : "-",
               publisher && !publisher->bound_replay_endpoint().empty() ? publisher->bound_replay_endpoint().c_str()
                                                                        : "-");
+  if (opt.kv_transfer.enabled()) {
+    std::printf("ramjet-sim kv_role=%s side_channel=%s:%u\n", opt.kv_transfer.role.c_str(),
+                opt.kv_transfer.side_channel_host.c_str(), side_port);
+  }
   std::fflush(stdout);
 
   auto signals = std::make_unique<asio::signal_set>(io.at(0), SIGTERM, SIGINT);
@@ -139,6 +172,7 @@ int main(int argc, char** argv) {
   // Teardown: everything owning sockets or timers, then the context with its pending frames.
   signals.reset();
   listener.reset();
+  side_listener.reset();
   acceptor.reset();
   refuse.reset();
   crash.reset();

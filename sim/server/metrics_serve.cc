@@ -120,6 +120,8 @@ std::string SimServer::metrics_text() const {
                  std::to_string(stats[r].num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"",
              1.0);
   }
+  write_sleep_state(x, labels);
+  write_kv_metrics(x, labels);
   if (opt_.gpus > 0) {
     for (size_t r = 0; r < ranks_.size(); ++r) write_dcgm(x, *ranks_[r], r);
   }

@@ -73,7 +73,8 @@ std::string OpenAiReply::usage_chunk(const TokenUsage& u) const {
   return event(c);
 }
 
-std::string OpenAiReply::full(std::string_view text, std::string_view finish, const TokenUsage& u) const {
+std::string OpenAiReply::full(std::string_view text, std::string_view finish, const TokenUsage& u,
+                              const json::object* kv) const {
   json::object choice{{"index", 0}};
   if (s_.chat) {
     // ChatMessage: tool_calls is dropped from the dump when empty.
@@ -116,7 +117,7 @@ std::string OpenAiReply::full(std::string_view text, std::string_view finish, co
     o["prompt_token_ids"] = nullptr;
     o["prompt_text"] = nullptr;
   }
-  o["kv_transfer_params"] = nullptr;
+  o["kv_transfer_params"] = kv ? json::value(*kv) : json::value(nullptr);
   o["ec_transfer_params"] = nullptr;
   o["metrics"] = nullptr;
   return json::serialize(o);

@@ -48,7 +48,9 @@ class OpenAiReply {
   std::string usage_chunk(const TokenUsage& usage) const;  // include_usage: after the last chunk
 
   // Non-streaming: the whole body.
-  std::string full(std::string_view text, std::string_view finish, const TokenUsage& usage) const;
+  // `kv`: the kv_transfer_params of a prefill leg (vLLM's response field; null otherwise).
+  std::string full(std::string_view text, std::string_view finish, const TokenUsage& usage,
+                   const boost::json::object* kv = nullptr) const;
 
  private:
   boost::json::object head() const;  // id, object, created, model

@@ -43,6 +43,7 @@ std::string_view finish_label(FinishReason f) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
     case FinishReason::kNone: break;
   }
   return "";
@@ -144,7 +145,13 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   auto reply = [&](unsigned status, std::string b) {
     return write_response(socket, version, keep_alive, status, std::move(b), std::string("application/json"));
   };
-  auto fail = [&](const AgentError& e) { return reply(e.status, vllm_error(e)); };
+  // A decode leg refused before it reaches the engine frees the producer's blocks
+  // (_with_kv_transfer_rejection_cleanup).
+  KvParams kv;
+  auto fail = [&](const AgentError& e) {
+    if (kv.kind == KvTransfer::kRemotePrefill) notify_done(kv.remote);
+    return reply(e.status, vllm_error(e));
+  };
 
   auto validated = validate_body(chat ? BodyApi::kChat : BodyApi::kCompletions, body);
   if (!validated) {
@@ -153,6 +160,11 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   }
   const json::object& o = validated.value();
   ParsedInference p = read_fields(chat, o);
+  if (opt_.kv_transfer.enabled()) {  // without a connector vLLM carries the params unread
+    auto parsed = parse_kv_params(find(o, "kv_transfer_params"));
+    if (!parsed) co_return co_await reply(400, vllm_error(parsed.error()));
+    kv = std::move(parsed.value());
+  }
   const CacheNamespace ns = namespace_of(p.model, p.cache_salt);
   if (auto e = unknown_model(p.model, ns)) co_return co_await fail(*e);
   const uint64_t model_len = opt_.engine.max_model_len;
@@ -192,7 +204,9 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   // The data-parallel rank (X-Data-Parallel-Rank, else the API server's pick). vLLM checks the
   // header's range when the engine client takes the request, inside the result generator: a
   // non-streaming request gets the 400, a stream a 200 with the error as its one event.
-  auto placed = place(in);
+  // SGLang (--engine-kind sglang) checks the rank before any output: a 400 for a stream too.
+  auto placed = opt_.dp.sglang ? place_sglang(in, &o, SglangRankSources{.body = true, .header = true}) : place(in);
+  if (!placed && opt_.dp.sglang) co_return co_await reply(400, sglang_error(placed.error(), "BadRequestError", 400));
   if (!placed) {
     const std::string message = placed.error();
     if (!p.stream) co_return co_await reply(400, vllm_error(message, "BadRequestError", 400));
@@ -205,14 +219,21 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   Rank& rank = *placed.value();
   const auto prompt_len = static_cast<uint32_t>(p.prompt.size());
   Live live(ctx_);
-  if (!submit(rank, in, live, std::move(p.prompt), static_cast<uint32_t>(max_tokens), ns)) {
+  if (!submit(rank, in, live, std::move(p.prompt), static_cast<uint32_t>(max_tokens), ns, kv.kind)) {
     co_return co_await fail(detail::pool_too_small(prompt_len, max_tokens, engine_pool_tokens()));
+  }
+  const std::string response_id = detail::response_id(chat ? "chatcmpl-" : "cmpl-", in.request_id, o, id_salt_ + live.id);
+  // (no suspension since submit: the engine has not stepped this request yet)
+  if (kv.kind == KvTransfer::kRemoteDecode) kv_names_[live.id] = internal_request_id(response_id, !chat, id_salt_ ^ (live.id << 17));
+  if (kv.kind == KvTransfer::kRemotePrefill) {
+    kv_pending_[live.id] = kv.remote;
+    asio::co_spawn(ctx_, heartbeats(live.id, &rank), asio::detached);
   }
   auto done = std::make_shared<bool>(false);
   auto cancel = std::make_shared<asio::cancellation_signal>();
   asio::co_spawn(ctx_, watch_disconnect(socket, done, &live, &rank.engine, cancel), asio::detached);
 
-  OpenAiReply out(OpenAiReplyShape{chat, detail::response_id(chat ? "chatcmpl-" : "cmpl-", in.request_id, o, id_salt_ + live.id),
+  OpenAiReply out(OpenAiReplyShape{chat, response_id,
                                    static_cast<int64_t>(wall_now()), ns.lora() ? ns.lora_name : opt_.served_model_name(),
                                    fingerprint_, opt_.enable_prompt_tokens_details, p.include_usage,
                                    p.continuous_usage});
@@ -233,9 +254,17 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
     // vLLM's output processor emits a request's first output with its first token (or finish);
     // prefill chunks before it are silent.
     if (!step.new_tokens && step.finish == FinishReason::kNone) continue;
+    if (step.finish == FinishReason::kError) {  // a failed KV pull (kv_load_failure_policy fail)
+      finish = step.finish;
+      break;
+    }
     if (first) {
       usage.cached = step.cached_tokens;
       usage.created = step.created_cache_tokens;
+      // A decode leg reports the producer's prefix hit (OutputProcessor: remote_prefill_cached_tokens).
+      if (kv.kind == KvTransfer::kRemotePrefill && kv.remote.cached_tokens) {
+        usage.cached = static_cast<uint32_t>(std::clamp<int64_t>(*kv.remote.cached_tokens, 0, UINT32_MAX));
+      }
     }
     if (p.stream && chat && first) co_await write_chunk(out.role_chunk(prompt_len));
     first = false;
@@ -254,7 +283,18 @@ asio::awaitable<bool> SimServer::serve_openai(tcp::socket& socket, unsigned vers
   cancel->emit(asio::cancellation_type::terminal);
   retire(live, live.client_gone || write_failed);
   if (live.client_gone || write_failed) co_return false;
-  if (!p.stream) co_return co_await reply(200, out.full(filler(0, usage.completion), finish_label(finish), usage));
+  if (finish == FinishReason::kError) {
+    // GenerationError("Internal server error"): a 500, or in a stream its error event.
+    if (!p.stream) co_return co_await reply(500, vllm_error("Internal server error", "InternalServerError", 500));
+    json::value err = json::object{{"error", json::object{{"message", "Internal server error"},
+                                                          {"type", "InternalServerError"},
+                                                          {"param", nullptr},
+                                                          {"code", 500}}}};
+    co_await write_chunk("data: " + python_json_dumps(err) + "\n\n");
+    co_return co_await close_stream();
+  }
+  const boost::json::object* kv_answer = live.kv_answer ? &*live.kv_answer : nullptr;
+  if (!p.stream) co_return co_await reply(200, out.full(filler(0, usage.completion), finish_label(finish), usage, kv_answer));
   if (p.include_usage) co_await write_chunk(out.usage_chunk(usage));
   co_return co_await close_stream();
 }

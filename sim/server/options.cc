@@ -119,6 +119,19 @@ const std::vector<Flag>& flags() {
        [](const std::string&, SimOptions& o) { o.engine.hybrid_mamba = true; return std::string(); }},
       {"--delay-cache-blocks", false, "cache full blocks after the step computing them (concurrent copies)",
        [](const std::string&, SimOptions& o) { o.engine.delay_cache_blocks = true; return std::string(); }},
+      {"--cpu-offload-blocks", true,
+       "CPU offload tier of N blocks (vLLM's OffloadingConnector, CPU spec): computed blocks are stored "
+       "there (LRU), a request loads the run after its GPU hit back, KV events with medium CPU; 0 = off",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.cpu_offload_blocks, 0, 1u << 26); }},
+      {"--cpu-offload-load-us-per-token", true,
+       "virtual microseconds of step time per prompt token loaded from the CPU tier (default: a tenth "
+       "of the preset's prefill cost per token)",
+       [](const std::string& v, SimOptions& o) {
+         double us = 0;
+         if (std::string e = parse_double(v, us, 0, 1e6); !e.empty()) return e;
+         o.engine.timing.offload_load_per_token = us / 1e6;
+         return std::string();
+       }},
       {"--enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens",
        [](const std::string&, SimOptions& o) { o.enable_prompt_tokens_details = true; return std::string(); }},
       {"--no-enable-prefix-caching", false, "disable prefix caching",
@@ -135,8 +148,53 @@ const std::vector<Flag>& flags() {
        }},
       {"--data-parallel-size", true, "N engine cores (DP ranks 0..N-1) behind this port, internal LB",
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.dp.size, 1, 1024); }},
+      {"--engine-kind", true, "vllm (default) or sglang: how a request names its data-parallel rank",
+       [](const std::string& v, SimOptions& o) {
+         if (v != "vllm" && v != "sglang") return std::string("expected vllm or sglang");
+         o.dp.sglang = v == "sglang";
+         return std::string();
+       }},
       {"--api-server-count", true, "API servers balancing over the ranks (default: the DP size)",
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.dp.api_server_count, 1, 1024); }},
+      {"--enable-sleep-mode", false, "allow POST /sleep (routes only with VLLM_SERVER_DEV_MODE=1, as vLLM)",
+       [](const std::string&, SimOptions& o) { o.enable_sleep_mode = true; return std::string(); }},
+      {"--wake-ms", true, "virtual milliseconds POST /wake_up takes (default 1000; scaled by --speed)",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.wake_ms, 0, 3.6e6); }},
+      {"--kv-role", true, "KV connector role (P/D disaggregation): kv_producer | kv_consumer | kv_both",
+       [](const std::string& v, SimOptions& o) {
+         if (v != "kv_producer" && v != "kv_consumer" && v != "kv_both") {
+           return std::string("Unsupported kv_role: " + v + ". Supported roles are ('kv_producer', 'kv_consumer', "
+                              "'kv_both')");
+         }
+         o.kv_transfer.role = v;
+         return std::string();
+       }},
+      {"--kv-engine-id", true, "engine id answers name as remote_engine_id (default: a random uuid)",
+       [](const std::string& v, SimOptions& o) {
+         if (v.empty()) return std::string("must not be empty");
+         o.kv_transfer.engine_id = v;
+         return std::string();
+       }},
+      {"--kv-side-channel-host", true, "remote_host of prefill answers (default localhost)",
+       [](const std::string& v, SimOptions& o) {
+         if (v.empty()) return std::string("must not be empty");
+         o.kv_transfer.side_channel_host = v;
+         return std::string();
+       }},
+      {"--kv-side-channel-port", true, "remote_port of prefill answers, served too (default: the HTTP port)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint16_t>(v, o.kv_transfer.side_channel_port, 0, 65535); }},
+      {"--kv-lease-seconds", true, "virtual seconds a prefill keeps unpulled blocks (default 30, vLLM's)",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.kv_transfer.lease_s, 0.001, 1e6); }},
+      {"--kv-load-failure-policy", true, "fail (default, a 500) | recompute: a failed pull",
+       [](const std::string& v, SimOptions& o) {
+         if (v != "fail" && v != "recompute") return std::string("expected fail or recompute");
+         o.kv_transfer.load_recompute = v == "recompute";
+         return std::string();
+       }},
+      {"--kv-pull-ms", true, "virtual milliseconds every KV pull takes (default 1)",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.kv_transfer.pull_ms, 0, 1e6); }},
+      {"--kv-pull-us-per-token", true, "virtual microseconds per pulled token (default 0.5)",
+       [](const std::string& v, SimOptions& o) { return parse_double(v, o.kv_transfer.pull_us_per_token, 0, 1e6); }},
       {"--preset", true, "engine preset (timing and pool); flags given after it override",
        [](const std::string&, SimOptions&) { return std::string(); }},  // applied first, see parse_options
       {"--speed", true, "virtual-time scale: N runs N times faster than real time (default 1)",
@@ -271,11 +329,30 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
       errors.push_back("--lora-modules: The lora adapter '" + m.name + "' conflicts with a served base model.");
     }
   }
+  if (out.engine.cpu_offload_blocks > 0 && out.engine.hybrid_mamba) {
+    errors.push_back("--cpu-offload-blocks: not with --hybrid-mamba (the sim offloads full-attention blocks only)");
+  }
+  if (out.engine.cpu_offload_blocks > 0 && !out.engine.enable_prefix_caching) {
+    errors.push_back("--cpu-offload-blocks: needs prefix caching");
+  }
   // ParallelConfig: a rank outside [0, size) is refused (size 1 keeps the simulator's standalone
   // rank: any --data-parallel-rank).
   if (out.dp.rank_given && out.dp.size > 1 && static_cast<uint32_t>(out.kv.data_parallel_rank) >= out.dp.size) {
     errors.push_back("--data-parallel-rank: data_parallel_rank (" + std::to_string(out.kv.data_parallel_rank) +
                      ") must be in the range [0, " + std::to_string(out.dp.size) + ")");
+  }
+  if (out.kv_transfer.enabled()) {
+    out.engine.kv_connector = true;
+    out.engine.kv_load_recompute = out.kv_transfer.load_recompute;
+    if (out.local_ranks().size() > 1) errors.push_back("--kv-role: one engine core per process (no --data-parallel-size)");
+    if (out.engine.hybrid_mamba) errors.push_back("--kv-role: not modelled with --hybrid-mamba");
+  } else {
+    for (const char* f : {"--kv-engine-id", "--kv-side-channel-host", "--kv-side-channel-port", "--kv-lease-seconds",
+                          "--kv-load-failure-policy", "--kv-pull-ms", "--kv-pull-us-per-token"}) {
+      for (const auto& a : args) {
+        if (a == f || a.rfind(std::string(f) + "=", 0) == 0) errors.push_back(std::string(f) + ": needs --kv-role");
+      }
+    }
   }
   const PromptFlags& pf = out.prompt;
   if (pf.tokenizer.empty()) {

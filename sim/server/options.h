@@ -65,6 +65,28 @@ struct DataParallel {
   uint32_t size = 1;              // --data-parallel-size
   bool rank_given = false;        // --data-parallel-rank was given
   uint32_t api_server_count = 0;  // --api-server-count; 0 = vLLM's default (size, or 1 with a rank)
+  // --engine-kind sglang: a request names its rank and is balanced as SGLang's --dp-size does it
+  // (sim/server/sglang_dp.h); everything else stays vLLM's.
+  bool sglang = false;
+};
+
+// Prefill/decode disaggregation (docs/sim.md §8.4): vLLM's --kv-transfer-config with the
+// NixlConnector (pull mode), as far as requests and routers see it. The role only enables the
+// connector: as in vLLM, a request's kv_transfer_params decide whether it is a prefill leg
+// (do_remote_decode) or a decode leg (do_remote_prefill), whatever the role.
+struct KvTransferOptions {
+  std::string role;                            // --kv-role kv_producer|kv_consumer|kv_both; "" = none
+  std::string engine_id;                       // --kv-engine-id (vLLM: engine_id, default a uuid4)
+  std::string side_channel_host = "localhost";  // --kv-side-channel-host (VLLM_NIXL_SIDE_CHANNEL_HOST)
+  // --kv-side-channel-port: the port answers carry as remote_port and the side channel listens
+  // on; 0 (default) = the HTTP port (vLLM: VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600).
+  uint16_t side_channel_port = 0;
+  double lease_s = 30;              // --kv-lease-seconds (kv_connector_extra_config.kv_lease_duration)
+  bool load_recompute = false;      // --kv-load-failure-policy recompute (vLLM's default: fail)
+  double pull_ms = 1.0;             // --kv-pull-ms: virtual milliseconds every pull takes
+  double pull_us_per_token = 0.5;   // --kv-pull-us-per-token: virtual microseconds per pulled token
+  double timeout_s = 5.0;           // side-channel call timeout (wall seconds; vLLM's handshake ~5 s)
+  bool enabled() const { return !role.empty(); }
 };
 
 struct SimOptions {
@@ -84,7 +106,13 @@ struct SimOptions {
   PublisherConfig kv;
   DataParallel dp;
   uint32_t gpus = 0;                  // synthetic DCGM-format GPU series on /metrics
+  // Sleep mode, as vLLM: the routes exist only in dev mode (VLLM_SERVER_DEV_MODE=1 in the
+  // environment, read by main), and sleeping needs --enable-sleep-mode.
+  bool enable_sleep_mode = false;     // --enable-sleep-mode
+  bool dev_mode = false;              // VLLM_SERVER_DEV_MODE (not a flag: vLLM reads the environment)
+  double wake_ms = 1000;              // --wake-ms: virtual milliseconds POST /wake_up takes
   uint64_t seed = 1;
+  KvTransferOptions kv_transfer;
   Faults faults;
   HttpLimits http;
   bool help = false;

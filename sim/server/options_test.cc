@@ -26,6 +26,19 @@ TEST(SimOptions, ServedModelNameTakesSeveralValuesAndARepeatReplacesThem) {
   EXPECT_FALSE(o.serves("y"));
 }
 
+TEST(SimOptions, SleepModeIsOffByDefaultAndTheWakeTakesASecondOfVirtualTime) {
+  const SimOptions off = parse({});
+  EXPECT_FALSE(off.enable_sleep_mode);
+  EXPECT_FALSE(off.dev_mode);  // (only the environment turns it on: main reads VLLM_SERVER_DEV_MODE)
+  EXPECT_EQ(off.wake_ms, 1000);
+  const SimOptions on = parse({"--enable-sleep-mode", "--wake-ms", "250"});
+  EXPECT_TRUE(on.enable_sleep_mode);
+  EXPECT_EQ(on.wake_ms, 250);
+  std::vector<std::string> errors;
+  parse({"--wake-ms", "-1"}, &errors);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
 TEST(SimOptions, ServedNamesDefaultToTheModel) {
   EXPECT_EQ(parse({}).served_model_names, (std::vector<std::string>{"ramjet-sim"}));
   EXPECT_EQ(parse({"--model", "Qwen/Qwen3-8B"}).served_model_names, (std::vector<std::string>{"Qwen/Qwen3-8B"}));
@@ -56,6 +69,16 @@ TEST(SimOptions, ARankGivenRunsThatRankAlone) {
   parse({"--data-parallel-size", "4", "--data-parallel-rank", "4"}, &errors);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0], "--data-parallel-rank: data_parallel_rank (4) must be in the range [0, 4)");
+}
+
+TEST(SimOptions, EngineKindIsVllmUnlessSglangIsAsked) {
+  EXPECT_FALSE(parse({}).dp.sglang);
+  EXPECT_TRUE(parse({"--engine-kind", "sglang", "--data-parallel-size", "4"}).dp.sglang);
+  EXPECT_FALSE(parse({"--engine-kind", "vllm"}).dp.sglang);
+  std::vector<std::string> errors;
+  parse({"--engine-kind", "trtllm"}, &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "--engine-kind: expected vllm or sglang");
 }
 
 }  // namespace

@@ -203,4 +203,13 @@ std::string python_str(const json::value& v) {
   return out;
 }
 
+bool python_truthy(const json::value* v) {
+  if (v == nullptr || v->is_null()) return false;
+  if (v->is_bool()) return v->as_bool();
+  if (v->is_string()) return !v->as_string().empty();
+  if (v->is_array()) return !v->as_array().empty();
+  if (v->is_object()) return !v->as_object().empty();
+  return v->to_number<double>() != 0;
+}
+
 }  // namespace ramjet::sim

@@ -14,5 +14,8 @@ namespace ramjet::sim {
 std::string python_json_dumps(const boost::json::value& v);
 // Python's str(v) of a parsed JSON value (repr of dicts/lists: {'k': 'v'}, True, None).
 std::string python_str(const boost::json::value& v);
+// Python's truthiness of a parsed JSON value, as `data.get(k)` is tested: None (or absent: null
+// pointer), False, 0, "", [] and {} are false.
+bool python_truthy(const boost::json::value* v);
 
 }  // namespace ramjet::sim

@@ -61,6 +61,7 @@ SimServer::SimServer(asio::io_context& ctx, SimOptions options, std::vector<KvPu
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   disabled_thinking_effort_ = prompter_.disabled_thinking_effort();
+  kv_engine_id_ = opt_.kv_transfer.engine_id.empty() ? random_engine_id() : opt_.kv_transfer.engine_id;
   std::string names;
   for (const auto& n : opt_.served_model_names) names += n + ",";
   fingerprint_ = detail::system_fingerprint(
@@ -111,7 +112,7 @@ asio::awaitable<void> SimServer::drive(Rank& rank) {
   auto due = clock::now();
   for (;;) {
     boost::system::error_code ec;
-    if (rank.engine.idle() || rank.paused) {
+    if (rank.engine.idle() || rank.paused || rank.asleep) {
       rank.idle_wake.expires_at(clock::time_point::max());
       co_await rank.idle_wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       due = clock::now();
@@ -133,22 +134,28 @@ asio::awaitable<void> SimServer::drive(Rank& rank) {
       timer.expires_at(due);
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
-    for (auto& out : r.outputs) {
-      if (out.finish != FinishReason::kNone) {
-        size_t k = out.finish == FinishReason::kStop ? 0 : out.finish == FinishReason::kLength ? 1 : 2;
-        ++rank.success_by_reason[k];
-        // The API server that placed it counts it out (DPLBAsyncMPClient.process_engine_outputs).
-        if (auto p = placed_.find(out.id); p != placed_.end()) {
-          api_servers_[p->second].finished(rank.index);
-          placed_.erase(p);
-        }
-      }
-      auto it = live_.find(out.id);
-      if (it == live_.end()) continue;
-      it->second->updates.push_back(out);
-      it->second->wake.cancel();
-    }
+    deliver(rank, r.outputs);
+    for (const KvLoad& load : r.kv_loads) start_pull(rank, load);
     publish_counts(rank);
+  }
+}
+
+void SimServer::deliver(Rank& rank, const std::vector<RequestOutput>& outputs) {
+  for (const auto& out : outputs) {
+    if (out.held) hold(rank, out);  // before the Live reads its answer
+    if (out.finish != FinishReason::kNone) {
+      size_t k = out.finish == FinishReason::kStop ? 0 : out.finish == FinishReason::kLength ? 1 : 2;
+      if (out.finish != FinishReason::kError) ++rank.success_by_reason[k];
+      // The API server that placed it counts it out (DPLBAsyncMPClient.process_engine_outputs).
+      if (auto p = placed_.find(out.id); p != placed_.end()) {
+        api_servers_[p->second].finished(rank.index);
+        placed_.erase(p);
+      }
+    }
+    auto it = live_.find(out.id);
+    if (it == live_.end()) continue;
+    it->second->updates.push_back(out);
+    it->second->wake.cancel();
   }
 }
 
@@ -184,17 +191,40 @@ Result<SimServer::Rank*, std::string> SimServer::place(const Inbound& in) {
       return dp_rank_out_of_range(*in.dp_rank, ranks_.size());
     }
     client.pinned(static_cast<size_t>(*v));
+    ++pins_by_header_;
     return ranks_[static_cast<size_t>(*v)].get();
   }
   return ranks_[client.pick()].get();
 }
 
+Result<SimServer::Rank*, std::string> SimServer::place_sglang(const Inbound& in, const json::object* body,
+                                                             SglangRankSources reads) {
+  static const json::object kNoBody;
+  const std::optional<std::string_view> header =
+      in.dp_rank_value ? std::optional<std::string_view>(*in.dp_rank_value) : std::nullopt;
+  const SglangRankSources sources{reads.body && body != nullptr, reads.header};
+  auto asked = sglang_requested_rank(body ? *body : kNoBody, header, sources);
+  if (!asked) return asked.error();
+  auto rank = sglang_rank_check(asked.value(), ranks_.size());
+  if (!rank) return rank.error();
+  DpClient& client = api_servers_[in.api_server % api_servers_.size()];
+  size_t r = 0;
+  if (rank.value()) {
+    r = *rank.value();
+    ++(sources.header && header ? pins_by_header_ : pins_by_body_);
+  } else {
+    r = round_robin_.next(ranks_.size());
+  }
+  client.pinned(r);  // (counted in flight, as every placed request is)
+  return ranks_[r].get();
+}
+
 bool SimServer::submit(Rank& rank, const Inbound& in, Live& live, std::vector<uint32_t> prompt, uint32_t max_tokens,
-                       const CacheNamespace& ns) {
+                       const CacheNamespace& ns, KvTransfer kv) {
   const size_t server = in.api_server % api_servers_.size();
   live.id = next_id_++;
   live.rank = &rank;
-  if (!rank.engine.add_request(live.id, std::move(prompt), max_tokens, ns)) {
+  if (!rank.engine.add_request(live.id, std::move(prompt), max_tokens, ns, kv)) {
     api_servers_[server].finished(rank.index);
     return false;
   }
@@ -207,6 +237,11 @@ bool SimServer::submit(Rank& rank, const Inbound& in, Live& live, std::vector<ui
 
 void SimServer::retire(Live& live, bool abort) {
   live_.erase(live.id);
+  kv_names_.erase(live.id);
+  if (auto it = kv_pending_.find(live.id); it != kv_pending_.end()) {  // a decode leg never pulled
+    notify_done(it->second);
+    kv_pending_.erase(it);
+  }
   if (!abort) return;
   live.rank->engine.abort(live.id);
   ++cancelled_;
@@ -235,7 +270,10 @@ SimServer::Inbound inbound_of(const http::request<http::string_body>& req, size_
   SimServer::Inbound in;
   in.api_server = api_server;
   if (auto it = req.find("X-Request-Id"); it != req.end()) in.request_id = std::string(it->value());
-  if (auto it = req.find("X-Data-Parallel-Rank"); it != req.end()) in.dp_rank = parse_dp_rank_header(it->value());
+  if (auto it = req.find("X-Data-Parallel-Rank"); it != req.end()) {
+    in.dp_rank = parse_dp_rank_header(it->value());
+    in.dp_rank_value = std::string(it->value());
+  }
   return in;
 }
 
@@ -357,6 +395,11 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       std::string body = ok ? std::string() : vllm_error("requests are running", "BadRequestError", 400);
       std::string ctype = ok ? std::string() : std::string("application/json");
       more = co_await reply(ok ? 200 : 400, std::move(body), ctype);
+    } else if (opt_.dev_mode && (path == "/sleep" || path == "/wake_up" || path == "/is_sleeping")) {
+      // vLLM registers these only with VLLM_SERVER_DEV_MODE=1 (sleep_serve.cc); else a 404.
+      auto op = sleep_mode(path, target, req.method());
+      Answer a = co_await std::move(op);  // (no temporary inside the co_await: GCC 12)
+      more = co_await reply(a.status, std::move(a.body), a.ctype);
     } else if (post && path == "/tokenize") {
       if (tokenize_delay_ms_ > 0) {  // fault: an API server too busy to answer at once
         asio::steady_timer late(ctx_, std::chrono::milliseconds(tokenize_delay_ms_));
@@ -379,6 +422,10 @@ asio::awaitable<void> SimServer::serve(tcp::socket socket) {
       api = api.substr(0, api.find('&'));
       unsigned status = 200;
       std::string body = render_debug(api, req.body(), status);
+      more = co_await reply(status, std::move(body), "application/json");
+    } else if (post && (path == "/sim/kv/pull" || path == "/sim/kv/done" || path == "/sim/kv/heartbeat")) {
+      unsigned status = 200;
+      std::string body = side_channel(path, req.body(), status);
       more = co_await reply(status, std::move(body), "application/json");
     } else if (path.rfind("/sim/", 0) == 0) {
       unsigned status = 200;

@@ -15,6 +15,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <boost/beast/http/verb.hpp>
 
 #include <chrono>
 #include <memory>
@@ -30,8 +31,10 @@
 #include "sim/kv/publisher.h"
 #include "sim/server/agent_convert.h"
 #include "sim/server/dp_balance.h"
+#include "sim/server/kv_transfer.h"
 #include "sim/server/options.h"
 #include "sim/server/prompt.h"
+#include "sim/server/sglang_dp.h"
 
 namespace ramjet::sim {
 
@@ -44,6 +47,9 @@ class SimServer {
   ~SimServer();
 
   void start();  // starts each rank's engine driver (and the DP coordinator with several ranks)
+  // The port prefill answers name as remote_port (main: --kv-side-channel-port's listener, or
+  // the HTTP port).
+  void set_side_channel_port(uint16_t port) { side_channel_port_ = port; }
   boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
 
   struct Live;
@@ -53,19 +59,34 @@ class SimServer {
   struct Inbound {
     std::string request_id;
     std::optional<DpRankHeader> dp_rank;
+    std::optional<std::string> dp_rank_value;  // the header as sent (--engine-kind sglang reads it)
     size_t api_server = 0;
   };
 
  private:
   boost::asio::awaitable<void> drive(Rank& rank);
+  // Engine outputs to the requests waiting for them (and the DP clients' counts).
+  void deliver(Rank& rank, const std::vector<RequestOutput>& outputs);
+  // vLLM's sleep mode (sleep_serve.cc): POST /sleep?level=1|2, POST /wake_up, GET /is_sleeping.
+  struct Answer {
+    unsigned status = 200;
+    std::string body;
+    std::string ctype;
+  };
+  boost::asio::awaitable<Answer> sleep_mode(std::string path, std::string target, boost::beast::http::verb method);
+  void write_sleep_state(metrics::Exposition& x, const std::vector<std::string>& labels) const;
   // The DP coordinator's loop: the ranks' load snapshots to every API-server client.
   boost::asio::awaitable<void> coordinate();
   // The rank a request runs on: the header's (an index into ranks_, as vLLM's engine list; an
   // index outside it is vLLM's 400, returned as its message) or the API server's pick.
   Result<Rank*, std::string> place(const Inbound& in);
+  // --engine-kind sglang: the rank the request names where the route reads it (`body`: null when
+  // the route reads no body field), else the controller's round robin; the error is the message
+  // of SGLang's 400.
+  Result<Rank*, std::string> place_sglang(const Inbound& in, const boost::json::object* body, SglangRankSources reads);
   // Queues a request on `rank` (false: the pool can never hold it). Registers it for the driver.
   bool submit(Rank& rank, const Inbound& in, Live& live, std::vector<uint32_t> prompt, uint32_t max_tokens,
-              const CacheNamespace& ns);
+              const CacheNamespace& ns, KvTransfer kv = KvTransfer::kNone);
   // The HTTP side is done with it; `abort`: its client went away, so the engine drops it.
   void retire(Live& live, bool abort);
   void publish_counts(Rank& rank);
@@ -89,6 +110,21 @@ class SimServer {
   // --lora-modules) and its cache_salt.
   CacheNamespace namespace_of(const std::string& model, const std::string& cache_salt) const;
   std::string metrics_text() const;
+  // Prefill/decode disaggregation (kv_serve.cc; docs/sim.md §8.4).
+  struct Held;
+  // A prefill leg finished holding its blocks: its lease starts, its Live gets the answer's params.
+  void hold(Rank& rank, const RequestOutput& out);
+  void arm_lease(const std::string& name, Held& held);        // its expiry frees the blocks
+  void release_lease(const std::string& name, bool expired);  // frees the held blocks of `name`
+  // A queued decode leg's heartbeats to its producer, until its pull starts.
+  boost::asio::awaitable<void> heartbeats(uint64_t id, Rank* rank);
+  void start_pull(Rank& rank, const KvLoad& load);            // a decode leg was admitted
+  boost::asio::awaitable<void> pull(Rank* rank, KvLoad load, RemotePrefill remote);
+  void notify_done(const RemotePrefill& remote);  // tells the producer to free (fire and forget)
+  // POST /sim/kv/pull, /sim/kv/done and /sim/kv/heartbeat: the side channel a consumer calls.
+  std::string side_channel(const std::string& path, const std::string& body, unsigned& status);
+  void write_kv_metrics(metrics::Exposition& x, const std::vector<std::string>& labels) const;
+  boost::json::object kv_stats() const;
   void write_dcgm(metrics::Exposition& x, const Rank& rank, size_t index) const;
   // POST /tokenize: the body's token ids or a 400 message, computed on frontend_ (vLLM tokenizes
   // in its API server process, beside the engine core: a tokenize call never stalls a step).
@@ -114,6 +150,8 @@ class SimServer {
   uint64_t next_id_ = 1;
   std::mt19937_64 rng_;
   uint64_t cancelled_ = 0;  // requests aborted because their client went away (/sim/stats)
+  uint64_t pins_by_header_ = 0, pins_by_body_ = 0;  // requests pinned to a rank, by what named it (/sim/stats)
+  RoundRobin round_robin_;  // --engine-kind sglang
   uint64_t id_salt_ = 0;    // makes Responses/Messages ids differ between processes (vLLM: uuid4)
   bool hang_ = false;
   double error_rate_ = 0;
@@ -123,6 +161,21 @@ class SimServer {
   uint32_t stall_after_tokens_ = 0;
   uint32_t tokenize_delay_ms_ = 0;  // /sim/fault {"tokenize_delay_ms": N}: POST /tokenize answers N ms late
   bool garbage_ = false;
+  uint32_t sleep_level_ = 0;  // 0 awake; 1 or 2 after POST /sleep (every rank sleeps together)
+  bool wake_hang_ = false;    // /sim/fault {"wake_hang": true}: POST /wake_up never answers, stays asleep
+  uint64_t sleeps_ = 0, wakes_ = 0;  // /sim/stats
+  uint16_t side_channel_port_ = 0;
+  std::string kv_engine_id_;  // --kv-engine-id, else a uuid4 of this process
+  std::unordered_map<uint64_t, std::string> kv_names_;      // prefill legs running: engine id -> remote_request_id
+  std::unordered_map<uint64_t, RemotePrefill> kv_pending_;  // decode legs not pulled yet
+  std::unordered_map<std::string, std::unique_ptr<Held>> held_;  // remote_request_id -> blocks held, lease
+  struct KvCounters {
+    uint64_t pulls_served = 0, sends_done = 0, expired = 0, after_expiry = 0, heartbeats = 0;  // producer
+    uint64_t loads_ok = 0, loads_failed = 0, loads_stale = 0, failed_notifications = 0;  // consumer side
+    std::vector<uint64_t> xfer_buckets = std::vector<uint64_t>(13, 0);  // vllm:nixl_xfer_time_seconds (+Inf last)
+    double xfer_sum = 0;
+    uint64_t xfer_count = 0;
+  } kv_;
   std::string fingerprint_;  // system_fingerprint: "vllm-<--engine-version>-<hash of the config>"
   std::string disabled_thinking_effort_;  // Prompter::disabled_thinking_effort(), probed once
 };

@@ -35,6 +35,7 @@ struct SimServer::Rank {
   Engine engine;
   boost::asio::steady_timer idle_wake;  // the driver's sleep while idle or paused
   bool paused = false;  // /sim/fault {"pause":true}: takes requests, never steps, publishes no load
+  bool asleep = false;  // POST /sleep: takes requests, never steps until POST /wake_up
   uint32_t slow_ms = 0;
   // Driver bookkeeping (virtual time vs wall time).
   double virtual_s = 0;
@@ -54,6 +55,16 @@ struct SimServer::Live {
   boost::asio::steady_timer wake;
   bool client_gone = false;
   bool done = false;
+  std::optional<boost::json::object> kv_answer;  // a finished prefill leg's kv_transfer_params
+};
+
+// A finished prefill leg's blocks, held for a pull (kv_serve.cc): the rank and engine request
+// holding them, and the lease that frees them unpulled.
+struct SimServer::Held {
+  Held(boost::asio::io_context& ctx, Rank* rank, uint64_t id) : rank(rank), id(id), lease(ctx) {}
+  Rank* rank;
+  uint64_t id;
+  boost::asio::steady_timer lease;
 };
 
 namespace detail {

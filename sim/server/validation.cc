@@ -234,7 +234,7 @@ std::string rejection_body(const std::vector<FieldError>& errors) {
   return json::serialize(json::object{{"error", std::move(err)}});
 }
 
-enum class Kind { kStr, kInt, kBool, kList, kAny, kSalt /* str, 1..1024 characters */ };
+enum class Kind { kStr, kInt, kBool, kList, kDict, kAny, kSalt /* str, 1..1024 characters */ };
 
 struct Field {
   std::string_view name;
@@ -247,9 +247,11 @@ std::vector<Field> fields_of(BodyApi api) {
   switch (api) {
     case BodyApi::kChat:
       return {{"messages", Kind::kList, true}, {"model", Kind::kStr, false}, {"max_tokens", Kind::kInt, false},
-              {"max_completion_tokens", Kind::kInt, false}, {"stream", Kind::kBool, false}};
+              {"max_completion_tokens", Kind::kInt, false}, {"stream", Kind::kBool, false},
+              {"kv_transfer_params", Kind::kDict, false}};
     case BodyApi::kCompletions:
-      return {{"model", Kind::kStr, false}, {"max_tokens", Kind::kInt, false}, {"stream", Kind::kBool, false}};
+      return {{"model", Kind::kStr, false}, {"max_tokens", Kind::kInt, false}, {"stream", Kind::kBool, false},
+              {"kv_transfer_params", Kind::kDict, false}};
     case BodyApi::kResponses:
       return {{"background", Kind::kBool, false}, {"input", Kind::kAny, true},
               {"max_output_tokens", Kind::kInt, false}, {"model", Kind::kStr, false}, {"stream", Kind::kBool, false}};
@@ -280,6 +282,9 @@ std::optional<FieldError> coerce(Kind kind, const std::string& loc, json::value&
       return std::nullopt;
     case Kind::kList:
       if (!v.is_array()) return error("list_type", "Input should be a valid list");
+      return std::nullopt;
+    case Kind::kDict:
+      if (!v.is_object()) return error("dict_type", "Input should be a valid dictionary");
       return std::nullopt;
     case Kind::kSalt: {
       if (!v.is_string()) return error("string_type", "Input should be a valid string");
@@ -370,16 +375,6 @@ BodyRejection vllm_rejection(std::string message, std::string_view param) {
   return BodyRejection{400, json::serialize(json::object{{"error", std::move(err)}})};
 }
 
-// Python truthiness of a parsed JSON value (data.get(k) and ...).
-bool truthy(const json::value* v) {
-  if (v == nullptr || v->is_null()) return false;
-  if (v->is_bool()) return v->as_bool();
-  if (v->is_string()) return !v->as_string().empty();
-  if (v->is_array()) return !v->as_array().empty();
-  if (v->is_object()) return !v->as_object().empty();
-  return v->to_number<double>() != 0;
-}
-
 // The request models' "before" validators the simulator shares: validate_cache_salt (chat,
 // completions, responses) and validate_stream_options (chat, completions).
 std::optional<BodyRejection> before_validators(BodyApi api, const json::object& o) {
@@ -399,7 +394,7 @@ std::optional<BodyRejection> before_validators(BodyApi api, const json::object& 
       }
     }
   }
-  if ((api == BodyApi::kChat || api == BodyApi::kCompletions) && truthy(get("stream_options")) && !truthy(get("stream")))
+  if ((api == BodyApi::kChat || api == BodyApi::kCompletions) && python_truthy(get("stream_options")) && !python_truthy(get("stream")))
     return vllm_rejection("Stream options can only be defined when `stream=True`.", "stream_options");
   return std::nullopt;
 }

@@ -37,6 +37,7 @@
 #include "companion/client.h"
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_catalog.h"
+#include "upstream/parking.h"
 #include "upstream/engine_load.h"
 #include "upstream/peer_load.h"
 #include "request/ingress/api_keys.h"
@@ -94,6 +95,8 @@ std::vector<upstream::Listed> static_engines(const config::Config& cfg) {
     // (config expanded an engine with ranks into one entry per rank)
     if (i < cfg.upstream_ranks.size()) l.dp_rank = cfg.upstream_ranks[i];
     l.dp_size = config::dp_size_item(cfg, i);
+    l.engine = config::engine_kind_item(cfg, i);
+    l.role = config::engine_role_item(cfg, i);
     out.push_back(std::move(l));
   }
   return out;
@@ -116,6 +119,8 @@ std::vector<upstream::Listed> dns_names(const config::Config& cfg) {
     if (k < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[k];
     if (k < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[k];
     l.dp_size = config::dp_size_item(cfg, k);  // each address's ranks (upstream::ranks_of)
+    l.engine = config::engine_kind_item(cfg, k);
+    l.role = config::engine_role_item(cfg, k);
     out.push_back(std::move(l));
   }
   return out;
@@ -128,6 +133,7 @@ route::RouteConfig route_config(const config::Config& cfg) {
   rc.max_load_units = cfg.route_max_load_units;
   rc.alpha = cfg.route_alpha;
   rc.max_overlap_blocks = cfg.route_max_overlap_blocks;
+  rc.relative_credit = cfg.route_credit_basis == "relative";
   rc.chunk_bytes = cfg.route_chunk_bytes;
   rc.short_max_tokens = cfg.profile_short_max_tokens;
   return rc;
@@ -139,7 +145,7 @@ struct Reloadable {
   std::string_view env;
   void (*take)(config::Config& running, const config::Config& next);
 };
-constexpr std::array<Reloadable, 12> kReloadable = {{
+constexpr std::array<Reloadable, 15> kReloadable = {{
     {"RJ_UPSTREAM",
      [](config::Config& r, const config::Config& n) {
        r.upstreams = n.upstreams;
@@ -147,6 +153,8 @@ constexpr std::array<Reloadable, 12> kReloadable = {{
      }},
     {"RJ_UPSTREAM_DP_SIZE", [](config::Config& r, const config::Config& n) { r.upstream_dp_size = n.upstream_dp_size; }},
     {"RJ_UPSTREAM_PROFILES", [](config::Config& r, const config::Config& n) { r.upstream_profiles = n.upstream_profiles; }},
+    {"RJ_UPSTREAM_ENGINE", [](config::Config& r, const config::Config& n) { r.upstream_engines = n.upstream_engines; }},
+    {"RJ_UPSTREAM_ROLE", [](config::Config& r, const config::Config& n) { r.upstream_roles = n.upstream_roles; }},
     {"RJ_UPSTREAM_MODELS", [](config::Config& r, const config::Config& n) { r.upstream_models = n.upstream_models; }},
     {"RJ_KV_EVENT_LIVE_ENDPOINTS",
      [](config::Config& r, const config::Config& n) { r.kv_event_live_endpoints = n.kv_event_live_endpoints; }},
@@ -155,6 +163,7 @@ constexpr std::array<Reloadable, 12> kReloadable = {{
     {"RJ_ROUTE_ALPHA", [](config::Config& r, const config::Config& n) { r.route_alpha = n.route_alpha; }},
     {"RJ_ROUTE_MAX_OVERLAP_BLOCKS",
      [](config::Config& r, const config::Config& n) { r.route_max_overlap_blocks = n.route_max_overlap_blocks; }},
+    {"RJ_ROUTE_CREDIT_BASIS", [](config::Config& r, const config::Config& n) { r.route_credit_basis = n.route_credit_basis; }},
     {"RJ_ROUTE_LOAD_UNIT_BYTES",
      [](config::Config& r, const config::Config& n) { r.route_load_unit_bytes = n.route_load_unit_bytes; }},
     {"RJ_ROUTE_MAX_LOAD_UNITS", [](config::Config& r, const config::Config& n) { r.route_max_load_units = n.route_max_load_units; }},
@@ -318,7 +327,13 @@ int main(int argc, char** argv) {
   }
   // The engines by ordinal slot (net/roster.h): RJ_UPSTREAM in the first slots; engines from
   // RJ_UPSTREAM_DNS or a reload join the others (upstream/membership.h).
-  net::Roster roster(cfg.upstreams, cfg.slots(), cfg.upstream_ranks);
+  std::vector<config::EngineKind> engine_kinds;
+  std::vector<config::EngineRole> engine_roles;
+  for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
+    engine_kinds.push_back(config::engine_kind_item(cfg, i));
+    engine_roles.push_back(config::engine_role_item(cfg, i));
+  }
+  net::Roster roster(cfg.upstreams, cfg.slots(), cfg.upstream_ranks, engine_kinds, engine_roles);
   // Engines may join and leave while running (DNS names, a reloadable file, spare ordinals).
   const bool engines_change = !cfg.upstream_dns.empty() || !cfg.config_file.empty() || cfg.slots() > cfg.upstreams.size();
   for (const auto& line : config::describe(cfg)) spdlog::debug("config {}", log::json_escape(line));
@@ -358,7 +373,11 @@ int main(int argc, char** argv) {
   // KV events (RJ_KV_EVENT_*): a subscriber and an exact inventory per engine that publishes, or
   // (RJ_EXACT_INVENTORY=companion) a companion client for each engine with an RJ_COMPANION_ENDPOINTS
   // item; exact routing (RJ_EXACT_ROUTE_MODE) asks them before the approximate index.
+  // The engines' own events carry their offload tiers too (vLLM's OffloadingConnector); a companion's
+  // snapshot carries GPU copies only, so its inventories skip them.
   const cache::events::InventoryLimits inventory_limits{.shard = {.max_blocks = cfg.kv_index_max_blocks}};
+  cache::events::InventoryLimits tiered_limits = inventory_limits;
+  tiered_limits.tiers = true;
   std::vector<const companion::Client*> companions;  // owned by kv (metrics)
   std::vector<std::unique_ptr<cache::events::InventorySource>> external;
   if (cfg.exact_inventory == "companion") {
@@ -370,7 +389,7 @@ int main(int argc, char** argv) {
     spdlog::info("exact inventories: {} of {} engines from their ramjet-companion", companions.size(),
                  cfg.upstreams.size());
   }
-  cache::events::KvFleet kv(kv_sources(cfg), inventory_limits, std::move(external));
+  cache::events::KvFleet kv(kv_sources(cfg), tiered_limits, std::move(external));
   for (size_t i = 0; i < cfg.upstream_ranks.size(); ++i) kv.set_rank(i, cfg.upstream_ranks[i]);
   const route::ExactMode exact_mode = cfg.exact_route_mode == "on"       ? route::ExactMode::kOn
                                       : cfg.exact_route_mode == "shadow" ? route::ExactMode::kShadow
@@ -382,7 +401,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> tokenizer_errors;
   render::TokenizerServiceConfig tokenizer_config = render::tokenizer_service_config(cfg, exact_mode != route::ExactMode::kOff);
   tokenizer_config.roster = &roster;
-  if (!cfg.model_dir.empty() && tokenizer_config.mode == render::TokenizerMode::kOff)
+  if (!cfg.model_dirs.empty() && tokenizer_config.mode == render::TokenizerMode::kOff)
     spdlog::warn("RJ_MODEL_DIR is set but unused: exact routing is off (no RJ_KV_EVENT_LIVE_ENDPOINTS or companions) "
                  "and RJ_TOKENIZER_MODE is off");
   auto tokenizer = render::TokenizerService::create(tokenizer_config, tokenizer_errors);
@@ -395,6 +414,7 @@ int main(int argc, char** argv) {
                                      clock);
   route::ExactOverlap exact(kv, fleet, exact_mode, &predictions,
                             cache::ProvisionalLimits{.ttl_ms = static_cast<int64_t>(cfg.exact_provisional_ttl_ms)});
+  exact.set_tier_weights(route::TierWeights{.cpu = cfg.kv_tier_weight_cpu, .disk = cfg.kv_tier_weight_disk});
   // What the engines say about themselves (upstream/engine_catalog.h): their model lists (which
   // engines serve a request's model, ramjet's own GET /v1/models, which names are LoRA adapters:
   // exact routing's namespaces) and, for `discover` engines, their KV-event endpoints, handed to
@@ -468,6 +488,9 @@ int main(int argc, char** argv) {
       .key = cfg.session_affinity_key,
       .bonus_blocks = cfg.session_affinity_bonus_blocks,
       .max_load_delta = int64_t{cfg.session_affinity_max_load_delta}});
+  if (cfg.route_horizon == "auto" && cfg.engine_scrape_interval_ms == 0) {
+    spdlog::warn("RJ_ROUTE_HORIZON=auto but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: no engine's KV pool is read, so no horizon applies");
+  }
   if (cfg.route_engine_load && !engine_load.config().enabled) {
     spdlog::warn("RJ_ROUTE_ENGINE_LOAD is on but RJ_ENGINE_SCRAPE_INTERVAL_MS=0: routing does not see the engines' own counts{}",
                  peer_sync ? " (only its peers' load, RJ_PEERS)" : "");
@@ -505,6 +528,84 @@ int main(int argc, char** argv) {
   pc.api_keys = api_keys.get();
   pc.tls = server_tls.get();
   pc.models = catalog.get();
+  // The waiting room (RJ_ADMISSION_*): on when an engine's room is bounded.
+  std::unique_ptr<request::Admission> admission;
+  auto make_waiting_room = [&] {  // its bounds (RJ_ADMISSION_QUEUE_*): also the idle drain's, below
+    request::AdmissionConfig ac;
+    ac.max_queued = cfg.admission_queue_max;
+    ac.max_queued_bytes = cfg.admission_queue_max_bytes;
+    ac.max_wait = milliseconds(cfg.admission_queue_timeout_ms);
+    if (api_keys) ac.client_labels = api_keys->names();
+    return std::make_unique<request::Admission>(std::move(ac));
+  };
+  // The class (RJ_ADMISSION_BATCH_KEYS, _PRIORITY_HEADER) counts with or without the waiting room:
+  // vLLM's per-request priority carries it too (RJ_ADMISSION_ENGINE_PRIORITY).
+  pc.admission = {.engine_load = &engine_load,
+                  .priority_header = cfg.admission_priority_header,
+                  .batch_keys = cfg.admission_batch_keys,
+                  .engine_priority = cfg.admission_engine_priority};
+  std::unique_ptr<request::ClientShares> client_shares;  // RJ_ADMISSION_ENGINE_BURST
+  if (cfg.admission_engine_max_inflight > 0 || cfg.admission_engine_max_waiting > 0 ||
+      cfg.admission_engine_max_kv_usage > 0) {
+    admission = make_waiting_room();
+    pc.admission.room = admission.get();
+    pc.admission.engine_max_inflight = cfg.admission_engine_max_inflight;
+    pc.admission.engine_max_waiting = cfg.admission_engine_max_waiting;
+    pc.admission.engine_max_kv_usage = cfg.admission_engine_max_kv_usage;
+    if (cfg.admission_engine_burst > 0) {
+      client_shares = std::make_unique<request::ClientShares>();
+      pc.admission.engine_burst = static_cast<uint32_t>(cfg.admission_engine_burst);
+      pc.admission.shares = client_shares.get();
+    }
+    if (cfg.admission_engine_burst > 0 && cfg.admission_engine_max_inflight == 0)
+      spdlog::warn("RJ_ADMISSION_ENGINE_BURST is set but RJ_ADMISSION_ENGINE_MAX_INFLIGHT is not: burst slots are "
+                   "past that cap, so there are none");
+    if ((cfg.admission_engine_max_waiting > 0 || cfg.admission_engine_max_kv_usage > 0) &&
+        cfg.engine_scrape_interval_ms == 0)
+      spdlog::warn("RJ_ADMISSION_ENGINE_MAX_WAITING or _MAX_KV_USAGE is set but RJ_ENGINE_SCRAPE_INTERVAL_MS is 0: no engine's "
+                   "queue is ever read, so no engine has room and every request waits until it is refused");
+  }
+  // Idle drain (RJ_IDLE_DRAIN_*, upstream/parking.h): quiet engines out of placement and asleep,
+  // woken when load or a waiting request needs them. A request whose pool has only parked engines
+  // waits in the waiting room while one wakes: with the waiting room off, one with its default
+  // bounds and no engine cap holds just those requests.
+  std::unique_ptr<upstream::EngineParking> parking;
+  if (cfg.idle_drain_mode != "off") {
+    upstream::IdleDrainConfig ic;
+    ic.mode = cfg.idle_drain_mode == "drain" ? upstream::DrainMode::kDrain : upstream::DrainMode::kObserve;
+    ic.release = cfg.idle_drain_release == "utilization" ? upstream::DrainRelease::kUtilization
+                                                         : upstream::DrainRelease::kFleetIdle;
+    auto ms = [](double s) { return static_cast<int64_t>(s * 1000.0); };
+    ic.idle_after_ms = ms(cfg.idle_drain_idle_after_s);
+    ic.upstream_idle_after_ms = ms(cfg.idle_drain_upstream_idle_after_s);
+    ic.resume_load_per_replica = cfg.idle_drain_resume_load_per_replica;
+    ic.min_warm = cfg.idle_drain_min_warm;
+    ic.cooldown_ms = ms(cfg.idle_drain_cooldown_s);
+    ic.grace_ms = ms(cfg.idle_drain_grace_s);
+    ic.interval_ms = std::max<int64_t>(1, ms(cfg.idle_drain_interval_s));
+    ic.sleep_actuator = cfg.idle_drain_actuator == "sleep";
+    ic.sleep_level = cfg.idle_drain_sleep_level == "2" ? 2 : 1;
+    ic.max_parked = cfg.idle_drain_max_parked;
+    ic.wake_timeout_ms = ms(cfg.idle_drain_wake_timeout_s);
+    parking = std::make_unique<upstream::EngineParking>(fleet, io.at(0), clock, ic, cfg.upstream_token);
+    parking->set_pool_of([&catalog](size_t i) {
+      const auto pools = catalog->pools();
+      return pools ? static_cast<uint32_t>(std::hash<std::string>{}(pools->engine_models(i))) : uint32_t{0};
+    });
+    parking->set_on_parked([&index](size_t i) { index.clear(i); });  // the sleep discarded its KV cache
+    fleet.add_replica_label({"idle_drain", [p = parking.get()](size_t i) { return p->health_label(i); }});
+    if (ic.mode == upstream::DrainMode::kDrain) {
+      pc.parking = parking.get();
+      if (!admission) {
+        admission = make_waiting_room();
+        pc.admission.room = admission.get();
+      }
+    }
+  }
+  pc.disagg = {.enabled = !cfg.upstream_roles.empty(),
+               .min_uncached_tokens = cfg.disagg_min_uncached_tokens,
+               .prefill_max_inflight = cfg.disagg_prefill_max_inflight,
+               .fallback_aggregate = cfg.disagg_prefill_failure != "error"};
   if (api_keys && !cfg.upstream_token.empty()) pc.upstream_authorization = "Bearer " + cfg.upstream_token;
   request::TokenizeBudget tokenize_budget(request::TokenizeBudgetConfig{
       .share = cfg.exact_route_budget_share, .cap = milliseconds(cfg.exact_route_timeout_ms)});
@@ -573,10 +674,18 @@ int main(int argc, char** argv) {
       .engines = cfg.upstreams,
       .roster = &roster,
       .gpu_urls = cfg.gpu_metrics_urls,
-      .on_sample = [&engine_load, &fleet](size_t i, const upstream::EngineSample* s) {
-        if (!engine_load.enabled()) return;
+      .on_sample = [&engine_load, &fleet, &index, &tokenize_budget, horizon = cfg.route_horizon == "auto",
+                    chunk = std::max<uint64_t>(1, cfg.route_chunk_bytes)](size_t i, const upstream::EngineSample* s) {
+        // (recorded even when routing does not read the board: the waiting room may)
+        // RJ_ROUTE_HORIZON=auto: the engine's KV pool in fingerprint chunks of prompt bytes.
+        if (horizon && s != nullptr && s->ok && s->kv_capacity_tokens && i < index.engines()) {
+          const double per_byte = tokenize_budget.tokens_per_byte() > 0 ? tokenize_budget.tokens_per_byte() : 0.25;
+          const double chunks = *s->kv_capacity_tokens / per_byte / static_cast<double>(chunk);
+          index.set_horizon(i, static_cast<uint64_t>(std::clamp(chunks, 1.0, 1e12)));
+        }
         if (s != nullptr && s->ok && s->running && s->waiting && i < fleet.size()) {
-          engine_load.record(i, *s->running, *s->waiting, fleet.at(i).inflight());
+          engine_load.record(i, *s->running, *s->waiting, fleet.at(i).inflight(),
+                             s->kv_usage);
         } else {
           engine_load.forget(i);
         }
@@ -655,6 +764,8 @@ int main(int argc, char** argv) {
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });
   if (engine_scraper.enabled()) registry.add([&](metrics::Exposition& x) { engine_scraper.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { tokenizer->write_metrics(x); });
+  if (admission) registry.add([&](metrics::Exposition& x) { admission->write_metrics(x); });
+  if (parking) registry.add([&](metrics::Exposition& x) { parking->write_metrics(x); });
   if (api_keys) registry.add([&](metrics::Exposition& x) { api_keys->write_metrics(x); });
   if (server_tls) registry.add([&](metrics::Exposition& x) { net::write_server_tls_metrics(x, server_tls.get()); });
   if (exact_mode == route::ExactMode::kOn) registry.add([&](metrics::Exposition& x) { predictions.write_metrics(x); });
@@ -729,6 +840,7 @@ int main(int argc, char** argv) {
     (*api)->close();
     proxy.begin_drain();
     prober->stop();
+    if (parking) parking->stop();
     sweeper->cancel();
     engine_scraper.stop();
     kv.stop();
@@ -812,6 +924,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   prober->start();
+  if (parking) parking->start();
   dns.start();
   // Leaving engines are vacated once their requests are done.
   std::function<void()> sweep = [&] {
@@ -827,10 +940,19 @@ int main(int argc, char** argv) {
   catalog->start(io.at(0));
   engine_scraper.start(io.at(0));
   tokenizer->start(io.at(0));
-  app::start_dashboard_sampler(
-      io.at(0), dashboard,
-      app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper, &kv,
-                             exact_mode == route::ExactMode::kOn ? &predictions : nullptr, catalog.get()));
+  {
+    observe::DashboardSources sources =
+        app::dashboard_sources(proxy.metrics(), fleet, router, &decisions, &engine_scraper, &kv,
+                               exact_mode == route::ExactMode::kOn ? &predictions : nullptr, catalog.get());
+    if (admission) {  // the waiting room's depth beside the in-flight count
+      sources.ramjet = [inner = std::move(sources.ramjet), room = admission.get()](observe::Reading& r) {
+        inner(r);
+        r.waiting = static_cast<int64_t>(room->queued());
+      };
+    }
+    if (parking) sources.idle_drain = [p = parking.get()](size_t i) { return p->health_label(i); };
+    app::start_dashboard_sampler(io.at(0), dashboard, std::move(sources));
+  }
   (*api)->start();
   (*admin)->start();
   auto a = (*api)->local_endpoint();
@@ -845,6 +967,7 @@ int main(int argc, char** argv) {
   signals.reset();
   hangups.reset();
   prober.reset();
+  parking.reset();
   dns.stop();
   sweeper.reset();
   engine_scraper.stop();  // releases its timer before the io contexts go

@@ -16,6 +16,8 @@
 
 #include <openssl/crypto.h>
 
+#include "common/hex.h"
+
 namespace ramjet::companion {
 
 std::string Endpoint::text() const {
@@ -60,17 +62,6 @@ Result<Endpoint, std::string> parse_endpoint(std::string_view s) {
   e.port = static_cast<uint16_t>(p);
   return e;
 }
-
-namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
 
 Result<std::array<uint8_t, 32>, std::string> read_secret_file(const std::string& path) {
   // O_NONBLOCK: a FIFO at the path must not hang startup (it is then refused as not regular).

@@ -280,6 +280,16 @@ uint32_t dp_size_item(const Config& c, size_t i) {
   return i < c.upstream_dp_size.size() ? dp_ranks(c.upstream_dp_size[i]).value_or(1) : 1;
 }
 
+EngineKind engine_kind_item(const Config& c, size_t i) {
+  return i < c.upstream_engines.size() && c.upstream_engines[i] == "sglang" ? EngineKind::kSglang : EngineKind::kVllm;
+}
+
+EngineRole engine_role_item(const Config& c, size_t i) {
+  if (i >= c.upstream_roles.size()) return EngineRole::kBoth;
+  const std::string& r = c.upstream_roles[i];
+  return r == "prefill" ? EngineRole::kPrefill : r == "decode" ? EngineRole::kDecode : EngineRole::kBoth;
+}
+
 std::string offset_endpoint(const std::string& item, uint32_t rank) {
   if (rank == 0 || !item.starts_with("tcp://")) return item;
   const size_t colon = item.rfind(':');
@@ -301,7 +311,7 @@ void expand_ranks(Config& c) {
   const size_t statics = c.upstreams.size();
   std::vector<UpstreamUrl> upstreams;
   std::vector<std::optional<uint32_t>> ranks;
-  std::vector<std::string> profiles, models, sizes, live, replay;
+  std::vector<std::string> profiles, models, sizes, engines, roles, live, replay;
   std::vector<UpstreamUrl> gpus;
   for (size_t i = 0; i < statics; ++i) {
     const uint32_t n = dp_size_item(c, i);
@@ -310,6 +320,8 @@ void expand_ranks(Config& c) {
       ranks.push_back(n > 1 ? std::optional<uint32_t>(k) : std::nullopt);
       if (i < c.upstream_profiles.size()) profiles.push_back(c.upstream_profiles[i]);
       if (i < c.upstream_models.size()) models.push_back(c.upstream_models[i]);
+      if (i < c.upstream_engines.size()) engines.push_back(c.upstream_engines[i]);
+      if (i < c.upstream_roles.size()) roles.push_back(c.upstream_roles[i]);
       sizes.push_back(std::to_string(n));
       if (i < c.kv_event_live_endpoints.size()) live.push_back(offset_endpoint(c.kv_event_live_endpoints[i], k));
       if (i < c.kv_event_replay_endpoints.size()) replay.push_back(offset_endpoint(c.kv_event_replay_endpoints[i], k));
@@ -320,6 +332,8 @@ void expand_ranks(Config& c) {
     const size_t k = statics + n;
     if (k < c.upstream_profiles.size()) profiles.push_back(c.upstream_profiles[k]);
     if (k < c.upstream_models.size()) models.push_back(c.upstream_models[k]);
+    if (k < c.upstream_engines.size()) engines.push_back(c.upstream_engines[k]);
+    if (k < c.upstream_roles.size()) roles.push_back(c.upstream_roles[k]);
     sizes.push_back(std::to_string(dp_size_item(c, k)));
     if (k < c.kv_event_live_endpoints.size()) live.push_back(c.kv_event_live_endpoints[k]);
     if (k < c.kv_event_replay_endpoints.size()) replay.push_back(c.kv_event_replay_endpoints[k]);
@@ -330,6 +344,8 @@ void expand_ranks(Config& c) {
   if (!any) return;  // the lists as given
   if (!c.upstream_profiles.empty()) c.upstream_profiles = std::move(profiles);
   if (!c.upstream_models.empty()) c.upstream_models = std::move(models);
+  if (!c.upstream_engines.empty()) c.upstream_engines = std::move(engines);
+  if (!c.upstream_roles.empty()) c.upstream_roles = std::move(roles);
   c.upstream_dp_size = std::move(sizes);
   if (!c.kv_event_live_endpoints.empty()) c.kv_event_live_endpoints = std::move(live);
   if (!c.kv_event_replay_endpoints.empty()) c.kv_event_replay_endpoints = std::move(replay);
@@ -444,6 +460,13 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
   per_source("RJ_UPSTREAM_PROFILES", c.upstream_profiles.size(), "profiles", "profile");
   per_source("RJ_UPSTREAM_MODELS", c.upstream_models.size(), "items", "item");
   per_source("RJ_UPSTREAM_DP_SIZE", c.upstream_dp_size.size(), "items", "item");
+  per_source("RJ_UPSTREAM_ENGINE", c.upstream_engines.size(), "items", "item");
+  per_source("RJ_UPSTREAM_ROLE", c.upstream_roles.size(), "items", "item");
+  if (!c.upstream_roles.empty() &&
+      std::none_of(c.upstream_roles.begin(), c.upstream_roles.end(), [](const std::string& r) { return r != "prefill"; })) {
+    r.errors.push_back("RJ_UPSTREAM_ROLE: every engine is a prefill engine; a request needs an engine that decodes "
+                       "(decode or both)");
+  }
   for (const std::string& item : c.upstream_models) {
     for (std::string_view name : model_names(item)) {
       if (name.empty() || name.size() > 1024) {
@@ -536,6 +559,9 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                          "give - here");
     }
   }
+  if (c.idle_drain_mode == "drain" && c.upstreams.size() < 2 && c.upstream_dns.empty() && c.config_file.empty()) {
+    r.errors.push_back("RJ_IDLE_DRAIN_MODE=drain needs at least two engines (RJ_UPSTREAM)");
+  }
   const bool companion = c.exact_inventory == "companion";
   if ((c.exact_route_mode == "on" || c.exact_route_mode == "shadow") && c.kv_event_live_endpoints.empty() &&
       !companion) {
@@ -614,10 +640,10 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     r.errors.push_back("RJ_EXACT_TOKENS=local needs RJ_TOKENIZER_MODE=local or off (the attested local renderer), not " +
                        c.tokenizer_mode);
   }
-  if (c.exact_tokens == "local" && c.model_dir.empty() && c.tokenizer_path.empty()) {
+  if (c.exact_tokens == "local" && c.model_dirs.empty() && c.tokenizer_path.empty()) {
     r.errors.push_back("RJ_EXACT_TOKENS=local needs the model's files: RJ_MODEL_DIR (the engines' model folder)");
   }
-  if (!c.model_dir.empty()) {
+  if (!c.model_dirs.empty()) {
     for (const auto& [name, set] : {std::pair{"RJ_TOKENIZER_PATH", !c.tokenizer_path.empty()},
                                     std::pair{"RJ_TOKENIZER_SHA256", !c.tokenizer_sha256.empty()},
                                     std::pair{"RJ_CHAT_TEMPLATE_PATH", !c.chat_template_path.empty()},

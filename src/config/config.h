@@ -28,6 +28,16 @@ struct UpstreamUrl {
 struct Config;
 // RJ_UPSTREAM_DP_SIZE item `i` as a number (1 when absent or empty).
 uint32_t dp_size_item(const Config& c, size_t i);
+// What an engine is (RJ_UPSTREAM_ENGINE): how a request is pinned to one of its data-parallel
+// ranks (vLLM: the X-Data-Parallel-Rank header; SGLang: "routed_dp_rank" in the JSON body).
+enum class EngineKind : uint8_t { kVllm, kSglang };
+// RJ_UPSTREAM_ENGINE item `i` (vLLM when absent).
+EngineKind engine_kind_item(const Config& c, size_t i);
+// An engine's part in prefill/decode disaggregation (RJ_UPSTREAM_ROLE): a prefill engine computes
+// prompts whose KV cache a decode engine pulls; an engine of either part may serve whole requests.
+enum class EngineRole : uint8_t { kBoth, kPrefill, kDecode };
+// RJ_UPSTREAM_ROLE item `i` (both when absent or empty).
+EngineRole engine_role_item(const Config& c, size_t i);
 // An endpoint item of rank `rank`, as vLLM offsets it (ZmqEventPublisher.offset_endpoint_port):
 // tcp://host:P -> tcp://host:P+rank (port 0 stays 0); "-", "discover" and rank 0 unchanged.
 std::string offset_endpoint(const std::string& item, uint32_t rank);
@@ -63,6 +73,14 @@ struct Config {
   // holds, per expanded source, the engine's N as a number ("1" for no ranks).
   std::vector<std::string> upstream_dp_size;
   std::vector<std::optional<uint32_t>> upstream_ranks;  // per `upstreams` entry: its rank (parse() fills it)
+  // RJ_UPSTREAM_ENGINE: per source (as upstream_profiles), "vllm" or "sglang" (unset: vllm each).
+  std::vector<std::string> upstream_engines;
+  // RJ_UPSTREAM_ROLE: per source (as upstream_profiles), "prefill", "decode", "both" or "" (both).
+  std::vector<std::string> upstream_roles;
+  // Prefill/decode disaggregation (with a prefill engine in RJ_UPSTREAM_ROLE).
+  uint32_t disagg_min_uncached_tokens = 512;      // RJ_DISAGG_MIN_UNCACHED_TOKENS (0: always)
+  uint32_t disagg_prefill_max_inflight = 0;       // RJ_DISAGG_PREFILL_MAX_INFLIGHT (0: no cap)
+  std::string disagg_prefill_failure = "aggregate";  // RJ_DISAGG_PREFILL_FAILURE: aggregate|error
   // --- listeners ---
   std::string listen_host = "0.0.0.0";  // RJ_LISTEN host:port
   uint16_t listen_port = 8000;
@@ -98,6 +116,30 @@ struct Config {
   uint32_t probe_timeout_ms = 5000;        // RJ_PROBE_TIMEOUT_MS (10..120000)
   uint32_t recent_success_ms = 30000;      // RJ_PROBE_RECENT_SUCCESS_MS (0..3600000)
   bool probe_rank_generation = false;      // RJ_PROBE_RANK_GENERATION: a pinned 1-token probe per rank
+  uint32_t admission_engine_max_inflight = 0;   // RJ_ADMISSION_ENGINE_MAX_INFLIGHT (0 = no cap)
+  uint32_t admission_engine_max_waiting = 0;    // RJ_ADMISSION_ENGINE_MAX_WAITING (0 = not read)
+  uint32_t admission_queue_max = 256;           // RJ_ADMISSION_QUEUE_MAX
+  uint64_t admission_queue_max_bytes = 64u << 20;  // RJ_ADMISSION_QUEUE_MAX_BYTES
+  uint32_t admission_queue_timeout_ms = 30000;  // RJ_ADMISSION_QUEUE_TIMEOUT_MS
+  std::string admission_priority_header;        // RJ_ADMISSION_PRIORITY_HEADER
+  std::vector<std::string> admission_batch_keys;  // RJ_ADMISSION_BATCH_KEYS
+  bool admission_engine_priority = false;         // RJ_ADMISSION_ENGINE_PRIORITY
+  uint64_t admission_engine_burst = 0;            // RJ_ADMISSION_ENGINE_BURST
+  double admission_engine_max_kv_usage = 0;       // RJ_ADMISSION_ENGINE_MAX_KV_USAGE
+  // Idle drain (engine parking, upstream/idle_drain.h).
+  std::string idle_drain_mode = "off";              // RJ_IDLE_DRAIN_MODE: off|observe|drain
+  std::string idle_drain_release = "fleet-idle";    // RJ_IDLE_DRAIN_RELEASE: fleet-idle|utilization
+  double idle_drain_idle_after_s = 900;             // RJ_IDLE_DRAIN_IDLE_AFTER_SECONDS
+  double idle_drain_upstream_idle_after_s = 300;    // RJ_IDLE_DRAIN_UPSTREAM_IDLE_AFTER_SECONDS
+  double idle_drain_resume_load_per_replica = 4;    // RJ_IDLE_DRAIN_RESUME_LOAD_PER_REPLICA
+  uint32_t idle_drain_min_warm = 1;                 // RJ_IDLE_DRAIN_MIN_WARM
+  double idle_drain_cooldown_s = 300;               // RJ_IDLE_DRAIN_COOLDOWN_SECONDS
+  double idle_drain_grace_s = 30;                   // RJ_IDLE_DRAIN_GRACE_SECONDS
+  double idle_drain_interval_s = 15;                // RJ_IDLE_DRAIN_INTERVAL_SECONDS
+  std::string idle_drain_actuator = "sleep";        // RJ_IDLE_DRAIN_ACTUATOR: sleep|off
+  std::string idle_drain_sleep_level = "1";         // RJ_IDLE_DRAIN_SLEEP_LEVEL: 1|2
+  uint32_t idle_drain_max_parked = 1;               // RJ_IDLE_DRAIN_MAX_PARKED
+  double idle_drain_wake_timeout_s = 60;            // RJ_IDLE_DRAIN_WAKE_TIMEOUT_SECONDS
   uint32_t ready_successes = 3;            // RJ_READY_SUCCESSES (1..100) passing probes to readmit
   uint32_t ready_stable_seconds = 30;      // RJ_READY_STABLE_SECONDS (0..3600) warming period
   // Outlier ejection (upstream/outlier.h)
@@ -110,6 +152,8 @@ struct Config {
   std::string affinity = "prefix";         // RJ_AFFINITY prefix|load|round_robin (policy.h)
   double route_alpha = 4;                  // RJ_ROUTE_ALPHA (0..1000) score per reserved load unit
   uint32_t route_max_overlap_blocks = 32;  // RJ_ROUTE_MAX_OVERLAP_BLOCKS (0..65536) affinity cap
+  std::string route_credit_basis = "relative";  // RJ_ROUTE_CREDIT_BASIS: absolute|relative
+  std::string route_horizon = "off";            // RJ_ROUTE_HORIZON: off|auto
   uint64_t route_chunk_bytes = 2048;       // RJ_ROUTE_CHUNK_BYTES (64..1 MiB) per fingerprint block
   uint64_t route_max_prefix_bytes = 2ull << 20;  // RJ_ROUTE_MAX_PREFIX_BYTES (0..1 GiB; 0 = none)
   uint32_t route_index_capacity = 100000;  // RJ_ROUTE_INDEX_CAPACITY (0..2^26) per engine; 0 = off
@@ -164,6 +208,9 @@ struct Config {
   std::string exact_route_canary_key;           // RJ_EXACT_ROUTE_CANARY_KEY (secret)
   uint32_t exact_miss_limit = 5;                // RJ_EXACT_MISS_LIMIT (0..1000; 0 = never withdraw)
   uint32_t exact_miss_cooldown_ms = 60000;      // RJ_EXACT_MISS_COOLDOWN_MS (1000..86400000)
+  // Exact overlap credit per token an engine holds in an offload tier (a GPU token counts 1)
+  double kv_tier_weight_cpu = 0.8;   // RJ_KV_TIER_WEIGHT_CPU (0..1)
+  double kv_tier_weight_disk = 0.3;  // RJ_KV_TIER_WEIGHT_DISK (0..1)
   // --- observability ---
   uint32_t engine_scrape_interval_ms = 500;   // RJ_ENGINE_SCRAPE_INTERVAL_MS (0..3600000; 0 = off)
   uint32_t engine_scrape_timeout_ms = 2000;   // RJ_ENGINE_SCRAPE_TIMEOUT_MS (10..120000)
@@ -173,7 +220,7 @@ struct Config {
   // --- local tokenization (file and profile checks: render/service/tokenizer_service.h) ---
   std::string tokenizer_mode = "off";       // RJ_TOKENIZER_MODE off|remote-shadow|local-shadow|local
   std::string tokenizer_profile;            // RJ_TOKENIZER_PROFILE (a model::PROFILES label)
-  std::string model_dir;                    // RJ_MODEL_DIR: tokenizer, template, config.json in one folder
+  std::vector<std::string> model_dirs;      // RJ_MODEL_DIR: tokenizer, template, config.json in each model's folder
   std::string tokenizer_path, tokenizer_sha256;          // RJ_TOKENIZER_PATH / _SHA256
   std::string chat_template_path, chat_template_sha256;  // RJ_CHAT_TEMPLATE_PATH / _SHA256
   std::string tokenizer_manifest_path, tokenizer_manifest_sha256;  // RJ_TOKENIZER_MANIFEST_PATH / _SHA256
@@ -188,7 +235,7 @@ struct Config {
 // RJ_EXACT_TOKENS as it applies: local, or auto with RJ_MODEL_DIR set (and no shadow mode, whose
 // jobs would hold the render pool: then remote).
 inline bool exact_tokens_local(const Config& c) {
-  return c.exact_tokens == "local" || (c.exact_tokens == "auto" && !c.model_dir.empty() &&
+  return c.exact_tokens == "local" || (c.exact_tokens == "auto" && !c.model_dirs.empty() &&
                                        (c.tokenizer_mode == "off" || c.tokenizer_mode == "local"));
 }
 

@@ -197,6 +197,24 @@ TEST(Config, TlsFilesComeInPairs) {
   EXPECT_EQ(count(r, "RJ_UPSTREAM_TLS_CERT_FILE and RJ_UPSTREAM_TLS_KEY_FILE"), 1u) << all(r.errors);
 }
 
+TEST(Config, IdleDrainIsOffByDefaultAndDrainingNeedsTwoEngines) {
+  auto r = run(valid());
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  EXPECT_EQ(r.config.idle_drain_mode, "off");
+  EXPECT_EQ(r.config.idle_drain_idle_after_s, 900);
+  EXPECT_EQ(r.config.idle_drain_upstream_idle_after_s, 300);
+  EXPECT_EQ(r.config.idle_drain_min_warm, 1u);
+  EXPECT_EQ(r.config.idle_drain_max_parked, 1u);
+  EXPECT_EQ(r.config.idle_drain_sleep_level, "1");
+  r = run(valid({{"RJ_IDLE_DRAIN_MODE", "drain"}}));
+  ASSERT_EQ(r.errors.size(), 1u) << all(r.errors);
+  EXPECT_EQ(count(r, "RJ_IDLE_DRAIN_MODE=drain needs at least two engines"), 1u) << all(r.errors);
+  EXPECT_TRUE(run(valid({{"RJ_IDLE_DRAIN_MODE", "observe"}})).errors.empty());
+  r = run({{"RJ_UPSTREAM", "http://a,http://b"}, {"RJ_IDLE_DRAIN_MODE", "drain"}, {"RJ_IDLE_DRAIN_SLEEP_LEVEL", "3"},
+           {"RJ_IDLE_DRAIN_INTERVAL_SECONDS", "301"}});
+  EXPECT_EQ(r.errors.size(), 2u) << all(r.errors);
+}
+
 TEST(Config, MalformedUpstreamsAreNamedByOrdinal) {
   auto r = run({{"RJ_UPSTREAM",
                  "engine:8000,http://,http://user:pw@h,http://h/x?y=1,http://h:0,http://h:65536,"
@@ -633,6 +651,41 @@ TEST(Config, DataParallelSizesAreCountedPerSourceAndBounded) {
   auto one = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", "1"}});
   ASSERT_TRUE(one.errors.empty());
   EXPECT_EQ(one.config.upstream_ranks, (std::vector<std::optional<uint32_t>>{std::nullopt}));
+}
+
+TEST(Config, EngineKindsAreVllmOrSglangPerSourceAndFollowTheRanks) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"},
+                {"RJ_UPSTREAM_DNS", "sgl:30000"},
+                {"RJ_UPSTREAM_DP_SIZE", "2,1,4"},
+                {"RJ_UPSTREAM_ENGINE", " SGLang ,vllm,sglang"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const Config& c = r.config;
+  ASSERT_EQ(c.upstreams.size(), 3u);  // a's two ranks, then b
+  EXPECT_EQ(c.upstream_engines, (std::vector<std::string>{"sglang", "sglang", "vllm", "sglang"}));
+  EXPECT_EQ(engine_kind_item(c, 0), EngineKind::kSglang);
+  EXPECT_EQ(engine_kind_item(c, 1), EngineKind::kSglang);
+  EXPECT_EQ(engine_kind_item(c, 2), EngineKind::kVllm);
+  EXPECT_EQ(engine_kind_item(c, 3), EngineKind::kSglang);  // the DNS name's, after the expanded entries
+  EXPECT_NE(all(describe(c)).find("RJ_UPSTREAM_ENGINE=sglang,sglang,vllm,sglang\n"), std::string::npos);
+
+  auto unset = run({{"RJ_UPSTREAM", "http://a:1"}});
+  ASSERT_TRUE(unset.errors.empty());
+  EXPECT_EQ(engine_kind_item(unset.config, 0), EngineKind::kVllm);
+  EXPECT_EQ(engine_kind_item(unset.config, 5), EngineKind::kVllm);
+}
+
+TEST(Config, AnUnknownEngineKindOrAWrongCountIsNamed) {
+  auto bad = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_ENGINE", "vllm,trtllm"}});
+  ASSERT_EQ(bad.errors.size(), 1u) << all(bad.errors);
+  EXPECT_EQ(bad.errors[0], "RJ_UPSTREAM_ENGINE: item 2: expected vllm or sglang");
+  auto empty_item = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_ENGINE", "sglang,"}});
+  ASSERT_EQ(empty_item.errors.size(), 1u) << all(empty_item.errors);
+  EXPECT_EQ(empty_item.errors[0], "RJ_UPSTREAM_ENGINE: item 2 is empty");
+  auto few = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_ENGINE", "sglang"}});
+  ASSERT_EQ(few.errors.size(), 1u) << all(few.errors);
+  EXPECT_NE(few.errors[0].find("RJ_UPSTREAM_ENGINE: 1 items for 2 RJ_UPSTREAM entries and 0 RJ_UPSTREAM_DNS names"),
+            std::string::npos)
+      << few.errors[0];
 }
 
 TEST(Config, AnUnknownUpstreamProfileIsNamedByItsPosition) {

@@ -16,8 +16,17 @@ constexpr uint64_t kGiB = kMiB * 1024;
 
 // Routing policies (src/request/route/policy.h: make_policy).
 constexpr std::array<std::string_view, 3> kAffinities = {"prefix", "load", "round_robin"};
+constexpr std::array<std::string_view, 2> kCreditBases = {"absolute", "relative"};
+constexpr std::array<std::string_view, 2> kHorizons = {"off", "auto"};
+constexpr std::array<std::string_view, 3> kIdleDrainModes = {"off", "observe", "drain"};
+constexpr std::array<std::string_view, 2> kIdleDrainReleases = {"fleet-idle", "utilization"};
+constexpr std::array<std::string_view, 2> kIdleDrainActuators = {"sleep", "off"};
+constexpr std::array<std::string_view, 2> kSleepLevels = {"1", "2"};
 // Decode profiles of an engine: speculative decoding (MTP) or standard decoding.
 constexpr std::array<std::string_view, 2> kProfiles = {"mtp", "standard"};
+constexpr std::array<std::string_view, 2> kEngineKinds = {"vllm", "sglang"};
+constexpr std::array<std::string_view, 3> kEngineRoles = {"both", "prefill", "decode"};
+constexpr std::array<std::string_view, 2> kPrefillFailures = {"aggregate", "error"};
 constexpr std::array<std::string_view, 4> kTokenizerModes = {"off", "remote-shadow", "local-shadow", "local"};
 constexpr std::array<std::string_view, 4> kExactModes = {"auto", "off", "shadow", "on"};
 constexpr std::array<std::string_view, 3> kSessionModes = {"off", "shadow", "on"};
@@ -87,8 +96,8 @@ const std::array kOptions = {
            .doc = "A file of RJ_NAME=value lines (# comments, blank lines; values as in the "
                   "environment) for every option the environment and command line leave unset. "
                   "SIGHUP reads it again, validates the whole configuration and applies what can "
-                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS, RJ_UPSTREAM_DP_SIZE and KV-endpoint items; "
-                  "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_LOAD_UNIT_BYTES, "
+                  "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS, RJ_UPSTREAM_DP_SIZE, RJ_UPSTREAM_ENGINE, RJ_UPSTREAM_ROLE and KV-endpoint items; "
+                  "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_CREDIT_BASIS, RJ_ROUTE_LOAD_UNIT_BYTES, "
                   "RJ_ROUTE_MAX_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
                   "configuration and logs every problem; other changed options are named in the log and "
                   "wait for a restart.",
@@ -149,9 +158,70 @@ const std::array kOptions = {
                   "RJ_UPSTREAM entry in the same order, then one per RJ_UPSTREAM_DNS name (for all of "
                   "its engines); 1 = one routing target (unset: 1 for all). An engine with N > 1 takes N ordinals "
                   "(ranks 0..N-1, joining and leaving together): each rank has its own load, cache "
-                  "index and KV-event source, and ramjet pins each request to the rank it chose with "
-                  "X-Data-Parallel-Rank (a client's own header is dropped).",
+                  "index and KV-event source, and ramjet pins each request to the rank it chose: "
+                  "X-Data-Parallel-Rank for vLLM, \"routed_dp_rank\" in the JSON body for SGLang "
+                  "(RJ_UPSTREAM_ENGINE); a client's own header is dropped.",
            .field = &Config::upstream_dp_size},
+    Option{.env = "RJ_UPSTREAM_ENGINE",
+           .flag = "--upstream-engine",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .choices = kEngineKinds,
+           .doc = "What each engine is, one item per RJ_UPSTREAM entry in the same order, then one per "
+                  "RJ_UPSTREAM_DNS name (for all of its engines): vllm or sglang, case-insensitive "
+                  "(unset: vllm for all). It says how a request is pinned to a data-parallel rank "
+                  "(RJ_UPSTREAM_DP_SIZE): vllm gets X-Data-Parallel-Rank; sglang gets "
+                  "\"routed_dp_rank\": k as the first member of a JSON-object body (any other body is "
+                  "forwarded unchanged, without a rank). Every request to an sglang engine, a whole one "
+                  "included, loses the client's own top-level routed_dp_rank and data_parallel_rank "
+                  "members; ramjet alone decides the rank.",
+           .field = &Config::upstream_engines},
+    Option{.env = "RJ_UPSTREAM_ROLE",
+           .flag = "--upstream-role",
+           .type = Type::kList,
+           .min = 0,
+           .max = 256,
+           .choices = kEngineRoles,
+           .doc = "Prefill/decode disaggregation: each engine's part, one item per RJ_UPSTREAM entry in the same "
+                  "order, then one per RJ_UPSTREAM_DNS name (for all of its engines): prefill (a vLLM "
+                  "kv_producer: computes prompts whose KV cache a decode engine pulls), decode (a kv_consumer) "
+                  "or both (empty or unset: both). With a prefill engine listed, a request whose decode engine "
+                  "would compute more than RJ_DISAGG_MIN_UNCACHED_TOKENS of its prompt is sent in two legs: "
+                  "to a prefill engine with kv_transfer_params asking for remote decode (one token, not "
+                  "streamed), then to the decode engine with the transfer parameters that answer carries. "
+                  "Other requests go whole to an engine that decodes.",
+           .field = &Config::upstream_roles},
+    Option{.env = "RJ_DISAGG_MIN_UNCACHED_TOKENS",
+           .flag = "--disagg-min-uncached-tokens",
+           .type = Type::kUint,
+           .default_text = "512",
+           .min = 0,
+           .max = 100000000,
+           .doc = "Disaggregate a request only when its decode engine would compute more than this many prompt "
+                  "tokens itself (the prompt less what that engine holds, by the exact index or the prefix "
+                  "fingerprints); 0: every request a prefill engine can take. Fewer: the decode engine serves "
+                  "it whole, as a prefill leg would cost a transfer for little compute.",
+           .field = &Config::disagg_min_uncached_tokens},
+    Option{.env = "RJ_DISAGG_PREFILL_MAX_INFLIGHT",
+           .flag = "--disagg-prefill-max-inflight",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 1000000,
+           .doc = "Prefill load that stops disaggregation (0: none): when every prefill engine has at least "
+                  "this many requests in flight from this process, a request is served whole by its decode "
+                  "engine instead of queueing behind other prefills.",
+           .field = &Config::disagg_prefill_max_inflight},
+    Option{.env = "RJ_DISAGG_PREFILL_FAILURE",
+           .flag = "--disagg-prefill-failure",
+           .type = Type::kEnum,
+           .default_text = "aggregate",
+           .choices = kPrefillFailures,
+           .doc = "When the prefill leg fails on two prefill engines (or the only one): aggregate serves the "
+                  "request whole on its decode engine (it computes the prompt itself); error answers the "
+                  "client with the failure (502/504). A prefill leg that did answer is never run twice.",
+           .field = &Config::disagg_prefill_failure},
     // --- listeners ---
     Option{.env = "RJ_LISTEN",
            .flag = "--listen",
@@ -404,7 +474,7 @@ const std::array kOptions = {
            .type = Type::kBool,
            .default_text = "false",
            .doc = "For an ordinal that is one data-parallel rank (RJ_UPSTREAM_DP_SIZE): after a passing "
-                  "/health, a one-token completion pinned to the rank (X-Data-Parallel-Rank) must answer "
+                  "/health, a one-token completion pinned to the rank (X-Data-Parallel-Rank, or routed_dp_rank for SGLang) must answer "
                   "within RJ_PROBE_TIMEOUT_MS, or the probe counts as timed out. The ranks share one "
                   "/health, which answers while one rank's scheduler is wedged; this finds that rank. "
                   "Costs each rank one tiny request per RJ_PROBE_INTERVAL_MS.",
@@ -501,6 +571,31 @@ const std::array kOptions = {
            .doc = "Prefix policy: cap, in fingerprint blocks, on the affinity an engine's cached "
                   "prefix can earn, so a long shared prefix cannot outweigh any amount of load.",
            .field = &Config::route_max_overlap_blocks},
+    Option{.env = "RJ_ROUTE_CREDIT_BASIS",
+           .flag = "--route-credit-basis",
+           .type = Type::kEnum,
+           .default_text = "relative",
+           .choices = kCreditBases,
+           .doc = "Prefix policy: what an engine's cached prefix earns. absolute: its overlap, up to "
+                  "RJ_ROUTE_MAX_OVERLAP_BLOCKS. relative: the same while no serving engine's overlap passes the "
+                  "cap; past it, every overlap is first lowered by what the warmest one exceeds the cap by, so a "
+                  "shared system prompt every engine holds past the cap no longer flattens them all to the cap: "
+                  "the engine holding the conversation beyond it keeps its lead until load outweighs that part "
+                  "(bench/scoring.sh: 1.04x output, 94 vs 92 % cached, TTFT p95 0.85x with a 96 KiB shared prompt).",
+           .field = &Config::route_credit_basis},
+    Option{.env = "RJ_ROUTE_HORIZON",
+           .flag = "--route-horizon",
+           .type = Type::kEnum,
+           .default_text = "off",
+           .choices = kHorizons,
+           .doc = "Prefix policy: when a fingerprint stops earning credit. off: while the approximate "
+                  "index keeps it (RJ_ROUTE_INDEX_CAPACITY). auto: only within the engine's eviction horizon, "
+                  "its KV pool (vllm:cache_config_info's num_gpu_blocks x block_size, from the engine scrape, "
+                  "RJ_ENGINE_SCRAPE_INTERVAL_MS) in prompt bytes: a prefix after which ramjet sent the engine "
+                  "more new prompt than its pool holds was evicted by its LRU and earns nothing (a generous bound: "
+                  "hits on older prefixes, generated tokens and other routers' traffic age the engine's "
+                  "blocks too, unseen). An engine that reports no pool has no horizon.",
+           .field = &Config::route_horizon},
     Option{.env = "RJ_ROUTE_CHUNK_BYTES",
            .flag = "--route-chunk-bytes",
            .type = Type::kUint,
@@ -578,6 +673,217 @@ const std::array kOptions = {
            .max = 1048576,
            .doc = "New prefixes tracked for single-flight at once.",
            .field = &Config::route_single_flight_capacity},
+    Option{.env = "RJ_ADMISSION_ENGINE_MAX_INFLIGHT",
+           .flag = "--admission-engine-max-inflight",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 1000000,
+           .doc = "The waiting room (off while this and RJ_ADMISSION_ENGINE_MAX_WAITING are 0): an engine "
+                  "has room while this process has fewer requests in flight on it (set it near the engine's "
+                  "--max-num-seqs). While no engine of a request's model pool has room, the request waits in "
+                  "ramjet, by priority class and fairly between clients (by tokens); it leaves for an engine "
+                  "of its pool with room, placed among those by cache and load. Bounds: "
+                  "RJ_ADMISSION_QUEUE_MAX, _MAX_BYTES, _TIMEOUT_MS (past one: 429 with Retry-After).",
+           .field = &Config::admission_engine_max_inflight},
+    Option{.env = "RJ_ADMISSION_ENGINE_MAX_WAITING",
+           .flag = "--admission-engine-max-waiting",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 1000000,
+           .doc = "The waiting room by the engines' own queues (0 = not read): an engine has room only "
+                  "while its vllm:num_requests_waiting, from the engine scrape (RJ_ENGINE_SCRAPE_INTERVAL_MS), "
+                  "is below this; a reading older than three scrape intervals counts as no room. With "
+                  "RJ_ADMISSION_ENGINE_MAX_INFLIGHT both must hold.",
+           .field = &Config::admission_engine_max_waiting},
+    Option{.env = "RJ_ADMISSION_ENGINE_MAX_KV_USAGE",
+           .flag = "--admission-engine-max-kv-usage",
+           .type = Type::kDecimal,
+           .default_text = "0",
+           .dmin = 0,
+           .dmax = 1,
+           .doc = "The waiting room by the engines' KV caches (0 = not read): an engine has room only while its "
+                  "vllm:kv_cache_usage_perc, from the engine scrape (RJ_ENGINE_SCRAPE_INTERVAL_MS), is below this "
+                  "(e.g. 0.95: past it vLLM preempts running requests to make room); a reading older than three "
+                  "scrape intervals, or none, counts as no room. With the other caps, all must hold.",
+           .field = &Config::admission_engine_max_kv_usage},
+    Option{.env = "RJ_ADMISSION_ENGINE_BURST",
+           .flag = "--admission-engine-burst",
+           .type = Type::kUint,
+           .default_text = "0",
+           .min = 0,
+           .max = 100000,
+           .doc = "Burst slots: requests an engine takes past RJ_ADMISSION_ENGINE_MAX_INFLIGHT (none without "
+                  "that cap), only for a client holding fewer requests than its fair share of the pool's slots "
+                  "(the slots divided among the clients with requests in flight): such a request skips the "
+                  "queue instead of waiting for a long generation to end. Set the engine's --max-num-seqs "
+                  "to at least the cap plus this, so it runs them at once. 0: none.",
+           .field = &Config::admission_engine_burst},
+    Option{.env = "RJ_ADMISSION_QUEUE_MAX",
+           .flag = "--admission-queue-max",
+           .type = Type::kUint,
+           .default_text = "256",
+           .min = 0,
+           .max = 1000000,
+           .doc = "Requests that may wait in the waiting room at once; one more gets 429.",
+           .field = &Config::admission_queue_max},
+    Option{.env = "RJ_ADMISSION_QUEUE_MAX_BYTES",
+           .flag = "--admission-queue-max-bytes",
+           .type = Type::kUint,
+           .default_text = "67108864",
+           .min = 0,
+           .max = uint64_t{1} << 40,
+           .doc = "Request bodies the waiting room may hold at once, in bytes; one that would pass it gets 429.",
+           .field = &Config::admission_queue_max_bytes},
+    Option{.env = "RJ_ADMISSION_QUEUE_TIMEOUT_MS",
+           .flag = "--admission-queue-timeout-ms",
+           .type = Type::kUint,
+           .default_text = "30000",
+           .min = 1,
+           .max = 3600000,
+           .doc = "The longest a request waits for room; then 429 with Retry-After.",
+           .field = &Config::admission_queue_timeout_ms},
+    Option{.env = "RJ_ADMISSION_PRIORITY_HEADER",
+           .flag = "--admission-priority-header",
+           .type = Type::kString,
+           .doc = "A request header clients may set to `batch` (or `interactive`) to pick their priority "
+                  "class in the waiting room (interactive requests always leave before batch ones); unset, "
+                  "no header is honoured. A key listed in RJ_ADMISSION_BATCH_KEYS stays batch whatever it says.",
+           .field = &Config::admission_priority_header},
+    Option{.env = "RJ_ADMISSION_BATCH_KEYS",
+           .flag = "--admission-batch-keys",
+           .type = Type::kList,
+           .min = 0,
+           .max = 4096,
+           .doc = "Names of API keys (RJ_API_KEYS_FILE) whose requests are batch in the waiting room.",
+           .field = &Config::admission_batch_keys},
+    Option{.env = "RJ_ADMISSION_ENGINE_PRIORITY",
+           .flag = "--admission-engine-priority",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "The vLLM engines run --scheduling-policy priority: each chat, completions and responses "
+                  "request to a vllm engine (RJ_UPSTREAM_ENGINE) carries its priority class (RJ_ADMISSION_BATCH_KEYS, "
+                  "RJ_ADMISSION_PRIORITY_HEADER) as vLLM's per-request \"priority\": 0 interactive, 1 batch "
+                  "(vLLM serves lower values first and, short of KV room, preempts the highest). A client's own "
+                  "top-level priority is left out. Works with or without the waiting room; Messages requests "
+                  "(vLLM's has no priority) and SGLang engines get none.",
+           .field = &Config::admission_engine_priority},
+    // --- idle drain (engine parking) ---
+    Option{.env = "RJ_IDLE_DRAIN_MODE",
+           .flag = "--idle-drain-mode",
+           .type = Type::kEnum,
+           .default_text = "off",
+           .choices = kIdleDrainModes,
+           .doc = "Idle drain (engine parking): drain takes a quiet engine out of placement and, with "
+                  "RJ_IDLE_DRAIN_ACTUATOR=sleep, puts it to sleep (vLLM sleep mode: VLLM_SERVER_DEV_MODE=1 "
+                  "and --enable-sleep-mode on the engine); it wakes it at once when load or a waiting "
+                  "request needs it, holding that request in the waiting room meanwhile. observe: decisions "
+                  "logged and counted, nothing done. Needs at least two engines.",
+           .field = &Config::idle_drain_mode},
+    Option{.env = "RJ_IDLE_DRAIN_RELEASE",
+           .flag = "--idle-drain-release",
+           .type = Type::kEnum,
+           .default_text = "fleet-idle",
+           .choices = kIdleDrainReleases,
+           .doc = "When engines are drained. fleet-idle: only while no request reached any engine for "
+                  "RJ_IDLE_DRAIN_IDLE_AFTER_SECONDS; utilization: whenever an engine was quiet for "
+                  "RJ_IDLE_DRAIN_UPSTREAM_IDLE_AFTER_SECONDS and its pool's load over the warm engines left "
+                  "stays below half RJ_IDLE_DRAIN_RESUME_LOAD_PER_REPLICA.",
+           .field = &Config::idle_drain_release},
+    Option{.env = "RJ_IDLE_DRAIN_IDLE_AFTER_SECONDS",
+           .flag = "--idle-drain-idle-after-seconds",
+           .type = Type::kDecimal,
+           .default_text = "900",
+           .dmin = 1,
+           .dmax = 604800,
+           .doc = "The fleet is idle after this long without a request to any engine (fleet-idle release).",
+           .field = &Config::idle_drain_idle_after_s},
+    Option{.env = "RJ_IDLE_DRAIN_UPSTREAM_IDLE_AFTER_SECONDS",
+           .flag = "--idle-drain-upstream-idle-after-seconds",
+           .type = Type::kDecimal,
+           .default_text = "300",
+           .dmin = 1,
+           .dmax = 604800,
+           .doc = "An engine may be drained after this long without a request.",
+           .field = &Config::idle_drain_upstream_idle_after_s},
+    Option{.env = "RJ_IDLE_DRAIN_RESUME_LOAD_PER_REPLICA",
+           .flag = "--idle-drain-resume-load-per-replica",
+           .type = Type::kDecimal,
+           .default_text = "4",
+           .dmin = 0,
+           .dmax = 100000,
+           .doc = "A parked engine of a pool is woken at once when the pool's requests in flight per warm "
+                  "engine pass this.",
+           .field = &Config::idle_drain_resume_load_per_replica},
+    Option{.env = "RJ_IDLE_DRAIN_MIN_WARM",
+           .flag = "--idle-drain-min-warm",
+           .type = Type::kUint,
+           .default_text = "1",
+           .min = 0,
+           .max = 1024,
+           .doc = "Warm engines each model pool keeps (0: a pool may park every engine; its next request "
+                  "waits for a wake).",
+           .field = &Config::idle_drain_min_warm},
+    Option{.env = "RJ_IDLE_DRAIN_COOLDOWN_SECONDS",
+           .flag = "--idle-drain-cooldown-seconds",
+           .type = Type::kDecimal,
+           .default_text = "300",
+           .dmin = 0,
+           .dmax = 86400,
+           .doc = "At most one engine is drained per this long; an engine that failed to wake is tried "
+                  "again after it.",
+           .field = &Config::idle_drain_cooldown_s},
+    Option{.env = "RJ_IDLE_DRAIN_GRACE_SECONDS",
+           .flag = "--idle-drain-grace-seconds",
+           .type = Type::kDecimal,
+           .default_text = "30",
+           .dmin = 0,
+           .dmax = 3600,
+           .doc = "A drained engine is put to sleep this long after it left placement, once nothing is in "
+                  "flight there.",
+           .field = &Config::idle_drain_grace_s},
+    Option{.env = "RJ_IDLE_DRAIN_INTERVAL_SECONDS",
+           .flag = "--idle-drain-interval-seconds",
+           .type = Type::kDecimal,
+           .default_text = "15",
+           .dmin = 0.05,
+           .dmax = 300,
+           .doc = "How often the idle drain decides (a request waiting for a parked pool decides at once).",
+           .field = &Config::idle_drain_interval_s},
+    Option{.env = "RJ_IDLE_DRAIN_ACTUATOR",
+           .flag = "--idle-drain-actuator",
+           .type = Type::kEnum,
+           .default_text = "sleep",
+           .choices = kIdleDrainActuators,
+           .doc = "sleep: a drained engine gets POST /sleep and POST /wake_up (vLLM sleep mode); off: it "
+                  "is only kept out of placement.",
+           .field = &Config::idle_drain_actuator},
+    Option{.env = "RJ_IDLE_DRAIN_SLEEP_LEVEL",
+           .flag = "--idle-drain-sleep-level",
+           .type = Type::kEnum,
+           .default_text = "1",
+           .choices = kSleepLevels,
+           .doc = "vLLM sleep level: 1 offloads the weights to host memory, 2 discards them (both discard "
+                  "the KV cache).",
+           .field = &Config::idle_drain_sleep_level},
+    Option{.env = "RJ_IDLE_DRAIN_MAX_PARKED",
+           .flag = "--idle-drain-max-parked",
+           .type = Type::kUint,
+           .default_text = "1",
+           .min = 1,
+           .max = 1024,
+           .doc = "Engines out of placement (draining, asleep, waking, failed to wake) at once, fleet-wide.",
+           .field = &Config::idle_drain_max_parked},
+    Option{.env = "RJ_IDLE_DRAIN_WAKE_TIMEOUT_SECONDS",
+           .flag = "--idle-drain-wake-timeout-seconds",
+           .type = Type::kDecimal,
+           .default_text = "60",
+           .dmin = 0.1,
+           .dmax = 3600,
+           .doc = "A wake (POST /wake_up, /is_sleeping false, /health 200) or sleep must finish in this "
+                  "long; an engine that does not wake in time is fenced (failed) and another one woken.",
+           .field = &Config::idle_drain_wake_timeout_s},
     Option{.env = "RJ_ROUTE_ENGINE_LOAD",
            .flag = "--route-engine-load",
            .type = Type::kBool,
@@ -769,7 +1075,8 @@ const std::array kOptions = {
            .max = 2147483648,
            .doc = "Blocks the exact index holds per engine (about 62 bytes each, reserved up front, "
                   "touched as it fills): at least the engine's KV-cache blocks (vLLM logs its GPU KV "
-                  "cache size in tokens; divide by the block size). A full index fences.",
+                  "cache size in tokens; divide by the block size) plus the blocks of its CPU and "
+                  "storage offload tiers. A full index fences.",
            .field = &Config::kv_index_max_blocks},
     // --- ramjet-companion (exact inventories without token IDs) ---
     Option{.env = "RJ_EXACT_INVENTORY",
@@ -931,6 +1238,29 @@ const std::array kOptions = {
            .doc = "How long a withdrawn engine's exact trust stays withdrawn; then it is used again "
                   "and its next miss withdraws it again.",
            .field = &Config::exact_miss_cooldown_ms},
+    Option{.env = "RJ_KV_TIER_WEIGHT_CPU",
+           .flag = "--kv-tier-weight-cpu",
+           .type = Type::kDecimal,
+           .default_text = "0.8",
+           .dmin = 0,
+           .dmax = 1,
+           .doc = "Exact routing: what a prompt token an engine holds in its CPU offload tier (vLLM's "
+                  "OffloadingConnector, KV events with medium CPU) is worth to the prefix score, a GPU "
+                  "token being worth 1: loading it back is far cheaper than recomputing it, dearer "
+                  "than a GPU hit. The default follows llm-d (CPU 0.8) and vLLM Router 0.1.17's "
+                  "kv_aware policy (host 0.8); Dynamo uses 0.75. 0: CPU-held tokens earn no "
+                  "affinity (they still count in the prediction the engine's cached_tokens checks).",
+           .field = &Config::kv_tier_weight_cpu},
+    Option{.env = "RJ_KV_TIER_WEIGHT_DISK",
+           .flag = "--kv-tier-weight-disk",
+           .type = Type::kDecimal,
+           .default_text = "0.3",
+           .dmin = 0,
+           .dmax = 1,
+           .doc = "Exact routing: the same for a token held in a storage tier (medium STORAGE, or FS "
+                  "and OBJ in vLLM 0.26). The default follows vLLM Router 0.1.17's kv_aware policy "
+                  "(disk 0.3); Dynamo uses 0.25.",
+           .field = &Config::kv_tier_weight_disk},
     // --- observability ---
     Option{.env = "RJ_ENGINE_SCRAPE_INTERVAL_MS",
            .flag = "--engine-scrape-interval-ms",
@@ -996,7 +1326,9 @@ const std::array kOptions = {
            .field = &Config::tokenizer_profile},
     Option{.env = "RJ_MODEL_DIR",
            .flag = "--model-dir",
-           .type = Type::kString,
+           .type = Type::kList,
+           .min = 0,
+           .max = 16,
            .doc = "The engines' model folder (as for vllm serve: tokenizer.json, tokenizer_config.json, "
                   "chat_template.jinja or the template in tokenizer_config.json, config.json), the one "
                   "setting local tokens need: ramjet reads the files once at startup and pins their "
@@ -1005,8 +1337,13 @@ const std::array kOptions = {
                   "engine by built-in golden requests: its POST /tokenize must reproduce ramjet's own "
                   "tokens before its requests are tokenized locally, again whenever its identity "
                   "(/v1/models and /version) changes; a mismatch is refused, logged and counted. "
-                  "Not with RJ_TOKENIZER_PATH or RJ_CHAT_TEMPLATE_PATH.",
-           .field = &Config::model_dir},
+                  "Engines serving several models: one folder per model, separated by commas (each with "
+                  "its own profile from its config.json, its goldens and its session cache, "
+                  "RJ_TOKENIZER_SESSION_CACHE_BYTES each); an engine is proven by the folder whose goldens "
+                  "it reproduces and a request is rendered by the folder that proved its model's engines. "
+                  "Not with RJ_TOKENIZER_PATH or RJ_CHAT_TEMPLATE_PATH; several folders not with "
+                  "RJ_TOKENIZER_PROFILE or RJ_TOKENIZER_MANIFEST_PATH.",
+           .field = &Config::model_dirs},
     Option{.env = "RJ_TOKENIZER_PATH",
            .flag = "--tokenizer-path",
            .type = Type::kString,

@@ -89,6 +89,13 @@ std::string_view HeadFields::get(http::field id) const {
   return {};
 }
 
+std::optional<std::string_view> HeadFields::find(std::string_view name) const {
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    if (boost::beast::iequals(this->name(i), name)) return value(i);
+  }
+  return std::nullopt;
+}
+
 HopByHop::HopByHop(const HeadFields& fields, std::string_view also) : also_(also) {
   for (size_t i = 0; i < fields.size(); ++i) {
     if (fields.id(i) != http::field::connection) continue;

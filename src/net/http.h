@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,8 @@ class HeadFields {
   std::string_view value(size_t i) const { return {arena_.data() + fields_[i].value_off, fields_[i].value_len}; }
   // The first value of a known field, or "" when absent.
   std::string_view get(http::field id) const;
+  // The first value of the field named `name` (any case), or nullopt when absent.
+  std::optional<std::string_view> find(std::string_view name) const;
 
  private:
   struct Entry {
@@ -116,10 +119,13 @@ struct ResponseHead {
 };
 
 // Beast's request parser writing the head into a RequestHead and the body into a string (both
-// reused across requests). Trailer fields of a chunked body are ignored.
+// reused across requests). Trailer fields of a chunked body are ignored. A declared-length body
+// is given `body_slack` spare bytes of capacity past its end (a parser that reads past the data,
+// such as request/prepare's, can then read it in place).
 class RequestParser final : public http::basic_parser<true> {
  public:
-  RequestParser(RequestHead& head, std::string& body) : head_(head), body_(body) {
+  RequestParser(RequestHead& head, std::string& body, size_t body_slack = 0)
+      : head_(head), body_(body), body_slack_(body_slack) {
     head_.fields.clear();
     body_.clear();
   }
@@ -134,7 +140,7 @@ class RequestParser final : public http::basic_parser<true> {
   }
   void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, boost::system::error_code&) override {
-    if (length) body_.reserve(static_cast<size_t>(*length));
+    if (length) body_.reserve(static_cast<size_t>(*length) + body_slack_);
   }
   size_t on_body_impl(beast_sv s, boost::system::error_code&) override {
     body_.append(s);
@@ -149,6 +155,7 @@ class RequestParser final : public http::basic_parser<true> {
 
   RequestHead& head_;
   std::string& body_;
+  size_t body_slack_;
   bool header_done_ = false;
 };
 

@@ -37,3 +37,19 @@ TEST(StripHopByHop, RemovesStandardHopHeadersAndThoseNamedInConnection) {
 
 }  // namespace
 }  // namespace ramjet::net
+
+namespace ramjet::net {
+namespace {
+
+TEST(HeadFields, FindIsTheFirstFieldOfANameInAnyCase) {
+  HeadFields f;
+  f.add(http::field::unknown, "X-Priority", "batch");
+  f.add(http::field::unknown, "x-priority", "interactive");
+  f.add(http::field::content_type, "Content-Type", "application/json");
+  EXPECT_EQ(f.find("x-PRIORITY"), "batch");
+  EXPECT_EQ(f.find("content-type"), "application/json");  // a known field by its name too
+  EXPECT_EQ(f.find("X-TTFT-Target-Ms"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ramjet::net

@@ -3,9 +3,13 @@
 namespace ramjet::net {
 
 Roster::Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity,
-               const std::vector<std::optional<uint32_t>>& ranks)
+               const std::vector<std::optional<uint32_t>>& ranks, const std::vector<config::EngineKind>& engines,
+               const std::vector<config::EngineRole>& roles)
     : slots_(capacity < urls.size() ? urls.size() : capacity) {
-  for (size_t i = 0; i < urls.size(); ++i) join(i, urls[i], i < ranks.size() ? ranks[i] : std::nullopt);
+  for (size_t i = 0; i < urls.size(); ++i) {
+    join(i, urls[i], i < ranks.size() ? ranks[i] : std::nullopt,
+         i < engines.size() ? engines[i] : config::EngineKind::kVllm, i < roles.size() ? roles[i] : config::EngineRole::kBoth);
+  }
 }
 
 std::vector<size_t> Roster::siblings(size_t i) const {
@@ -35,11 +39,22 @@ size_t Roster::active_count() const {
   return n;
 }
 
-uint64_t Roster::join(size_t i, config::UpstreamUrl url, std::optional<uint32_t> dp_rank) {
+uint64_t Roster::join(size_t i, config::UpstreamUrl url, std::optional<uint32_t> dp_rank, config::EngineKind engine,
+                      config::EngineRole role) {
   const uint64_t inc = next_incarnation_++;
-  slots_[i].member.store(std::make_shared<const Member>(Member{std::move(url), inc, dp_rank}), std::memory_order_release);
+  slots_[i].member.store(std::make_shared<const Member>(Member{std::move(url), inc, dp_rank, engine, role}),
+                         std::memory_order_release);
   slots_[i].state.store(SlotState::kActive, std::memory_order_release);
   return inc;
+}
+
+void Roster::set_engine(size_t i, config::EngineKind engine, config::EngineRole role) {
+  const auto m = member(i);
+  if (!m || (m->engine == engine && m->role == role)) return;
+  Member next = *m;
+  next.engine = engine;
+  next.role = role;
+  slots_[i].member.store(std::make_shared<const Member>(std::move(next)), std::memory_order_release);
 }
 
 void Roster::leave(size_t i) {

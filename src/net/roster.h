@@ -26,6 +26,10 @@ struct Member {
   // The engine's data-parallel rank this slot targets (RJ_UPSTREAM_DP_SIZE): requests carry
   // X-Data-Parallel-Rank, the slot reads that rank's KV events and load. nullopt: the whole engine.
   std::optional<uint32_t> dp_rank{};
+  // What the engine is (RJ_UPSTREAM_ENGINE): how a request names its rank (request/stream/rank_header.h, owned_body.h).
+  config::EngineKind engine = config::EngineKind::kVllm;
+  // Its part in prefill/decode disaggregation (RJ_UPSTREAM_ROLE).
+  config::EngineRole role = config::EngineRole::kBoth;
 };
 
 enum class SlotState : uint8_t { kVacant, kActive, kLeaving };
@@ -33,9 +37,11 @@ enum class SlotState : uint8_t { kVacant, kActive, kLeaving };
 class Roster {
  public:
   // `capacity` slots; the first urls.size() hold those engines (active, incarnations 1..n), with
-  // their data-parallel ranks when `ranks` gives them (config::Config::upstream_ranks).
+  // their data-parallel ranks when `ranks` gives them (config::Config::upstream_ranks) and their
+  // kinds when `engines` does.
   Roster(const std::vector<config::UpstreamUrl>& urls, size_t capacity,
-         const std::vector<std::optional<uint32_t>>& ranks = {});
+         const std::vector<std::optional<uint32_t>>& ranks = {}, const std::vector<config::EngineKind>& engines = {},
+         const std::vector<config::EngineRole>& roles = {});
   explicit Roster(const std::vector<config::UpstreamUrl>& urls) : Roster(urls, urls.size()) {}
 
   size_t capacity() const { return slots_.size(); }
@@ -56,8 +62,11 @@ class Roster {
 
   // The writer (one thread at a time). join() takes a vacant slot; leave() marks an active one
   // leaving; rejoin() makes a leaving one active again (the same engine came back before it was
-  // vacated); vacate() empties a slot.
-  uint64_t join(size_t i, config::UpstreamUrl url, std::optional<uint32_t> dp_rank = std::nullopt);
+  // vacated); vacate() empties a slot; set_engine() says the occupant is another kind of engine
+  // or plays another part (a reload corrected RJ_UPSTREAM_ENGINE or RJ_UPSTREAM_ROLE): the same engine, incarnation and rank.
+  uint64_t join(size_t i, config::UpstreamUrl url, std::optional<uint32_t> dp_rank = std::nullopt,
+                config::EngineKind engine = config::EngineKind::kVllm, config::EngineRole role = config::EngineRole::kBoth);
+  void set_engine(size_t i, config::EngineKind engine, config::EngineRole role = config::EngineRole::kBoth);
   void leave(size_t i);
   void rejoin(size_t i);
   void vacate(size_t i);

@@ -289,12 +289,16 @@ void Dashboard::render_state_locked(const Reading& r) {
   out += std::to_string(config_.window_s);
   out += ",\"fail_open\":";
   out += r.fail_open ? "true" : "false";
-  size_t healthy = 0, total = 0;
+  out += ",\"waiting\":";
+  out += r.waiting >= 0 ? std::to_string(r.waiting) : "null";
+  size_t healthy = 0, total = 0, parked = 0;
   for (const auto& e : r.engines) {
     healthy += e.state == "healthy";
     total += e.state != "vacant" && e.state != "leaving";
+    parked += !e.idle_drain.empty() && e.idle_drain != "warm" && e.state != "vacant";
   }
   out += ",\"healthy\":" + std::to_string(healthy) + ",\"total\":" + std::to_string(total);
+  out += ",\"parked\":" + std::to_string(parked);
   out += ",\"tiles\":{";
   key(out, "gen_tps_30s"), numf(out, p.gen_tps_30s);
   out += ',', key(out, "gen_tps"), numf(out, p.gen_tps);
@@ -342,6 +346,11 @@ void Dashboard::render_state_locked(const Reading& r) {
     out += er.exact_withdrawn ? ",\"exact_withdrawn\":true" : ",\"exact_withdrawn\":false";
     out += ",\"models\":";
     append_json_string(out, er.models);
+    out += ",\"idle_drain\":";
+    if (er.idle_drain.empty())
+      out += "null";
+    else
+      append_json_string(out, er.idle_drain);
     out += ',', key(out, "req_rate"), numf(out, ep.req_rate);
     out += ',', key(out, "running"), numf(out, ep.running);
     out += ',', key(out, "waiting"), numf(out, ep.waiting);
@@ -555,6 +564,9 @@ Reading read_sources(const DashboardSources& s, int64_t unix_ms) {
   }
   if (s.models) {
     for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].models = s.models(e);
+  }
+  if (s.idle_drain) {
+    for (size_t e = 0; e < r.engines.size(); ++e) r.engines[e].idle_drain = s.idle_drain(e);
   }
   return r;
 }

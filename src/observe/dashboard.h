@@ -119,6 +119,9 @@ struct EngineReading {
   bool exact_withdrawn = false;
   // The base models it serves ("llama, qwen"; empty while its list is not known).
   std::string models;
+  // Its idle-drain state (upstream/parking.h): warm|draining|drained|waking|failed; empty when the
+  // idle drain is off. A parked engine is in health but out of placement.
+  std::string idle_drain;
 };
 
 // Everything one tick reads. Counters are cumulative; the dashboard takes the deltas.
@@ -128,6 +131,7 @@ struct Reading {
   uint64_t requests = 0;  // completed inference requests (all codes)
   BucketCounts ttft, decode_rate, tpot;  // tpot empty when not measured
   int64_t inflight = 0;
+  int64_t waiting = -1;  // requests in the waiting room (RJ_ADMISSION_*); -1: no waiting room
   bool fail_open = false;
   std::vector<EngineReading> engines;
   std::vector<upstream::GpuSample> gpus;
@@ -232,6 +236,8 @@ struct DashboardSources {
   std::function<bool(size_t)> exact_withdrawn;
   // Optional: the base models engine i serves (upstream/model_pools.h).
   std::function<std::string(size_t)> models;
+  // Optional, with the idle drain on: engine i's idle-drain state (EngineReading::idle_drain).
+  std::function<std::string_view(size_t)> idle_drain;
 };
 Reading read_sources(const DashboardSources& s, int64_t unix_ms);
 

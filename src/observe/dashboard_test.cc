@@ -364,6 +364,16 @@ TEST(Dashboard, EachEnginesKvIndexStateIsReadAndShown) {
   auto with_models = boost::json::parse(*d.state_json());
   EXPECT_EQ(with_models.at("engines").as_array()[0].at("models").as_string(), "llama, qwen3");
   EXPECT_EQ(with_models.at("engines").as_array()[2].at("models").as_string(), "qwen3");
+
+  // The idle drain off: no state, nothing parked; on: each engine's, and how many are parked.
+  EXPECT_TRUE(with_models.at("engines").as_array()[0].at("idle_drain").is_null());
+  EXPECT_EQ(with_models.at("parked").as_int64(), 0);
+  src.idle_drain = [](size_t i) -> std::string_view { return i == 1 ? "drained" : i == 2 ? "waking" : "warm"; };
+  d.tick(read_sources(src, 1'800'000'003'000));
+  auto parked = boost::json::parse(*d.state_json());
+  EXPECT_EQ(parked.at("engines").as_array()[0].at("idle_drain").as_string(), "warm");
+  EXPECT_EQ(parked.at("engines").as_array()[1].at("idle_drain").as_string(), "drained");
+  EXPECT_EQ(parked.at("parked").as_int64(), 2);
 }
 
 TEST(Dashboard, ClientsAreBoundedAndWokenOnTickAndStop) {
@@ -391,6 +401,23 @@ TEST(Dashboard, StateBeforeTheFirstTickIsAnEmptyObject) {
   EXPECT_EQ(*d.state_json(), "{}");
   auto s = boost::json::parse(d.series_json(900));
   EXPECT_EQ(s.at("t").as_array().size(), 0u);
+}
+
+}  // namespace
+}  // namespace ramjet::observe
+
+namespace ramjet::observe {
+namespace {
+
+TEST(Dashboard, TheWaitingRoomsDepthIsShownOnlyWhenThereIsOne) {
+  Dashboard d(config());
+  Sim sim(2);
+  d.tick(sim.next());
+  EXPECT_TRUE(boost::json::parse(*d.state_json()).at("waiting").is_null());
+  Reading& r = sim.next();
+  r.waiting = 7;
+  d.tick(r);
+  EXPECT_EQ(boost::json::parse(*d.state_json()).at("waiting").as_int64(), 7);
 }
 
 }  // namespace

@@ -169,6 +169,7 @@ std::string format_start(const JournalStart& s) {
   l.u64("spread_tie", d.spread_tie);
   l.exact("alpha", c.alpha);
   l.u64("max_affinity_blocks", c.max_overlap_blocks);
+  l.str("credit_basis", c.relative_credit ? "relative" : "absolute");
   l.u64("chunk_bytes", c.chunk_bytes);
   l.u64("load_unit_bytes", c.load_unit_bytes);
   l.u64("max_load_units", c.max_load_units);
@@ -190,6 +191,16 @@ std::string format_start(const JournalStart& s) {
     l.u64("predicted_cached_tokens", s.exact_tokens[d.ranked.front().ordinal]);
   else
     l.null("predicted_cached_tokens");
+  // The same by tier, when the chosen engine holds some of it in an offload tier (counts only).
+  if (!d.ranked.empty() && d.ranked.front().ordinal < s.exact_tiers.size()) {
+    const cache::TierBlocks& t = s.exact_tiers[d.ranked.front().ordinal];
+    if (t.by_tier[1] + t.by_tier[2] > 0) {
+      l.key("predicted_tier_tokens");
+      l.open();
+      for (size_t i = 0; i < cache::kTiers; ++i) l.u64(cache::label(static_cast<cache::Tier>(i)), t.by_tier[i]);
+      l.close();
+    }
+  }
   if (s.session && s.session->enabled && s.session_config) {
     // Ordinals and a label only: never the session or its hash.
     const route::SessionNote& n = *s.session;
@@ -235,10 +246,26 @@ std::string format_finish(const JournalFinish& f) {
   l.ms("duration_ms", f.duration_ms);
   l.ms("first_byte_ms", f.first_byte_ms);
   l.ms("ttft_ms", f.ttft_ms);
+  l.ms("queue_ms", f.queue_ms);
+  if (f.queue_reason.empty()) {
+    l.null("queue_reason");
+  } else {
+    l.str("queue_reason", f.queue_reason);
+  }
+  l.str("class", f.priority_class);
   l.u64("response_bytes", f.response_bytes);
   l.opt_u64("prompt_tokens", f.prompt_tokens);
   l.opt_u64("cached_tokens", f.cached_tokens);
   l.opt_u64("completion_tokens", f.completion_tokens);
+  if (!f.disagg.empty()) {
+    l.key("disagg");
+    l.open();
+    l.str("choice", f.disagg);
+    l.opt_u64("prefill_upstream", f.prefill_upstream);
+    l.ms("prefill_ms", f.prefill_ms);
+    l.u64("uncached_tokens", f.uncached_tokens);
+    l.close();
+  }
   l.close();
   return l.take();
 }
@@ -388,6 +415,7 @@ void JournalObserver::decided(request::ExchangeRecord& x) {
       .single_flight = router_.single_flight_enabled(),
       .exact = x.routed->exact,
       .exact_tokens = x.routed->exact_tokens,
+      .exact_tiers = x.routed->exact_tiers,
       .exact_stamps = x.routed->exact_stamps,
       .session = &x.routed->session,
       .session_config = &router_.session_affinity(),
@@ -409,11 +437,22 @@ void JournalObserver::finished(request::ExchangeRecord& x) {
   f.duration_ms = static_cast<double>(x.end_ns - x.start_ns) / 1e6;
   f.first_byte_ms = ms_since_start(x.head_ns);
   f.ttft_ms = ms_since_start(x.first_token_ns);
+  if (x.queued_ns > 0) {
+    f.queue_ms = static_cast<double>(x.queued_ns) / 1e6;
+    f.queue_reason = x.waited_for_wake ? "wake" : "room";
+  }
+  f.priority_class = x.batch ? "batch" : "interactive";
   f.response_bytes = x.response_bytes;
   if (x.accounted && x.usage_read) {
     f.prompt_tokens = x.usage_read->prompt_tokens;
     f.cached_tokens = x.usage_read->cached_tokens;
     f.completion_tokens = x.usage_read->completion_tokens;
+  }
+  if (x.disagg != request::DisaggChoice::kNone) {
+    f.disagg = request::label(x.disagg);
+    f.prefill_upstream = x.prefill_upstream;
+    if (x.prefill_ns > 0) f.prefill_ms = static_cast<double>(x.prefill_ns) / 1e6;
+    f.uncached_tokens = x.uncached_tokens;
   }
   journal_.finish(f);
 }

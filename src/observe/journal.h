@@ -32,7 +32,7 @@
 
 namespace ramjet::observe {
 
-inline constexpr int kJournalVersion = 13;
+inline constexpr int kJournalVersion = 16;
 
 struct JournalConfig {
   bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)
@@ -63,6 +63,7 @@ struct JournalStart {
   // (exact_partial). Only the chosen engine's count is journalled (null when it was estimated).
   route::ExactOutcome exact = route::ExactOutcome::kNone;
   std::span<const uint32_t> exact_tokens = {};
+  std::span<const cache::TierBlocks> exact_tiers = {};  // exact_tokens by tier (written when some are offloaded)
   std::span<const route::ExactStamp> exact_stamps = {};
   // Session affinity (route::Routed::session): written as session_affinity when enabled.
   const route::SessionNote* session = nullptr;
@@ -80,8 +81,19 @@ struct JournalFinish {
   unsigned status = 0;              // HTTP status sent to the client (0: none)
   double duration_ms = 0;
   std::optional<double> first_byte_ms, ttft_ms;
+  std::optional<double> queue_ms;  // waited in the waiting room (RJ_ADMISSION_*); null: did not wait
+  // What it waited for: "room" (saturated engines) or "wake" (a parked engine waking); "" with no queue_ms.
+  std::string_view queue_reason;
+  std::string_view priority_class = "interactive";  // interactive|batch (RJ_ADMISSION_BATCH_KEYS, header)
   uint64_t response_bytes = 0;
   std::optional<uint64_t> prompt_tokens, cached_tokens, completion_tokens;
+  // Prefill/decode disaggregation (RJ_UPSTREAM_ROLE): how it was served ("" : not a disaggregated
+  // fleet's inference request), its prefill engine and leg time (two legs), the prompt tokens its
+  // decode engine would have computed (estimated).
+  std::string_view disagg;
+  std::optional<size_t> prefill_upstream;
+  std::optional<double> prefill_ms;
+  uint64_t uncached_tokens = 0;
 };
 
 // The output-limit bucket label for a requested limit (docs/journal.md).

@@ -117,6 +117,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "spread_tie",
                         "alpha",
                         "max_affinity_blocks",
+                        "credit_basis",
                         "chunk_bytes",
                         "load_unit_bytes",
                         "max_load_units",
@@ -133,8 +134,9 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "candidates"}) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
-  EXPECT_EQ(o.size(), 30u) << "no key beyond the documented schema";
-  EXPECT_EQ(o.at("v").as_int64(), 13);
+  EXPECT_EQ(o.size(), 31u) << "no key beyond the documented schema";
+  EXPECT_EQ(o.at("credit_basis").as_string(), "absolute");
+  EXPECT_EQ(o.at("v").as_int64(), 16);
   EXPECT_EQ(o.at("event").as_string(), "start");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("unix_ms").as_int64(), 1700000000123);
@@ -210,15 +212,43 @@ TEST(JournalRecord, ExactRoutingIsJournalledAsItsOutcomeAndTheWinnersPredictedTo
   EXPECT_TRUE(u.at("predicted_cached_tokens").is_null());
 }
 
+TEST(JournalRecord, TheWinnersTieredPredictionIsJournalledOnlyWhenSomeIsOffloaded) {
+  Fixture fx;
+  const size_t winner = fx.decision.ranked.front().ordinal;
+  std::vector<uint32_t> tokens = {0, 0, 0};
+  std::vector<cache::TierBlocks> tiers(3);
+  tokens[winner] = 4096;
+  tiers[winner] = cache::TierBlocks{{1024, 2560, 512}};
+  tiers[(winner + 1) % 3] = cache::TierBlocks{{0, 12288, 0}};  // another engine's split is not journalled
+  JournalStart s = fx.start();
+  s.exact = route::ExactOutcome::kExact;
+  s.exact_tokens = tokens;
+  s.exact_tiers = tiers;
+  const std::string line = format_start(s);
+  const json::object o = parse_line(line);
+  EXPECT_EQ(o.at("predicted_cached_tokens").as_int64(), 4096);
+  const json::object& t = o.at("predicted_tier_tokens").as_object();
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.at("gpu").as_int64(), 1024);
+  EXPECT_EQ(t.at("cpu").as_int64(), 2560);
+  EXPECT_EQ(t.at("disk").as_int64(), 512);
+  EXPECT_EQ(line.find("12288"), std::string::npos) << line;
+  // All on the GPU: the record is as before.
+  tiers[winner] = cache::TierBlocks{{4096, 0, 0}};
+  EXPECT_FALSE(parse_line(format_start(s)).contains("predicted_tier_tokens"));
+}
+
 TEST(JournalRecord, FinishCarriesEveryKeyWithNullForWhatIsUnknown) {
   const json::object o = parse_line(format_finish(finish(42)));
   for (const char* k : {"v", "event", "seq", "unix_ms", "result", "upstream", "request_load_units",
-                        "status", "duration_ms", "first_byte_ms", "ttft_ms", "response_bytes",
-                        "prompt_tokens", "cached_tokens", "completion_tokens"}) {
+                        "status", "duration_ms", "first_byte_ms", "ttft_ms", "queue_ms", "queue_reason", "class",
+                        "response_bytes", "prompt_tokens", "cached_tokens", "completion_tokens"}) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
-  EXPECT_EQ(o.size(), 15u);
-  EXPECT_EQ(o.at("v").as_int64(), 13);
+  EXPECT_EQ(o.size(), 18u);
+  EXPECT_TRUE(o.at("queue_ms").is_null());
+  EXPECT_TRUE(o.at("queue_reason").is_null());
+  EXPECT_EQ(o.at("class").as_string(), "interactive");
   EXPECT_EQ(o.at("event").as_string(), "finish");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("result").as_string(), "complete");
@@ -231,6 +261,17 @@ TEST(JournalRecord, FinishCarriesEveryKeyWithNullForWhatIsUnknown) {
   EXPECT_EQ(o.at("prompt_tokens").as_int64(), 1200);
   EXPECT_EQ(o.at("cached_tokens").as_int64(), 1024);
   EXPECT_TRUE(o.at("completion_tokens").is_null());
+}
+
+TEST(JournalRecord, FinishSaysWhatARequestWaitedForAndItsClass) {
+  JournalFinish f = finish();
+  f.queue_ms = 1500.0;
+  f.queue_reason = "wake";
+  f.priority_class = "batch";
+  const json::object o = parse_line(format_finish(f));
+  EXPECT_EQ(o.at("queue_ms").as_double(), 1500.0);
+  EXPECT_EQ(o.at("queue_reason").as_string(), "wake");
+  EXPECT_EQ(o.at("class").as_string(), "batch");
 }
 
 TEST(JournalRecord, FinishWithoutAnUpstreamWritesNull) {
@@ -488,7 +529,7 @@ TEST(Journal, StderrModeWritesPlainJsonLines) {
   ASSERT_EQ(lines.size(), 2u) << err;
   EXPECT_EQ(json::parse(lines[0]).as_object().at("event").as_string(), "start");
   EXPECT_EQ(json::parse(lines[1]).as_object().at("event").as_string(), "finish");
-  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 13);
+  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 16);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "metrics/prom_text.h"
 #include "request/route/exact_overlap.h"
 #include "net/tls.h"
+#include "request/admission/admission.h"
 #include "request/ingress/api_keys.h"
 #include "request/route/router.h"
 #include "render/service/tokenizer_service.h"
@@ -26,6 +27,7 @@
 #include "upstream/engine_load.h"
 #include "upstream/fleet.h"
 #include "upstream/membership.h"
+#include "upstream/parking.h"
 #include "upstream/peer_load.h"
 
 namespace ramjet::observe {
@@ -120,6 +122,10 @@ std::vector<MetricSection> metric_sections() {
        "when exact routing is on (RJ_EXACT_ROUTE_MODE on, or auto with KV endpoints)", route::prediction_families()},
       {"Exact tokenize budget", "request::TokenizeBudget::write_metrics (src/request/stream/tokenize_budget.cc)",
        "when exact routing is on or in shadow", request::tokenize_budget_families()},
+      {"Waiting room", "request::Admission::write_metrics (src/request/admission/admission.cc)",
+       "when RJ_ADMISSION_ENGINE_MAX_INFLIGHT or RJ_ADMISSION_ENGINE_MAX_WAITING is set", request::admission_families()},
+      {"Idle drain (engine parking)", "upstream::EngineParking::write_metrics (src/upstream/parking.cc)",
+       "when RJ_IDLE_DRAIN_MODE is observe or drain", upstream::parking_families()},
       {"Client API keys", "request::ApiKeys::write_metrics (src/request/ingress/api_keys.cc)",
        "when RJ_API_KEYS_FILE is set (one `key` series per name in the file; shown here for a file with "
        "keys named alice and bob and one without a name)",
@@ -235,6 +241,15 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition gb;
   budget.write_metrics(gb);
   out.push_back(gb.take());
+  request::Admission room(request::AdmissionConfig{.client_labels = {"alice", "bob"}});
+  metrics::Exposition ad;
+  room.write_metrics(ad);
+  out.push_back(ad.take());
+  boost::asio::io_context parking_io;  // never run: every series at zero
+  upstream::EngineParking parking(fleet, parking_io, clock, upstream::IdleDrainConfig{}, "");
+  metrics::Exposition pk;
+  parking.write_metrics(pk);
+  out.push_back(pk.take());
   request::ApiKeys keys("", request::KeySet::parse("alice sk-a\nbob sk-b\nsk-c\n").value());
   metrics::Exposition h;
   keys.write_metrics(h);

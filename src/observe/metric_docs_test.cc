@@ -125,7 +125,8 @@ TEST(MetricDocs, ClosedLabelSetsAreExportedFromTheStart) {
   const std::set<std::string_view> open = {"ramjet_requests_total", "ramjet_engine_requests_running",
                                            "ramjet_engine_requests_waiting", "ramjet_engine_kv_cache_usage",
                                            "ramjet_engine_prefix_cache_hit_ratio",
-                                           "ramjet_upstream_dp_rank"};  // (only ordinals that are ranks)
+                                           "ramjet_upstream_dp_rank",  // (only ordinals that are ranks)
+                                           "ramjet_route_index_horizon"};  // (only engines with a horizon)
   const auto sections = metric_sections();
   auto rendered = render_sections_for_docs();
   rendered.back() = journal_rendering();

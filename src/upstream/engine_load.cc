@@ -42,12 +42,16 @@ const EngineLoadBoard::Slot* EngineLoadBoard::slot(size_t engine) const {
   return c ? &c->slots[engine % kChunk] : nullptr;
 }
 
-void EngineLoadBoard::record(size_t engine, double running, double waiting, int64_t own_inflight) {
+void EngineLoadBoard::record(size_t engine, double running, double waiting, int64_t own_inflight,
+                             std::optional<double> kv_usage) {
   Slot* s = slot(engine, true);
   if (s == nullptr) return;
   const int64_t peers = peers_ != nullptr ? peers_->inflight(engine, clock_.now_ms()) : 0;
   s->units.store(foreign_load_units(running, waiting, own_inflight + peers, config_.waiting_units),
                  std::memory_order_relaxed);
+  s->waiting.store(std::llround(std::clamp(waiting, 0.0, 1e12)), std::memory_order_relaxed);
+  s->kv_ppm.store(kv_usage && std::isfinite(*kv_usage) ? std::llround(std::clamp(*kv_usage, 0.0, 1.0) * 1e6) : -1,
+                  std::memory_order_relaxed);
   s->at_ms.store(clock_.now_ms(), std::memory_order_release);
 }
 
@@ -77,6 +81,28 @@ int64_t EngineLoadBoard::foreign_units(size_t engine, int64_t now_ms) const {
   const int64_t at = s->at_ms.load(std::memory_order_acquire);
   if (at == kNever || now_ms - at > config_.stale_ms) return peers;
   return peers + s->units.load(std::memory_order_relaxed);
+}
+
+}  // namespace ramjet::upstream
+
+namespace ramjet::upstream {
+
+std::optional<int64_t> EngineLoadBoard::waiting(size_t engine, int64_t now_ms) const {
+  const Slot* s = slot(engine);
+  if (s == nullptr) return std::nullopt;
+  const int64_t at = s->at_ms.load(std::memory_order_acquire);
+  if (at == kNever || now_ms - at > config_.stale_ms) return std::nullopt;
+  return s->waiting.load(std::memory_order_relaxed);
+}
+
+std::optional<double> EngineLoadBoard::kv_usage(size_t engine, int64_t now_ms) const {
+  const Slot* s = slot(engine);
+  if (s == nullptr) return std::nullopt;
+  const int64_t at = s->at_ms.load(std::memory_order_acquire);
+  if (at == kNever || now_ms - at > config_.stale_ms) return std::nullopt;
+  const int64_t ppm = s->kv_ppm.load(std::memory_order_relaxed);
+  if (ppm < 0) return std::nullopt;
+  return static_cast<double>(ppm) / 1e6;
 }
 
 }  // namespace ramjet::upstream

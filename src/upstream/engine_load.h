@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "common/clock.h"
 
@@ -84,7 +85,9 @@ class EngineLoadBoard {
   // `running` and `waiting` requests while this process had `own_inflight` requests there (and
   // its fresh peers theirs: not foreign to the scrape's share, they count through the peers).
   // Ordinals up to kMaxEngines - 1 are kept (engines that join at runtime included).
-  void record(size_t engine, double running, double waiting, int64_t own_inflight);
+  // `kv_usage`: its vllm:kv_cache_usage_perc (0..1), when it reported one.
+  void record(size_t engine, double running, double waiting, int64_t own_inflight,
+              std::optional<double> kv_usage = std::nullopt);
   // The engine's /metrics could not be read, or lacked the two series: no current reading.
   void forget(size_t engine);
 
@@ -93,6 +96,13 @@ class EngineLoadBoard {
   // never read, forgotten or stale).
   int64_t foreign_units(size_t engine, int64_t now_ms) const;
   int64_t foreign_units(size_t engine) const { return foreign_units(engine, clock_.now_ms()); }
+  // Reader (the waiting room, RJ_ADMISSION_ENGINE_MAX_WAITING): the requests the engine last
+  // reported waiting, or nullopt when there is no fresh reading (never read, forgotten, stale).
+  // Recorded whether or not RJ_ROUTE_ENGINE_LOAD is on.
+  std::optional<int64_t> waiting(size_t engine, int64_t now_ms) const;
+  // Reader (the waiting room, RJ_ADMISSION_ENGINE_MAX_KV_USAGE): the engine's last KV cache usage
+  // (0..1), or nullopt when there is no fresh reading or it reported none.
+  std::optional<double> kv_usage(size_t engine, int64_t now_ms) const;
   int64_t now_ms() const { return clock_.now_ms(); }
   // A decision's place among the routers deciding at once: itself and its fresh peers (routers 1
   // without RJ_PEERS: the engine scrape shows other routers' load, not how many they are).
@@ -111,7 +121,9 @@ class EngineLoadBoard {
   static constexpr int64_t kNever = INT64_MIN / 2;
   struct Slot {
     std::atomic<int64_t> units{0};
-    std::atomic<int64_t> at_ms{kNever};  // when `units` was read; kNever = no reading
+    std::atomic<int64_t> waiting{0};
+    std::atomic<int64_t> kv_ppm{-1};  // KV cache usage in parts per million; -1: not reported
+    std::atomic<int64_t> at_ms{kNever};  // when `units`, `waiting`, `kv_ppm` were read; kNever = no reading
   };
   struct Chunk {
     std::array<Slot, kChunk> slots;

@@ -40,6 +40,24 @@ TEST(EngineLoadBoard, ReadsTheLatestReadingPerEngine) {
   EXPECT_EQ(board.foreign_units(0), 1);
 }
 
+TEST(EngineLoadBoard, KvUsageIsReadFreshAndOnlyWhenReported) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{.stale_ms = 1500});
+  EXPECT_FALSE(board.kv_usage(0, clock.now_ms()));  // never read
+  board.record(0, 1, 0, 0, 0.75);
+  ASSERT_TRUE(board.kv_usage(0, clock.now_ms()));
+  EXPECT_DOUBLE_EQ(*board.kv_usage(0, clock.now_ms()), 0.75);
+  board.record(1, 1, 0, 0);  // no kv_cache_usage_perc in its /metrics
+  EXPECT_FALSE(board.kv_usage(1, clock.now_ms()));
+  board.record(0, 1, 0, 0, 7.0);  // out of range: clamped
+  EXPECT_DOUBLE_EQ(*board.kv_usage(0, clock.now_ms()), 1.0);
+  clock.advance_ms(1501);
+  EXPECT_FALSE(board.kv_usage(0, clock.now_ms()));  // stale
+  board.record(0, 1, 0, 0, 0.5);
+  board.forget(0);
+  EXPECT_FALSE(board.kv_usage(0, clock.now_ms()));
+}
+
 TEST(EngineLoadBoard, AReadingOlderThanTheStaleWindowCountsForNothing) {
   ManualClock clock;
   EngineLoadBoard board(clock, EngineLoadConfig{.stale_ms = 1500});

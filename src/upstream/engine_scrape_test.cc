@@ -87,6 +87,32 @@ vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.392
   EXPECT_FALSE(s.running);
 }
 
+TEST(EngineScrape, TheKvPoolIsReadFromCacheConfigInfosLabels) {
+  // vLLM 0.32's info gauge (the sim writes the same), one per rank.
+  constexpr std::string_view kInfo =
+      R"(vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="0",num_gpu_blocks="4096"} 1.0
+vllm:cache_config_info{block_size="16",engine="1",num_gpu_blocks="100"} 1.0
+vllm:num_requests_running{engine="0"} 1
+)";
+  EngineSample s;
+  std::vector<GpuSample> gpus;
+  ASSERT_TRUE(read_engine_metrics(kInfo, {}, s, gpus, 64, 0u).ok());
+  EXPECT_EQ(s.kv_capacity_tokens, 65536.0);
+  ASSERT_TRUE(read_engine_metrics(kInfo, {}, s, gpus, 64, 1u).ok());
+  EXPECT_EQ(s.kv_capacity_tokens, 1600.0);
+  // Missing, empty, negative or absurd numbers: no pool.
+  for (std::string_view bad : {R"(vllm:cache_config_info{block_size="16"} 1)",
+                               R"(vllm:cache_config_info{block_size="",num_gpu_blocks="9"} 1)",
+                               R"(vllm:cache_config_info{block_size="16",num_gpu_blocks="-3"} 1)",
+                               R"(vllm:cache_config_info{block_size="16",num_gpu_blocks="0"} 1)",
+                               R"(vllm:cache_config_info{block_size="16x",num_gpu_blocks="9"} 1)",
+                               R"(vllm:cache_config_info{block_size="16",num_gpu_blocks="99999999999999999999"} 1)"}) {
+    const std::string text = std::string(bad) + "\n";
+    ASSERT_TRUE(read_engine_metrics(text, {}, s, gpus).ok()) << bad;
+    EXPECT_FALSE(s.kv_capacity_tokens) << bad;
+  }
+}
+
 TEST(EngineScrape, DcgmSeriesBecomeOneSamplePerGpuLabel) {
   EngineSample s;
   std::vector<GpuSample> gpus;

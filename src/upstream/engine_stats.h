@@ -39,6 +39,8 @@ struct EngineSample {            // one engine's own /metrics, read every RJ_ENG
   std::optional<double> kv_usage;                  // vllm:kv_cache_usage_perc (0..1)
   std::optional<double> prefix_queries, prefix_hits;  // vllm:prefix_cache_queries_total / _hits_total (tokens, counters)
   std::optional<double> prompt_tokens, generation_tokens;  // vllm:prompt_tokens_total / vllm:generation_tokens_total
+  // The KV pool in tokens: vllm:cache_config_info's num_gpu_blocks x block_size labels.
+  std::optional<double> kv_capacity_tokens;
 };
 
 struct GpuSample {               // one device, from DCGM-exporter text or nvidia-smi

@@ -74,11 +74,27 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   std::array<double, kVllmNames.size()> sum{};
   std::array<uint32_t, kVllmNames.size()> seen{};
   std::vector<GpuSample> found;
+  std::optional<double> capacity;
   metrics::PromTextResult r = metrics::parse_prom_text(text, limits, [&](const metrics::PromSample& s) {
     if (s.name.starts_with("vllm:")) {
       if (rank) {
         const metrics::PromLabel* engine = s.label("engine");
         if (engine != nullptr && engine->value != rank_text) return;  // another rank's
+      }
+      if (s.name == "vllm:cache_config_info") {  // an info gauge: the numbers are labels
+        const metrics::PromLabel* blocks = s.label("num_gpu_blocks");
+        const metrics::PromLabel* size = s.label("block_size");
+        auto whole = [](const metrics::PromLabel* l, uint64_t& v) {
+          if (l == nullptr) return false;
+          const char* end = l->value.data() + l->value.size();
+          const auto [p, ec] = std::from_chars(l->value.data(), end, v);
+          return ec == std::errc() && p == end;
+        };
+        uint64_t b = 0, k = 0;
+        if (whole(blocks, b) && whole(size, k) && b > 0 && k > 0 && b < (uint64_t{1} << 40) && k < (uint64_t{1} << 20)) {
+          capacity = static_cast<double>(b) * static_cast<double>(k);
+        }
+        return;
       }
       for (size_t i = 0; i < kVllmNames.size(); ++i) {
         if (s.name == kVllmNames[i]) {
@@ -123,6 +139,7 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   out.prefix_hits = get(current ? Vllm::kHits : Vllm::kHitsOld);
   out.prompt_tokens = get(Vllm::kPrompt);
   out.generation_tokens = get(Vllm::kGeneration);
+  out.kv_capacity_tokens = capacity;
   // Devices in numeric order of their gpu label ("2" before "10").
   std::sort(found.begin(), found.end(), [](const GpuSample& a, const GpuSample& b) {
     return a.device.size() != b.device.size() ? a.device.size() < b.device.size() : a.device < b.device;

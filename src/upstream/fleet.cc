@@ -95,7 +95,7 @@ Fleet::Fleet(const std::vector<config::UpstreamUrl>& urls, const Clock& clock, i
 
 size_t Fleet::healthy_count() const {
   size_t n = 0;
-  for (const auto& e : engines_) n += e->healthy() ? 1 : 0;
+  for (const auto& e : engines_) n += e->member() && e->state() == EngineState::kHealthy ? 1 : 0;
   return n;
 }
 

@@ -60,9 +60,15 @@ class Engine {
   const std::string& label() const { return label_; }  // opaque ordinal, "0", "1", ...
 
   // Serving-eligible (routing reads this): an active member (net/roster.h: not vacant, not
-  // leaving) whose state() is kHealthy.
-  bool healthy() const { return member() && state() == EngineState::kHealthy; }
+  // leaving), not parked, whose state() is kHealthy.
+  bool healthy() const { return member() && !parked() && state() == EngineState::kHealthy; }
   bool member() const { return member_.load(std::memory_order_acquire); }
+  // Out of placement by the idle drain (upstream/parking.h): draining, asleep, waking or failed
+  // to wake. Separate from health: a parked engine is not a candidate at all, not even to fail
+  // open to (a sleeping vLLM queues a request and never answers it until woken).
+  bool parked() const { return parked_.load(std::memory_order_acquire); }
+  // Requests ever dispatched to it (the idle drain's sign of activity).
+  uint64_t dispatches() const { return dispatches_.load(std::memory_order_relaxed); }
   EngineState state() const { return state_.load(std::memory_order_acquire); }
   int64_t inflight() const { return inflight_.get(); }
   int64_t load_units() const { return load_units_.get(); }
@@ -76,6 +82,7 @@ class Engine {
 
   // Reservation bookkeeping (route::LoadReservation is the only caller).
   void add_load(int64_t requests, int64_t units) {
+    if (requests > 0) dispatches_.fetch_add(1, std::memory_order_relaxed);
     inflight_.add(requests);
     load_units_.add(units);
   }
@@ -85,6 +92,8 @@ class Engine {
   size_t ordinal_;
   std::string label_;
   std::atomic<bool> member_{false};  // the roster's slot is active (Fleet::join / leave)
+  std::atomic<bool> parked_{false};  // Fleet::set_parked (the idle drain)
+  std::atomic<uint64_t> dispatches_{0};
   std::atomic<EngineState> state_{EngineState::kHealthy};
   std::mutex mu_;                 // serialises state transitions and the fields below
   uint32_t passes_ = 0;           // consecutive passing probes while not healthy
@@ -131,9 +140,11 @@ class Fleet {
   void leave(size_t i);
   void rejoin(size_t i);
   void vacate(size_t i);
+  // The idle drain takes engine i out of placement (true) or gives it back (false).
+  void set_parked(size_t i, bool parked) { engines_[i]->parked_.store(parked, std::memory_order_release); }
   Engine& at(size_t i) { return *engines_[i]; }
   const Engine& at(size_t i) const { return *engines_[i]; }
-  size_t healthy_count() const;  // serving-eligible engines
+  size_t healthy_count() const;  // engines in health (parked ones count: parking is not ill health)
   size_t ejected_count() const { return ejected_.load(std::memory_order_relaxed); }
   // Engine i's last requests failed recently (Engine::failing on the fleet's clock). `now_ms`
   // lets a caller asking about every engine read the clock once.

@@ -89,7 +89,7 @@ bool Membership::place(const std::string& k, const Listed& l, size_t& slot) {
   }
   slot = same != n ? same : never != n ? never : oldest;
   if (slot == n) return false;
-  roster_.join(slot, l.url, l.dp_rank);
+  roster_.join(slot, l.url, l.dp_rank, l.engine, l.role);
   fleet_.join(slot);
   vacated_at_[slot] = ++vacate_seq_;  // used (a later vacate stamps it again)
   last_key_[slot] = k;
@@ -129,6 +129,11 @@ void Membership::update(size_t source, const std::vector<Listed>& listed) {
         roster_.rejoin(e.slot);
         fleet_.rejoin(e.slot);
         ++rejoins_;
+      }
+      if (l->engine != e.listed.engine || l->role != e.listed.role) {
+        e.listed.engine = l->engine;
+        e.listed.role = l->role;
+        roster_.set_engine(e.slot, l->engine, l->role);
       }
       if (l->profile != e.listed.profile || l->models != e.listed.models || l->kv_live != e.listed.kv_live ||
           l->kv_replay != e.listed.kv_replay) {

@@ -42,6 +42,8 @@ struct Listed {
   // none while fewer ordinals are free) and leave together.
   uint32_t dp_size = 1;
   std::optional<uint32_t> dp_rank{};
+  config::EngineKind engine = config::EngineKind::kVllm;  // RJ_UPSTREAM_ENGINE item for its source
+  config::EngineRole role = config::EngineRole::kBoth;    // RJ_UPSTREAM_ROLE item for its source
 };
 
 // `l` as its ranks (itself when it has a rank or dp_size <= 1).
@@ -54,7 +56,8 @@ class Membership {
  public:
   struct Hooks {
     std::function<void(size_t slot, const Listed&)> joined{};   // after the roster and fleet took it
-    std::function<void(size_t slot, const Listed&)> changed{};  // a listed engine's profile, models or KV items changed
+    // A listed engine's profile, models or KV items changed (its kind and role change in the roster alone).
+    std::function<void(size_t slot, const Listed&)> changed{};
     std::function<void(size_t slot)> vacated{};                 // after the slot was emptied
   };
   // `sources`: how many sources there are (1 + DNS names). The roster's occupied slots are the

@@ -129,6 +129,24 @@ Listed ranked(const std::string& host, uint32_t ranks) {
   return l;
 }
 
+TEST(Membership, AnEnginesKindComesWithItsRanksAndAReloadChangesItInPlace) {
+  Rig r;
+  Listed sgl = ranked("10.0.0.2", 2);
+  sgl.engine = config::EngineKind::kSglang;
+  r.m.update(1, {sgl});
+  ASSERT_EQ(r.joined, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(r.roster.member(0)->engine, config::EngineKind::kVllm);
+  EXPECT_EQ(r.roster.member(1)->engine, config::EngineKind::kSglang);
+  EXPECT_EQ(r.roster.member(2)->engine, config::EngineKind::kSglang);
+  const uint64_t incarnation = r.roster.incarnation(2);
+  sgl.engine = config::EngineKind::kVllm;  // the operator corrects RJ_UPSTREAM_ENGINE
+  r.m.update(1, {sgl});
+  EXPECT_EQ(r.joined.size(), 2u);  // the same engine and ranks: nothing joins or leaves
+  EXPECT_EQ(r.roster.member(2)->engine, config::EngineKind::kVllm);
+  EXPECT_EQ(r.roster.member(2)->dp_rank, std::optional<uint32_t>(1));
+  EXPECT_EQ(r.roster.incarnation(2), incarnation);
+}
+
 TEST(Membership, AnEngineWithRanksTakesOneOrdinalPerRankWithItsOffsetKvPort) {
   Rig r;
   std::vector<Listed> seen;

@@ -60,8 +60,12 @@ asio::awaitable<void> Prober::probe_one(size_t i) {
   }
   if (config_.rank_generation && engine->dp_rank && failure == net::GetFailure::kNone && res.status == 200) {
     net::GetFailure gen = net::GetFailure::kNone;
-    (void)co_await net::simple_post(url, "/v1/completions", R"({"prompt":"ping","max_tokens":1})", config_.bearer,
-                                    config_.timeout, config_.max_body, gen, engine->dp_rank);
+    // vLLM reads the rank from X-Data-Parallel-Rank, SGLang from the body (RJ_UPSTREAM_ENGINE).
+    const bool sglang = engine->engine == config::EngineKind::kSglang;
+    std::string body = R"({"prompt":"ping","max_tokens":1})";
+    if (sglang) body.insert(1, "\"routed_dp_rank\":" + std::to_string(*engine->dp_rank) + ",");
+    (void)co_await net::simple_post(url, "/v1/completions", std::move(body), config_.bearer, config_.timeout,
+                                    config_.max_body, gen, sglang ? std::nullopt : engine->dp_rank);
     if (gen == net::GetFailure::kTimeout) failure = gen;  // no answer: a wedged rank (any answer is one)
   }
   busy_[i] = 0;

@@ -13,7 +13,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.ramjet_proc import http_request, poll, settle
+from support.ramjet_proc import conversation_cache, http_request, poll, settle
 from support.sim_proc import SimProc
 
 RANKS = 4
@@ -113,14 +113,7 @@ def conversation(k: int, turns: int) -> dict:
 
 
 def test_a_conversation_stays_on_its_rank_and_its_cache_grows(rj, dp4):
-    upstreams, cached = [], []
-    for turns in (1, 2, 3, 4):
-        r = through(rj, conversation(11, turns))
-        assert r.status == 200, r.body
-        upstreams.append(r.header("X-Ramjet-Upstream"))
-        cached.append(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
-        settle(rj)
-    assert len(set(upstreams)) == 1, upstreams
+    cached = conversation_cache(rj, lambda body: through(rj, body), [conversation(11, t) for t in (1, 2, 3, 4)])
     assert cached[0] == 0 and all(b > a for a, b in zip(cached, cached[1:])), cached
 
 

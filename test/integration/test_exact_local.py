@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from support.ramjet_proc import poll
 from support.sim_proc import SimProc
@@ -15,9 +16,9 @@ from test_kv_events import TOPIC, kv_config, local, through, warm_behind_its_bac
 from test_tokenizer import CTX, MODEL_ID, ROOT, TOK, TPL, VERSION, local_env, model_folder, wait_attested
 
 
-def qwen_kv_sim(version: str = VERSION, template: str = TPL, ctx: int = CTX) -> SimProc:
+def qwen_kv_sim(version: str = VERSION, template: str = TPL, ctx: int = CTX, model: str = MODEL_ID) -> SimProc:
     return SimProc("--speed", "50", "--tokenizer", TOK, "--chat-template", str(template), "--served-model-name",
-                   MODEL_ID, "--model", ROOT, "--max-model-len", str(ctx), "--engine-version", version,
+                   model, "--model", ROOT, "--max-model-len", str(ctx), "--engine-version", version,
                    "--kv-events-config", kv_config(), "--enable-prompt-tokens-details",
                    "--num-gpu-blocks-override", "16384")
 
@@ -37,7 +38,7 @@ def placed_exactly_behind_its_back(rj, sims, k: int) -> None:
     assert cached > 5000 and predicted - 16 <= cached <= predicted, (predicted, cached)
 
 
-def agent_chat(k: int, *turns: str) -> dict:
+def agent_chat(k: int, *turns: str, model: str = MODEL_ID) -> dict:
     """A ~40 KB agent prompt of its own, then the user turns (alternating with short answers)."""
     system = f"Agent {k} tool manual. " + " ".join(f"rule {k}.{i}: keep the invariant {i * 7 % 13}." for i in range(1400))
     messages = [{"role": "system", "content": system}]
@@ -45,7 +46,7 @@ def agent_chat(k: int, *turns: str) -> dict:
         if i:
             messages.append({"role": "assistant", "content": "done"})
         messages.append({"role": "user", "content": t})
-    return {"model": MODEL_ID, "max_tokens": 2, "messages": messages}
+    return {"model": model, "max_tokens": 2, "messages": messages}
 
 
 def start(tmp_path, ramjet_factory, sims, **extra):
@@ -164,6 +165,61 @@ def test_one_setting_proves_each_engine_and_places_exactly_on_local_tokens(tmp_p
         assert r.header("X-Ramjet-Route") == "unattested", r.header("X-Ramjet-Route")
         _, h = rj.health()
         assert [x["tokenizer_attested"] for x in h["replicas"]] == [True, False], h
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_a_model_folder_per_model_renders_each_models_requests(tmp_path, ramjet_factory):
+    """Engines serving two models of one tokenizer and two chat templates (a fine-tune that adds a
+    preamble): RJ_MODEL_DIR names both folders. Each engine is proven by the folder whose goldens
+    its /tokenize reproduces (the other folder stops asking it), and each model's requests are
+    rendered by its own folder: placed exactly, their predictions the engines' own hits. Rendered
+    with the other folder, model B's tokens would share no block with its engines' caches."""
+    tpl_b = tmp_path / "b.jinja"
+    with open(TPL, encoding="utf-8") as f:
+        tpl_b.write_text("{{- 'You are model B. ' }}" + f.read(), encoding="utf-8")
+    folder_a = model_folder(tmp_path)
+    (tmp_path / "b").mkdir()
+    folder_b = model_folder(tmp_path / "b", str(tpl_b))
+    sims = [qwen_kv_sim(model="model-a"), qwen_kv_sim(model="model-a"),
+            qwen_kv_sim(model="model-b", template=tpl_b), qwen_kv_sim(model="model-b", template=tpl_b)]
+    try:
+        env = {"RJ_MODEL_DIR": f"{folder_a},{folder_b}", "RJ_AFFINITY": "prefix", "RJ_PROBE_INTERVAL_MS": "200",
+               "RJ_KV_EVENT_LIVE_ENDPOINTS": ",".join(local(s.kv_endpoint) for s in sims),
+               "RJ_KV_EVENT_REPLAY_ENDPOINTS": ",".join(local(s.kv_replay) for s in sims),
+               "RJ_KV_EVENT_TOPIC": TOPIC}
+        rj = ramjet_factory([s.url for s in sims], env=env)
+        rj.wait_health(lambda c, j: all(r.get("kv_trusted") for r in j["replicas"]), 10, "every engine's index trusted")
+        wait_attested(rj, [0, 1, 2, 3], timeout=20)
+        out = rj.output()
+        for u in (0, 1):
+            assert f"upstream {u}: its /tokenize reproduced all 5 goldens of RJ_MODEL_DIR folder 1" in out, out
+        for u in (2, 3):
+            assert f"upstream {u}: its /tokenize reproduced all 5 goldens of RJ_MODEL_DIR folder 2" in out, out
+        m = rj.metrics()
+        assert m.get("ramjet_tokenizer_info", mode="local", profile="qwen3") == 2
+        # Once proven by its own folder, an engine is not asked for the other folder's goldens.
+        checks = {u: m.sum("ramjet_tokenizer_attestation_checks_total", upstream=str(u)) for u in range(4)}
+        time.sleep(1.0)  # five more intervals
+        m = rj.metrics()
+        for u in range(4):
+            mism = m.get("ramjet_tokenizer_attestation_checks_total", upstream=str(u), outcome="golden_mismatch")
+            assert mism <= 1, (u, mism)  # at most the other folder's first ask, before its own proved it
+        for model, engine, k in (("model-a", 1, 20), ("model-b", 3, 21), ("model-b", 2, 22)):
+            body = agent_chat(k, "first question", model=model)
+            warm_behind_its_back(rj, sims[engine], engine, body)
+            r = through(rj, body)
+            assert r.header("X-Ramjet-Upstream") == str(engine), (model, r.header("X-Ramjet-Upstream"))
+            receipt = r.header("X-Ramjet-Route")
+            assert receipt and receipt.startswith("exact; predicted_cached_tokens="), (model, receipt)
+            predicted = int(receipt.split(";")[1].split("=")[1])
+            cached = json.loads(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"]
+            assert cached > 5000 and predicted - 16 <= cached <= predicted, (model, predicted, cached)
+        m = rj.metrics()
+        assert m.sum("ramjet_exact_predictions_total", result="miss") == 0
+        assert m.sum("ramjet_tokenizer_shadow_total", backend="remote") == 0
+        assert all(m.sum("ramjet_tokenizer_attestation_checks_total", upstream=str(u)) > checks[u] for u in range(4))
     finally:
         for s in sims:
             s.stop()

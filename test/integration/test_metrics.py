@@ -180,9 +180,10 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     # (test_tls.py), and engine membership's and DNS discovery's when engines can join later
     # (test_dns_discovery.py), and the companions' with RJ_EXACT_INVENTORY=companion (and the
     # ramjet-companion process's own, on its endpoint: test_companion.py), and the peer replicas'
-    # with RJ_PEERS (test_engine_load.py); the tokenizer's info gauge always does.
+    # with RJ_PEERS (test_engine_load.py), and the waiting room's with RJ_ADMISSION_ENGINE_* (test_admission.py),
+    # and the idle drain's with RJ_IDLE_DRAIN_MODE (test_parking.py); the tokenizer's info gauge always does.
     missing = ((documented_families(("Route journal", "Local tokenization", "KV events", "Exact predictions",
-                                      "Exact tokenize budget",
+                                      "Exact tokenize budget", "Waiting room", "Idle drain (engine parking)",
                                       "Engine catalog", "Client API keys", "Listener TLS", "Engine membership",
                                       "DNS discovery", "Companions", "Peer replicas",
                                       "ramjet-companion (its own --metrics endpoint)")) | {"ramjet_tokenizer_info"})

@@ -245,7 +245,7 @@ def test_openai_sdk_through_ramjet_to_an_https_engine(sim, fronts, ramjet_factor
     r = sdk("openai", base, KEY, stream=True)
     assert_served(r, "to an https engine, streaming")
     assert r["chunks"] >= 2, r
-    served = [e for e in f.access_entries() if e["path"] == "/v1/chat/completions"]
+    served = f.entries_for("/v1/chat/completions", 2)
     assert len(served) == 2 and all(e["status"] == "200" and e["proto"].startswith("TLS") for e in served), \
         f.access_lines()
     assert_no_key_leaked(rj)

@@ -236,8 +236,8 @@ def test_https_upstream_serves_json_and_sse_and_resumes_sessions(pki, sim, front
     assert m.val("ramjet_upstream_probe_failures_total", reason="tls") == 0, tls_lines(m)
     # The server's side of it: the inference requests arrived over TLS, SNI = the URL host when it
     # is a DNS name (none for an IP literal), and the front saw resumed sessions.
+    inference = f.entries_for(CHAT, 2)
     entries = f.access_entries()
-    inference = [e for e in entries if e["path"] == CHAT]
     assert len(inference) == 2 and all(e["status"] == "200" for e in inference), f.access_lines()
     want_sni = host if host == "localhost" else "-"
     assert {e["sni"] for e in entries} == {want_sni}, f.access_lines()[-10:]
@@ -340,7 +340,7 @@ def test_mtls_with_a_client_certificate_is_served(pki, sim, front, ramjet_factor
         if strict is not None:
             strict.stop()
     if f is not None:
-        inference = [e for e in f.access_entries() if e["path"] == CHAT]
+        inference = f.entries_for(CHAT, 2)
         assert len(inference) == 2 and all(e["client_verify"] == "SUCCESS" for e in inference), f.access_lines()
 
 

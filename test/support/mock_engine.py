@@ -148,6 +148,9 @@ class MockEngine:
         self.max_model_len = 131072
         self.models_extra: dict = {}     # merged into the first model card (nested fields etc.)
         self.extra_cards: list = []      # extra model cards appended to data[]
+        # A P/D prefill engine's transfer parameters: a JSON answer to a request whose
+        # kv_transfer_params ask for remote decode carries these as its top-level kv_transfer_params.
+        self.kv_answer: Optional[dict] = None
         # --- records ---
         self.requests: list = []
         self.conns: dict = {}
@@ -340,6 +343,9 @@ class MockEngine:
                                                          "reasoning_content": None, "tool_calls": []},
                                  "logprobs": None, "finish_reason": finish, "stop_reason": None}],
                     "usage": self._usage(n, opts), "prompt_logprobs": None, "engine": self.name}
+        asked = (req.json() or {}).get("kv_transfer_params") if req.body[:1] == b"{" else None
+        if self.kv_answer is not None and isinstance(asked, dict) and asked.get("do_remote_decode"):
+            body["kv_transfer_params"] = self.kv_answer
         return json.dumps(body).encode()
 
     def sse_events(self, req: Request, opts: dict) -> list:

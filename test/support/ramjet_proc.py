@@ -500,3 +500,18 @@ def settle(*rjs, metrics=("ramjet_kv_blocks_applied_total",), interval: float = 
         if now == last:
             return
         last = now
+
+
+def conversation_cache(rj, send, turns) -> list:
+    """Sends each turn of a conversation (send(body) -> Response), its KV events applied before
+    the next (settle); asserts every turn was answered 200 by one upstream ordinal and returns each
+    turn's cached prompt tokens (usage.prompt_tokens_details)."""
+    upstreams, cached = [], []
+    for body in turns:
+        r = send(body)
+        assert r.status == 200, r.body
+        upstreams.append(r.header("X-Ramjet-Upstream"))
+        cached.append(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+        settle(rj)
+    assert len(set(upstreams)) == 1, upstreams
+    return cached

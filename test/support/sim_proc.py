@@ -25,10 +25,13 @@ def sim_bin() -> str:
 
 
 class SimProc:
-    def __init__(self, *args: str, binary: Optional[str] = None, wait_ready: bool = True):
+    def __init__(self, *args: str, binary: Optional[str] = None, wait_ready: bool = True,
+                 env: Optional[dict] = None):
+        """`env`: variables added to the sim's environment (VLLM_SERVER_DEV_MODE=1: sleep mode)."""
         self.args = ["--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen([binary or sim_bin(), *self.args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                     env={**os.environ, **env} if env else None)
         self.lines: list[str] = []
         self.port = 0
         self.kv_endpoint = self.kv_replay = "-"

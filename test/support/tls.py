@@ -423,6 +423,17 @@ http {{
             out.append(e)
         return out
 
+    def entries_for(self, path: str, count: int, timeout: float = 10.0) -> list:
+        """The access log's entries for path once there are at least count of them (or whatever is
+        there at the deadline). nginx writes a request's line when the request ends, which for a
+        stream can be a moment after the client read its last event."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in self.access_entries() if e["path"] == path]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
     def __enter__(self):
         return self.start()
 

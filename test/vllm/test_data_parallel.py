@@ -14,7 +14,7 @@ import json
 import pytest
 
 from conftest import count_predictions, start_fixture_engines
-from support.ramjet_proc import http_request, poll
+from support.ramjet_proc import http_request, poll, scrape
 from support.vllm_proc import SERVED_NAME
 
 RANKS = 2
@@ -72,3 +72,20 @@ def test_each_rank_is_a_target_with_its_own_kv_events_and_exact_placements(dp_en
     # Each ordinal is its rank: vLLM's own per-rank counters moved on both.
     m = rj.metrics()
     assert {l["upstream"] for l, _ in m.find("ramjet_upstream_dp_rank")} == {"0", "1"}
+
+
+def test_the_generation_probe_reaches_each_rank_and_passes(dp_engine, ramjet_factory):
+    """RJ_PROBE_RANK_GENERATION against vLLM itself: each rank's one-token completion, pinned with
+    X-Data-Parallel-Rank, is served by that rank (vLLM's own per-rank request counters move on
+    both), answers well within the probe timeout, and fences nothing."""
+    def served(rank: int) -> float:
+        return scrape(dp_engine.port).sum("vllm:request_success_total", engine=str(rank))
+
+    before = [served(r) for r in range(RANKS)]
+    rj = ramjet_factory([dp_engine.url], env={"RJ_UPSTREAM_DP_SIZE": str(RANKS), "RJ_PROBE_RANK_GENERATION": "true",
+                                              "RJ_PROBE_INTERVAL_MS": "300", "RJ_PROBE_TIMEOUT_MS": "5000"})
+    poll(lambda: all(served(r) >= before[r] + 3 for r in range(RANKS)), timeout=30,
+         what="three probes served by each rank")
+    _, h = rj.health()
+    assert [r["healthy"] for r in h["replicas"]] == [True] * RANKS, h
+    assert rj.metrics().sum("ramjet_upstream_probe_failures_total") == 0

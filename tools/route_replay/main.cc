@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   auto* mlu = app.add_option("--max-load-units", max_load_units, "what-if RJ_ROUTE_MAX_LOAD_UNITS")
                   ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  std::string basis;
+  auto* cb = app.add_option("--credit-basis", basis, "what-if RJ_ROUTE_CREDIT_BASIS")
+                 ->check(CLI::IsMember({"absolute", "relative"}));
   app.add_option("--sweep-alpha", sweep, "one what-if row per alpha, e.g. 0,1,2,4,8")
       ->delimiter(',');
   app.add_flag("--json", as_json, "machine-readable output");
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
   if (*mob) o.max_overlap_blocks = max_overlap_blocks;
   if (*lub) o.load_unit_bytes = load_unit_bytes;
   if (*mlu) o.max_load_units = max_load_units;
+  if (*cb) o.relative_credit = basis == "relative";
 
   JournalData data;
   for (const std::string& f : files) {

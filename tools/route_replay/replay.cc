@@ -164,6 +164,7 @@ bool parse_start(std::string_view line, const json::object& o, int version, Star
   if (auto a = as_double(field(o, "alpha")))
     r.config.alpha = exact_top_level_double(line, "alpha", *a);
   if (auto n = as_u32(field(o, "max_affinity_blocks"))) r.config.max_overlap_blocks = *n;
+  if (auto b = as_str(field(o, "credit_basis"))) r.config.relative_credit = *b == "relative";  // (v16; absolute before)
   if (auto n = as_u64(field(o, "chunk_bytes"))) r.config.chunk_bytes = *n;
   if (auto n = as_u64(field(o, "load_unit_bytes"))) r.config.load_unit_bytes = *n;
   if (auto n = as_u32(field(o, "max_load_units"))) r.config.max_load_units = *n;
@@ -243,7 +244,7 @@ LineKind parse_line(std::string_view line, StartRecord* start, FinishRecord* fin
   if (!event || !version || (*event != "start" && *event != "finish")) return LineKind::kSkipped;
   auto ver = as_u64(version);
   if (!ver) return LineKind::kMalformed;
-  if (*ver < 8 || *ver > 13) return LineKind::kUnsupported;
+  if (*ver < 8 || *ver > 16) return LineKind::kUnsupported;
   if (*event == "start") {
     StartRecord scratch;
     return parse_start(line, o, static_cast<int>(*ver), start ? *start : scratch)
@@ -313,6 +314,7 @@ std::string Overrides::describe() const {
   if (max_overlap_blocks) add("max_overlap_blocks", std::to_string(*max_overlap_blocks));
   if (load_unit_bytes) add("load_unit_bytes", std::to_string(*load_unit_bytes));
   if (max_load_units) add("max_load_units", std::to_string(*max_load_units));
+  if (relative_credit) add("credit_basis", *relative_credit ? "relative" : "absolute");
   return s;
 }
 
@@ -322,6 +324,7 @@ route::RouteConfig config_for(const StartRecord& r, const Overrides& o) {
   if (o.max_overlap_blocks) c.max_overlap_blocks = *o.max_overlap_blocks;
   if (o.load_unit_bytes) c.load_unit_bytes = *o.load_unit_bytes;
   if (o.max_load_units) c.max_load_units = *o.max_load_units;
+  if (o.relative_credit) c.relative_credit = *o.relative_credit;
   return c;
 }
 
@@ -463,6 +466,7 @@ json::object what_if_json(const WhatIf& w, uint64_t replayed) {
     overrides["max_overlap_blocks"] = *w.overrides.max_overlap_blocks;
   if (w.overrides.load_unit_bytes) overrides["load_unit_bytes"] = *w.overrides.load_unit_bytes;
   if (w.overrides.max_load_units) overrides["max_load_units"] = *w.overrides.max_load_units;
+  if (w.overrides.relative_credit) overrides["credit_basis"] = *w.overrides.relative_credit ? "relative" : "absolute";
   return json::object{{"overrides", std::move(overrides)},
                       {"changed", w.changed},
                       {"changed_pct", pct(w.changed, replayed)},

@@ -90,7 +90,8 @@ struct Overrides {
   std::optional<uint32_t> max_overlap_blocks = std::nullopt;
   std::optional<uint64_t> load_unit_bytes = std::nullopt;
   std::optional<uint32_t> max_load_units = std::nullopt;
-  bool any() const { return alpha || max_overlap_blocks || load_unit_bytes || max_load_units; }
+  std::optional<bool> relative_credit = std::nullopt;  // RJ_ROUTE_CREDIT_BASIS=relative
+  bool any() const { return alpha || max_overlap_blocks || load_unit_bytes || max_load_units || relative_credit; }
   std::string describe() const;  // "alpha=0 max_load_units=4", "" when none
 };
 

@@ -322,6 +322,26 @@ TEST(RouteReplay, AlphaIsReadExactlyWhereBoostJsonAloneWouldBeOneUlpOff) {
   EXPECT_EQ(data.starts[0].config.alpha, alpha);
 }
 
+TEST(RouteReplay, TheCreditBasisIsReplayedAsRecordedAndCanBeAskedWhatIf) {
+  // A shared prompt longer than the cap on every engine; the conversation's engine is a unit busier.
+  const std::vector<Engine> engines{{.overlap = 40}, {.overlap = 40}, {.overlap = 46, .load = 1}};
+  const route::RouteRequest req{request::Endpoint::kChat, 1000, Profile::kNone};
+  route::RouteConfig relative{.max_overlap_blocks = 32, .relative_credit = true};
+  auto policy = route::make_policy("prefix", relative);
+  const JournalData data = read(journal_line(1, *policy, req, fleet(engines), 0));
+  ASSERT_EQ(data.starts.size(), 1u);
+  EXPECT_TRUE(data.starts[0].config.relative_credit);
+  EXPECT_EQ(data.starts[0].chosen, 2u);
+  EXPECT_EQ(build_report(data, Overrides{}, {}).agree, 1u);
+  Overrides absolute;
+  absolute.relative_credit = false;
+  const Report r = build_report(data, absolute, {});
+  EXPECT_EQ(r.agree, 1u) << "the recorded decision still replays";
+  ASSERT_TRUE(r.what_if.has_value());
+  EXPECT_EQ(r.what_if->changed, 1u) << "absolute credit lets load move it";
+  EXPECT_NE(format_text(r).find("credit_basis=absolute"), std::string::npos);
+}
+
 TEST(RouteReplay, AVersion8RecordWithoutTheNewerFieldsReplaysAsThePrefixPolicy) {
   const std::string v8 =
       R"([route_journal] {"v":8,"event":"start","seq":5,"unix_ms":1,"endpoint":"chat","request_bytes":40000,)"

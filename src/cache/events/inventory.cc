@@ -22,6 +22,7 @@ std::string_view label(Skip s) {
     case Skip::kOrphanedParent: return "orphaned_parent";
     case Skip::kUnknownRemoval: return "unknown_removal";
     case Skip::kOtherRank: return "other_rank";
+    case Skip::kUnknownBlock: return "unknown_block";
     case Skip::kCount_: break;
   }
   return "unknown";
@@ -40,14 +41,21 @@ bool is_other_attention(std::string_view kind) {
          kind == "mamba" || kind == "encoder_only_attention" || kind == "cross_attention";
 }
 
-bool on_gpu(const std::optional<std::string>& medium) { return !medium || *medium == "GPU"; }
 bool is_local(const std::optional<std::string>& locality) { return !locality || *locality == "LOCAL"; }
 uint64_t group_key(uint32_t dp_rank, uint32_t group) { return (static_cast<uint64_t>(dp_rank) << 32) | group; }
 
 }  // namespace
 
+std::optional<Tier> tier_of(const std::optional<std::string>& medium) {
+  if (!medium || *medium == "GPU") return Tier::kGpu;
+  if (*medium == "CPU") return Tier::kCpu;
+  // vLLM main's MEDIUM_STORAGE, and the two it replaced (0.26: file system, object store).
+  if (*medium == "STORAGE" || *medium == "FS" || *medium == "OBJ") return Tier::kDisk;
+  return std::nullopt;
+}
+
 Inventory::Inventory(InventoryLimits limits, std::shared_ptr<const DigestKey> digest)
-    : shard_(limits.shard), digest_(std::move(digest)) {}
+    : shard_(limits.shard), tiers_(limits.tiers), digest_(std::move(digest)) {}
 
 uint64_t Inventory::removal_key(const kv::BlockHash& h, uint32_t dp_rank, uint32_t group) {
   const auto bytes = h.bytes();
@@ -83,8 +91,11 @@ std::optional<Inventory::GroupKind> Inventory::group_kind(uint32_t dp_rank, cons
 
 std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, uint32_t dp_rank, ApplyCounts& counts) {
   const uint64_t n = e.block_hashes.size();
-  if (!on_gpu(e.medium)) return skip(Skip::kUnsupportedMedium, n), std::nullopt;
+  const std::optional<Tier> tier = tier_of(e.medium);
+  if (!tier || (*tier != Tier::kGpu && !tiers_)) return skip(Skip::kUnsupportedMedium, n), std::nullopt;
   if (!is_local(e.locality)) return skip(Skip::kNonLocal, n), std::nullopt;
+  // A hash-only offload store carries no kind: its group's kind is the GPU stores'.
+  if (*tier != Tier::kGpu && e.token_ids.empty()) return attach_stored(e, dp_rank, *tier, counts);
   const auto kind = group_kind(dp_rank, e);
   if (!kind) {
     skip(e.kv_cache_spec_kind ? Skip::kUnknownKind : Skip::kUnknownGroup, n);
@@ -142,12 +153,13 @@ std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, 
     }
     words_.clear();
     digest_->digest_words(e.token_ids, e.block_size, words_);
-    err = shard_.store(parent, seed, keys_, words_, kDigestWords);
+    err = shard_.store(parent, seed, keys_, words_, kDigestWords, *tier);
   } else {
-    err = shard_.store(parent, seed, keys_, e.token_ids, e.block_size);
+    err = shard_.store(parent, seed, keys_, e.token_ids, e.block_size, *tier);
   }
   if (!err) {
     counts.stored += n;
+    counts.stored_by_tier[static_cast<size_t>(*tier)] += n;
     return std::nullopt;
   }
   switch (*err) {
@@ -157,24 +169,54 @@ std::optional<ExactStoreErrc> Inventory::apply_stored(const kv::BlockStored& e, 
   }
 }
 
-// Queues the event's removal keys; flush_removed() hands a run of them to the shard at once (vLLM
-// sends one BlockRemoved per evicted block, many per batch), so its probes can overlap.
-void Inventory::apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank) {
+// A hash-only store of an offload tier (see inventory.h): each hash names a block a GPU store made.
+std::optional<ExactStoreErrc> Inventory::attach_stored(const kv::BlockStored& e, uint32_t dp_rank, Tier tier,
+                                                       ApplyCounts& counts) {
   const uint64_t n = e.block_hashes.size();
-  if (!on_gpu(e.medium)) return skip(Skip::kUnsupportedMedium, n);
+  const uint32_t group = e.group_idx.value_or(0);
+  if (auto it = kinds_.find(group_key(dp_rank, group)); it != kinds_.end() && it->second == GroupKind::kOther) {
+    return skip(Skip::kNonMainAttention, n), std::nullopt;
+  }
+  // block_size 0 (vLLM main) or one GPU block (older releases sent the offloaded block size): one
+  // hash per GPU block. A larger offloaded block names a chunk of GPU blocks by its last hash only.
+  const uint32_t bs = block_size();
+  if (e.block_size != 0 && e.block_size != bs) return skip(Skip::kBlockSizeMismatch, n), std::nullopt;
+  keys_.clear();
+  for (const auto& h : e.block_hashes) keys_.push_back(removal_key(h, dp_rank, group));
+  uint32_t unknown = 0;
+  const auto err = shard_.attach(keys_, tier, unknown);
+  if (unknown != 0) skip(Skip::kUnknownBlock, unknown);
+  if (err) return err;  // the index cannot mirror the engine any more
+  counts.stored += n - unknown;
+  counts.stored_by_tier[static_cast<size_t>(tier)] += n - unknown;
+  return std::nullopt;
+}
+
+// Queues the event's removal keys; flush_removed() hands a run of them to the shard at once (vLLM
+// sends one BlockRemoved per evicted block, many per batch), so its probes can overlap. A run is
+// of one tier: a removal of another tier flushes the run first.
+void Inventory::apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, ApplyCounts& counts) {
+  const uint64_t n = e.block_hashes.size();
+  const std::optional<Tier> tier = tier_of(e.medium);
+  if (!tier || (*tier != Tier::kGpu && !tiers_)) return skip(Skip::kUnsupportedMedium, n);
   if (!is_local(e.locality)) return skip(Skip::kNonLocal, n);
   const uint32_t group = e.group_idx.value_or(0);
   if (auto it = kinds_.find(group_key(dp_rank, group)); it != kinds_.end() && it->second == GroupKind::kOther) {
     return skip(Skip::kNonMainAttention, n);
+  }
+  if (*tier != removals_tier_) {
+    flush_removed(counts);
+    removals_tier_ = *tier;
   }
   for (const auto& h : e.block_hashes) removals_.push_back(removal_key(h, dp_rank, group));
 }
 
 void Inventory::flush_removed(ApplyCounts& counts) {
   if (removals_.empty()) return;
-  const uint32_t unknown = shard_.remove(removals_);
+  const uint32_t unknown = shard_.remove(removals_, removals_tier_);
   if (unknown != 0) skip(Skip::kUnknownRemoval, unknown);
   counts.removed += removals_.size() - unknown;
+  counts.removed_by_tier[static_cast<size_t>(removals_tier_)] += removals_.size() - unknown;
   removals_.clear();
 }
 
@@ -194,14 +236,21 @@ std::optional<ExactStoreErrc> Inventory::apply(const kv::EventBatch& batch, Appl
   }
   for (const auto& ev : batch.events) {
     if (const auto* removed = std::get_if<kv::BlockRemoved>(&ev)) {
-      apply_removed(*removed, rank);
+      apply_removed(*removed, rank, c);
       continue;
     }
     flush_removed(c);  // events apply in order
     if (const auto* stored = std::get_if<kv::BlockStored>(&ev)) {
       if (auto err = apply_stored(*stored, rank, c)) return err;
     } else {
-      shard_.clear();
+      // AllBlocksCleared comes from the GPU BlockPool (reset_prefix_cache) only. vLLM's
+      // Scheduler.reset_prefix_cache resets the connector's tiers only when asked
+      // (reset_connector=True: reset_connector_cache), and that reset publishes no event: the
+      // offload tiers' copies stay. (The subscriber's sequence fence treats this batch as a resync
+      // point and clears the whole index first: a CPU copy it forgets is under-predicted, never
+      // over-predicted, until the tier stores or removes it again.)
+      if (tiers_) shard_.clear_tier(Tier::kGpu);
+      else shard_.clear();
       ++c.cleared;
     }
   }
@@ -264,19 +313,48 @@ std::span<const uint64_t> RequestChains::of(const Inventory& inv) {
   return c.keys;
 }
 
-void lookup(std::span<const Inventory* const> inventories, RequestChains& chains,
-            std::span<std::optional<uint32_t>> out) {
+namespace {
+
+// Each inventory's answer for the request into out[i]: none without an inventory, `empty` for one
+// that never stored a block, else what `match(inventory, chain, block_size)` says.
+template <class T, class Match>
+void lookup_each(std::span<const Inventory* const> inventories, RequestChains& chains, std::span<std::optional<T>> out,
+                 Match match) {
   for (size_t i = 0; i < inventories.size() && i < out.size(); ++i) {
     out[i].reset();
     const Inventory* inv = inventories[i];
     if (inv == nullptr) continue;
     const uint32_t bs = inv->block_size();
     if (bs == 0) {  // it never stored a block
-      out[i] = 0;
+      out[i] = T{};
       continue;
     }
-    if (auto m = inv->match(chains.of(*inv))) out[i] = *m * bs;
+    out[i] = match(*inv, chains.of(*inv), bs);
   }
+}
+
+}  // namespace
+
+void lookup(std::span<const Inventory* const> inventories, RequestChains& chains,
+            std::span<std::optional<uint32_t>> out) {
+  lookup_each(inventories, chains, out,
+              [](const Inventory& inv, std::span<const uint64_t> chain, uint32_t bs) -> std::optional<uint32_t> {
+                const std::optional<uint32_t> m = inv.match(chain);
+                if (!m) return std::nullopt;
+                return *m * bs;
+              });
+}
+
+void lookup_tiers(std::span<const Inventory* const> inventories, RequestChains& chains,
+                  std::span<std::optional<TierBlocks>> out) {
+  lookup_each(inventories, chains, out,
+              [](const Inventory& inv, std::span<const uint64_t> chain, uint32_t bs) -> std::optional<TierBlocks> {
+                const std::optional<TierBlocks> m = inv.match_tiers(chain);
+                if (!m) return std::nullopt;
+                TierBlocks tokens;
+                for (size_t t = 0; t < kTiers; ++t) tokens.by_tier[t] = m->by_tier[t] * bs;
+                return tokens;
+              });
 }
 
 void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,

@@ -30,9 +30,25 @@
 
 namespace ramjet::cache::events {
 
+// Offload tiers (InventoryLimits::tiers): vLLM's OffloadingConnector publishes the blocks it keeps
+// in CPU memory (medium "CPU") and in secondary tiers ("STORAGE" on vLLM main, "FS"/"OBJ" in
+// 0.26) through the same event stream (Scheduler: connector.take_events()). Each is a tier of the
+// shard (exact_index.h): a BlockRemoved of medium CPU drops the CPU copy only. Two shapes of store:
+//  - self-describing (kv_connector_extra_config self_describing_kv_events; vLLM's
+//    offloading/events.py OffloadingEventsTracker): block hashes, parent, token ids and the GPU
+//    block size, as a GPU store: applied the same way, in its tier;
+//  - the placeholder (the default): the hash of each offloaded block, no parent, token_ids [] and
+//    block_size 0 (offloading/events.py _placeholder_stored; older OffloadingConnectorScheduler.
+//    take_events sent the offloaded block size instead of 0). The hash is the GPU block's (the
+//    offloaded block is one GPU block unless the CPU spec's block_size is a multiple of it; then
+//    it names the chunk by its last GPU block's hash): such a store is attached to the block the
+//    GPU store of that hash made (ExactShard::attach). A chunk of several GPU blocks is skipped as
+//    block_size_mismatch; a hash the shard does not know as kUnknownBlock.
+// Medium "GPU" or none is the GPU prefix cache; an unknown medium is skipped.
+//
 // Why an event (or its blocks) was not applied (label of ramjet_kv_events_skipped_total{reason}).
 enum class Skip : uint8_t {
-  kUnsupportedMedium,  // medium other than GPU (CPU offload, storage tiers)
+  kUnsupportedMedium,  // a medium this build does not know, or any offload tier with tiers off
   kNonLocal,           // locality REMOTE
   kNonMainAttention,   // a sliding-window, mamba, chunked-local, encoder or cross-attention group
   kUnknownKind,        // a kv_cache_spec_kind this build does not know
@@ -43,6 +59,7 @@ enum class Skip : uint8_t {
   kOrphanedParent,     // the parent block was never applied (skipped, or missed before a join)
   kUnknownRemoval,     // a removed hash that was never applied
   kOtherRank,          // a batch of another data-parallel rank than the one this inventory follows
+  kUnknownBlock,       // an offload tier's hash-only store of a block the shard does not hold
   kCount_,
 };
 std::string_view label(Skip s);
@@ -52,7 +69,13 @@ bool is_main_attention(std::string_view kind);
 
 struct InventoryLimits {
   ExactShardLimits shard;
+  // Apply offload tiers' events (above); false: skip them (kUnsupportedMedium), as a companion's
+  // inventory does (its snapshot carries GPU copies only).
+  bool tiers = false;
 };
+
+// The tier a KV event's medium names; nullopt for a medium this build does not know.
+std::optional<Tier> tier_of(const std::optional<std::string>& medium);
 
 // Adapter names one inventory learns (a store naming another one is skipped as extra_keys); a
 // snapshot carries at most this many (companion/snapshot).
@@ -77,6 +100,8 @@ struct ApplyCounts {
   uint64_t stored = 0;   // blocks
   uint64_t removed = 0;  // block copies
   uint64_t cleared = 0;  // AllBlocksCleared events
+  std::array<uint64_t, kTiers> stored_by_tier{};   // the same, by tier
+  std::array<uint64_t, kTiers> removed_by_tier{};
 };
 
 class Inventory {
@@ -107,6 +132,8 @@ class Inventory {
   // Whether `name` was seen as a LoRA adapter name in this engine's events.
   bool knows_lora(std::string_view name) const;
   std::optional<uint32_t> match(std::span<const uint64_t> chain) const { return shard_.match(chain); }
+  std::optional<TierBlocks> match_tiers(std::span<const uint64_t> chain) const { return shard_.match_tiers(chain); }
+  bool tiers() const { return tiers_; }
   const ExactShard& shard() const { return shard_; }
   // The digest key of a digest inventory, null for a raw one.
   const DigestKey* digest_key() const { return digest_.get(); }
@@ -118,13 +145,16 @@ class Inventory {
  private:
   enum class GroupKind : uint8_t { kMain, kOther };
   std::optional<GroupKind> group_kind(uint32_t dp_rank, const kv::BlockStored& e);
-  void apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank);
+  void apply_removed(const kv::BlockRemoved& e, uint32_t dp_rank, ApplyCounts& counts);
   void flush_removed(ApplyCounts& counts);
+  std::optional<ExactStoreErrc> attach_stored(const kv::BlockStored& e, uint32_t dp_rank, Tier tier, ApplyCounts& counts);
   std::optional<ExactStoreErrc> apply_stored(const kv::BlockStored& e, uint32_t dp_rank, ApplyCounts& counts);
   std::atomic<int64_t> rank_{-1};  // set_rank(): the rank followed, -1: any
   void skip(Skip s, uint64_t n = 1) { skipped_[static_cast<size_t>(s)].fetch_add(n, std::memory_order_relaxed); }
 
   ExactShard shard_;
+  bool tiers_ = false;
+  Tier removals_tier_ = Tier::kGpu;  // the tier of the queued removals_
   std::shared_ptr<const DigestKey> digest_;
   std::vector<uint32_t> words_;  // scratch: a digest inventory's digest words of one store
   std::atomic<uint32_t> block_size_{0};
@@ -171,6 +201,10 @@ class RequestChains {
 // that never stored a block; nullopt for a null entry or a read that kept racing its writer).
 void lookup(std::span<const Inventory* const> inventories, RequestChains& chains,
             std::span<std::optional<uint32_t>> out);
+// Resident prompt tokens by tier (TierBlocks counted in tokens: the GPU run, then what the
+// engine's connector would load from CPU, then from disk).
+void lookup_tiers(std::span<const Inventory* const> inventories, RequestChains& chains,
+                  std::span<std::optional<TierBlocks>> out);
 void lookup(std::span<const Inventory* const> inventories, const ExactRequest& request,
             std::span<std::optional<uint32_t>> out);
 

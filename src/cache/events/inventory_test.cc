@@ -240,5 +240,101 @@ TEST(Inventory, AConflictingStoreIsAnErrorForTheCaller) {
   EXPECT_EQ(inv.apply(batch({stored(other, 0, 2)})), ExactStoreErrc::kConflict);
 }
 
+// ------------------------------------------------------------------------------ offload tiers
+
+// vLLM's OffloadingConnector store without self-describing events (offloading/events.py
+// _placeholder_stored): the hashes only, no parent, no tokens, block_size 0, medium CPU.
+BlockStored placeholder(uint64_t from, uint64_t to, std::string medium = "CPU", uint32_t block_size = 0) {
+  BlockStored e;
+  e.block_hashes = hashes(from, to);
+  e.block_size = block_size;
+  e.medium = std::move(medium);
+  e.group_idx = 0;
+  return e;
+}
+
+BlockRemoved removed(uint64_t from, uint64_t to, std::optional<std::string> medium) {
+  BlockRemoved r;
+  r.block_hashes = hashes(from, to);
+  r.medium = std::move(medium);
+  r.group_idx = 0;
+  return r;
+}
+
+std::optional<TierBlocks> tiered(const Inventory& inv, const std::vector<uint32_t>& t) {
+  const Inventory* one[] = {&inv};
+  std::optional<TierBlocks> out[1];
+  RequestChains chains(ExactRequest{t, {}, {}});
+  lookup_tiers(one, chains, out);
+  return out[0];
+}
+
+TEST(InventoryTiers, AHashOnlyCpuStoreChainsToTheGpuBlockOfTheSameHash) {
+  Inventory inv({.shard = {}, .tiers = true});
+  const auto t = prompt(4 * kBs + 3);
+  ApplyCounts counts;
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 4)}), &counts));
+  ASSERT_FALSE(inv.apply(batch({placeholder(0, 4)}), &counts));  // the connector stored all four
+  EXPECT_EQ(counts.stored_by_tier, (std::array<uint64_t, kTiers>{4, 4, 0}));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{4 * kBs, 0, 0}}));
+  // The GPU evicts blocks 2..3: the CPU copies carry the run on.
+  ASSERT_FALSE(inv.apply(batch({removed(2, 4, "GPU")}), &counts));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{2 * kBs, 2 * kBs, 0}}));
+  EXPECT_EQ(resident(inv, t), 4 * kBs) << "the plain lookup counts every tier";
+  // A CPU removal drops the CPU copy only.
+  ASSERT_FALSE(inv.apply(batch({removed(3, 4, "CPU")}), &counts));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{2 * kBs, kBs, 0}}));
+  EXPECT_EQ(counts.removed_by_tier, (std::array<uint64_t, kTiers>{2, 1, 0}));
+  // AllBlocksCleared resets the GPU prefix cache; the connector's copies stay.
+  ASSERT_FALSE(inv.apply(batch({kv::AllBlocksCleared{}})));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{0, 3 * kBs, 0}}));
+  EXPECT_EQ(inv.skipped(Skip::kUnknownBlock) + inv.skipped(Skip::kUnsupportedMedium), 0u);
+}
+
+TEST(InventoryTiers, StorageMediaAreTheDiskTierAndUnknownOnesAreSkipped) {
+  Inventory inv({.shard = {}, .tiers = true});
+  const auto t = prompt(3 * kBs);
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 3), placeholder(0, 1, "STORAGE"), placeholder(1, 2, "FS"),
+                                placeholder(2, 3, "OBJ"), placeholder(0, 3, "TAPE")})));
+  ASSERT_FALSE(inv.apply(batch({removed(0, 3, "GPU")})));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{0, 0, 3 * kBs}}));
+  EXPECT_EQ(inv.skipped(Skip::kUnsupportedMedium), 3u);
+  EXPECT_EQ(inv.shard().resident_blocks(Tier::kDisk), 3u);
+}
+
+TEST(InventoryTiers, HashOnlyStoresOfUnknownBlocksOrOfMultiBlockChunksAreSkipped) {
+  Inventory inv({.shard = {}, .tiers = true});
+  const auto t = prompt(2 * kBs);
+  ASSERT_FALSE(inv.apply(batch({placeholder(0, 2)})));  // before any GPU store: nothing to chain to
+  EXPECT_EQ(inv.skipped(Skip::kUnknownBlock), 2u);
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 2)})));
+  ASSERT_FALSE(inv.apply(batch({placeholder(1, 2, "CPU", 2 * kBs)})));  // a chunk of two GPU blocks
+  EXPECT_EQ(inv.skipped(Skip::kBlockSizeMismatch), 1u);
+  ASSERT_FALSE(inv.apply(batch({placeholder(1, 2, "CPU", kBs)})));  // older vLLM: the block size
+  ASSERT_FALSE(inv.apply(batch({removed(1, 2, "GPU")})));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{kBs, kBs, 0}}));
+  // A CPU removal of a block the tier never reported is counted, not applied.
+  ASSERT_FALSE(inv.apply(batch({removed(0, 1, "CPU")})));
+  EXPECT_EQ(inv.skipped(Skip::kUnknownRemoval), 1u);
+}
+
+TEST(InventoryTiers, ASelfDescribingCpuStoreIsAppliedLikeAGpuStoreInItsTier) {
+  Inventory inv({.shard = {}, .tiers = true});
+  const auto t = prompt(4 * kBs);
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 2)})));
+  auto cpu = stored(t, 1, 4);  // tokens, parent and the GPU block size: as vLLM's events tracker sends
+  cpu.medium = "CPU";
+  ASSERT_FALSE(inv.apply(batch({cpu, removed(1, 2, "GPU")})));
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{kBs, 3 * kBs, 0}}));
+}
+
+TEST(InventoryTiers, WithTiersOffOffloadEventsAreSkippedAsBefore) {
+  Inventory inv;
+  const auto t = prompt(2 * kBs);
+  ASSERT_FALSE(inv.apply(batch({stored(t, 0, 2), placeholder(0, 2), removed(0, 1, "CPU")})));
+  EXPECT_EQ(inv.skipped(Skip::kUnsupportedMedium), 3u);
+  EXPECT_EQ(tiered(inv, t), (TierBlocks{{2 * kBs, 0, 0}}));
+}
+
 }  // namespace
 }  // namespace ramjet::cache::events

@@ -13,7 +13,7 @@ using metrics::MetricKind;
 
 enum class F {
   kState, kGeneration, kTransitions, kBatches, kBadFrames, kDecodeErrors, kIndexErrors, kSkipped,
-  kBlocksApplied, kIndexBlocks, kIndexResident, kIndexBytes, kSource, kUntrusted, kCount
+  kBlocksApplied, kTierBlocks, kIndexBlocks, kIndexResident, kIndexTierResident, kIndexBytes, kSource, kUntrusted, kCount
 };
 
 constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
@@ -36,15 +36,23 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_kv_index_errors_total", MetricKind::kCounter, "upstream",
      "Batches the exact index could not follow: a conflicting block or a full index (fenced)."},
     {"ramjet_kv_events_skipped_total", MetricKind::kCounter, "upstream,reason",
-     "Blocks of events that say nothing about the GPU prefix cache a request can hit, by reason: "
-     "unsupported_medium, non_local, non_main_attention, unknown_kind, unknown_group, extra_keys, "
-     "block_size_mismatch, shape, orphaned_parent, unknown_removal, other_rank (a batch of another data-parallel rank than the ordinal's)."},
+     "Blocks of events that say nothing about the prefix a request can hit, by reason: "
+     "unsupported_medium (a medium this build does not know; CPU and storage tiers in a "
+     "companion's inventory, whose snapshots carry GPU copies only), non_local, non_main_attention, unknown_kind, unknown_group, extra_keys, "
+     "block_size_mismatch (also an offload tier whose block spans several GPU blocks), shape, "
+     "orphaned_parent, unknown_removal, other_rank (a batch of another data-parallel rank than the "
+     "ordinal's), unknown_block (an offload tier's hash-only store of a block the index does not hold)."},
     {"ramjet_kv_blocks_applied_total", MetricKind::kCounter, "upstream,op",
      "Blocks applied to the exact index: op stored or removed (one per copy)."},
+    {"ramjet_kv_tier_blocks_total", MetricKind::kCounter, "upstream,tier,op",
+     "Blocks applied to the exact index by tier (gpu; cpu and disk: vLLM's offloading connector, "
+     "medium CPU, STORAGE, FS or OBJ): op stored or removed (one per copy)."},
     {"ramjet_kv_index_blocks", MetricKind::kGauge, "upstream",
      "Blocks in the engine's exact index (resident ones and those kept for a resident child)."},
     {"ramjet_kv_index_resident_blocks", MetricKind::kGauge, "upstream",
-     "Blocks the engine reports resident in its GPU prefix cache."},
+     "Blocks the engine reports resident in its prefix cache, any tier."},
+    {"ramjet_kv_index_tier_resident_blocks", MetricKind::kGauge, "upstream,tier",
+     "Blocks the engine reports resident by tier: gpu (its prefix cache), cpu and disk (offload tiers)."},
     {"ramjet_kv_index_bytes", MetricKind::kGauge, "upstream",
      "Bytes the engine's exact index reserved (RJ_KV_INDEX_MAX_BLOCKS; pages are touched as it fills)."},
     {"ramjet_kv_inventory_source", MetricKind::kGauge, "upstream,source",
@@ -206,8 +214,23 @@ void KvFleet::write_metrics(metrics::Exposition& x) const {
      [](const Engine& e, size_t r) {
        return (r == 0 ? e.subscriber.stats().blocks_stored : e.subscriber.stats().blocks_removed).load(std::memory_order_relaxed);
      });
+  x.family(fam(F::kTierBlocks));
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    if (!engines_[i]) continue;
+    const SubscriberStats& s = engines_[i]->subscriber.stats();
+    for (size_t t = 0; t < kTiers; ++t) {
+      const std::string tier = up(i) + ",tier=\"" + std::string(label(static_cast<Tier>(t))) + "\",op=";
+      x.sample(fam(F::kTierBlocks).name, tier + "\"stored\"", s.tier_blocks_stored[t].load(std::memory_order_relaxed));
+      x.sample(fam(F::kTierBlocks).name, tier + "\"removed\"", s.tier_blocks_removed[t].load(std::memory_order_relaxed));
+    }
+  }
   gauge(F::kIndexBlocks, [](const Inventory& inv) { return uint64_t{inv.shard().blocks()}; });
   gauge(F::kIndexResident, [](const Inventory& inv) { return uint64_t{inv.shard().resident_blocks()}; });
+  all(F::kIndexTierResident, "tier", kTiers, [](size_t r) { return label(static_cast<Tier>(r)); },
+      [&](size_t i, size_t r) -> uint64_t {
+        const Inventory* inv = external_[i] ? external_[i]->current() : &engines_[i]->inventory;
+        return inv ? uint64_t{inv->shard().resident_blocks(static_cast<Tier>(r))} : 0;
+      });
   gauge(F::kIndexBytes, [](const Inventory& inv) { return uint64_t{inv.shard().table_bytes()}; });
   all(F::kSource, "source", 2, [](size_t r) { return r == 0 ? "events" : "companion"; },
       [&](size_t i, size_t r) { return int64_t{(inventory_label(i) == "events") == (r == 0) ? 1 : 0}; });

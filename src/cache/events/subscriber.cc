@@ -100,6 +100,10 @@ struct Subscriber::Loop {
       const auto err = self.inventory_.apply(batch->batch, &counts);
       self.stats_.blocks_stored.fetch_add(counts.stored, std::memory_order_relaxed);
       self.stats_.blocks_removed.fetch_add(counts.removed, std::memory_order_relaxed);
+      for (size_t t = 0; t < kTiers; ++t) {
+        self.stats_.tier_blocks_stored[t].fetch_add(counts.stored_by_tier[t], std::memory_order_relaxed);
+        self.stats_.tier_blocks_removed[t].fetch_add(counts.removed_by_tier[t], std::memory_order_relaxed);
+      }
       if (err) {
         self.stats_.index_errors.fetch_add(1, std::memory_order_relaxed);
         count(step);

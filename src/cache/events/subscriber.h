@@ -63,6 +63,9 @@ struct SubscriberStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(FenceEvent::kCount_)> transitions{};
   std::atomic<uint64_t> blocks_stored{0};
   std::atomic<uint64_t> blocks_removed{0};
+  // The same by tier (ExactShard's Tier: gpu, cpu, disk)
+  std::array<std::atomic<uint64_t>, kTiers> tier_blocks_stored{};
+  std::array<std::atomic<uint64_t>, kTiers> tier_blocks_removed{};
   std::atomic<bool> connected{false};
 };
 

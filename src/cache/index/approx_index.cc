@@ -4,6 +4,7 @@
 #include "cache/index/approx_index.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
@@ -21,14 +22,20 @@ class alignas(64) ApproxIndex::Shard {
   }
 
   uint32_t overlap(std::span<const uint64_t> chain) const {
+    const uint64_t horizon = horizon_.load(std::memory_order_relaxed);
     std::shared_lock lock(mu_);
     uint32_t n = 0;
     for (uint64_t fp : chain) {
-      if (!slots_.contains(fp)) break;
+      const auto it = slots_.find(fp);
+      if (it == slots_.end()) break;
+      if (horizon != 0 && clock_ - nodes_[it->second].stamp >= horizon) break;  // evicted by now
       ++n;
     }
     return n;
   }
+
+  void set_horizon(uint64_t h) { horizon_.store(h, std::memory_order_relaxed); }
+  uint64_t horizon() const { return horizon_.load(std::memory_order_relaxed); }
 
   void observe(std::span<const uint64_t> chain) {
     if (capacity_ == 0) return;
@@ -62,16 +69,19 @@ class alignas(64) ApproxIndex::Shard {
     uint64_t fingerprint;
     uint32_t prev;  // towards the most recently used end
     uint32_t next;  // towards the least recently used end
+    uint64_t stamp = 0;  // clock_ at its last observation
   };
 
   void touch(uint64_t fp) {
     if (auto it = slots_.find(fp); it != slots_.end()) {
+      nodes_[it->second].stamp = clock_;
       if (it->second != head_) {
         unlink(it->second);
         push_front(it->second);
       }
       return;
     }
+    ++clock_;  // a chunk the engine did not hold: a new allocation there
     uint32_t slot;
     if (nodes_.size() < capacity_) {
       slot = static_cast<uint32_t>(nodes_.size());
@@ -82,6 +92,7 @@ class alignas(64) ApproxIndex::Shard {
       slots_.erase(nodes_[slot].fingerprint);
       nodes_[slot].fingerprint = fp;
     }
+    nodes_[slot].stamp = clock_;
     slots_.emplace(fp, slot);
     push_front(slot);
   }
@@ -108,6 +119,8 @@ class alignas(64) ApproxIndex::Shard {
   std::vector<Node> nodes_;
   uint32_t head_ = kNil;
   uint32_t tail_ = kNil;
+  uint64_t clock_ = 0;                 // fingerprints inserted (under mu_)
+  std::atomic<uint64_t> horizon_{0};   // set_horizon (0: none)
 };
 
 ApproxIndex::ApproxIndex(size_t engines, ApproxIndexLimits limits) : limits_(limits) {
@@ -126,6 +139,10 @@ ApproxIndex::Shard& ApproxIndex::shard(size_t engine) const {
 uint32_t ApproxIndex::overlap(size_t engine, std::span<const uint64_t> chain) const {
   return shard(engine).overlap(chain);
 }
+
+void ApproxIndex::set_horizon(size_t engine, uint64_t fingerprints) { shard(engine).set_horizon(fingerprints); }
+
+uint64_t ApproxIndex::horizon(size_t engine) const { return shard(engine).horizon(); }
 
 void ApproxIndex::observe(size_t engine, std::span<const uint64_t> chain) {
   shard(engine).observe(chain);

@@ -35,9 +35,18 @@ class ApproxIndex {
   size_t engines() const { return shards_.size(); }
   const ApproxIndexLimits& limits() const { return limits_; }
 
-  // Leading fingerprints of `chain` present on `engine`, stopping at the first miss. Reading
-  // does not refresh recency (only a served request does).
+  // Leading fingerprints of `chain` present on `engine`, stopping at the first miss, or at the
+  // first one past the engine's horizon (set_horizon). Reading does not refresh recency (only a
+  // served request does).
   uint32_t overlap(size_t engine, std::span<const uint64_t> chain) const;
+
+  // The engine's eviction horizon (RJ_ROUTE_HORIZON=auto), in fingerprints: an engine whose prefix
+  // cache holds about `fingerprints` blocks' worth of prompt keeps a block until that many new
+  // blocks were allocated after its last use (vLLM's LRU free queue). Each fingerprint inserted
+  // into the engine's shard (a prompt chunk it did not hold: a new allocation there) ticks the
+  // shard's clock; one older than the horizon by that clock counts as evicted. 0: no horizon.
+  void set_horizon(size_t engine, uint64_t fingerprints);
+  uint64_t horizon(size_t engine) const;
 
   // Inserts or refreshes every fingerprint of `chain`, in order, as most recently used.
   void observe(size_t engine, std::span<const uint64_t> chain);

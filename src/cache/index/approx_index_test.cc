@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <list>
 #include <map>
@@ -224,6 +225,79 @@ TEST(ApproxIndex, ReadersOnOtherThreadsSeeOnlyPrefixesOfWhatWritersObserved) {
     Chain last(100);
     for (size_t i = 0; i < last.size(); ++i) last[i] = (e << 40) + 49 * 1000 + i;
     EXPECT_EQ(index.overlap(e, last), 100u);
+  }
+}
+
+}  // namespace
+}  // namespace ramjet::cache
+
+namespace ramjet::cache {
+namespace {
+
+TEST(ApproxIndexHorizon, APrefixPastTheEnginesHorizonEarnsNothing) {
+  ApproxIndex idx(1);
+  const std::vector<uint64_t> a{1, 2, 3};
+  idx.observe(0, a);
+  EXPECT_EQ(idx.overlap(0, a), 3u);
+  idx.set_horizon(0, 5);
+  EXPECT_EQ(idx.overlap(0, a), 3u) << "nothing new since";
+  idx.observe(0, std::vector<uint64_t>{10, 11});  // two new blocks: a's are 2..4 allocations old
+  EXPECT_EQ(idx.overlap(0, a), 3u);
+  idx.observe(0, std::vector<uint64_t>{12, 13});  // a's first block is now 5 allocations old
+  EXPECT_EQ(idx.overlap(0, a), 0u) << "the chain stops at its first evicted block";
+  EXPECT_EQ(idx.overlap(0, std::vector<uint64_t>{10, 11, 12}), 3u);
+  // A hit refreshes the blocks it used (vLLM's LRU: they go to the back of the free queue).
+  idx.observe(0, a);
+  EXPECT_EQ(idx.overlap(0, a), 3u);
+  // Refreshing blocks allocates nothing: no other entry ages.
+  for (int i = 0; i < 10; ++i) idx.observe(0, std::vector<uint64_t>{10, 11, 12, 13});
+  EXPECT_EQ(idx.overlap(0, a), 3u);
+  idx.set_horizon(0, 0);
+  EXPECT_EQ(idx.horizon(0), 0u);
+}
+
+TEST(ApproxIndexHorizon, NeverDeniesWhatANaiveLruOfTheEnginesPoolHolds) {
+  // The engine as a naive LRU of `pool` blocks; ramjet's index (larger) with the horizon at the
+  // pool. The horizon counts new allocations only (a hit on an older prefix also ages the others
+  // in vLLM's free queue), so it may credit a block the pool has evicted, never deny one it holds;
+  // with no hits on older prefixes (fresh chains only) the two agree exactly.
+  std::mt19937 rng(3);
+  const uint64_t pool = 40;
+  ApproxIndex idx(1, ApproxIndexLimits{1000});
+  idx.set_horizon(0, pool);
+  std::vector<uint64_t> lru;  // most recent last
+  auto use = [&](uint64_t fp) {
+    auto it = std::find(lru.begin(), lru.end(), fp);
+    if (it != lru.end()) lru.erase(it);
+    lru.push_back(fp);
+    if (lru.size() > pool) lru.erase(lru.begin());
+  };
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<uint64_t> chain(1 + rng() % 8);
+    const uint64_t base = 100 * (rng() % 12);
+    for (size_t i = 0; i < chain.size(); ++i) chain[i] = base + i;
+    uint32_t naive = 0;
+    while (naive < chain.size() && std::find(lru.begin(), lru.end(), chain[naive]) != lru.end()) ++naive;
+    ASSERT_GE(idx.overlap(0, chain), naive) << "round " << round;
+    idx.observe(0, chain);
+    for (uint64_t fp : chain) use(fp);
+  }
+  // Fresh chains only: exact.
+  ApproxIndex fresh(1, ApproxIndexLimits{1000});
+  fresh.set_horizon(0, pool);
+  lru.clear();
+  std::vector<std::vector<uint64_t>> seen;
+  for (uint64_t round = 0; round < 300; ++round) {
+    std::vector<uint64_t> chain(1 + rng() % 8);
+    for (size_t i = 0; i < chain.size(); ++i) chain[i] = 100000 + round * 10 + i;
+    fresh.observe(0, chain);
+    for (uint64_t fp : chain) use(fp);
+    seen.push_back(chain);
+    for (const auto& c : seen) {
+      uint32_t naive = 0;
+      while (naive < c.size() && std::find(lru.begin(), lru.end(), c[naive]) != lru.end()) ++naive;
+      ASSERT_EQ(fresh.overlap(0, c), naive) << "round " << round;
+    }
   }
 }
 

@@ -1,5 +1,5 @@
-// cache/index/exact_index: a shard is a node slab (one node per block: its key, copy count,
-// reachable flag and trie links) and two open-addressing tables with linear probing and
+// cache/index/exact_index: a shard is a node slab (one node per block: its key, copy counts per
+// tier, reachable levels and trie links) and two open-addressing tables with linear probing and
 // backward-shift deletion: chain key -> node (read by match() on any thread) and removal key ->
 // node + copy count (writer only). All three are allocated once at the limits' size and never
 // move; calloc leaves the pages untouched until the shard fills them.
@@ -46,6 +46,15 @@ void exact_chain(std::span<const uint32_t> tokens, uint32_t block_size, uint64_t
   }
 }
 
+std::string_view label(Tier t) {
+  switch (t) {
+    case Tier::kGpu: return "gpu";
+    case Tier::kCpu: return "cpu";
+    case Tier::kDisk: return "disk";
+  }
+  return "gpu";
+}
+
 std::string_view reason(ExactStoreErrc e) {
   switch (e) {
     case ExactStoreErrc::kParentUnknown: return "parent_unknown";
@@ -59,10 +68,10 @@ std::string_view reason(ExactStoreErrc e) {
 // key and flags are read by match() while the writer runs: both sides access them atomically.
 struct ExactShard::Node {
   uint64_t key;
-  // kReachable, and above it the low 31 bits of the revision at whose end the block last became
-  // reachable (held_since)
+  // The reachable levels (kLevelGpu, kLevelCpu, kLevelAny), and above them the low 29 bits of the
+  // revision at whose end the block last became reachable at any level (held_since)
   uint32_t flags;
-  uint32_t copies;
+  uint32_t copies;  // per tier, packed (tier_copies): GPU 16 bits, CPU 8, disk 8
   uint32_t parent;
   uint32_t first_child;
   uint32_t next_sibling;  // also the free list's link
@@ -72,13 +81,32 @@ struct ExactShard::Node {
 struct ExactShard::KeySlot {
   uint64_t key;
   uint32_t node_plus1;  // 0 = empty slot
-  uint32_t count;       // copies stored under this key
+  uint32_t count;       // copies stored under this key (low 30 bits) and their tier (high 2)
 };
 
 namespace {
 
-constexpr uint32_t kReachable = 1;
-constexpr uint32_t kRevisionMask = 0x7fffffffu;  // revisions in flags compare modulo 2^31
+// Reachable levels: the block and every block before it have a copy on GPU (kLevelGpu); on GPU
+// or CPU (kLevelCpu); anywhere (kLevelAny, "reachable"). Each implies the next.
+constexpr uint32_t kLevelGpu = 1;
+constexpr uint32_t kLevelCpu = 2;
+constexpr uint32_t kLevelAny = 4;
+constexpr uint32_t kLevels = 7;
+constexpr int kRevisionShift = 3;
+constexpr uint32_t kRevisionMask = 0x1fffffffu;  // revisions in flags compare modulo 2^29
+constexpr uint32_t kCountMask = 0x3fffffffu;     // KeySlot::count: copies
+constexpr uint32_t kMaxCount = kCountMask;
+
+// Node::copies: a block's copies per tier in one word, so the node stays 32 bytes. A copy past a
+// tier's maximum fails its store as kCapacity (vLLM caches one hash in a few physical blocks).
+constexpr uint32_t kTierShift[kTiers] = {0, 16, 24};
+constexpr uint32_t kTierMax[kTiers] = {0xffff, 0xff, 0xff};
+uint32_t tier_copies(uint32_t packed, size_t t) { return (packed >> kTierShift[t]) & kTierMax[t]; }
+bool tier_full(uint32_t packed, Tier t) { return tier_copies(packed, static_cast<size_t>(t)) == kTierMax[static_cast<size_t>(t)]; }
+
+uint32_t slot_count(uint32_t c) { return c & kCountMask; }
+Tier slot_tier(uint32_t c) { return static_cast<Tier>(c >> 30); }
+uint32_t slot_value(uint32_t count, Tier t) { return count | (static_cast<uint32_t>(t) << 30); }
 
 template <typename T>
 T relaxed_load(const T& x) {
@@ -132,6 +160,13 @@ T* zeroed(size_t n) {
 
 }  // namespace
 
+uint64_t tier_key(uint64_t removal_key, Tier tier) {
+  if (tier == Tier::kGpu) return removal_key;
+  // A removal key is already a hash (Inventory::removal_key); the tier's copy is that hash mixed
+  // with a per-tier constant, as far from it as any other key.
+  return fmix(removal_key ^ (static_cast<uint64_t>(tier) * 0x9e3779b97f4a7c15ULL));
+}
+
 ExactShard::ExactShard(ExactShardLimits limits) : limits_(limits) {
   if (limits_.max_blocks == 0) limits_.max_blocks = 1;
   limits_.max_blocks = std::min(limits_.max_blocks, 1u << 31);  // tag_home needs a table under 2^32
@@ -170,19 +205,19 @@ uint32_t ExactShard::find_node(uint64_t key) const {
   return kNone;
 }
 
-bool ExactShard::read_reachable(uint64_t key) const {
+bool ExactShard::read_reachable(uint64_t key, uint32_t level_bit) const {
   const uint32_t n = find_node(key);
-  return n != kNone && (relaxed_load(nodes_[n].flags) & kReachable) != 0;
+  return n != kNone && (relaxed_load(nodes_[n].flags) & level_bit) != 0;
 }
 
 // reachable(chain[i]) holds for a prefix of the chain: a block is reachable only when its parent
 // (the chain's previous block) is. Gallop to bracket the first miss, then bisect.
-uint32_t ExactShard::gallop(std::span<const uint64_t> chain) const {
+uint32_t ExactShard::gallop(std::span<const uint64_t> chain, uint32_t level_bit) const {
   const size_t n = chain.size();
-  if (n == 0 || !read_reachable(chain[0])) return 0;
+  if (n == 0 || !read_reachable(chain[0], level_bit)) return 0;
   size_t lo = 0, hi = n, step = 1;  // chain[lo] reachable; chain[hi] not (or hi == n)
   while (lo + step < n) {
-    if (read_reachable(chain[lo + step])) {
+    if (read_reachable(chain[lo + step], level_bit)) {
       lo += step;
       step *= 2;
     } else {
@@ -192,13 +227,36 @@ uint32_t ExactShard::gallop(std::span<const uint64_t> chain) const {
   }
   while (hi - lo > 1) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (read_reachable(chain[mid])) lo = mid;
+    if (read_reachable(chain[mid], level_bit)) lo = mid;
     else hi = mid;
   }
   return static_cast<uint32_t>(lo + 1);
 }
 
+// The runs at each level are prefixes of one another (GPU within GPU-or-CPU within any): the
+// any-tier run first, then the shorter ones within it, and only when some copy is off the GPU.
+TierBlocks ExactShard::gallop_tiers(std::span<const uint64_t> chain) const {
+  TierBlocks t;
+  const uint32_t any = gallop(chain, kLevelAny);
+  if (any == 0) return t;
+  const bool offloaded = tier_resident_[1].load(std::memory_order_relaxed) != 0 ||
+                         tier_resident_[2].load(std::memory_order_relaxed) != 0;
+  if (!offloaded) {
+    t.by_tier[0] = any;
+    return t;
+  }
+  const uint32_t cpu = tier_resident_[2].load(std::memory_order_relaxed) != 0 ? gallop(chain.first(any), kLevelCpu) : any;
+  const uint32_t gpu = gallop(chain.first(cpu), kLevelGpu);
+  t.by_tier = {gpu, cpu - gpu, any - cpu};
+  return t;
+}
+
 std::optional<uint32_t> ExactShard::match(std::span<const uint64_t> chain) const {
+  if (auto t = match_tiers(chain)) return t->total();
+  return std::nullopt;
+}
+
+std::optional<TierBlocks> ExactShard::match_tiers(std::span<const uint64_t> chain) const {
   for (int attempt = 0; attempt < kReadTries; ++attempt) {
     uint64_t s1 = seq_.load(std::memory_order_acquire);
     for (int spin = 0; (s1 & 1) != 0 && spin < 4096; ++spin) {
@@ -211,7 +269,7 @@ std::optional<uint32_t> ExactShard::match(std::span<const uint64_t> chain) const
       std::this_thread::yield();
       continue;
     }
-    const uint32_t r = gallop(chain);
+    const TierBlocks r = gallop_tiers(chain);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (seq_.load(std::memory_order_relaxed) == s1) return r;
   }
@@ -231,8 +289,8 @@ std::optional<bool> ExactShard::held_since(std::span<const uint64_t> chain, size
       const uint32_t n = find_node(chain[i]);
       const uint32_t flags = n == kNone ? 0 : relaxed_load(nodes_[n].flags);
       // Serial-number order: reachable since a revision after `revision` (within 2^30 of it).
-      const uint32_t ahead = ((flags >> 1) - rev) & kRevisionMask;
-      held = (flags & kReachable) != 0 && (ahead == 0 || ahead > (kRevisionMask >> 1));
+      const uint32_t ahead = ((flags >> kRevisionShift) - rev) & kRevisionMask;
+      held = (flags & kLevelAny) != 0 && (ahead == 0 || ahead > (kRevisionMask >> 1));
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (seq_.load(std::memory_order_relaxed) == s1) return held;
@@ -302,12 +360,20 @@ void ExactShard::table_erase(uint32_t n) {
   relaxed_store(table_[hole], uint64_t{0});
 }
 
-size_t ExactShard::key_insert(uint64_t removal_key, uint32_t n) {
+size_t ExactShard::find_any_tier_slot(uint64_t removal_key) const {
+  for (size_t t = 0; t < kTiers; ++t) {
+    const size_t s = find_key_slot(tier_key(removal_key, static_cast<Tier>(t)));
+    if (s != SIZE_MAX) return s;
+  }
+  return SIZE_MAX;
+}
+
+size_t ExactShard::key_insert(uint64_t removal_key, uint32_t n, Tier tier) {
   size_t i = home(fmix(removal_key), table_size_);
   while (keys_[i].node_plus1 != 0) {
     if (++i == table_size_) i = 0;
   }
-  keys_[i] = KeySlot{removal_key, n + 1, 1};
+  keys_[i] = KeySlot{removal_key, n + 1, slot_value(1, tier)};
   keys_used_.fetch_add(1, std::memory_order_relaxed);
   return i;
 }
@@ -363,66 +429,99 @@ void ExactShard::free_node(uint32_t n) {
   nodes_used_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool ExactShard::is_reachable(uint32_t n) const { return (nodes_[n].flags & kReachable) != 0; }
+bool ExactShard::is_reachable(uint32_t n) const { return (nodes_[n].flags & kLevelAny) != 0; }
 
-// Inside a write section (seq_ odd): the revision the section ends at, kept with the flag.
-void ExactShard::set_reachable(uint32_t n, bool v) {
-  const uint32_t since = static_cast<uint32_t>(((seq_.load(std::memory_order_relaxed) + 1) >> 1) & kRevisionMask);
-  relaxed_store(nodes_[n].flags, v ? (since << 1) | kReachable : uint32_t{0});
+namespace {
+bool held(uint32_t copies) { return copies != 0; }
+}  // namespace
+
+uint32_t ExactShard::levels_of(uint32_t n) const {
+  const Node& x = nodes_[n];
+  uint32_t have = 0;
+  if (tier_copies(x.copies, 0) != 0) have |= kLevelGpu | kLevelCpu | kLevelAny;
+  if (tier_copies(x.copies, 1) != 0) have |= kLevelCpu | kLevelAny;
+  if (tier_copies(x.copies, 2) != 0) have |= kLevelAny;
+  const uint32_t above = x.parent == kNone ? kLevels : (nodes_[x.parent].flags & kLevels);
+  return have & above;
 }
 
-// Below n (not n itself): when n became reachable, every resident descendant whose path is now
-// whole does too; when n stopped being reachable, every descendant stops.
-void ExactShard::set_reachable_below(uint32_t n, bool reachable) {
+// Inside a write section (seq_ odd). A block that becomes reachable at any level keeps the
+// revision the section ends at; one that stays reachable keeps the revision it had.
+void ExactShard::set_levels(uint32_t n, uint32_t levels) {
+  const uint32_t old = nodes_[n].flags;
+  uint32_t since = old >> kRevisionShift;
+  if ((levels & kLevelAny) != 0 && (old & kLevelAny) == 0) {
+    since = static_cast<uint32_t>(((seq_.load(std::memory_order_relaxed) + 1) >> 1) & kRevisionMask);
+  }
+  relaxed_store(nodes_[n].flags, levels == 0 ? uint32_t{0} : (since << kRevisionShift) | levels);
+}
+
+// n's levels follow from its copies and its parent's levels; where they change, so may every
+// descendant's (a block is reachable at a level only while its parent is).
+void ExactShard::refresh(uint32_t n) {
+  const uint32_t want = levels_of(n);
+  if (want == (nodes_[n].flags & kLevels)) return;
+  set_levels(n, want);
   stack_.clear();
   stack_.push_back(n);
   while (!stack_.empty()) {
     const uint32_t p = stack_.back();
     stack_.pop_back();
     for (uint32_t c = nodes_[p].first_child; c != kNone; c = nodes_[c].next_sibling) {
-      const bool change = reachable ? (nodes_[c].copies > 0 && !is_reachable(c)) : is_reachable(c);
-      if (!change) continue;
-      set_reachable(c, reachable);
+      const uint32_t w = levels_of(c);
+      if (w == (nodes_[c].flags & kLevels)) continue;
+      set_levels(c, w);
       stack_.push_back(c);
     }
   }
 }
 
-void ExactShard::add_copy(uint32_t n) {
+void ExactShard::add_copy(uint32_t n, Tier tier) {
   Node& x = nodes_[n];
-  if (x.copies++ != 0) return;
-  resident_.fetch_add(1, std::memory_order_relaxed);
-  if (x.parent == kNone || is_reachable(x.parent)) {
-    set_reachable(n, true);
-    set_reachable_below(n, true);
-  }
+  const size_t t = static_cast<size_t>(tier);
+  const bool was_held = held(x.copies);
+  const bool first = tier_copies(x.copies, t) == 0;
+  x.copies += 1u << kTierShift[t];  // the callers checked tier_full
+  if (!first) return;
+  tier_resident_[t].fetch_add(1, std::memory_order_relaxed);
+  if (!was_held) resident_.fetch_add(1, std::memory_order_relaxed);
+  refresh(n);
 }
 
-void ExactShard::drop_copy(uint32_t n) {
-  if (--nodes_[n].copies != 0) return;
-  resident_.fetch_sub(1, std::memory_order_relaxed);
-  if (is_reachable(n)) {
-    set_reachable(n, false);
-    set_reachable_below(n, false);
-  }
+void ExactShard::drop_copy(uint32_t n, Tier tier) {
+  Node& x = nodes_[n];
+  const size_t t = static_cast<size_t>(tier);
+  x.copies -= 1u << kTierShift[t];
+  if (tier_copies(x.copies, t) != 0) return;
+  tier_resident_[t].fetch_sub(1, std::memory_order_relaxed);
+  if (!held(x.copies)) resident_.fetch_sub(1, std::memory_order_relaxed);
+  refresh(n);
   // Prune: a block nobody holds and nothing hangs below is forgotten, and so may its parent be.
-  while (n != kNone && nodes_[n].copies == 0 && nodes_[n].first_child == kNone) {
+  while (n != kNone && !held(nodes_[n].copies) && nodes_[n].first_child == kNone) {
     const uint32_t p = nodes_[n].parent;
     free_node(n);
     n = p;
   }
 }
 
+void ExactShard::drop_key_copy(size_t ks) {
+  const uint32_t n = keys_[ks].node_plus1 - 1;
+  const Tier tier = slot_tier(keys_[ks].count);
+  if (slot_count(--keys_[ks].count) == 0) key_erase(ks);
+  drop_copy(n, tier);
+}
+
 std::optional<ExactStoreErrc> ExactShard::store(std::optional<uint64_t> parent, uint64_t root_seed,
-                                                std::span<const uint64_t> removal_keys,
-                                                std::span<const uint32_t> tokens, uint32_t block_size) {
-  const size_t count = removal_keys.size();
+                                                std::span<const uint64_t> removal_keys_in,
+                                                std::span<const uint32_t> tokens, uint32_t block_size, Tier tier) {
+  const size_t count = removal_keys_in.size();
   if (block_size == 0 || tokens.size() != static_cast<size_t>(block_size) * count) return ExactStoreErrc::kShape;
   if (count == 0) return std::nullopt;
+  const std::span<const uint64_t> removal_keys = tiered(removal_keys_in, tier);
   uint32_t parent_node = kNone;
   uint64_t seed = root_seed;
   if (parent) {
-    const size_t ks = find_key_slot(*parent);
+    const size_t ks = find_any_tier_slot(*parent);
     if (ks == SIZE_MAX) return ExactStoreErrc::kParentUnknown;
     parent_node = keys_[ks].node_plus1 - 1;
     seed = nodes_[parent_node].key;
@@ -454,6 +553,7 @@ std::optional<ExactStoreErrc> ExactShard::store(std::optional<uint64_t> parent, 
     }
     uint32_t n = find_node(keys[b]);
     if (n != kNone && (prev == kNew || nodes_[n].parent != prev)) return ExactStoreErrc::kConflict;
+    if (n != kNone && tier_full(nodes_[n].copies, tier)) return ExactStoreErrc::kCapacity;
     if (n == kNone) {
       ++new_nodes;
       n = kNew;
@@ -461,8 +561,10 @@ std::optional<ExactStoreErrc> ExactShard::store(std::optional<uint64_t> parent, 
     const size_t ks = find_key_slot(removal_keys[b]);
     if (ks == SIZE_MAX) {
       ++new_keys;
-    } else if (n == kNew || keys_[ks].node_plus1 - 1 != n) {
+    } else if (n == kNew || keys_[ks].node_plus1 - 1 != n || slot_tier(keys_[ks].count) != tier) {
       return ExactStoreErrc::kConflict;
+    } else if (slot_count(keys_[ks].count) == kMaxCount) {
+      return ExactStoreErrc::kCapacity;
     }
     node_scratch_[b] = n;
     slot_scratch_[b] = ks;
@@ -484,16 +586,65 @@ std::optional<ExactStoreErrc> ExactShard::store(std::optional<uint64_t> parent, 
     }
     uint32_t n = node_scratch_[b];
     if (n == kNew) n = new_node(keys[b], prev);
-    if (slot_scratch_[b] == SIZE_MAX) key_insert(removal_keys[b], n);
+    if (slot_scratch_[b] == SIZE_MAX) key_insert(removal_keys[b], n, tier);
     else ++keys_[slot_scratch_[b]].count;
-    add_copy(n);
+    add_copy(n, tier);
     prev = n;
   }
   end_write();
   return std::nullopt;
 }
 
-uint32_t ExactShard::remove(std::span<const uint64_t> removal_keys) {
+std::span<const uint64_t> ExactShard::tiered(std::span<const uint64_t> removal_keys, Tier tier) {
+  if (tier == Tier::kGpu) return removal_keys;
+  tier_scratch_.resize(removal_keys.size());
+  for (size_t i = 0; i < removal_keys.size(); ++i) tier_scratch_[i] = tier_key(removal_keys[i], tier);
+  return tier_scratch_;
+}
+
+std::optional<ExactStoreErrc> ExactShard::attach(std::span<const uint64_t> removal_keys, Tier tier, uint32_t& unknown) {
+  std::optional<ExactStoreErrc> err;
+  begin_write();
+  for (size_t b = 0; b < removal_keys.size(); ++b) {
+    if (b != 0 && b % kWriteBatch == 0) {
+      end_write();
+      begin_write();
+    }
+    const size_t base = find_any_tier_slot(removal_keys[b]);
+    if (base == SIZE_MAX) {
+      ++unknown;
+      continue;
+    }
+    const uint32_t n = keys_[base].node_plus1 - 1;
+    if (tier_full(nodes_[n].copies, tier)) {
+      err = ExactStoreErrc::kCapacity;
+      break;
+    }
+    const uint64_t key = tier_key(removal_keys[b], tier);
+    const size_t ks = find_key_slot(key);
+    if (ks == SIZE_MAX) {
+      if (keys_used_.load(std::memory_order_relaxed) >= limits_.max_blocks) {
+        err = ExactStoreErrc::kCapacity;
+        break;
+      }
+      key_insert(key, n, tier);
+    } else if (keys_[ks].node_plus1 - 1 != n || slot_tier(keys_[ks].count) != tier) {
+      err = ExactStoreErrc::kConflict;
+      break;
+    } else if (slot_count(keys_[ks].count) == kMaxCount) {
+      err = ExactStoreErrc::kCapacity;
+      break;
+    } else {
+      ++keys_[ks].count;
+    }
+    add_copy(n, tier);
+  }
+  end_write();
+  return err;
+}
+
+uint32_t ExactShard::remove(std::span<const uint64_t> removal_keys_in, Tier tier) {
+  const std::span<const uint64_t> removal_keys = tiered(removal_keys_in, tier);
   uint32_t unknown = 0;
   begin_write();
   for (size_t b = 0; b < removal_keys.size(); ++b) {
@@ -515,12 +666,34 @@ uint32_t ExactShard::remove(std::span<const uint64_t> removal_keys) {
       ++unknown;
       continue;
     }
-    const uint32_t n = keys_[ks].node_plus1 - 1;
-    if (--keys_[ks].count == 0) key_erase(ks);
-    drop_copy(n);
+    drop_key_copy(ks);
   }
   end_write();
   return unknown;
+}
+
+void ExactShard::clear_tier(Tier tier) {
+  const size_t t = static_cast<size_t>(tier);
+  if (tier_resident_[t].load(std::memory_order_relaxed) == 0) return;
+  bool others = false;
+  for (size_t o = 0; o < kTiers; ++o) others = others || (o != t && tier_resident_[o].load(std::memory_order_relaxed) != 0);
+  if (!others) return clear();
+  // The tier's keys first (erasing shifts the table), then every copy under each.
+  tier_scratch_.clear();
+  for (size_t i = 0; i < table_size_; ++i) {
+    if (keys_[i].node_plus1 != 0 && slot_tier(keys_[i].count) == tier) tier_scratch_.push_back(keys_[i].key);
+  }
+  begin_write();
+  for (size_t b = 0; b < tier_scratch_.size(); ++b) {
+    if (b != 0 && b % kWriteBatch == 0) {
+      end_write();
+      begin_write();
+    }
+    for (size_t ks = find_key_slot(tier_scratch_[b]); ks != SIZE_MAX; ks = find_key_slot(tier_scratch_[b])) {
+      drop_key_copy(ks);
+    }
+  }
+  end_write();
 }
 
 void ExactShard::clear() {
@@ -537,6 +710,7 @@ void ExactShard::clear() {
   high_water_ = 0;
   nodes_used_.store(0, std::memory_order_relaxed);
   resident_.store(0, std::memory_order_relaxed);
+  for (auto& r : tier_resident_) r.store(0, std::memory_order_relaxed);
   keys_used_.store(0, std::memory_order_relaxed);
   end_write();
 }
@@ -554,7 +728,9 @@ void ExactShard::export_blocks(std::vector<ExactBlockRecord>& blocks, std::vecto
   std::vector<uint32_t> fill(first.begin(), first.end() - 1);
   for (size_t i = 0; i < table_size_; ++i) {
     const KeySlot& k = keys_[i];
-    if (k.node_plus1 != 0) by_node[fill[k.node_plus1 - 1]++] = ExactRemovalRecord{k.key, k.count};
+    if (k.node_plus1 != 0) {
+      by_node[fill[k.node_plus1 - 1]++] = ExactRemovalRecord{k.key, slot_count(k.count), slot_tier(k.count)};
+    }
   }
   // Parents first: a depth-first walk from every first block (a live node without a parent).
   std::vector<std::pair<uint32_t, uint32_t>> stack;  // (node, its parent's record)
@@ -605,10 +781,11 @@ std::optional<ExactImportErrc> ExactShard::import_blocks(std::span<const ExactBl
     }
     const uint32_t n = new_node(b.key, parent);
     node_of[i] = n;
-    uint64_t copies = 0;
+    uint64_t copies[kTiers] = {0, 0, 0};
     for (uint32_t k = 0; k < b.removal_keys; ++k, ++r) {
       const ExactRemovalRecord& rk = removals[r];
-      if (rk.copies == 0) {
+      const size_t t = static_cast<size_t>(rk.tier);
+      if (rk.copies == 0 || rk.copies > kMaxCount || t >= kTiers) {
         err = ExactImportErrc::kZeroCopies;
         break;
       }
@@ -616,24 +793,29 @@ std::optional<ExactImportErrc> ExactShard::import_blocks(std::span<const ExactBl
         err = ExactImportErrc::kDuplicateRemovalKey;
         break;
       }
-      keys_[key_insert(rk.key, n)].count = rk.copies;
-      copies += rk.copies;
+      keys_[key_insert(rk.key, n, rk.tier)].count = slot_value(rk.copies, rk.tier);
+      copies[t] += rk.copies;
     }
     if (err) break;
-    if (copies > UINT32_MAX) {
+    if (copies[0] > kTierMax[0] || copies[1] > kTierMax[1] || copies[2] > kTierMax[2]) {
       err = ExactImportErrc::kZeroCopies;
       break;
     }
-    nodes_[n].copies = static_cast<uint32_t>(copies);
-    if (copies > 0) {
+    Node& x = nodes_[n];
+    x.copies = 0;
+    for (size_t t = 0; t < kTiers; ++t) {
+      x.copies |= static_cast<uint32_t>(copies[t]) << kTierShift[t];
+      if (copies[t] > 0) tier_resident_[t].fetch_add(1, std::memory_order_relaxed);
+    }
+    if (held(x.copies)) {
       resident_.fetch_add(1, std::memory_order_relaxed);
-      if (parent == kNone || is_reachable(parent)) set_reachable(n, true);
+      set_levels(n, levels_of(n));  // parents come first: theirs are set
     }
   }
   if (!err) {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const Node& x = nodes_[node_of[i]];
-      if (x.copies == 0 && x.first_child == kNone) {
+      if (!held(x.copies) && x.first_child == kNone) {
         err = ExactImportErrc::kDangling;
         break;
       }
@@ -647,17 +829,21 @@ std::optional<ExactImportErrc> ExactShard::import_blocks(std::span<const ExactBl
 // ----------------------------------------------------------------------------------- invariants
 
 bool ExactShard::check_invariants() const {
-  std::vector<uint32_t> copies_by_keys(high_water_, 0);
+  std::vector<std::array<uint32_t, kTiers>> copies_by_keys(high_water_, std::array<uint32_t, kTiers>{});
   size_t keys = 0;
   for (size_t i = 0; i < table_size_; ++i) {
     const KeySlot& s = keys_[i];
     if (s.node_plus1 == 0) continue;
     ++keys;
-    if (s.count == 0 || s.node_plus1 > high_water_ || find_key_slot(s.key) != i) return false;
-    copies_by_keys[s.node_plus1 - 1] += s.count;
+    if (slot_count(s.count) == 0 || static_cast<size_t>(slot_tier(s.count)) >= kTiers || s.node_plus1 > high_water_ ||
+        find_key_slot(s.key) != i) {
+      return false;
+    }
+    copies_by_keys[s.node_plus1 - 1][static_cast<size_t>(slot_tier(s.count))] += slot_count(s.count);
   }
   if (keys != keys_used_.load()) return false;
   size_t nodes = 0, resident = 0;
+  std::array<size_t, kTiers> tier_resident{};
   for (size_t i = 0; i < table_size_; ++i) {
     if (table_[i] == 0) continue;
     ++nodes;
@@ -665,11 +851,13 @@ bool ExactShard::check_invariants() const {
     if (n >= high_water_) return false;
     const Node& x = nodes_[n];
     if (static_cast<uint32_t>(table_[i] >> 32) != tag_of(x.key) || find_node(x.key) != n) return false;
-    if (x.copies != copies_by_keys[n]) return false;
-    if (x.copies > 0) ++resident;
-    if (x.copies == 0 && x.first_child == kNone) return false;  // would have been pruned
-    const bool want = x.copies > 0 && (x.parent == kNone || is_reachable(x.parent));
-    if (is_reachable(n) != want) return false;
+    for (size_t t = 0; t < kTiers; ++t) {
+      if (tier_copies(x.copies, t) != copies_by_keys[n][t]) return false;
+      if (tier_copies(x.copies, t) > 0) ++tier_resident[t];
+    }
+    if (held(x.copies)) ++resident;
+    if (!held(x.copies) && x.first_child == kNone) return false;  // would have been pruned
+    if ((x.flags & kLevels) != levels_of(n)) return false;
     if (x.parent != kNone) {  // listed among its parent's children
       bool listed = false;
       for (uint32_t c = nodes_[x.parent].first_child; c != kNone && !listed; c = nodes_[c].next_sibling) listed = c == n;
@@ -678,6 +866,9 @@ bool ExactShard::check_invariants() const {
     for (uint32_t c = x.first_child; c != kNone; c = nodes_[c].next_sibling) {
       if (nodes_[c].parent != n) return false;
     }
+  }
+  for (size_t t = 0; t < kTiers; ++t) {
+    if (tier_resident[t] != tier_resident_[t].load()) return false;
   }
   return nodes == nodes_used_.load() && resident == resident_.load();
 }

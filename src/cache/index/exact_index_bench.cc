@@ -81,8 +81,9 @@ void BM_Xxh3Floor(benchmark::State& state) {
 BENCHMARK(BM_Xxh3Floor);
 
 // Eight engines: engine e holds the first (e + 1) / 8 of the prompt, among 100K other blocks.
-void BM_ExactLookup(benchmark::State& state) {
-  const size_t engines = static_cast<size_t>(state.range(0));
+// `offloaded`: each engine's CPU tier holds its part of the prompt too and its GPU kept the first
+// half only (a lookup then gallops over the GPU and GPU-or-CPU runs as well).
+void exact_lookup(benchmark::State& state, size_t engines, bool offloaded) {
   const auto t = random_tokens(kPromptTokens, 7);
   const uint64_t root = exact_root_seed(kBlock);
   std::vector<uint64_t> chain;
@@ -103,6 +104,11 @@ void BM_ExactLookup(benchmark::State& state) {
     if (shards[e]->store(std::nullopt, root, keys, std::span<const uint32_t>(t).first(held * kBlock), kBlock)) {
       state.SkipWithError("prompt");
     }
+    if (offloaded) {
+      uint32_t unknown = 0;
+      if (shards[e]->attach(keys, ramjet::cache::Tier::kCpu, unknown) || unknown != 0) state.SkipWithError("cpu");
+      shards[e]->remove(std::span<const uint64_t>(keys).subspan(held / 2));
+    }
   }
   std::vector<uint64_t> c;
   c.reserve(chain.size());
@@ -115,7 +121,11 @@ void BM_ExactLookup(benchmark::State& state) {
   benchmark::DoNotOptimize(total);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * t.size() * sizeof(uint32_t)));
 }
+void BM_ExactLookup(benchmark::State& state) { exact_lookup(state, static_cast<size_t>(state.range(0)), false); }
 BENCHMARK(BM_ExactLookup)->Arg(1)->Arg(8);
+// The same with half of every engine's part of the prompt offloaded to CPU (three gallops).
+void BM_ExactLookupTiered(benchmark::State& state) { exact_lookup(state, static_cast<size_t>(state.range(0)), true); }
+BENCHMARK(BM_ExactLookupTiered)->Arg(8);
 
 // The chain alone (what a lookup pays before its probes).
 void BM_ExactChain(benchmark::State& state) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <random>
@@ -397,6 +398,219 @@ TEST(ExactShard, ImportRejectsInconsistentRecordsAndStaysEmpty) {
   EXPECT_EQ(ok.resident_blocks(), 1u);
   EXPECT_EQ(ok.match(std::vector<uint64_t>{1, 2}), 0u);
   EXPECT_TRUE(ok.check_invariants());
+}
+
+// ------------------------------------------------------------------------------------------ tiers
+
+TEST(ExactShard, ABlockOffloadedToCpuStillExtendsTheRunAndCountsAsCpu) {
+  ExactShard s;
+  const auto t = tokens(4);
+  const auto c = chain(t);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 4), t, kBs));
+  uint32_t unknown = 0;
+  ASSERT_FALSE(s.attach(rkeys(1, 4), Tier::kCpu, unknown));  // the connector stored blocks 1..3
+  EXPECT_EQ(unknown, 0u);
+  EXPECT_EQ(s.match_tiers(c), (TierBlocks{{4, 0, 0}})) << "all on GPU: served from GPU";
+  // The GPU evicts its tail first (vLLM frees a request's blocks in reverse order), then block 1.
+  EXPECT_EQ(s.remove(rkeys(2, 4)), 0u);
+  EXPECT_EQ(s.match_tiers(c), (TierBlocks{{2, 2, 0}}));
+  EXPECT_EQ(s.remove(rkeys(1, 2)), 0u);
+  EXPECT_EQ(s.match_tiers(c), (TierBlocks{{1, 3, 0}}));
+  EXPECT_EQ(s.match(c), 4u) << "the run continues through any tier";
+  // A CPU removal drops the CPU copy only: block 3 is gone, blocks 1..2 stay on CPU.
+  EXPECT_EQ(s.remove(rkeys(3, 4), Tier::kCpu), 0u);
+  EXPECT_EQ(s.match_tiers(c), (TierBlocks{{1, 2, 0}}));
+  EXPECT_EQ(s.remove(rkeys(3, 4), Tier::kCpu), 1u) << "no CPU copy left under that key";
+  // The GPU prefix cache resets: what the CPU holds stays reachable from the root only if block 0
+  // is held somewhere.
+  s.clear_tier(Tier::kGpu);
+  EXPECT_EQ(s.match_tiers(c), (TierBlocks{{0, 0, 0}}));
+  EXPECT_EQ(s.resident_blocks(Tier::kCpu), 2u);
+  EXPECT_EQ(s.resident_blocks(Tier::kGpu), 0u);
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, AttachSkipsHashesItDoesNotHold) {
+  ExactShard s;
+  const auto t = tokens(2);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 2), t, kBs));
+  uint32_t unknown = 0;
+  ASSERT_FALSE(s.attach(std::vector<uint64_t>{1000, 77, 1001}, Tier::kDisk, unknown));
+  EXPECT_EQ(unknown, 1u);
+  EXPECT_EQ(s.resident_blocks(Tier::kDisk), 2u);
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, AStoreInACpuTierMayHangBelowAGpuParentAndTheReverse) {
+  ExactShard s;
+  const auto t = tokens(3);
+  const auto c = chain(t);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 1), blocks_of(t, 0, 1), kBs));
+  ASSERT_FALSE(s.store(uint64_t{1000}, 0, rkeys(1, 2), blocks_of(t, 1, 2), kBs, Tier::kCpu));
+  ASSERT_FALSE(s.store(uint64_t{1001}, 0, rkeys(2, 3), blocks_of(t, 2, 3), kBs));  // parent only on CPU
+  EXPECT_EQ(s.match_tiers(c), (TierBlocks{{1, 2, 0}})) << "after the first GPU miss the rest is loaded";
+  EXPECT_TRUE(s.check_invariants());
+}
+
+TEST(ExactShard, ATierCopyPastItsMaximumFailsAsCapacity) {
+  ExactShard s;
+  const auto t = tokens(1);
+  ASSERT_FALSE(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 1), t, kBs));
+  uint32_t unknown = 0;
+  for (int i = 0; i < 255; ++i) ASSERT_FALSE(s.attach(rkeys(0, 1), Tier::kCpu, unknown)) << i;
+  EXPECT_EQ(s.attach(rkeys(0, 1), Tier::kCpu, unknown), ExactStoreErrc::kCapacity) << "a CPU copy count is 8 bits";
+  EXPECT_EQ(s.store(std::nullopt, exact_root_seed(kBs), rkeys(0, 1), t, kBs, Tier::kCpu), ExactStoreErrc::kCapacity);
+  EXPECT_EQ(unknown, 0u);
+  EXPECT_EQ(s.remove(std::vector<uint64_t>(255, 1000), Tier::kCpu), 0u);
+  EXPECT_EQ(s.resident_blocks(Tier::kCpu), 0u);
+  EXPECT_EQ(s.resident_blocks(Tier::kGpu), 1u);
+  EXPECT_TRUE(s.check_invariants());
+}
+
+// What the tiered shard must answer, the obvious way: per (removal key, tier) its block and copies;
+// a block is on a tier while any key of that tier holds a copy; a chain's GPU run ends at its first
+// block without a GPU copy, its GPU-or-CPU run at the first without either, its run at the first
+// held nowhere.
+struct NaiveTiers {
+  std::map<std::pair<uint64_t, int>, std::pair<uint64_t, uint32_t>> keys;  // (rk, tier) -> (chain key, copies)
+  bool has(uint64_t rk) const {
+    for (int t = 0; t < 3; ++t) {
+      if (keys.count({rk, t}) != 0) return true;
+    }
+    return false;
+  }
+  bool on(uint64_t ck, int max_tier) const {
+    for (const auto& [k, v] : keys) {
+      if (v.first == ck && k.second <= max_tier) return true;
+    }
+    return false;
+  }
+  TierBlocks match(const std::vector<uint64_t>& c) const {
+    uint32_t run[3] = {0, 0, 0};
+    for (int level = 0; level < 3; ++level) {
+      while (run[level] < c.size() && on(c[run[level]], level)) ++run[level];
+    }
+    return TierBlocks{{run[0], run[1] - run[0], run[2] - run[1]}};
+  }
+};
+
+TEST(ExactShard, RandomTieredTracesAnswerLikeANaiveModel) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    ExactShard s({.max_blocks = 4096});
+    NaiveTiers model;
+    struct Prompt {
+      std::vector<uint32_t> tokens;
+      std::vector<uint64_t> chain;
+    };
+    std::vector<Prompt> prompts;
+    for (int p = 0; p < 30; ++p) {
+      Prompt pr;
+      if (p > 0 && rng() % 3 != 0) {
+        const Prompt& base = prompts[rng() % prompts.size()];
+        const size_t keep = (rng() % (base.tokens.size() / kBs + 1)) * kBs;
+        pr.tokens.assign(base.tokens.begin(), base.tokens.begin() + static_cast<long>(keep));
+      }
+      const size_t extra = 1 + rng() % 10;
+      for (size_t i = 0; i < extra * kBs; ++i) pr.tokens.push_back(static_cast<uint32_t>(rng() % 40));
+      exact_chain(pr.tokens, kBs, exact_root_seed(kBs), pr.chain);
+      prompts.push_back(std::move(pr));
+    }
+    auto rk = [](uint64_t chain_key) { return chain_key * 31 + 7; };
+    std::vector<uint64_t> stored;
+    for (int op = 0; op < 4000; ++op) {
+      const uint64_t roll = rng() % 100;
+      const Tier tier = static_cast<Tier>(rng() % 2 == 0 ? 0 : 1 + rng() % 2);
+      const int ti = static_cast<int>(tier);
+      if (roll < 40) {  // a store with tokens (GPU, or a self-describing offload store)
+        const Prompt& pr = prompts[rng() % prompts.size()];
+        const size_t nb = pr.chain.size();
+        size_t from = rng() % 4 == 0 ? 0 : rng() % nb;
+        const size_t to = from + 1 + rng() % (nb - from);
+        std::optional<uint64_t> parent;
+        if (from > 0) parent = rk(pr.chain[from - 1]);
+        std::vector<uint64_t> keys;
+        for (size_t b = from; b < to; ++b) keys.push_back(rk(pr.chain[b]));
+        const auto err = s.store(parent, exact_root_seed(kBs), keys, blocks_of(pr.tokens, from, to), kBs, tier);
+        if (parent && !model.has(*parent)) {
+          EXPECT_EQ(err, ExactStoreErrc::kParentUnknown);
+          continue;
+        }
+        ASSERT_FALSE(err) << reason(*err) << " seed " << seed << " op " << op;
+        for (size_t b = from; b < to; ++b) {
+          auto& v = model.keys[{keys[b - from], ti}];
+          v.first = pr.chain[b];
+          ++v.second;
+          stored.push_back(keys[b - from]);
+        }
+      } else if (roll < 55) {  // a hash-only offload store of blocks the shard may know
+        if (stored.empty() || tier == Tier::kGpu) continue;
+        std::vector<uint64_t> keys;
+        for (int i = 0, n = 1 + static_cast<int>(rng() % 4); i < n; ++i) {
+          keys.push_back(rng() % 8 == 0 ? rng() : stored[rng() % stored.size()]);
+        }
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+        uint32_t unknown = 0;
+        ASSERT_FALSE(s.attach(keys, tier, unknown));
+        uint32_t want_unknown = 0;
+        for (uint64_t k : keys) {
+          uint64_t ck = 0;
+          bool found = false;
+          for (int t = 0; t < 3 && !found; ++t) {
+            if (auto it = model.keys.find({k, t}); it != model.keys.end()) {
+              ck = it->second.first;
+              found = true;
+            }
+          }
+          if (!found) {
+            ++want_unknown;
+            continue;
+          }
+          auto& v = model.keys[{k, ti}];
+          v.first = ck;
+          ++v.second;
+        }
+        EXPECT_EQ(unknown, want_unknown);
+      } else if (roll < 93) {  // evict one copy of one tier
+        if (stored.empty()) continue;
+        const uint64_t key = rng() % 10 == 0 ? rng() : stored[rng() % stored.size()];
+        const uint32_t unknown = s.remove(std::vector<uint64_t>{key}, tier);
+        auto it = model.keys.find({key, ti});
+        EXPECT_EQ(unknown, it == model.keys.end() ? 1u : 0u);
+        if (it != model.keys.end() && --it->second.second == 0) model.keys.erase(it);
+      } else if (roll < 95) {  // the GPU prefix cache resets
+        s.clear_tier(Tier::kGpu);
+        std::erase_if(model.keys, [](const auto& kv) { return kv.first.second == 0; });
+      } else {
+        const Prompt& pr = prompts[rng() % prompts.size()];
+        ASSERT_EQ(s.match_tiers(pr.chain), model.match(pr.chain)) << "seed " << seed << " op " << op;
+      }
+      if (op % 100 == 0) {
+        ASSERT_TRUE(s.check_invariants()) << "seed " << seed << " op " << op;
+      }
+    }
+    for (const auto& pr : prompts) ASSERT_EQ(s.match_tiers(pr.chain), model.match(pr.chain));
+    ASSERT_TRUE(s.check_invariants());
+    // Copies keep their tiers through an export and an import.
+    std::vector<ExactBlockRecord> blocks;
+    std::vector<ExactRemovalRecord> removals;
+    s.export_blocks(blocks, removals);
+    ExactShard copy({.max_blocks = 4096});
+    ASSERT_FALSE(copy.import_blocks(blocks, removals));
+    ASSERT_TRUE(copy.check_invariants());
+    for (const auto& pr : prompts) ASSERT_EQ(copy.match_tiers(pr.chain), model.match(pr.chain));
+    // Evicting every copy of every tier leaves an empty shard.
+    while (!model.keys.empty()) {
+      auto it = model.keys.begin();
+      s.remove(std::vector<uint64_t>(it->second.second, it->first.first), static_cast<Tier>(it->first.second));
+      model.keys.erase(it);
+    }
+    EXPECT_EQ(s.blocks(), 0u);
+    EXPECT_EQ(s.resident_blocks(), 0u);
+    EXPECT_EQ(s.removal_keys(), 0u);
+    EXPECT_TRUE(s.check_invariants());
+  }
 }
 
 }  // namespace

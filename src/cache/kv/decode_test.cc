@@ -74,6 +74,33 @@ TEST(KvDecode, MapWithOnlyTheFieldsWithoutDefaultsLeavesTheRestNone) {
   EXPECT_EQ(s, BlockStored{});
 }
 
+// vLLM's OffloadingConnector without self-describing events (offloading/events.py
+// _placeholder_stored and _take_removed_event), as msgspec encodes them: the hash only, a null
+// parent, no token ids, block_size 0, medium CPU; the removal names the same hash and medium.
+TEST(KvDecode, AnOffloadTiersHashOnlyStoreAndItsRemoval) {
+  const std::string bytes =
+      spec_bytes("93") + kTs1 +
+      spec_bytes(
+          "92 89 a4 \"type\" ab \"BlockStored\" ac \"block_hashes\" 91 cf da b8 9b aa 7b 58 57 c0 "
+          "b1 \"parent_block_hash\" c0 a9 \"token_ids\" 90 aa \"block_size\" 00 a7 \"lora_id\" c0 "
+          "a6 \"medium\" a3 \"CPU\" a9 \"lora_name\" c0 a9 \"group_idx\" 00 "
+          "84 a4 \"type\" ac \"BlockRemoved\" ac \"block_hashes\" 91 cf da b8 9b aa 7b 58 57 c0 "
+          "a6 \"medium\" a3 \"CPU\" a9 \"group_idx\" 00 "
+          "00");
+  const EventBatch b = ok(bytes);
+  ASSERT_EQ(b.events.size(), 2u);
+  const auto& s = std::get<BlockStored>(b.events[0]);
+  EXPECT_EQ(s.block_hashes, std::vector<BlockHash>{BlockHash::from_uint(kKthenaHash)});
+  EXPECT_FALSE(s.parent_block_hash);
+  EXPECT_TRUE(s.token_ids.empty());
+  EXPECT_EQ(s.block_size, 0u);
+  EXPECT_EQ(s.medium, "CPU");
+  EXPECT_EQ(s.group_idx, 0u);
+  const auto& r = std::get<BlockRemoved>(b.events[1]);
+  EXPECT_EQ(r.block_hashes, std::vector<BlockHash>{BlockHash::from_uint(kKthenaHash)});
+  EXPECT_EQ(r.medium, "CPU");
+}
+
 TEST(KvDecode, BlockRemovedAndAllBlocksClearedMapsWithUnknownFields) {
   const std::string bytes =
       spec_bytes("93") + kTs1 +

@@ -40,6 +40,11 @@ const fmtPct = (v, d = 0) => (isNum(v) ? v.toFixed(d) + '%' : '—');
 const pctOf = (f) => { const p = f * 100; return p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0); };
 const engineColor = (i, n) => `hsl(${Math.round((i * 360) / Math.max(n, 1) + 200) % 360} 75% 62%)`;
 const stateLabel = (s) => (s === 'unhealthy' ? 'fenced' : s);
+// The idle drain (RJ_IDLE_DRAIN_MODE): an engine out of placement to save power, by its state; null
+// or warm: in placement.
+const PARKED = { draining: 'draining (idle)', drained: 'asleep (idle)', waking: 'waking', failed: 'failed to wake' };
+const isParked = (e) => !!PARKED[e.idle_drain];
+const engineState = (e) => (isParked(e) ? PARKED[e.idle_drain] : stateLabel(e.state));
 // An engine's KV-event index (cache/events): what its state means for exact routing. null: no
 // engine publishes KV events (nothing to show).
 const KV_INDEX = {
@@ -253,7 +258,8 @@ function renderOverview() {
     tile('gen_tps', 'Generated tok/s', fmt(k.gen_tps_30s), 'tok/s', `30 s mean · now ${fmt(k.gen_tps)}`),
     tile('stream_tps', 'Per-stream tok/s', fmt(k.stream_p50), 'p50', `p05 <b class="v">${esc(fmt(k.stream_p05))}</b> tok/s · 30 s`),
     tile('ttft_p95', 'TTFT p95', fmtSec(k.ttft_p95), '', `p50 ${esc(fmtSec(k.ttft_p50))} · 30 s`),
-    tile('inflight', 'In flight', fmt(k.inflight, 0), 'req', `${esc(fmt(k.req_rate))} req/s completed`),
+    tile('inflight', 'In flight', fmt(k.inflight, 0), 'req', `${esc(fmt(k.req_rate))} req/s completed` +
+      (isNum(st.waiting) ? ` · <b class="v">${esc(fmt(st.waiting, 0))}</b> waiting` : '')),
     tile('kv_usage', 'KV cache usage', isNum(k.kv_usage) ? pctOf(k.kv_usage) : '—', isNum(k.kv_usage) ? '%' : '',
       kvMax === null ? 'mean over engines' : `mean · max ${pctOf(kvMax)}% (engine ${kvAt})`),
     tile('cache_hit', 'Cache hit', isNum(k.cache_hit_lb) ? k.cache_hit_lb.toFixed(0) : '—', isNum(k.cache_hit_lb) ? '%' : '',
@@ -270,9 +276,9 @@ function renderOverview() {
   ], { t: s.t, height: 160 });
   const chip = (e) => {
     const k = kvShown(e);
-    return `<span class="chip ${e.state}${kvUntrusted(k) ? ' kv-untrusted' : ''}" data-ordinal="${e.ordinal}"` +
+    return `<span class="chip ${e.state}${isParked(e) ? ' parked' : ''}${kvUntrusted(k) ? ' kv-untrusted' : ''}" data-ordinal="${e.ordinal}"` +
       `${k ? ` data-kv="${esc(k)}" title="${esc(KV_INDEX[k] || '')}"` : ''}>` +
-      `#${e.ordinal} ${profileShort(e.profile)} · ${esc(stateLabel(e.state))} · ${e.inflight} in flight` +
+      `#${e.ordinal} ${profileShort(e.profile)} · ${esc(engineState(e))} · ${e.inflight} in flight` +
       `${kvUntrusted(k) ? ` · <b>${esc(kvLabel(k))}</b>` : ''}</span>`;
   };
   // Engines grouped by the models they serve, when they do not all serve the same.
@@ -453,18 +459,20 @@ function renderTopology() {
   if (shape !== topoShape || !$('svg', el)) { buildTopology(engines); topoShape = shape; }
   renderKvStatus(engines);
   const k = st.tiles || {};
-  $('.hubtext', el).textContent = `${fmt(k.inflight, 0)} in flight · ${fmt(k.gen_tps_30s)} tok/s · ${st.healthy}/${st.total} healthy`;
+  $('.hubtext', el).textContent = `${fmt(k.inflight, 0)} in flight · ${fmt(k.gen_tps_30s)} tok/s · ${st.healthy}/${st.total} healthy` +
+    (st.parked ? ` · ${st.parked} parked` : '');
   for (const e of engines) {
     const g = $(`g.node[data-ordinal="${e.ordinal}"]`, el);
     const edge = $(`path.edge[data-ordinal="${e.ordinal}"]`, el);
     if (!g || !edge) continue;
-    g.setAttribute('class', `node ${e.state}${e.fail_open ? ' failopen' : ''}`);
+    g.setAttribute('class', `node ${e.state}${e.fail_open ? ' failopen' : ''}${isParked(e) ? ' parked' : ''}`);
+    g.dataset.idleDrain = e.idle_drain || '';
     g.dataset.state = e.state;
     g.dataset.profile = e.profile;
     const badge = $('.badge', g);
     badge.setAttribute('class', 'badge ' + e.profile);
     $('.badge text', g).textContent = profileShort(e.profile);
-    $('.state', g).textContent = stateLabel(e.state) + (e.fail_open ? ' · fail-open' : '');
+    $('.state', g).textContent = engineState(e) + (e.fail_open ? ' · fail-open' : '');
     $('.load', g).textContent = `${e.inflight} in flight · load ${e.load_units} · ${fmt(e.req_rate)} req/s`;
     const kv = isNum(e.kv_usage) ? e.kv_usage : 0;
     $('.kv', g).setAttribute('width', ((NODE_W - 20) * Math.min(kv, 1)).toFixed(1));

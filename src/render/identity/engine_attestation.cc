@@ -67,7 +67,7 @@ asio::awaitable<void> EngineAttestation::loop(std::shared_ptr<Loop> l) {
         l->refused[i].clear();
         attest_state_[i].store(static_cast<uint8_t>(Attestation::kUnchecked), std::memory_order_release);
       }
-      if (now_in == 0) continue;
+      if (now_in == 0 || (cfg_.skip && cfg_.skip(i))) continue;
       l->busy[i] = 1;
       asio::co_spawn(l->ctx, check_one(l, i), [this, l, i](std::exception_ptr e) {
         l->busy[i] = 0;
@@ -137,16 +137,16 @@ asio::awaitable<Attestation> EngineAttestation::prove(std::shared_ptr<Loop> l, c
     l->refused[i] = identity;
     l->retry_at[i] = now + std::chrono::minutes(1);
     spdlog::warn("tokenizer: upstream {}: its /tokenize differs from ramjet's own tokens on {} of {} goldens: "
-                 "a different tokenizer or chat template than RJ_MODEL_DIR's; its requests are not tokenized "
-                 "locally (asked again in a minute)",
-                 i, differ, l->probes.size());
+                 "a different tokenizer or chat template than RJ_MODEL_DIR{}'s; its requests are not tokenized "
+                 "locally{} (asked again in a minute)",
+                 i, differ, l->probes.size(), cfg_.name, cfg_.name.empty() ? "" : " by this folder");
     co_return Attestation::kGoldenMismatch;
   }
   l->refused[i].clear();
   l->proven[i] = identity;
   ++l->proofs;
-  spdlog::info("tokenizer: upstream {}: its /tokenize reproduced all {} goldens (engines proven so far: {})", i,
-               l->probes.size(), l->proofs);
+  spdlog::info("tokenizer: upstream {}: its /tokenize reproduced all {} goldens{} (engines proven so far: {})", i,
+               l->probes.size(), cfg_.name.empty() ? "" : " of RJ_MODEL_DIR" + cfg_.name, l->proofs);
   co_return Attestation::kMatch;
 }
 
@@ -154,9 +154,10 @@ void EngineAttestation::set(size_t i, Attestation a) {
   const auto prev = static_cast<Attestation>(attest_state_[i].exchange(static_cast<uint8_t>(a)));
   if (prev == a) return;
   if (a == Attestation::kMatch)
-    spdlog::info("tokenizer: upstream {} attested", i);
+    spdlog::info("tokenizer: upstream {} attested{}", i, cfg_.name.empty() ? "" : " by RJ_MODEL_DIR" + cfg_.name);
   else
-    spdlog::warn("tokenizer: upstream {} not attested: {}", i, to_string(a));
+    spdlog::warn("tokenizer: upstream {} not attested{}: {}", i, cfg_.name.empty() ? "" : " by RJ_MODEL_DIR" + cfg_.name,
+                 to_string(a));
 }
 
 }  // namespace ramjet::render

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ struct AttestationConfig {
   std::string bearer;                        // RJ_UPSTREAM_TOKEN
   std::chrono::milliseconds timeout{2000};   // one /v1/models or /version call
   std::chrono::milliseconds interval{5000};  // RJ_PROBE_INTERVAL_MS
+  // An engine not to check now (another model folder's renderer attested it: its goldens are not
+  // this one's); its state here stays as last checked. Empty: every engine is checked.
+  std::function<bool(size_t)> skip;
+  // Which RJ_MODEL_DIR folder this is, in log lines ("" for one).
+  std::string name;
 };
 
 class EngineAttestation {

@@ -82,14 +82,15 @@ ShadowCounters::ShadowCounters()
 
 ShadowComparer::ShadowComparer(ShadowConfig cfg, const model::ModelProfile* profile,
                                std::shared_ptr<const PromptRenderer> renderer, SessionCache* cache,
-                               RenderPool& pool, const EngineAttestation& attestation)
+                               RenderPool& pool, const EngineAttestation& attestation, ShadowCounters& counters)
     : cfg_(std::move(cfg)),
       roster_(cfg_.roster, cfg_.upstreams),
       profile_(profile),
       renderer_(std::move(renderer)),
       cache_(cache),
       pool_(pool),
-      attestation_(attestation) {}
+      attestation_(attestation),
+      counters_(counters) {}
 
 void ShadowComparer::offer(size_t upstream, bool chat, std::string_view body) noexcept {
   if (cfg_.mode == TokenizerMode::kOff || !profile_ || upstream >= roster_->capacity()) return;

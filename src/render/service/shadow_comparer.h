@@ -82,10 +82,11 @@ struct ShadowCounters {
 class ShadowComparer {
  public:
   // `profile` builds the payloads (nullptr: nothing is offered); `renderer` (local modes) with
-  // `cache` (optional) renders them. The pool and the attestation outlive the comparer.
+  // `cache` (optional) renders them. The pool, the attestation and the counters (shared by the
+  // comparers of several model folders) outlive the comparer.
   ShadowComparer(ShadowConfig cfg, const model::ModelProfile* profile,
                  std::shared_ptr<const PromptRenderer> renderer, SessionCache* cache,
-                 RenderPool& pool, const EngineAttestation& attestation);
+                 RenderPool& pool, const EngineAttestation& attestation, ShadowCounters& counters);
 
   // After a complete 200 response from `upstream` (chat: /v1/chat/completions, else
   // /v1/completions): queue a shadow job on the pool. Never blocks or throws; a full pool queue
@@ -117,7 +118,7 @@ class ShadowComparer {
   SessionCache* cache_;
   RenderPool& pool_;
   const EngineAttestation& attestation_;
-  ShadowCounters counters_;
+  ShadowCounters& counters_;
 
   std::mutex mu_;
   bool stopping_ = false;                        // under mu_

@@ -19,8 +19,9 @@ namespace {
 
 constexpr std::array kFamilies = {
     metrics::Family{"ramjet_tokenizer_info", metrics::MetricKind::kGauge, "mode,profile",
-                    "1, labelled with RJ_TOKENIZER_MODE (off|remote-shadow|local-shadow|local) and "
-                    "RJ_TOKENIZER_PROFILE."},
+                    "1, labelled with RJ_TOKENIZER_MODE (off|remote-shadow|local-shadow|local) and the profile "
+                    "(RJ_TOKENIZER_PROFILE or the model folder's); with several RJ_MODEL_DIR folders, one "
+                    "sample per profile, its value the folders with it."},
     metrics::Family{"ramjet_tokenizer_shadow_total", metrics::MetricKind::kCounter, "backend,endpoint,outcome",
                     "Shadow tokenizations by backend (remote: the engine's /tokenize; local: ramjet's "
                     "render + encode), endpoint (chat|completions) and outcome. Remote: success, "
@@ -40,14 +41,16 @@ constexpr std::array kFamilies = {
                     "Prompt tokens produced by successful remote and local tokenizations."},
     metrics::Family{"ramjet_tokenizer_attested", metrics::MetricKind::kGauge, "upstream",
                     "1 while the engine's /v1/models (model id, root, max_model_len) and /version match "
-                    "the manifest, or (RJ_MODEL_DIR, no manifest) its /tokenize reproduced the goldens "
-                    "under its current identity, so its requests are tokenized locally (local modes)."},
+                    "the manifest, or (RJ_MODEL_DIR, no manifest) its /tokenize reproduced one model folder's "
+                    "goldens under its current identity, so its requests are tokenized locally (local modes)."},
     metrics::Family{"ramjet_tokenizer_attestation_checks_total", metrics::MetricKind::kCounter, "upstream,outcome",
                     "Engine identity checks by outcome: match, models_fetch_error, models_decode, "
                     "model_missing, model_ambiguous, model_root_mismatch, model_context_mismatch, "
                     "version_fetch_error, version_decode, version_mismatch; with RJ_MODEL_DIR and no "
                     "manifest, tokenize_error (a golden's /tokenize failed) and golden_mismatch (the "
-                    "engine's tokens for a golden differ from ramjet's)."},
+                    "engine's tokens for a golden differ from ramjet's); summed over several RJ_MODEL_DIR "
+                    "folders (an engine can count one golden_mismatch from each other folder that asked it "
+                    "before its own folder proved it)."},
     metrics::Family{"ramjet_tokenizer_session_cache_lookups_total", metrics::MetricKind::kCounter, "result",
                     "Local encodes by whether a cached conversation prefix was reused (hit) or not (miss)."},
     metrics::Family{"ramjet_tokenizer_session_cache_reused_bytes_total", metrics::MetricKind::kCounter, "",
@@ -92,7 +95,7 @@ TokenizerServiceConfig tokenizer_service_config(const config::Config& c, bool ex
   t.mode = parse_tokenizer_mode(c.tokenizer_mode).value_or(TokenizerMode::kOff);
   if (t.mode == TokenizerMode::kOff && exact_on && config::exact_tokens_local(c)) t.mode = TokenizerMode::kLocal;
   t.profile = c.tokenizer_profile;
-  t.model_dir = c.model_dir;
+  t.model_dirs = c.model_dirs;
   t.tokenizer_path = c.tokenizer_path;
   t.tokenizer_sha256 = c.tokenizer_sha256;
   t.template_path = c.chat_template_path;
@@ -121,15 +124,35 @@ RenderPoolLimits pool_limits(const TokenizerServiceConfig& c) {
                           .max_bytes = std::max<size_t>(64u << 20, c.max_bytes)};
 }
 
+AttestationConfig attestation_config(const TokenizerServiceConfig& c) {
+  return AttestationConfig{.upstreams = c.upstreams,
+                           .roster = c.roster,
+                           .bearer = c.bearer,
+                           .timeout = c.timeout,
+                           .interval = c.attest_interval,
+                           .skip = {},
+                           .name = {}};
+}
+
 }  // namespace
 
-TokenizerService::TokenizerService(TokenizerServiceConfig cfg)
-    : cfg_(std::move(cfg)),
-      pool_(pool_limits(cfg_)),
-      attestation_(AttestationConfig{cfg_.upstreams, cfg_.roster, cfg_.bearer, cfg_.timeout, cfg_.attest_interval}) {}
+struct TokenizerService::Model {
+  std::string dir;      // its RJ_MODEL_DIR folder ("" : the RJ_TOKENIZER_* files)
+  std::string profile_name;
+  std::string tokenizer_config_path;  // the folder's tokenizer_config.json (special tokens)
+  const model::ModelProfile* profile = nullptr;
+  std::vector<GoldenProbe> probes;  // the goldens as /tokenize calls (no pinned identity)
+  std::shared_ptr<const PromptRenderer> renderer;
+  std::optional<Manifest> manifest;
+  std::unique_ptr<SessionCache> session_cache;  // local modes, when sized
+  std::unique_ptr<EngineAttestation> attestation;
+  std::unique_ptr<ShadowComparer> shadow;  // every model create() returns
+};
 
-void TokenizerService::assemble() {
-  shadow_ = std::make_unique<ShadowComparer>(
+TokenizerService::TokenizerService(TokenizerServiceConfig cfg) : cfg_(std::move(cfg)), pool_(pool_limits(cfg_)) {}
+
+void TokenizerService::assemble(Model& m) {
+  m.shadow = std::make_unique<ShadowComparer>(
       ShadowConfig{.mode = cfg_.mode,
                    .min_bytes = cfg_.min_bytes,
                    .max_bytes = cfg_.max_bytes,
@@ -138,7 +161,7 @@ void TokenizerService::assemble() {
                    .bearer = cfg_.bearer,
                    .upstreams = cfg_.upstreams,
                    .roster = cfg_.roster},
-      profile_, renderer_, session_cache_.get(), pool_, attestation_);
+      m.profile, m.renderer, m.session_cache.get(), pool_, *m.attestation, counters_);
 }
 
 TokenizerService::~TokenizerService() { stop(); }
@@ -149,7 +172,11 @@ std::unique_ptr<TokenizerService> TokenizerService::unloaded_for_docs(TokenizerM
   c.profile = "qwen3";
   c.upstreams.resize(upstreams);
   std::unique_ptr<TokenizerService> s(new TokenizerService(std::move(c)));
-  s->assemble();
+  auto m = std::make_unique<Model>();
+  m->profile_name = s->cfg_.profile;
+  m->attestation = std::make_unique<EngineAttestation>(attestation_config(s->cfg_));
+  s->assemble(*m);
+  s->models_.push_back(std::move(m));
   return s;
 }
 
@@ -209,8 +236,9 @@ namespace {
 
 // RJ_MODEL_DIR into the service's files, their digests taken now (the files the renderer then
 // loads are checked against them).
-void resolve_model_dir(TokenizerServiceConfig& cfg, std::string& tokenizer_config, std::vector<std::string>& errors) {
-  auto folder = read_model_folder(cfg.model_dir, cfg.profile, "set RJ_TOKENIZER_PROFILE");
+void resolve_model_dir(const std::string& dir, TokenizerServiceConfig& cfg, std::string& tokenizer_config,
+                       std::vector<std::string>& errors) {
+  auto folder = read_model_folder(dir, cfg.profile, "set RJ_TOKENIZER_PROFILE");
   if (!folder) {
     errors.push_back("RJ_MODEL_DIR: " + folder.error());
     return;
@@ -222,28 +250,70 @@ void resolve_model_dir(TokenizerServiceConfig& cfg, std::string& tokenizer_confi
   cfg.tokenizer_sha256 = file_sha256_hex(cfg.tokenizer_path).value_or("");
   if (!cfg.template_path.empty()) cfg.template_sha256 = file_sha256_hex(cfg.template_path).value_or("");
   if (cfg.tokenizer_sha256.empty() || (!cfg.template_path.empty() && cfg.template_sha256.empty()))
-    errors.push_back("RJ_MODEL_DIR: " + cfg.model_dir + ": its files cannot be read");
+    errors.push_back("RJ_MODEL_DIR: " + dir + ": its files cannot be read");
 }
 
 }  // namespace
 
 std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServiceConfig& given,
                                                            std::vector<std::string>& errors) {
-  TokenizerServiceConfig cfg = given;
   const size_t before = errors.size();
-  auto err = [&](std::string m) { errors.push_back(std::move(m)); };
-  std::string tokenizer_config;
-  if (!cfg.model_dir.empty() && cfg.mode != TokenizerMode::kOff) {
-    resolve_model_dir(cfg, tokenizer_config, errors);
+  const std::vector<std::string>& dirs = given.model_dirs;
+  if (dirs.size() > 1) {
+    if (!given.profile.empty())
+      errors.push_back("RJ_TOKENIZER_PROFILE: set with " + std::to_string(dirs.size()) +
+                       " RJ_MODEL_DIR folders (each folder's config.json picks its own profile)");
+    if (!given.manifest_path.empty())
+      errors.push_back("RJ_TOKENIZER_MANIFEST_PATH: a manifest describes one model and RJ_MODEL_DIR names " +
+                       std::to_string(dirs.size()) + " folders (their engines are proven by the built-in goldens)");
+    for (size_t i = 0; i < dirs.size(); ++i)
+      for (size_t j = 0; j < i; ++j) {
+        std::error_code ec;  // (a folder that is not there is refused when it is read)
+        if (std::filesystem::equivalent(dirs[i], dirs[j], ec)) errors.push_back("RJ_MODEL_DIR: " + dirs[i] + " is named twice");
+      }
     if (errors.size() != before) return nullptr;
   }
-  std::unique_ptr<TokenizerService> s(new TokenizerService(cfg));
-  s->tokenizer_config_path_ = tokenizer_config;
+  std::unique_ptr<TokenizerService> s(new TokenizerService(given));
+  // Off: the profile alone is checked (one model, nothing loaded).
+  const bool folders = !dirs.empty() && given.mode != TokenizerMode::kOff;
+  const size_t n = folders ? dirs.size() : 1;
+  for (size_t k = 0; k < n; ++k) {
+    auto m = s->load_model(folders ? dirs[k] : std::string(), k, errors);
+    if (!m) return nullptr;
+    s->models_.push_back(std::move(m));
+  }
+  return s;
+}
+
+std::unique_ptr<TokenizerService::Model> TokenizerService::load_model(std::string dir, size_t index,
+                                                                      std::vector<std::string>& errors) {
+  TokenizerServiceConfig cfg = cfg_;
+  const size_t before = errors.size();
+  auto err = [&](std::string m) { errors.push_back(std::move(m)); };
+  auto s = std::make_unique<Model>();
+  s->dir = dir;
+  if (!dir.empty()) {
+    resolve_model_dir(dir, cfg, s->tokenizer_config_path, errors);
+    if (errors.size() != before) return nullptr;
+  }
+  s->profile_name = cfg.profile;
+  const bool several = cfg_.model_dirs.size() > 1 && cfg_.mode != TokenizerMode::kOff;
+  // Several folders: an engine another folder attested is not asked for this one's goldens.
+  AttestationConfig ac = attestation_config(cfg);
+  if (several) {
+    ac.name = " folder " + std::to_string(index + 1);
+    ac.skip = [this, index](size_t i) {
+      for (size_t j = 0; j < models_.size(); ++j)
+        if (j != index && models_[j]->attestation->attested(i)) return true;
+      return false;
+    };
+  }
+  s->attestation = std::make_unique<EngineAttestation>(std::move(ac));
 
   // The profile is checked even when off: a typo must not quietly disable attestation later.
   if (!cfg.profile.empty()) {
-    s->profile_ = model::find_profile(cfg.profile);
-    if (!s->profile_) err("RJ_TOKENIZER_PROFILE: unknown profile '" + cfg.profile + "' (known: " + known_profiles() + ")");
+    s->profile = model::find_profile(cfg.profile);
+    if (!s->profile) err("RJ_TOKENIZER_PROFILE: unknown profile '" + cfg.profile + "' (known: " + known_profiles() + ")");
   } else if (cfg.mode != TokenizerMode::kOff) {
     err("RJ_TOKENIZER_PROFILE is required when RJ_TOKENIZER_MODE is " + std::string(to_string(cfg.mode)) +
         " (known: " + known_profiles() + ")");
@@ -263,16 +333,16 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   if (cfg.min_bytes > cfg.max_bytes) err("RJ_TOKENIZER_MIN_BYTES is larger than RJ_TOKENIZER_MAX_BYTES");
   if (errors.size() != before) return nullptr;
   if (!local_mode(cfg.mode)) {
-    s->assemble();
+    assemble(*s);
     return s;
   }
 
   // Local modes: the renderer, pinned; the manifest, pinned; the goldens.
-  const auto* profile = s->profile_;
+  const auto* profile = s->profile;
   const bool hf = profile->formatter_source() == model::FormatterSource::kHfChatTemplate;
   if (cfg.tokenizer_path.empty())
     err("RJ_MODEL_DIR (or RJ_TOKENIZER_PATH and RJ_TOKENIZER_SHA256) is required in local modes");
-  if (cfg.manifest_path.empty() && cfg.model_dir.empty())
+  if (cfg.manifest_path.empty() && dir.empty())
     err("RJ_TOKENIZER_MANIFEST_PATH and RJ_TOKENIZER_MANIFEST_SHA256 are required in local modes (or RJ_MODEL_DIR, "
         "whose engines are proven by built-in goldens)");
   if (hf && cfg.template_path.empty())
@@ -292,7 +362,7 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
   src.template_path = cfg.template_path;
   src.template_sha256 = cfg.template_sha256;
   src.sibling_config = false;  // only pinned files shape the prompt
-  src.tokenizer_config_path = s->tokenizer_config_path_;  // RJ_MODEL_DIR's (read now, with the rest)
+  src.tokenizer_config_path = s->tokenizer_config_path;  // RJ_MODEL_DIR's (read now, with the rest)
   if (!hf) src.native_formatter = std::string(profile->native_formatter());
   if (hf) src.template_formatter = std::string(profile->template_formatter());
   auto renderer = PromptRenderer::load(src);
@@ -300,14 +370,14 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
     err("tokenizer: " + std::string(to_string(renderer.error().kind)) + " error: " + renderer.error().message);
     return nullptr;
   }
-  s->renderer_ = std::move(renderer.value());
+  s->renderer = std::move(renderer.value());
   if (cfg.session_cache_bytes > 0) {
     // The budget is shared: half for exact routing's last turn of each conversation (body,
     // prompt, ids: a follow-up that extends it renders only its new messages,
     // render/prompt/turn_cache.h), three eighths for encoded prefixes, an eighth for the rendered
     // prefixes of a native formatter (render/template/qwen3_native.h).
     const uint64_t budget = cfg.session_cache_bytes;
-    s->session_cache_ = std::make_unique<SessionCache>(
+    s->session_cache = std::make_unique<SessionCache>(
         SessionCacheLimits{.max_entries = 4096, .max_bytes = budget - budget / 2 - budget / 8},
         RenderPrefixLimits{.max_entries = 4096, .max_bytes = budget / 8},
         TurnLimits{.max_entries = 4096, .max_bytes = budget / 2});
@@ -324,14 +394,14 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
     for (ManifestGolden g : builtin_goldens()) {
       auto payload = build_tokenize_payload(*profile, g.chat, g.request);
       if (!payload || payload->local_refusal) continue;  // not one this profile renders
-      LocalResult r = s->render_local(*payload);
+      LocalResult r = render::render_local(*s->renderer, *payload, s->session_cache.get());
       if (r.outcome != ShadowOutcome::kSuccess) {
         err("golden '" + g.id + "': local " + std::string(to_string(r.outcome)) + " with RJ_MODEL_DIR's files");
         continue;
       }
       g.token_count = r.ids.size();
       g.token_ids_sha256 = token_ids_sha256(r.ids);
-      s->probes_.push_back(GoldenProbe{g.id, payload->json, g.token_count, g.token_ids_sha256});
+      s->probes.push_back(GoldenProbe{g.id, payload->json, g.token_count, g.token_ids_sha256});
       m.goldens.push_back(std::move(g));
     }
     if (errors.size() != before) return nullptr;
@@ -339,13 +409,14 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
       err("profile " + cfg.profile + " renders fewer than two of the built-in goldens: give RJ_TOKENIZER_MANIFEST_PATH");
       return nullptr;
     }
-    s->manifest_ = std::move(m);
-    s->assemble();
-    spdlog::info("tokenizer: mode={} profile={} from RJ_MODEL_DIR (tokenizer.json sha256 {}{}{}); no manifest: an "
+    s->manifest = std::move(m);
+    assemble(*s);
+    spdlog::info("tokenizer: mode={} profile={} from RJ_MODEL_DIR{} (tokenizer.json sha256 {}{}{}); no manifest: an "
                  "engine is attested once its /tokenize reproduces {} goldens",
-                 to_string(cfg.mode), cfg.profile, s->manifest_->tokenizer_sha256,
+                 to_string(cfg.mode), cfg.profile, several ? " folder " + std::to_string(index + 1) + " " + dir : "",
+                 s->manifest->tokenizer_sha256,
                  hf ? ", chat template " + std::filesystem::path(cfg.template_path).filename().string() + " sha256 " : "",
-                 hf ? s->manifest_->chat_template_sha256 : "", s->probes_.size());
+                 hf ? s->manifest->chat_template_sha256 : "", s->probes.size());
     return s;
   }
   auto manifest_text = read_file(cfg.manifest_path, PromptErrc::kConfig, ManifestLimits{}.max_bytes);
@@ -379,7 +450,7 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
       err("manifest golden '" + g.id + "': not a " + (g.chat ? "chat" : "completions") + " request");
       continue;
     }
-    LocalResult r = s->render_local(*payload);
+    LocalResult r = render::render_local(*s->renderer, *payload, s->session_cache.get());
     if (r.outcome != ShadowOutcome::kSuccess) {
       err("manifest golden '" + g.id + "': local " + std::string(to_string(r.outcome)));
     } else if (r.ids.size() != g.token_count) {
@@ -391,49 +462,57 @@ std::unique_ptr<TokenizerService> TokenizerService::create(const TokenizerServic
     }
   }
   if (errors.size() != before) return nullptr;
-  s->manifest_ = std::move(manifest.value());
-  s->assemble();
+  s->manifest = std::move(manifest.value());
+  assemble(*s);
   spdlog::info("tokenizer: mode={} profile={} {} manifest goldens reproduced", to_string(cfg.mode), cfg.profile,
-               s->manifest_->goldens.size());
+               s->manifest->goldens.size());
   return s;
 }
 
-TokenizerService::LocalResult TokenizerService::render_local(const TokenizePayload& p) const {
-  return render::render_local(*renderer_, p, session_cache_.get());
+TokenizerService::LocalResult TokenizerService::render_local(const TokenizePayload& p, size_t model) const {
+  const Model& m = *models_.at(model);
+  return render::render_local(*m.renderer, p, m.session_cache.get());
 }
 
-TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, std::string_view body) const {
-  if (renderer_ == nullptr || profile_ == nullptr) {
+TokenizerService::RoutingRender TokenizerService::render_routing(PromptApi api, std::string_view body,
+                                                                 size_t model) const {
+  const Model* m = model < models_.size() ? models_[model].get() : nullptr;
+  if (m == nullptr || m->renderer == nullptr || m->profile == nullptr) {
     RoutingRender refused;
     refused.outcome = ShadowOutcome::kDecodeError;
     return refused;
   }
-  return render_routing_body(*profile_, *renderer_, session_cache_.get(), api, body);
+  return render_routing_body(*m->profile, *m->renderer, m->session_cache.get(), api, body);
 }
 
 boost::asio::awaitable<Result<TokenizerService::RoutingRender, PoolRefusal>> TokenizerService::render_for_routing(
-    PromptApi api, std::string body, RenderPool::Clock::time_point deadline) {
+    size_t model, PromptApi api, std::string body, RenderPool::Clock::time_point deadline) {
   const size_t bytes = body.size();
   // The job owns the body: an awaiter that gives up at the deadline leaves it running. (Not a
   // coroutine itself: GCC 12 destroys a temporary lambda of a co_await expression twice.)
-  auto job = [this, api, body = std::move(body)]() { return render_routing(api, body); };
+  auto job = [this, api, model, body = std::move(body)]() { return render_routing(api, body, model); };
   return pool_.run(deadline, bytes, std::move(job));
 }
 
 void TokenizerService::offer(size_t upstream, bool chat, std::string_view body) noexcept {
-  if (shadow_) shadow_->offer(upstream, chat, body);
+  if (models_.empty()) return;
+  const Model& m = *models_[attesting_model(upstream).value_or(0)];
+  if (m.shadow) m.shadow->offer(upstream, chat, body);
 }
 
 void TokenizerService::start(boost::asio::io_context& ctx) {
   if (cfg_.mode == TokenizerMode::kOff) return;
   pool_.start();
-  if (manifest_) attestation_.start(ctx, *manifest_, probes_);
+  for (auto& m : models_)
+    if (m->manifest) m->attestation->start(ctx, *m->manifest, m->probes);
 }
 
 void TokenizerService::begin_stop() {
   pool_.begin_stop();  // queued jobs dropped, later offers skipped (stopping)
-  if (shadow_) shadow_->begin_stop();
-  attestation_.begin_stop();
+  for (auto& m : models_) {
+    if (m->shadow) m->shadow->begin_stop();
+    m->attestation->begin_stop();
+  }
 }
 
 void TokenizerService::stop() {
@@ -441,18 +520,37 @@ void TokenizerService::stop() {
   pool_.stop();  // at most one local render each after begin_stop()
 }
 
-bool TokenizerService::attested(size_t i) const { return attestation_.attested(i); }
+std::optional<size_t> TokenizerService::attesting_model(size_t i) const {
+  for (size_t k = 0; k < models_.size(); ++k)
+    if (models_[k]->attestation->attested(i)) return k;
+  return std::nullopt;
+}
 
-Attestation TokenizerService::attestation(size_t i) const { return attestation_.attestation(i); }
+Attestation TokenizerService::attestation(size_t i) const {
+  if (models_.empty()) return Attestation::kUnchecked;
+  return models_[attesting_model(i).value_or(0)]->attestation->attestation(i);
+}
+
+const Manifest* TokenizerService::manifest(size_t model) const {
+  return model < models_.size() && models_[model]->manifest ? &*models_[model]->manifest : nullptr;
+}
 
 void TokenizerService::write_metrics(metrics::Exposition& out) const {
   const auto& F = kFamilies;
   out.family(F[kInfo]);
-  out.sample(F[kInfo].name,
-             "mode=\"" + std::string(to_string(cfg_.mode)) + "\",profile=\"" + cfg_.profile + "\"", uint64_t{1});
+  {  // one sample per profile: the model folders with it (1 for one)
+    std::vector<std::pair<std::string_view, uint64_t>> profiles;
+    for (const auto& m : models_) {
+      auto it = std::find_if(profiles.begin(), profiles.end(), [&](const auto& p) { return p.first == m->profile_name; });
+      if (it == profiles.end()) profiles.emplace_back(m->profile_name, 1);
+      else ++it->second;
+    }
+    for (const auto& [profile, folders] : profiles)
+      out.sample(F[kInfo].name, "mode=\"" + std::string(to_string(cfg_.mode)) + "\",profile=\"" + std::string(profile) + "\"",
+                 folders);
+  }
   if (cfg_.mode == TokenizerMode::kOff) return;
-  static const ShadowCounters kNothing;  // a service without a comparer (not returned by create)
-  const ShadowCounters& c = shadow_ ? shadow_->counters() : kNothing;
+  const ShadowCounters& c = counters_;
   out.family(F[kShadow]);
   for (size_t b = 0; b < 2; ++b) {
     if (b == 0 && !remote_mode(cfg_.mode)) continue;
@@ -494,19 +592,39 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
     if ((b == 0 && remote_mode(cfg_.mode)) || (b == 1 && local_mode(cfg_.mode)))
       out.sample(F[kTokens].name, "backend=\"" + std::string(kBackend[b]) + "\"", c.tokens[b].get());
   if (!local_mode(cfg_.mode)) return;
+  // The models' own parts, summed (their attestations, session caches and native renders).
+  const size_t engines = models_.empty() ? 0 : models_[0]->attestation->engines();
+  SessionCacheStats cs;
+  TurnStats ts;
+  NativeRenderStats ns;
+  for (const auto& m : models_) {
+    if (m->session_cache) {
+      const SessionCacheStats x = m->session_cache->stats();
+      cs.hits += x.hits, cs.misses += x.misses, cs.reused_bytes += x.reused_bytes, cs.evictions += x.evictions,
+          cs.bytes += x.bytes;
+      const TurnStats t = m->session_cache->turns().stats();
+      ts.resumed += t.resumed, ts.declined += t.declined, ts.misses += t.misses, ts.bytes += t.bytes;
+    }
+    if (m->renderer) {
+      const NativeRenderStats x = m->renderer->native_stats();
+      ns.native += x.native;
+      for (size_t i = 0; i < ns.by_reason.size(); ++i) ns.by_reason[i] += x.by_reason[i];
+    }
+  }
   out.family(F[kAttested]);
-  for (size_t i = 0; i < attestation_.engines(); ++i)
+  for (size_t i = 0; i < engines; ++i)
     out.sample(F[kAttested].name, "upstream=\"" + std::to_string(i) + "\"", uint64_t{attested(i) ? 1u : 0u});
   out.family(F[kChecks]);
-  for (size_t i = 0; i < attestation_.engines(); ++i)
+  for (size_t i = 0; i < engines; ++i)
     for (size_t a = 0; a < kAttestationCount; ++a) {
       if (static_cast<Attestation>(a) == Attestation::kUnchecked) continue;
+      uint64_t checks = 0;
+      for (const auto& m : models_) checks += m->attestation->checks(i, static_cast<Attestation>(a));
       out.sample(F[kChecks].name,
                  "upstream=\"" + std::to_string(i) + "\",outcome=\"" +
                      std::string(to_string(static_cast<Attestation>(a))) + "\"",
-                 attestation_.checks(i, static_cast<Attestation>(a)));
+                 checks);
     }
-  const SessionCacheStats cs = session_cache_ ? session_cache_->stats() : SessionCacheStats{};
   out.family(F[kCacheLookups]);
   out.sample(F[kCacheLookups].name, "result=\"hit\"", cs.hits);
   out.sample(F[kCacheLookups].name, "result=\"miss\"", cs.misses);
@@ -516,14 +634,12 @@ void TokenizerService::write_metrics(metrics::Exposition& out) const {
   out.sample(F[kCacheEvictions].name, "", cs.evictions);
   out.family(F[kCacheBytes]);
   out.sample(F[kCacheBytes].name, "", cs.bytes);
-  const TurnStats ts = session_cache_ ? session_cache_->turns().stats() : TurnStats{};
   out.family(F[kTurns]);
   out.sample(F[kTurns].name, "result=\"resumed\"", ts.resumed);
   out.sample(F[kTurns].name, "result=\"declined\"", ts.declined);
   out.sample(F[kTurns].name, "result=\"miss\"", ts.misses);
   out.family(F[kTurnBytes]);
   out.sample(F[kTurnBytes].name, "", ts.bytes);
-  const NativeRenderStats ns = renderer_ ? renderer_->native_stats() : NativeRenderStats{};
   out.family(F[kNativeRender]);
   out.sample(F[kNativeRender].name, "result=\"native\"", ns.native);
   for (size_t i = 0; i < qwen3::kFallbackCount; ++i) {

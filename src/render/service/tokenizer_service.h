@@ -18,6 +18,12 @@
 // without a manifest, built-in goldens rendered here are what each engine's /tokenize must
 // reproduce to be attested (render/identity/engine_attestation.h).
 //
+// Several RJ_MODEL_DIR folders (engines serving several models): each folder is a model of its
+// own — profile, renderer, goldens, session cache, attestation — sharing the render pool and the
+// shadow's counters. An engine is attested by the folder whose goldens its /tokenize reproduces
+// (once one has, the others stop asking it), and exact routing renders a request with the folder
+// that attested the engines of its model's pool.
+//
 // The parts: render/service/render_pool.h (worker threads, bounded queue),
 // render/identity/engine_attestation.h (the identity checks), render/service/shadow_comparer.h (the
 // shadow jobs and their counters), render/identity/tokenize_payload.h (the payload both sides
@@ -50,8 +56,10 @@ class SessionCache;
 
 struct TokenizerServiceConfig {
   TokenizerMode mode = TokenizerMode::kOff;
-  std::string profile;  // a model::PROFILES label ("" when off, or picked from model_dir)
-  std::string model_dir;  // RJ_MODEL_DIR: the files below are found (and pinned) in it
+  std::string profile;  // a model::PROFILES label ("" when off, or picked from each model folder)
+  // RJ_MODEL_DIR: one folder per model the engines serve; the files below are found (and pinned)
+  // in each. Several: each engine is proven by the folder whose goldens its /tokenize reproduces.
+  std::vector<std::string> model_dirs;
   std::string tokenizer_path, tokenizer_sha256;
   std::string template_path, template_sha256;
   std::string manifest_path, manifest_sha256;
@@ -84,8 +92,8 @@ TokenizerServiceConfig tokenizer_service_config(const config::Config& c, bool ex
 
 class TokenizerService {
  public:
-  // Checks the configuration (even when the mode is off: the profile must exist), loads the
-  // tokenizer, template and manifest, and re-renders the manifest's goldens. Every problem goes
+  // Checks the configuration (even when the mode is off: the profile must exist), loads each
+  // model folder's tokenizer, template and manifest, and re-renders its goldens. Every problem goes
   // to `errors` (then nullptr). Off: returns a service that does nothing.
   static std::unique_ptr<TokenizerService> create(const TokenizerServiceConfig& config,
                                                   std::vector<std::string>& errors);
@@ -96,56 +104,63 @@ class TokenizerService {
 
   TokenizerMode mode() const { return cfg_.mode; }
   bool enabled() const { return cfg_.mode != TokenizerMode::kOff; }
+  // The models loaded: one per RJ_MODEL_DIR folder (one for the RJ_TOKENIZER_* files).
+  size_t models() const { return models_.size(); }
 
   // After a complete 200 response from `upstream` to an inference request (chat true:
-  // /v1/chat/completions, else /v1/completions): queue a shadow tokenization. Never blocks or
-  // throws; a full queue (jobs or bytes) skips it.
+  // /v1/chat/completions, else /v1/completions): queue a shadow tokenization (by the model
+  // folder that attested the engine, else the first). Never blocks or throws; a full queue (jobs
+  // or bytes) skips it.
   void offer(size_t upstream, bool chat, std::string_view body) noexcept;
 
-  // Starts the workers and (local modes) the attestation loop on `ctx`.
+  // Starts the workers and (local modes) each model's attestation loop on `ctx`.
   void start(boost::asio::io_context& ctx);
-  // Drops queued jobs, interrupts in-flight engine calls and ends the attestation loop; never
+  // Drops queued jobs, interrupts in-flight engine calls and ends the attestation loops; never
   // blocks (safe on an io thread, e.g. in the SIGTERM handler).
   void begin_stop();
   // begin_stop(), then joins the workers (each finishes at most the local render it is in).
   void stop();
 
-  bool attested(size_t upstream) const;
+  // Whether some model's renderer attested `upstream` (its requests can be tokenized locally).
+  bool attested(size_t upstream) const { return attesting_model(upstream).has_value(); }
+  // Which model (0-based, RJ_MODEL_DIR's order) attested `upstream`, or nullopt.
+  std::optional<size_t> attesting_model(size_t upstream) const;
+  // The attesting model's outcome for `upstream`, else the first model's.
   Attestation attestation(size_t upstream) const;
-  const Manifest* manifest() const { return manifest_ ? &*manifest_ : nullptr; }
+  const Manifest* manifest(size_t model = 0) const;
 
   void write_metrics(metrics::Exposition& out) const;
 
-  // The local pipeline on one payload (the golden check and the tests; the shadow's jobs run
-  // the same render_local).
+  // The local pipeline of `model` on one payload (the golden check and the tests; the shadow's
+  // jobs run the same render_local).
   using LocalResult = LocalRender;
-  LocalResult render_local(const TokenizePayload& p) const;
+  LocalResult render_local(const TokenizePayload& p, size_t model = 0) const;
 
-  // Exact routing's tokens (RJ_EXACT_TOKENS=local): a chat, completions, Responses or Messages
-  // request body parsed (the last two turned into vLLM's chat request first),
-  // rendered and encoded on the render pool (shared with the shadow jobs, the session cache
-  // reused), delivered by `deadline` at the latest. The caller checks attestation; `model` and
-  // `cache_salt` are the namespace fields read on the way. A refusal: queue full, deadline, stopping.
+  // Exact routing's tokens (RJ_EXACT_TOKENS=local) by `model`'s renderer: a chat, completions,
+  // Responses or Messages request body parsed (the last two turned into vLLM's chat request
+  // first), rendered and encoded on the render pool (shared with the shadow jobs, the model's
+  // session cache reused), delivered by `deadline` at the latest. The caller checks attestation
+  // (attesting_model); `model` and `cache_salt` of the result are the namespace fields read on the
+  // way. A refusal: queue full, deadline, stopping.
   using RoutingRender = RoutingTokens;  // render/identity/tokenize_payload.h: render_routing_body
-  boost::asio::awaitable<Result<RoutingRender, PoolRefusal>> render_for_routing(PromptApi api, std::string body,
+  boost::asio::awaitable<Result<RoutingRender, PoolRefusal>> render_for_routing(size_t model, PromptApi api,
+                                                                                std::string body,
                                                                                 RenderPool::Clock::time_point deadline);
   // The parse + render + encode itself (what the pool job runs; the tests and the bench call it).
-  RoutingRender render_routing(PromptApi api, std::string_view body) const;
+  RoutingRender render_routing(PromptApi api, std::string_view body, size_t model = 0) const;
 
  private:
+  struct Model;  // one model folder's profile, renderer, goldens, session cache, attestation, shadow
   explicit TokenizerService(TokenizerServiceConfig cfg);
-  void assemble();  // the shadow comparer, once the profile and renderer are known
+  // One model: `dir` (empty: the RJ_TOKENIZER_* files) loaded, checked and its goldens rendered;
+  // nullptr with `errors` grown.
+  std::unique_ptr<Model> load_model(std::string dir, size_t index, std::vector<std::string>& errors);
+  void assemble(Model& m);  // its shadow comparer, once the profile and renderer are known
 
   TokenizerServiceConfig cfg_;
-  std::string tokenizer_config_path_;  // RJ_MODEL_DIR's tokenizer_config.json (special tokens)
-  const model::ModelProfile* profile_ = nullptr;
-  std::vector<GoldenProbe> probes_;  // the goldens as /tokenize calls (no pinned identity)
-  std::shared_ptr<const PromptRenderer> renderer_;
-  std::optional<Manifest> manifest_;
-  std::unique_ptr<SessionCache> session_cache_;  // local modes, when sized
-  RenderPool pool_;
-  EngineAttestation attestation_;
-  std::unique_ptr<ShadowComparer> shadow_;  // every service create() returns
+  RenderPool pool_;          // shared by the models
+  ShadowCounters counters_;  // the shadow's, shared by the models
+  std::vector<std::unique_ptr<Model>> models_;
 };
 
 // The families TokenizerService::write_metrics exports (docs/metrics.md).

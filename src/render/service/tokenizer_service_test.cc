@@ -186,7 +186,7 @@ fs::path model_folder(const fs::path& at, std::string_view config_json, bool wit
 TEST_F(ServiceTest, AModelFolderIsTheOneSettingLocalTokensNeed) {
   TokenizerServiceConfig c;
   c.mode = TokenizerMode::kLocal;
-  c.model_dir = model_folder(dir_ / "m", R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]})").string();
+  c.model_dirs = {model_folder(dir_ / "m", R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]})").string()};
   c.upstreams.resize(2);
   std::vector<std::string> errors;
   auto s = TokenizerService::create(c, errors);
@@ -212,29 +212,73 @@ TEST_F(ServiceTest, AModelFolderIsTheOneSettingLocalTokensNeed) {
   EXPECT_EQ(token_ids_sha256(r.ids), g.at("token_ids_sha256").as_string());
 
   // Without chat_template.jinja the template in tokenizer_config.json is used.
-  c.model_dir = model_folder(dir_ / "m2", R"({"model_type": "qwen3_moe"})", false).string();
+  c.model_dirs = {model_folder(dir_ / "m2", R"({"model_type": "qwen3_moe"})", false).string()};
   errors.clear();
   s = TokenizerService::create(c, errors);
   ASSERT_NE(s, nullptr) << joined(errors);
   EXPECT_EQ(s->manifest()->chat_template_sha256, *file_sha256_hex((dir_ / "m2/tokenizer_config.json").string()));
 }
 
+// Engines serving two models: a folder each, with its own renderer (here two templates of one
+// tokenizer), both loaded; what they render differs; settings that describe one model are refused.
+TEST_F(ServiceTest, SeveralModelFoldersAreSeveralRenderers) {
+  const std::string qwen = R"({"model_type": "qwen3"})";
+  const fs::path a = model_folder(dir_ / "a", qwen);
+  const fs::path b = model_folder(dir_ / "b", qwen, false);
+  {
+    std::ifstream in(kQwenTpl);
+    std::ofstream(b / "chat_template.jinja") << "{{- 'Model B. ' }}" << in.rdbuf();
+  }
+  TokenizerServiceConfig c;
+  c.mode = TokenizerMode::kLocal;
+  c.model_dirs = {a.string(), b.string()};
+  c.upstreams.resize(2);
+  std::vector<std::string> errors;
+  auto s = TokenizerService::create(c, errors);
+  ASSERT_NE(s, nullptr) << joined(errors);
+  ASSERT_EQ(s->models(), 2u);
+  EXPECT_NE(s->manifest(0)->chat_template_sha256, s->manifest(1)->chat_template_sha256);
+  EXPECT_EQ(s->manifest(2), nullptr);
+  EXPECT_FALSE(s->attesting_model(0).has_value());  // nothing proven before the loops run
+  const std::string body = R"({"model":"x","messages":[{"role":"user","content":"Hello there"}]})";
+  auto ra = s->render_routing(PromptApi::kChat, body, 0);
+  auto rb = s->render_routing(PromptApi::kChat, body, 1);
+  ASSERT_EQ(ra.outcome, ShadowOutcome::kSuccess);
+  ASSERT_EQ(rb.outcome, ShadowOutcome::kSuccess);
+  EXPECT_GT(rb.ids.size(), ra.ids.size());  // B's template says more
+  EXPECT_EQ(s->render_routing(PromptApi::kChat, body, 2).outcome, ShadowOutcome::kDecodeError);  // no such model
+  metrics::Exposition out;
+  s->write_metrics(out);
+  const std::string text = out.take();
+  EXPECT_NE(text.find("ramjet_tokenizer_info{mode=\"local\",profile=\"qwen3\"} 2"), std::string::npos) << text;
+
+  c.profile = "qwen3";
+  c.manifest_path = "/m.json";
+  c.model_dirs.push_back(a.string() + "/");
+  errors.clear();
+  EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
+  EXPECT_NE(joined(errors).find("RJ_TOKENIZER_PROFILE: set with 3 RJ_MODEL_DIR folders"), std::string::npos) << joined(errors);
+  EXPECT_NE(joined(errors).find("RJ_TOKENIZER_MANIFEST_PATH: a manifest describes one model"), std::string::npos)
+      << joined(errors);
+  EXPECT_NE(joined(errors).find("is named twice"), std::string::npos) << joined(errors);
+}
+
 TEST_F(ServiceTest, AModelFolderWithoutAKnownModelTypeNeedsAProfile) {
   TokenizerServiceConfig c;
   c.mode = TokenizerMode::kLocal;
-  c.model_dir = model_folder(dir_ / "llama", R"({"model_type": "llama"})").string();
+  c.model_dirs = {model_folder(dir_ / "llama", R"({"model_type": "llama"})").string()};
   std::vector<std::string> errors;
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("model_type 'llama' has no profile here: set RJ_TOKENIZER_PROFILE"), std::string::npos)
       << joined(errors);
-  c.model_dir = model_folder(dir_ / "none", "").string();
+  c.model_dirs = {model_folder(dir_ / "none", "").string()};
   errors.clear();
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("has no config.json with a model_type"), std::string::npos) << joined(errors);
   c.profile = "qwen3";  // a profile named: config.json is not needed
   errors.clear();
   EXPECT_NE(TokenizerService::create(c, errors), nullptr) << joined(errors);
-  c.model_dir = (dir_ / "missing").string();
+  c.model_dirs = {(dir_ / "missing").string()};
   errors.clear();
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("is not a folder"), std::string::npos) << joined(errors);
@@ -242,12 +286,12 @@ TEST_F(ServiceTest, AModelFolderWithoutAKnownModelTypeNeedsAProfile) {
   fs::create_directories(dir_ / "notemplate");
   fs::copy_file(kQwenTok, dir_ / "notemplate/tokenizer.json");
   std::ofstream(dir_ / "notemplate/tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
-  c.model_dir = (dir_ / "notemplate").string();
+  c.model_dirs = {(dir_ / "notemplate").string()};
   errors.clear();
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("has no chat template"), std::string::npos) << joined(errors);
   fs::create_directories(dir_ / "empty");
-  c.model_dir = (dir_ / "empty").string();
+  c.model_dirs = {(dir_ / "empty").string()};
   errors.clear();
   EXPECT_EQ(TokenizerService::create(c, errors), nullptr);
   EXPECT_NE(joined(errors).find("has no tokenizer.json"), std::string::npos) << joined(errors);

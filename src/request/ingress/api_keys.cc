@@ -9,6 +9,7 @@
 #include <mutex>
 #include <utility>
 
+#include "common/hex.h"
 #include "common/log.h"
 
 namespace ramjet::request {
@@ -88,13 +89,6 @@ bool visible_ascii(std::string_view s) {
     if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) return false;
   }
   return true;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 std::optional<KeyDigest> parse_hex_digest(std::string_view hex) {
@@ -297,7 +291,7 @@ std::shared_ptr<const ApiKeys::Loaded> ApiKeys::adopt(KeySet keys, const Loaded*
   return loaded;
 }
 
-ApiKeys::Outcome ApiKeys::check(std::string_view authorization, std::string_view x_api_key) {
+ApiKeys::Outcome ApiKeys::check(std::string_view authorization, std::string_view x_api_key, std::string* name_out) {
   const std::string_view bearer = bearer_token(authorization);
   Outcome outcome = Outcome::kInvalid;
   if (authorization.empty() && x_api_key.empty()) {
@@ -314,6 +308,7 @@ ApiKeys::Outcome ApiKeys::check(std::string_view authorization, std::string_view
     if (name) {
       outcome = Outcome::kAccepted;
       l.by_name[*name]->inc();
+      if (name_out != nullptr) *name_out = l.keys.names()[*name];
     }
   }
   outcomes_[static_cast<size_t>(outcome)].inc();
@@ -352,6 +347,11 @@ bool ApiKeys::reload() {
 size_t ApiKeys::size() const {
   std::shared_lock lock(mu_);
   return current_->keys.size();
+}
+
+std::vector<std::string> ApiKeys::names() const {
+  std::shared_lock lock(mu_);
+  return current_->keys.names();
 }
 
 void ApiKeys::write_metrics(metrics::Exposition& x) const {

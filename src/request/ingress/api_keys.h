@@ -76,7 +76,8 @@ class ApiKeys {
   // and the x-api-key value, each "" when absent. Accepted when either holds a loaded key;
   // missing when both are absent; invalid otherwise. Counts the outcome and, when accepted, the
   // key's name.
-  Outcome check(std::string_view authorization, std::string_view x_api_key);
+  // `name` (optional) gets the accepted key's name ("unnamed" for a key without one).
+  Outcome check(std::string_view authorization, std::string_view x_api_key, std::string* name = nullptr);
 
   // Re-reads the file. On success the new keys replace the old ones at once (counters of names
   // kept across the swap) and true is returned; otherwise the old keys stay, the reason (line
@@ -84,6 +85,8 @@ class ApiKeys {
   bool reload();
 
   size_t size() const;
+  // The loaded keys' names (first appearance order, "unnamed" included when a key has none).
+  std::vector<std::string> names() const;
   void write_metrics(metrics::Exposition& x) const;
 
   // The 401 body for a request that was not accepted: OpenAI-style, type authentication_error,

@@ -27,21 +27,19 @@ namespace ramjet::request::detail {
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 
-// Eight bytes per iteration: the hash is a serial chain of xor-multiply steps either way, but
-// unrolled it costs three instructions a byte instead of six.
+// FNV-1a over n bytes. The hash is a serial chain of xor-multiply steps whatever is done; what
+// can be saved is the work around it. On x86-64 each byte is one `xor` of the memory byte into
+// the hash's low byte and one multiply (a byte changes only the low eight bits, so this is the
+// same xor; the compiler's zero-extending load makes it three instructions), unrolled by eight.
 inline uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+#pragma GCC unroll 8
+  for (size_t i = 0; i < n; ++i) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    asm("xorb %[byte], %b[h]\n\timulq %[prime], %[h]" : [h] "+r"(h) : [byte] "m"(p[i]), [prime] "r"(kFnvPrime));
+#else
     h = (h ^ p[i]) * kFnvPrime;
-    h = (h ^ p[i + 1]) * kFnvPrime;
-    h = (h ^ p[i + 2]) * kFnvPrime;
-    h = (h ^ p[i + 3]) * kFnvPrime;
-    h = (h ^ p[i + 4]) * kFnvPrime;
-    h = (h ^ p[i + 5]) * kFnvPrime;
-    h = (h ^ p[i + 6]) * kFnvPrime;
-    h = (h ^ p[i + 7]) * kFnvPrime;
+#endif
   }
-  for (; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
   return h;
 }
 
@@ -64,112 +62,116 @@ constexpr std::array<bool, 256> kNeedsEscape = [] {
   return t;
 }();
 
+#if defined(__SSE2__)
+// Bit j set when the byte at p + j needs an escape (kNeedsEscape), for the 16 bytes at p.
+inline unsigned escape_mask16(const unsigned char* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i controls = _mm_set1_epi8(0x1f);
+  const __m128i flagged = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, controls), controls),  // v <= 0x1f
+                                       _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+  return static_cast<unsigned>(_mm_movemask_epi8(flagged));
+}
+#endif
+
 // How many of the n bytes at p come before the first one kNeedsEscape flags (n: none does).
 inline size_t clean_prefix(const unsigned char* p, size_t n) {
   size_t i = 0;
 #if defined(__SSE2__)
-  const __m128i controls = _mm_set1_epi8(0x1f);
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
   for (; i + 16 <= n; i += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
-    const __m128i flagged = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, controls), controls),  // v <= 0x1f
-                                         _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
-    if (const int mask = _mm_movemask_epi8(flagged); mask != 0) return i + static_cast<size_t>(__builtin_ctz(mask));
+    if (const unsigned mask = escape_mask16(p + i); mask != 0) return i + static_cast<size_t>(__builtin_ctz(mask));
+  }
+  if (i < n && n >= 16) {  // the last 1-15 bytes: the 16 that end at p + n, less those already seen
+    const unsigned mask = escape_mask16(p + n - 16) >> (16 - (n - i));
+    return mask != 0 ? i + static_cast<size_t>(__builtin_ctz(mask)) : n;
   }
 #endif
   while (i < n && !kNeedsEscape[p[i]]) ++i;
   return i;
 }
 
+// The letter of a two-byte escape ('n' for '\n'), or 0 where serde_json writes \u00XX.
+constexpr std::array<char, 256> kShortEscape = [] {
+  std::array<char, 256> t{};
+  t['"'] = '"';
+  t['\\'] = '\\';
+  t['\b'] = 'b';
+  t['\f'] = 'f';
+  t['\n'] = 'n';
+  t['\r'] = 'r';
+  t['\t'] = 't';
+  return t;
+}();
+
 // The escape sequence for one byte that kNeedsEscape flags; returns its length.
 inline size_t escape_sequence(unsigned char c, char* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   out[0] = '\\';
-  switch (c) {
-    case '"':
-      out[1] = '"';
-      return 2;
-    case '\\':
-      out[1] = '\\';
-      return 2;
-    case '\b':
-      out[1] = 'b';
-      return 2;
-    case '\f':
-      out[1] = 'f';
-      return 2;
-    case '\n':
-      out[1] = 'n';
-      return 2;
-    case '\r':
-      out[1] = 'r';
-      return 2;
-    case '\t':
-      out[1] = 't';
-      return 2;
-    default:
-      out[1] = 'u';
-      out[2] = '0';
-      out[3] = '0';
-      out[4] = kHex[c >> 4];
-      out[5] = kHex[c & 0xf];
-      return 6;
+  if (kShortEscape[c] != 0) {
+    out[1] = kShortEscape[c];
+    return 2;
   }
+  out[1] = 'u';
+  out[2] = '0';
+  out[3] = '0';
+  out[4] = kHex[c >> 4];
+  out[5] = kHex[c & 0xf];
+  return 6;
 }
 
 // Hashes bytes as they arrive; emits one fingerprint per full chunk and stops at `max` bytes.
+// Small pieces (the writer's quotes, separators, keys, escape sequences, short strings) are
+// gathered in a buffer and hashed together; a long run of string bytes that needs no escape is
+// hashed straight from the parsed body. Either way each byte is hashed once, in order.
 class ChainSink {
  public:
   ChainSink(uint64_t chunk, uint64_t max, std::vector<uint64_t>& out)
       : chunk_(chunk), max_(max), out_(out), h_(chunk_seed(0)) {}
 
-  bool full() const { return total_ >= max_; }
-  uint64_t total() const { return total_; }
+  bool full() const { return total_ + len_ >= max_; }
+  uint64_t total() const { return std::min<uint64_t>(total_ + len_, max_); }
 
   void put(const char* p, size_t n) {
-    n = static_cast<size_t>(std::min<uint64_t>(n, max_ - total_));
-    total_ += n;
-    auto* bytes = reinterpret_cast<const unsigned char*>(p);
-    while (n > 0) {
-      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
-      h_ = fnv1a(h_, bytes, take);
-      in_chunk_ += take;
-      bytes += take;
-      n -= take;
-      if (in_chunk_ == chunk_) emit();
+    if (n <= kCopyMax && len_ + n <= kBuffer) [[likely]] {
+      copy_small(buffer_ + len_, reinterpret_cast<const unsigned char*>(p), n);
+      len_ += n;
+      return;
     }
+    drain();
+    hash(reinterpret_cast<const unsigned char*>(p), n);
   }
   void put(char c) {
-    if (total_ >= max_) return;
-    ++total_;
-    h_ = (h_ ^ static_cast<unsigned char>(c)) * kFnvPrime;
-    if (++in_chunk_ == chunk_) emit();
+    if (len_ == kBuffer) [[unlikely]] drain();
+    buffer_[len_++] = static_cast<unsigned char>(c);
   }
-  // String contents with serde_json escaping, hashed as they are scanned: each run of bytes that
-  // need no escape (found 16 at a time) is hashed straight from the source, each escaped byte
-  // as its sequence; no escaped copy is made.
+  // String contents with serde_json escaping: each run of bytes that needs no escape (found 16
+  // at a time) goes in as it is, each escaped byte as its sequence; no escaped copy is made.
   void put_escaped(const char* p, size_t n) {
     auto* bytes = reinterpret_cast<const unsigned char*>(p);
-    while (n > 0 && total_ < max_) {
-      const size_t limit =
-          static_cast<size_t>(std::min<uint64_t>({n, chunk_ - in_chunk_, max_ - total_}));
-      const size_t i = clean_prefix(bytes, limit);
-      h_ = fnv1a(h_, bytes, i);
-      in_chunk_ += i;
-      total_ += i;
-      bytes += i;
-      n -= i;
-      if (in_chunk_ == chunk_) emit();
-      if (i < limit) {
-        char seq[6];
-        put(seq, escape_sequence(*bytes, seq));
-        ++bytes;
-        --n;
+#if defined(__SSE2__)
+    // A short string: copied in, then checked 16 bytes at a time in the buffer (the source may
+    // end anywhere; the buffer always has the room).
+    if (n < 16) {
+      if (len_ + 16 > kBuffer) [[unlikely]] drain();
+      copy_small(buffer_ + len_, bytes, n);
+      if ((escape_mask16(buffer_ + len_) & ((1u << n) - 1)) == 0) {
+        len_ += n;
+        return;
       }
+    }
+#endif
+    while (n > 0 && !full()) {
+      const size_t i = clean_prefix(bytes, n);
+      put(reinterpret_cast<const char*>(bytes), i);
+      if (i == n) return;
+      if (len_ + 6 > kBuffer) drain();
+      len_ += escape_sequence(bytes[i], reinterpret_cast<char*>(buffer_ + len_));
+      bytes += i + 1;
+      n -= i + 1;
     }
   }
   void finish() {
+    drain();
     if (in_chunk_ > 0) emit();
   }
   // Forget everything written so far (the writer gave up: the raw bytes are hashed instead).
@@ -177,10 +179,58 @@ class ChainSink {
     out_.clear();
     total_ = 0;
     in_chunk_ = 0;
+    len_ = 0;
     h_ = chunk_seed(0);
   }
 
  private:
+  static constexpr size_t kBuffer = 1024;
+  static constexpr size_t kCopyMax = 64;  // longer pieces are hashed where they are
+
+  // Up to 32 bytes with at most two overlapping loads and stores of one width (no call).
+  static void copy_small(unsigned char* d, const unsigned char* p, size_t n) {
+    auto two = [&](auto word) {
+      constexpr size_t w = sizeof word;
+      decltype(word) a, b;
+      std::memcpy(&a, p, w);
+      std::memcpy(&b, p + n - w, w);
+      std::memcpy(d, &a, w);
+      std::memcpy(d + n - w, &b, w);
+    };
+    if (n > 32) {
+      std::memcpy(d, p, n);
+    } else if (n >= 16) {
+      struct Wide {
+        uint64_t x, y;
+      };
+      two(Wide{});
+    } else if (n >= 8) {
+      two(uint64_t{});
+    } else if (n >= 4) {
+      two(uint32_t{});
+    } else if (n > 0) {
+      d[0] = p[0];
+      d[n / 2] = p[n / 2];
+      d[n - 1] = p[n - 1];
+    }
+  }
+  [[gnu::noinline]] void drain() {
+    hash(buffer_, len_);
+    len_ = 0;
+  }
+  // Hashes n bytes (those past `max` are dropped), emitting at every chunk boundary.
+  void hash(const unsigned char* p, size_t n) {
+    n = static_cast<size_t>(std::min<uint64_t>(n, max_ - total_));
+    total_ += n;
+    while (n > 0) {
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
+      h_ = fnv1a(h_, p, take);
+      in_chunk_ += take;
+      p += take;
+      n -= take;
+      if (in_chunk_ == chunk_) emit();
+    }
+  }
   void emit() {
     out_.push_back(h_);
     h_ = chunk_seed(h_);
@@ -191,8 +241,10 @@ class ChainSink {
   uint64_t max_;
   std::vector<uint64_t>& out_;
   uint64_t h_;
-  uint64_t total_ = 0;
-  uint64_t in_chunk_ = 0;
+  uint64_t total_ = 0;     // bytes hashed
+  uint64_t in_chunk_ = 0;  // of which in the current chunk
+  size_t len_ = 0;         // bytes waiting in buffer_
+  unsigned char buffer_[kBuffer];
 };
 
 // Collects the bytes (truncated at `max`).

@@ -151,6 +151,7 @@ thread_local uint64_t simdjson_answered = 0;  // detail::simdjson_path_count()
 // the largest body it has parsed (a padded copy plus tape and string buffers; only the touched
 // pages are resident).
 constexpr std::size_t kFastPathMaxBody = 4u << 20;
+static_assert(kBodyPadding >= simdjson::SIMDJSON_PADDING);  // parse(std::string&) reads in place
 
 // The simdjson parser, one per thread, rebuilt when the depth limit changes. simdjson's depth
 // limit N never accepts a document that Boost.JSON's max_depth N rejects (it counts one more

@@ -113,7 +113,10 @@ struct PreparedRequest {
 //     leaves that content untouched;
 //  3. drop reasoning_effort when it is not one of none|minimal|low|medium|high|xhigh|max.
 // An unchanged body is forwarded byte for byte. Other endpoints are never modified.
+// A body with at least kBodyPadding bytes of spare capacity past its size is parsed in place;
+// one without is first copied into the parser's padded buffer.
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config);
+inline constexpr size_t kBodyPadding = 64;
 
 // GET /v1/models rewrite: in every object of data[] (recursively), each integer field named
 // max_model_len / context_length / max_context_length whose value is > margin is reduced by

@@ -30,6 +30,10 @@ std::string_view label(ExactOutcome o) {
   return "none";
 }
 
+uint64_t TierWeights::weigh(const cache::TierBlocks& tokens) const {
+  return tokens.by_tier[0] + static_cast<uint64_t>(cpu * tokens.by_tier[1] + disk * tokens.by_tier[2]);
+}
+
 thread_local ExactOverlap::LastLookup ExactOverlap::last_lookup_;
 
 ExactOverlap::ExactOverlap(const cache::events::KvFleet& kv, const upstream::Fleet& fleet, ExactMode mode,
@@ -98,9 +102,13 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
   const size_t n = std::min(out.size(), kv_.size());
   thread_local std::vector<const cache::events::Inventory*> inventories;
   thread_local std::vector<std::optional<uint32_t>> resident;
+  thread_local std::vector<std::optional<cache::TierBlocks>> tiers;
+  thread_local std::vector<uint64_t> weighted;  // resident tokens as the score sees them
   thread_local std::vector<uint8_t> estimated;
   inventories.assign(n, nullptr);
   resident.assign(n, std::nullopt);
+  tiers.assign(n, std::nullopt);
+  weighted.assign(n, 0);
   estimated.assign(n, 0);
   // A healthy engine whose index is not trusted (or whose predictions keep missing) gets the
   // approximate index's estimate on the same scale, so the trusted ones are still placed exactly;
@@ -132,7 +140,13 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
   last_lookup_.chains.emplace(exact_request(req));
   last_lookup_.req = &req;
   cache::events::RequestChains& chains = *last_lookup_.chains;
-  cache::events::lookup(inventories, chains, resident);
+  cache::events::lookup_tiers(inventories, chains, tiers);
+  for (size_t i = 0; i < n; ++i) {
+    if (tiers[i]) {
+      resident[i] = tiers[i]->total();
+      weighted[i] = weights_.weigh(*tiers[i]);
+    }
+  }
   const uint64_t prompt = req.exact.tokens.size();
   const uint64_t blocks = req.fingerprints.chain.size();
   const int64_t now = clock_.now_ms();
@@ -147,6 +161,7 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
       return false;
     }
     if (i < note.tokens.size()) note.tokens[i] = *resident[i];
+    if (i < note.tiers.size()) note.tiers[i] = *tiers[i];
     // Speculative residency: the match continues through blocks just placed there.
     const uint32_t bs = inventories[i]->block_size();
     if (bs == 0 || i >= provisional_.size()) continue;
@@ -156,13 +171,14 @@ bool ExactOverlap::overlaps(const request::PreparedRequest& req, std::span<uint3
     const uint32_t extra = static_cast<uint32_t>(more * bs);
     if (i < note.provisional.size()) note.provisional[i] = extra;
     resident[i] = *resident[i] + extra;
+    weighted[i] += extra;  // the request just placed there prefills them into its GPU cache
   }
   if (lengthened) used_.fetch_add(1, std::memory_order_relaxed);
   if (shadow) {
     note.shadow = true;  // the router tells agree from would-move once the policy decided
     return false;
   }
-  for (size_t i = 0; i < n; ++i) out[i] = units(*resident[i], prompt, blocks);
+  for (size_t i = 0; i < n; ++i) out[i] = units(weighted[i], prompt, blocks);
   if (untrusted != ExactOutcome::kNone) {
     thread_local std::vector<uint32_t> estimate;
     estimate.assign(out.size(), 0);

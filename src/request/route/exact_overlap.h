@@ -15,6 +15,10 @@
 // (cache/index/provisional.h, RJ_EXACT_PROVISIONAL_TTL_MS); a later lookup continues each engine's
 // exact match through them. Resident tokens (note.tokens, the prediction the engine's usage
 // checks) count only what the events confirmed; note.provisional counts the rest.
+//
+// Tiers: an engine's resident tokens include what its offload tiers hold after its GPU run
+// (note.tiers splits them); the overlap credits each tier with its weight (TierWeights), while
+// the prediction counts them all, as vLLM's cached_tokens does (route/prediction_check.h).
 #pragma once
 
 #include <atomic>
@@ -39,6 +43,15 @@ namespace ramjet::route {
 
 enum class ExactMode : uint8_t { kOff, kShadow, kOn };
 
+// What a prompt token an engine holds is worth to the prefix score, by tier (RJ_KV_TIER_WEIGHT_*):
+// a GPU token 1; a token the engine's offloading connector would load back from CPU or disk less.
+struct TierWeights {
+  double cpu = 0.8;
+  double disk = 0.3;
+  // The tokens, weighted (rounded down).
+  uint64_t weigh(const cache::TierBlocks& tokens) const;
+};
+
 class ExactOverlap final : public OverlapSource {
  public:
   // `check` (optional) withdraws engines whose predictions keep missing.
@@ -53,6 +66,7 @@ class ExactOverlap final : public OverlapSource {
   // their exact overlaps (ExactOutcome::kExactPartial). Without it, one such engine makes the
   // source decline for the whole fleet.
   void set_estimates(const OverlapSource* approx) { estimates_ = approx; }
+  void set_tier_weights(TierWeights w) { weights_ = w; }
   std::string_view name() const override { return "exact"; }
   ExactMode mode() const { return mode_; }
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
@@ -85,6 +99,7 @@ class ExactOverlap final : public OverlapSource {
   const Clock& clock_;
   const upstream::EngineCatalog* catalog_ = nullptr;
   const OverlapSource* estimates_ = nullptr;
+  TierWeights weights_;
   cache::events::ExactRequest exact_request(const request::PreparedRequest& req) const;
   // This thread's last lookup (the router places a request right after looking it up).
   struct LastLookup {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cache/index/approx_index.h"
+#include "cache/index/exact_index.h"
 #include "metrics/metrics.h"
 #include "request/prepare/prepare.h"
 
@@ -57,6 +58,9 @@ struct OverlapNote {
   // residency: blocks of requests just placed there, not yet confirmed by its events).
   std::span<uint32_t> provisional;
   std::span<ExactStamp> stamps;  // one per engine, default: what each exact prediction was read from
+  // One per engine, zeroed: `tokens` split by the tier the engine would serve them from (GPU prefix
+  // cache, then its offload tiers: cache/index/exact_index.h), when the source knows.
+  std::span<cache::TierBlocks> tiers;
   ExactOutcome exact = ExactOutcome::kNone;
   uint32_t block_size = 0;  // the block size resident tokens were counted in (the largest engine's)
   bool shadow = false;  // the source computed overlaps but declines to be used (it returned false)
@@ -85,7 +89,7 @@ class ApproxOverlap final : public OverlapSource {
   std::string_view name() const override { return "approx"; }
   bool overlaps(const request::PreparedRequest& req, std::span<uint32_t> out, OverlapNote& note) const override;
   void served(size_t engine, const request::PreparedRequest& req) override;
-  // ramjet_route_index_entries{upstream}
+  // ramjet_route_index_entries{upstream}, ramjet_route_index_horizon{upstream}
   void write_metrics(metrics::Exposition& x) const override;
   cache::ApproxIndex& index() { return index_; }
 

@@ -11,13 +11,14 @@ std::unique_ptr<Policy> make_round_robin_policy(const RouteConfig& config);
 std::unique_ptr<Policy> make_prefix_load_policy(const RouteConfig& config);
 
 FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
-  // Members only: a vacant or leaving slot is not a candidate, not even to fail open to.
+  // Members only: a vacant or leaving slot is not a candidate, not even to fail open to; nor is
+  // a parked one (the idle drain's: a sleeping engine would hold the request unanswered).
   FleetSnapshot s;
   s.candidates.reserve(fleet.size());
   const int64_t now = fleet.now_ms();
   for (size_t i = 0; i < fleet.size(); ++i) {
     const auto& e = fleet.at(i);
-    if (!e.member()) continue;
+    if (!e.member() || e.parked()) continue;
     s.candidates.push_back(CandidateState{i, e.healthy(), e.load_units(), e.inflight()});
     s.candidates.back().failing = fleet.failing(i, now);
   }

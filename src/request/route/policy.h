@@ -108,9 +108,22 @@ struct RouteConfig {
   uint32_t max_load_units = 8;       // RJ_ROUTE_MAX_LOAD_UNITS
   double alpha = 4.0;                // RJ_ROUTE_ALPHA: score units per reserved load unit
   uint32_t max_overlap_blocks = 32;  // RJ_ROUTE_MAX_OVERLAP_BLOCKS: affinity cap
+  // RJ_ROUTE_CREDIT_BASIS=relative: a candidate's credit is measured down from the warmest
+  // eligible candidate (relative_affinity()).
+  bool relative_credit = false;
   uint64_t chunk_bytes = 2048;       // RJ_ROUTE_CHUNK_BYTES: bytes per fingerprint block
   uint64_t short_max_tokens = 256;   // RJ_PROFILE_SHORT_MAX_TOKENS: <= this prefers MTP engines
 };
+
+// A candidate's overlap credit under RJ_ROUTE_CREDIT_BASIS=relative: min(overlap, cap) as under
+// absolute while `warmest` (the largest overlap among the eligible candidates) is within the cap;
+// past it, every overlap is first lowered by what the warmest exceeds the cap by, so the warmest
+// earns the cap and the others the cap less what they lack of its prefix (at least 0): a prefix
+// every engine holds past the cap no longer flattens them all to the cap.
+inline uint32_t relative_affinity(uint32_t overlap, uint32_t warmest, uint32_t cap) {
+  const uint32_t shift = warmest > cap ? warmest - cap : 0;
+  return std::min(cap, overlap > shift ? overlap - shift : 0);
+}
 
 // clamp(ceil(bytes / unit), 1, max)
 uint32_t request_load_units(uint64_t uncached_bytes, const RouteConfig& c);

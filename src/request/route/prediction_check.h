@@ -8,6 +8,18 @@
 // withdrawn for cooldown_ms; then it is used again, and its next miss withdraws it again.
 // Counted per engine, with the error distribution and the locality regret (tokens the chosen
 // engine had to prefill that another eligible engine held).
+//
+// Offload tiers: the prediction counts the tokens of every tier (cache/index/exact_index.h), not
+// the GPU's only, because vLLM's cached_tokens does. Scheduler.schedule (vllm/v1/core/sched/
+// scheduler.py) sets num_computed_tokens = num_new_local_computed_tokens (the GPU prefix cache,
+// kv_cache_manager.get_computed_blocks) + num_external_computed_tokens (the connector's
+// get_num_new_matched_tokens: for the OffloadingConnector, OffloadingConnectorScheduler's contiguous
+// run of offloaded blocks after the GPU hit), then request.num_cached_tokens = num_computed_tokens;
+// with an asynchronous load the request waits in WAITING_FOR_REMOTE_KVS and is scheduled with the
+// loaded tokens already in num_computed_tokens, which again become num_cached_tokens. That is the
+// usage's prompt_tokens_details.cached_tokens (vllm/v1/engine/output_processor.py). The
+// connector's part is also num_external_computed_tokens, which the OpenAI usage does not report,
+// so the check compares the whole of it; a GPU-only prediction would read every CPU hit as a miss.
 #pragma once
 
 #include <array>

@@ -1,6 +1,7 @@
 // Prefix-load policy (RJ_AFFINITY=prefix, the default): each candidate scores
 // min(overlap, cap) - alpha * (load_units + foreign_load_units), so a warm prefix cache attracts a request until the
-// engine's live load outweighs it. Order: serving-eligible, not failing (CandidateState::failing:
+// engine's live load outweighs it. With RJ_ROUTE_CREDIT_BASIS=relative an overlap past the cap
+// lowers every candidate's by its excess first (relative_affinity). Order: serving-eligible, not failing (CandidateState::failing:
 // an engine that fails fast looks idle, so it ranks after the rest), score, raw overlap, decode-profile
 // preference, rotation. Overlaps arrive in the snapshot (cache/index is read by the caller).
 //
@@ -40,7 +41,17 @@ class PrefixLoadPolicy final : public Policy {
     const size_t n = fleet.candidates.size();
     const Profile wanted = req.wanted;
     d.ranked.reserve(n);
-    for (const CandidateState& c : fleet.candidates) {
+    // Relative credit: measured from the warmest eligible candidate; the others, ranked after
+    // them anyway (the fail-open order), from the warmest of all.
+    uint32_t warmest_eligible = 0, warmest_all = 0;
+    if (config_.relative_credit) {
+      for (const CandidateState& c : fleet.candidates) {
+        warmest_all = std::max(warmest_all, c.overlap);
+        if (c.eligible) warmest_eligible = std::max(warmest_eligible, c.overlap);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const CandidateState& c = fleet.candidates[i];
       CandidateTerms t;
       t.ordinal = c.ordinal;
       t.eligible = c.eligible;
@@ -49,7 +60,10 @@ class PrefixLoadPolicy final : public Policy {
       t.overlap = c.overlap;
       t.single_flight = c.single_flight;
       const uint32_t cap = config_.max_overlap_blocks;
-      t.affinity = std::max(std::min(c.overlap, cap), single_flight_affinity(c.single_flight, req.total_blocks, cap));
+      const uint32_t credited = config_.relative_credit
+                                    ? relative_affinity(c.overlap, c.eligible ? warmest_eligible : warmest_all, cap)
+                                    : std::min(c.overlap, cap);
+      t.affinity = std::max(credited, single_flight_affinity(c.single_flight, req.total_blocks, cap));
       // Session affinity's prior (route/session_affinity.h), within the same cap.
       t.session_bonus = c.session_bonus;
       t.affinity = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{t.affinity} + c.session_bonus, std::max(cap, t.affinity)));

@@ -97,6 +97,66 @@ TEST(PrefixLoadPolicy, ScoreIsCappedAffinityMinusAlphaTimesLoad) {
   EXPECT_EQ(t.load_units, 3);
 }
 
+TEST(PrefixLoadPolicy, RelativeAffinityLowersEveryOverlapByWhatTheWarmestExceedsTheCapBy) {
+  struct Row {
+    uint32_t overlap, warmest, cap, affinity;
+  };
+  for (const Row& r : {Row{0, 0, 32, 0}, Row{44, 44, 32, 32}, Row{40, 44, 32, 28}, Row{0, 44, 32, 0},
+                       Row{5, 9, 32, 5}, Row{9, 5, 32, 9}, Row{32, 32, 32, 32}, Row{3, 3, 0, 0},
+                       Row{50, 44, 32, 32}}) {
+    EXPECT_EQ(relative_affinity(r.overlap, r.warmest, r.cap), r.affinity) << r.overlap << " below " << r.warmest;
+  }
+}
+
+TEST(PrefixLoadPolicy, RelativeCreditLetsTheConversationsEngineWinPastASharedPromptLongerThanTheCap) {
+  // Every engine holds a 40-block shared system prompt, engine 2 also the conversation's 6 blocks
+  // after it; the cap is 32. Absolute: every engine earns the cap, so load decides (engine 2 is a
+  // unit busier: it loses). Relative: engine 2 earns the cap, the others 6 less: 32 - 4 > 26.
+  const std::vector<Engine> engines{{.overlap = 40}, {.overlap = 40}, {.overlap = 46, .load = 1}};
+  RouteConfig absolute{.max_overlap_blocks = 32};
+  RouteConfig relative{.max_overlap_blocks = 32, .relative_credit = true};
+  EXPECT_NE(winner(*prefix(absolute), chat(), engines), 2u);
+  Decision d = prefix(relative)->decide(chat(), fleet(engines));
+  EXPECT_EQ(d.ranked.front().ordinal, 2u);
+  EXPECT_EQ(d.ranked.front().affinity, 32u);
+  EXPECT_EQ(d.ranked.front().overlap, 46u) << "the raw overlap is kept (journal, replay)";
+  EXPECT_EQ(d.ranked[1].affinity, 26u);
+  // Two units busier, load wins: 32 - 8 < 26.
+  EXPECT_NE(winner(*prefix(relative), chat(), {{.overlap = 40}, {.overlap = 40}, {.overlap = 46, .load = 2}}), 2u);
+}
+
+TEST(PrefixLoadPolicy, RelativeCreditIsAbsoluteWhileNoOverlapPassesTheCap) {
+  RouteConfig absolute{.max_overlap_blocks = 32};
+  RouteConfig relative{.max_overlap_blocks = 32, .relative_credit = true};
+  std::mt19937 rng(11);
+  for (int round = 0; round < 500; ++round) {
+    std::vector<Engine> engines(1 + rng() % 6);
+    for (Engine& e : engines) {
+      e.overlap = rng() % 33;  // <= the cap
+      e.load = rng() % 4;
+      e.eligible = rng() % 5 != 0;
+    }
+    const RouteRequest rr = RouteRequest::of(chat(), absolute);
+    const Decision a = prefix(absolute)->decide(rr, fleet(engines), static_cast<uint64_t>(round));
+    const Decision r = prefix(relative)->decide(rr, fleet(engines), static_cast<uint64_t>(round));
+    ASSERT_EQ(a.ranked.size(), r.ranked.size());
+    for (size_t k = 0; k < a.ranked.size(); ++k) {
+      ASSERT_EQ(a.ranked[k].ordinal, r.ranked[k].ordinal) << round;
+      ASSERT_EQ(a.ranked[k].affinity, r.ranked[k].affinity) << round;
+    }
+  }
+}
+
+TEST(PrefixLoadPolicy, RelativeCreditMeasuresFromTheWarmestEligibleCandidate) {
+  RouteConfig relative{.max_overlap_blocks = 32, .relative_credit = true};
+  // The warmest engine is fenced: the eligible ones' 40 and 46 are measured from 46, not its 90.
+  Decision d = prefix(relative)->decide(chat(), fleet({{.overlap = 90, .eligible = false}, {.overlap = 40}, {.overlap = 46}}));
+  EXPECT_EQ(d.ranked[0].ordinal, 2u);
+  EXPECT_EQ(d.ranked[0].affinity, 32u);
+  EXPECT_EQ(d.ranked[1].affinity, 26u);
+  EXPECT_EQ(d.ranked[2].affinity, 32u) << "the fenced one, from the warmest of all";
+}
+
 TEST(PrefixLoadPolicy, LoadSpikeOverridesAffinityOnceAlphaTimesDeltaExceedsCap) {
   // Warm engine holds more than the cap (affinity 32); alpha 4. At load 8 its score 32 - 32 = 0
   // ties the idle cold engine and raw overlap keeps it; at load 9 the cold engine wins.

@@ -49,6 +49,7 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
   thread_local std::vector<uint32_t> tokens;
   thread_local std::vector<uint32_t> provisional;
   thread_local std::vector<ExactStamp> stamps;
+  thread_local std::vector<cache::TierBlocks> tiers;
   OverlapNote note;
   if (uses_prefix_ && !chain.empty()) {
     // By ordinal (slot), whether or not the slot holds a member now.
@@ -57,6 +58,8 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
       tokens.assign(fleet_.size(), 0);
       provisional.assign(fleet_.size(), 0);
       stamps.assign(fleet_.size(), ExactStamp{});
+      tiers.assign(fleet_.size(), cache::TierBlocks{});
+      note.tiers = tiers;
       note.tokens = tokens;
       note.provisional = provisional;
       note.stamps = stamps;
@@ -104,6 +107,7 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
   }
   if (note.shadow || placed_exactly(note.exact)) {
     r.exact_tokens = tokens;
+    r.exact_tiers = tiers;
     r.exact_provisional = provisional;
     r.exact_stamps = stamps;
     r.exact_block_size = note.block_size;
@@ -177,10 +181,10 @@ namespace ramjet::route {
 namespace {
 
 enum class F {
-  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary,
+  kProvisionalBlocks, kProvisionalHits, kIndexEntries, kIndexHorizon, kLeaders, kLeads, kRefused, kExpired, kExactOutcomes, kCanary,
   kForeignLoad, kSession
 };
-constexpr std::array<metrics::Family, 11> kFamilies = {{
+constexpr std::array<metrics::Family, 12> kFamilies = {{
     // ExactOverlap's (asked before the approximate index, so written first)
     {"ramjet_exact_provisional_blocks_total", metrics::MetricKind::kCounter, "",
      "Blocks entered as provisional (speculative residency): blocks of a placed request's prompt "
@@ -191,6 +195,10 @@ constexpr std::array<metrics::Family, 11> kFamilies = {{
      "arrived before the engine's events for its prefix)."},
     {"ramjet_route_index_entries", metrics::MetricKind::kGauge, "upstream",
      "Prefix fingerprints in the approximate index per upstream ordinal."},
+    {"ramjet_route_index_horizon", metrics::MetricKind::kGauge, "upstream",
+     "RJ_ROUTE_HORIZON=auto: the engine's eviction horizon in fingerprints (its KV pool in prompt "
+     "chunks); a fingerprint older than this by the new chunks sent there since earns no credit. "
+     "Only engines with a horizon."},
     {"ramjet_route_single_flight_leaders", metrics::MetricKind::kGauge, "",
      "New prefixes being prefilled by a single-flight leader."},
     {"ramjet_route_single_flight_leads_total", metrics::MetricKind::kCounter, "",
@@ -239,6 +247,11 @@ void ApproxOverlap::write_metrics(metrics::Exposition& x) const {
   for (size_t i = 0; i < index_.engines(); ++i) {
     x.sample(fam(F::kIndexEntries).name, "upstream=\"" + std::to_string(i) + "\"",
              static_cast<int64_t>(index_.entries(i)));
+  }
+  x.family(fam(F::kIndexHorizon));
+  for (size_t i = 0; i < index_.engines(); ++i) {
+    if (const uint64_t h = index_.horizon(i); h != 0)
+      x.sample(fam(F::kIndexHorizon).name, "upstream=\"" + std::to_string(i) + "\"", static_cast<int64_t>(h));
   }
 }
 

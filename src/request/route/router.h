@@ -40,6 +40,8 @@ struct Routed {
   // not part of the prediction the engine's usage checks.
   ExactOutcome exact = ExactOutcome::kNone;
   std::vector<uint32_t> exact_tokens;
+  // exact_tokens by tier (GPU, then the engine's CPU and disk offload tiers)
+  std::vector<cache::TierBlocks> exact_tiers;
   std::vector<uint32_t> exact_provisional;
   std::vector<ExactStamp> exact_stamps;
   uint32_t exact_block_size = 0;

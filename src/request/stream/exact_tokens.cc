@@ -93,17 +93,20 @@ boost::asio::awaitable<bool> Proxy::local_exact_tokens(Session& s, std::chrono::
     e.status = ExactTokens::kIneligible;
     co_return false;
   }
-  // Local tokens are the engines' tokens only for engines that match the manifest: one healthy
-  // engine of the model's pool that does not (a model or version roll in progress) sends the
-  // request to the fingerprints.
+  // Local tokens are the engines' tokens only for engines one model folder attested: one healthy
+  // engine of the model's pool that it did not (a model or version roll in progress, or engines
+  // of one name that render differently) sends the request to the fingerprints.
+  std::optional<size_t> model;
   bool any = false;
   for (size_t i = 0; i < fleet_.size(); ++i) {
     if (!fleet_.at(i).healthy() || (s.pool.engines != nullptr && !s.pool.engines->has(i))) continue;
     any = true;
-    if (!c.local->attested(i)) {
+    const std::optional<size_t> by = c.local->attesting_model(i);
+    if (!by || (model && *model != *by)) {
       e.status = ExactTokens::kUnattested;
       co_return false;
     }
+    model = by;
   }
   if (!any) {
     e.status = ExactTokens::kNoEngine;
@@ -111,8 +114,7 @@ boost::asio::awaitable<bool> Proxy::local_exact_tokens(Session& s, std::chrono::
   }
   // The awaitable is made first, then awaited: no temporary lives inside the co_await expression
   // (GCC 12 destroys such temporaries twice).
-  auto op = c.local->render_for_routing(*api, s.prep.body,
-                                        std::chrono::steady_clock::now() + wait);
+  auto op = c.local->render_for_routing(*model, *api, s.prep.body, std::chrono::steady_clock::now() + wait);
   auto r = co_await std::move(op);
   if (!r.ok()) {
     switch (r.error()) {

@@ -7,6 +7,9 @@
 //
 // Heads are serialised here into the session's reused buffer and written together with the
 // body bytes in one gather write (tried synchronously first: the sockets are non-blocking).
+#include <algorithm>
+#include <charconv>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -21,6 +24,7 @@
 #include "net/http.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
+#include "request/stream/owned_body.h"
 #include "request/stream/rank_header.h"
 #include "request/stream/session.h"
 
@@ -37,11 +41,6 @@ StreamKind stream_kind_of(const PreparedRequest& p) {
   return *p.stream ? StreamKind::kTrue : StreamKind::kFalse;
 }
 
-bool closed_early(const boost::system::error_code& ec) {
-  return ec == http::error::end_of_stream || ec == http::error::partial_message || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-         ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor;
-}
 
 bool is_session_header(const net::HeadFields& fields, size_t i) {
   return fields.id(i) == http::field::unknown && beast::iequals(fields.name(i), "X-Session-ID");
@@ -93,14 +92,17 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
   }
   x.stream_kind = stream_kind_of(prep);
   metrics_.request_body_bytes.inc(prep.body.size());
+  s.owned.reset();
+  s.owned_for = request::BodyEdit::kNone;
 }
 
 // The upstream request head for engine `u`: hop-by-hop headers, inbound X-Ramjet-Upstream,
 // X-Session-ID (ramjet's own routing input, as the reference strips it), X-Data-Parallel-Rank and
-// Expect are not forwarded; Host, Content-Length and (for a slot that is one data-parallel rank)
-// X-Data-Parallel-Rank are set here. With client API keys on, the
+// Expect are not forwarded; Host, Content-Length and (for a vLLM slot that is one data-parallel
+// rank) X-Data-Parallel-Rank are set here. With client API keys on, the
 // client's Authorization and x-api-key stay here too, and RJ_UPSTREAM_TOKEN (if any) goes instead.
-size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url, std::optional<uint32_t> dp_rank) {
+size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url, std::optional<uint32_t> header_rank,
+                                 size_t body_size) {
   const net::RequestHead& req = s.req;
   net::HeadBuffer& out = s.out;
   out.clear();
@@ -122,15 +124,15 @@ size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url, std
     ++fields;
   }
   net::append_field(out, "Host", url.host_header());
-  fields += append_rank_header(out, dp_rank);  // (a client's was dropped above)
+  fields += append_rank_header(out, header_rank);  // (a client's was dropped above)
   if (own_keys && s.authenticated && !config_.upstream_authorization.empty()) {
     net::append_field(out, "Authorization", config_.upstream_authorization);
     ++fields;
   }
-  if (!s.prep.body.empty() || req.method == http::verb::post || req.method == http::verb::put ||
+  if (body_size != 0 || req.method == http::verb::post || req.method == http::verb::put ||
       req.method == http::verb::patch) {
     out.append("Content-Length: ");
-    net::append_decimal(out, s.prep.body.size());
+    net::append_decimal(out, body_size);
     out.append("\r\n");
     ++fields;
   }
@@ -147,7 +149,8 @@ bool Proxy::upstream_head_fits(Session& s) {
   const bool count_ok = s.req.fields.size() + added <= config_.upstream_max_header_count;
   const size_t extra = max_host_header_ + 32 + config_.upstream_authorization.size();  // + rank, RJ_UPSTREAM_TOKEN
   if (count_ok && config_.max_header_bytes + extra + 1024 <= config_.upstream_max_header_bytes) return true;
-  const size_t fields = build_request_head(s, config::UpstreamUrl{}, 0u);  // Host "" and no base path
+  // Host "" and no base path; a body longer by an SGLang rank member has a Content-Length as long.
+  const size_t fields = build_request_head(s, config::UpstreamUrl{}, 0u, s.prep.body.size() + 32);
   const uint64_t bytes = s.out.size() + max_host_header_ + 10;  // (a rank of up to 10 digits)
   return fields <= config_.upstream_max_header_count && bytes <= config_.upstream_max_header_bytes;
 }
@@ -188,8 +191,37 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     }
   }
   read_session_header(s.req.fields, s.prep.session);
+  // The waiting room: a request whose pool has no engine with room waits; once admitted, it is
+  // placed among the engines with room. Whatever ends the request frees its room for the next.
+  struct Freed {
+    Session& s;
+    const ProxyConfig::AdmissionConfig& config;
+    Admission* room;
+    ~Freed() {
+      if (room == nullptr) return;
+      s.admission.release();  // (answered without a dispatch: its place was never counted)
+      if (!s.share_client.empty()) {  // its client's share of the pool is free again
+        config.shares->remove(s.share_pool, s.share_client);
+        s.share_client.clear();
+      }
+      unwatch_client(*s.watch);  // the room watched the client from admission on
+      room->notify();
+    }
+  } freed{s, config_.admission, nullptr};
+  const upstream::EngineSet* candidates = s.pool.engines;
+  admission_class(s);
+  x.batch = s.cls == AdmissionClass::kBatch;
+  if (config_.admission.room != nullptr && is_inference(x.endpoint)) {
+    freed.room = config_.admission.room;
+    if (!co_await admit(s, x)) co_return;
+    if (!s.room.empty()) candidates = &s.room;
+  }
+  // Prefill/decode disaggregation: the request is placed among the engines that decode; its
+  // prefill leg (if any) among those that prefill, below.
+  const bool disagg = config_.disagg.enabled && is_inference(x.endpoint);
+  if (disagg) candidates = role_pools(s, candidates);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
-  const route::Routed routed = router_.decide(s.prep, s.pool.engines, s.pool.rotation);
+  const route::Routed routed = router_.decide(s.prep, candidates, s.pool.rotation);
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {
@@ -214,11 +246,12 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     co_return;
   }
   ClientWatch& watch = *s.watch;
-  watch_client(s.watch);
+  if (!watch.active) watch_client(s.watch);  // (the waiting room watches already)
   struct StopWatch {
     ClientWatch& w;
     ~StopWatch() { unwatch_client(w); }
   } stop_watch{watch};
+  if (disagg && !co_await disaggregate(s, x, routed)) co_return;
   for (size_t k = 0; k < order.size() && !watch.gone; ++k) {
     // Fenced or ejected since the decision (fail-open dispatches go to unhealthy ones anyway).
     if (!d.fail_open && !fleet_.at(order[k].ordinal).healthy()) continue;
@@ -255,6 +288,157 @@ std::optional<Rejection> Proxy::pick_pool(Session& s) {
       break;
   }
   return std::nullopt;
+}
+
+namespace {
+// A client's first-token target for the waiting room's order (request/admission/fair_queue.h).
+constexpr std::string_view kTtftTargetHeader = "X-TTFT-Target-Ms";
+}  // namespace
+
+uint64_t Proxy::engine_room(size_t i, int64_t now_ms, uint32_t extra) const {
+  const auto& a = config_.admission;
+  const upstream::Engine& e = fleet_.at(i);
+  if (!e.member() || !e.healthy()) return 0;
+  if (a.engine_max_waiting > 0) {  // the engine's own queue, freshly read (stale: saturated)
+    const std::optional<int64_t> waiting = a.engine_load ? a.engine_load->waiting(i, now_ms) : std::nullopt;
+    if (!waiting || *waiting >= int64_t{a.engine_max_waiting}) return 0;
+  }
+  if (a.engine_max_kv_usage > 0) {  // its KV cache, freshly read (stale or unreported: saturated)
+    const std::optional<double> kv = a.engine_load ? a.engine_load->kv_usage(i, now_ms) : std::nullopt;
+    if (!kv || *kv >= a.engine_max_kv_usage) return 0;
+  }
+  if (a.engine_max_inflight == 0) return uint64_t{1} << 20;
+  const int64_t cap = int64_t{a.engine_max_inflight} + extra;
+  const int64_t in = e.inflight();
+  return in < cap ? static_cast<uint64_t>(cap - in) : 0;
+}
+
+uint64_t Proxy::pool_room(const upstream::EngineSet* pool, upstream::EngineSet* with_room, uint32_t extra) const {
+  const int64_t now = config_.admission.engine_load ? config_.admission.engine_load->now_ms() : 0;
+  uint64_t free = 0;
+  for (size_t i = 0; i < fleet_.size(); ++i) {
+    if (pool != nullptr && !pool->has(i)) continue;
+    const uint64_t room = engine_room(i, now, extra);
+    free += room;
+    if (room > 0 && with_room != nullptr) with_room->add(i);
+  }
+  return free;
+}
+
+bool Proxy::parked_pool_coming(const upstream::EngineSet* pool) const {
+  upstream::EngineParking* parking = config_.parking;
+  if (parking == nullptr) return false;
+  parking->want(pool);  // scale from zero: wake one of them now (one that failed to, after its cooldown)
+  for (size_t i = 0; i < fleet_.size(); ++i)
+    if ((pool == nullptr || pool->has(i)) && parking->coming(i)) return true;
+  return false;
+}
+
+void Proxy::admission_class(Session& s) {
+  const auto& a = config_.admission;
+  const bool batch_key =
+      !s.key_name.empty() && std::find(a.batch_keys.begin(), a.batch_keys.end(), s.key_name) != a.batch_keys.end();
+  s.cls = batch_key ? AdmissionClass::kBatch : AdmissionClass::kInteractive;
+  if (a.priority_header.empty()) return;
+  // The operator lets clients say which class they are (interactive is the default; a batch key
+  // stays batch). What is not followed is counted.
+  const std::optional<std::string_view> said = s.req.fields.find(a.priority_header);
+  if (!said) return;
+  if (boost::beast::iequals(*said, "batch")) {
+    s.cls = AdmissionClass::kBatch;
+  } else if (!boost::beast::iequals(*said, "interactive")) {
+    metrics_.priority_ignored[1].inc();
+  } else if (batch_key) {
+    metrics_.priority_ignored[0].inc();
+  }
+}
+
+asio::awaitable<bool> Proxy::admit(Session& s, Exchange& x) {
+  const auto& a = config_.admission;
+  s.room = {};
+  const upstream::EngineSet* pool = s.pool.engines;
+  // No engine of the pool in service: nothing to wait for (the router fails open, or 503) —
+  // unless one is parked and coming back: the idle drain wakes it now and the request waits.
+  // (Burst slots need every engine in service counted: the pool's regular slots are shared out.)
+  const bool burst = a.engine_burst > 0 && a.engine_max_inflight > 0 && a.shares != nullptr;
+  uint64_t in_service = 0;
+  for (size_t i = 0; i < fleet_.size() && (burst || in_service == 0); ++i)
+    in_service += (pool == nullptr || pool->has(i)) && fleet_.at(i).healthy();
+  const bool any = in_service > 0;
+  const bool waking = !any && parked_pool_coming(pool);
+  if (!any && !waking) co_return true;
+  Admission::Request r;
+  r.pool = s.pool.model != nullptr ? s.pool.model->base : std::string();  // (an adapter waits with its model)
+  r.cls = s.cls;
+  if (!s.key_name.empty()) {
+    r.client = "key:" + s.key_name;
+    r.label = s.key_name;
+  } else {
+    boost::system::error_code ec;
+    const auto peer = s.client.socket().remote_endpoint(ec);
+    r.client = ec ? std::string("?") : "addr:" + peer.address().to_string();
+  }
+  // A TTFT target (X-TTFT-Target-Ms: 1 .. 3,600,000) orders the client's own waiting requests.
+  if (const std::optional<std::string_view> v = s.req.fields.find(kTtftTargetHeader)) {
+    uint64_t ms = 0;
+    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), ms);
+    if (ec != std::errc() || end != v->data() + v->size() || ms == 0 || ms > 3600000) {
+      metrics_.rejections[static_cast<size_t>(Rejection::kBadRequest)].inc();
+      co_await send_error(s, x, 400, "X-TTFT-Target-Ms must be a whole number of milliseconds from 1 to 3600000",
+                          "invalid_request_error");
+      co_return false;
+    }
+    r.deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count() + static_cast<int64_t>(ms);
+  }
+  // Tokens, roughly: four body bytes a prompt token, plus the output asked for (or 256).
+  r.cost = s.prep.body.size() / 4 + s.prep.max_output_tokens.value_or(256);
+  r.bytes = s.prep.body.size();
+  auto room = [this, pools = s.pools, pool] { return pool_room(pool, nullptr); };
+  // Burst slots for a client under its fair share of the pool's regular slots.
+  const std::string share_pool = r.pool, share_client = r.client;
+  if (burst) {
+    // Held from here to the request's end (Freed), waiting or not.
+    s.share_pool = share_pool;
+    s.share_client = share_client;
+    if (a.shares->enter(share_pool, share_client, in_service * a.engine_max_inflight))
+      r.burst = [this, pools = s.pools, pool, b = a.engine_burst] { return pool_room(pool, nullptr, b); };
+  }
+  watch_client(s.watch);
+  const int64_t began = clock_.now_ns();
+  auto op = a.room->admit(std::move(r), std::move(room), s.watch->gone, s.admission);
+  const AdmissionOutcome outcome = co_await std::move(op);
+  switch (outcome) {
+    case AdmissionOutcome::kImmediate:
+    case AdmissionOutcome::kAdmitted:
+    case AdmissionOutcome::kBurst: {
+      if (outcome == AdmissionOutcome::kAdmitted) {
+        x.queued_ns = std::max<int64_t>(1, clock_.now_ns() - began);
+        x.waited_for_wake = waking;
+      }
+      pool_room(pool, &s.room, outcome == AdmissionOutcome::kBurst ? a.engine_burst : 0);
+      co_return true;
+    }
+    case AdmissionOutcome::kClientGone:
+      x.result = "client_disconnect";
+      metrics_.client_disconnects[ep_index(x.endpoint)].inc();
+      metrics_.count_request(x.endpoint, x.stream_kind, 499);
+      s.close_after = true;
+      co_return false;
+    default: {
+      x.result = "overloaded";
+      metrics_.rejections[static_cast<size_t>(Rejection::kOverloaded)].inc();
+      const std::string retry = "Retry-After: " + std::to_string(a.room->retry_after_s());
+      co_await send_error(s, x, 429,
+                          outcome == AdmissionOutcome::kShedFull
+                              ? "the engines are saturated and ramjet's waiting room is full: retry later"
+                          : waking ? "no engine of this model woke up (idle parking) for as long as ramjet lets a "
+                                     "request wait: retry later"
+                                   : "the engines stayed saturated for as long as ramjet lets a request wait: retry later",
+                          "rate_limit_exceeded", retry);
+      co_return false;
+    }
+  }
 }
 
 asio::awaitable<void> Proxy::refuse_model(Session& s, Exchange& x, Rejection why) {
@@ -306,6 +490,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   ClientWatch& watch = *s.watch;
   if (d.fail_open) metrics_.fail_open_dispatches[u].inc();
   route::LoadReservation reservation(engine, c.request_load_units);
+  s.admission.release();  // the engine's in-flight count holds the request now
   // The engine in slot u now. It cannot leave the slot while this reservation holds it
   // (upstream/membership.h vacates only idle slots), but it may have left since the decision
   // (and another engine taken the slot): then it is not dispatched to.
@@ -338,13 +523,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
       watch.upstream = nullptr;
       if (!conn) {
         if (watch.gone) co_return Step::kNext;
-        x.last_error = cf == net::ConnectFailure::kTimeout ? UpstreamError::kTimeout : UpstreamError::kConnect;
-        metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
-        // Nothing a request holds can make a connection (or a TLS handshake) fail: the engine is
-        // fenced at once.
-        fleet_.fence(u, cf == net::ConnectFailure::kTimeout ? upstream::FenceReason::kTimeout
-                        : cf == net::ConnectFailure::kTls   ? upstream::FenceReason::kTls
-                                                            : upstream::FenceReason::kConnect);
+        connect_failed(x, u, cf);
         co_return Step::kNext;
       }
     }
@@ -408,12 +587,8 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
           x.last_error = UpstreamError::kUnresponsive;
           metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
           co_return Step::kNext;
-        case HeadResult::kTls:  // like a failed handshake: nothing in the request caused it
-          ERR_clear_error();
-          net::UpstreamTls::instance().target(member->url.host, member->url.port).count_failure(net::TlsFailure::kHandshake);
-          x.last_error = UpstreamError::kConnect;
-          metrics_.upstream_errors[ep][static_cast<size_t>(x.last_error)].inc();
-          fleet_.fence(u, upstream::FenceReason::kTls);
+        case HeadResult::kTls:
+          tls_refused(x, u, *member);
           co_return Step::kNext;
         case HeadResult::kTimeout:
           x.result = "upstream_timeout";
@@ -477,16 +652,79 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                               ? std::chrono::steady_clock::now() + config_.first_byte_timeout
                               : std::chrono::steady_clock::time_point::max();
-  build_request_head(s, member.url, member.dp_rank);
+  const request::BodyEdit edit = body_edit(x, member);
+  const bool sglang = member.engine == config::EngineKind::kSglang;
+  std::optional<int64_t> value;
+  if (edit == request::BodyEdit::kSglangRank && member.dp_rank) value = *member.dp_rank;
+  if (edit == request::BodyEdit::kVllmPriority) value = s.cls == AdmissionClass::kBatch ? 1 : 0;
+  if (edit == request::BodyEdit::kDecodeLeg && config_.admission.engine_priority && x.endpoint != Endpoint::kMessages)
+    value = s.cls == AdmissionClass::kBatch ? 1 : 0;
+  // A retried decode leg: the transfer parameters went out once (single use: the producer frees
+  // its blocks once a decode engine pulled or refused them), so this attempt is served whole.
+  if (edit == request::BodyEdit::kDecodeLeg && s.kv_params_sent) x.prefill_routed = nullptr;
+  const size_t body_size =
+      edit != request::BodyEdit::kNone ? edited_body_size(s, edit, value) : s.prep.body.size();
+  if (edit == request::BodyEdit::kDecodeLeg && !s.kv_params.empty()) {
+    s.kv_params.clear();  // (its copy is in s.owned_member, which this attempt sends)
+    s.kv_params_sent = true;
+  }
+  build_request_head(s, member.url, sglang ? std::nullopt : member.dp_rank, body_size);
   OutBuffers& out = s.out_buffers;
   out.clear();
   out.add(s.out);
-  out.add(s.prep.body);
+  if (edit != request::BodyEdit::kNone) {
+    add_edited_body(s);
+  } else {
+    out.add(s.prep.body);
+  }
   out.send_now(conn.stream, write_ec);
   net::ResponseParser& parser = s.parser.emplace(s.res);
   parser.body_limit(boost::none);
   parser.header_limit(256 * 1024);
   if (s.req.method == http::verb::head) parser.skip(true);
+}
+
+request::BodyEdit Proxy::body_edit(const Exchange& x, const net::Member& member) const {
+  if (member.engine == config::EngineKind::kSglang) return request::BodyEdit::kSglangRank;
+  // A disaggregated fleet's decode leg, or a request it serves whole: ramjet's transfer parameters
+  // (or none) instead of the client's.
+  if (config_.disagg.enabled && is_inference(x.endpoint)) return request::BodyEdit::kDecodeLeg;
+  // (vLLM reads "priority" on these three; its Messages endpoint has none.)
+  const bool priority_api =
+      x.endpoint == Endpoint::kChat || x.endpoint == Endpoint::kCompletions || x.endpoint == Endpoint::kResponses;
+  if (config_.admission.engine_priority && priority_api) return request::BodyEdit::kVllmPriority;
+  return request::BodyEdit::kNone;
+}
+
+size_t Proxy::edited_body_size(Session& s, request::BodyEdit edit, std::optional<int64_t> value) {
+  const bool leg = edit == request::BodyEdit::kPrefillLeg || edit == request::BodyEdit::kDecodeLeg;
+  if (!s.owned || s.owned_for != edit) {
+    s.owned = find_owned_members(s.prep.body, request::owned_names(edit, leg && value.has_value()),
+                                 config_.prepare.limits.max_json_depth);
+    s.owned_for = edit;
+  }
+  if (leg) {
+    s.owned_member = edit == request::BodyEdit::kPrefillLeg ? prefill_leg_members(s.prep.endpoint, value)
+                                                            : decode_leg_members(s.kv_params, value);
+    if (!s.owned->object) s.owned_member.clear();
+    if (!s.owned_member.empty() && s.owned->members_left) s.owned_member.push_back(',');
+  } else {
+    owned_member(s.owned_member, edit, value, *s.owned);
+  }
+  return request::edited_body_size(s.prep.body, *s.owned, s.owned_member);
+}
+
+void Proxy::add_edited_body(Session& s) {
+  OutBuffers& out = s.out_buffers;
+  const OwnedMembers& f = *s.owned;
+  if (1 + edited_body_pieces(f) <= OutBuffers::kMax) {  // the head, then the pieces
+    edited_body(s.prep.body, f, s.owned_member, [&](std::string_view piece) { out.add(piece); });
+    return;
+  }
+  // A client that sent the owned members between many others: one copy instead.
+  s.owned_body.clear();
+  edited_body(s.prep.body, f, s.owned_member, [&](std::string_view piece) { s.owned_body.append(piece); });
+  out.add(s.owned_body);
 }
 
 // What a failed head exchange means. `ec` is the read's error (or the write's, when the engine
@@ -543,6 +781,25 @@ asio::awaitable<Proxy::Step> Proxy::on_sent_failure(Session& s, Exchange& x, siz
   fleet_.on_failure(u, failure);
   co_await send_error(s, x, 502, "upstream unavailable", "upstream_error");
   co_return Step::kDone;
+}
+
+void Proxy::tls_refused(Exchange& x, size_t u, const net::Member& member) {
+  // Like a failed handshake: nothing in the request caused it.
+  ERR_clear_error();
+  net::UpstreamTls::instance().target(member.url.host, member.url.port).count_failure(net::TlsFailure::kHandshake);
+  x.last_error = UpstreamError::kConnect;
+  metrics_.upstream_errors[ep_index(x.endpoint)][static_cast<size_t>(x.last_error)].inc();
+  fleet_.fence(u, upstream::FenceReason::kTls);
+}
+
+void Proxy::connect_failed(Exchange& x, size_t u, net::ConnectFailure cf) {
+  x.last_error = cf == net::ConnectFailure::kTimeout ? UpstreamError::kTimeout : UpstreamError::kConnect;
+  metrics_.upstream_errors[ep_index(x.endpoint)][static_cast<size_t>(x.last_error)].inc();
+  // Nothing a request holds can make a connection (or a TLS handshake) fail: the engine is
+  // fenced at once.
+  fleet_.fence(u, cf == net::ConnectFailure::kTimeout ? upstream::FenceReason::kTimeout
+                  : cf == net::ConnectFailure::kTls   ? upstream::FenceReason::kTls
+                                                      : upstream::FenceReason::kConnect);
 }
 
 void Proxy::settle_first_failure(Exchange& x) {

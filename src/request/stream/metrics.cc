@@ -22,12 +22,13 @@ using metrics::MetricKind;
 
 enum class F {
   kRequests, kInflight, kClientDisconnects, kUpstreamErrors, kMalformedJson, kRejections,
-  kTimeouts, kBlamed, kBufferedBytes, kBufferedCap,
+  kPriorityIgnored, kTimeouts, kBlamed, kBufferedBytes, kBufferedCap,
   kUsageParseFailures, kPromptTokens, kCachedPromptTokens, kCompletionTokens, kFinishReasons,
   kCacheRequests, kShimRewrites, kRouteFailOpen, kFailOpenDispatches, kRouteDecisions,
   kProfileChoices, kSingleFlightFollowers, kRouteOverlap, kRouteAffinity, kUpstreamRequests,
   kUpstreamInfo, kUpstreamDpRank, kRequestDuration, kTtft, kTpot, kCacheTtft, kDecodeRate, kContextTokens,
-  kOutputTokens, kRequestBodyBytes, kResponseBodyBytes, kCount
+  kOutputTokens, kRequestBodyBytes, kResponseBodyBytes, kDisaggRequests, kDisaggPrefillLegs, kDisaggPrefillSeconds,
+  kCount
 };
 
 constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
@@ -56,7 +57,12 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "engines accept), buffered_bytes_full (503: RJ_MAX_BUFFERED_BYTES), unknown_path (404), "
      "method_not_allowed (405), bad_model (400: model not a string, empty or over 1,024 bytes), "
      "model_required (400: no model while the engines serve several base models), unknown_model "
-     "(404: no engine serves the model; no engine dialed)."},
+     "(404: no engine serves the model; no engine dialed), overloaded (429: the waiting room, "
+     "RJ_ADMISSION_*, was full or the request waited RJ_ADMISSION_QUEUE_TIMEOUT_MS)."},
+    {"ramjet_admission_priority_header_ignored_total", MetricKind::kCounter, "reason",
+     "Priority headers (RJ_ADMISSION_PRIORITY_HEADER) ramjet did not follow, by reason: not_allowed (a "
+     "key of RJ_ADMISSION_BATCH_KEYS asked for another class; it stays batch), unknown_value (neither "
+     "batch nor interactive). The request goes on in its class."},
     {"ramjet_request_timeouts_total", MetricKind::kCounter, "endpoint,reason",
      "Requests ended by a timeout, by reason: first_byte (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS), "
      "upstream_idle (RJ_UPSTREAM_IDLE_TIMEOUT_MS), client_send (RJ_CLIENT_SEND_TIMEOUT_MS)."},
@@ -130,6 +136,20 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_response_body_bytes_total", MetricKind::kCounter, "",
      "Response body bytes of the inference endpoints and /v1/models: relayed, or ramjet's own "
      "(its errors, the engines' model cards merged)."},
+    {"ramjet_disagg_requests_total", MetricKind::kCounter, "choice",
+     "Inference requests of a disaggregated fleet (RJ_UPSTREAM_ROLE), by how they were served: remote (two "
+     "legs: a prefill engine computed the prompt, the decode engine pulled its KV cache), cached (whole on "
+     "the decode engine: it would compute RJ_DISAGG_MIN_UNCACHED_TOKENS or fewer), no_prefill (whole: no "
+     "prefill engine in service), prefill_busy (whole: every prefill engine at "
+     "RJ_DISAGG_PREFILL_MAX_INFLIGHT), fallback (whole: the prefill leg failed), no_decode (whole, on an engine "
+     "that prefills: no engine that decodes was in service or had room)."},
+    {"ramjet_disagg_prefill_legs_total", MetricKind::kCounter, "outcome",
+     "Prefill legs sent, by outcome: ok (the answer carried transfer parameters), failed (connect, "
+     "timeout, dropped, 5xx), no_params (a 200 without usable kv_transfer_params: an engine without a KV "
+     "connector), refused (a 4xx: relayed to the client, no decode leg), client_gone (the client left; "
+     "the engine's request was cancelled)."},
+    {"ramjet_disagg_prefill_leg_seconds", MetricKind::kHistogram, "",
+     "Duration of the prefill legs that answered with transfer parameters (dispatch to the full answer)."},
 }};
 
 const Family& fam(F f) { return kFamilies[static_cast<size_t>(f)]; }
@@ -192,6 +212,7 @@ std::string_view rejection_label(Rejection r) {
     case Rejection::kBadModel: return "bad_model";
     case Rejection::kModelRequired: return "model_required";
     case Rejection::kUnknownModel: return "unknown_model";
+    case Rejection::kOverloaded: return "overloaded";
     case Rejection::kCount: break;
   }
   return "bad_request";
@@ -245,6 +266,7 @@ ProxyMetrics::ProxyMetrics(size_t n)
       decode_rate({1, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200, 240}),
       context_tokens(metrics::exponential_buckets(256, 2, 10)),  // 256 .. 131072
       output_tokens(metrics::exponential_buckets(64, 2, 11)),    // 64 .. 65536
+      prefill_leg_seconds(metrics::exponential_buckets(0.005, 2, 16)),  // 5 ms .. 164 s
       upstreams(n) {
   for (auto& per_endpoint : cache_ttft) {
     for (auto& h : per_endpoint) h = std::make_unique<metrics::Histogram>(ttft.bounds());
@@ -325,6 +347,9 @@ void ProxyMetrics::write(metrics::Exposition& x) const {
   for (size_t r = 0; r < rejections.size(); ++r)
     x.sample(name(F::kRejections), "reason=\"" + std::string(rejection_label(static_cast<Rejection>(r))) + "\"",
              rejections[r].get());
+  x.family(fam(F::kPriorityIgnored));
+  x.sample(name(F::kPriorityIgnored), "reason=\"not_allowed\"", priority_ignored[0].get());
+  x.sample(name(F::kPriorityIgnored), "reason=\"unknown_value\"", priority_ignored[1].get());
   x.family(fam(F::kTimeouts));
   for (size_t e = 0; e < kEndpoints; ++e)
     for (size_t r = 0; r < static_cast<size_t>(Timeout::kCount); ++r)
@@ -424,7 +449,18 @@ void ProxyMetrics::write(metrics::Exposition& x) const {
   x.sample(name(F::kRequestBodyBytes), "", request_body_bytes.get());
   x.family(fam(F::kResponseBodyBytes));
   x.sample(name(F::kResponseBodyBytes), "", response_body_bytes.get());
+  x.family(fam(F::kDisaggRequests));
+  for (size_t c = 1; c < disagg_choices.size(); ++c)
+    x.sample(name(F::kDisaggRequests), "choice=\"" + std::string(label(static_cast<DisaggChoice>(c))) + "\"",
+             disagg_choices[c].get());
+  x.family(fam(F::kDisaggPrefillLegs));
+  static constexpr std::array<std::string_view, 5> kLegOutcomes = {"ok", "failed", "no_params", "refused", "client_gone"};
+  for (size_t o = 0; o < kLegOutcomes.size(); ++o)
+    x.sample(name(F::kDisaggPrefillLegs), "outcome=\"" + std::string(kLegOutcomes[o]) + "\"", prefill_legs[o].get());
+  x.family(fam(F::kDisaggPrefillSeconds));
+  prefill_leg_seconds.write(x, name(F::kDisaggPrefillSeconds), "");
 }
+
 
 void ExchangeMetrics::decided(ExchangeRecord& x) {
   const route::Decision& d = x.routed->decision;

@@ -38,6 +38,7 @@ enum class Rejection {
   kBadModel,                // "model" not a string, empty or over 1,024 bytes (400)
   kModelRequired,           // no "model" while the engines serve several base models (400)
   kUnknownModel,            // a model no engine serves (404, no engine dialed)
+  kOverloaded,              // the waiting room was full or the wait too long (429)
   kCount
 };
 std::string_view rejection_label(Rejection r);
@@ -93,6 +94,7 @@ struct ProxyMetrics {
   std::array<std::array<metrics::Counter, static_cast<size_t>(UpstreamError::kCount)>, kEndpoints> upstream_errors;
   std::array<metrics::Counter, kEndpoints> malformed_json;
   std::array<metrics::Counter, static_cast<size_t>(Rejection::kCount)> rejections;
+  std::array<metrics::Counter, 2> priority_ignored;  // not_allowed, unknown_value
   std::array<std::array<metrics::Counter, static_cast<size_t>(Timeout::kCount)>, kEndpoints> timeouts;
   std::array<std::array<metrics::Counter, static_cast<size_t>(Blame::kCount)>, kEndpoints> blamed;
   const BodyBudget* budget = nullptr;  // RJ_MAX_BUFFERED_BYTES (the proxy's; null: written as 0)
@@ -120,6 +122,11 @@ struct ProxyMetrics {
   metrics::Histogram context_tokens;    // prompt tokens per response
   metrics::Histogram output_tokens;     // completion tokens per response
   metrics::Counter request_body_bytes, response_body_bytes;
+  // Prefill/decode disaggregation: requests by DisaggChoice; prefill legs by outcome
+  // (ok, failed, no_params, refused, client_gone); the successful legs' seconds.
+  std::array<metrics::Counter, static_cast<size_t>(DisaggChoice::kCount)> disagg_choices;
+  std::array<metrics::Counter, 5> prefill_legs;
+  metrics::Histogram prefill_leg_seconds;
   size_t upstreams;
 };
 

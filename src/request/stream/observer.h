@@ -30,6 +30,31 @@
 
 namespace ramjet::request {
 
+// How a request of a disaggregated fleet (RJ_UPSTREAM_ROLE) was served.
+enum class DisaggChoice : uint8_t {
+  kNone,         // not a disaggregated fleet, or not an inference request
+  kRemote,       // two legs: a prefill engine computed the prompt, the decode engine pulled it
+  kCached,       // whole on its decode engine: it computes RJ_DISAGG_MIN_UNCACHED_TOKENS or fewer
+  kNoPrefill,    // whole: no prefill engine of its pool in service
+  kPrefillBusy,  // whole: every prefill engine at RJ_DISAGG_PREFILL_MAX_INFLIGHT
+  kFallback,     // whole: the prefill leg failed (RJ_DISAGG_PREFILL_FAILURE=aggregate)
+  kNoDecode,     // whole, on an engine that prefills: no engine that decodes could take it
+  kCount,
+};
+inline std::string_view label(DisaggChoice c) {
+  switch (c) {
+    case DisaggChoice::kNone: return "none";
+    case DisaggChoice::kRemote: return "remote";
+    case DisaggChoice::kCached: return "cached";
+    case DisaggChoice::kNoPrefill: return "no_prefill";
+    case DisaggChoice::kPrefillBusy: return "prefill_busy";
+    case DisaggChoice::kFallback: return "fallback";
+    case DisaggChoice::kNoDecode: return "no_decode";
+    case DisaggChoice::kCount: break;
+  }
+  return "none";
+}
+
 // One routed exchange as observers see it (no payload beyond the prepared request, which only an
 // observer that must — index learning, the tokenizer shadow — reads).
 struct ExchangeRecord {
@@ -39,6 +64,9 @@ struct ExchangeRecord {
   const PreparedRequest* prep = nullptr;      // set from `decided` on
   const route::Routed* routed = nullptr;      // set from `decided` on
   int64_t start_ns = 0;        // the request head was read
+  int64_t queued_ns = 0;       // time it waited in the waiting room (RJ_ADMISSION_*; 0: it did not wait)
+  bool waited_for_wake = false;  // it waited while a parked engine of its pool woke (idle drain)
+  bool batch = false;            // its priority class is batch (Proxy::admission_class)
   int64_t dispatch_ns = 0;     // the current attempt was dispatched to its engine
   int64_t head_ns = 0;         // the upstream response head arrived
   int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
@@ -51,6 +79,15 @@ struct ExchangeRecord {
   std::string_view result = "upstream_error";
   std::optional<size_t> upstream;
   uint32_t units = 0;  // the load units reserved on it
+  // Prefill/decode disaggregation: how it was served and, for two legs, the prefill engine, its
+  // decision (whose prediction the decode answer's cached_tokens reports: vLLM passes the
+  // producer's hit on) and the leg's time; the prompt tokens its decode engine would compute
+  // (estimated; set whenever a choice was made).
+  DisaggChoice disagg = DisaggChoice::kNone;
+  std::optional<size_t> prefill_upstream;
+  const route::Routed* prefill_routed = nullptr;
+  int64_t prefill_ns = 0;
+  uint64_t uncached_tokens = 0;
   // Observer-owned: the single-flight lead of the current attempt (request/stream/observers.h).
   route::SingleFlight::Lease lead;
 };

@@ -54,14 +54,21 @@ class ExactPredictions final : public ExchangeObserver {
   explicit ExactPredictions(route::PredictionCheck& check, route::LateCheck* late = nullptr)
       : ExchangeObserver(kUsage), check_(check), late_(late) {}
   void usage(ExchangeRecord& x, const Usage& u) override {
-    const route::Routed* r = x.routed;
-    if (r == nullptr || !route::placed_exactly(r->exact) || !x.upstream) return;
-    const size_t engine = *x.upstream;
+    // Two legs (prefill/decode disaggregation): the decode answer's cached_tokens is the prefill
+    // engine's hit (vLLM passes remote_prefill_cached_tokens on), so that engine's prediction is
+    // the one it checks.
+    const bool legs = x.prefill_upstream.has_value() && x.prefill_routed != nullptr;
+    const route::Routed* r = legs ? x.prefill_routed : x.routed;
+    const std::optional<size_t> served = legs ? x.prefill_upstream : x.upstream;
+    if (r == nullptr || !route::placed_exactly(r->exact) || !served) return;
+    const size_t engine = *served;
     if (engine >= r->exact_tokens.size() || estimated(*r, engine)) return;
     // Blocks only placed there moments ago (speculative residency) may or may not be cached by
     // the time the engine prefills: a report anywhere in that range agrees with the prediction.
     // So may a single-flight follower's: it was sent after a leader still prefilling its prefix,
     // and the engine serves whatever the leader cached by then (any amount above the prediction).
+    // exact_tokens counts every tier the engine holds the prompt in (GPU, then what its offload
+    // connector loads), as the engine's cached_tokens does (route/prediction_check.h).
     const uint64_t confirmed = r->exact_tokens[engine];
     uint64_t pending = engine < r->exact_provisional.size() ? r->exact_provisional[engine] : 0;
     for (const route::CandidateTerms& c : r->decision.ranked) {
@@ -120,7 +127,9 @@ class TokenizeBudgetLearning final : public ExchangeObserver {
   explicit TokenizeBudgetLearning(TokenizeBudget& budget) : ExchangeObserver(kUsage), budget_(budget) {}
   void usage(ExchangeRecord& x, const Usage& u) override {
     if (!u.prompt_tokens || x.prep == nullptr) return;
-    const bool streamed = x.prep->stream.value_or(false) && x.first_token_ns > x.dispatch_ns && x.dispatch_ns > 0;
+    // (A decode leg's first token came after a pull, not a prefill: its time teaches nothing.)
+    const bool streamed = x.prep->stream.value_or(false) && x.first_token_ns > x.dispatch_ns && x.dispatch_ns > 0 &&
+                          !x.prefill_upstream;
     budget_.learn(x.prep->body.size(), *u.prompt_tokens, u.cached_tokens.value_or(0),
                   streamed ? x.first_token_ns - x.dispatch_ns : 0);
   }

@@ -191,12 +191,7 @@ asio::awaitable<void> linger(net::Stream& client, beast::flat_buffer& sink, net:
 }
 
 // The first x-api-key value (Anthropic SDKs), or "".
-std::string_view x_api_key(const net::HeadFields& fields) {
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (fields.id(i) == http::field::unknown && beast::iequals(fields.name(i), "x-api-key")) return fields.value(i);
-  }
-  return {};
-}
+std::string_view x_api_key(const net::HeadFields& fields) { return fields.find("x-api-key").value_or(""); }
 
 bool is_quiet_close(const boost::system::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -277,7 +272,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       }
       first = false;
 
-      net::RequestParser parser(s.req, s.body);
+      net::RequestParser parser(s.req, s.body, kBodyPadding);  // prepare() parses the body in place
       parser.header_limit(config_.max_header_bytes);
       parser.body_limit(config_.max_body_bytes);
       bool expired = false;
@@ -325,9 +320,10 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       // refused request's connection closes (its body, if any, is never read).
       const Endpoint endpoint = classify(s.req.method_string, s.req.target, config_.served);
       s.authenticated = false;
+      s.key_name.clear();
       if (config_.api_keys != nullptr && needs_key(s.req, endpoint)) {
-        const ApiKeys::Outcome auth =
-            config_.api_keys->check(s.req.fields.get(http::field::authorization), x_api_key(s.req.fields));
+        const ApiKeys::Outcome auth = config_.api_keys->check(s.req.fields.get(http::field::authorization),
+                                                              x_api_key(s.req.fields), &s.key_name);
         s.authenticated = auth == ApiKeys::Outcome::kAccepted;
         if (auth != ApiKeys::Outcome::kAccepted) {
           s.deadline.disarm();

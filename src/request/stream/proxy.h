@@ -26,6 +26,8 @@
 #include "net/drain_gate.h"
 #include "net/io_pool.h"
 #include "net/tls.h"
+#include "request/admission/admission.h"
+#include "request/admission/client_share.h"
 #include "request/ingress/api_keys.h"
 #include "request/ingress/body_budget.h"
 #include "request/ingress/endpoint.h"
@@ -34,8 +36,11 @@
 #include "request/stream/exact_tokens.h"
 #include "request/stream/metrics.h"
 #include "request/stream/observer.h"
+#include "request/stream/owned_body.h"
 #include "upstream/engine_catalog.h"
+#include "upstream/engine_load.h"
 #include "upstream/fleet.h"
+#include "upstream/parking.h"
 
 namespace ramjet::request {
 
@@ -80,6 +85,37 @@ struct ProxyConfig {
   // model no engine serves gets 404 here, and GET /v1/models is answered from the engines' cards.
   // Must outlive the proxy.
   upstream::EngineCatalog* models = nullptr;
+  // The waiting room (request/admission/admission.h; null: off): an inference request whose
+  // model pool has no engine with room waits there. An engine has room while this process has
+  // fewer than `engine_max_inflight` requests on it (0: no cap) and, with `engine_max_waiting`,
+  // while its own fresh vllm:num_requests_waiting (from `engine_load`) is below it.
+  struct AdmissionConfig {
+    Admission* room = nullptr;
+    uint32_t engine_max_inflight = 0;        // RJ_ADMISSION_ENGINE_MAX_INFLIGHT
+    uint32_t engine_max_waiting = 0;         // RJ_ADMISSION_ENGINE_MAX_WAITING
+    double engine_max_kv_usage = 0;          // RJ_ADMISSION_ENGINE_MAX_KV_USAGE (0: not read)
+    const upstream::EngineLoadBoard* engine_load = nullptr;
+    std::string priority_header;             // RJ_ADMISSION_PRIORITY_HEADER ("": none honoured)
+    std::vector<std::string> batch_keys;     // RJ_ADMISSION_BATCH_KEYS: key names whose requests are batch
+    // RJ_ADMISSION_ENGINE_PRIORITY: a vLLM engine's chat, completions and responses requests carry
+    // the class as vLLM's per-request "priority" (interactive 0, batch 1; owned_body.h).
+    bool engine_priority = false;
+    // RJ_ADMISSION_ENGINE_BURST (with engine_max_inflight): requests an engine takes past its cap
+    // for clients under their fair share of the pool's slots (`shares`, which main makes).
+    uint32_t engine_burst = 0;
+    ClientShares* shares = nullptr;
+  } admission;
+  // The idle drain (upstream/parking.h; null: off). A request whose pool has no engine in service
+  // but a parked one coming back waits in the waiting room (`admission.room`, which main makes
+  // with its default bounds for this when the waiting room is off) while that engine wakes.
+  upstream::EngineParking* parking = nullptr;
+  // Prefill/decode disaggregation (request/stream/disagg.cc): on when RJ_UPSTREAM_ROLE was given.
+  struct DisaggConfig {
+    bool enabled = false;
+    uint32_t min_uncached_tokens = 512;  // RJ_DISAGG_MIN_UNCACHED_TOKENS (0: always)
+    uint32_t prefill_max_inflight = 0;   // RJ_DISAGG_PREFILL_MAX_INFLIGHT (0: no cap)
+    bool fallback_aggregate = true;      // RJ_DISAGG_PREFILL_FAILURE=aggregate
+  } disagg;
 };
 
 class Proxy {
@@ -129,6 +165,11 @@ class Proxy {
   HeadResult head_failure(Session& s, const net::UpstreamConnection& conn, const boost::system::error_code& ec) const;
   boost::asio::awaitable<Step> on_sent_failure(Session& s, Exchange& x, size_t u, HeadResult why, bool more);
   void settle_first_failure(Exchange& x);
+  // An https:// engine refused the connection with a TLS alert before any answer: counted on its
+  // TLS target and fenced.
+  void tls_refused(Exchange& x, size_t u, const net::Member& member);
+  // A connection to engine `u` could not be made: counted, and the engine fenced.
+  void connect_failed(Exchange& x, size_t u, net::ConnectFailure cf);
   // Whether a candidate after order[k] may still be tried.
   bool more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order, size_t k) const;
   void prepare_exchange(Session& s, Exchange& x);
@@ -137,9 +178,33 @@ class Proxy {
   // RJ_EXACT_TOKENS=local: true when the profile refuses the request (then remote_exact_tokens).
   boost::asio::awaitable<bool> local_exact_tokens(Session& s, std::chrono::milliseconds wait);
   boost::asio::awaitable<void> remote_exact_tokens(Session& s, std::chrono::milliseconds wait);  // POST /tokenize
-  // Serialises the upstream request head for `engine` into s.out; returns its field count.
-  size_t build_request_head(Session& s, const config::UpstreamUrl& engine, std::optional<uint32_t> dp_rank = std::nullopt);
+  // Serialises the upstream request head for `engine` into s.out, for a body of `body_size` bytes
+  // (and X-Data-Parallel-Rank when `header_rank`); returns its field count.
+  size_t build_request_head(Session& s, const config::UpstreamUrl& engine, std::optional<uint32_t> header_rank,
+                            size_t body_size);
+  // What ramjet writes into the body `member` gets for exchange `x` (owned_body.h): an SGLang
+  // rank, vLLM's priority, or nothing.
+  request::BodyEdit body_edit(const Exchange& x, const net::Member& member) const;
+  // The edited body (owned_body.h): edited_body_size() finds the client's members of the owned
+  // names (once per request and kind) and makes ramjet's; add_edited_body() adds the pieces after
+  // the head.
+  size_t edited_body_size(Session& s, request::BodyEdit edit, std::optional<int64_t> value);
+  void add_edited_body(Session& s);
   bool upstream_head_fits(Session& s);
+  // disagg.cc: prefill/decode disaggregation. The engines of `pool` (null: all) that decode go to
+  // s.decode_set, those that prefill to s.prefill_set; returns the request's candidates: the
+  // decode set when one of them is in service, else `pool` (served whole wherever it can be).
+  const upstream::EngineSet* role_pools(Session& s, const upstream::EngineSet* pool);
+  // Decides whether the request goes in two legs (`routed` placed its decode leg) and runs the
+  // prefill leg; true: dispatch the decode leg (with s.kv_params, or whole), false: answered.
+  boost::asio::awaitable<bool> disaggregate(Session& s, Exchange& x, const route::Routed& routed);
+  enum class LegResult { kOk, kFailed, kAnswered, kClientGone };
+  boost::asio::awaitable<LegResult> prefill_leg(Session& s, Exchange& x, const route::CandidateTerms& c);
+  // A prefill leg failed on engine `u` after it was sent: held (x.first_failure) until another
+  // prefill engine's leg says whose fault it was, as dispatch holds a sent failure.
+  void leg_failed(Exchange& x, size_t u, upstream::Failure failure, Blame how);
+  // The prompt tokens engine `d` would compute for the request (exact or fingerprint overlap).
+  uint64_t uncached_estimate(const Session& s, const route::Routed& routed, size_t d) const;
   // Tells the observers of the exchange's decision.
   void decided(Exchange& x, const route::Routed& routed);
   // Tells every observer of event E, in order (the proxy's metrics first).
@@ -193,6 +258,22 @@ class Proxy {
   // rejection when ramjet answers the request itself (refuse_model: 400, 404).
   std::optional<Rejection> pick_pool(Session& s);
   boost::asio::awaitable<void> refuse_model(Session& s, Exchange& x, Rejection why);
+  // The waiting room (config_.admission): true when the request may go on (s.room then holds the
+  // engines with room it is placed among), false when it was answered (429) or its client left.
+  boost::asio::awaitable<bool> admit(Session& s, Exchange& x);
+  // The request's priority class into s.cls: batch for a key of RJ_ADMISSION_BATCH_KEYS or, where
+  // the operator allows the header, a client that says batch; interactive otherwise.
+  void admission_class(Session& s);
+  // Whether an engine of `pool` (null: all) is parked and coming back; if so, asks the idle drain
+  // to wake one now (scale from zero).
+  bool parked_pool_coming(const upstream::EngineSet* pool) const;
+  // Requests engine `i` can take now under the admission caps, `extra` past its in-flight cap
+  // (burst slots; 0: saturated or not in service).
+  uint64_t engine_room(size_t i, int64_t now_ms, uint32_t extra = 0) const;
+  // The requests `pool` (null: every engine) can take now, its engines with room added to
+  // `with_room` (when given): what the waiting room waits on and where an admitted request goes.
+  // `extra`: burst slots past each engine's in-flight cap count too.
+  uint64_t pool_room(const upstream::EngineSet* pool, upstream::EngineSet* with_room, uint32_t extra = 0) const;
   // GET/HEAD /v1/models from the engines' cards; false when none is known yet (forward it).
   boost::asio::awaitable<bool> answer_models(Session& s, Exchange& x);
 

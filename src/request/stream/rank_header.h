@@ -1,7 +1,8 @@
 // request/stream/rank_header: X-Data-Parallel-Rank in the head ramjet sends an engine. vLLM pins a
 // request carrying it to one of its data-parallel ranks; ramjet routes to ranks itself (an ordinal
-// per rank, net/roster.h), so a client's field is never forwarded and the chosen rank's is added.
-// The rest of the upstream head is forward.cc's (Proxy::build_request_head).
+// per rank, net/roster.h), so a client's field is never forwarded (to any engine: newer SGLang reads
+// it too) and the chosen rank's is added for a vLLM engine; an SGLang engine gets its rank in the
+// body instead (owned_body.h). The rest of the upstream head is forward.cc's (Proxy::build_request_head).
 #pragma once
 
 #include <cstdint>

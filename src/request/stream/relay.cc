@@ -35,7 +35,10 @@ bool response_has_body(http::verb method, unsigned status) {
 void append_response_fields(net::HeadBuffer& out, const net::HeadFields& fields, std::string_view ordinal) {
   const net::HopByHop hop(fields, kRouteHeader);
   for (size_t i = 0; i < fields.size(); ++i) {
-    if (hop.drop(fields, i) || beast::iequals(fields.name(i), kReceiptHeader)) continue;
+    if (hop.drop(fields, i) || beast::iequals(fields.name(i), kReceiptHeader) ||
+        beast::iequals(fields.name(i), kPrefillHeader)) {
+      continue;
+    }
     net::append_field(out, fields.name(i), fields.value(i));
   }
   net::append_field(out, kRouteHeader, ordinal);
@@ -44,7 +47,9 @@ void append_response_fields(net::HeadBuffer& out, const net::HeadFields& fields,
 // X-Ramjet-Route: how exact routing answered for this request and, when it looked the prompt up,
 // the tokens it predicted `engine` holds ("estimated" when that engine's index was not trusted and
 // its fingerprint estimate placed it) and, when some were only placed there moments ago, the
-// tokens it is about to hold (speculative residency) — counts only, no payload.
+// tokens it is about to hold (speculative residency), and, when the engine holds some of them in
+// an offload tier, the prediction by tier ("tier_tokens=gpu:N,cpu:M,disk:K") — counts only, no payload.
+// A request in two legs gets its prefill leg's (build_response_head).
 void append_receipt(net::HeadBuffer& out, const route::Routed* routed, size_t engine) {
   if (routed == nullptr || routed->exact == route::ExactOutcome::kNone) return;
   std::string v(route::label(routed->exact));
@@ -52,6 +57,11 @@ void append_receipt(net::HeadBuffer& out, const route::Routed* routed, size_t en
     v += "; estimated";  // exact_partial: this engine's index was not trusted, nothing was predicted
   } else if (engine < routed->exact_tokens.size()) {
     v += "; predicted_cached_tokens=" + std::to_string(routed->exact_tokens[engine]);
+    if (engine < routed->exact_tiers.size() && routed->exact_tiers[engine].by_tier[1] + routed->exact_tiers[engine].by_tier[2] > 0) {
+      const cache::TierBlocks& t = routed->exact_tiers[engine];
+      v += "; tier_tokens=gpu:" + std::to_string(t.by_tier[0]) + ",cpu:" + std::to_string(t.by_tier[1]) +
+           ",disk:" + std::to_string(t.by_tier[2]);
+    }
   }
   if (engine < routed->exact_provisional.size() && routed->exact_provisional[engine] > 0) {
     v += "; provisional_tokens=" + std::to_string(routed->exact_provisional[engine]);
@@ -148,7 +158,14 @@ bool Proxy::build_response_head(Session& s, Exchange& x, const upstream::Engine&
   out.clear();
   net::append_status_line(out, version, up.status, up.reason);
   append_response_fields(out, up.fields, engine.label());
-  append_receipt(out, x.routed, engine.ordinal());
+  if (x.prefill_upstream && x.prefill_routed != nullptr) {
+    // Two legs: the usage's cached_tokens is the prefill engine's hit (vLLM passes it on), so the
+    // receipt is that engine's prediction.
+    net::append_field(out, kPrefillHeader, fleet_.at(*x.prefill_upstream).label());
+    append_receipt(out, x.prefill_routed, *x.prefill_upstream);
+  } else {
+    append_receipt(out, x.routed, engine.ordinal());
+  }
   if (length) {
     out.append("Content-Length: ");
     net::append_decimal(out, *length);

@@ -5,7 +5,9 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include <array>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "net/deadline.h"
 #include "net/http.h"
 #include "request/ingress/endpoint.h"
+#include "request/stream/owned_body.h"
 #include "request/stream/metrics.h"
 #include "request/stream/observer.h"
 #include "request/route/reservation.h"
@@ -60,6 +63,17 @@ inline constexpr size_t kReadMax = 64 * 1024;  // bytes asked for by one socket 
 inline constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
 // The routing receipt (exact routing's outcome and prediction); an engine's own is dropped.
 inline constexpr std::string_view kReceiptHeader = "X-Ramjet-Route";
+// A two-leg request's prefill engine (prefill/decode disaggregation), beside X-Ramjet-Upstream.
+inline constexpr std::string_view kPrefillHeader = "X-Ramjet-Prefill-Upstream";
+
+// The engine closed (or reset) the connection: what a write or read error says when it stopped
+// taking the request (it may still have answered it: 413, 400).
+inline bool closed_early(const boost::system::error_code& ec) {
+  namespace http = boost::beast::http;
+  return ec == http::error::end_of_stream || ec == http::error::partial_message || ec == boost::asio::error::eof ||
+         ec == boost::asio::error::connection_reset || ec == boost::asio::error::broken_pipe ||
+         ec == boost::asio::error::operation_aborted || ec == boost::asio::error::bad_descriptor;
+}
 
 // Parses what the connection's buffer holds, without I/O: the head, or body pieces (views into
 // the buffer, valid until the next read) until the buffer is drained, the piece list is full or
@@ -107,6 +121,7 @@ struct Proxy::Session {
   // RJ_API_KEYS_FILE: the current request presented a valid key (only then does
   // RJ_UPSTREAM_TOKEN go upstream: an exempt CORS preflight is forwarded without it).
   bool authenticated = false;
+  std::string key_name;  // the accepted key's name (RJ_API_KEYS_FILE), "" without one
   net::Deadline deadline;  // the client socket: header/body reads, response writes
   std::shared_ptr<ClientWatch> watch;
   // Reused by every request of the connection (their capacity is kept).
@@ -117,10 +132,35 @@ struct Proxy::Session {
   // Per-exchange state kept here rather than in coroutine frames (Asio recycles a frame's
   // memory only when it is under ~1 KB).
   PreparedRequest prep;
+  // The body's members of the names ramjet owns for `owned_for` (owned_body.h: found when an
+  // engine that gets an edited body is first tried, again when a retry needs other names), ramjet's
+  // own member for the current attempt, and the edited body when it has too many pieces for one
+  // gather write.
+  std::optional<OwnedMembers> owned;
+  BodyEdit owned_for = BodyEdit::kNone;
+  std::string owned_member, owned_body;
   // The request's model pool (upstream/model_pools.h: pool.engines, null for any engine; its
   // rotation), and the snapshot that owns them.
   std::shared_ptr<const upstream::ModelPools> pools;
   upstream::ModelPools::Pick pool;
+  // The waiting room's place (RJ_ADMISSION_*): held from admission until the engine's
+  // reservation counts the request; the engines with room it may be placed on.
+  Admission::Ticket admission;
+  upstream::EngineSet room;
+  // The request's priority class (Proxy::admission_class: the key's, or the allowed header's).
+  AdmissionClass cls = AdmissionClass::kInteractive;
+  // Counted in the admission's client shares (burst slots) from admission to the request's end:
+  // its pool key and client ("" when not counted).
+  std::string share_pool, share_client;
+  // Prefill/decode disaggregation (disagg.cc): the pool's engines that decode and that prefill, the
+  // prefill leg's decision, its answer and the transfer parameters the decode leg carries ("":
+  // none, the request is served whole).
+  upstream::EngineSet decode_set, prefill_set;
+  route::Routed prefill_routed;
+  std::string leg_answer, kv_params;
+  // The params went out in a decode leg: single use (the producer frees its blocks once a decode
+  // engine pulled or refused them), so a retry of the decode leg is served whole.
+  bool kv_params_sent = false;
   OutBuffers out_buffers;
   std::optional<net::ResponseParser> parser;
   std::optional<UsageAccumulator> usage;
