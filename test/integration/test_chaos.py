@@ -11,6 +11,7 @@ headers, readers that stop, idle connections, huge bodies) are in test_hostile.p
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
@@ -116,6 +117,28 @@ def test_engine_hanging_before_its_headers_is_fenced_and_its_requests_move(fleet
     assert sum(1 for r in after if r.ok) > 20, "healthy engines keep serving"
     fault(sims[0], hang=False)
     settle(rj, sims[1:])
+
+
+def test_a_fence_leaves_a_request_waiting_on_the_last_engine_to_its_answer(fleet, sims):
+    """A fence moves a request waiting for its first byte only where another engine can take it:
+    on the last engine it waits on under its own first-byte deadline (a 502 at the fence would be
+    worse than a plain proxy, which waits). Engine 0 alone, slow; its /health answers 503 while the
+    request waits: fenced (probe), and the request is still answered by it."""
+    rj = fleet(upstreams=sims[:1], env={"RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS": "30000"})
+    fault(sims[0], slow_ms=400)  # each engine step 0.4 s: 8 tokens, ~3.5 s
+    body = chat_body(0, stream=False, max_tokens=8)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=one_request(rj.api_port, body, 30.0)))
+    t.start()
+    poll(lambda: sims[0].admin("/sim/stats", {})["running"] == 1, timeout=5, what="the request runs")
+    fault(sims[0], health_fail=True)
+    rj.wait_replica(0, False, timeout=5)  # the probe's 503: unhealthy, and a fence of its waits
+    t.join(30)
+    fault(sims[0], health_fail=False, slow_ms=0)
+    r = result["r"]
+    assert r.ok and r.status == 200 and r.upstream == "0", (r.status, r.error_type, r.ending)
+    assert rj.metrics().sum("ramjet_upstream_errors_total", reason="fenced") == 0
+    rj.wait_replica(0, True, timeout=10)
 
 
 def test_requests_never_wait_on_a_hung_engine_through_the_recent_success_grace(fleet, sims):

@@ -214,6 +214,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       } not_waiting{*this, s};
       s.engine_fenced = false;
       s.engine_unresponsive = false;
+      s.fence_moves = true;  // another prefill engine, or the request served whole
       // The answer is one token, due about when a first token is: a failing probe of an engine
       // that has not answered past this moves the leg on (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS otherwise).
       s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());

@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "net/http.h"
+#include "request/prepare/canonical.h"
 #include "request/route/reservation.h"
 #include "request/stream/proxy.h"
 #include "request/stream/owned_body.h"
@@ -188,6 +189,15 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
         co_await refuse_model(s, x, *why);
         co_return;
       }
+    }
+  }
+  if (is_inference(x.endpoint)) {
+    // A LoRA adapter's or a salted request's prompt is cached apart from everyone else's (vLLM
+    // hashes both into its blocks): its fingerprints credit its own namespace's history only.
+    const bool adapter = s.pool.model != nullptr && s.pool.model->adapter;
+    if (adapter || !s.prep.cache_salt.empty()) [[unlikely]] {
+      request::namespace_fingerprints(s.prep.fingerprints, adapter ? std::string_view(s.pool.model->id) : "",
+                                      s.prep.cache_salt);
     }
   }
   read_session_header(s.req.fields, s.prep.session);
@@ -542,9 +552,12 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
       boost::system::error_code ec, write_ec;
       start_exchange(s, x, *conn, *member, write_ec);
       // A failing probe moves a long wait only for a streamed response (a stream:false head comes
-      // after the whole generation) and only where another engine can take it (the last one
-      // waits for RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, not a 502).
-      if (s.prep.stream.value_or(false) && more_candidates(d, order, k))
+      // after the whole generation) and only where another engine can take it; a fence moves any
+      // wait, again only where another engine can take it (the last one waits for
+      // RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS, not a 502: an engine hung for a while may still answer).
+      const bool movable = more_candidates(d, order, k);
+      s.fence_moves = movable;
+      if (s.prep.stream.value_or(false) && movable)
         s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());
       if (!s.out_buffers.empty() && !write_ec) {
         arm_upstream(*conn, x);  // an engine that stops reading the body counts as silent
@@ -647,6 +660,7 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
                            boost::system::error_code& write_ec) {
   s.engine_fenced = false;
   s.engine_unresponsive = false;
+  s.fence_moves = true;  // dispatch() says whether another engine could take it
   s.unresponsive_after = std::chrono::steady_clock::time_point::max();  // dispatch() sets it
   x.body_started = false;
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
@@ -816,12 +830,14 @@ void Proxy::set_waiting(Session& s, size_t engine) {
 }
 
 // Called by the fleet (any thread) when an engine is known not to answer (Fleet's fence
-// listener): every request still waiting for its first byte moves on to another engine (nothing
-// has reached its client yet). Streams already relaying are left to the idle timeout.
+// listener): every request still waiting for its first byte that another engine could take moves
+// on (nothing has reached its client yet); one with no engine left waits on under its first-byte
+// deadline. Streams already relaying are left to the idle timeout.
 void Proxy::on_engine_fenced(size_t u) {
   for (size_t t = 0; t < io_.size(); ++t) {
     asio::post(io_.at(t), [this, t, u] {
       for (Session* s = waiting_[t][u]; s != nullptr; s = s->wait_links.next) {
+        if (!s->fence_moves) continue;
         s->engine_fenced = true;
         if (s->watch->upstream) {
           boost::system::error_code ignored;

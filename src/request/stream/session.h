@@ -198,6 +198,7 @@ struct Proxy::Session {
   size_t waiting = kNotWaiting;
   Links wait_links;
   bool engine_fenced = false;
+  bool fence_moves = true;  // another engine could take it (else a fence leaves it waiting)
   // Past this, a health probe of the engine that fails (even one the fleet forgives an engine
   // that served moments ago) moves the request on: engine_unresponsive (Proxy::first_byte_budget).
   std::chrono::steady_clock::time_point unresponsive_after{};
