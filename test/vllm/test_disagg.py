@@ -194,24 +194,6 @@ def test_a_repeated_prompt_reports_the_producers_prefix_hit_on_the_decode_side(p
     assert a["usage"]["prompt_tokens_details"]["created_cache_tokens"] == 0
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_a_producer_that_does_not_answer_fails_the_decode_leg_with_a_500(pd, tag, stream):
-    p, d, _ = pd
-    path, body = request_body(tag, chat=False, stream=stream)
-    kv = json.loads(post(p, path, prefill_leg(body), rid="c").body)["kv_transfer_params"]
-    dead = dict(kv, remote_port=vllm_proc.free_port(), remote_engine_id="gone-" + str(stream))
-    t0 = time.monotonic()
-    r = post(d, path, dict(body, kv_transfer_params=dead), rid="c")
-    if stream:
-        assert r.status == 200
-        events = sse(r.body)
-        assert [json.loads(e) for e in events[:-1]] == [INTERNAL_ERROR] and events[-1] == "[DONE]"
-    else:
-        assert r.status == 500 and json.loads(r.body) == INTERNAL_ERROR
-    assert time.monotonic() - t0 >= 4, "the NIXL handshake times out first (~5 s)"
-    assert scrape(d.port).sum("vllm:nixl_num_failed_transfers_total") >= 1
-
-
 def test_kv_transfer_params_that_are_not_an_object_are_a_validation_400(pd, tag):
     _, d, _ = pd
     path, body = request_body(tag, chat=False)
@@ -269,3 +251,23 @@ def test_ramjet_sends_both_legs_to_real_engines(pd, ramjet_factory, tag, api, st
     m = rj.metrics()
     assert m.val("ramjet_disagg_requests_total", choice="remote") == 1
     assert m.val("ramjet_disagg_prefill_legs_total", outcome="ok") == 1
+
+
+# --- last: a dead producer's failed handshakes can slow the consumer's next pulls -------------------
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_producer_that_does_not_answer_fails_the_decode_leg_with_a_500(pd, tag, stream):
+    p, d, _ = pd
+    path, body = request_body(tag, chat=False, stream=stream)
+    kv = json.loads(post(p, path, prefill_leg(body), rid="c").body)["kv_transfer_params"]
+    dead = dict(kv, remote_port=vllm_proc.free_port(), remote_engine_id="gone-" + str(stream))
+    t0 = time.monotonic()
+    r = post(d, path, dict(body, kv_transfer_params=dead), rid="c")
+    if stream:
+        assert r.status == 200
+        events = sse(r.body)
+        assert [json.loads(e) for e in events[:-1]] == [INTERNAL_ERROR] and events[-1] == "[DONE]"
+    else:
+        assert r.status == 500 and json.loads(r.body) == INTERNAL_ERROR
+    assert time.monotonic() - t0 >= 4, "the NIXL handshake times out first (~5 s)"
+    assert scrape(d.port).sum("vllm:nixl_num_failed_transfers_total") >= 1
