@@ -95,6 +95,19 @@ std::vector<uint64_t> chain_fingerprints(std::string_view bytes, uint64_t chunk_
   return out;
 }
 
+void namespace_fingerprints(Fingerprints& f, std::string_view adapter, std::string_view cache_salt) {
+  if (adapter.empty() && cache_salt.empty()) return;
+  uint64_t ns = detail::kFnvOffset;
+  auto field = [&](std::string_view key, std::string_view value) {
+    ns = detail::fnv1a(ns, reinterpret_cast<const unsigned char*>(key.data()), key.size());
+    ns = detail::fnv1a(ns, reinterpret_cast<const unsigned char*>(value.data()), value.size());
+    ns = detail::fnv1a(ns, reinterpret_cast<const unsigned char*>(""), 1);  // the terminating NUL
+  };
+  field("adapter", adapter);
+  field("cache_salt", cache_salt);
+  for (uint64_t& fp : f.chain) fp ^= ns;
+}
+
 std::string format_double_like_serde(double d) {
   char buf[40];
   return std::string(buf, detail::format_double(d, buf));

@@ -61,6 +61,13 @@ std::string canonical_prompt_bytes(const boost::json::value& root, std::string_v
 // bytes) ++ chunk, the previous fingerprint starting at 0.
 std::vector<uint64_t> chain_fingerprints(std::string_view bytes, uint64_t chunk_bytes);
 
+// Puts a request's fingerprints in its prefix-cache namespace, as vLLM keys its blocks: a LoRA
+// adapter's requests (`adapter`: its name) and a salted request's (`cache_salt`) never hit blocks
+// another namespace cached, so their fingerprints must not match that namespace's either. Every
+// fingerprint is xor-ed with a hash of the two; the default namespace (both empty) keeps the
+// reference's fingerprints unchanged.
+void namespace_fingerprints(Fingerprints& f, std::string_view adapter, std::string_view cache_salt);
+
 // serde_json's (ryu) rendering of a finite double: shortest round-trip digits, "1.0", "1e300",
 // "0.001", "1e-7", "1.5e16". Exposed for tests.
 std::string format_double_like_serde(double d);

@@ -477,5 +477,33 @@ TEST(CanonicalStreaming, HashingWhileSerialisingEqualsHashingTheBytesForRandomBo
   }
 }
 
+TEST(NamespaceFingerprints, TheDefaultNamespaceKeepsTheReferenceFingerprints) {
+  const std::string body = R"({"messages":[{"role":"user","content":")" + std::string(300, 'q') + R"("}]})";
+  Fingerprints f = fingerprint_request(Endpoint::kChat, parse(body), body, golden_config());
+  const std::vector<uint64_t> plain = f.chain;
+  ASSERT_GE(plain.size(), 4u);
+  namespace_fingerprints(f, "", "");
+  EXPECT_EQ(f.chain, plain);
+}
+
+TEST(NamespaceFingerprints, EachAdapterAndSaltIsANamespaceOfItsOwn) {
+  const std::vector<uint64_t> plain = chain_fingerprints(std::string(640, 'p'), 64);
+  auto in = [&](std::string_view adapter, std::string_view salt) {
+    Fingerprints f;
+    f.chain = plain;
+    namespace_fingerprints(f, adapter, salt);
+    return f.chain;
+  };
+  const std::vector<std::vector<uint64_t>> spaces = {plain, in("sql", ""), in("", "sql"), in("sql", "t1"),
+                                                     in("sq", "lt1"), in("chat", ""), in("", "t1")};
+  for (size_t a = 0; a < spaces.size(); ++a) {
+    for (size_t b = 0; b < spaces.size(); ++b) {
+      if (a == b) continue;
+      for (size_t k = 0; k < plain.size(); ++k) EXPECT_NE(spaces[a][k], spaces[b][k]) << a << " " << b << " " << k;
+    }
+  }
+  EXPECT_EQ(in("sql", "t1"), in("sql", "t1"));  // a namespace's requests still match each other
+}
+
 }  // namespace
 }  // namespace ramjet::request

@@ -272,6 +272,7 @@ struct TopLevel {
   std::optional<V> max_output_tokens;
   std::optional<V> max_completion_tokens;
   std::optional<V> model;
+  std::optional<V> cache_salt;  // vLLM: the request's own prefix-cache namespace
   std::optional<V> user;      // OpenAI: the end user (RJ_SESSION_AFFINITY_USER_FIELD)
   std::optional<V> metadata;  // Anthropic: metadata.user_id
 };
@@ -304,6 +305,15 @@ void model_of(const TopLevel<V>& top, PreparedRequest& out) {
   out.model.assign(top.model->as_string());
 }
 
+// The top-level "cache_salt" when it is a string of 1..kMaxCacheSaltBytes bytes (vLLM refuses
+// any other value with a 400, so no namespace is needed for it).
+template <class V>
+void cache_salt_of(const TopLevel<V>& top, PreparedRequest& out) {
+  if (!top.cache_salt || !top.cache_salt->is(JsonKind::kString)) return;
+  const std::string_view salt = top.cache_salt->as_string();
+  if (!salt.empty() && salt.size() <= kMaxCacheSaltBytes) out.cache_salt.assign(salt);
+}
+
 template <class V>
 TopLevel<V> top_level(const V& obj) {
   TopLevel<V> t;
@@ -324,6 +334,7 @@ TopLevel<V> top_level(const V& obj) {
         break;
       case 10:
         if (key == "max_tokens") t.max_tokens = v;
+        else if (key == "cache_salt") t.cache_salt = v;
         break;
       case 16:
         if (key == "reasoning_effort") t.reasoning_effort = v;
@@ -475,6 +486,7 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
   model_of(top, out);
+  cache_salt_of(top, out);
   if (config.session_user_field) user_session(top, out.session);
 
   if (out.shims.any()) {
@@ -522,6 +534,7 @@ std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& 
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
   out.max_output_tokens = requested_output_limit(endpoint, top);
   model_of(top, out);
+  cache_salt_of(top, out);
   if (config.session_user_field) user_session(top, out.session);
   if (config.fingerprint && is_inference(endpoint)) {
     if (!detail::fingerprint_view(std::optional<SimdView>(view), body, config.fingerprints,

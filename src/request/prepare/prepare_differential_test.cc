@@ -288,6 +288,7 @@ class Gen {
   std::string body() {
     std::vector<std::string> members;
     if (chance(70)) members.push_back("\"model\":\"m\"");
+    if (chance(10)) members.push_back("\"cache_salt\":" + (chance(70) ? string() : value(1)));
     if (chance(85)) {
       const size_t kind = pick(10);
       std::string v;

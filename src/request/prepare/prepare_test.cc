@@ -403,5 +403,20 @@ TEST(PrepareSession, TheUserFieldKeysTheSessionOnlyWhenAskedOnBothParsePaths) {
   EXPECT_EQ(prepare(Endpoint::kChat, R"({"user":"u"})", PrepareConfig{}).session.source, SessionSource::kNone);
 }
 
+TEST(PrepareCacheSalt, AStringSaltIsReadOnBothParsePaths) {
+  PrepareConfig config;
+  EXPECT_EQ(prepare(Endpoint::kChat, R"({"messages":[],"cache_salt":"tenant-a"})", config).cache_salt, "tenant-a");
+  PreparedRequest b = prepare(Endpoint::kChat, R"({"messages":[],"cache_salt":"tenant-b","max_tokens":999999})", config);
+  EXPECT_TRUE(b.shims.max_tokens_stripped);
+  EXPECT_EQ(b.cache_salt, "tenant-b");
+  EXPECT_EQ(prepare(Endpoint::kResponses, R"({"input":"x","cache_salt":"s"})", config).cache_salt, "s");
+  // empty, too long or not a string: none (vLLM refuses the request)
+  EXPECT_EQ(prepare(Endpoint::kChat, R"({"cache_salt":""})", config).cache_salt, "");
+  EXPECT_EQ(prepare(Endpoint::kChat, R"({"cache_salt":7})", config).cache_salt, "");
+  EXPECT_EQ(prepare(Endpoint::kChat, "{\"cache_salt\":\"" + std::string(kMaxCacheSaltBytes + 1, 'x') + "\"}", config)
+                .cache_salt,
+            "");
+}
+
 }  // namespace
 }  // namespace ramjet::request
