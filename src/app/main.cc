@@ -95,6 +95,7 @@ std::vector<upstream::Listed> static_engines(const config::Config& cfg) {
     // (config expanded an engine with ranks into one entry per rank)
     if (i < cfg.upstream_ranks.size()) l.dp_rank = cfg.upstream_ranks[i];
     l.dp_size = config::dp_size_item(cfg, i);
+    l.dp_auto = config::dp_auto_item(cfg, i);
     l.engine = config::engine_kind_item(cfg, i);
     l.role = config::engine_role_item(cfg, i);
     out.push_back(std::move(l));
@@ -119,6 +120,7 @@ std::vector<upstream::Listed> dns_names(const config::Config& cfg) {
     if (k < cfg.kv_event_live_endpoints.size()) l.kv_live = cfg.kv_event_live_endpoints[k];
     if (k < cfg.kv_event_replay_endpoints.size()) l.kv_replay = cfg.kv_event_replay_endpoints[k];
     l.dp_size = config::dp_size_item(cfg, k);  // each address's ranks (upstream::ranks_of)
+    l.dp_auto = config::dp_auto_item(cfg, k);
     l.engine = config::engine_kind_item(cfg, k);
     l.role = config::engine_role_item(cfg, k);
     out.push_back(std::move(l));
@@ -666,6 +668,9 @@ int main(int argc, char** argv) {
   observe::Dashboard dashboard(app::dashboard_config(proxy.metrics()));
 
   // Engines' own /metrics (load, KV usage, prefix cache, GPUs) for the dashboard and metrics.
+  // With RJ_UPSTREAM_DP_SIZE=auto each scrape also says how many data-parallel ranks the engine
+  // runs; membership (below, on io 0) lists it with that many targets.
+  upstream::Membership* members = nullptr;
   upstream::EngineScraper engine_scraper(upstream::EngineScrapeConfig{
       .interval = milliseconds(cfg.engine_scrape_interval_ms),
       .timeout = milliseconds(cfg.engine_scrape_timeout_ms),
@@ -674,8 +679,16 @@ int main(int argc, char** argv) {
       .engines = cfg.upstreams,
       .roster = &roster,
       .gpu_urls = cfg.gpu_metrics_urls,
-      .on_sample = [&engine_load, &fleet, &index, &tokenize_budget, horizon = cfg.route_horizon == "auto",
+      .on_sample = [&engine_load, &fleet, &index, &tokenize_budget, &io, &roster, &members,
+                    dp_auto = cfg.dp_discovered(), horizon = cfg.route_horizon == "auto",
                     chunk = std::max<uint64_t>(1, cfg.route_chunk_bytes)](size_t i, const upstream::EngineSample* s) {
+        if (dp_auto && s != nullptr && s->ok && s->dp_ranks) {
+          if (const std::shared_ptr<const net::Member> m = roster.member(i)) {
+            asio::post(io.at(0), [&members, url = m->url, n = *s->dp_ranks] {
+              if (members != nullptr) members->discovered_ranks(url, n);
+            });
+          }
+        }
         // (recorded even when routing does not read the board: the waiting room may)
         // RJ_ROUTE_HORIZON=auto: the engine's KV pool in fingerprint chunks of prompt bytes.
         if (horizon && s != nullptr && s->ok && s->kv_capacity_tokens && i < index.engines()) {
@@ -745,6 +758,7 @@ int main(int argc, char** argv) {
                 catalog->set_declared(slot, {});
               },
       });
+  members = &membership;
   auto sweeper = std::make_shared<asio::steady_timer>(io.at(0));  // membership.sweep() every 500 ms
   upstream::DnsDiscovery dns(
       upstream::DnsConfig{.names = dns_names(cfg),

@@ -280,6 +280,8 @@ uint32_t dp_size_item(const Config& c, size_t i) {
   return i < c.upstream_dp_size.size() ? dp_ranks(c.upstream_dp_size[i]).value_or(1) : 1;
 }
 
+bool dp_auto_item(const Config& c, size_t i) { return i < c.upstream_dp_size.size() && c.upstream_dp_size[i] == "auto"; }
+
 EngineKind engine_kind_item(const Config& c, size_t i) {
   return i < c.upstream_engines.size() && c.upstream_engines[i] == "sglang" ? EngineKind::kSglang : EngineKind::kVllm;
 }
@@ -322,7 +324,7 @@ void expand_ranks(Config& c) {
       if (i < c.upstream_models.size()) models.push_back(c.upstream_models[i]);
       if (i < c.upstream_engines.size()) engines.push_back(c.upstream_engines[i]);
       if (i < c.upstream_roles.size()) roles.push_back(c.upstream_roles[i]);
-      sizes.push_back(std::to_string(n));
+      sizes.push_back(dp_auto_item(c, i) ? "auto" : std::to_string(n));
       if (i < c.kv_event_live_endpoints.size()) live.push_back(offset_endpoint(c.kv_event_live_endpoints[i], k));
       if (i < c.kv_event_replay_endpoints.size()) replay.push_back(offset_endpoint(c.kv_event_replay_endpoints[i], k));
       if (i < c.gpu_metrics_urls.size()) gpus.push_back(c.gpu_metrics_urls[i]);
@@ -334,7 +336,7 @@ void expand_ranks(Config& c) {
     if (k < c.upstream_models.size()) models.push_back(c.upstream_models[k]);
     if (k < c.upstream_engines.size()) engines.push_back(c.upstream_engines[k]);
     if (k < c.upstream_roles.size()) roles.push_back(c.upstream_roles[k]);
-    sizes.push_back(std::to_string(dp_size_item(c, k)));
+    sizes.push_back(dp_auto_item(c, k) ? "auto" : std::to_string(dp_size_item(c, k)));
     if (k < c.kv_event_live_endpoints.size()) live.push_back(c.kv_event_live_endpoints[k]);
     if (k < c.kv_event_replay_endpoints.size()) replay.push_back(c.kv_event_replay_endpoints[k]);
   }
@@ -481,9 +483,15 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
     if (item.empty()) continue;
     if (const std::optional<uint32_t> n = dp_ranks(item)) {
       ranked = ranked || *n > 1;
+    } else if (item == "auto") {
+      ranked = true;
     } else {
-      r.errors.push_back("RJ_UPSTREAM_DP_SIZE: item " + std::to_string(i + 1) + " is not a number of ranks in 1..1024");
+      r.errors.push_back("RJ_UPSTREAM_DP_SIZE: item " + std::to_string(i + 1) +
+                         " is neither a number of ranks in 1..1024 nor auto");
     }
+  }
+  if (c.dp_discovered() && c.engine_scrape_interval_ms == 0) {
+    r.errors.push_back("RJ_UPSTREAM_DP_SIZE: auto reads the ranks from the engine scrape; set RJ_ENGINE_SCRAPE_INTERVAL_MS above 0");
   }
   if (ranked && c.exact_inventory == "companion") {
     r.errors.push_back("RJ_UPSTREAM_DP_SIZE: data-parallel ranks with RJ_EXACT_INVENTORY=companion are not supported");

@@ -26,8 +26,11 @@ struct UpstreamUrl {
 };
 
 struct Config;
-// RJ_UPSTREAM_DP_SIZE item `i` as a number (1 when absent or empty).
+// RJ_UPSTREAM_DP_SIZE item `i` as a number (1 when absent, empty or `auto`).
 uint32_t dp_size_item(const Config& c, size_t i);
+// RJ_UPSTREAM_DP_SIZE item `i` is `auto`: the engine's ranks are what its /metrics reports (the
+// engine scrape; upstream::Membership::discovered_ranks), one routing target until it says.
+bool dp_auto_item(const Config& c, size_t i);
 // What an engine is (RJ_UPSTREAM_ENGINE): how a request is pinned to one of its data-parallel
 // ranks (vLLM: the X-Data-Parallel-Rank header; SGLang: "routed_dp_rank" in the JSON body).
 enum class EngineKind : uint8_t { kVllm, kSglang };
@@ -55,7 +58,15 @@ struct Config {
   // else at least 64.
   size_t slots() const {
     if (upstream_max) return upstream_max < upstreams.size() ? upstreams.size() : upstream_max;
-    return upstream_dns.empty() && config_file.empty() ? upstreams.size() : std::max<size_t>(64, upstreams.size());
+    return upstream_dns.empty() && config_file.empty() && !dp_discovered() ? upstreams.size()
+                                                                            : std::max<size_t>(64, upstreams.size());
+  }
+  // Some RJ_UPSTREAM_DP_SIZE item is `auto` (its ranks join when the engine reports them).
+  bool dp_discovered() const {
+    for (const std::string& item : upstream_dp_size) {
+      if (item == "auto") return true;
+    }
+    return false;
   }
   std::string config_file;  // RJ_CONFIG_FILE: RJ_NAME=value lines, re-read on SIGHUP
   std::string upstream_token;           // RJ_UPSTREAM_TOKEN (secret; LB-originated calls only)
@@ -66,7 +77,7 @@ struct Config {
   std::vector<std::string> upstream_profiles;
   // RJ_UPSTREAM_MODELS: per source (as upstream_profiles), "a|b|c" or "" (learn from /v1/models).
   std::vector<std::string> upstream_models;
-  // RJ_UPSTREAM_DP_SIZE: per source (as upstream_profiles), N in 1..1024 (unset: 1 each): the engine runs N
+  // RJ_UPSTREAM_DP_SIZE: per source (as upstream_profiles), N in 1..1024 or `auto` (unset: 1 each): the engine runs N
   // data-parallel ranks (vLLM --data-parallel-size N), each its own routing target. After parse()
   // the static list is expanded (expand_ranks): an entry with N > 1 is N consecutive entries of
   // `upstreams` (and of every per-source list) with upstream_ranks 0..N-1; upstream_dp_size then

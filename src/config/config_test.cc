@@ -635,6 +635,22 @@ TEST(Config, AnEngineWithDataParallelRanksBecomesOneEntryPerRank) {
   EXPECT_EQ(dp_size_item(c, 3), 1u);
 }
 
+TEST(Config, AnAutoDataParallelSizeIsOneTargetUntilTheEngineSaysAndLeavesRoomForItsRanks) {
+  auto r = run({{"RJ_UPSTREAM", "http://a:1,http://b:1"}, {"RJ_UPSTREAM_DP_SIZE", "auto,2"}});
+  ASSERT_TRUE(r.errors.empty()) << all(r.errors);
+  const Config& c = r.config;
+  ASSERT_EQ(c.upstreams.size(), 3u);  // a, then b's two ranks
+  EXPECT_EQ(c.upstream_ranks, (std::vector<std::optional<uint32_t>>{std::nullopt, 0u, 1u}));
+  EXPECT_TRUE(dp_auto_item(c, 0));
+  EXPECT_FALSE(dp_auto_item(c, 1));
+  EXPECT_EQ(dp_size_item(c, 0), 1u);
+  EXPECT_TRUE(c.dp_discovered());
+  EXPECT_EQ(c.slots(), 64u);  // its ranks join later
+  auto off = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", "auto"}, {"RJ_ENGINE_SCRAPE_INTERVAL_MS", "0"}});
+  ASSERT_EQ(off.errors.size(), 1u) << all(off.errors);
+  EXPECT_NE(off.errors[0].find("RJ_ENGINE_SCRAPE_INTERVAL_MS"), std::string::npos);
+}
+
 TEST(Config, DataParallelSizesAreCountedPerSourceAndBounded) {
   auto r = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DNS", "vllm:8000"}, {"RJ_UPSTREAM_DP_SIZE", "2,4"}});
   ASSERT_TRUE(r.errors.empty()) << all(r.errors);
@@ -646,7 +662,7 @@ TEST(Config, DataParallelSizesAreCountedPerSourceAndBounded) {
   for (const char* bad : {"0", "x", "1025", "-1"}) {
     auto b = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", bad}});
     ASSERT_EQ(b.errors.size(), 1u) << bad;
-    EXPECT_EQ(b.errors[0], "RJ_UPSTREAM_DP_SIZE: item 1 is not a number of ranks in 1..1024");
+    EXPECT_EQ(b.errors[0], "RJ_UPSTREAM_DP_SIZE: item 1 is neither a number of ranks in 1..1024 nor auto");
   }
   auto one = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", "1"}});
   ASSERT_TRUE(one.errors.empty());

@@ -156,7 +156,10 @@ const std::array kOptions = {
            .max = 256,
            .doc = "Data-parallel ranks of each engine (vLLM --data-parallel-size N), one item per "
                   "RJ_UPSTREAM entry in the same order, then one per RJ_UPSTREAM_DNS name (for all of "
-                  "its engines); 1 = one routing target (unset: 1 for all). An engine with N > 1 takes N ordinals "
+                  "its engines); 1 = one routing target (unset: 1 for all); auto = as many as the "
+                  "engine's own /metrics reports (vLLM labels each rank's series engine=\"k\"; read by "
+                  "the engine scrape, RJ_ENGINE_SCRAPE_INTERVAL_MS; one target until then, and a "
+                  "restart of the engine with another N changes them). An engine with N > 1 takes N ordinals "
                   "(ranks 0..N-1, joining and leaving together): each rank has its own load, cache "
                   "index and KV-event source, and ramjet pins each request to the rank it chose: "
                   "X-Data-Parallel-Rank for vLLM, \"routed_dp_rank\" in the JSON body for SGLang "

@@ -85,6 +85,24 @@ vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.392
   EXPECT_EQ(s.running, 7);
   ASSERT_TRUE(read_engine_metrics(kTwoRanks, {}, s, gpus, 64, 3u).ok());  // a rank it does not have
   EXPECT_FALSE(s.running);
+  EXPECT_EQ(s.dp_ranks, std::optional<uint32_t>(2));  // every rank's series counts, whichever rank reads
+}
+
+TEST(EngineScrape, TheRanksAnEngineReportsAreItsLargestEngineLabelPlusOne) {
+  EngineSample s;
+  std::vector<GpuSample> gpus;
+  ASSERT_TRUE(read_engine_metrics("vllm:num_requests_running{engine=\"0\"} 1\n", {}, s, gpus).ok());
+  EXPECT_EQ(s.dp_ranks, std::optional<uint32_t>(1));
+  ASSERT_TRUE(read_engine_metrics("vllm:num_requests_running{engine=\"3\"} 1\nvllm:num_requests_running{engine=\"1\"} 1\n",
+                                  {}, s, gpus).ok());
+  EXPECT_EQ(s.dp_ranks, std::optional<uint32_t>(4));
+  // No engine label, or one that is no rank number: nothing said.
+  for (std::string_view text : {"vllm:num_requests_running 1\n", "vllm:num_requests_running{engine=\"x\"} 1\n",
+                                "vllm:num_requests_running{engine=\"5000\"} 1\n",
+                                "vllm:num_requests_waiting{engine=\"7\"} 1\n"}) {
+    ASSERT_TRUE(read_engine_metrics(text, {}, s, gpus).ok());
+    EXPECT_FALSE(s.dp_ranks) << text;
+  }
 }
 
 TEST(EngineScrape, TheKvPoolIsReadFromCacheConfigInfosLabels) {

@@ -41,6 +41,9 @@ struct EngineSample {            // one engine's own /metrics, read every RJ_ENG
   std::optional<double> prompt_tokens, generation_tokens;  // vllm:prompt_tokens_total / vllm:generation_tokens_total
   // The KV pool in tokens: vllm:cache_config_info's num_gpu_blocks x block_size labels.
   std::optional<double> kv_capacity_tokens;
+  // Data-parallel ranks the engine reports: 1 + the largest engine="k" label (k < 1024) of its
+  // vllm:num_requests_running series (vLLM labels each rank's series with its rank; RJ_UPSTREAM_DP_SIZE=auto).
+  std::optional<uint32_t> dp_ranks;
 };
 
 struct GpuSample {               // one device, from DCGM-exporter text or nvidia-smi

@@ -75,8 +75,18 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   std::array<uint32_t, kVllmNames.size()> seen{};
   std::vector<GpuSample> found;
   std::optional<double> capacity;
+  std::optional<uint32_t> ranks;
   metrics::PromTextResult r = metrics::parse_prom_text(text, limits, [&](const metrics::PromSample& s) {
     if (s.name.starts_with("vllm:")) {
+      if (s.name == "vllm:num_requests_running") {  // every rank's series: how many ranks there are
+        uint32_t k = 0;
+        const metrics::PromLabel* engine = s.label("engine");
+        if (engine != nullptr) {
+          const char* end = engine->value.data() + engine->value.size();
+          const auto [p, ec] = std::from_chars(engine->value.data(), end, k);
+          if (ec == std::errc() && p == end && k < 1024) ranks = std::max(ranks.value_or(0), k + 1);
+        }
+      }
       if (rank) {
         const metrics::PromLabel* engine = s.label("engine");
         if (engine != nullptr && engine->value != rank_text) return;  // another rank's
@@ -131,6 +141,7 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   out.unix_ms = unix_ms_now();
   out.ok = true;
   out.running = get(Vllm::kRunning);
+  out.dp_ranks = ranks;
   out.waiting = get(Vllm::kWaiting);
   const Vllm kv = seen[static_cast<size_t>(Vllm::kKvUsage)] ? Vllm::kKvUsage : Vllm::kKvUsageOld;
   if (auto total = get(kv)) out.kv_usage = *total / seen[static_cast<size_t>(kv)];

