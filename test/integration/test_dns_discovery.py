@@ -390,3 +390,25 @@ def test_a_dns_names_engines_with_data_parallel_ranks_join_and_leave_rank_by_ran
     wait_for("its ranks back", lambda: set(replicas(rj)) == {0, 1, 2, 3})
     assert {k: r.get("dp_rank") for k, r in replicas(rj).items()} == {0: 0, 1: 1, 2: 0, 3: 1}
     assert rj.metrics().get("ramjet_upstream_rejected_addresses") == 0
+
+
+def test_a_dns_names_engines_with_auto_ranks_each_get_the_ranks_they_report(dns, sims, ramjet_factory):
+    """RJ_UPSTREAM_DP_SIZE=auto for a DNS name: each address joins as one target, then as many
+    ranks as its own /metrics reports (here 2 and 4), each pinned by X-Data-Parallel-Rank."""
+    port = free_port("127.0.0.2", "127.0.0.3")
+    sims("127.0.0.2", port, "--data-parallel-size", "2")
+    sims("127.0.0.3", port, "--data-parallel-size", "4")
+    dns.answer("127.0.0.2", "127.0.0.3")
+    rj = ramjet_factory(env={"RJ_UPSTREAM_DNS": f"{NAME}:{port}", "RJ_UPSTREAM_DNS_SERVER": dns.server,
+                             "RJ_UPSTREAM_DNS_INTERVAL_MS": "200", "RJ_UPSTREAM_DP_SIZE": "auto",
+                             "RJ_ENGINE_SCRAPE_INTERVAL_MS": "200", "RJ_PROBE_INTERVAL_MS": "100",
+                             "RJ_READY_SUCCESSES": "2", "RJ_READY_STABLE_SECONDS": "0"})
+
+    def ranks():
+        reps = replicas(rj).values()
+        return (all(r.get("healthy") for r in reps) and
+                sorted(r.get("dp_rank", -1) for r in reps) == [0, 0, 1, 1, 2, 3])
+    wait_for("2 + 4 reported ranks, healthy", ranks)
+    served = {rj.chat(chat(f"auto dp {i}")).upstream for i in range(24)}
+    assert len(served) >= 4, served
+    assert rj.metrics().get("ramjet_upstream_rejected_addresses") == 0
