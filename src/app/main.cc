@@ -680,9 +680,10 @@ int main(int argc, char** argv) {
       .roster = &roster,
       .gpu_urls = cfg.gpu_metrics_urls,
       .on_sample = [&engine_load, &fleet, &index, &tokenize_budget, &io, &roster, &members,
-                    dp_auto = cfg.dp_discovered(), horizon = cfg.route_horizon == "auto",
+                    horizon = cfg.route_horizon == "auto",
                     chunk = std::max<uint64_t>(1, cfg.route_chunk_bytes)](size_t i, const upstream::EngineSample* s) {
-        if (dp_auto && s != nullptr && s->ok && s->dp_ranks) {
+        // (membership ignores an engine no source lists with auto; a reload may list it so)
+        if (s != nullptr && s->ok && s->dp_ranks) {
           if (const std::shared_ptr<const net::Member> m = roster.member(i)) {
             asio::post(io.at(0), [&members, url = m->url, n = *s->dp_ranks] {
               if (members != nullptr) members->discovered_ranks(url, n);

@@ -490,6 +490,10 @@ ParseResult parse(const std::vector<std::string>& env_names, const EnvLookup& en
                          " is neither a number of ranks in 1..1024 nor auto");
     }
   }
+  if (c.dp_discovered() && c.upstream_max != 0 && c.upstream_max <= c.upstreams.size()) {
+    r.errors.push_back("RJ_UPSTREAM_DP_SIZE: auto needs free ordinals for the ranks an engine reports; raise "
+                       "RJ_UPSTREAM_MAX above the RJ_UPSTREAM entries (or leave it 0: 64)");
+  }
   if (c.dp_discovered() && c.engine_scrape_interval_ms == 0) {
     r.errors.push_back("RJ_UPSTREAM_DP_SIZE: auto reads the ranks from the engine scrape; set RJ_ENGINE_SCRAPE_INTERVAL_MS above 0");
   }

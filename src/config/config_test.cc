@@ -649,6 +649,9 @@ TEST(Config, AnAutoDataParallelSizeIsOneTargetUntilTheEngineSaysAndLeavesRoomFor
   auto off = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", "auto"}, {"RJ_ENGINE_SCRAPE_INTERVAL_MS", "0"}});
   ASSERT_EQ(off.errors.size(), 1u) << all(off.errors);
   EXPECT_NE(off.errors[0].find("RJ_ENGINE_SCRAPE_INTERVAL_MS"), std::string::npos);
+  auto full = run({{"RJ_UPSTREAM", "http://a:1"}, {"RJ_UPSTREAM_DP_SIZE", "auto"}, {"RJ_UPSTREAM_MAX", "1"}});
+  ASSERT_EQ(full.errors.size(), 1u) << all(full.errors);
+  EXPECT_NE(full.errors[0].find("RJ_UPSTREAM_MAX"), std::string::npos);
 }
 
 TEST(Config, DataParallelSizesAreCountedPerSourceAndBounded) {

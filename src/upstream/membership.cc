@@ -1,6 +1,7 @@
 #include "upstream/membership.h"
 
 #include <array>
+#include <utility>
 
 #include "common/log.h"
 
@@ -178,10 +179,25 @@ void Membership::update(size_t source, const std::vector<Listed>& listed) {
     }
   }
   note_rejections(source, now);
+  forget_unlisted_auto();
 }
 
-// A DNS name answering more addresses than RJ_UPSTREAM_MAX would otherwise log one line per
-// rejected address per lookup (tens of thousands a minute): the count is logged when it changes.
+// What an address reported is forgotten once no source lists it with auto (a DNS address that
+// comes back later, perhaps another engine, starts as one target again).
+void Membership::forget_unlisted_auto() {
+  auto listed_auto = [&](const std::string& k) {
+    for (const std::vector<Listed>& ls : listed_) {
+      for (const Listed& l : ls) {
+        if (l.dp_auto && !l.dp_rank && key(l.url) == k) return true;
+      }
+    }
+    return false;
+  };
+  for (auto* m : {&discovered_, &refused_}) {
+    for (auto it = m->begin(); it != m->end();) it = listed_auto(it->first) ? std::next(it) : m->erase(it);
+  }
+}
+
 void Membership::discovered_ranks(const config::UpstreamUrl& url, uint32_t ranks) {
   if (ranks == 0 || ranks > 1024) return;
   const std::string k = key(url);
@@ -195,16 +211,32 @@ void Membership::discovered_ranks(const config::UpstreamUrl& url, uint32_t ranks
     }
   }
   if (sources.empty()) return;
-  const auto [it, fresh] = discovered_.try_emplace(k, ranks);
-  if (!fresh && it->second == ranks) return;
-  const uint32_t was = fresh ? 1 : it->second;
-  it->second = ranks;
-  if (was == ranks) return;  // (one target, as it was listed)
+  const auto known = discovered_.find(k);
+  const uint32_t was = known != discovered_.end() ? known->second : 1;
+  if (was == ranks) return;
+  // Its new targets must fit beside everything listed now (the ones they replace keep their
+  // ordinals until vacated): else it stays as it is, and a later report tries again.
+  size_t wanted = 0;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    wanted += entries_.count(key(url, ranks > 1 ? std::optional<uint32_t>(r) : std::nullopt)) == 0;
+  }
+  if (wanted > roster_.capacity() - roster_.listed_count()) {
+    if (std::exchange(refused_[k], ranks) != ranks) {
+      spdlog::warn("upstream membership: an engine listed with RJ_UPSTREAM_DP_SIZE=auto reports {} data-parallel "
+                   "ranks, but {} ordinals are not free (RJ_UPSTREAM_MAX={}): it stays at {} until they are",
+                   ranks, wanted, roster_.capacity(), was);
+    }
+    return;
+  }
+  refused_.erase(k);
+  discovered_[k] = ranks;
   spdlog::info("upstream membership: an engine listed with RJ_UPSTREAM_DP_SIZE=auto reports {} data-parallel "
                "ranks (was {})", ranks, was);
   for (size_t s : sources) update(s, listed_[s]);
 }
 
+// A DNS name answering more addresses than RJ_UPSTREAM_MAX would otherwise log one line per
+// rejected address per lookup (tens of thousands a minute): the count is logged when it changes.
 void Membership::note_rejections(size_t source, const std::map<std::string, const Listed*>& now) {
   for (auto it = rejected_by_.begin(); it != rejected_by_.end();) {
     if (!now.count(it->first)) it->second[source] = false;

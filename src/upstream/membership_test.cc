@@ -243,6 +243,22 @@ TEST(Membership, AnEngineListedWithAutoRanksIsListedAgainWithTheRanksItReports) 
   EXPECT_EQ(joined.size(), before);
 }
 
+TEST(Membership, AutoRanksThatDoNotFitLeaveTheEngineAsItIsUntilTheyDo) {
+  ManualClock clock;
+  Listed dp = at("static");
+  dp.dp_auto = true;
+  net::Roster roster{{config::UpstreamUrl{"static", 8000, ""}}, 4};  // 3 free ordinals
+  Fleet fleet{roster, clock, 30000};
+  std::vector<size_t> joined;
+  Membership m{roster, fleet, 1, {dp}, Membership::Hooks{.joined = [&](size_t s, const Listed&) { joined.push_back(s); }}};
+  m.discovered_ranks(config::UpstreamUrl{"static", 8000, ""}, 4);  // 4 ranks, 3 free: nothing changes
+  EXPECT_TRUE(joined.empty());
+  EXPECT_TRUE(roster.active(0));  // the single target still serves
+  m.discovered_ranks(config::UpstreamUrl{"static", 8000, ""}, 3);  // 3 fit
+  EXPECT_EQ(joined, (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(roster.state(0), net::SlotState::kLeaving);
+}
+
 TEST(Fleet, ARefusedConnectionFencesEveryRankOfTheEngine) {
   ManualClock clock;
   const config::UpstreamUrl a{"10.0.0.2", 8000, ""}, b{"10.0.0.3", 8000, ""};

@@ -133,7 +133,9 @@ def test_a_fence_leaves_a_request_waiting_on_the_last_engine_to_its_answer(fleet
     poll(lambda: sims[0].admin("/sim/stats", {})["running"] == 1, timeout=5, what="the request runs")
     fault(sims[0], health_fail=True)
     rj.wait_replica(0, False, timeout=5)  # the probe's 503: unhealthy, and a fence of its waits
+    assert t.is_alive(), "the request ended before the fence: the test proves nothing"
     t.join(30)
+    assert not t.is_alive() and "r" in result, "the request never ended"
     fault(sims[0], health_fail=False, slow_ms=0)
     r = result["r"]
     assert r.ok and r.status == 200 and r.upstream == "0", (r.status, r.error_type, r.ending)

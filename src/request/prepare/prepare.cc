@@ -305,13 +305,13 @@ void model_of(const TopLevel<V>& top, PreparedRequest& out) {
   out.model.assign(top.model->as_string());
 }
 
-// The top-level "cache_salt" when it is a string of 1..kMaxCacheSaltBytes bytes (vLLM refuses
-// any other value with a 400, so no namespace is needed for it).
+// The top-level "cache_salt" when it is a non-empty string (vLLM refuses any other value with a
+// 400, so no namespace is needed for it; its size is bounded by the body's).
 template <class V>
 void cache_salt_of(const TopLevel<V>& top, PreparedRequest& out) {
   if (!top.cache_salt || !top.cache_salt->is(JsonKind::kString)) return;
   const std::string_view salt = top.cache_salt->as_string();
-  if (!salt.empty() && salt.size() <= kMaxCacheSaltBytes) out.cache_salt.assign(salt);
+  if (!salt.empty()) out.cache_salt.assign(salt);
 }
 
 template <class V>

@@ -81,7 +81,6 @@ struct SessionId {
 // (upstream/model_pools.h). kBad: not a string, empty, or over kMaxModelBytes (a 400).
 enum class ModelField : uint8_t { kAbsent, kName, kBad };
 inline constexpr size_t kMaxModelBytes = 1024;
-inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 struct PreparedRequest {
   Endpoint endpoint = Endpoint::kOther;
@@ -95,7 +94,7 @@ struct PreparedRequest {
   std::optional<uint64_t> max_output_tokens;
   ModelField model_field = ModelField::kAbsent;
   std::string model;             // the "model" string when model_field is kName
-  // The top-level "cache_salt" (a string of 1..kMaxCacheSaltBytes bytes; else empty): vLLM keeps
+  // The top-level "cache_salt" (a non-empty string; else empty): vLLM keeps
   // a salted prompt's blocks apart from every other request's, and so do the fingerprints
   // (namespace_fingerprints).
   std::string cache_salt;

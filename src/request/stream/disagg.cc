@@ -121,7 +121,13 @@ asio::awaitable<bool> Proxy::disaggregate(Session& s, Exchange& x, const route::
     for (size_t k = 0; k < order.size() && tries < 2; ++k) {
       if (!pd.fail_open && !fleet_.at(order[k].ordinal).healthy()) continue;
       ++tries;
-      const LegResult r = co_await prefill_leg(s, x, order[k]);
+      // A fence of this engine moves the leg on only where something can follow it: another
+      // prefill engine (one more try), or the request served whole.
+      bool another = false;
+      for (size_t j = k + 1; j < order.size() && tries < 2 && !another; ++j) {
+        another = pd.fail_open || fleet_.at(order[j].ordinal).healthy();
+      }
+      const LegResult r = co_await prefill_leg(s, x, order[k], cfg.fallback_aggregate || another);
       if (r == LegResult::kOk) {
         x.prefill_upstream = order[k].ordinal;
         x.prefill_ns = std::max<int64_t>(1, clock_.now_ns() - began);
@@ -175,7 +181,8 @@ void Proxy::leg_failed(Exchange& x, size_t u, upstream::Failure failure, Blame h
   fleet_.on_failure(u, failure);
 }
 
-asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, const route::CandidateTerms& c) {
+asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, const route::CandidateTerms& c,
+                                                     bool movable) {
   const size_t u = c.ordinal;
   const size_t ep = ep_index(x.endpoint);
   upstream::Engine& engine = fleet_.at(u);
@@ -214,10 +221,12 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       } not_waiting{*this, s};
       s.engine_fenced = false;
       s.engine_unresponsive = false;
-      s.fence_moves = true;  // another prefill engine, or the request served whole
+      s.fence_moves = movable;
       // The answer is one token, due about when a first token is: a failing probe of an engine
-      // that has not answered past this moves the leg on (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS otherwise).
-      s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());
+      // that has not answered past this moves the leg on, where it can move (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS
+      // otherwise).
+      s.unresponsive_after = movable ? std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size())
+                                     : std::chrono::steady_clock::time_point::max();
       x.body_started = false;
       x.first_byte_deadline = config_.first_byte_timeout.count() > 0
                                   ? std::chrono::steady_clock::now() + config_.first_byte_timeout

@@ -199,7 +199,9 @@ class Proxy {
   // prefill leg; true: dispatch the decode leg (with s.kv_params, or whole), false: answered.
   boost::asio::awaitable<bool> disaggregate(Session& s, Exchange& x, const route::Routed& routed);
   enum class LegResult { kOk, kFailed, kAnswered, kClientGone };
-  boost::asio::awaitable<LegResult> prefill_leg(Session& s, Exchange& x, const route::CandidateTerms& c);
+  // `movable`: another prefill engine or the whole request can follow this leg (a fence moves it on).
+  boost::asio::awaitable<LegResult> prefill_leg(Session& s, Exchange& x, const route::CandidateTerms& c,
+                                                bool movable);
   // A prefill leg failed on engine `u` after it was sent: held (x.first_failure) until another
   // prefill engine's leg says whose fault it was, as dispatch holds a sent failure.
   void leg_failed(Exchange& x, size_t u, upstream::Failure failure, Blame how);
