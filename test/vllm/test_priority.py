@@ -54,6 +54,10 @@ def queue_order(engine, rj, tag: str, first: tuple, second: tuple, want: list, r
     order, counted = [], 0
     for attempt in range(6):
         order, long_end, queued_at = queue_round(engine, rj, f"{tag}{attempt}", first, second)
+        if long_end == float("-inf"):
+            print(f"queue order, round {attempt}: {order} — vLLM ran a queued request beside the long one "
+                  "(--max-num-seqs 1 notwithstanding, seen once on a loaded machine); again")
+            continue
         if long_end <= queued_at + 1.0:
             print(f"queue order, round {attempt}: the long request ended {long_end - queued_at:+.2f} s after both "
                   "were seen queued; again")
@@ -94,7 +98,8 @@ def queue_round(engine, rj, tag: str, first: tuple, second: tuple):
     for t in threads:
         t.join(150)
     assert not errors, errors
-    assert finished[0] == "long", finished
+    if finished[0] != "long":  # the engine ran another beside the long one: no queue to read
+        return finished, float("-inf"), queued_at
     return finished[1:], ended["long"], queued_at
 
 
