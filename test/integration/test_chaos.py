@@ -210,10 +210,12 @@ def test_kill_9_mid_stream_ends_those_streams_cleanly_and_the_rest_keep_serving(
     sims[0].proc.wait()
     time.sleep(3)
     results = load.stop()
-    cut = [r for r in results if r.ending == "error_event"]
+    # (A stream that ended before the kill was not cut by it: on a loaded machine one once hit
+    # this test's 1.5 s idle timeout, upstream_timeout, a moment before.)
+    cut = [r for r in results if r.ending == "error_event" and r.t1 >= t]
     print(f"\nkill -9: {summary(results)}")
     assert_well_formed(results, BOUND_S)
-    assert cut and all(r.upstream == "0" and r.error_type == "upstream_error" for r in cut)
+    assert cut and all(r.upstream == "0" and r.error_type == "upstream_error" for r in cut), cut
     assert rj.metrics().get("ramjet_requests_total", endpoint="chat", code="502", stream="true") >= len(cut)
     code, h = rj.health()
     assert code == 200 and h["replicas"][0]["healthy"] is False and h["healthy_replicas"] == 2, h
