@@ -74,26 +74,6 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   for label in "${labels[@]}"; do run "$label" "$rep"; done
 done
 
-mkdir -p "$RESULTS_DIR"
-out=$RESULTS_DIR/data_parallel-$(date -u +%Y-%m-%d-%H%M%S).md
-python3 - "$WORK" "$REPEATS" "$out" "${labels[@]}" <<EOF
-import json, sys, statistics
-work, repeats, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-labels = sys.argv[4:]
-rows = {l: [json.load(open(f"{work}/{l}-{r}.json"))["runs"][0]["steps"][0] for r in range(1, repeats + 1)] for l in labels}
-def med(l, k): return statistics.median(s[k] for s in rows[l])
-base = labels[0]
-lines = ["# Data-parallel ranks (issue 28): rank-aware ramjet vs rank-blind", "",
-         "commit $COMMIT; $ENGINES ramjet-sim $PRESET at ${SPEED}x, --data-parallel-size $RANKS each (KV pool ${KV_BLOCKS:-full} blocks per rank); "
-         "workload: ramjet-bench shared-prefix, $APPS apps x $PREFIX_KIB KiB, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, "
-         "concurrency $CONCURRENCY, ${DURATION}s; $REPEATS repeat(s), medians", "",
-         "| run | ok | errors | out tok/s | vs " + base + " | TTFT p50 ms | TTFT p95 ms | cached % |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|"]
-for l in labels:
-    t = med(l, "output_tok_s")
-    lines.append(f"| {l} | {med(l, 'ok'):.0f} | {med(l, 'errors'):.0f} | {t:.0f} | {t / med(base, 'output_tok_s'):.2f}x | "
-                 f"{med(l, 'ttft_p50_ms'):.1f} | {med(l, 'ttft_p95_ms'):.1f} | {med(l, 'cached_pct'):.1f} |")
-open(out, "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
-print(f"\n(written to {out})")
-EOF
+median_table data_parallel run "# Data-parallel ranks (issue 28): rank-aware ramjet vs rank-blind" \
+  "commit $COMMIT; $ENGINES ramjet-sim $PRESET at ${SPEED}x, --data-parallel-size $RANKS each (KV pool ${KV_BLOCKS:-full} blocks per rank); workload: ramjet-bench shared-prefix, $APPS apps x $PREFIX_KIB KiB, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, concurrency $CONCURRENCY, ${DURATION}s; $REPEATS repeat(s), medians" \
+  "${labels[@]}"

@@ -162,3 +162,32 @@ reset_prefix_caches() {
     [[ $code == 200 ]] || die "POST $e/reset_prefix_cache answered ${code:-nothing}"
   done
 }
+
+# median_table NAME COLUMN HEADING DESCRIPTION LABEL...: each label's medians over $REPEATS runs
+# ($WORK/<label>-<repeat>.json, ramjet-bench's JSON) as one Markdown table against the first label,
+# printed and written to $RESULTS_DIR/NAME-<UTC>.md.
+median_table() {
+  local name=$1 column=$2 heading=$3 description=$4
+  shift 4
+  mkdir -p "$RESULTS_DIR"
+  local out
+  out=$RESULTS_DIR/$name-$(date -u +%Y-%m-%d-%H%M%S).md
+  python3 - "$WORK" "$REPEATS" "$out" "$column" "$heading" "$description" "$@" <<'PY'
+import json, sys, statistics
+work, repeats, out, column, heading, description = sys.argv[1], int(sys.argv[2]), *sys.argv[3:7]
+labels = sys.argv[7:]
+rows = {l: [json.load(open(f"{work}/{l}-{r}.json"))["runs"][0]["steps"][0] for r in range(1, repeats + 1)] for l in labels}
+def med(l, k): return statistics.median(s[k] for s in rows[l])
+base = labels[0]
+lines = [heading, "", description, "",
+         f"| {column} | ok | errors | out tok/s | vs " + base + " | TTFT p50 ms | TTFT p95 ms | cached % |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|"]
+for l in labels:
+    t = med(l, "output_tok_s")
+    lines.append(f"| {l} | {med(l, 'ok'):.0f} | {med(l, 'errors'):.0f} | {t:.0f} | {t / med(base, 'output_tok_s'):.2f}x | "
+                 f"{med(l, 'ttft_p50_ms'):.1f} | {med(l, 'ttft_p95_ms'):.1f} | {med(l, 'cached_pct'):.1f} |")
+open(out, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+print(f"\n(written to {out})")
+PY
+}
