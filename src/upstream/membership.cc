@@ -185,31 +185,28 @@ void Membership::update(size_t source, const std::vector<Listed>& listed) {
 // What an address reported is forgotten once no source lists it with auto (a DNS address that
 // comes back later, perhaps another engine, starts as one target again).
 void Membership::forget_unlisted_auto() {
-  auto listed_auto = [&](const std::string& k) {
-    for (const std::vector<Listed>& ls : listed_) {
-      for (const Listed& l : ls) {
-        if (l.dp_auto && !l.dp_rank && key(l.url) == k) return true;
+  for (auto* m : {&discovered_, &refused_}) {
+    for (auto it = m->begin(); it != m->end();) it = auto_sources(it->first).empty() ? m->erase(it) : std::next(it);
+  }
+}
+
+std::vector<size_t> Membership::auto_sources(const std::string& k) const {
+  std::vector<size_t> out;
+  for (size_t s = 0; s < listed_.size(); ++s) {
+    for (const Listed& l : listed_[s]) {
+      if (l.dp_auto && !l.dp_rank && key(l.url) == k) {
+        out.push_back(s);
+        break;
       }
     }
-    return false;
-  };
-  for (auto* m : {&discovered_, &refused_}) {
-    for (auto it = m->begin(); it != m->end();) it = listed_auto(it->first) ? std::next(it) : m->erase(it);
   }
+  return out;
 }
 
 void Membership::discovered_ranks(const config::UpstreamUrl& url, uint32_t ranks) {
   if (ranks == 0 || ranks > 1024) return;
   const std::string k = key(url);
-  std::vector<size_t> sources;
-  for (size_t s = 0; s < listed_.size(); ++s) {
-    for (const Listed& l : listed_[s]) {
-      if (l.dp_auto && !l.dp_rank && key(l.url) == k) {
-        sources.push_back(s);
-        break;
-      }
-    }
-  }
+  const std::vector<size_t> sources = auto_sources(k);
   if (sources.empty()) return;
   const auto known = discovered_.find(k);
   const uint32_t was = known != discovered_.end() ? known->second : 1;

@@ -108,6 +108,7 @@ class Membership {
   std::map<std::string, uint32_t> discovered_;  // per engine (key(url)): the ranks it reports
   std::map<std::string, uint32_t> refused_;     // per engine: a report that did not fit (logged once)
   void forget_unlisted_auto();
+  std::vector<size_t> auto_sources(const std::string& k) const;  // the sources listing engine k with auto
   std::vector<std::string> last_key_;      // per slot: the address that held it last
   std::vector<uint64_t> vacated_at_;       // per slot: order of vacating (0 = never used)
   uint64_t vacate_seq_ = 0;
