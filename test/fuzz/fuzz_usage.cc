@@ -3,11 +3,14 @@
 // reproduces); both feedings must agree exactly, and the first-token signal fires at most once.
 // The byte scan that skips SSE events which cannot change the Usage any more is held to parsing
 // every event (UsageLimits::parse_every_event): the same Usage and signal, no more failures.
+// And event_json's reader is held to the frozen simdjson reader (oracle/usage_reference): the
+// input as one JSON body is accepted or refused alike and, accepted, reads as the same Usage.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "oracle/usage_reference.h"
 #include "request/usage/usage.h"
 
 namespace {
@@ -62,6 +65,25 @@ void check_same(const Outcome& a, const Outcome& b) {
   check(a.signals == b.signals);
 }
 
+// The input as one JSON body, read by request/usage and by the simdjson reference.
+void check_reference(std::string_view input, Endpoint e, const UsageLimits& limits) {
+  if (input.size() > limits.max_json_body_bytes) return;  // not parsed: counted as too large
+  Usage ref;
+  bool failed = false;
+  ramjet::oracle::usage_reference_event(input, e, limits.max_json_depth, ref, failed);
+  UsageAccumulator acc(e, /*sse=*/false, limits);
+  acc.feed(input);
+  acc.finish();
+  check(acc.parse_failures() == (failed ? 1u : 0u));
+  if (failed) return;
+  const Usage& u = acc.usage();
+  check(u.prompt_tokens == ref.prompt_tokens);
+  check(u.cached_tokens == ref.cached_tokens);
+  check(u.completion_tokens == ref.completion_tokens);
+  check(u.finish_reason == ref.finish_reason);
+  check(u.generated == ref.generated);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -78,6 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const UsageLimits& limits : {defaults, tight}) {
     for (Endpoint e :
          {Endpoint::kChat, Endpoint::kCompletions, Endpoint::kResponses, Endpoint::kMessages}) {
+      check_reference(input, e, limits);
       for (bool sse : {true, false}) {
         Outcome whole = run(input, e, sse, limits, 0);
         Outcome chunked = run(input, e, sse, limits, seed);

@@ -1,8 +1,8 @@
 // request/usage: SSE line splitting and the per-event extraction of reference 6.1. An SSE event
 // that can still change the Usage (every event until the first generated token, then those a
-// byte scan finds an accounting key in) or the whole non-streaming body is parsed once with
-// simdjson's DOM parser, which validates the full document; malformed input is counted, never
-// fatal.
+// byte scan finds an accounting key in) or the whole non-streaming body is read once with
+// event_json's reader, which validates the full document as simdjson's DOM parser does;
+// malformed input is counted, never fatal.
 #include "request/usage/usage.h"
 
 #include <algorithm>
@@ -11,8 +11,10 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 
-#include <simdjson.h>
+#include "request/usage/event_json.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -20,108 +22,81 @@
 namespace ramjet::request {
 namespace {
 
-using simdjson::dom::array;
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-using simdjson::dom::object;
+using event_json::Kind;
+using event_json::Tape;
+using Index = Tape::Index;
+// An absent value (a key not found): no entry of a tape has this index.
+constexpr Index kNone = std::numeric_limits<Index>::max();
 
 constexpr size_t kMaxFinishReasonBytes = 64;
-// Documents up to this size reuse a per-thread parser (SSE events are a few hundred bytes);
-// larger ones (non-streaming bodies) get a parser that is freed after the parse, so no thread
-// keeps ~15 bytes of parser state per byte of its largest body.
-constexpr size_t kRetainedParserBytes = 64 * 1024;
-constexpr size_t kInitialParserBytes = 4 * 1024;
+// The per-thread tape keeps its storage for documents up to this many entries (an SSE event has
+// a few dozen); a larger body's storage is freed after it is read.
+constexpr size_t kRetainedTapeEntries = 4096;
 // pending_ keeps its allocation between lines up to this size.
 constexpr size_t kRetainedPendingBytes = 64 * 1024;
 
-simdjson::dom::parser& thread_parser() {
-  thread_local simdjson::dom::parser parser;
-  return parser;
+Tape& thread_tape() {
+  thread_local Tape tape;
+  return tape;
 }
 
-// Sizes `parser` for a document of `len` bytes with the given depth limit.
-bool reserve(simdjson::dom::parser& parser, size_t len, size_t max_depth, bool retained) {
-  if (parser.max_depth() == max_depth && parser.capacity() >= len) return true;
-  size_t capacity = len;
-  if (retained) {
-    capacity = std::max(kInitialParserBytes, parser.capacity());
-    while (capacity < len) capacity *= 2;
+// The value of `key` in object `o` (its first occurrence, as simdjson's at_key was), or kNone.
+Index field(const Tape& t, Index o, std::string_view key) {
+  for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
+    if (t.string(k) == key) return k + 1;
   }
-  return parser.allocate(capacity, max_depth) == simdjson::SUCCESS &&
-         parser.doc.allocate(capacity) == simdjson::SUCCESS;
+  return kNone;
 }
 
-std::optional<element> field(const object& o, std::string_view key) {
-  element e;
-  if (o.at_key(key).get(e) != simdjson::SUCCESS) return std::nullopt;
-  return e;
-}
-
-std::optional<object> object_field(const object& o, std::string_view key) {
-  object r;
-  auto e = field(o, key);
-  if (!e || e->get_object().get(r) != simdjson::SUCCESS) return std::nullopt;
-  return r;
-}
-
-bool non_empty(const object& o) {
-  return o.begin() != o.end();
+Index object_field(const Tape& t, Index o, std::string_view key) {
+  const Index v = field(t, o, key);
+  return v != kNone && t.kind(v) == Kind::kObject ? v : kNone;
 }
 
 // A token count: a non-negative integer (an integral double such as 12.0 is accepted too).
-std::optional<uint64_t> count_field(const object& o, std::string_view key) {
-  auto e = field(o, key);
-  if (!e) return std::nullopt;
-  switch (e->type()) {
-    case element_type::UINT64:
-      return e->get_uint64().value_unsafe();
-    case element_type::INT64: {
-      int64_t v = e->get_int64().value_unsafe();
-      if (v < 0) return std::nullopt;
-      return static_cast<uint64_t>(v);
-    }
-    case element_type::DOUBLE: {
-      double v = e->get_double().value_unsafe();
-      // 2^64 as a double; the comparison also rejects NaN (simdjson never produces one).
-      if (!(v >= 0.0 && v < 18446744073709551616.0) ||
-          static_cast<double>(static_cast<uint64_t>(v)) != v) {
+std::optional<uint64_t> count_field(const Tape& t, Index o, std::string_view key) {
+  const Index v = field(t, o, key);
+  if (v == kNone) return std::nullopt;
+  switch (t.kind(v)) {
+    case Kind::kUint:
+      return t.uint_value(v);
+    case Kind::kDouble: {
+      const double d = t.double_value(v);
+      // 2^64 as a double; the comparison also rejects NaN (the reader never produces one).
+      if (!(d >= 0.0 && d < 18446744073709551616.0) || static_cast<double>(static_cast<uint64_t>(d)) != d) {
         return std::nullopt;
       }
-      return static_cast<uint64_t>(v);
+      return static_cast<uint64_t>(d);
     }
     default:
       return std::nullopt;
   }
 }
 
-std::optional<uint64_t> first_count(const object& o, std::initializer_list<std::string_view> keys) {
+std::optional<uint64_t> first_count(const Tape& t, Index o, std::initializer_list<std::string_view> keys) {
   for (std::string_view key : keys) {
-    if (auto v = count_field(o, key)) return v;
+    if (auto v = count_field(t, o, key)) return v;
   }
   return std::nullopt;
 }
 
 // Python-like truthiness, as the reference applies to tool_calls.
-bool truthy(const element& e) {
-  switch (e.type()) {
-    case element_type::NULL_VALUE:
+bool truthy(const Tape& t, Index v) {
+  switch (t.kind(v)) {
+    case Kind::kNull:
+    case Kind::kFalse:
       return false;
-    case element_type::BOOL:
-      return e.get_bool().value_unsafe();
-    case element_type::STRING:
-      return !e.get_string().value_unsafe().empty();
-    case element_type::ARRAY: {
-      array a = e.get_array().value_unsafe();
-      return a.begin() != a.end();
-    }
-    case element_type::OBJECT:
-      return non_empty(e.get_object().value_unsafe());
+    case Kind::kString:
+      return !t.string_empty(v);
+    case Kind::kArray:
+    case Kind::kObject:
+      return !t.container_empty(v);
     default:
-      return true;  // numbers
+      return true;  // true, numbers
   }
 }
 
-// Capped at 64 bytes on a UTF-8 boundary (simdjson has validated the string), so metric
+// Capped at 64 bytes on a UTF-8 boundary (the reader has validated the string), so metric
 // labels and journal records stay valid UTF-8 and bounded.
 void set_finish_reason(std::string& out, std::string_view v) {
   if (v.size() > kMaxFinishReasonBytes) {
@@ -132,49 +107,50 @@ void set_finish_reason(std::string& out, std::string_view v) {
   out.assign(v);
 }
 
-void apply_usage(const object& usage, Endpoint endpoint, Usage& u) {
-  if (auto v = first_count(usage, {"prompt_tokens", "input_tokens"})) u.prompt_tokens = v;
-  if (endpoint == Endpoint::kMessages && u.prompt_tokens && !field(usage, "prompt_tokens")) {
+void apply_usage(const Tape& t, Index usage, Endpoint endpoint, Usage& u) {
+  if (auto v = first_count(t, usage, {"prompt_tokens", "input_tokens"})) u.prompt_tokens = v;
+  if (endpoint == Endpoint::kMessages && u.prompt_tokens && field(t, usage, "prompt_tokens") == kNone) {
     // Anthropic's meaning, which vLLM (>= 0.32, with --enable-prompt-tokens-details) follows:
     // input_tokens is the part of the prompt neither read from nor written to the cache, and
     // the prompt is input + cache_read_input_tokens + cache_creation_input_tokens. Without the
     // cache fields (message_start, an older vLLM) input_tokens is the whole prompt.
     for (std::string_view key : {"cache_read_input_tokens", "cache_creation_input_tokens"}) {
-      if (auto v = count_field(usage, key)) {
+      if (auto v = count_field(t, usage, key)) {
         *u.prompt_tokens = *v > std::numeric_limits<uint64_t>::max() - *u.prompt_tokens
                                ? std::numeric_limits<uint64_t>::max()
                                : *u.prompt_tokens + *v;
       }
     }
   }
-  if (auto v = first_count(usage, {"completion_tokens", "output_tokens"})) u.completion_tokens = v;
+  if (auto v = first_count(t, usage, {"completion_tokens", "output_tokens"})) u.completion_tokens = v;
   std::optional<uint64_t> cached;
-  if (auto details = object_field(usage, "prompt_tokens_details")) {
-    cached = count_field(*details, "cached_tokens");
+  if (const Index details = object_field(t, usage, "prompt_tokens_details"); details != kNone) {
+    cached = count_field(t, details, "cached_tokens");
   }
-  if (!cached) cached = first_count(usage, {"cached_tokens", "cache_read_input_tokens"});
+  if (!cached) cached = first_count(t, usage, {"cached_tokens", "cache_read_input_tokens"});
   if (!cached) {
-    if (auto details = object_field(usage, "input_tokens_details")) {
-      cached = count_field(*details, "cached_tokens");
+    if (const Index details = object_field(t, usage, "input_tokens_details"); details != kNone) {
+      cached = count_field(t, details, "cached_tokens");
     }
   }
   if (cached) u.cached_tokens = cached;
 }
 
-// One pass over an object's members keeping, for each wanted key, the value at_key() would
+// One pass over an object's members keeping, for each wanted key, the value field() would
 // return (its first occurrence): an event is read with a few passes instead of one linear scan
 // per lookup.
 template <size_t N>
-std::array<std::optional<element>, N> pick(const object& o, const std::array<std::string_view, N>& keys) {
-  std::array<std::optional<element>, N> out;
+std::array<Index, N> pick(const Tape& t, Index o, const std::array<std::string_view, N>& keys) {
+  std::array<Index, N> out;
+  out.fill(kNone);
   size_t found = 0;
-  for (const auto& member : o) {
-    const std::string_view key = member.key;
+  for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
+    const std::string_view key = t.string(k);
     if (key.empty()) continue;
     for (size_t i = 0; i < N; ++i) {
       // Length and first byte first: most members match no wanted key.
-      if (!out[i] && key.size() == keys[i].size() && key[0] == keys[i][0] && key == keys[i]) {
-        out[i] = member.value;
+      if (out[i] == kNone && key.size() == keys[i].size() && key[0] == keys[i][0] && key == keys[i]) {
+        out[i] = k + 1;
         if (++found == N) return out;
         break;
       }
@@ -185,36 +161,37 @@ std::array<std::optional<element>, N> pick(const object& o, const std::array<std
 
 // pick() for the event root's members (choices, stop_reason, delta, response, status, message,
 // usage), dispatched on the name's length: it runs for every SSE event.
-std::array<std::optional<element>, 7> pick_root(const object& o) {
-  std::array<std::optional<element>, 7> out;
-  auto keep = [&out](size_t i, const element& v) {
-    if (!out[i]) out[i] = v;
+std::array<Index, 7> pick_root(const Tape& t, Index o) {
+  std::array<Index, 7> out;
+  out.fill(kNone);
+  auto keep = [&out](size_t i, Index v) {
+    if (out[i] == kNone) out[i] = v;
   };
-  for (const auto& member : o) {
-    const std::string_view key = member.key;
+  for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
+    const std::string_view key = t.string(k);
     switch (key.size()) {
       case 5:
         if (key == "delta") {
-          keep(2, member.value);
+          keep(2, k + 1);
         } else if (key == "usage") {
-          keep(6, member.value);
+          keep(6, k + 1);
         }
         break;
       case 6:
-        if (key == "status") keep(4, member.value);
+        if (key == "status") keep(4, k + 1);
         break;
       case 7:
         if (key == "choices") {
-          keep(0, member.value);
+          keep(0, k + 1);
         } else if (key == "message") {
-          keep(5, member.value);
+          keep(5, k + 1);
         }
         break;
       case 8:
-        if (key == "response") keep(3, member.value);
+        if (key == "response") keep(3, k + 1);
         break;
       case 11:
-        if (key == "stop_reason") keep(1, member.value);
+        if (key == "stop_reason") keep(1, k + 1);
         break;
       default:
         break;
@@ -223,22 +200,14 @@ std::array<std::optional<element>, 7> pick_root(const object& o) {
   return out;
 }
 
-std::optional<object> as_object(const std::optional<element>& e) {
-  object r;
-  if (!e || e->get_object().get(r) != simdjson::SUCCESS) return std::nullopt;
-  return r;
+Index as_object(const Tape& t, Index v) { return v != kNone && t.kind(v) == Kind::kObject ? v : kNone; }
+
+std::optional<std::string_view> as_string(const Tape& t, Index v) {
+  if (v == kNone || t.kind(v) != Kind::kString) return std::nullopt;
+  return t.string(v);
 }
 
-std::optional<std::string_view> as_string(const std::optional<element>& e) {
-  std::string_view s;
-  if (!e || e->get_string().get(s) != simdjson::SUCCESS) return std::nullopt;
-  return s;
-}
-
-bool non_empty_string(const std::optional<element>& e) {
-  auto s = as_string(e);
-  return s && !s->empty();
-}
+bool non_empty_string(const Tape& t, Index v) { return v != kNone && t.kind(v) == Kind::kString && !t.string_empty(v); }
 
 void set_status(std::string& out, const std::optional<std::string_view>& status) {
   if (status && (*status == "completed" || *status == "incomplete" || *status == "cancelled")) {
@@ -248,91 +217,88 @@ void set_status(std::string& out, const std::optional<std::string_view>& status)
 
 // OpenAI chat/completions chunk or body (`choices` is the event's choices member). Returns
 // whether a choice carried generated output.
-bool extract_choices(const std::optional<element>& choices_el, Endpoint endpoint, Usage& u, bool detect) {
-  array choices;
-  if (!choices_el || choices_el->get_array().get(choices) != simdjson::SUCCESS) return false;
+bool extract_choices(const Tape& t, Index choices, Endpoint endpoint, Usage& u, bool detect) {
+  if (choices == kNone || t.kind(choices) != Kind::kArray) return false;
   static constexpr std::array<std::string_view, 4> kChoiceKeys = {"finish_reason", "delta", "message", "text"};
   static constexpr std::array<std::string_view, 1> kFinishKey = {"finish_reason"};
   static constexpr std::array<std::string_view, 4> kNodeKeys = {"content", "reasoning_content", "reasoning",
                                                                 "tool_calls"};
   bool generated = false;
   bool first = true;
-  for (element choice_el : choices) {
-    object choice;
+  for (Index choice = Tape::first_element(choices); choice != t.end(choices); choice = t.next(choice)) {
     const bool is_first = first;
     first = false;
     if (!detect && !is_first) break;  // only the first choice's finish_reason can still matter
-    if (choice_el.get_object().get(choice) != simdjson::SUCCESS) continue;
+    if (t.kind(choice) != Kind::kObject) continue;
     if (!detect) {
-      if (auto reason = as_string(pick(choice, kFinishKey)[0])) set_finish_reason(u.finish_reason, *reason);
+      if (auto reason = as_string(t, pick(t, choice, kFinishKey)[0])) set_finish_reason(u.finish_reason, *reason);
       break;
     }
-    const auto f = pick(choice, kChoiceKeys);
+    const auto f = pick(t, choice, kChoiceKeys);
     if (is_first) {
-      if (auto reason = as_string(f[0])) set_finish_reason(u.finish_reason, *reason);
+      if (auto reason = as_string(t, f[0])) set_finish_reason(u.finish_reason, *reason);
     }
     // The non-empty delta (streaming) or else the message (non-streaming).
-    std::optional<object> node = as_object(f[1]);
-    if (!node || !non_empty(*node)) node = as_object(f[2]);
-    if (node) {
-      const auto n = pick(*node, kNodeKeys);
-      if (non_empty_string(n[0]) || non_empty_string(n[1]) || non_empty_string(n[2])) generated = true;
-      if (n[3] && truthy(*n[3])) generated = true;
+    Index node = as_object(t, f[1]);
+    if (node == kNone || t.container_empty(node)) node = as_object(t, f[2]);
+    if (node != kNone) {
+      const auto n = pick(t, node, kNodeKeys);
+      if (non_empty_string(t, n[0]) || non_empty_string(t, n[1]) || non_empty_string(t, n[2])) generated = true;
+      if (n[3] != kNone && truthy(t, n[3])) generated = true;
     }
     // /v1/completions carries its text on the choice itself (not in reference 6.1, which
     // would otherwise never see a first token on this endpoint).
-    if (endpoint == Endpoint::kCompletions && non_empty_string(f[3])) generated = true;
+    if (endpoint == Endpoint::kCompletions && non_empty_string(t, f[3])) generated = true;
   }
   return generated;
 }
 
-// One event (or body): every shape is tried, as the reference does; they do not overlap.
-// Generated output is only looked for until it has been seen (`u.generated`): after that an
-// event can only change the finish reason and the usage.
-bool extract_event(const object& root, Endpoint endpoint, Usage& u) {
+// One event (or body), the tape's root object: every shape is tried, as the reference does;
+// they do not overlap. Generated output is only looked for until it has been seen
+// (`u.generated`): after that an event can only change the finish reason and the usage.
+bool extract_event(const Tape& t, Endpoint endpoint, Usage& u) {
+  const Index root = Tape::root();
   const bool detect = !u.generated;
-  const auto r = pick_root(root);
-  bool generated = extract_choices(r[0], endpoint, u, detect);
+  const auto r = pick_root(t, root);
+  bool generated = extract_choices(t, r[0], endpoint, u, detect);
 
   // Anthropic: stop_reason at the top (body) or in message_delta's delta; text-ish deltas.
   // Responses: the delta is a string.
-  if (auto reason = as_string(r[1])) set_finish_reason(u.finish_reason, *reason);
-  if (const auto& delta = r[2]) {
-    object d;
-    std::string_view s;
-    if (delta->get_object().get(d) == simdjson::SUCCESS) {
+  if (auto reason = as_string(t, r[1])) set_finish_reason(u.finish_reason, *reason);
+  if (const Index delta = r[2]; delta != kNone) {
+    if (t.kind(delta) == Kind::kObject) {
       static constexpr std::array<std::string_view, 5> kDeltaKeys = {"stop_reason", "text", "thinking",
                                                                      "reasoning", "partial_json"};
-      const auto df = pick(d, kDeltaKeys);
-      if (auto reason = as_string(df[0])) set_finish_reason(u.finish_reason, *reason);
+      const auto df = pick(t, delta, kDeltaKeys);
+      if (auto reason = as_string(t, df[0])) set_finish_reason(u.finish_reason, *reason);
       for (size_t i = 1; detect && i < df.size(); ++i) {
-        if (non_empty_string(df[i])) generated = true;
+        if (non_empty_string(t, df[i])) generated = true;
       }
-    } else if (detect && delta->get_string().get(s) == simdjson::SUCCESS && !s.empty()) {
+    } else if (detect && non_empty_string(t, delta)) {
       generated = true;
     }
   }
 
   // Responses: status at the top (body) or in the event's response object.
-  const std::optional<object> response = as_object(r[3]);
-  std::optional<object> response_usage;
-  set_status(u.finish_reason, as_string(r[4]));
-  if (response) {
+  const Index response = as_object(t, r[3]);
+  Index response_usage = kNone;
+  set_status(u.finish_reason, as_string(t, r[4]));
+  if (response != kNone) {
     static constexpr std::array<std::string_view, 2> kResponseKeys = {"status", "usage"};
-    const auto rf = pick(*response, kResponseKeys);
-    set_status(u.finish_reason, as_string(rf[0]));
-    response_usage = as_object(rf[1]);
+    const auto rf = pick(t, response, kResponseKeys);
+    set_status(u.finish_reason, as_string(t, rf[0]));
+    response_usage = as_object(t, rf[1]);
   }
 
   // Usage: message.usage (Anthropic message_start) if non-empty, else response.usage
   // (Responses events) if non-empty, else the top-level usage.
-  std::optional<object> usage;
-  if (auto message = as_object(r[5])) {
-    if (auto mu = object_field(*message, "usage"); mu && non_empty(*mu)) usage = mu;
+  Index usage = kNone;
+  if (const Index message = as_object(t, r[5]); message != kNone) {
+    if (const Index mu = object_field(t, message, "usage"); mu != kNone && !t.container_empty(mu)) usage = mu;
   }
-  if (!usage && response_usage && non_empty(*response_usage)) usage = response_usage;
-  if (!usage) usage = as_object(r[6]);
-  if (usage) apply_usage(*usage, endpoint, u);
+  if (usage == kNone && response_usage != kNone && !t.container_empty(response_usage)) usage = response_usage;
+  if (usage == kNone) usage = as_object(t, r[6]);
+  if (usage != kNone) apply_usage(t, usage, endpoint, u);
 
   if (generated) u.generated = true;
   return generated;
@@ -532,19 +498,16 @@ void UsageAccumulator::on_line(std::string_view line) {
 }
 
 bool UsageAccumulator::on_json(std::string_view json) {
-  const bool retained = json.size() <= kRetainedParserBytes;
-  std::optional<simdjson::dom::parser> one_shot;
-  simdjson::dom::parser& parser = retained ? thread_parser() : one_shot.emplace();
-  const size_t max_depth = std::max<size_t>(1, limits_.max_json_depth);
-  element root;
-  if (!reserve(parser, json.size(), max_depth, retained) ||
-      parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) {
+  Tape& tape = thread_tape();
+  const bool parsed = tape.parse(json, std::max<size_t>(1, limits_.max_json_depth));
+  bool generated = false;
+  if (!parsed) {
     bump(parse_failures_);
-    return false;
+  } else if (tape.kind(Tape::root()) == Kind::kObject) {  // else: valid JSON, no event
+    generated = extract_event(tape, endpoint_, usage_);
   }
-  object obj;
-  if (root.get_object().get(obj) != simdjson::SUCCESS) return false;  // valid JSON, no event
-  return extract_event(obj, endpoint_, usage_);
+  tape.trim(kRetainedTapeEntries);
+  return generated;
 }
 
 }  // namespace ramjet::request

@@ -1,0 +1,386 @@
+#include "request/usage/event_json.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <system_error>
+
+#include "common/utf8.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace ramjet::request::event_json {
+namespace {
+
+bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Most JSON from engines is compact: one compare decides that there is nothing to skip.
+[[gnu::always_inline]] inline const char* skip_ws(const char* p, const char* end) {
+  if (p < end && static_cast<unsigned char>(*p) > ' ') return p;
+  while (p < end && is_ws(*p)) ++p;
+  return p;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Four hex digits at p (p + 4 <= end checked by the caller), or -1.
+int32_t hex4(const char* p) {
+  int32_t v = 0;
+  for (int k = 0; k < 4; ++k) {
+    const int d = hex_digit(p[k]);
+    if (d < 0) return -1;
+    v = v << 4 | d;
+  }
+  return v;
+}
+
+// One UTF-8 sequence whose lead byte (>= 0x80) is at p: its length, or 0 when it is not a
+// well-formed sequence (overlong forms, surrogates and code points past U+10FFFF included).
+size_t utf8_sequence(const unsigned char* p, const unsigned char* end) {
+  const unsigned char c = p[0];
+  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return p + k < end && p[k] >= lo && p[k] <= hi;
+  };
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
+  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+// A backslash escape at p (p[0] == '\\'): its length (2, 6 or 12 with a surrogate pair), or 0
+// when it is not one simdjson accepts. The code point, when cp is given.
+size_t escape_at(const char* p, const char* end, uint32_t* cp) {
+  if (end - p < 2) return 0;
+  switch (p[1]) {
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
+      if (cp != nullptr) {
+        static constexpr std::string_view kFrom = "\"\\/bfnrt";
+        static constexpr std::string_view kTo = "\"\\/\b\f\n\r\t";
+        *cp = static_cast<unsigned char>(kTo[kFrom.find(p[1])]);
+      }
+      return 2;
+    case 'u':
+      break;
+    default:
+      return 0;
+  }
+  if (end - p < 6) return 0;
+  const int32_t hi = hex4(p + 2);
+  if (hi < 0) return 0;
+  if (hi >= 0xDC00 && hi <= 0xDFFF) return 0;  // a lone low surrogate
+  if (hi < 0xD800 || hi > 0xDBFF) {
+    if (cp != nullptr) *cp = static_cast<uint32_t>(hi);
+    return 6;
+  }
+  // A high surrogate needs its low half right after it.
+  if (end - p < 12 || p[6] != '\\' || p[7] != 'u') return 0;
+  const int32_t lo = hex4(p + 8);
+  if (lo < 0xDC00 || lo > 0xDFFF) return 0;
+  if (cp != nullptr) *cp = 0x10000 + ((static_cast<uint32_t>(hi) - 0xD800) << 10) + (static_cast<uint32_t>(lo) - 0xDC00);
+  return 12;
+}
+
+// A double's decimal exponent sign (past DBL_MAX or below the smallest subnormal): whether a
+// number from_chars found out of range is too large (simdjson rejects it) rather than too small
+// (simdjson reads 0). `s` is a valid JSON number with a fraction or exponent.
+bool overflows(std::string_view s) {
+  size_t i = s[0] == '-' ? 1 : 0;
+  int64_t e10 = 0;
+  // Digits before the point, leading zeros skipped.
+  while (i < s.size() && s[i] == '0') ++i;
+  size_t int_digits = 0;
+  while (i < s.size() && is_digit(s[i])) ++i, ++int_digits;
+  if (int_digits > 0) {
+    e10 = static_cast<int64_t>(int_digits) - 1;
+    while (i < s.size() && s[i] != 'e' && s[i] != 'E') ++i;
+  } else {
+    if (i < s.size() && s[i] == '.') ++i;
+    int64_t zeros = 0;
+    while (i < s.size() && s[i] == '0') ++i, ++zeros;
+    if (i >= s.size() || !is_digit(s[i])) return false;  // zero: never out of range
+    e10 = -zeros - 1;
+    while (i < s.size() && s[i] != 'e' && s[i] != 'E') ++i;
+  }
+  if (i < s.size()) {  // exponent, saturated
+    ++i;
+    bool neg = false;
+    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
+    int64_t x = 0;
+    for (; i < s.size(); ++i) x = x > (int64_t{1} << 40) ? x : x * 10 + (s[i] - '0');
+    e10 += neg ? -x : x;
+  }
+  return e10 > 0;
+}
+
+}  // namespace
+
+[[gnu::always_inline]] inline Tape::Node& Tape::add(Kind kind) {
+  if (used_ == cap_) grow();
+  Node& n = nodes_[used_];
+  n.kind = kind;
+  n.escaped = false;
+  n.next = ++used_;
+  return n;
+}
+
+[[gnu::noinline]] void Tape::grow() {
+  // Entries never outnumber the input's bytes (< 2^32, checked by parse()).
+  const auto cap = static_cast<Index>(std::min<size_t>(std::max<size_t>(64, size_t{cap_} * 2),
+                                                        std::numeric_limits<Index>::max()));
+  auto bigger = std::make_unique_for_overwrite<Node[]>(cap);
+  if (used_ > 0) std::memcpy(bigger.get(), nodes_, used_ * sizeof(Node));
+  storage_ = std::move(bigger);
+  nodes_ = storage_.get();
+  cap_ = cap;
+}
+
+[[gnu::always_inline]] inline bool Tape::parse_string(const char*& p, const char* end, Node& node) {
+  const char* const begin = ++p;  // past the opening quote
+  for (;;) {
+    bool found = false;
+#if defined(__SSE2__)
+    // 16 bytes at a time to the next byte that is not plain printable ASCII: a quote, a
+    // backslash, a control character or (signed, below 0x20 too) a byte >= 0x80.
+    while (end - p >= 16) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8('"')),
+                                                     _mm_cmpeq_epi8(a, _mm_set1_epi8('\\'))),
+                                        _mm_cmplt_epi8(a, _mm_set1_epi8(0x20)));
+      const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
+      if (mask != 0) {
+        p += __builtin_ctz(mask);
+        found = true;
+        break;
+      }
+      p += 16;
+    }
+#endif
+    if (!found) {
+      while (p < end && static_cast<unsigned char>(*p) >= 0x20 && static_cast<unsigned char>(*p) < 0x80 &&
+             *p != '"' && *p != '\\') {
+        ++p;
+      }
+      if (p == end) return false;  // unterminated
+    }
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"') break;
+    if (c == '\\') {
+      const size_t n = escape_at(p, end, nullptr);
+      if (n == 0) return false;
+      node.escaped = true;
+      p += n;
+    } else if (c < 0x20) {
+      return false;  // simdjson: unescaped control character
+    } else {
+      const size_t n = utf8_sequence(reinterpret_cast<const unsigned char*>(p), reinterpret_cast<const unsigned char*>(end));
+      if (n == 0) return false;
+      p += n;
+    }
+  }
+  node.off = static_cast<uint32_t>(begin - input_.data());
+  node.len = static_cast<uint32_t>(p - begin);
+  ++p;  // the closing quote
+  return true;
+}
+
+bool Tape::parse(std::string_view json, size_t max_depth) {
+  used_ = 0;
+  open_.clear();
+  input_ = json;
+  if (json.size() >= std::numeric_limits<uint32_t>::max()) return false;
+  const char* p = json.data();
+  const char* const end = p + json.size();
+  size_t depth = 0;
+  bool in_object = false;
+
+  p = skip_ws(p, end);
+value:
+  if (p == end) return false;
+  switch (*p) {
+    case '"':
+      if (!parse_string(p, end, add(Kind::kString))) return false;
+      goto after_value;
+    case '{':
+    case '[': {
+      const bool object = *p == '{';
+      const Index self = used_;
+      add(object ? Kind::kObject : Kind::kArray);
+      p = skip_ws(p + 1, end);
+      if (p == end) return false;
+      if (*p == (object ? '}' : ']')) {  // empty: not a level of nesting
+        ++p;
+        goto after_value;
+      }
+      if (++depth >= max_depth) return false;
+      open_.push_back(self);
+      in_object = object;
+      if (object) goto key;
+      goto value;
+    }
+    case 't':
+      if (end - p < 4 || std::memcmp(p, "true", 4) != 0) return false;
+      add(Kind::kTrue);
+      p += 4;
+      goto after_value;
+    case 'f':
+      if (end - p < 5 || std::memcmp(p, "false", 5) != 0) return false;
+      add(Kind::kFalse);
+      p += 5;
+      goto after_value;
+    case 'n':
+      if (end - p < 4 || std::memcmp(p, "null", 4) != 0) return false;
+      add(Kind::kNull);
+      p += 4;
+      goto after_value;
+    default:
+      if (!parse_number(p, end, add(Kind::kUint))) return false;
+      goto after_value;
+  }
+
+key:  // at an object member, p on its first byte
+  if (*p != '"' || !parse_string(p, end, add(Kind::kString))) return false;
+  if (p < end && *p == ':') {  // compact JSON
+    ++p;
+  } else {
+    p = skip_ws(p, end);
+    if (p == end || *p != ':') return false;
+    ++p;
+  }
+  p = skip_ws(p, end);
+  goto value;
+
+after_value:
+  p = skip_ws(p, end);
+  if (open_.empty()) return p == end;
+  if (p == end) return false;
+  if (*p == ',') {
+    p = skip_ws(p + 1, end);
+    if (p == end) return false;
+    if (in_object) goto key;
+    goto value;
+  }
+  if (*p != (in_object ? '}' : ']')) return false;
+  ++p;
+  nodes_[open_.back()].next = used_;
+  open_.pop_back();
+  --depth;
+  in_object = !open_.empty() && nodes_[open_.back()].kind == Kind::kObject;
+  goto after_value;
+}
+
+bool Tape::parse_number(const char*& p, const char* end, Node& node) {
+  const char* const begin = p;
+  const bool negative = *p == '-';
+  if (negative) ++p;
+  if (p == end) return false;
+  if (*p == '0') {
+    ++p;
+  } else if (*p >= '1' && *p <= '9') {
+    while (p < end && is_digit(*p)) ++p;
+  } else {
+    return false;
+  }
+  const char* const int_end = p;
+  bool is_double = false;
+  if (p < end && *p == '.') {
+    ++p;
+    if (p == end || !is_digit(*p)) return false;
+    while (p < end && is_digit(*p)) ++p;
+    is_double = true;
+  }
+  if (p < end && (*p == 'e' || *p == 'E')) {
+    ++p;
+    if (p < end && (*p == '+' || *p == '-')) ++p;
+    if (p == end || !is_digit(*p)) return false;
+    while (p < end && is_digit(*p)) ++p;
+    is_double = true;
+  }
+  if (is_double) {
+    node.kind = Kind::kDouble;
+    double v = 0;
+    const auto r = std::from_chars(begin, p, v);
+    if (r.ec == std::errc::result_out_of_range) {
+      if (overflows(std::string_view(begin, static_cast<size_t>(p - begin)))) return false;
+      v = negative ? -0.0 : 0.0;
+    } else if (r.ec != std::errc() || r.ptr != p) {
+      return false;
+    }
+    node.d = v;
+    return true;
+  }
+  // An integer: it must fit 64 bits (simdjson: uint64 when positive, int64 when negative).
+  uint64_t v = 0;
+  const char* const digits = negative ? begin + 1 : begin;
+  if (int_end - digits <= 19) {  // cannot pass 2^64
+    for (const char* q = digits; q < int_end; ++q) v = v * 10 + static_cast<uint64_t>(*q - '0');
+  } else {
+    for (const char* q = digits; q < int_end; ++q) {
+      const uint64_t d = static_cast<uint64_t>(*q - '0');
+      if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
+      v = v * 10 + d;
+    }
+  }
+  if (!negative) {
+    node.kind = Kind::kUint;
+    node.u = v;
+  } else if (v == 0) {
+    node.kind = Kind::kUint;  // -0: simdjson's int64 0
+    node.u = 0;
+  } else {
+    if (v > (uint64_t{1} << 63)) return false;
+    node.kind = Kind::kNegInt;
+  }
+  return true;
+}
+
+std::string_view Tape::unescape(const Node& n) const {
+  const std::string_view raw = input_.substr(n.off, n.len);
+  scratch_.clear();
+  const char* p = raw.data();
+  const char* const end = p + raw.size();
+  while (p < end) {
+    const char* bs = static_cast<const char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
+    if (bs == nullptr) bs = end;
+    scratch_.append(p, bs);
+    if (bs == end) break;
+    uint32_t cp = 0;
+    p = bs + escape_at(bs, end, &cp);  // validated by parse()
+    append_utf8(scratch_, cp);
+  }
+  return scratch_;
+}
+
+void Tape::trim(size_t retained_nodes) {
+  if (cap_ > retained_nodes) {
+    storage_.reset();
+    nodes_ = nullptr;
+    cap_ = 0;
+    used_ = 0;
+  }
+  if (open_.capacity() > retained_nodes) std::vector<Index>().swap(open_);
+  if (scratch_.capacity() > retained_nodes) std::string().swap(scratch_);
+  input_ = {};
+}
+
+}  // namespace ramjet::request::event_json
