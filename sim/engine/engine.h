@@ -65,6 +65,10 @@ struct EngineConfig {
   // --cpu-offload-blocks: a CPU offload tier of this many blocks (vLLM's OffloadingConnector with
   // the CPU spec: sim/engine/cpu_tier.h); 0 = none. Needs prefix caching; not with hybrid_mamba.
   uint32_t cpu_offload_blocks = 0;
+  // LoRA (--max-loras; 1 when --lora-modules is given without it, as vLLM's --enable-lora): the
+  // adapters the running batch may use at once. A waiting request of another adapter while
+  // max_loras adapters run is skipped (keeps its place) until one of them drains. 0 = no LoRA.
+  uint32_t max_loras = 0;
   // A KV connector (--kv-role, docs/sim.md §8.4): requests may carry kv_transfer_params
   // (KvTransfer below), and every admission is also a query of the connector (vLLM's
   // external_prefix_cache_* counters). `kv_load_recompute`: vLLM's kv_load_failure_policy
@@ -149,6 +153,9 @@ struct EngineStats {
   // waiting for their pull (counted in `waiting` too, as vLLM's waiting queue holds them).
   uint64_t external_prefix_cache_queries = 0, external_prefix_cache_hits = 0;
   uint32_t held_requests = 0, held_blocks = 0, loading = 0;
+  // With max_loras: the adapters with running requests and those with waiting ones, in
+  // first-seen order (vllm:lora_requests_info's running_lora_adapters, waiting_lora_adapters).
+  std::vector<std::string> running_loras, waiting_loras;
 };
 
 class Engine {

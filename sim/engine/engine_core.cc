@@ -335,8 +335,24 @@ void EngineCore::schedule() {
 
   // Then waiting requests, FCFS, unless this step had to preempt.
   if (preempted_this_step_) return;
+  // LoRA (max_loras > 0): the adapters of the running batch take its slots; a waiting request of
+  // another adapter while every slot is taken is skipped this step and keeps its place (vLLM's
+  // scheduler: "Scheduling would exceed max_loras, skip").
+  std::vector<std::string_view> loras;
+  std::vector<Request*> skipped;
+  auto use_lora = [&](const Request& q) {
+    if (config_.max_loras == 0 || !q.ns.lora()) return;
+    if (std::find(loras.begin(), loras.end(), q.ns.lora_name) == loras.end()) loras.push_back(q.ns.lora_name);
+  };
+  for (const Request* q : running_) use_lora(*q);
   while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
     Request& r = *waiting_.front();
+    if (config_.max_loras > 0 && r.ns.lora() && loras.size() >= config_.max_loras &&
+        std::find(loras.begin(), loras.end(), r.ns.lora_name) == loras.end()) {
+      waiting_.pop_front();
+      skipped.push_back(&r);
+      continue;
+    }
     if (r.pulled) {
       // A pulled remote prefill (vLLM: a WAITING request with computed tokens, no lookup).
       resume_loaded(r);
@@ -344,6 +360,7 @@ void EngineCore::schedule() {
       if (!allocate_slots(r, num_new, {}, 0, /*whole_sequence=*/true)) break;
       waiting_.pop_front();
       running_.push_back(&r);
+      use_lora(r);
       r.running = true;
       r.scheduled = num_new;
       r.scheduled_drafts = 0;
@@ -376,6 +393,7 @@ void EngineCore::schedule() {
     stats_.cpu_loaded_tokens += loaded;
     waiting_.pop_front();
     running_.push_back(&r);
+    use_lora(r);
     r.running = true;
     r.num_computed = hit + loaded;
     r.loaded = loaded;
@@ -389,6 +407,7 @@ void EngineCore::schedule() {
     scheduled_.push_back(&r);
     budget -= num_new;
   }
+  waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
 }
 
 StepResult EngineCore::step(double now_wall_s) {
@@ -564,6 +583,15 @@ EngineStats EngineCore::stats() const {
   s.cached_blocks = pool_.num_cached();
   s.cpu_offload_blocks = cpu_ ? cpu_->capacity() : 0;
   s.cpu_cached_blocks = cpu_ ? cpu_->size() : 0;
+  if (config_.max_loras > 0) {  // vLLM's LoRARequestStates: adapters in first-seen order
+    auto add = [&s](std::vector<std::string>& names, const Request* q) {
+      if (q->ns.lora() && std::find(names.begin(), names.end(), q->ns.lora_name) == names.end()) {
+        names.push_back(q->ns.lora_name);
+      }
+    };
+    for (const Request* q : running_) add(s.running_loras, q);
+    for (const Request* q : waiting_) add(s.waiting_loras, q);
+  }
   return s;
 }
 

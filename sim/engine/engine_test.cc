@@ -121,6 +121,45 @@ TEST(Engine, AWaitingRequestStartsOnlyWhenThePoolCouldHoldItsWholePrompt) {
   EXPECT_EQ(engine.stats().preemptions, 0u);
 }
 
+TEST(Engine, MaxLorasSkipsAnotherAdaptersRequestUntilASlotDrainsAndReportsTheAdapters) {
+  // vLLM's scheduler: with max_loras adapters in the running batch, a waiting request of another
+  // adapter is skipped (keeping its place); a base-model request and one of a running adapter
+  // are not.
+  EngineConfig cfg = tiny();
+  cfg.max_loras = 1;
+  EngineCore engine(cfg, nullptr);
+  const CacheNamespace a{"a", 1, "", "/a"}, b{"b", 2, "", "/b"};
+  ASSERT_TRUE(engine.add_request(1, seq_tokens(32, 1000), 30, a));
+  ASSERT_TRUE(engine.add_request(2, seq_tokens(32, 2000), 2, b));
+  ASSERT_TRUE(engine.add_request(3, seq_tokens(32, 3000), 2));     // base model
+  ASSERT_TRUE(engine.add_request(4, seq_tokens(32, 4000), 2, a));  // the running adapter
+  engine.step(0);
+  EngineStats st = engine.stats();
+  EXPECT_EQ(st.running, 3u);
+  EXPECT_EQ(st.waiting, 1u);
+  EXPECT_EQ(st.running_loras, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(st.waiting_loras, (std::vector<std::string>{"b"}));
+  int r1_finished = -1, r2_first = -1;
+  for (int step = 1; step < 1000 && !engine.idle(); ++step) {
+    for (const auto& o : engine.step(0).outputs) {
+      if (o.id == 1 && o.finish != FinishReason::kNone) r1_finished = step;
+      if (o.id == 2 && r2_first < 0) r2_first = step;
+    }
+  }
+  EXPECT_GE(r1_finished, 0);
+  EXPECT_GT(r2_first, r1_finished) << "adapter b waited for adapter a's slot";
+  st = engine.stats();
+  EXPECT_TRUE(st.running_loras.empty());
+  EXPECT_TRUE(st.waiting_loras.empty());
+  // Without LoRA (max_loras 0) nothing waits for a slot and nothing is reported.
+  EngineCore plain(tiny(), nullptr);
+  ASSERT_TRUE(plain.add_request(1, seq_tokens(32, 1000), 30, a));
+  ASSERT_TRUE(plain.add_request(2, seq_tokens(32, 2000), 2, b));
+  plain.step(0);
+  EXPECT_EQ(plain.stats().running, 2u);
+  EXPECT_TRUE(plain.stats().running_loras.empty());
+}
+
 TEST(Engine, FullyCachedPromptRecomputesItsLastBlockAndStoresADuplicate) {
   Recorder rec;
   Engine engine(tiny(), &rec);

@@ -1,6 +1,7 @@
 // sim/server/metrics_serve: GET /metrics of SimServer — vLLM's engine series once per
 // data-parallel rank, the synthetic DCGM GPU series (--gpus) and the simulator's clock health.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -119,6 +120,36 @@ std::string SimServer::metrics_text() const {
                  (opt_.engine.enable_prefix_caching ? "True" : "False") + "\",num_gpu_blocks=\"" +
                  std::to_string(stats[r].num_gpu_blocks) + "\",prefix_caching_hash_algo=\"sha256_cbor\"",
              1.0);
+  }
+  if (opt_.engine.max_loras > 0) {
+    // vLLM's gauge (no engine label): the adapters with running and with waiting requests, set to
+    // the time; every label set it ever had stays, with the time it was last current.
+    std::vector<std::string> running, waiting;
+    auto merge = [](std::vector<std::string>& into, const std::vector<std::string>& names) {
+      for (const auto& n : names) {
+        if (std::find(into.begin(), into.end(), n) == into.end()) into.push_back(n);
+      }
+    };
+    for (const auto& st : stats) {
+      merge(running, st.running_loras);
+      merge(waiting, st.waiting_loras);
+    }
+    auto join = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+      return out;
+    };
+    const std::string set = "max_lora=\"" + std::to_string(opt_.engine.max_loras) + "\",waiting_lora_adapters=\"" +
+                            join(waiting) + "\",running_lora_adapters=\"" + join(running) + "\"";
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::lock_guard lock(lora_mu_);
+    lora_series_[set] = now;
+    if (lora_series_.size() > 1024) {
+      lora_series_.erase(std::min_element(lora_series_.begin(), lora_series_.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; }));
+    }
+    x.family("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
+    for (const auto& [l, t] : lora_series_) x.sample("vllm:lora_requests_info", l, t);
   }
   write_sleep_state(x, labels);
   write_kv_metrics(x, labels);

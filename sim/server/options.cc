@@ -115,6 +115,8 @@ const std::vector<Flag>& flags() {
        [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.num_gpu_blocks, 1, 1u << 26); }},
       {"--lora-modules", true, "LoRA adapters: name=path ... (or JSON); a request's model names one",
        [](const std::string& v, SimOptions& o) { return parse_lora_module(v, o); }},
+      {"--max-loras", true, "LoRA adapters the running batch may use at once (default 1 with --lora-modules)",
+       [](const std::string& v, SimOptions& o) { return parse_num<uint32_t>(v, o.engine.max_loras, 1, 256); }},
       {"--hybrid-mamba", false, "hybrid KV layout: group 0 full attention + group 1 mamba (align mode)",
        [](const std::string&, SimOptions& o) { o.engine.hybrid_mamba = true; return std::string(); }},
       {"--delay-cache-blocks", false, "cache full blocks after the step computing them (concurrent copies)",
@@ -329,6 +331,8 @@ std::vector<std::string> parse_options(const std::vector<std::string>& args, Sim
       errors.push_back("--lora-modules: The lora adapter '" + m.name + "' conflicts with a served base model.");
     }
   }
+  // vLLM's --enable-lora (which --lora-modules needs) defaults max_loras to 1.
+  if (!out.lora_modules.empty() && out.engine.max_loras == 0) out.engine.max_loras = 1;
   if (out.engine.cpu_offload_blocks > 0 && out.engine.hybrid_mamba) {
     errors.push_back("--cpu-offload-blocks: not with --hybrid-mamba (the sim offloads full-attention blocks only)");
   }

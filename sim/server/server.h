@@ -18,7 +18,9 @@
 #include <boost/beast/http/verb.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -110,6 +112,9 @@ class SimServer {
   // --lora-modules) and its cache_salt.
   CacheNamespace namespace_of(const std::string& model, const std::string& cache_salt) const;
   std::string metrics_text() const;
+  // vllm:lora_requests_info's label sets with the time each was last seen (vLLM keeps them all).
+  mutable std::mutex lora_mu_;
+  mutable std::map<std::string, double> lora_series_;
   // Prefill/decode disaggregation (kv_serve.cc; docs/sim.md §8.4).
   struct Held;
   // A prefill leg finished holding its blocks: its lease starts, its Live gets the answer's params.

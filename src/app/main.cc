@@ -138,6 +138,7 @@ route::RouteConfig route_config(const config::Config& cfg) {
   rc.relative_credit = cfg.route_credit_basis == "relative";
   rc.chunk_bytes = cfg.route_chunk_bytes;
   rc.short_max_tokens = cfg.profile_short_max_tokens;
+  rc.adapter_load_units = cfg.route_adapter_load_units;
   return rc;
 }
 
@@ -147,7 +148,7 @@ struct Reloadable {
   std::string_view env;
   void (*take)(config::Config& running, const config::Config& next);
 };
-constexpr std::array<Reloadable, 15> kReloadable = {{
+constexpr std::array<Reloadable, 16> kReloadable = {{
     {"RJ_UPSTREAM",
      [](config::Config& r, const config::Config& n) {
        r.upstreams = n.upstreams;
@@ -169,6 +170,7 @@ constexpr std::array<Reloadable, 15> kReloadable = {{
     {"RJ_ROUTE_LOAD_UNIT_BYTES",
      [](config::Config& r, const config::Config& n) { r.route_load_unit_bytes = n.route_load_unit_bytes; }},
     {"RJ_ROUTE_MAX_LOAD_UNITS", [](config::Config& r, const config::Config& n) { r.route_max_load_units = n.route_max_load_units; }},
+    {"RJ_ROUTE_ADAPTER_LOAD_UNITS", [](config::Config& r, const config::Config& n) { r.route_adapter_load_units = n.route_adapter_load_units; }},
     {"RJ_PROFILE_SHORT_MAX_TOKENS",
      [](config::Config& r, const config::Config& n) { r.profile_short_max_tokens = n.profile_short_max_tokens; }},
     {"RJ_LOG_LEVEL", [](config::Config& r, const config::Config& n) { r.log_level = n.log_level; }},
@@ -483,6 +485,10 @@ int main(int argc, char** argv) {
     engine_load.set_peers(peer_board.get());
   }
   if (engine_load.enabled()) router.set_engine_load(&engine_load);
+  // LoRA adapter requests prefer engines where their adapter is active (RJ_ROUTE_ADAPTER_LOAD_UNITS;
+  // the engine scrape writes the board; a reading three scrapes old says nothing).
+  route::AdapterBoard adapters(fleet.size(), 3 * std::max<int64_t>(1000, cfg.engine_scrape_interval_ms));
+  router.set_adapters(&adapters);
   router.set_session_affinity(route::SessionAffinityConfig{
       .mode = cfg.session_affinity_mode == "on"       ? route::SessionAffinityMode::kOn
               : cfg.session_affinity_mode == "shadow" ? route::SessionAffinityMode::kShadow
@@ -679,7 +685,7 @@ int main(int argc, char** argv) {
       .engines = cfg.upstreams,
       .roster = &roster,
       .gpu_urls = cfg.gpu_metrics_urls,
-      .on_sample = [&engine_load, &fleet, &index, &tokenize_budget, &io, &roster, &members,
+      .on_sample = [&engine_load, &adapters, &clock, &fleet, &index, &tokenize_budget, &io, &roster, &members,
                     horizon = cfg.route_horizon == "auto",
                     chunk = std::max<uint64_t>(1, cfg.route_chunk_bytes)](size_t i, const upstream::EngineSample* s) {
         // (membership ignores an engine no source lists with auto; a reload may list it so)
@@ -696,6 +702,11 @@ int main(int argc, char** argv) {
           const double per_byte = tokenize_budget.tokens_per_byte() > 0 ? tokenize_budget.tokens_per_byte() : 0.25;
           const double chunks = *s->kv_capacity_tokens / per_byte / static_cast<double>(chunk);
           index.set_horizon(i, static_cast<uint64_t>(std::clamp(chunks, 1.0, 1e12)));
+        }
+        if (s != nullptr && s->ok && s->lora) {
+          adapters.record(i, s->lora->max_loras, s->lora->active, clock.now_ms());
+        } else {
+          adapters.forget(i);
         }
         if (s != nullptr && s->ok && s->running && s->waiting && i < fleet.size()) {
           engine_load.record(i, *s->running, *s->waiting, fleet.at(i).inflight(),
@@ -721,6 +732,7 @@ int main(int argc, char** argv) {
   // reload changes it.
   auto membership_changed = [&](size_t slot, const upstream::Listed& l) {
     router.set_profile(slot, profile_of(l.profile));
+    adapters.forget(slot);  // (until its next scrape)
     catalog->set_declared(slot, declared_models(l.models));
     catalog->set_discover(slot, l.kv_live == "discover");
     if (l.kv_live.empty() || l.kv_live == "-") {

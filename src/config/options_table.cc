@@ -98,7 +98,7 @@ const std::array kOptions = {
                   "SIGHUP reads it again, validates the whole configuration and applies what can "
                   "change while running (RJ_UPSTREAM with its RJ_UPSTREAM_PROFILES, RJ_UPSTREAM_MODELS, RJ_UPSTREAM_DP_SIZE, RJ_UPSTREAM_ENGINE, RJ_UPSTREAM_ROLE and KV-endpoint items; "
                   "the weights RJ_ROUTE_ALPHA, RJ_ROUTE_MAX_OVERLAP_BLOCKS, RJ_ROUTE_CREDIT_BASIS, RJ_ROUTE_LOAD_UNIT_BYTES, "
-                  "RJ_ROUTE_MAX_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
+                  "RJ_ROUTE_MAX_LOAD_UNITS, RJ_ROUTE_ADAPTER_LOAD_UNITS, RJ_PROFILE_SHORT_MAX_TOKENS; RJ_LOG_LEVEL), or keeps the running "
                   "configuration and logs every problem; other changed options are named in the log and "
                   "wait for a restart.",
            .field = &Config::config_file},
@@ -645,6 +645,24 @@ const std::array kOptions = {
            .max = 1024,
            .doc = "Largest load one request can reserve, in load units.",
            .field = &Config::route_max_load_units},
+    Option{.env = "RJ_ROUTE_ADAPTER_LOAD_UNITS",
+           .flag = "--route-adapter-load-units",
+           .type = Type::kUint,
+           .default_text = "2",
+           .min = 0,
+           .max = 1024,
+           .doc = "Prefix and load policies: what a LoRA adapter request (a model of "
+                  "RJ_UPSTREAM_MODELS or an engine's /v1/models that names an adapter) is charged, in "
+                  "load units, on an engine where its adapter is not active: an engine's "
+                  "vllm:lora_requests_info (read by the engine scrape, RJ_ENGINE_SCRAPE_INTERVAL_MS) "
+                  "names the adapters with running or waiting requests and its max_lora. Where the "
+                  "adapter is active: nothing (its weights are loaded); a free slot: this many (the "
+                  "adapter loads first); every slot taken by other adapters: twice this many (vLLM "
+                  "schedules the request only once one of them drains, then evicts it). A score "
+                  "term, not a pin: load elsewhere still wins past it, so adapters spread when "
+                  "their traffic grows. An engine that reports no adapter state is charged "
+                  "nothing. 0: adapter-blind.",
+           .field = &Config::route_adapter_load_units},
     Option{.env = "RJ_ROUTE_PHASE_AWARE_LOAD",
            .flag = "--route-phase-aware-load",
            .type = Type::kBool,

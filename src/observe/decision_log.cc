@@ -17,6 +17,7 @@ void append_term(std::string& out, size_t v) { out += std::to_string(v); }
 void append_term(std::string& out, int64_t v) { out += std::to_string(v); }
 void append_term(std::string& out, double v) { append_json_number(out, v); }
 void append_term(std::string& out, route::Profile v) { append_json_string(out, route::profile_label(v)); }
+void append_term(std::string& out, route::AdapterSlot v) { append_json_string(out, route::adapter_slot_label(v)); }
 
 }  // namespace
 

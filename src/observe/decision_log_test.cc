@@ -99,7 +99,8 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   for (const auto& kv : c) keys.emplace(kv.key());
   EXPECT_EQ(keys, (std::set<std::string>{"ordinal", "eligible", "failing", "overlap", "single_flight",
                                          "session_bonus", "affinity", "load_units", "request_load_units",
-                                         "foreign_load_units", "score", "profile"}));
+                                         "foreign_load_units", "score", "profile", "adapter"}));
+  EXPECT_EQ(c.at("adapter").as_string(), "none");
   EXPECT_EQ(v.at("total").as_int64(), 1);
   EXPECT_EQ(v.at("capacity").as_int64(), 8);
   // The dashboard's numeric columns: every candidate term with a short label, each a key above.

@@ -88,6 +88,7 @@ class Line {
   void term(std::string_view k, int64_t v) { i64(k, v); }
   void term(std::string_view k, double v) { exact(k, v); }
   void term(std::string_view k, route::Profile v) { str(k, route::profile_label(v)); }
+  void term(std::string_view k, route::AdapterSlot v) { str(k, route::adapter_slot_label(v)); }
   // Milliseconds: fixed, three decimals (microsecond resolution).
   void ms(std::string_view k, std::optional<double> v) {
     key(k);
@@ -174,6 +175,7 @@ std::string format_start(const JournalStart& s) {
   l.u64("load_unit_bytes", c.load_unit_bytes);
   l.u64("max_load_units", c.max_load_units);
   l.u64("short_max_tokens", c.short_max_tokens);
+  l.u64("adapter_load_units", c.adapter_load_units);
   l.boolean("phase_aware_load", s.phase_aware_load);
   l.boolean("single_flight", s.single_flight);
   l.boolean("cold", s.cold);

@@ -122,6 +122,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "load_unit_bytes",
                         "max_load_units",
                         "short_max_tokens",
+                        "adapter_load_units",
                         "phase_aware_load",
                         "single_flight",
                         "cold",
@@ -134,9 +135,9 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
                         "candidates"}) {
     EXPECT_TRUE(o.contains(k)) << k;
   }
-  EXPECT_EQ(o.size(), 31u) << "no key beyond the documented schema";
+  EXPECT_EQ(o.size(), 32u) << "no key beyond the documented schema";
   EXPECT_EQ(o.at("credit_basis").as_string(), "absolute");
-  EXPECT_EQ(o.at("v").as_int64(), 16);
+  EXPECT_EQ(o.at("v").as_int64(), 17);
   EXPECT_EQ(o.at("event").as_string(), "start");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("unix_ms").as_int64(), 1700000000123);
@@ -153,6 +154,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   EXPECT_EQ(o.at("load_unit_bytes").as_int64(), 32768);
   EXPECT_EQ(o.at("max_load_units").as_int64(), 8);
   EXPECT_EQ(o.at("short_max_tokens").as_int64(), 256);
+  EXPECT_EQ(o.at("adapter_load_units").as_int64(), 2);
   EXPECT_TRUE(o.at("phase_aware_load").as_bool());
   EXPECT_TRUE(o.at("single_flight").as_bool());
   EXPECT_FALSE(o.at("cold").as_bool());
@@ -168,7 +170,8 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   for (size_t rank = 0; rank < cands.size(); ++rank) {
     const json::object& c = cands[rank].as_object();
     const route::CandidateTerms& t = fx.decision.ranked[rank];
-    EXPECT_EQ(c.size(), 13u);
+    EXPECT_EQ(c.size(), 14u);
+    EXPECT_EQ(c.at("adapter").as_string(), route::adapter_slot_label(t.adapter));
     EXPECT_EQ(c.at("session_bonus_blocks").as_int64(), t.session_bonus);
     EXPECT_EQ(c.at("upstream").as_int64(), static_cast<int64_t>(t.ordinal));
     EXPECT_EQ(c.at("rank").as_int64(), static_cast<int64_t>(rank));
@@ -529,7 +532,7 @@ TEST(Journal, StderrModeWritesPlainJsonLines) {
   ASSERT_EQ(lines.size(), 2u) << err;
   EXPECT_EQ(json::parse(lines[0]).as_object().at("event").as_string(), "start");
   EXPECT_EQ(json::parse(lines[1]).as_object().at("event").as_string(), "finish");
-  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 16);
+  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 17);
 }
 
 }  // namespace

@@ -131,6 +131,35 @@ vllm:num_requests_running{engine="0"} 1
   }
 }
 
+TEST(EngineScrape, TheActiveLoraAdaptersAreTheLatestLabelSetOfLoraRequestsInfo) {
+  // vLLM 0.32 (v1/metrics/loggers.py): the gauge keeps every label set it ever set, each at the
+  // time it was last current; the latest is now.
+  constexpr std::string_view kInfo =
+      R"(vllm:lora_requests_info{max_lora="2",running_lora_adapters="old",waiting_lora_adapters=""} 1.7e+09
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="sql,chat",waiting_lora_adapters="sql,law"} 1.700000005e+09
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="",waiting_lora_adapters=""} 1.700000001e+09
+vllm:num_requests_running{engine="0"} 1
+)";
+  EngineSample s;
+  std::vector<GpuSample> gpus;
+  ASSERT_TRUE(read_engine_metrics(kInfo, {}, s, gpus).ok());
+  ASSERT_TRUE(s.lora);
+  EXPECT_EQ(s.lora->max_loras, 2u);
+  EXPECT_EQ(s.lora->active, (std::vector<std::string>{"sql", "chat", "sql", "law"}));
+  // Without the gauge (no --enable-lora), or with a max_lora that is not a count: none.
+  for (std::string_view text : {"vllm:num_requests_running 1\n",
+                                "vllm:lora_requests_info{max_lora=\"x\",running_lora_adapters=\"a\"} 5\n",
+                                "vllm:lora_requests_info{running_lora_adapters=\"a\"} 5\n"}) {
+    ASSERT_TRUE(read_engine_metrics(text, {}, s, gpus).ok()) << text;
+    EXPECT_FALSE(s.lora) << text;
+  }
+  // An idle engine: no adapter active, every slot free.
+  ASSERT_TRUE(read_engine_metrics("vllm:lora_requests_info{max_lora=\"1\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 9\n", {}, s, gpus).ok());
+  ASSERT_TRUE(s.lora);
+  EXPECT_EQ(s.lora->max_loras, 1u);
+  EXPECT_TRUE(s.lora->active.empty());
+}
+
 TEST(EngineScrape, DcgmSeriesBecomeOneSamplePerGpuLabel) {
   EngineSample s;
   std::vector<GpuSample> gpus;

@@ -44,6 +44,15 @@ struct EngineSample {            // one engine's own /metrics, read every RJ_ENG
   // Data-parallel ranks the engine reports: 1 + the largest engine="k" label (k < 1024) of its
   // vllm:num_requests_running series (vLLM labels each rank's series with its rank; RJ_UPSTREAM_DP_SIZE=auto).
   std::optional<uint32_t> dp_ranks;
+  // LoRA adapters (vllm:lora_requests_info, an engine started with --enable-lora): its
+  // max_lora label and the adapters named by running_lora_adapters and waiting_lora_adapters, of
+  // the series with the latest value (vLLM sets a label set's value to the time it last saw it
+  // and keeps every set it ever saw). At most 256 names of at most 256 bytes.
+  struct Lora {
+    uint32_t max_loras = 0;
+    std::vector<std::string> active;
+  };
+  std::optional<Lora> lora;
 };
 
 struct GpuSample {               // one device, from DCGM-exporter text or nvidia-smi

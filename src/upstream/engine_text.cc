@@ -76,6 +76,8 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   std::vector<GpuSample> found;
   std::optional<double> capacity;
   std::optional<uint32_t> ranks;
+  std::optional<EngineSample::Lora> lora;
+  std::optional<double> lora_at;
   metrics::PromTextResult r = metrics::parse_prom_text(text, limits, [&](const metrics::PromSample& s) {
     if (s.name.starts_with("vllm:")) {
       if (s.name == "vllm:num_requests_running") {  // every rank's series: how many ranks there are
@@ -90,6 +92,31 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
       if (rank) {
         const metrics::PromLabel* engine = s.label("engine");
         if (engine != nullptr && engine->value != rank_text) return;  // another rank's
+      }
+      if (s.name == "vllm:lora_requests_info") {  // the label set with the latest time
+        if (!std::isfinite(s.value) || (lora_at && s.value <= *lora_at)) return;
+        const metrics::PromLabel* max = s.label("max_lora");
+        uint32_t m = 0;
+        if (max == nullptr) return;
+        const char* end = max->value.data() + max->value.size();
+        const auto [p, ec] = std::from_chars(max->value.data(), end, m);
+        if (ec != std::errc() || p != end || m > 4096) return;
+        EngineSample::Lora l;
+        l.max_loras = m;
+        for (const char* key : {"running_lora_adapters", "waiting_lora_adapters"}) {
+          const metrics::PromLabel* names = s.label(key);
+          if (names == nullptr) continue;
+          std::string_view rest = names->value;
+          while (!rest.empty() && l.active.size() < 256) {
+            const size_t comma = rest.find(',');
+            const std::string_view name = rest.substr(0, comma);
+            if (!name.empty() && name.size() <= 256) l.active.emplace_back(name);
+            rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+          }
+        }
+        lora = std::move(l);
+        lora_at = s.value;
+        return;
       }
       if (s.name == "vllm:cache_config_info") {  // an info gauge: the numbers are labels
         const metrics::PromLabel* blocks = s.label("num_gpu_blocks");
@@ -151,6 +178,7 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   out.prompt_tokens = get(Vllm::kPrompt);
   out.generation_tokens = get(Vllm::kGeneration);
   out.kv_capacity_tokens = capacity;
+  out.lora = std::move(lora);
   // Devices in numeric order of their gpu label ("2" before "10").
   std::sort(found.begin(), found.end(), [](const GpuSample& a, const GpuSample& b) {
     return a.device.size() != b.device.size() ? a.device.size() < b.device.size() : a.device < b.device;

@@ -116,6 +116,19 @@ Read read_term(const json::value* v, size_t& out) {  // an ordinal
     return n && *n <= (1u << 20) ? n : std::nullopt;
   });
 }
+Read read_term(const json::value* v, route::AdapterSlot& out) {
+  if (!v) return Read::kMissing;
+  auto s = as_str(v);
+  if (!s) return Read::kMissing;
+  for (route::AdapterSlot a :
+       {route::AdapterSlot::kNone, route::AdapterSlot::kActive, route::AdapterSlot::kFree, route::AdapterSlot::kFull}) {
+    if (route::adapter_slot_label(a) == *s) {
+      out = a;
+      return Read::kOk;
+    }
+  }
+  return Read::kInvalid;
+}
 Read read_term(const json::value* v, route::Profile& out) {
   if (!v) return Read::kMissing;
   auto s = as_str(v);
@@ -169,6 +182,8 @@ bool parse_start(std::string_view line, const json::object& o, int version, Star
   if (auto n = as_u64(field(o, "load_unit_bytes"))) r.config.load_unit_bytes = *n;
   if (auto n = as_u32(field(o, "max_load_units"))) r.config.max_load_units = *n;
   if (auto n = as_u64(field(o, "short_max_tokens"))) r.config.short_max_tokens = *n;
+  // (v17; before it no candidate carried an adapter term, so the charge was never applied)
+  if (auto n = as_u32(field(o, "adapter_load_units"))) r.config.adapter_load_units = *n;
   if (auto w = as_str(field(o, "wanted_profile"))) {
     auto p = parse_profile(*w);
     if (!p) return false;
@@ -244,7 +259,7 @@ LineKind parse_line(std::string_view line, StartRecord* start, FinishRecord* fin
   if (!event || !version || (*event != "start" && *event != "finish")) return LineKind::kSkipped;
   auto ver = as_u64(version);
   if (!ver) return LineKind::kMalformed;
-  if (*ver < 8 || *ver > 16) return LineKind::kUnsupported;
+  if (*ver < 8 || *ver > 17) return LineKind::kUnsupported;
   if (*event == "start") {
     StartRecord scratch;
     return parse_start(line, o, static_cast<int>(*ver), start ? *start : scratch)

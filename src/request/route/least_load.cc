@@ -1,5 +1,6 @@
 // Least-load policy: serving-eligible first, then not failing (CandidateState::failing), then
-// fewest load units (own reservations plus other routers' load, CandidateState::foreign_load_units), then a rotating tie-break so equal engines share traffic evenly.
+// fewest load units (own reservations plus other routers' load, CandidateState::foreign_load_units, plus a LoRA
+// adapter request's adapter_charge), then a rotating tie-break so equal engines share traffic evenly.
 // Several routers (FleetSnapshot::routers > 1): spread_among_routers (route/rank.h).
 // Knows nothing about prefixes.
 #include <algorithm>
@@ -26,27 +27,36 @@ class LeastLoadPolicy final : public Policy {
       CandidateTerms t{c.ordinal, c.eligible, c.load_units, units};
       t.failing = c.failing;
       t.foreign_load_units = c.foreign_load_units;
+      t.adapter = c.adapter;
       d.ranked.push_back(t);
     }
-    d.rotated = rank_with_rotation(d.ranked, rotation, [](const CandidateTerms& t) {
-      return std::make_tuple(t.eligible, !t.failing, -t.total_load());
+    const uint32_t adapter_units = config_.adapter_load_units;
+    // The load a candidate is ranked by: its own, plus a LoRA adapter request's charge.
+    auto charged = [adapter_units](const CandidateTerms& t) {
+      return t.total_load() + static_cast<int64_t>(adapter_charge(t.adapter, adapter_units));
+    };
+    d.rotated = rank_with_rotation(d.ranked, rotation, [&](const CandidateTerms& t) {
+      return std::make_tuple(t.eligible, !t.failing, -charged(t));
     });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
     if (n <= 1) {
       d.outcome = Outcome::kSingle;
     } else {
+      const CandidateTerms& w = d.ranked.front();
       bool differs = std::any_of(d.ranked.begin(), d.ranked.end(), [&](const CandidateTerms& c) {
-        return c.eligible == d.ranked.front().eligible &&
-               (c.failing != d.ranked.front().failing || c.total_load() != d.ranked.front().total_load());
+        return c.eligible == w.eligible && (c.failing != w.failing || charged(c) != charged(w));
       });
-      d.outcome = differs ? Outcome::kLoad : Outcome::kRoundRobin;
+      const bool adapter_decided = std::any_of(d.ranked.begin() + 1, d.ranked.end(), [&](const CandidateTerms& c) {
+        return c.eligible == w.eligible && c.failing == w.failing && c.total_load() < w.total_load();
+      });
+      d.outcome = adapter_decided ? Outcome::kAdapter : differs ? Outcome::kLoad : Outcome::kRoundRobin;
     }
     d.routers = fleet.routers;
     d.spread_place = fleet.spread_place;
     d.spread_tie = fleet.spread_tie;
     if (spread_among_routers(
             d.ranked, fleet.routers, fleet.spread_place, fleet.spread_tie,
-            [](const CandidateTerms& t) { return -static_cast<double>(t.total_load()); },
+            [&](const CandidateTerms& t) { return -static_cast<double>(charged(t)); },
             [](const CandidateTerms& t) { return static_cast<double>(t.request_load_units); },
             [](const CandidateTerms&) { return 0; })) {
       d.outcome = Outcome::kSpread;

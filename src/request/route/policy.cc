@@ -34,9 +34,20 @@ std::string_view outcome_label(Outcome o) {
     case Outcome::kProfile: return "profile";
     case Outcome::kSingleFlight: return "single_flight";
     case Outcome::kSpread: return "spread";
+    case Outcome::kAdapter: return "adapter";
     case Outcome::kCount: break;
   }
   return "rr";
+}
+
+std::string_view adapter_slot_label(AdapterSlot a) {
+  switch (a) {
+    case AdapterSlot::kNone: return "none";
+    case AdapterSlot::kActive: return "active";
+    case AdapterSlot::kFree: return "free";
+    case AdapterSlot::kFull: return "full";
+  }
+  return "none";
 }
 
 std::string_view profile_label(Profile p) {

@@ -25,6 +25,15 @@ namespace ramjet::route {
 enum class Profile : uint8_t { kNone, kMtp, kStandard };
 std::string_view profile_label(Profile p);  // none|mtp|standard
 
+// Where a LoRA adapter request stands on an engine (route/adapter_board.h, from the engine's
+// vllm:lora_requests_info): kActive, the engine runs or queues requests of that adapter (its
+// weights are loaded); kFree, it does not, but fewer adapters than its max_loras are active, so
+// the adapter loads into a free slot; kFull, max_loras other adapters are active: vLLM schedules
+// the request only when one of them has no running request left (and loads it then). kNone: not
+// an adapter request, or the engine reports no adapter state (no LoRA, no scrape, stale).
+enum class AdapterSlot : uint8_t { kNone, kActive, kFree, kFull };
+std::string_view adapter_slot_label(AdapterSlot a);  // none|active|free|full
+
 struct CandidateState {
   size_t ordinal = 0;
   bool eligible = true;  // serving-eligible: healthy (later: ready, not drained)
@@ -51,6 +60,8 @@ struct CandidateState {
   // Session affinity (route/session_affinity.h): extra affinity blocks the request's session
   // target earns (the prefix policy adds them to its affinity, capped); 0 elsewhere.
   uint32_t session_bonus = 0;
+  // The request's LoRA adapter on this engine (kNone for a base-model request).
+  AdapterSlot adapter = AdapterSlot::kNone;
 };
 
 struct FleetSnapshot {
@@ -66,10 +77,12 @@ struct FleetSnapshot {
   static FleetSnapshot of(const upstream::Fleet& fleet);
 };
 
-// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight|spread.
+// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight|spread|adapter.
 // spread: several routers share the engines and the winner is not the best-scored engine but this
 // decision's place in what one router would do with all their simultaneous requests (rank.h).
-enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kSpread, kCount };
+// adapter: the winner is not the engine the other terms preferred: the adapter charge
+// (adapter_charge) moved the request to an engine with its LoRA adapter active or a free slot.
+enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kSpread, kAdapter, kCount };
 std::string_view outcome_label(Outcome o);
 
 struct CandidateTerms {
@@ -85,6 +98,7 @@ struct CandidateTerms {
   double score = 0;                 // affinity - alpha * total_load() (prefix policy)
   Profile profile = Profile::kNone;
   uint32_t session_bonus = 0;       // session-affinity blocks added to affinity (prefix policy)
+  AdapterSlot adapter = AdapterSlot::kNone;  // the request's LoRA adapter there
   int64_t total_load() const { return load_units + foreign_load_units; }
 };
 
@@ -113,7 +127,20 @@ struct RouteConfig {
   bool relative_credit = false;
   uint64_t chunk_bytes = 2048;       // RJ_ROUTE_CHUNK_BYTES: bytes per fingerprint block
   uint64_t short_max_tokens = 256;   // RJ_PROFILE_SHORT_MAX_TOKENS: <= this prefers MTP engines
+  uint32_t adapter_load_units = 2;   // RJ_ROUTE_ADAPTER_LOAD_UNITS: adapter_charge's unit
 };
+
+// The load units an engine is charged for a LoRA adapter request (prefix and load policies):
+// none where the adapter is active (or nothing is known), `units` where it must be loaded into a
+// free slot, twice that where every slot is taken by other adapters (the request waits for one
+// to drain, then evicts it). A score term, not a pin: enough load elsewhere still wins.
+inline uint32_t adapter_charge(AdapterSlot a, uint32_t units) {
+  switch (a) {
+    case AdapterSlot::kFree: return units;
+    case AdapterSlot::kFull: return 2 * units;
+    default: return 0;
+  }
+}
 
 // A candidate's overlap credit under RJ_ROUTE_CREDIT_BASIS=relative: min(overlap, cap) as under
 // absolute while `warmest` (the largest overlap among the eligible candidates) is within the cap;

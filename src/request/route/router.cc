@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "common/clock.h"
 #include "request/route/exact_overlap.h"
 #include "upstream/engine_load.h"
 #include "upstream/fleet.h"
@@ -23,11 +24,15 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
 }
 
 Routed Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool,
-                      std::atomic<uint64_t>* rotation) {
+                      std::atomic<uint64_t>* rotation, std::string_view adapter) {
   const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
   FleetSnapshot snap = FleetSnapshot::of(fleet_);
   if (pool != nullptr) std::erase_if(snap.candidates, [pool](const CandidateState& c) { return !pool->has(c.ordinal); });
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
+  if (!adapter.empty() && adapters_ != nullptr) [[unlikely]] {
+    const int64_t now = SteadyClock::instance().now_ms();
+    for (CandidateState& c : snap.candidates) c.adapter = adapters_->slot(c.ordinal, adapter, now);
+  }
   if (engine_load_ != nullptr && engine_load_->enabled()) {
     const int64_t now = engine_load_->now_ms();
     int64_t own_inflight = 0;

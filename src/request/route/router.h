@@ -14,6 +14,7 @@
 
 #include "metrics/metrics.h"
 #include "request/prepare/prepare.h"
+#include "request/route/adapter_board.h"
 #include "request/route/overlap.h"
 #include "request/route/policy.h"
 #include "request/route/session_affinity.h"
@@ -74,8 +75,10 @@ class Router {
   // `pool`: the engines that serve the request's model (upstream/model_pools.h; null: every
   // engine). The others are not candidates at all, not even to fail open to or retry on.
   // `rotation`: the pool's own tie-break counter (null: the policy's).
+  // `adapter`: the LoRA adapter the request's model names (empty: the base model); each
+  // candidate's AdapterSlot comes from the adapter board (set_adapters).
   Routed decide(const request::PreparedRequest& req, const upstream::EngineSet* pool = nullptr,
-                std::atomic<uint64_t>* rotation = nullptr);
+                std::atomic<uint64_t>* rotation = nullptr, std::string_view adapter = {});
 
   // Registers a cold request's prefix as being prefilled on `engine` (an empty lease when the
   // request was not cold or single-flight is off). Keep the lease until the response ends.
@@ -92,6 +95,9 @@ class Router {
   // candidate's foreign load units from `board` (null: none). Set before serving; it must
   // outlive the router.
   void set_engine_load(const upstream::EngineLoadBoard* board) { engine_load_ = board; }
+  // The engines' active LoRA adapters (route/adapter_board.h; null: adapter requests are placed
+  // as base-model ones). Set before serving; it must outlive the router.
+  void set_adapters(const AdapterBoard* board) { adapters_ = board; }
   // Session affinity as a score prior (route/session_affinity.h). Set before serving.
   void set_session_affinity(SessionAffinityConfig c) { session_ = std::move(c); }
   const SessionAffinityConfig& session_affinity() const { return session_; }
@@ -107,6 +113,7 @@ class Router {
   SingleFlight& single_flight_;
   std::unique_ptr<std::atomic<Profile>[]> profiles_;  // per slot
   const upstream::EngineLoadBoard* engine_load_ = nullptr;
+  const AdapterBoard* adapters_ = nullptr;
   SessionAffinityConfig session_;
   // ramjet_session_affinity_total{endpoint,outcome}
   // (inference endpoints only: chat, completions, responses, messages — the Endpoint enum's first four)

@@ -39,6 +39,7 @@ inline constexpr auto kCandidateTerms = std::tuple{
     Term<bool>{&CandidateTerms::eligible, "healthy", "eligible", {}, true},
     Term<bool>{&CandidateTerms::failing, "failing", "failing"},
     Term<Profile>{&CandidateTerms::profile, "profile", "profile"},
+    Term<AdapterSlot>{&CandidateTerms::adapter, "adapter", "adapter"},
     Term<double>{&CandidateTerms::score, "score", "score", "score"},
 };
 
@@ -60,6 +61,7 @@ inline CandidateState state_of(const CandidateTerms& t) {
   s.single_flight = t.single_flight;
   s.profile = t.profile;
   s.failing = t.failing;
+  s.adapter = t.adapter;
   return s;
 }
 

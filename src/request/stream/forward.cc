@@ -231,7 +231,10 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   const bool disagg = config_.disagg.enabled && is_inference(x.endpoint);
   if (disagg) candidates = role_pools(s, candidates);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
-  const route::Routed routed = router_.decide(s.prep, candidates, s.pool.rotation);
+  // A LoRA adapter request prefers engines where its adapter is active (route/adapter_board.h).
+  const std::string_view adapter =
+      s.pool.model != nullptr && s.pool.model->adapter ? std::string_view(s.pool.model->id) : std::string_view();
+  const route::Routed routed = router_.decide(s.prep, candidates, s.pool.rotation, adapter);
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {

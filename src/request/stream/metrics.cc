@@ -95,7 +95,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
     {"ramjet_route_decisions_total", MetricKind::kCounter, "outcome",
      "Routing decisions by what decided the winner: single, load, rr, overlap, profile, "
      "single_flight, spread (several routers sharing their load, RJ_PEERS: this replica's place in "
-     "a burst the replicas decide at once, not the engine that scored best)."},
+     "a burst the replicas decide at once, not the engine that scored best), adapter (a LoRA "
+     "adapter request that, without RJ_ROUTE_ADAPTER_LOAD_UNITS's charges, would have gone to "
+     "another engine: its adapter is active where it went, or a slot is free)."},
     {"ramjet_route_profile_choices_total", MetricKind::kCounter, "profile",
      "Routing decisions by the winner's declared decode profile: none, mtp, standard."},
     {"ramjet_route_single_flight_followers_total", MetricKind::kCounter, "",
