@@ -153,9 +153,10 @@ struct EngineStats {
   // waiting for their pull (counted in `waiting` too, as vLLM's waiting queue holds them).
   uint64_t external_prefix_cache_queries = 0, external_prefix_cache_hits = 0;
   uint32_t held_requests = 0, held_blocks = 0, loading = 0;
-  // With max_loras: the adapters with running requests and those with waiting ones, in
-  // first-seen order (vllm:lora_requests_info's running_lora_adapters, waiting_lora_adapters).
-  std::vector<std::string> running_loras, waiting_loras;
+  // With max_loras: the adapters with running or waiting requests (running ones first). vLLM
+  // 0.32 names every such adapter in both running_lora_adapters and waiting_lora_adapters of
+  // vllm:lora_requests_info (LoRARequestStates counts each, zeros included).
+  std::vector<std::string> loras;
 };
 
 class Engine {

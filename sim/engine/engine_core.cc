@@ -583,14 +583,14 @@ EngineStats EngineCore::stats() const {
   s.cached_blocks = pool_.num_cached();
   s.cpu_offload_blocks = cpu_ ? cpu_->capacity() : 0;
   s.cpu_cached_blocks = cpu_ ? cpu_->size() : 0;
-  if (config_.max_loras > 0) {  // vLLM's LoRARequestStates: adapters in first-seen order
-    auto add = [&s](std::vector<std::string>& names, const Request* q) {
-      if (q->ns.lora() && std::find(names.begin(), names.end(), q->ns.lora_name) == names.end()) {
-        names.push_back(q->ns.lora_name);
+  if (config_.max_loras > 0) {  // vLLM's LoRARequestStates: every adapter with a request
+    auto add = [&s](const Request* q) {
+      if (q->ns.lora() && std::find(s.loras.begin(), s.loras.end(), q->ns.lora_name) == s.loras.end()) {
+        s.loras.push_back(q->ns.lora_name);
       }
     };
-    for (const Request* q : running_) add(s.running_loras, q);
-    for (const Request* q : waiting_) add(s.waiting_loras, q);
+    for (const Request* q : running_) add(q);
+    for (const Request* q : waiting_) add(q);
   }
   return s;
 }

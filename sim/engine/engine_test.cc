@@ -137,8 +137,7 @@ TEST(Engine, MaxLorasSkipsAnotherAdaptersRequestUntilASlotDrainsAndReportsTheAda
   EngineStats st = engine.stats();
   EXPECT_EQ(st.running, 3u);
   EXPECT_EQ(st.waiting, 1u);
-  EXPECT_EQ(st.running_loras, (std::vector<std::string>{"a"}));
-  EXPECT_EQ(st.waiting_loras, (std::vector<std::string>{"b"}));
+  EXPECT_EQ(st.loras, (std::vector<std::string>{"a", "b"}));
   int r1_finished = -1, r2_first = -1;
   for (int step = 1; step < 1000 && !engine.idle(); ++step) {
     for (const auto& o : engine.step(0).outputs) {
@@ -148,16 +147,14 @@ TEST(Engine, MaxLorasSkipsAnotherAdaptersRequestUntilASlotDrainsAndReportsTheAda
   }
   EXPECT_GE(r1_finished, 0);
   EXPECT_GT(r2_first, r1_finished) << "adapter b waited for adapter a's slot";
-  st = engine.stats();
-  EXPECT_TRUE(st.running_loras.empty());
-  EXPECT_TRUE(st.waiting_loras.empty());
+  EXPECT_TRUE(engine.stats().loras.empty());
   // Without LoRA (max_loras 0) nothing waits for a slot and nothing is reported.
   EngineCore plain(tiny(), nullptr);
   ASSERT_TRUE(plain.add_request(1, seq_tokens(32, 1000), 30, a));
   ASSERT_TRUE(plain.add_request(2, seq_tokens(32, 2000), 2, b));
   plain.step(0);
   EXPECT_EQ(plain.stats().running, 2u);
-  EXPECT_TRUE(plain.stats().running_loras.empty());
+  EXPECT_TRUE(plain.stats().loras.empty());
 }
 
 TEST(Engine, FullyCachedPromptRecomputesItsLastBlockAndStoresADuplicate) {

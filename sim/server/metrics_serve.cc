@@ -122,25 +122,19 @@ std::string SimServer::metrics_text() const {
              1.0);
   }
   if (opt_.engine.max_loras > 0) {
-    // vLLM's gauge (no engine label): the adapters with running and with waiting requests, set to
-    // the time; every label set it ever had stays, with the time it was last current.
-    std::vector<std::string> running, waiting;
-    auto merge = [](std::vector<std::string>& into, const std::vector<std::string>& names) {
-      for (const auto& n : names) {
-        if (std::find(into.begin(), into.end(), n) == into.end()) into.push_back(n);
-      }
-    };
+    // vLLM 0.32's gauge (no engine label; prometheus_client's multiprocess mode writes the labels
+    // sorted): every adapter with a request named in both lists, the value the time; every label
+    // set it ever had stays, with the time it was last current.
+    std::vector<std::string> names;
     for (const auto& st : stats) {
-      merge(running, st.running_loras);
-      merge(waiting, st.waiting_loras);
+      for (const auto& n : st.loras) {
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+      }
     }
-    auto join = [](const std::vector<std::string>& names) {
-      std::string out;
-      for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
-      return out;
-    };
-    const std::string set = "max_lora=\"" + std::to_string(opt_.engine.max_loras) + "\",waiting_lora_adapters=\"" +
-                            join(waiting) + "\",running_lora_adapters=\"" + join(running) + "\"";
+    std::string joined;
+    for (const auto& n : names) joined += (joined.empty() ? "" : ",") + n;
+    const std::string set = "max_lora=\"" + std::to_string(opt_.engine.max_loras) + "\",running_lora_adapters=\"" +
+                            joined + "\",waiting_lora_adapters=\"" + joined + "\"";
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::lock_guard lock(lora_mu_);
     lora_series_[set] = now;
