@@ -96,7 +96,7 @@ const std::vector<Opt>& table() {
          if (o.engines.empty()) return "expects a comma-separated list of URLs";
          return std::nullopt;
        }},
-      {"model", "NAME", "first id of GET /v1/models", "model name sent in every request",
+      {"model", "NAME", "first id of GET /v1/models", "model name sent in every request; a comma list: the k-th conversation sends the (k mod n)-th (LoRA adapters)",
        str_field(&Options::model)},
       // workload
       {"workload", "KIND", "shared-prefix", "shared-prefix | unique | trace",

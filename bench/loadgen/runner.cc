@@ -175,7 +175,7 @@ class Runner {
   IoThreads pool_;
   std::vector<std::unique_ptr<ThreadState>> ts_;
   bool oracle_;
-  std::string model_json_;
+  std::vector<std::string> model_jsons_;  // --model: one, or a comma list picked per conversation
   std::vector<StepReport> steps_;
   std::string fatal_;
   bool progress_tty_ = false;
@@ -218,7 +218,10 @@ asio::awaitable<size_t> Runner::oracle_pick(ThreadState& ts, const WorkRequest& 
 asio::awaitable<bool> Runner::one_request(ThreadState& ts, Step& st, WorkRequest req) {
   size_t target = 0;
   if (oracle_) target = co_await oracle_pick(ts, req);
-  const std::string body = chat_body(model_json_, req, o_.stream, o_.ignore_eos);
+  // Several models (a base model's LoRA adapters, say): a conversation keeps one, the k-th
+  // conversation the (k mod n)-th.
+  const std::string& model_json = model_jsons_[req.session % model_jsons_.size()];
+  const std::string body = chat_body(model_json, req, o_.stream, o_.ignore_eos);
   const std::string head = post_head(ts.client.url(target), "/v1/chat/completions", body.size(), o_.stream);
   const auto begin = Clock::now();
   ChatSink sink(req.wants_answer, begin);
@@ -376,7 +379,12 @@ asio::awaitable<void> Runner::controller() {
     }
     if (!o_.quiet) std::fprintf(stderr, "ramjet-bench: model %s\n", model.c_str());
   }
-  append_json_string(model_json_, model);
+  for (std::string_view rest = model; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    if (comma != 0) append_json_string(model_jsons_.emplace_back(), rest.substr(0, comma));
+    rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+  }
+  if (model_jsons_.empty()) append_json_string(model_jsons_.emplace_back(), model);
 
   const std::string shape = o_.shape();
   std::vector<double> ladder;

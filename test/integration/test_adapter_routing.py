@@ -84,7 +84,7 @@ def test_an_adapter_request_goes_where_its_adapter_is_active(sims, ramjet_factor
         busy = dict(stream.headers)["X-Ramjet-Upstream"]
         other = "1" if busy == "0" else "0"
         poll(lambda: active_adapters(sims[int(busy)]) == "sql", 10, what="the busy engine reports sql active")
-        time.sleep(3 * SCRAPE_MS / 1000)  # ramjet's scrape reads it
+        time.sleep(5 * SCRAPE_MS / 1000)  # ramjet's scrape reads it
 
         # sql follows its active adapter onto the busier engine; law avoids the full one.
         assert [short(rj, "sql", f"s{i}") for i in range(4)] == [busy] * 4

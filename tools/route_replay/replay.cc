@@ -121,7 +121,8 @@ Read read_term(const json::value* v, route::AdapterSlot& out) {
   auto s = as_str(v);
   if (!s) return Read::kMissing;
   for (route::AdapterSlot a :
-       {route::AdapterSlot::kNone, route::AdapterSlot::kActive, route::AdapterSlot::kFree, route::AdapterSlot::kFull}) {
+       {route::AdapterSlot::kNone, route::AdapterSlot::kActive, route::AdapterSlot::kFree, route::AdapterSlot::kFull,
+        route::AdapterSlot::kUnknown}) {
     if (route::adapter_slot_label(a) == *s) {
       out = a;
       return Read::kOk;

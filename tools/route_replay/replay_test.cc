@@ -93,6 +93,10 @@ RandomCase random_case(std::mt19937_64& rng) {
     e.profile = static_cast<Profile>(uniform(0, 2));
   }
   c.snapshot = fleet(engines);
+  // A LoRA adapter request now and then: each engine's adapter slot (route/policy.h AdapterSlot).
+  if (uniform(0, 2) == 0) {
+    for (route::CandidateState& s : c.snapshot.candidates) s.adapter = static_cast<route::AdapterSlot>(uniform(0, 4));
+  }
   const request::Endpoint endpoints[] = {request::Endpoint::kChat, request::Endpoint::kCompletions,
                                          request::Endpoint::kResponses,
                                          request::Endpoint::kMessages, request::Endpoint::kOther};
@@ -119,10 +123,12 @@ TEST(RouteReplay, ReplayingAJournalOfTheRealPoliciesAgreesWithEveryRecordedChoic
   odd.max_overlap_blocks = 16;
   odd.load_unit_bytes = 8192;
   odd.max_load_units = 5;
+  odd.adapter_load_units = 3;
   std::vector<std::unique_ptr<route::Policy>> policies;
   policies.push_back(route::make_policy("prefix", route::RouteConfig{}));
   policies.push_back(route::make_policy("prefix", odd));
   policies.push_back(route::make_policy("load", route::RouteConfig{}));
+  policies.push_back(route::make_policy("load", odd));
   policies.push_back(route::make_policy("round_robin", route::RouteConfig{}));
 
   const auto path = temp_file("roundtrip");
@@ -134,7 +140,7 @@ TEST(RouteReplay, ReplayingAJournalOfTheRealPoliciesAgreesWithEveryRecordedChoic
     ASSERT_NE(journal, nullptr) << error;
     for (size_t i = 0; i < kDecisions; ++i) {
       // Mostly the prefix policy, which has the most terms to get right.
-      route::Policy& policy = *policies[i % 8 < 5 ? i % 2 : 2 + i % 2];
+      route::Policy& policy = *policies[i % 8 < 5 ? i % 2 : 2 + i % 3];
       const RandomCase c = random_case(rng);
       const route::Decision d = policy.decide(c.req, c.snapshot, c.rotation);
       const uint64_t seq = journal->next_seq();

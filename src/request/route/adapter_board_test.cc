@@ -42,6 +42,8 @@ TEST(AdapterCharge, NothingWhereActiveOrUnknownUnitsForAFreeSlotTwiceWhenFull) {
   EXPECT_EQ(adapter_charge(AdapterSlot::kFree, 3), 3u);
   EXPECT_EQ(adapter_charge(AdapterSlot::kFull, 3), 6u);
   EXPECT_EQ(adapter_charge(AdapterSlot::kFull, 0), 0u);
+  EXPECT_EQ(adapter_charge(AdapterSlot::kUnknown, 3), 3u);  // not assumed to hold it
+  EXPECT_EQ(adapter_slot_label(AdapterSlot::kUnknown), "unknown");
 }
 
 FleetSnapshot fleet(const std::vector<std::pair<int64_t, AdapterSlot>>& engines, uint32_t overlap0 = 0) {

@@ -46,6 +46,7 @@ std::string_view adapter_slot_label(AdapterSlot a) {
     case AdapterSlot::kActive: return "active";
     case AdapterSlot::kFree: return "free";
     case AdapterSlot::kFull: return "full";
+    case AdapterSlot::kUnknown: return "unknown";
   }
   return "none";
 }

@@ -29,10 +29,12 @@ std::string_view profile_label(Profile p);  // none|mtp|standard
 // vllm:lora_requests_info): kActive, the engine runs or queues requests of that adapter (its
 // weights are loaded); kFree, it does not, but fewer adapters than its max_loras are active, so
 // the adapter loads into a free slot; kFull, max_loras other adapters are active: vLLM schedules
-// the request only when one of them has no running request left (and loads it then). kNone: not
-// an adapter request, or the engine reports no adapter state (no LoRA, no scrape, stale).
-enum class AdapterSlot : uint8_t { kNone, kActive, kFree, kFull };
-std::string_view adapter_slot_label(AdapterSlot a);  // none|active|free|full
+// the request only when one of them has no running request left (and loads it then). kUnknown:
+// the engine reports no adapter state (no LoRA gauge yet, a failed or stale scrape) while another
+// candidate does: charged as a free slot (nothing says the adapter is loaded there). kNone: not an
+// adapter request, or no candidate reports adapter state (no charge anywhere).
+enum class AdapterSlot : uint8_t { kNone, kActive, kFree, kFull, kUnknown };
+std::string_view adapter_slot_label(AdapterSlot a);  // none|active|free|full|unknown
 
 struct CandidateState {
   size_t ordinal = 0;
@@ -131,12 +133,14 @@ struct RouteConfig {
 };
 
 // The load units an engine is charged for a LoRA adapter request (prefix and load policies):
-// none where the adapter is active (or nothing is known), `units` where it must be loaded into a
-// free slot, twice that where every slot is taken by other adapters (the request waits for one
-// to drain, then evicts it). A score term, not a pin: enough load elsewhere still wins.
+// none where the adapter is active (or nothing is known of any candidate), `units` where it must
+// be loaded into a free slot (or its state is unknown), twice that where every slot is taken by
+// other adapters (the request waits for one to drain, then evicts it). A score term, not a pin:
+// enough load elsewhere still wins.
 inline uint32_t adapter_charge(AdapterSlot a, uint32_t units) {
   switch (a) {
-    case AdapterSlot::kFree: return units;
+    case AdapterSlot::kFree:
+    case AdapterSlot::kUnknown: return units;
     case AdapterSlot::kFull: return 2 * units;
     default: return 0;
   }

@@ -86,7 +86,7 @@ class PrefixLoadPolicy final : public Policy {
     };
     d.rotated = rank_with_rotation(d.ranked, rotation, key);
     d.fail_open = n > 0 && !d.ranked.front().eligible;
-    d.outcome = outcome(d.ranked, wanted, config_.alpha, config_.adapter_load_units);
+    d.outcome = outcome(d.ranked, wanted, config_.alpha);
     d.routers = fleet.routers;
     d.spread_place = fleet.spread_place;
     d.spread_tie = fleet.spread_tie;
@@ -115,13 +115,13 @@ class PrefixLoadPolicy final : public Policy {
   // decided against the others), and `single_flight` when the winner was chosen for blocks its
   // leader is still prefilling. `load` considers only candidates of the winner's eligibility: a
   // fenced engine's score decided nothing.
-  static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted, double alpha, uint32_t units) {
+  static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted, double alpha) {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
     // `adapter` when a candidate of the winner's standing would have scored higher without the
     // adapter charges.
     auto uncharged = [&](const CandidateTerms& c) {
-      return c.score + alpha * static_cast<double>(adapter_charge(c.adapter, units));
+      return static_cast<double>(c.affinity) - alpha * static_cast<double>(c.total_load());
     };
     const bool adapter_decided = std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
       return c.eligible == w.eligible && c.failing == w.failing && uncharged(c) > uncharged(w);

@@ -31,7 +31,16 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
   if (!adapter.empty() && adapters_ != nullptr) [[unlikely]] {
     const int64_t now = SteadyClock::instance().now_ms();
-    for (CandidateState& c : snap.candidates) c.adapter = adapters_->slot(c.ordinal, adapter, now);
+    bool known = false;
+    for (CandidateState& c : snap.candidates) {
+      c.adapter = adapters_->slot(c.ordinal, adapter, now);
+      known = known || c.adapter != AdapterSlot::kNone;
+    }
+    if (known) {  // an engine that says nothing is not assumed to hold the adapter
+      for (CandidateState& c : snap.candidates) {
+        if (c.adapter == AdapterSlot::kNone) c.adapter = AdapterSlot::kUnknown;
+      }
+    }
   }
   if (engine_load_ != nullptr && engine_load_->enabled()) {
     const int64_t now = engine_load_->now_ms();

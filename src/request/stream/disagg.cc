@@ -112,7 +112,8 @@ asio::awaitable<bool> Proxy::disaggregate(Session& s, Exchange& x, const route::
     choice = DisaggChoice::kPrefillBusy;
   }
   if (choice == DisaggChoice::kRemote) {
-    s.prefill_routed = router_.decide(s.prep, &s.prefill_set);
+    // (the prefill engine loads the adapter too)
+    s.prefill_routed = router_.decide(s.prep, &s.prefill_set, nullptr, s.adapter());
     x.prefill_routed = &s.prefill_routed;
     const route::Decision& pd = s.prefill_routed.decision;
     const std::vector<route::CandidateTerms> order = pd.dispatch_order();

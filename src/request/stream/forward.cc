@@ -194,10 +194,9 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   if (is_inference(x.endpoint)) {
     // A LoRA adapter's or a salted request's prompt is cached apart from everyone else's (vLLM
     // hashes both into its blocks): its fingerprints credit its own namespace's history only.
-    const bool adapter = s.pool.model != nullptr && s.pool.model->adapter;
-    if (adapter || !s.prep.cache_salt.empty()) [[unlikely]] {
-      request::namespace_fingerprints(s.prep.fingerprints, adapter ? std::string_view(s.pool.model->id) : "",
-                                      s.prep.cache_salt);
+    const std::string_view adapter = s.adapter();
+    if (!adapter.empty() || !s.prep.cache_salt.empty()) [[unlikely]] {
+      request::namespace_fingerprints(s.prep.fingerprints, adapter, s.prep.cache_salt);
     }
   }
   read_session_header(s.req.fields, s.prep.session);
@@ -232,9 +231,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   if (disagg) candidates = role_pools(s, candidates);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
   // A LoRA adapter request prefers engines where its adapter is active (route/adapter_board.h).
-  const std::string_view adapter =
-      s.pool.model != nullptr && s.pool.model->adapter ? std::string_view(s.pool.model->id) : std::string_view();
-  const route::Routed routed = router_.decide(s.prep, candidates, s.pool.rotation, adapter);
+  const route::Routed routed = router_.decide(s.prep, candidates, s.pool.rotation, s.adapter());
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {

@@ -143,6 +143,10 @@ struct Proxy::Session {
   // rotation), and the snapshot that owns them.
   std::shared_ptr<const upstream::ModelPools> pools;
   upstream::ModelPools::Pick pool;
+  // The LoRA adapter the request's model names (empty: a base model), for the router's adapter term.
+  std::string_view adapter() const {
+    return pool.model != nullptr && pool.model->adapter ? std::string_view(pool.model->id) : std::string_view();
+  }
   // The waiting room's place (RJ_ADMISSION_*): held from admission until the engine's
   // reservation counts the request; the engines with room it may be placed on.
   Admission::Ticket admission;
