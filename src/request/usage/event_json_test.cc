@@ -271,6 +271,26 @@ void expect_same_reading(const std::string& doc, size_t* accepted) {
   }
 }
 
+TEST(EventJson, NumbersAtTheEdgesAndLargeDocumentsReadAsTheReference) {
+  size_t accepted = 0;
+  for (const char* count : {"1e-310", "1e-400", "-0", "-0.0", "12.0", "1.8446744073709552e19", "18446744073709551615",
+                            "4.9e-324", "1E2", "0.5"}) {
+    expect_same_reading(std::string(R"({"choices":[{"finish_reason":"st\u006fp","delta":{"content":"x"}}],)") +
+                            R"("usage":{"prompt_tokens":)" + count + R"(,"completion_tokens":)" + count +
+                            R"(,"prompt_tokens_details":{"cached_tokens":)" + count + "}}}",
+                        &accepted);
+  }
+  EXPECT_EQ(accepted, 10u);
+  // More entries than the per-thread tape keeps (4096): it grows, then frees them; a small
+  // document after it reads as before.
+  std::string big = R"({"pad":[)";
+  for (int i = 0; i < 20000; ++i) big += (i ? "," : "") + std::to_string(i);
+  big += R"(],"s":")" + std::string(70000, 'a') + R"(\n","usage":{"prompt_tokens":7,"completion_tokens":3}})";
+  expect_same_reading(big, &accepted);
+  expect_same_reading(R"({"usage":{"prompt_tokens":1}})", &accepted);
+  EXPECT_EQ(accepted, 12u);
+}
+
 TEST(EventJson, ReadsEveryDocumentAsTheSimdjsonReference) {
   std::mt19937_64 rng(20261206);
   size_t accepted = 0;
