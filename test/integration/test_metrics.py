@@ -150,7 +150,7 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     # Closed sets are complete before the first request.
     m0 = Metrics(before)
     assert labelsets(m0, "ramjet_route_decisions_total", "outcome") == {
-        ("single",), ("load",), ("rr",), ("overlap",), ("profile",), ("single_flight",), ("spread",)}
+        ("single",), ("load",), ("rr",), ("overlap",), ("profile",), ("single_flight",), ("spread",), ("adapter",)}
     assert labelsets(m0, "ramjet_route_profile_choices_total", "profile") == {("none",), ("mtp",), ("standard",)}
     assert labelsets(m0, "ramjet_upstream_requests_total", "upstream", "class") == {
         (u, c) for u in ("0", "1") for c in ("1xx", "2xx", "3xx", "4xx", "5xx")}
