@@ -68,11 +68,7 @@ run() {  # run LABEL REPEAT
 }
 
 read -r -a labels <<<"$LABELS"
-for ((rep = 1; rep <= REPEATS; rep++)); do
-  order=("${labels[@]}")
-  if ((rep % 2 == 0)); then order=(); for ((k = ${#labels[@]} - 1; k >= 0; k--)); do order+=("${labels[k]}"); done; fi
-  for label in "${order[@]}"; do run "$label" "$rep"; done
-done
+run_alternating "${labels[@]}"
 
 median_table adapters label "# LoRA adapters as a score term (issue 29): RJ_ROUTE_ADAPTER_LOAD_UNITS" \
   "commit $COMMIT; $ENGINES ramjet-sim $PRESET at ${SPEED}x (KV pool ${KV_BLOCKS:-full} blocks), each serving $ADAPTERS LoRA adapters with --max-loras $MAX_LORAS; workload: ramjet-bench shared-prefix, $APPS app(s) x $PREFIX_KIB KiB system prompt, $TURNS turns, $USER_WORDS user words, max_tokens $MAX_TOKENS, concurrency $CONCURRENCY, each conversation on one of the $ADAPTERS adapters, ${DURATION}s; $REPEATS repeat(s), medians" \

@@ -163,6 +163,17 @@ reset_prefix_caches() {
   done
 }
 
+# run_alternating LABEL...: calls `run LABEL REPEAT` for each label, $REPEATS times, the label
+# order reversed on every second repeat (a drift in the machine's load favours no label).
+run_alternating() {
+  local rep k label order
+  for ((rep = 1; rep <= REPEATS; rep++)); do
+    order=("$@")
+    if ((rep % 2 == 0)); then order=(); for ((k = $#; k >= 1; k--)); do order+=("${!k}"); done; fi
+    for label in "${order[@]}"; do run "$label" "$rep"; done
+  done
+}
+
 # median_table NAME COLUMN HEADING DESCRIPTION LABEL...: each label's medians over $REPEATS runs
 # ($WORK/<label>-<repeat>.json, ramjet-bench's JSON) as one Markdown table against the first label,
 # printed and written to $RESULTS_DIR/NAME-<UTC>.md.

@@ -103,11 +103,7 @@ run() {  # run LABEL REPEAT
 }
 
 read -r -a labels <<<"$LABELS"
-for ((rep = 1; rep <= REPEATS; rep++)); do
-  order=("${labels[@]}")
-  if ((rep % 2 == 0)); then order=(); for ((k = ${#labels[@]} - 1; k >= 0; k--)); do order+=("${labels[k]}"); done; fi
-  for label in "${order[@]}"; do run "$label" "$rep"; done
-done
+run_alternating "${labels[@]}"
 
 heading="# Scoring terms (issue 29): credit basis (RJ_ROUTE_CREDIT_BASIS) and fingerprint horizon (RJ_ROUTE_HORIZON)"
 pool="KV pool ${KV_BLOCKS:-full} blocks"
