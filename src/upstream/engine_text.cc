@@ -59,6 +59,16 @@ std::optional<double> csv_number(std::string_view s) {
   return v;
 }
 
+// A label's value as a whole number (digits only), or nullopt (absent, empty, signed, other text).
+std::optional<uint64_t> whole_label(const metrics::PromLabel* l) {
+  if (l == nullptr) return std::nullopt;
+  uint64_t v = 0;
+  const char* end = l->value.data() + l->value.size();
+  const auto [p, ec] = std::from_chars(l->value.data(), end, v);
+  if (ec != std::errc() || p != end) return std::nullopt;
+  return v;
+}
+
 int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -81,12 +91,8 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
   metrics::PromTextResult r = metrics::parse_prom_text(text, limits, [&](const metrics::PromSample& s) {
     if (s.name.starts_with("vllm:")) {
       if (s.name == "vllm:num_requests_running") {  // every rank's series: how many ranks there are
-        uint32_t k = 0;
-        const metrics::PromLabel* engine = s.label("engine");
-        if (engine != nullptr) {
-          const char* end = engine->value.data() + engine->value.size();
-          const auto [p, ec] = std::from_chars(engine->value.data(), end, k);
-          if (ec == std::errc() && p == end && k < 1024) ranks = std::max(ranks.value_or(0), k + 1);
+        if (const auto k = whole_label(s.label("engine")); k && *k < 1024) {
+          ranks = std::max(ranks.value_or(0), static_cast<uint32_t>(*k) + 1);
         }
       }
       if (rank) {
@@ -95,14 +101,10 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
       }
       if (s.name == "vllm:lora_requests_info") {  // the label set with the latest time
         if (!std::isfinite(s.value) || (lora_at && s.value <= *lora_at)) return;
-        const metrics::PromLabel* max = s.label("max_lora");
-        uint32_t m = 0;
-        if (max == nullptr) return;
-        const char* end = max->value.data() + max->value.size();
-        const auto [p, ec] = std::from_chars(max->value.data(), end, m);
-        if (ec != std::errc() || p != end || m > 4096) return;
+        const auto m = whole_label(s.label("max_lora"));
+        if (!m || *m > 4096) return;
         EngineSample::Lora l;
-        l.max_loras = m;
+        l.max_loras = static_cast<uint32_t>(*m);
         for (const char* key : {"running_lora_adapters", "waiting_lora_adapters"}) {
           const metrics::PromLabel* names = s.label(key);
           if (names == nullptr) continue;
@@ -119,17 +121,10 @@ metrics::PromTextResult read_engine_metrics(std::string_view text, const metrics
         return;
       }
       if (s.name == "vllm:cache_config_info") {  // an info gauge: the numbers are labels
-        const metrics::PromLabel* blocks = s.label("num_gpu_blocks");
-        const metrics::PromLabel* size = s.label("block_size");
-        auto whole = [](const metrics::PromLabel* l, uint64_t& v) {
-          if (l == nullptr) return false;
-          const char* end = l->value.data() + l->value.size();
-          const auto [p, ec] = std::from_chars(l->value.data(), end, v);
-          return ec == std::errc() && p == end;
-        };
-        uint64_t b = 0, k = 0;
-        if (whole(blocks, b) && whole(size, k) && b > 0 && k > 0 && b < (uint64_t{1} << 40) && k < (uint64_t{1} << 20)) {
-          capacity = static_cast<double>(b) * static_cast<double>(k);
+        const auto b = whole_label(s.label("num_gpu_blocks"));
+        const auto k = whole_label(s.label("block_size"));
+        if (b && k && *b > 0 && *k > 0 && *b < (uint64_t{1} << 40) && *k < (uint64_t{1} << 20)) {
+          capacity = static_cast<double>(*b) * static_cast<double>(*k);
         }
         return;
       }
