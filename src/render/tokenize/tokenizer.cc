@@ -147,31 +147,9 @@ std::string utf8_lossy(std::string_view s) {
       ++i;
       continue;
     }
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
-    if (len == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
     size_t k = 1;
-    for (; k < len && i + k < s.size(); ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-      if (d < l || d > h) break;
-    }
-    if (k == len) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    if (const size_t len = utf8_sequence(p + i, p + s.size(), &k)) {
       out.append(s.substr(i, len));
       i += len;
     } else {

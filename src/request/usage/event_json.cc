@@ -6,6 +6,7 @@
 #include <limits>
 #include <system_error>
 
+#include "common/hex.h"
 #include "common/utf8.h"
 
 #if defined(__SSE2__)
@@ -26,39 +27,15 @@ bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Four hex digits at p (p + 4 <= end checked by the caller), or -1.
 int32_t hex4(const char* p) {
   int32_t v = 0;
   for (int k = 0; k < 4; ++k) {
-    const int d = hex_digit(p[k]);
+    const int d = hex_value(p[k]);
     if (d < 0) return -1;
     v = v << 4 | d;
   }
   return v;
-}
-
-// One UTF-8 sequence whose lead byte (>= 0x80) is at p: its length, or 0 when it is not a
-// well-formed sequence (overlong forms, surrogates and code points past U+10FFFF included).
-size_t utf8_sequence(const unsigned char* p, const unsigned char* end) {
-  const unsigned char c = p[0];
-  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return p + k < end && p[k] >= lo && p[k] <= hi;
-  };
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
 }
 
 // A backslash escape at p (p[0] == '\\'): its length (2, 6 or 12 with a surrogate pair), or 0
@@ -193,7 +170,8 @@ bool overflows(std::string_view s) {
     } else if (c < 0x20) {
       return false;  // simdjson: unescaped control character
     } else {
-      const size_t n = utf8_sequence(reinterpret_cast<const unsigned char*>(p), reinterpret_cast<const unsigned char*>(end));
+      const size_t n = ramjet::utf8_sequence(reinterpret_cast<const unsigned char*>(p),
+                                             reinterpret_cast<const unsigned char*>(end));
       if (n == 0) return false;
       p += n;
     }
