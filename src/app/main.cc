@@ -139,6 +139,7 @@ route::RouteConfig route_config(const config::Config& cfg) {
   rc.chunk_bytes = cfg.route_chunk_bytes;
   rc.short_max_tokens = cfg.profile_short_max_tokens;
   rc.adapter_load_units = cfg.route_adapter_load_units;
+  rc.decode_cost = cfg.route_decode_cost;
   return rc;
 }
 
@@ -489,6 +490,8 @@ int main(int argc, char** argv) {
   // the engine scrape writes the board; a reading three scrapes old says nothing).
   route::AdapterBoard adapters(fleet.size(), 3 * std::max<int64_t>(1000, cfg.engine_scrape_interval_ms));
   router.set_adapters(&adapters);
+  route::DecodeCost decode_cost(fleet.size());
+  if (cfg.route_decode_cost) router.set_decode_cost(&decode_cost);
   router.set_session_affinity(route::SessionAffinityConfig{
       .mode = cfg.session_affinity_mode == "on"       ? route::SessionAffinityMode::kOn
               : cfg.session_affinity_mode == "shadow" ? route::SessionAffinityMode::kShadow
@@ -652,6 +655,8 @@ int main(int argc, char** argv) {
   request::ExactPredictions exact_predictions(predictions, &late_check);
   request::TokenizeBudgetLearning tokenize_budget_learning(tokenize_budget);
   proxy.add_observer(&tokenize_budget_learning);  // also each request's first-byte budget
+  request::DecodeCostLearning decode_cost_learning(decode_cost, tokenize_budget, fleet, clock);
+  if (cfg.route_decode_cost) proxy.add_observer(&decode_cost_learning);
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;
   if (cfg.route_journal) {
@@ -752,6 +757,7 @@ int main(int argc, char** argv) {
               [&](size_t slot, const upstream::Listed& l) {
                 index.clear(slot);
                 predictions.reset(slot);
+                decode_cost.forget(slot);
                 kv.set_rank(slot, l.dp_rank);
                 membership_changed(slot, l);
               },
@@ -765,6 +771,7 @@ int main(int argc, char** argv) {
                   asio::post(io.at(t), [&pools, t, slot] { pools.at(t, slot).clear(); });
                 }
                 predictions.reset(slot);
+                decode_cost.forget(slot);
                 engine_scraper.forget(slot);
                 engine_load.forget(slot);
                 catalog->set_discover(slot, false);
@@ -786,6 +793,7 @@ int main(int argc, char** argv) {
   registry.add([&](metrics::Exposition& x) { proxy.metrics().write(x); });
   registry.add([&](metrics::Exposition& x) { fleet.write_metrics(x); });
   registry.add([&](metrics::Exposition& x) { router.write_metrics(x); });
+  if (cfg.route_decode_cost) registry.add([&](metrics::Exposition& x) { decode_cost.write_metrics(x); });
   if (engines_change) registry.add([&](metrics::Exposition& x) { membership.write_metrics(x); });
   if (!cfg.upstream_dns.empty()) registry.add([&](metrics::Exposition& x) { dns.write_metrics(x); });
   if (journal) registry.add([&](metrics::Exposition& x) { journal->write_metrics(x); });

@@ -171,6 +171,7 @@ struct Config {
   uint64_t route_load_unit_bytes = 32768;  // RJ_ROUTE_LOAD_UNIT_BYTES (1..2^31)
   uint32_t route_max_load_units = 8;       // RJ_ROUTE_MAX_LOAD_UNITS (1..1024)
   uint32_t route_adapter_load_units = 2;   // RJ_ROUTE_ADAPTER_LOAD_UNITS (0..1024)
+  bool route_decode_cost = false;          // RJ_ROUTE_DECODE_COST
   bool route_phase_aware_load = true;      // RJ_ROUTE_PHASE_AWARE_LOAD
   bool route_single_flight = true;         // RJ_ROUTE_SINGLE_FLIGHT
   bool route_engine_load = true;           // RJ_ROUTE_ENGINE_LOAD: other routers' load counts

@@ -665,6 +665,22 @@ const std::array kOptions = {
                   "adapter-blind (bench/adapters.sh: 8 adapters, 2 slots per engine: 1.58x output "
                   "tokens/s and TTFT p95 0.06x against 0).",
            .field = &Config::route_adapter_load_units},
+    Option{.env = "RJ_ROUTE_DECODE_COST",
+           .flag = "--route-decode-cost",
+           .type = Type::kBool,
+           .default_text = "false",
+           .doc = "Prefix policy: charge each engine the time the request's output would take to decode "
+                  "there beyond the fastest engine's, in blocks of prefill time (a block of cache credit is "
+                  "worth the prefill it saves), so cache, load and decode speed are weighed as one expected "
+                  "time to serve. Nothing is configured per engine: each engine's time per output token "
+                  "against its in-flight requests is fitted from the streamed responses relayed from it, a "
+                  "request's expected output is its max_tokens times the share of their limit responses used "
+                  "(the mean output without a limit), and the prefill speed is learned as for "
+                  "RJ_EXACT_ROUTE_BUDGET_SHARE. Differences within 10 % of the fastest engine are left to the "
+                  "load term; nothing is charged until every serving engine has a fit. For fleets whose "
+                  "engines decode at different speeds (speculative MTP engines beside standard ones, mixed "
+                  "GPUs); RJ_UPSTREAM_PROFILES is not needed with it. Read at startup.",
+           .field = &Config::route_decode_cost},
     Option{.env = "RJ_ROUTE_PHASE_AWARE_LOAD",
            .flag = "--route-phase-aware-load",
            .type = Type::kBool,

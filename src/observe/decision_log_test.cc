@@ -99,7 +99,7 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
   for (const auto& kv : c) keys.emplace(kv.key());
   EXPECT_EQ(keys, (std::set<std::string>{"ordinal", "eligible", "failing", "overlap", "single_flight",
                                          "session_bonus", "affinity", "load_units", "request_load_units",
-                                         "foreign_load_units", "score", "profile", "adapter"}));
+                                         "foreign_load_units", "score", "profile", "adapter", "decode_charge"}));
   EXPECT_EQ(c.at("adapter").as_string(), "none");
   EXPECT_EQ(v.at("total").as_int64(), 1);
   EXPECT_EQ(v.at("capacity").as_int64(), 8);

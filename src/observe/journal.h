@@ -32,7 +32,7 @@
 
 namespace ramjet::observe {
 
-inline constexpr int kJournalVersion = 17;
+inline constexpr int kJournalVersion = 18;
 
 struct JournalConfig {
   bool enabled = false;                 // RJ_ROUTE_JOURNAL (the caller skips open() when false)

@@ -137,7 +137,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   }
   EXPECT_EQ(o.size(), 32u) << "no key beyond the documented schema";
   EXPECT_EQ(o.at("credit_basis").as_string(), "absolute");
-  EXPECT_EQ(o.at("v").as_int64(), 17);
+  EXPECT_EQ(o.at("v").as_int64(), 18);
   EXPECT_EQ(o.at("event").as_string(), "start");
   EXPECT_EQ(o.at("seq").as_int64(), 42);
   EXPECT_EQ(o.at("unix_ms").as_int64(), 1700000000123);
@@ -170,8 +170,9 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
   for (size_t rank = 0; rank < cands.size(); ++rank) {
     const json::object& c = cands[rank].as_object();
     const route::CandidateTerms& t = fx.decision.ranked[rank];
-    EXPECT_EQ(c.size(), 14u);
+    EXPECT_EQ(c.size(), 15u);
     EXPECT_EQ(c.at("adapter").as_string(), route::adapter_slot_label(t.adapter));
+    EXPECT_EQ(c.at("decode_charge_blocks").as_double(), t.decode_charge);
     EXPECT_EQ(c.at("session_bonus_blocks").as_int64(), t.session_bonus);
     EXPECT_EQ(c.at("upstream").as_int64(), static_cast<int64_t>(t.ordinal));
     EXPECT_EQ(c.at("rank").as_int64(), static_cast<int64_t>(rank));
@@ -532,7 +533,7 @@ TEST(Journal, StderrModeWritesPlainJsonLines) {
   ASSERT_EQ(lines.size(), 2u) << err;
   EXPECT_EQ(json::parse(lines[0]).as_object().at("event").as_string(), "start");
   EXPECT_EQ(json::parse(lines[1]).as_object().at("event").as_string(), "finish");
-  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 17);
+  EXPECT_EQ(json::parse(lines[1]).as_object().at("v").as_int64(), 18);
 }
 
 }  // namespace

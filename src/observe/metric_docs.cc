@@ -94,6 +94,8 @@ std::vector<MetricSection> metric_sections() {
        "ramjet_upstream_foreign_load_units with RJ_ROUTE_ENGINE_LOAD on, the default; "
        "ramjet_session_affinity_total with RJ_SESSION_AFFINITY_MODE on or shadow)",
        route::route_families()},
+      {"Decode cost", "route::DecodeCost::write_metrics (src/request/route/decode_cost.cc)",
+       "when RJ_ROUTE_DECODE_COST is on (per engine once it has a fit)", route::decode_cost_families()},
       {"Engine scrape", "upstream::EngineScraper::write_metrics (src/upstream/engine_scrape.cc)",
        "when RJ_ENGINE_SCRAPE_INTERVAL_MS is not 0 (the default is 500)", upstream::engine_families()},
       {"Local tokenization",

@@ -92,7 +92,7 @@ def test_api_state_series_decisions(sims, ramjet_factory):
     assert first["endpoint"] == "chat" and first["policy"] == "prefix" and first["chosen"] in (0, 1)
     assert set(first["candidates"][0]) == {"ordinal", "eligible", "failing", "overlap", "single_flight",
                                            "session_bonus", "affinity", "load_units", "request_load_units",
-                                           "foreign_load_units", "score", "profile", "adapter"}
+                                           "foreign_load_units", "score", "profile", "adapter", "decode_charge"}
     # The repeated system prompt is held by the engine that served it: overlap shows in the terms.
     assert any(c["overlap"] > 0 for x in d["decisions"] for c in x["candidates"])
 

@@ -63,7 +63,7 @@ def test_journal_records_every_decision_without_prompt_bytes_and_replays_exactly
     assert len(starts) == n and len(finishes) == n, (len(starts), len(finishes))
     assert sorted(r["seq"] for r in starts) == sorted(r["seq"] for r in finishes) == list(range(1, n + 1))
     for s in starts:
-        assert s["v"] == 17 and s["policy"] == "prefix" and s["endpoint"] == "chat"
+        assert s["v"] == 18 and s["policy"] == "prefix" and s["endpoint"] == "chat"
         assert s["exact_outcome"] is None and s["predicted_cached_tokens"] is None, "no KV events: not asked"
         assert len(s["candidates"]) == 3
         assert s["chosen"] == s["candidates"][0]["upstream"]
@@ -141,7 +141,7 @@ def test_exact_routing_journals_its_outcome_and_the_predicted_tokens(ramjet_fact
         finishes = {r["seq"]: r for r in recs if r["event"] == "finish"}
         assert len(starts) == 3 and len(finishes) == 3, recs
         for s, receipt in zip(starts[:2], receipts):
-            assert s["v"] == 17 and s["exact_outcome"] == "exact", s
+            assert s["v"] == 18 and s["exact_outcome"] == "exact", s
             assert receipt == f"exact; predicted_cached_tokens={s['predicted_cached_tokens']}", (receipt, s)
         # The second placement predicted the prompt resident where the first left it, and the
         # engine's own count agrees (less the block a fully cached prompt recomputes).

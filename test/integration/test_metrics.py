@@ -150,7 +150,7 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     # Closed sets are complete before the first request.
     m0 = Metrics(before)
     assert labelsets(m0, "ramjet_route_decisions_total", "outcome") == {
-        ("single",), ("load",), ("rr",), ("overlap",), ("profile",), ("single_flight",), ("spread",), ("adapter",)}
+        ("single",), ("load",), ("rr",), ("overlap",), ("profile",), ("single_flight",), ("spread",), ("adapter",), ("decode",)}
     assert labelsets(m0, "ramjet_route_profile_choices_total", "profile") == {("none",), ("mtp",), ("standard",)}
     assert labelsets(m0, "ramjet_upstream_requests_total", "upstream", "class") == {
         (u, c) for u in ("0", "1") for c in ("1xx", "2xx", "3xx", "4xx", "5xx")}
@@ -181,12 +181,13 @@ def test_metrics_parse_and_every_documented_family_is_present_with_closed_label_
     # (test_dns_discovery.py), and the companions' with RJ_EXACT_INVENTORY=companion (and the
     # ramjet-companion process's own, on its endpoint: test_companion.py), and the peer replicas'
     # with RJ_PEERS (test_engine_load.py), and the waiting room's with RJ_ADMISSION_ENGINE_* (test_admission.py),
-    # and the idle drain's with RJ_IDLE_DRAIN_MODE (test_parking.py); the tokenizer's info gauge always does.
+    # and the idle drain's with RJ_IDLE_DRAIN_MODE (test_parking.py), and the decode cost's with
+    # RJ_ROUTE_DECODE_COST (test_decode_cost.py); the tokenizer's info gauge always does.
     missing = ((documented_families(("Route journal", "Local tokenization", "KV events", "Exact predictions",
                                       "Exact tokenize budget", "Waiting room", "Idle drain (engine parking)",
                                       "Engine catalog", "Client API keys", "Listener TLS", "Engine membership",
                                       "DNS discovery", "Companions", "Peer replicas",
-                                      "ramjet-companion (its own --metrics endpoint)")) | {"ramjet_tokenizer_info"})
+                                      "ramjet-companion (its own --metrics endpoint)", "Decode cost")) | {"ramjet_tokenizer_info"})
                - {"ramjet_exact_route_total", "ramjet_exact_route_canary_total", "ramjet_exact_provisional_blocks_total",
                   "ramjet_exact_provisional_hits_total",
                   "ramjet_session_affinity_total"}  # (RJ_SESSION_AFFINITY_MODE on or shadow only)

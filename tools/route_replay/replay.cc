@@ -260,7 +260,7 @@ LineKind parse_line(std::string_view line, StartRecord* start, FinishRecord* fin
   if (!event || !version || (*event != "start" && *event != "finish")) return LineKind::kSkipped;
   auto ver = as_u64(version);
   if (!ver) return LineKind::kMalformed;
-  if (*ver < 8 || *ver > 17) return LineKind::kUnsupported;
+  if (*ver < 8 || *ver > 18) return LineKind::kUnsupported;
   if (*event == "start") {
     StartRecord scratch;
     return parse_start(line, o, static_cast<int>(*ver), start ? *start : scratch)

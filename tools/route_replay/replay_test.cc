@@ -97,6 +97,12 @@ RandomCase random_case(std::mt19937_64& rng) {
   if (uniform(0, 2) == 0) {
     for (route::CandidateState& s : c.snapshot.candidates) s.adapter = static_cast<route::AdapterSlot>(uniform(0, 4));
   }
+  // Decode charges (RJ_ROUTE_DECODE_COST) now and then, in sixteenths of a block as charged.
+  if (uniform(0, 2) == 0) {
+    for (route::CandidateState& s : c.snapshot.candidates) {
+      s.decode_charge = uniform(0, 1) == 0 ? 0 : static_cast<double>(uniform(1, 2000)) / 16;
+    }
+  }
   const request::Endpoint endpoints[] = {request::Endpoint::kChat, request::Endpoint::kCompletions,
                                          request::Endpoint::kResponses,
                                          request::Endpoint::kMessages, request::Endpoint::kOther};

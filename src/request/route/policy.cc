@@ -35,6 +35,7 @@ std::string_view outcome_label(Outcome o) {
     case Outcome::kSingleFlight: return "single_flight";
     case Outcome::kSpread: return "spread";
     case Outcome::kAdapter: return "adapter";
+    case Outcome::kDecode: return "decode";
     case Outcome::kCount: break;
   }
   return "rr";

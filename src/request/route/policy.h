@@ -64,6 +64,10 @@ struct CandidateState {
   uint32_t session_bonus = 0;
   // The request's LoRA adapter on this engine (kNone for a base-model request).
   AdapterSlot adapter = AdapterSlot::kNone;
+  // RJ_ROUTE_DECODE_COST (route/decode_cost.h): the time the request's output would take to
+  // decode here beyond the fastest candidate's, in blocks of prefill time (score units; 0 when
+  // off or not learned yet). The prefix policy subtracts it from the score.
+  double decode_charge = 0;
 };
 
 struct FleetSnapshot {
@@ -79,12 +83,14 @@ struct FleetSnapshot {
   static FleetSnapshot of(const upstream::Fleet& fleet);
 };
 
-// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight|spread|adapter.
+// What decided the winner (metric label): single|load|rr|overlap|profile|single_flight|spread|adapter|decode.
 // spread: several routers share the engines and the winner is not the best-scored engine but this
 // decision's place in what one router would do with all their simultaneous requests (rank.h).
 // adapter: the winner is not the engine the other terms preferred: the adapter charge
 // (adapter_charge) moved the request to an engine with its LoRA adapter active or a free slot.
-enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kSpread, kAdapter, kCount };
+// decode: the decode charges (CandidateState::decode_charge) moved it to an engine that decodes
+// its output sooner than the one cache and load preferred.
+enum class Outcome { kSingle, kLoad, kRoundRobin, kOverlap, kProfile, kSingleFlight, kSpread, kAdapter, kDecode, kCount };
 std::string_view outcome_label(Outcome o);
 
 struct CandidateTerms {
@@ -101,6 +107,7 @@ struct CandidateTerms {
   Profile profile = Profile::kNone;
   uint32_t session_bonus = 0;       // session-affinity blocks added to affinity (prefix policy)
   AdapterSlot adapter = AdapterSlot::kNone;  // the request's LoRA adapter there
+  double decode_charge = 0;         // CandidateState::decode_charge, subtracted from the score
   int64_t total_load() const { return load_units + foreign_load_units; }
 };
 
@@ -130,6 +137,7 @@ struct RouteConfig {
   uint64_t chunk_bytes = 2048;       // RJ_ROUTE_CHUNK_BYTES: bytes per fingerprint block
   uint64_t short_max_tokens = 256;   // RJ_PROFILE_SHORT_MAX_TOKENS: <= this prefers MTP engines
   uint32_t adapter_load_units = 2;   // RJ_ROUTE_ADAPTER_LOAD_UNITS: adapter_charge's unit
+  bool decode_cost = false;          // RJ_ROUTE_DECODE_COST: the router fills decode charges
 };
 
 // The load units an engine is charged for a LoRA adapter request (prefix and load policies):

@@ -1,7 +1,9 @@
 // Prefix-load policy (RJ_AFFINITY=prefix, the default): each candidate scores
-// min(overlap, cap) - alpha * (load_units + foreign_load_units + adapter_charge), so a warm prefix cache attracts a
-// request until the engine's live load outweighs it (a LoRA adapter request is charged where its
-// adapter is not active: policy.h adapter_charge). With RJ_ROUTE_CREDIT_BASIS=relative an overlap past the cap
+// min(overlap, cap) - alpha * (load_units + foreign_load_units + adapter_charge) - decode_charge,
+// so a warm prefix cache attracts a request until the engine's live load outweighs it (a LoRA
+// adapter request is charged where its adapter is not active: policy.h adapter_charge; with
+// RJ_ROUTE_DECODE_COST, where its output would decode slower than on the fastest candidate:
+// route/decode_cost.h). With RJ_ROUTE_CREDIT_BASIS=relative an overlap past the cap
 // lowers every candidate's by its excess first (relative_affinity). Order: serving-eligible, not failing (CandidateState::failing:
 // an engine that fails fast looks idle, so it ranks after the rest), score, raw overlap, decode-profile
 // preference, rotation. Overlaps arrive in the snapshot (cache/index is read by the caller).
@@ -70,8 +72,10 @@ class PrefixLoadPolicy final : public Policy {
       t.affinity = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{t.affinity} + c.session_bonus, std::max(cap, t.affinity)));
       t.failing = c.failing;
       t.adapter = c.adapter;
+      t.decode_charge = c.decode_charge;
       t.score = static_cast<double>(t.affinity) -
-                config_.alpha * static_cast<double>(t.total_load() + adapter_charge(c.adapter, config_.adapter_load_units));
+                config_.alpha * static_cast<double>(t.total_load() + adapter_charge(c.adapter, config_.adapter_load_units)) -
+                c.decode_charge;
       t.profile = c.profile;
       // Blocks the leader is prefilling here will be cached when this request's prefill reaches
       // them: the follower reserves only what is left.
@@ -86,7 +90,7 @@ class PrefixLoadPolicy final : public Policy {
     };
     d.rotated = rank_with_rotation(d.ranked, rotation, key);
     d.fail_open = n > 0 && !d.ranked.front().eligible;
-    d.outcome = outcome(d.ranked, wanted, config_.alpha);
+    d.outcome = outcome(d.ranked, wanted, config_.alpha, config_.adapter_load_units);
     d.routers = fleet.routers;
     d.spread_place = fleet.spread_place;
     d.spread_tie = fleet.spread_tie;
@@ -115,18 +119,24 @@ class PrefixLoadPolicy final : public Policy {
   // decided against the others), and `single_flight` when the winner was chosen for blocks its
   // leader is still prefilling. `load` considers only candidates of the winner's eligibility: a
   // fenced engine's score decided nothing.
-  static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted, double alpha) {
+  static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted, double alpha, uint32_t adapter_units) {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
-    // `adapter` when a candidate of the winner's standing would have scored higher without the
-    // adapter charges.
-    auto uncharged = [&](const CandidateTerms& c) {
-      return static_cast<double>(c.affinity) - alpha * static_cast<double>(c.total_load());
+    // `adapter` (`decode`) when a candidate of the winner's standing would have scored higher
+    // without the adapter (decode) charges.
+    auto moved_by = [&](bool adapter, bool decode) {
+      auto without = [&](const CandidateTerms& c) {
+        double s = static_cast<double>(c.affinity) - alpha * static_cast<double>(c.total_load());
+        if (!adapter) s -= alpha * static_cast<double>(adapter_charge(c.adapter, adapter_units));
+        if (!decode) s -= c.decode_charge;
+        return s;
+      };
+      return std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
+        return c.eligible == w.eligible && c.failing == w.failing && without(c) > without(w);
+      });
     };
-    const bool adapter_decided = std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
-      return c.eligible == w.eligible && c.failing == w.failing && uncharged(c) > uncharged(w);
-    });
-    if (adapter_decided) return Outcome::kAdapter;
+    if (moved_by(true, false)) return Outcome::kAdapter;
+    if (moved_by(false, true)) return Outcome::kDecode;
     const bool profile_decided = std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
       return c.eligible == w.eligible && c.score == w.score &&
              std::max(c.overlap, c.single_flight) == std::max(w.overlap, w.single_flight) &&

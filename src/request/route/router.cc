@@ -56,6 +56,9 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
       snap.spread_tie = spread.tie;
     }
   }
+  if (decode_cost_ != nullptr && uses_prefix_ && policy->config().decode_cost && request::is_inference(req.endpoint)) {
+    decode_cost_->charges(snap.candidates, req.max_output_tokens, policy->config().chunk_bytes);
+  }
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
   // One decision's overlaps and resident tokens, per engine (vectors of this thread's, reused).

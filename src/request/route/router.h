@@ -15,6 +15,7 @@
 #include "metrics/metrics.h"
 #include "request/prepare/prepare.h"
 #include "request/route/adapter_board.h"
+#include "request/route/decode_cost.h"
 #include "request/route/overlap.h"
 #include "request/route/policy.h"
 #include "request/route/session_affinity.h"
@@ -98,6 +99,10 @@ class Router {
   // The engines' active LoRA adapters (route/adapter_board.h; null: adapter requests are placed
   // as base-model ones). Set before serving; it must outlive the router.
   void set_adapters(const AdapterBoard* board) { adapters_ = board; }
+  // The engines' learned decode speeds (route/decode_cost.h): with RJ_ROUTE_DECODE_COST each
+  // inference request's candidates are charged from it (null: never). Set before serving; it must
+  // outlive the router.
+  void set_decode_cost(const DecodeCost* cost) { decode_cost_ = cost; }
   // Session affinity as a score prior (route/session_affinity.h). Set before serving.
   void set_session_affinity(SessionAffinityConfig c) { session_ = std::move(c); }
   const SessionAffinityConfig& session_affinity() const { return session_; }
@@ -114,6 +119,7 @@ class Router {
   std::unique_ptr<std::atomic<Profile>[]> profiles_;  // per slot
   const upstream::EngineLoadBoard* engine_load_ = nullptr;
   const AdapterBoard* adapters_ = nullptr;
+  const DecodeCost* decode_cost_ = nullptr;
   SessionAffinityConfig session_;
   // ramjet_session_affinity_total{endpoint,outcome}
   // (inference endpoints only: chat, completions, responses, messages — the Endpoint enum's first four)

@@ -40,6 +40,7 @@ inline constexpr auto kCandidateTerms = std::tuple{
     Term<bool>{&CandidateTerms::failing, "failing", "failing"},
     Term<Profile>{&CandidateTerms::profile, "profile", "profile"},
     Term<AdapterSlot>{&CandidateTerms::adapter, "adapter", "adapter"},
+    Term<double>{&CandidateTerms::decode_charge, "decode_charge_blocks", "decode_charge", "dec"},
     Term<double>{&CandidateTerms::score, "score", "score", "score"},
 };
 
@@ -62,6 +63,7 @@ inline CandidateState state_of(const CandidateTerms& t) {
   s.profile = t.profile;
   s.failing = t.failing;
   s.adapter = t.adapter;
+  s.decode_charge = t.decode_charge;
   return s;
 }
 

@@ -97,7 +97,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "single_flight, spread (several routers sharing their load, RJ_PEERS: this replica's place in "
      "a burst the replicas decide at once, not the engine that scored best), adapter (a LoRA "
      "adapter request that, without RJ_ROUTE_ADAPTER_LOAD_UNITS's charges, would have gone to "
-     "another engine: its adapter is active where it went, or a slot is free)."},
+     "another engine: its adapter is active where it went, or a slot is free), decode "
+     "(RJ_ROUTE_DECODE_COST: without the decode charges another engine would have won; the "
+     "request's output decodes sooner where it went)."},
     {"ramjet_route_profile_choices_total", MetricKind::kCounter, "profile",
      "Routing decisions by the winner's declared decode profile: none, mtp, standard."},
     {"ramjet_route_single_flight_followers_total", MetricKind::kCounter, "",

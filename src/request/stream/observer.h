@@ -68,6 +68,7 @@ struct ExchangeRecord {
   bool waited_for_wake = false;  // it waited while a parked engine of its pool woke (idle drain)
   bool batch = false;            // its priority class is batch (Proxy::admission_class)
   int64_t dispatch_ns = 0;     // the current attempt was dispatched to its engine
+  int64_t dispatch_inflight = 0;  // its engine's in-flight requests then (this router's, this one included)
   int64_t head_ns = 0;         // the upstream response head arrived
   int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
   int64_t end_ns = 0;          // set for `finished`
