@@ -676,8 +676,10 @@ const std::array kOptions = {
                   "against its in-flight requests is fitted from the streamed responses relayed from it, a "
                   "request's expected output is its max_tokens times the share of their limit responses used "
                   "(the mean output without a limit), and the prefill speed is learned as for "
-                  "RJ_EXACT_ROUTE_BUDGET_SHARE. Differences within 10 % of the fastest engine are left to the "
-                  "load term; nothing is charged until every serving engine has a fit. For fleets whose "
+                  "RJ_EXACT_ROUTE_BUDGET_SHARE. The time counted is what the request adds there: its own decode "
+                  "at the engine's load plus what it slows the requests already there by. Differences within "
+                  "10 % of the fastest engine are left to the load term; an engine not measured yet is charged "
+                  "nothing (it is tried, and so measured). For fleets whose "
                   "engines decode at different speeds (speculative MTP engines beside standard ones, mixed "
                   "GPUs); RJ_UPSTREAM_PROFILES is not needed with it. Read at startup.",
            .field = &Config::route_decode_cost},

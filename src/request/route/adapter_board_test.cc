@@ -86,6 +86,13 @@ TEST(AdapterTerm, PrefixPolicyPrefersTheEngineWithTheAdapterActiveUntilLoadOutwe
   // Equal standing everywhere: the term decides nothing.
   d = policy->decide(req, fleet({{0, AdapterSlot::kActive}, {0, AdapterSlot::kActive}}), 0);
   EXPECT_EQ(d.outcome, Outcome::kRoundRobin);
+  // Equal load, and only the charge tells the engines apart: the adapter decided, not the load.
+  auto load = make_policy("load", config(2));
+  for (Policy* p : {policy.get(), load.get()}) {
+    d = p->decide(req, fleet({{0, AdapterSlot::kFree}, {0, AdapterSlot::kActive}}), 0);
+    EXPECT_EQ(d.ranked.front().ordinal, 1u) << p->name();
+    EXPECT_EQ(d.outcome, Outcome::kAdapter) << p->name();
+  }
   // 0 units: adapter-blind.
   auto blind = make_policy("prefix", config(0));
   d = blind->decide(req, fleet({{0, AdapterSlot::kFree}, {1, AdapterSlot::kActive}}), 0);

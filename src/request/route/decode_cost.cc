@@ -127,26 +127,25 @@ double DecodeCost::block_ns(uint64_t chunk_bytes) const {
          prefill_ns_per_token_.load(std::memory_order_relaxed);
 }
 
+double DecodeCost::marginal_ns(const DecodeFit& f, double inflight) {
+  // Its own tokens at inflight + 1, and each of the others' tokens slower by the slope while it
+  // runs beside them.
+  return f.at(inflight + 1) + f.slope_ns * inflight;
+}
+
 void DecodeCost::charges(std::span<CandidateState> candidates, std::optional<uint64_t> max_tokens,
                          uint64_t chunk_bytes) const {
   for (CandidateState& c : candidates) c.decode_charge = 0;
   const double output = expected_output(max_tokens);
   const double block = block_ns(chunk_bytes);
   if (!(output > 0) || !(block > 0) || candidates.size() < 2) return;
-  // Each candidate's expected decode, in its charge field until the reference is known.
+  // Each candidate's expected decode, in its charge field until the reference is known. An
+  // engine not measured yet is charged nothing: it is tried, and so measured.
   double ref = 0;
   for (CandidateState& c : candidates) {
     const DecodeFit f = fit(c.ordinal);
-    if (!f.valid) {
-      if (c.eligible && !c.failing) {  // a counted engine not measured yet: nothing to compare
-        for (CandidateState& o : candidates) o.decode_charge = 0;
-        return;
-      }
-      c.decode_charge = 0;
-      continue;
-    }
-    c.decode_charge = output * f.at(static_cast<double>(c.inflight) + 1);
-    if (c.eligible && !c.failing && (ref == 0 || c.decode_charge < ref)) ref = c.decode_charge;
+    c.decode_charge = f.valid ? output * marginal_ns(f, static_cast<double>(c.inflight)) : 0;
+    if (f.valid && c.eligible && !c.failing && (ref == 0 || c.decode_charge < ref)) ref = c.decode_charge;
   }
   for (CandidateState& c : candidates) c.decode_charge = decode_charge(c.decode_charge, ref, block, kIndifference);
 }

@@ -26,11 +26,16 @@
 //     prompt tokens per body byte and prefill time per computed token, as the tokenize budget
 //     learns them (request/stream/tokenize_budget.h) and passes them on.
 //
-// A candidate's charge (charges()): D = expected output x ns(in-flight + 1) there; the fastest
-// eligible, not failing candidate's D is the reference; charge = (D - (1 + kIndifference) x
-// reference) / block time, at least 0. Differences within kIndifference of the fastest are left
-// to the load term: alike engines' fits differ by noise, and their load alpha already weighs. No
-// charge anywhere until every counted candidate has a fit and the block time is known.
+// A candidate's charge (charges()): D = expected output x the decode time per token the request
+// adds there, marginal_ns(): its own, ns(in-flight + 1), plus what it slows each of the requests
+// already there by, slope x in-flight (a fleet serves fastest when each request goes where it adds
+// the least, not where it alone finishes first: a speculative engine's lead shrinks as its batch
+// grows, and a request that leaves its cache for it makes everyone there wait for the prefill).
+// The fastest eligible, not failing candidate's D is the reference; charge = (D - (1 +
+// kIndifference) x reference) / block time, at least 0. Differences within kIndifference of the
+// fastest are left to the load term: alike engines' fits differ by noise, and their load alpha
+// already weighs. An engine without a fit yet is charged nothing (it is tried, and so measured);
+// nothing is charged until the block time and the request's expected output are known.
 //
 // Learning runs on the io threads at each response's end (a mutex per engine, held for a few
 // arithmetic operations); decisions read each engine's published fit from two atomics.
@@ -96,13 +101,17 @@ class DecodeCost {
   void forget(size_t engine);
 
   DecodeFit fit(size_t engine) const;
+  // The decode time per output token a request adds to an engine with `inflight` requests: its
+  // own, f.at(inflight + 1), and the slope for each of the others.
+  static double marginal_ns(const DecodeFit& f, double inflight);
   // Output tokens a request limited to `max_tokens` is expected to decode (0: not known).
   double expected_output(std::optional<uint64_t> max_tokens) const;
   // Prefill time of `chunk_bytes` of prompt (0: not known).
   double block_ns(uint64_t chunk_bytes) const;
 
   // Fills each candidate's decode_charge for a request limited to `max_tokens` (0 everywhere when
-  // anything it needs is not known yet). Counted for the reference: eligible, not failing.
+  // the block time or the expected output is not known yet; 0 for an engine without a fit).
+  // Counted for the reference: eligible, not failing.
   void charges(std::span<CandidateState> candidates, std::optional<uint64_t> max_tokens, uint64_t chunk_bytes) const;
 
   size_t engines() const { return engines_; }

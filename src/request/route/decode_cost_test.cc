@@ -120,6 +120,14 @@ TEST(DecodeCost, ChargesTheSlowerEngineItsExtraDecodeInBlocks) {
   EXPECT_DOUBLE_EQ(v[1].decode_charge, 5.625);
 }
 
+TEST(DecodeCost, TheMarginalTimeCountsWhatTheRequestSlowsTheOthersBy) {
+  DecodeFit f{.base_ns = 2 * kMs, .slope_ns = 1 * kMs, .valid = true};
+  EXPECT_DOUBLE_EQ(DecodeCost::marginal_ns(f, 0), 3 * kMs);  // alone
+  // With 4 others: its own 2 + 5 = 7 ms per token, and each of the 4 slower by 1 ms.
+  EXPECT_DOUBLE_EQ(DecodeCost::marginal_ns(f, 4), 11 * kMs);
+  EXPECT_DOUBLE_EQ(DecodeCost::marginal_ns(DecodeFit{.base_ns = 5 * kMs, .valid = true}, 9), 5 * kMs);  // flat
+}
+
 TEST(DecodeCost, TheFastEngineLosesItsLeadAsItsLoadGrows) {
   DecodeCost c(2);
   for (int i = 0; i < 24; ++i) {  // 0: 2 ms + 2 ms per request in flight; 1: 8 ms flat
@@ -133,36 +141,44 @@ TEST(DecodeCost, TheFastEngineLosesItsLeadAsItsLoadGrows) {
   c.charges(v, 1000, 2048);  // idle: 4 ms vs 8 ms
   EXPECT_EQ(v[0].decode_charge, 0);
   EXPECT_GT(v[1].decode_charge, 0);
-  v[0].inflight = 5;  // 0 at 6 in flight: 14 ms vs 8 ms
+  v[0].inflight = 3;  // 0 with 3 in flight: 10 ms of its own, 6 more for the others, vs 8 ms
   c.charges(v, 1000, 2048);
   EXPECT_GT(v[0].decode_charge, 0);
   EXPECT_EQ(v[1].decode_charge, 0);
 }
 
-TEST(DecodeCost, NothingIsChargedUntilEveryServingEngineIsMeasured) {
+TEST(DecodeCost, AnEngineNotMeasuredYetIsChargedNothingAndNeverTheReference) {
   DecodeCost c(3);
   two_speeds(c);
-  std::vector<CandidateState> v = candidates(3);  // engine 2 has no fit
+  std::vector<CandidateState> v = candidates(3);  // engine 2 has no fit: it is tried
   c.charges(v, 1000, 2048);
-  for (const CandidateState& s : v) EXPECT_EQ(s.decode_charge, 0);
-  v[2].eligible = false;  // ... unless it is not serving: then it neither counts nor is charged
-  c.charges(v, 1000, 2048);
-  EXPECT_GT(v[1].decode_charge, 0);
+  EXPECT_EQ(v[0].decode_charge, 0);
+  EXPECT_DOUBLE_EQ(v[1].decode_charge, 87.875) << "measured against the fastest measured one";
   EXPECT_EQ(v[2].decode_charge, 0);
-  v[2].eligible = true;
-  v[2].failing = true;
-  c.charges(v, 1000, 2048);
-  EXPECT_GT(v[1].decode_charge, 0);
   // A failing or unhealthy engine is not the reference, however fast it looked.
   v = candidates(2);
   v[0].failing = true;
   c.charges(v, 1000, 2048);
   EXPECT_EQ(v[1].decode_charge, 0);
   EXPECT_EQ(v[0].decode_charge, 0) << "faster than the reference: nothing to charge";
-  c.forget(0);
+  v[0].failing = false;
+  v[0].eligible = false;
+  c.charges(v, 1000, 2048);
+  EXPECT_EQ(v[1].decode_charge, 0);
+  c.forget(1);  // engine 1 starts over: nothing to compare with
   v = candidates(2);
   c.charges(v, 1000, 2048);
-  EXPECT_EQ(v[1].decode_charge, 0) << "engine 0 starts over";
+  EXPECT_EQ(v[0].decode_charge, 0);
+  EXPECT_EQ(v[1].decode_charge, 0);
+  // Nothing anywhere before the prefill speed is known.
+  DecodeCost early(2);
+  for (int i = 0; i < 10; ++i) {
+    early.learn(0, 101, static_cast<int64_t>(100 * 5 * kMs), 1);
+    early.learn(1, 101, static_cast<int64_t>(100 * 10 * kMs), 1);
+  }
+  early.learn_output(1000, 1000);
+  early.charges(v, 1000, 2048);
+  EXPECT_EQ(v[1].decode_charge, 0);
 }
 
 TEST(DecodeCost, ExpectedOutputIsTheLimitTimesTheShareUsedOrTheUnlimitedMean) {

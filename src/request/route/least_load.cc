@@ -47,7 +47,8 @@ class LeastLoadPolicy final : public Policy {
         return c.eligible == w.eligible && (c.failing != w.failing || charged(c) != charged(w));
       });
       const bool adapter_decided = std::any_of(d.ranked.begin() + 1, d.ranked.end(), [&](const CandidateTerms& c) {
-        return c.eligible == w.eligible && c.failing == w.failing && c.total_load() < w.total_load();
+        return c.eligible == w.eligible && c.failing == w.failing &&
+               (c.total_load() < w.total_load() || (c.total_load() == w.total_load() && charged(c) > charged(w)));
       });
       d.outcome = adapter_decided ? Outcome::kAdapter : differs ? Outcome::kLoad : Outcome::kRoundRobin;
     }

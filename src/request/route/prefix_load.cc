@@ -123,7 +123,7 @@ class PrefixLoadPolicy final : public Policy {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
     // `adapter` (`decode`) when a candidate of the winner's standing would have scored higher
-    // without the adapter (decode) charges.
+    // without the adapter (decode) charges, or as high, and only those charges put it below.
     auto moved_by = [&](bool adapter, bool decode) {
       auto without = [&](const CandidateTerms& c) {
         double s = static_cast<double>(c.affinity) - alpha * static_cast<double>(c.total_load());
@@ -132,7 +132,8 @@ class PrefixLoadPolicy final : public Policy {
         return s;
       };
       return std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
-        return c.eligible == w.eligible && c.failing == w.failing && without(c) > without(w);
+        return c.eligible == w.eligible && c.failing == w.failing &&
+               (without(c) > without(w) || (without(c) == without(w) && c.score < w.score));
       });
     };
     if (moved_by(true, false)) return Outcome::kAdapter;
