@@ -112,7 +112,7 @@ TEST(DecisionLog, JsonHasEveryTermAndNothingElse) {
     columns.push_back(key);
   }
   EXPECT_EQ(columns, (std::vector<std::string>{"overlap", "single_flight", "session_bonus", "affinity", "load_units",
-                                               "request_load_units", "foreign_load_units", "score"}));
+                                               "request_load_units", "foreign_load_units", "decode_charge", "score"}));
 }
 
 TEST(DecisionLog, ExactRoutingShowsItsOutcomeAndEachCandidatesPredictedTokens) {

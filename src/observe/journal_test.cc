@@ -172,7 +172,7 @@ TEST(JournalRecord, StartCarriesEveryKeyAndTheDecisionTerms) {
     const route::CandidateTerms& t = fx.decision.ranked[rank];
     EXPECT_EQ(c.size(), 15u);
     EXPECT_EQ(c.at("adapter").as_string(), route::adapter_slot_label(t.adapter));
-    EXPECT_EQ(c.at("decode_charge_blocks").as_double(), t.decode_charge);
+    EXPECT_EQ(c.at("decode_charge_blocks").to_number<double>(), t.decode_charge);
     EXPECT_EQ(c.at("session_bonus_blocks").as_int64(), t.session_bonus);
     EXPECT_EQ(c.at("upstream").as_int64(), static_cast<int64_t>(t.ordinal));
     EXPECT_EQ(c.at("rank").as_int64(), static_cast<int64_t>(rank));

@@ -190,6 +190,16 @@ std::vector<std::string> render_sections_for_docs() {
   metrics::Exposition c;
   router.write_metrics(c);
   out.push_back(c.take());
+  // Two engines measured, the third not yet (its per-engine series are absent).
+  route::DecodeCost decode(urls.size());
+  for (int i = 0; i < 8; ++i) {
+    decode.learn(0, 101, 100'000'000, 1 + i % 3);
+    decode.learn(1, 101, 200'000'000, 1 + i % 3);
+  }
+  decode.learn_output(1000, 500);
+  metrics::Exposition dc;
+  decode.write_metrics(dc);
+  out.push_back(dc.take());
   metrics::Exposition d;
   scraper.write_metrics(d);
   out.push_back(d.take());

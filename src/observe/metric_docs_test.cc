@@ -126,7 +126,9 @@ TEST(MetricDocs, ClosedLabelSetsAreExportedFromTheStart) {
                                            "ramjet_engine_requests_waiting", "ramjet_engine_kv_cache_usage",
                                            "ramjet_engine_prefix_cache_hit_ratio",
                                            "ramjet_upstream_dp_rank",  // (only ordinals that are ranks)
-                                           "ramjet_route_index_horizon"};  // (only engines with a horizon)
+                                           "ramjet_route_index_horizon",  // (only engines with a horizon)
+                                           "ramjet_route_decode_seconds_per_token",  // (only engines with a fit)
+                                           "ramjet_route_decode_seconds_per_token_per_request"};
   const auto sections = metric_sections();
   auto rendered = render_sections_for_docs();
   rendered.back() = journal_rendering();

@@ -191,13 +191,17 @@ TEST(RouteReplay, ReplayingAJournalOfTheRealPoliciesAgreesWithEveryRecordedChoic
   for (const StartRecord& s : data.starts) saw_odd |= s.config.alpha == odd.alpha;
   EXPECT_TRUE(saw_odd);
 
-  // Under alpha 0 the prefix policy follows affinity alone: every eligible winner holds the
-  // most (capped) affinity among the eligible engines.
+  // Under alpha 0 the prefix policy follows affinity alone (where no decode charge applies):
+  // every eligible winner holds the most (capped) affinity among the eligible engines.
   const Report zero = build_report(data, Overrides{.alpha = 0.0}, {});
   ASSERT_TRUE(zero.what_if);
   EXPECT_GT(zero.what_if->changed, 0u);
   for (const StartRecord& s : data.starts) {
     if (s.policy != "prefix") continue;
+    if (std::any_of(s.candidates.begin(), s.candidates.end(),
+                    [](const CandidateRecord& c) { return c.terms.decode_charge != 0; })) {
+      continue;
+    }
     const auto d = recompute(s, Overrides{.alpha = 0.0});
     ASSERT_TRUE(d);
     uint32_t best = 0;

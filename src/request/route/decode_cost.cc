@@ -12,8 +12,8 @@ namespace {
 constexpr std::array<metrics::Family, 3> kFamilies = {{
     {"ramjet_route_decode_seconds_per_token", metrics::MetricKind::kGauge, "upstream",
      "RJ_ROUTE_DECODE_COST: the engine's learned time per output token with one request in "
-     "flight (the fit's base plus one slope), from the streamed responses relayed from it. Only "
-     "engines with a fit."},
+     "flight (the fit's base plus one slope), from the responses relayed from it. Only engines "
+     "with a fit."},
     {"ramjet_route_decode_seconds_per_token_per_request", metrics::MetricKind::kGauge, "upstream",
      "RJ_ROUTE_DECODE_COST: what each further request in flight on the engine adds to its time "
      "per output token (the fit's slope, at least 0). Only engines with a fit."},
@@ -104,6 +104,8 @@ void DecodeCost::forget(size_t engine) {
   std::lock_guard lock(e.mu);
   e.fitter = DecodeFitter{};
   e.valid.store(false, std::memory_order_release);
+  e.base_ns.store(0, std::memory_order_relaxed);
+  e.slope_ns.store(0, std::memory_order_relaxed);
 }
 
 DecodeFit DecodeCost::fit(size_t engine) const {
@@ -114,6 +116,7 @@ DecodeFit DecodeCost::fit(size_t engine) const {
   if (!f.valid) return f;
   f.base_ns = e.base_ns.load(std::memory_order_relaxed);
   f.slope_ns = e.slope_ns.load(std::memory_order_relaxed);
+  f.valid = f.base_ns > 0;  // (a reading torn by a forget and the next learn: not yet)
   return f;
 }
 

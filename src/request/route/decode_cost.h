@@ -12,10 +12,12 @@
 // one block. Cache, load and decode speed are then weighed in one unit: expected time to serve.
 //
 // What is learned (nothing is configured per engine or model):
-//   - per engine, the time per output token against the engine's concurrency: each streamed 200
-//     response with at least kMinTokens output tokens gives (first token to last) / (tokens - 1)
-//     at n = the mean of this router's in-flight requests on the engine at its dispatch and at
-//     its end (itself included). A line ns(n) = base + slope * n is fitted by least squares with
+//   - per engine, the time per output token against the engine's concurrency: each 200 response
+//     reporting at least kMinTokens output tokens gives its decode time / (tokens - 1) — streamed,
+//     from its first token to the engine's last byte; whole, from dispatch less its computed
+//     prompt's prefill at the learned speed (request/stream/observers.h DecodeCostLearning) — at
+//     n = the mean of this router's in-flight requests on the engine at its dispatch and at its
+//     end (itself included). A line ns(n) = base + slope * n is fitted by least squares with
 //     exponential forgetting (kForget per response: about the last 50 count), the slope at
 //     least 0 (one concurrency seen: the mean, flat). The fit counts from kMinSamples responses.
 //   - the fleet's output per request: max_tokens is a limit and agents' outputs are often far

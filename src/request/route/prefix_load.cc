@@ -123,17 +123,17 @@ class PrefixLoadPolicy final : public Policy {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
     // `adapter` (`decode`) when a candidate of the winner's standing would have scored higher
-    // without the adapter (decode) charges, or as high, and only those charges put it below.
+    // without the adapter (decode) charges (computed as the score is: a charge of 0 gives the
+    // score itself). A tie only the charges broke keeps its label: the winner is the one rotation
+    // or the later keys would pick among equals, and several routers still spread it.
     auto moved_by = [&](bool adapter, bool decode) {
       auto without = [&](const CandidateTerms& c) {
-        double s = static_cast<double>(c.affinity) - alpha * static_cast<double>(c.total_load());
-        if (!adapter) s -= alpha * static_cast<double>(adapter_charge(c.adapter, adapter_units));
-        if (!decode) s -= c.decode_charge;
-        return s;
+        const uint32_t charge = adapter ? 0 : adapter_charge(c.adapter, adapter_units);
+        return static_cast<double>(c.affinity) - alpha * static_cast<double>(c.total_load() + charge) -
+               (decode ? 0.0 : c.decode_charge);
       };
       return std::any_of(ranked.begin() + 1, ranked.end(), [&](const CandidateTerms& c) {
-        return c.eligible == w.eligible && c.failing == w.failing &&
-               (without(c) > without(w) || (without(c) == without(w) && c.score < w.score));
+        return c.eligible == w.eligible && c.failing == w.failing && without(c) > without(w);
       });
     };
     if (moved_by(true, false)) return Outcome::kAdapter;

@@ -69,6 +69,8 @@ struct ExchangeRecord {
   bool batch = false;            // its priority class is batch (Proxy::admission_class)
   int64_t dispatch_ns = 0;     // the current attempt was dispatched to its engine
   int64_t dispatch_inflight = 0;  // its engine's in-flight requests then (this router's, this one included)
+  int64_t engine_end_ns = 0;      // the engine's response was complete (`completed`)
+  int64_t end_inflight = 0;       // its engine's in-flight requests then (this one included)
   int64_t head_ns = 0;         // the upstream response head arrived
   int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
   int64_t end_ns = 0;          // set for `finished`

@@ -6,14 +6,12 @@
 #include <limits>
 #include <vector>
 
-#include "common/clock.h"
 #include "request/route/decode_cost.h"
 #include "request/route/late_check.h"
 #include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
 #include "request/stream/tokenize_budget.h"
-#include "upstream/fleet.h"
 
 namespace ramjet::request {
 
@@ -143,41 +141,38 @@ class TokenizeBudgetLearning final : public ExchangeObserver {
 
 // RJ_ROUTE_DECODE_COST learns each engine's decode speed from the responses ramjet relays
 // (route/decode_cost.h), those that report their output tokens (a stream only with
-// stream_options.include_usage): a streamed one's time from its first token to its end, a whole
-// one's time from dispatch to its end less the prefill its computed prompt tokens take at the
-// fleet's learned speed, per output token, at the engine's mean in-flight count over it (at
+// stream_options.include_usage): a streamed one's time from its first token to the engine's last
+// byte, a whole one's time from dispatch to the engine's last byte less the prefill its computed
+// prompt tokens take at the fleet's learned speed (not a disaggregated request's decode leg: its
+// prefill ran elsewhere), per output token, at the engine's mean in-flight count over it (at
 // dispatch and at its end); every one's output against its max_tokens; and the fleet's prefill
 // speed as the tokenize budget learned it. Runs after TokenizeBudgetLearning.
 class DecodeCostLearning final : public ExchangeObserver {
  public:
-  DecodeCostLearning(route::DecodeCost& cost, const TokenizeBudget& budget, const upstream::Fleet& fleet,
-                     const Clock& clock)
-      : ExchangeObserver(kUsage), cost_(cost), budget_(budget), fleet_(fleet), clock_(clock) {}
+  DecodeCostLearning(route::DecodeCost& cost, const TokenizeBudget& budget)
+      : ExchangeObserver(kUsage), cost_(cost), budget_(budget) {}
   void usage(ExchangeRecord& x, const Usage& u) override {
     if (!x.upstream || x.prep == nullptr || !u.completion_tokens) return;
     cost_.learn_prefill(budget_.ns_per_token(), budget_.tokens_per_byte());
     cost_.learn_output(x.prep->max_output_tokens, *u.completion_tokens);
-    const size_t engine = *x.upstream;
-    if (x.dispatch_ns <= 0 || engine >= fleet_.size()) return;
-    const int64_t now = clock_.now_ns();
+    if (x.dispatch_ns <= 0 || x.engine_end_ns <= x.dispatch_ns) return;
     int64_t decode_ns = 0;
     if (x.prep->stream.value_or(false)) {
-      if (x.first_token_ns > x.dispatch_ns) decode_ns = now - x.first_token_ns;
-    } else if (u.prompt_tokens && budget_.ns_per_token() > 0) {
+      if (x.first_token_ns > x.dispatch_ns) decode_ns = x.engine_end_ns - x.first_token_ns;
+    } else if (u.prompt_tokens && budget_.ns_per_token() > 0 && !x.prefill_upstream) {
       const uint64_t computed = *u.prompt_tokens - std::min(*u.prompt_tokens, u.cached_tokens.value_or(0));
-      decode_ns = now - x.dispatch_ns - static_cast<int64_t>(static_cast<double>(computed) * budget_.ns_per_token());
+      const double prefill_ns = static_cast<double>(computed) * budget_.ns_per_token();
+      const double whole_ns = static_cast<double>(x.engine_end_ns - x.dispatch_ns);
+      if (prefill_ns < whole_ns) decode_ns = static_cast<int64_t>(whole_ns - prefill_ns);
     }
     if (decode_ns <= 0) return;
-    // (its own reservation is released by now: +1 for it)
-    const double inflight = static_cast<double>(x.dispatch_inflight + fleet_.at(engine).inflight() + 1) / 2;
-    cost_.learn(engine, *u.completion_tokens, decode_ns, inflight);
+    cost_.learn(*x.upstream, *u.completion_tokens, decode_ns,
+                static_cast<double>(x.dispatch_inflight + x.end_inflight) / 2);
   }
 
  private:
   route::DecodeCost& cost_;
   const TokenizeBudget& budget_;
-  const upstream::Fleet& fleet_;
-  const Clock& clock_;
 };
 
 }  // namespace ramjet::request
