@@ -137,7 +137,7 @@ double DecodeCost::marginal_ns(const DecodeFit& f, double inflight) {
 }
 
 void DecodeCost::charges(std::span<CandidateState> candidates, std::optional<uint64_t> max_tokens,
-                         uint64_t chunk_bytes) const {
+                         uint64_t chunk_bytes, uint32_t cap) const {
   for (CandidateState& c : candidates) c.decode_charge = 0;
   const double output = expected_output(max_tokens);
   const double block = block_ns(chunk_bytes);
@@ -150,7 +150,30 @@ void DecodeCost::charges(std::span<CandidateState> candidates, std::optional<uin
     c.decode_charge = f.valid ? output * marginal_ns(f, static_cast<double>(c.inflight)) : 0;
     if (f.valid && c.eligible && !c.failing && (ref == 0 || c.decode_charge < ref)) ref = c.decode_charge;
   }
-  for (CandidateState& c : candidates) c.decode_charge = decode_charge(c.decode_charge, ref, block, kIndifference);
+  bool any = false;
+  for (CandidateState& c : candidates) {
+    c.decode_charge = decode_charge(c.decode_charge, ref, block, kIndifference);
+    any = any || c.decode_charge > 0;
+  }
+  if (any) add_prefill_wait(candidates, cap);
+}
+
+void DecodeCost::add_prefill_wait(std::span<CandidateState> candidates, uint32_t cap) {
+  auto held = [cap](const CandidateState& c) { return std::min(std::max(c.overlap, c.single_flight), cap); };
+  auto counted = [](const CandidateState& c) { return c.eligible && !c.failing; };
+  uint32_t best = 0;
+  for (const CandidateState& c : candidates) {
+    if (counted(c)) best = std::max(best, held(c));
+  }
+  double least = -1;
+  for (CandidateState& c : candidates) {
+    const uint32_t h = held(c);
+    c.decode_charge += static_cast<double>(std::max<int64_t>(0, c.inflight)) * static_cast<double>(best > h ? best - h : 0);
+    if (counted(c) && (least < 0 || c.decode_charge < least)) least = c.decode_charge;
+  }
+  for (CandidateState& c : candidates) {
+    c.decode_charge = std::min(1048576.0, least > 0 ? std::max(0.0, c.decode_charge - least) : c.decode_charge);
+  }
 }
 
 void DecodeCost::write_metrics(metrics::Exposition& x) const {

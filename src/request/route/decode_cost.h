@@ -37,7 +37,12 @@
 // kIndifference) x reference) / block time, at least 0. Differences within kIndifference of the
 // fastest are left to the load term: alike engines' fits differ by noise, and their load alpha
 // already weighs. An engine without a fit yet is charged nothing (it is tried, and so measured);
-// nothing is charged until the block time and the request's expected output are known.
+// nothing is charged until the block time and the request's expected output are known. Once some
+// engine is charged for its decode, every candidate also pays for the prefill its batch would wait
+// for (add_prefill_wait): its in-flight requests x the blocks it holds fewer of than the warmest
+// candidate; then all charges drop by the least. Without it the decode charge pulled requests off
+// their cache at high concurrency, where the recompute delays a whole batch (bench/decode_cost.sh:
+// 0.99x at c32, TTFT p95 51 vs 27 ms; with it 1.00x, 28 vs 27 ms, and c8 1.12x).
 //
 // Learning runs on the io threads at each response's end (a mutex per engine, held for a few
 // arithmetic operations); decisions read each engine's published fit from two atomics.
@@ -113,8 +118,17 @@ class DecodeCost {
 
   // Fills each candidate's decode_charge for a request limited to `max_tokens` (0 everywhere when
   // the block time or the expected output is not known yet; 0 for an engine without a fit).
-  // Counted for the reference: eligible, not failing.
-  void charges(std::span<CandidateState> candidates, std::optional<uint64_t> max_tokens, uint64_t chunk_bytes) const;
+  // Counted for the reference: eligible, not failing. The candidates' overlaps must be filled
+  // (`cap`: RJ_ROUTE_MAX_OVERLAP_BLOCKS): add_prefill_wait.
+  void charges(std::span<CandidateState> candidates, std::optional<uint64_t> max_tokens, uint64_t chunk_bytes,
+               uint32_t cap) const;
+  // When some engine is charged for its decode, each candidate is also charged the prefill its
+  // requests in flight wait for: in-flight x the blocks it holds fewer of than the warmest counted
+  // candidate (capped, single-flight blocks counting as held), since a prefill step makes every
+  // request in the batch wait; then every charge is lowered by the least counted one (the best
+  // engine pays nothing). Where a faster decoder is busy, leaving the cache for it makes its whole
+  // batch wait for the recompute; idle, only this request waits (the cache credit counts that).
+  static void add_prefill_wait(std::span<CandidateState> candidates, uint32_t cap);
 
   size_t engines() const { return engines_; }
   // ramjet_route_decode_seconds_per_token{upstream}, ..._per_request{upstream},

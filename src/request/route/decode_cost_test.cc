@@ -112,11 +112,11 @@ TEST(DecodeCost, ChargesTheSlowerEngineItsExtraDecodeInBlocks) {
   EXPECT_DOUBLE_EQ(c.block_ns(2048), 51.2 * kMs);
   EXPECT_DOUBLE_EQ(c.expected_output(1000), 1000);
   std::vector<CandidateState> v = candidates(2);
-  c.charges(v, 1000, 2048);
+  c.charges(v, 1000, 2048, 32);
   EXPECT_EQ(v[0].decode_charge, 0);
   // 10 s - 1.1 x 5 s = 4.5 s = 87.89 blocks, in sixteenths
   EXPECT_DOUBLE_EQ(v[1].decode_charge, 87.875);
-  c.charges(v, 64, 2048);  // a short output: a short difference
+  c.charges(v, 64, 2048, 32);  // a short output: a short difference
   EXPECT_DOUBLE_EQ(v[1].decode_charge, 5.625);
 }
 
@@ -138,11 +138,11 @@ TEST(DecodeCost, TheFastEngineLosesItsLeadAsItsLoadGrows) {
   c.learn_prefill(1e5, 0.25);
   c.learn_output(1000, 1000);
   std::vector<CandidateState> v = candidates(2);
-  c.charges(v, 1000, 2048);  // idle: 4 ms vs 8 ms
+  c.charges(v, 1000, 2048, 32);  // idle: 4 ms vs 8 ms
   EXPECT_EQ(v[0].decode_charge, 0);
   EXPECT_GT(v[1].decode_charge, 0);
   v[0].inflight = 3;  // 0 with 3 in flight: 10 ms of its own, 6 more for the others, vs 8 ms
-  c.charges(v, 1000, 2048);
+  c.charges(v, 1000, 2048, 32);
   EXPECT_GT(v[0].decode_charge, 0);
   EXPECT_EQ(v[1].decode_charge, 0);
 }
@@ -151,23 +151,23 @@ TEST(DecodeCost, AnEngineNotMeasuredYetIsChargedNothingAndNeverTheReference) {
   DecodeCost c(3);
   two_speeds(c);
   std::vector<CandidateState> v = candidates(3);  // engine 2 has no fit: it is tried
-  c.charges(v, 1000, 2048);
+  c.charges(v, 1000, 2048, 32);
   EXPECT_EQ(v[0].decode_charge, 0);
   EXPECT_DOUBLE_EQ(v[1].decode_charge, 87.875) << "measured against the fastest measured one";
   EXPECT_EQ(v[2].decode_charge, 0);
   // A failing or unhealthy engine is not the reference, however fast it looked.
   v = candidates(2);
   v[0].failing = true;
-  c.charges(v, 1000, 2048);
+  c.charges(v, 1000, 2048, 32);
   EXPECT_EQ(v[1].decode_charge, 0);
   EXPECT_EQ(v[0].decode_charge, 0) << "faster than the reference: nothing to charge";
   v[0].failing = false;
   v[0].eligible = false;
-  c.charges(v, 1000, 2048);
+  c.charges(v, 1000, 2048, 32);
   EXPECT_EQ(v[1].decode_charge, 0);
   c.forget(1);  // engine 1 starts over: nothing to compare with
   v = candidates(2);
-  c.charges(v, 1000, 2048);
+  c.charges(v, 1000, 2048, 32);
   EXPECT_EQ(v[0].decode_charge, 0);
   EXPECT_EQ(v[1].decode_charge, 0);
   // Nothing anywhere before the prefill speed is known.
@@ -177,8 +177,34 @@ TEST(DecodeCost, AnEngineNotMeasuredYetIsChargedNothingAndNeverTheReference) {
     early.learn(1, 101, static_cast<int64_t>(100 * 10 * kMs), 1);
   }
   early.learn_output(1000, 1000);
-  early.charges(v, 1000, 2048);
+  early.charges(v, 1000, 2048, 32);
   EXPECT_EQ(v[1].decode_charge, 0);
+}
+
+TEST(DecodeCost, LeavingTheCacheForABusyFasterDecoderPaysForItsBatchsWait) {
+  DecodeCost c(2);
+  two_speeds(c);  // 0 decodes at 5 ms per token, 1 at 10 ms
+  std::vector<CandidateState> v = candidates(2);
+  v[1].overlap = 30;  // the slow engine holds 30 blocks of the prompt
+  c.charges(v, 1000, 2048, 32);
+  EXPECT_EQ(v[0].decode_charge, 0) << "idle: only this request waits for the recompute";
+  EXPECT_DOUBLE_EQ(v[1].decode_charge, 87.875);
+  v[0].inflight = 4;  // 4 requests on the fast engine would wait for 30 blocks of prefill
+  c.charges(v, 1000, 2048, 32);
+  // 0: no decode charge but 4 x 30 = 120 blocks of waits; 1: 87.875 of decode. Lowered by the
+  // least: the cache wins now.
+  EXPECT_DOUBLE_EQ(v[0].decode_charge, 120 - 87.875);
+  EXPECT_EQ(v[1].decode_charge, 0);
+  // The waits alone: in-flight x the blocks fewer than the warmest counted candidate holds.
+  std::vector<CandidateState> w = candidates(3);
+  w[0].inflight = 4;
+  w[1].overlap = 30;
+  w[2].inflight = 2;
+  w[2].single_flight = 40;  // (capped: held as 32)
+  DecodeCost::add_prefill_wait(w, 32);
+  EXPECT_DOUBLE_EQ(w[0].decode_charge, 4 * 32);
+  EXPECT_DOUBLE_EQ(w[1].decode_charge, 0);
+  EXPECT_DOUBLE_EQ(w[2].decode_charge, 0);
 }
 
 TEST(DecodeCost, ExpectedOutputIsTheLimitTimesTheShareUsedOrTheUnlimitedMean) {

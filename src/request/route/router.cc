@@ -56,9 +56,6 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
       snap.spread_tie = spread.tie;
     }
   }
-  if (decode_cost_ != nullptr && uses_prefix_ && policy->config().decode_cost && request::is_inference(req.endpoint)) {
-    decode_cost_->charges(snap.candidates, req.max_output_tokens, policy->config().chunk_bytes);
-  }
   const std::vector<uint64_t>& chain = req.fingerprints.chain;
   bool warm = false;
   // One decision's overlaps and resident tokens, per engine (vectors of this thread's, reused).
@@ -98,6 +95,10 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
         warm = warm || c.single_flight > 0;
       }
     }
+  }
+  if (decode_cost_ != nullptr && uses_prefix_ && policy->config().decode_cost && request::is_inference(req.endpoint)) {
+    decode_cost_->charges(snap.candidates, req.max_output_tokens, policy->config().chunk_bytes,
+                          policy->config().max_overlap_blocks);
   }
   Routed r;
   r.request = RouteRequest::of(req, policy->config());
