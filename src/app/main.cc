@@ -655,7 +655,7 @@ int main(int argc, char** argv) {
   request::ExactPredictions exact_predictions(predictions, &late_check);
   request::TokenizeBudgetLearning tokenize_budget_learning(tokenize_budget);
   proxy.add_observer(&tokenize_budget_learning);  // also each request's first-byte budget
-  request::DecodeCostLearning decode_cost_learning(decode_cost, tokenize_budget);
+  request::DecodeCostLearning decode_cost_learning(decode_cost, tokenize_budget, fleet, clock);
   if (cfg.route_decode_cost) proxy.add_observer(&decode_cost_learning);
   if (exact_mode == route::ExactMode::kOn) proxy.add_observer(&exact_predictions);
   std::unique_ptr<observe::Journal> journal;

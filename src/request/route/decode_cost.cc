@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "common/moving_average.h"
+
 namespace ramjet::route {
 
 namespace {
@@ -21,8 +23,6 @@ constexpr std::array<metrics::Family, 3> kFamilies = {{
      "RJ_ROUTE_DECODE_COST: the learned share of their max_tokens that responses used (moving "
      "average): a request's expected output is its limit times this; 0 until learned."},
 }};
-
-void blend(double& avg, double sample, double weight) { avg = avg == 0 ? sample : avg + weight * (sample - avg); }
 
 }  // namespace
 
@@ -74,22 +74,17 @@ void DecodeCost::learn(size_t engine, uint64_t tokens, int64_t decode_ns, double
   std::lock_guard lock(e.mu);
   e.fitter.add(inflight, per_token, kForget);
   const DecodeFit f = e.fitter.fit(kMinSamples);
-  e.base_ns.store(f.base_ns, std::memory_order_relaxed);
-  e.slope_ns.store(f.slope_ns, std::memory_order_relaxed);
-  e.valid.store(f.valid, std::memory_order_release);
+  e.slope_ns.store(f.valid ? f.slope_ns : 0, std::memory_order_relaxed);
+  e.base_ns.store(f.valid ? f.base_ns : 0, std::memory_order_release);
 }
 
 void DecodeCost::learn_output(std::optional<uint64_t> max_tokens, uint64_t tokens) {
   if (tokens == 0) return;
-  std::lock_guard lock(output_mu_);
   if (max_tokens && *max_tokens > 0) {
-    double share = output_share_.load(std::memory_order_relaxed);
-    blend(share, std::min(1.0, static_cast<double>(tokens) / static_cast<double>(*max_tokens)), kOutputWeight);
-    output_share_.store(share, std::memory_order_relaxed);
+    blend_average(output_share_, std::min(1.0, static_cast<double>(tokens) / static_cast<double>(*max_tokens)),
+                  kOutputWeight);
   } else if (!max_tokens) {
-    double mean = unlimited_output_.load(std::memory_order_relaxed);
-    blend(mean, static_cast<double>(tokens), kOutputWeight);
-    unlimited_output_.store(mean, std::memory_order_relaxed);
+    blend_average(unlimited_output_, static_cast<double>(tokens), kOutputWeight);
   }
 }
 
@@ -103,8 +98,7 @@ void DecodeCost::forget(size_t engine) {
   Engine& e = fits_[engine];
   std::lock_guard lock(e.mu);
   e.fitter = DecodeFitter{};
-  e.valid.store(false, std::memory_order_release);
-  e.base_ns.store(0, std::memory_order_relaxed);
+  e.base_ns.store(0, std::memory_order_release);
   e.slope_ns.store(0, std::memory_order_relaxed);
 }
 
@@ -112,11 +106,9 @@ DecodeFit DecodeCost::fit(size_t engine) const {
   DecodeFit f;
   if (engine >= engines_) return f;
   const Engine& e = fits_[engine];
-  f.valid = e.valid.load(std::memory_order_acquire);
-  if (!f.valid) return f;
-  f.base_ns = e.base_ns.load(std::memory_order_relaxed);
-  f.slope_ns = e.slope_ns.load(std::memory_order_relaxed);
-  f.valid = f.base_ns > 0;  // (a reading torn by a forget and the next learn: not yet)
+  f.base_ns = e.base_ns.load(std::memory_order_acquire);
+  f.valid = f.base_ns > 0;  // (0: no fit)
+  if (f.valid) f.slope_ns = e.slope_ns.load(std::memory_order_relaxed);
   return f;
 }
 

@@ -45,7 +45,8 @@
 // 0.99x at c32, TTFT p95 51 vs 27 ms; with it 1.00x, 28 vs 27 ms, and c8 1.12x).
 //
 // Learning runs on the io threads at each response's end (a mutex per engine, held for a few
-// arithmetic operations); decisions read each engine's published fit from two atomics.
+// arithmetic operations; the output averages are lock-free, common/moving_average.h); decisions
+// read each engine's published fit from two atomics, a base of 0 meaning none.
 #pragma once
 
 #include <atomic>
@@ -139,13 +140,11 @@ class DecodeCost {
   struct Engine {
     std::mutex mu;
     DecodeFitter fitter;  // under mu
-    std::atomic<double> base_ns{0};
+    std::atomic<double> base_ns{0};  // the published fit (0: none)
     std::atomic<double> slope_ns{0};
-    std::atomic<bool> valid{false};
   };
   size_t engines_;
   std::unique_ptr<Engine[]> fits_;
-  std::mutex output_mu_;
   std::atomic<double> output_share_{0};      // of max_tokens, limited responses (0: none yet)
   std::atomic<double> unlimited_output_{0};  // tokens, unlimited responses (0: none yet)
   std::atomic<double> prefill_ns_per_token_{0};

@@ -513,7 +513,6 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   x.units = c.request_load_units;
   x.engine_done = false;
   x.dispatch_ns = clock_.now_ns();
-  x.dispatch_inflight = engine.inflight();
   notify<kDispatched>(&ExchangeObserver::dispatched, x, u);
   // However this attempt ends short of a complete response, observers hear of it.
   struct AttemptEnd {

@@ -68,9 +68,6 @@ struct ExchangeRecord {
   bool waited_for_wake = false;  // it waited while a parked engine of its pool woke (idle drain)
   bool batch = false;            // its priority class is batch (Proxy::admission_class)
   int64_t dispatch_ns = 0;     // the current attempt was dispatched to its engine
-  int64_t dispatch_inflight = 0;  // its engine's in-flight requests then (this router's, this one included)
-  int64_t engine_end_ns = 0;      // the engine's response was complete (`completed`)
-  int64_t end_inflight = 0;       // its engine's in-flight requests then (this one included)
   int64_t head_ns = 0;         // the upstream response head arrived
   int64_t first_token_ns = 0;  // the first generated token was relayed (inference, 200)
   int64_t end_ns = 0;          // set for `finished`
@@ -93,6 +90,12 @@ struct ExchangeRecord {
   uint64_t uncached_tokens = 0;
   // Observer-owned: the single-flight lead of the current attempt (request/stream/observers.h).
   route::SingleFlight::Lease lead;
+  // Observer-owned (DecodeCostLearning, RJ_ROUTE_DECODE_COST): the current attempt's engine's
+  // in-flight requests (this router's, this one included) at its dispatch and when its response
+  // was complete, and that time.
+  int64_t dispatch_inflight = 0;
+  int64_t end_inflight = 0;
+  int64_t engine_end_ns = 0;
 };
 
 // The events, as bits: each observer names the ones it handles and is called for those only (an

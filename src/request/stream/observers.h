@@ -6,12 +6,14 @@
 #include <limits>
 #include <vector>
 
+#include "common/clock.h"
 #include "request/route/decode_cost.h"
 #include "request/route/late_check.h"
 #include "request/route/prediction_check.h"
 #include "request/route/router.h"
 #include "request/stream/observer.h"
 #include "request/stream/tokenize_budget.h"
+#include "upstream/fleet.h"
 
 namespace ramjet::request {
 
@@ -146,11 +148,22 @@ class TokenizeBudgetLearning final : public ExchangeObserver {
 // prompt tokens take at the fleet's learned speed (not a disaggregated request's decode leg: its
 // prefill ran elsewhere), per output token, at the engine's mean in-flight count over it (at
 // dispatch and at its end); every one's output against its max_tokens; and the fleet's prefill
-// speed as the tokenize budget learned it. Runs after TokenizeBudgetLearning.
+// speed as the tokenize budget learned it. Runs after TokenizeBudgetLearning. It records the
+// in-flight counts and the end time itself (ExchangeRecord's observer-owned fields), so a proxy
+// without RJ_ROUTE_DECODE_COST does none of it.
 class DecodeCostLearning final : public ExchangeObserver {
  public:
-  DecodeCostLearning(route::DecodeCost& cost, const TokenizeBudget& budget)
-      : ExchangeObserver(kUsage), cost_(cost), budget_(budget) {}
+  DecodeCostLearning(route::DecodeCost& cost, const TokenizeBudget& budget, const upstream::Fleet& fleet,
+                     const Clock& clock)
+      : ExchangeObserver(kDispatched | kCompleted | kUsage), cost_(cost), budget_(budget), fleet_(fleet), clock_(clock) {}
+  void dispatched(ExchangeRecord& x, size_t engine) override {
+    x.dispatch_inflight = fleet_.at(engine).inflight();
+    x.engine_end_ns = 0;
+  }
+  void completed(ExchangeRecord& x, size_t engine) override {
+    x.engine_end_ns = clock_.now_ns();
+    x.end_inflight = fleet_.at(engine).inflight();
+  }
   void usage(ExchangeRecord& x, const Usage& u) override {
     if (!x.upstream || x.prep == nullptr || !u.completion_tokens) return;
     cost_.learn_prefill(budget_.ns_per_token(), budget_.tokens_per_byte());
@@ -173,6 +186,8 @@ class DecodeCostLearning final : public ExchangeObserver {
  private:
   route::DecodeCost& cost_;
   const TokenizeBudget& budget_;
+  const upstream::Fleet& fleet_;
+  const Clock& clock_;
 };
 
 }  // namespace ramjet::request

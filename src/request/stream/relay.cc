@@ -190,8 +190,6 @@ void Proxy::finish_usage(Session& s, Exchange& x) {
 // reports `failed` unless this ran).
 void Proxy::engine_completed(Exchange& x, Attempt& a) {
   x.engine_done = true;
-  x.engine_end_ns = clock_.now_ns();
-  x.end_inflight = a.engine.inflight();
   notify<kCompleted>(&ExchangeObserver::completed, x, a.engine.ordinal());
 }
 

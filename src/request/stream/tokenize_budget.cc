@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 
+#include "common/moving_average.h"
+
 namespace ramjet::request {
 
 namespace {
@@ -20,24 +22,16 @@ constexpr std::array<metrics::Family, 2> kFamilies = {{
      "size before its tokens are known; 0 until learned."},
 }};
 
-void blend(std::atomic<double>& avg, double sample) {
-  double old = avg.load(std::memory_order_relaxed);
-  double next;
-  do {
-    next = old == 0 ? sample : old + kWeight * (sample - old);
-  } while (!avg.compare_exchange_weak(old, next, std::memory_order_relaxed));
-}
-
 }  // namespace
 
 std::span<const metrics::Family> tokenize_budget_families() { return kFamilies; }
 
 void TokenizeBudget::learn(uint64_t body_bytes, uint64_t prompt_tokens, uint64_t cached_tokens, int64_t ttft_ns) {
   if (prompt_tokens == 0 || body_bytes < kMinBodyBytes) return;
-  blend(tokens_per_byte_, static_cast<double>(prompt_tokens) / static_cast<double>(body_bytes));
+  blend_average(tokens_per_byte_, static_cast<double>(prompt_tokens) / static_cast<double>(body_bytes), kWeight);
   const uint64_t computed = prompt_tokens > cached_tokens ? prompt_tokens - cached_tokens : 0;
   if (ttft_ns > 0 && computed >= kMinComputedTokens) {
-    blend(ns_per_token_, static_cast<double>(ttft_ns) / static_cast<double>(computed));
+    blend_average(ns_per_token_, static_cast<double>(ttft_ns) / static_cast<double>(computed), kWeight);
   }
 }
 
