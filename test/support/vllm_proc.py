@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from support.ramjet_proc import http_request
+from support.ramjet_proc import Metrics, http_request
 
 REPO = Path(__file__).resolve().parent.parent.parent
 VENV = Path(os.environ.get("RAMJET_VLLM_VENV", REPO / ".venv" / "vllm"))
@@ -277,9 +277,14 @@ class VllmEngine:
         return self.post_json("/tokenize", dict(b, model=self.name))["tokens"]
 
     def metrics_text(self) -> str:
+        """The engine's /metrics. Not ramjet_proc.scrape: its 5 s timeout is for ramjet, while vLLM's
+        API server shares two busy cores with its engine core and was seen past 5 s in CI."""
         r = self.request("GET", "/metrics")
         assert r.status == 200
         return r.body.decode()
+
+    def metrics(self) -> Metrics:
+        return Metrics(self.metrics_text())
 
 
 def start_engines(n: int, model: str, log_dir=None, **kw) -> list:

@@ -235,3 +235,39 @@ def test_models_health_and_the_engine_metrics_ramjet_reads(engines, ramjet_facto
         assert m.get("ramjet_engine_requests_waiting", upstream=i) == 0
         assert m.get("ramjet_engine_kv_cache_usage", upstream=i) is not None
     assert m.sum("ramjet_engine_scrape_errors_total") == 0
+
+
+@pytest.mark.parametrize("api", list(PATHS))
+def test_the_decode_cost_learns_each_engines_time_per_token_from_its_streams(api, engines, ramjet_factory, tag):
+    """RJ_ROUTE_DECODE_COST learns each engine's time per output token from the streams relayed from
+    it (first token to last byte, over the output tokens the usage reports, in each API's own
+    shape). With one request in flight at a time, what it learned must be what vLLM measured for the
+    same requests: the mean of its vllm:request_time_per_output_token_seconds. And the learned
+    share of max_tokens used must be the share these responses used."""
+    rj = ramjet(ramjet_factory, engines, RJ_ROUTE_DECODE_COST="1", RJ_AFFINITY="round_robin")
+    tpot = "vllm:request_time_per_output_token_seconds"
+
+    def engine_tpot() -> list:
+        ms = [e.metrics() for e in engines]
+        return [(m.sum(tpot + "_sum"), m.sum(tpot + "_count")) for m in ms]
+
+    before, used = engine_tpot(), []
+    for i in range(20):  # ten to each engine; a fit needs eight of at least 16 tokens
+        r = send(rj, api, body_for(api, f"{tag}[{i}]", True, max_tokens=32))
+        got = reported(api, r.body, True)
+        assert got["completion"], got
+        used.append(got["completion"] / 32)
+    after = engine_tpot()
+    m = poll(lambda: (lambda m: m if all(m.get("ramjet_route_decode_seconds_per_token", upstream=str(i))
+                                         for i in (0, 1)) else None)(rj.metrics()),
+             5, what="both engines fitted")
+    for i in (0, 1):
+        n = after[i][1] - before[i][1]
+        assert n == 10, (i, n, "round robin sends every other request to each engine")
+        vllm_s = (after[i][0] - before[i][0]) / n
+        learned = m.get("ramjet_route_decode_seconds_per_token", upstream=str(i))
+        print(f"{api} engine {i}: learned {learned * 1e3:.2f} ms/token, vLLM measured {vllm_s * 1e3:.2f}")
+        assert 0.6 * vllm_s <= learned <= 1.6 * vllm_s, (i, learned, vllm_s)
+        assert m.get("ramjet_route_decode_seconds_per_token_per_request", upstream=str(i)) >= 0
+    share = m.get("ramjet_route_decode_output_share")
+    assert min(used) - 1e-9 <= share <= max(used) + 1e-9, (share, used)

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from conftest import count_predictions, start_fixture_engines
-from support.ramjet_proc import http_request, poll, scrape
+from support.ramjet_proc import http_request, poll
 from support.vllm_proc import SERVED_NAME
 
 RANKS = 2
@@ -79,7 +79,7 @@ def test_the_generation_probe_reaches_each_rank_and_passes(dp_engine, ramjet_fac
     X-Data-Parallel-Rank, is served by that rank (vLLM's own per-rank request counters move on
     both), answers well within the probe timeout, and fences nothing."""
     def served(rank: int) -> float:
-        return scrape(dp_engine.port).sum("vllm:request_success_total", engine=str(rank))
+        return dp_engine.metrics().sum("vllm:request_success_total", engine=str(rank))
 
     before = [served(r) for r in range(RANKS)]
     rj = ramjet_factory([dp_engine.url], env={"RJ_UPSTREAM_DP_SIZE": str(RANKS), "RJ_PROBE_RANK_GENERATION": "true",

@@ -24,7 +24,7 @@ import pytest
 
 from support import kv_mirror, vllm_proc
 from support.disagg import ANSWER_KEYS, prefill_leg, request_body as contract_body
-from support.ramjet_proc import poll, scrape
+from support.ramjet_proc import poll
 
 SITE = Path(os.environ.get("RAMJET_NIXL_SITE", vllm_proc.VENV.parent / "nixl"))
 ENGINE_ID = "prefill-0"
@@ -135,17 +135,17 @@ def test_the_prefill_answer_carries_the_nixl_params_of_its_held_blocks(pd, tag, 
     want = rf"chatcmpl-{rid}-[0-9a-f]{{8}}" if chat else rf"cmpl-{rid}-0-[0-9a-f]{{8}}"
     assert re.fullmatch(want, kv["remote_request_id"]), kv["remote_request_id"]
     assert a["usage"]["completion_tokens"] == 1
-    assert scrape(p.port).sum("vllm:kv_cache_usage_perc") > 0, "the blocks are held for the pull"
+    assert p.metrics().sum("vllm:kv_cache_usage_perc") > 0, "the blocks are held for the pull"
     # Pulled, they are freed (else the 30 s lease would keep them past the next tests' checks).
     assert post(pd[1], path, dict(body, kv_transfer_params=kv), rid="leg").status == 200
-    assert poll(lambda: scrape(p.port).sum("vllm:kv_cache_usage_perc") == 0, timeout=30)
+    assert poll(lambda: p.metrics().sum("vllm:kv_cache_usage_perc") == 0, timeout=30)
 
 
 @pytest.mark.parametrize("chat,stream", [(False, False), (True, True)], ids=["completions-json", "chat-sse"])
 def test_the_decode_leg_pulls_reports_the_producers_hit_and_stores_the_blocks(pd, tag, chat, stream):
     p, d, _ = pd
     path, body = request_body(tag, chat, stream, max_tokens=6)
-    before = scrape(d.port)
+    before = d.metrics()
     stored_before = len(stored_hashes(d))
     r = post(p, path, prefill_leg(body), rid="a")
     first = json.loads(r.body)
@@ -163,12 +163,12 @@ def test_the_decode_leg_pulls_reports_the_producers_hit_and_stores_the_blocks(pd
         assert a["kv_transfer_params"] is None
     assert usage["prompt_tokens"] == prompt and usage["completion_tokens"] == 6
     assert usage["prompt_tokens_details"]["cached_tokens"] == kv["remote_prefill_cached_tokens"] == 0
-    after = scrape(d.port)
+    after = d.metrics()
     assert after.sum("vllm:external_prefix_cache_hits_total") - before.sum("vllm:external_prefix_cache_hits_total") \
         == prompt, "the whole prompt came from the producer"
     assert after.sum("vllm:nixl_xfer_time_seconds_count") == before.sum("vllm:nixl_xfer_time_seconds_count") + 1
     # The producer frees the blocks once D's READ completes (P notices while it steps).
-    assert poll(lambda: scrape(p.port).sum("vllm:kv_cache_usage_perc") == 0, timeout=30)
+    assert poll(lambda: p.metrics().sum("vllm:kv_cache_usage_perc") == 0, timeout=30)
     # Both engines published the prompt's full blocks, the same hashes (PYTHONHASHSEED=0).
     full = prompt // vllm_proc.BLOCK_SIZE
     d_new = stored_hashes(d)[stored_before:]
@@ -232,8 +232,8 @@ def test_ramjet_sends_both_legs_to_real_engines(pd, ramjet_factory, tag, api, st
     rj = ramjet_factory([p.url, d.url], env={"RJ_UPSTREAM_ROLE": "prefill,decode", "RJ_DISAGG_MIN_UNCACHED_TOKENS": "0",
                                             "RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS": "120000",
                                             "RJ_PROBE_TIMEOUT_MS": "5000"})
-    before = scrape(d.port).sum("vllm:nixl_xfer_time_seconds_count")
-    pulled = scrape(d.port).sum("vllm:external_prefix_cache_hits_total")
+    before = d.metrics().sum("vllm:nixl_xfer_time_seconds_count")
+    pulled = d.metrics().sum("vllm:external_prefix_cache_hits_total")
     path, body = routed_body(api, tag, stream)
     r = rj.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"}, timeout=120)
     assert r.status == 200, r.body
@@ -246,8 +246,8 @@ def test_ramjet_sends_both_legs_to_real_engines(pd, ramjet_factory, tag, api, st
     else:
         a = json.loads(text)
         assert "kv_transfer_params" not in a or a["kv_transfer_params"] is None
-    assert scrape(d.port).sum("vllm:nixl_xfer_time_seconds_count") == before + 1, "one pull"
-    assert scrape(d.port).sum("vllm:external_prefix_cache_hits_total") > pulled
+    assert d.metrics().sum("vllm:nixl_xfer_time_seconds_count") == before + 1, "one pull"
+    assert d.metrics().sum("vllm:external_prefix_cache_hits_total") > pulled
     m = rj.metrics()
     assert m.val("ramjet_disagg_requests_total", choice="remote") == 1
     assert m.val("ramjet_disagg_prefill_legs_total", outcome="ok") == 1
@@ -270,4 +270,5 @@ def test_a_producer_that_does_not_answer_fails_the_decode_leg_with_a_500(pd, tag
     else:
         assert r.status == 500 and json.loads(r.body) == INTERNAL_ERROR
     assert time.monotonic() - t0 >= 4, "the NIXL handshake times out first (~5 s)"
-    assert scrape(d.port).sum("vllm:nixl_num_failed_transfers_total") >= 1
+    poll(lambda: d.metrics().sum("vllm:nixl_num_failed_transfers_total") >= 1, timeout=30,
+         what="the failed pull counted")
