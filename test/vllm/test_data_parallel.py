@@ -10,6 +10,7 @@ holds it and vLLM's cached_tokens there equal ramjet's prediction."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -64,7 +65,8 @@ def test_each_rank_is_a_target_with_its_own_kv_events_and_exact_placements(dp_en
             assert ordinal == where[c], (c, turn, ordinal, where[c])
             receipt = r.header("X-Ramjet-Route") or ""
             assert receipt.startswith("exact"), receipt
-            predicted = int(receipt.split("predicted_cached_tokens=")[1])
+            # "; provisional_tokens=N" may follow when the previous turn's KV events are still on their way
+            predicted = int(re.search(r"predicted_cached_tokens=(\d+)", receipt).group(1))
             assert cached > 0 and abs(cached - predicted) <= 64, (receipt, cached)
     assert set(where.values()) == {"0", "1"}, f"the conversations all went to one rank: {where}"
     own = count_predictions(rj)
