@@ -257,9 +257,8 @@ std::vector<std::string_view> model_names(std::string_view item) {
 }
 
 std::string UpstreamUrl::host_header() const {
-  const std::string& n = server_name();
-  std::string h = n.find(':') != std::string::npos ? "[" + n + "]" : n;
-  if (port != (tls ? 443 : 80)) h += ":" + std::to_string(port);
+  std::string h;
+  append_host_header(h);
   return h;
 }
 

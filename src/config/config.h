@@ -3,6 +3,7 @@
 // `ramjet --help` and docs/configuration.md are generated from the same table.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,6 +24,21 @@ struct UpstreamUrl {
   std::string name{};
   const std::string& server_name() const { return name.empty() ? host : name; }
   std::string host_header() const;  // "host:port" (port omitted when the scheme's default)
+  // host_header() appended to `out` (anything with append(std::string_view)) without building a
+  // string: the data plane writes it into every forwarded head.
+  template <typename Out>
+  void append_host_header(Out& out) const {
+    const std::string& n = server_name();
+    const bool v6 = n.find(':') != std::string::npos;
+    if (v6) out.append("[");
+    out.append(n);
+    if (v6) out.append("]");
+    if (port != (tls ? 443 : 80)) {
+      char digits[8] = {':'};
+      const auto r = std::to_chars(digits + 1, digits + sizeof digits, port);
+      out.append(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
+    }
+  }
 };
 
 struct Config;

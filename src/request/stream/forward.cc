@@ -124,7 +124,9 @@ size_t Proxy::build_request_head(Session& s, const config::UpstreamUrl& url, std
     net::append_field(out, req.fields.name(i), req.fields.value(i));
     ++fields;
   }
-  net::append_field(out, "Host", url.host_header());
+  out.append("Host: ");
+  url.append_host_header(out);
+  out.append("\r\n");
   fields += append_rank_header(out, header_rank);  // (a client's was dropped above)
   if (own_keys && s.authenticated && !config_.upstream_authorization.empty()) {
     net::append_field(out, "Authorization", config_.upstream_authorization);
