@@ -1,5 +1,7 @@
 // net/io_pool: one io_context per thread. A connection lives on one thread for its whole life
-// (its upstream connections too), so per-connection state needs no locks.
+// (its upstream connections too), so per-connection state needs no locks, and neither does Asio's
+// own per-socket state: a socket on a pool context must only be used from that context's thread
+// (post to it; io_pool.cc).
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -7,6 +7,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <unistd.h>
+
 #include "common/log.h"
 
 namespace ramjet::net {
@@ -48,10 +50,12 @@ void Listener::close() {
 }
 
 asio::awaitable<void> Listener::accept_loop() {
+  asio::execution_context* const own = &asio::query(acceptor_.get_executor(), asio::execution::context);
+  boost::system::error_code ec;
+  const tcp::endpoint bound = acceptor_.local_endpoint(ec);
+  const tcp protocol = bound.protocol();
   for (;;) {
-    auto& ctx = pool_.next();
-    boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor_.async_accept(ctx, asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
       // EMFILE and friends: back off briefly instead of spinning.
@@ -61,7 +65,25 @@ asio::awaitable<void> Listener::accept_loop() {
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(ctx, handler_(std::move(socket)), asio::detached);
+    auto& ctx = pool_.next();
+    if (static_cast<asio::execution_context*>(&ctx) == own) {
+      asio::co_spawn(ctx, handler_(std::move(socket)), asio::detached);
+      continue;
+    }
+    // Each io context's reactor is touched only from its own thread (IoPool's concurrency hint
+    // leaves its per-socket state unlocked): the connection is registered on its thread, not here.
+    const int fd = socket.release(ec);
+    if (ec) continue;
+    asio::post(ctx, [&ctx, protocol, fd, handler = handler_] {
+      boost::system::error_code ec;
+      tcp::socket s(ctx);
+      s.assign(protocol, fd, ec);
+      if (ec) {
+        ::close(fd);
+        return;
+      }
+      asio::co_spawn(ctx, handler(std::move(s)), asio::detached);
+    });
   }
 }
 
