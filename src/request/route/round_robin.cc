@@ -21,6 +21,7 @@ class RoundRobinPolicy final : public Policy {
     d.spread_tie = fleet.spread_tie;
     const size_t n = fleet.candidates.size();
     const uint32_t units = request_load_units(req.body_bytes, config_);
+    d.ranked.reserve(n);
     for (const auto& c : fleet.candidates) d.ranked.push_back(CandidateTerms{c.ordinal, c.eligible, c.load_units, units, c.foreign_load_units});
     d.rotated = rank_with_rotation(d.ranked, rotation, [](const CandidateTerms& t) { return t.eligible; });
     d.fail_open = n > 0 && !d.ranked.front().eligible;
