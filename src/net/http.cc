@@ -1,5 +1,10 @@
 #include "net/http.h"
 
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/status.hpp>
@@ -134,22 +139,268 @@ void RequestParser::on_request_impl(http::verb method, beast_sv method_str, beas
   head_.version = static_cast<unsigned>(version);
 }
 
-void ResponseParser::on_response_impl(int code, beast_sv reason, int version,
-                                      boost::system::error_code&) {
+void ResponseParser::Head::on_response_impl(int code, beast_sv reason, int version, boost::system::error_code&) {
   head_.status = static_cast<unsigned>(code);
   head_.reason.assign(reason);
   head_.version = static_cast<unsigned>(version);
 }
 
-size_t ResponseParser::piece(std::string_view s, boost::system::error_code& ec) {
-  if (s.empty()) return 0;
-  if (count_ == pieces_.size()) {
-    ec = http::error::need_buffer;
-    return 0;
+namespace {
+
+// RFC 9110 tchar.
+constexpr std::array<bool, 256> kTokenChar = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<size_t>(c)] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+bool token_char(char c) { return kTokenChar[static_cast<unsigned char>(c)]; }
+bool bws(char c) { return c == ' ' || c == '\t'; }
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] ), chunk-ext-val =
+// token / quoted-string, over the rest of the line [p, end) exactly as Beast's
+// parse_chunk_extensions reads it (end stands for the line's CR: BWS before it is refused, a
+// quoted string's backslash escapes any byte).
+bool chunk_extensions(const char* p, const char* end) {
+  for (;;) {
+    if (p == end) return true;
+    if (bws(*p)) {
+      while (p != end && bws(*p)) ++p;
+      if (p == end) return false;
+    }
+    if (*p != ';') return false;
+    for (;;) {  // after each ';'
+      do ++p;
+      while (p != end && bws(*p));
+      if (p == end || !token_char(*p)) return false;
+      while (p != end && token_char(*p)) ++p;
+      bool blank = false;
+      while (p != end && bws(*p)) {
+        ++p;
+        blank = true;
+      }
+      if (p != end && *p == ';') continue;
+      if (p == end || *p != '=') return p == end && !blank;
+      break;
+    }
+    do ++p;  // past '='
+    while (p != end && bws(*p));
+    if (p == end) return false;
+    if (*p != '"') {
+      if (!token_char(*p)) return false;
+      while (p != end && token_char(*p)) ++p;
+      continue;
+    }
+    for (++p;; ++p) {
+      if (p == end) return false;
+      if (*p == '"') break;
+      if (*p == '\\' && ++p == end) return false;
+    }
+    ++p;
   }
-  pieces_[count_++] = s;
-  bytes_ += s.size();
-  return s.size();
+}
+
+// A trailer field line (without its CRLF): field-name ":" OWS field-value OWS, the value without
+// control characters other than HTAB.
+bool trailer_field(std::string_view line) {
+  const size_t colon = line.find(':');
+  if (colon == 0 || colon == std::string_view::npos) return false;
+  for (size_t i = 0; i < colon; ++i) {
+    if (!token_char(line[i])) return false;
+  }
+  for (size_t i = colon + 1; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void ResponseParser::start_body() {
+  scanned_ = 0;
+  if (head_.is_done()) {  // no body: 1xx, 204, 304, a HEAD request's, Content-Length: 0
+    state_ = State::kDone;
+  } else if (head_.chunked()) {
+    state_ = State::kChunkLine;
+  } else if (const auto length = head_.content_length()) {
+    left_ = *length;  // Beast has checked it against the body limit
+    state_ = State::kLength;
+  } else {
+    state_ = State::kToEof;
+  }
+}
+
+size_t ResponseParser::put(boost::asio::const_buffer b, boost::system::error_code& ec) {
+  ec = {};
+  size_t used = 0;
+  if (state_ == State::kHead) {
+    used = head_.put(b, ec);  // not eager: Beast stops at the end of the head
+    if (ec || !head_.is_header_done()) return used;
+    start_body();
+    if (!eager_) return used;
+  }
+  if (state_ == State::kDone) return used;
+  return used + body(static_cast<const char*>(b.data()) + used, b.size() - used, ec);
+}
+
+size_t ResponseParser::body(const char* const begin, size_t n, boost::system::error_code& ec) {
+  const char* p = begin;
+  const char* const end = begin + n;
+  for (;;) {
+    const size_t avail = static_cast<size_t>(end - p);
+    switch (state_) {
+      case State::kHead:
+      case State::kDone:
+        return static_cast<size_t>(p - begin);
+      case State::kLength:
+      case State::kChunkData: {
+        if (avail == 0) {
+          ec = http::error::need_more;
+          return static_cast<size_t>(p - begin);
+        }
+        const size_t take = static_cast<size_t>(std::min<std::uint64_t>(left_, avail));
+        if (!piece({p, take})) {
+          ec = http::error::need_buffer;
+          return static_cast<size_t>(p - begin);
+        }
+        p += take;
+        left_ -= take;
+        if (left_ == 0) state_ = state_ == State::kLength ? State::kDone : State::kChunkEnd;
+        break;
+      }
+      case State::kToEof: {
+        if (avail == 0) return 0;
+        if (body_limit_) {
+          if (avail > *body_limit_) {
+            ec = http::error::body_limit;
+            return 0;
+          }
+        }
+        if (!piece({p, avail})) {
+          ec = http::error::need_buffer;
+          return 0;
+        }
+        if (body_limit_) *body_limit_ -= avail;
+        return avail;
+      }
+      case State::kChunkEnd:
+        if (avail < 2) {
+          ec = http::error::need_more;
+          return static_cast<size_t>(p - begin);
+        }
+        if (p[0] != '\r' || p[1] != '\n') {
+          ec = http::error::bad_chunk;
+          return static_cast<size_t>(p - begin);
+        }
+        p += 2;
+        state_ = State::kChunkLine;
+        break;
+      case State::kChunkLine: {
+        // chunk-size [ chunk-ext ] CRLF, the whole line at once.
+        const size_t from = std::min(scanned_, avail);
+        const auto* cr = static_cast<const char*>(std::memchr(p + from, '\r', avail - from));
+        if (cr == nullptr || cr + 1 == end) {
+          scanned_ = cr == nullptr ? avail : static_cast<size_t>(cr - p);
+          ec = scanned_ > kMaxChunkLine ? http::error::bad_chunk : http::error::need_more;
+          return static_cast<size_t>(p - begin);
+        }
+        if (cr[1] != '\n') {
+          ec = http::error::bad_line_ending;
+          return static_cast<size_t>(p - begin);
+        }
+        scanned_ = 0;
+        if (static_cast<size_t>(cr - p) > kMaxChunkLine) {
+          ec = http::error::bad_chunk;
+          return static_cast<size_t>(p - begin);
+        }
+        const char* q = p;
+        std::uint64_t size = 0;
+        int d = q == cr ? -1 : hex_digit(*q);
+        if (d < 0) {
+          ec = http::error::bad_chunk;
+          return static_cast<size_t>(p - begin);
+        }
+        for (; q != cr && (d = hex_digit(*q)) >= 0; ++q) {
+          if (size > (std::numeric_limits<std::uint64_t>::max() >> 4)) {
+            ec = http::error::bad_chunk;
+            return static_cast<size_t>(p - begin);
+          }
+          size = (size << 4) | static_cast<std::uint64_t>(d);
+        }
+        if (size != 0 && body_limit_) {
+          if (size > *body_limit_) {
+            ec = http::error::body_limit;
+            return static_cast<size_t>(p - begin);
+          }
+          *body_limit_ -= size;
+        }
+        if (!chunk_extensions(q, cr)) {
+          ec = http::error::bad_chunk_extension;
+          return static_cast<size_t>(p - begin);
+        }
+        p = cr + 2;
+        if (size != 0) {
+          left_ = size;
+          state_ = State::kChunkData;
+        } else {
+          left_ = 0;  // trailer bytes read so far
+          state_ = State::kTrailer;
+        }
+        break;
+      }
+      case State::kTrailer: {
+        // *( field-line CRLF ) CRLF: a line at a time (fields are checked, then ignored).
+        const size_t from = std::min(scanned_, avail);
+        const auto* cr = static_cast<const char*>(std::memchr(p + from, '\r', avail - from));
+        if (cr == nullptr || cr + 1 == end) {
+          scanned_ = cr == nullptr ? avail : static_cast<size_t>(cr - p);
+          ec = left_ + scanned_ > kMaxTrailerBytes ? http::error::header_limit : http::error::need_more;
+          return static_cast<size_t>(p - begin);
+        }
+        if (cr[1] != '\n') {
+          ec = http::error::bad_line_ending;
+          return static_cast<size_t>(p - begin);
+        }
+        scanned_ = 0;
+        const std::string_view line(p, static_cast<size_t>(cr - p));
+        left_ += line.size() + 2;
+        if (left_ > kMaxTrailerBytes) {
+          ec = http::error::header_limit;
+          return static_cast<size_t>(p - begin);
+        }
+        if (!line.empty()) trailers_ = true;
+        if (!line.empty() && !trailer_field(line)) {
+          ec = http::error::bad_field;
+          return static_cast<size_t>(p - begin);
+        }
+        p = cr + 2;
+        if (line.empty()) state_ = State::kDone;
+        break;
+      }
+    }
+  }
+}
+
+void ResponseParser::put_eof(boost::system::error_code& ec) {
+  ec = {};
+  if (state_ == State::kHead) {
+    head_.put_eof(ec);
+  } else if (state_ == State::kToEof) {
+    state_ = State::kDone;
+  } else if (state_ != State::kDone) {
+    ec = http::error::partial_message;
+  }
 }
 
 void append_decimal(HeadBuffer& out, uint64_t v) {

@@ -159,13 +159,47 @@ class RequestParser final : public http::basic_parser<true> {
   bool header_done_ = false;
 };
 
-// Beast's response parser writing the head into a ResponseHead. Body bytes are not copied: each
-// piece is recorded as a view into the caller's input buffer (valid until that buffer is
-// modified), up to kMaxPieces per put(); then put() stops with error::need_buffer.
-class ResponseParser final : public http::basic_parser<false> {
+// An engine's response: Beast's parser reads the head into a ResponseHead, then the body's
+// framing is read here (Content-Length, chunked, or to the end of the connection) in one pass
+// per put(), without Beast's per-step callbacks (about 2,000 instructions less for an 8-event
+// stream). Body bytes are not copied: each piece is recorded as a view into the caller's input
+// buffer (valid until that buffer is modified), up to kMaxPieces per put(); then put() stops with
+// error::need_buffer. Accepts and refuses what Beast does, with two differences: a chunk-size
+// line (size and extensions) longer than kMaxChunkLine is refused (Beast keeps asking for
+// more), and trailer fields are only checked for the field grammar (Beast also applies
+// Content-Length and Transfer-Encoding found there); both are ignored. http_test and
+// fuzz_response_parser hold it to Beast's own parser.
+class ResponseParser {
  public:
   static constexpr size_t kMaxPieces = 32;
-  explicit ResponseParser(ResponseHead& head) : head_(head) { head_.fields.clear(); }
+  static constexpr size_t kMaxChunkLine = 4096;
+  static constexpr size_t kMaxTrailerBytes = 64 * 1024;
+
+  explicit ResponseParser(ResponseHead& head) : head_(head) {}
+
+  void header_limit(std::uint32_t n) { head_.header_limit(n); }
+  void body_limit(boost::optional<std::uint64_t> n) {
+    head_.body_limit(n);
+    body_limit_ = n;
+  }
+  // Whether put() goes on into the body once the head is complete (Beast's eager()).
+  void eager(bool v) { eager_ = v; }
+  void skip(bool v) { head_.skip(v); }
+
+  // Beast's put(): how many bytes of `b` were used. need_more: a head or chunk line is
+  // incomplete; need_buffer: kMaxPieces pieces recorded.
+  size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
+  // The connection ended: complete when the body runs to the end of it, else partial_message.
+  void put_eof(boost::system::error_code& ec);
+
+  bool got_some() const { return head_.got_some(); }
+  bool is_header_done() const { return head_.is_header_done(); }
+  bool is_done() const { return state_ == State::kDone; }
+  bool keep_alive() const { return head_.keep_alive(); }
+  // Whether a chunked body's trailer section held a field line (read, never relayed).
+  bool had_trailers() const { return trailers_; }
+  // The head's Content-Length (not what is left of it).
+  boost::optional<std::uint64_t> content_length() const { return head_.content_length(); }
 
   const std::string_view* pieces() const { return pieces_.data(); }
   size_t piece_count() const { return count_; }
@@ -176,24 +210,43 @@ class ResponseParser final : public http::basic_parser<false> {
   }
 
  private:
-  void on_request_impl(http::verb, beast_sv, beast_sv, int, boost::system::error_code&) override {}
-  void on_response_impl(int code, beast_sv reason, int version, boost::system::error_code&) override;
-  void on_field_impl(http::field id, beast_sv name, beast_sv value,
-                     boost::system::error_code&) override {
-    if (!header_done_) head_.fields.add(id, name, value);
-  }
-  void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
-  void on_body_init_impl(const boost::optional<std::uint64_t>&, boost::system::error_code&) override {}
-  size_t on_body_impl(beast_sv s, boost::system::error_code& ec) override { return piece(s, ec); }
-  void on_chunk_header_impl(std::uint64_t, beast_sv, boost::system::error_code&) override {}
-  size_t on_chunk_body_impl(std::uint64_t, beast_sv s, boost::system::error_code& ec) override {
-    return piece(s, ec);
-  }
-  void on_finish_impl(boost::system::error_code&) override {}
-  size_t piece(std::string_view s, boost::system::error_code& ec);
+  class Head final : public http::basic_parser<false> {
+   public:
+    explicit Head(ResponseHead& head) : head_(head) { head_.fields.clear(); }
 
-  ResponseHead& head_;
-  bool header_done_ = false;
+   private:
+    void on_request_impl(http::verb, beast_sv, beast_sv, int, boost::system::error_code&) override {}
+    void on_response_impl(int code, beast_sv reason, int version, boost::system::error_code&) override;
+    void on_field_impl(http::field id, beast_sv name, beast_sv value, boost::system::error_code&) override {
+      head_.fields.add(id, name, value);
+    }
+    void on_header_impl(boost::system::error_code&) override {}
+    void on_body_init_impl(const boost::optional<std::uint64_t>&, boost::system::error_code&) override {}
+    size_t on_body_impl(beast_sv, boost::system::error_code&) override { return 0; }  // never: not eager
+    void on_chunk_header_impl(std::uint64_t, beast_sv, boost::system::error_code&) override {}
+    size_t on_chunk_body_impl(std::uint64_t, beast_sv, boost::system::error_code&) override { return 0; }
+    void on_finish_impl(boost::system::error_code&) override {}
+
+    ResponseHead& head_;
+  };
+  enum class State : uint8_t { kHead, kLength, kToEof, kChunkLine, kChunkData, kChunkEnd, kTrailer, kDone };
+
+  void start_body();
+  size_t body(const char* p, size_t n, boost::system::error_code& ec);
+  bool piece(std::string_view s) {
+    if (count_ == pieces_.size()) return false;
+    pieces_[count_++] = s;
+    bytes_ += s.size();
+    return true;
+  }
+
+  Head head_;
+  State state_ = State::kHead;
+  bool eager_ = false;
+  bool trailers_ = false;
+  boost::optional<std::uint64_t> body_limit_;
+  std::uint64_t left_ = 0;     // of the body (kLength) or of the chunk (kChunkData)
+  size_t scanned_ = 0;         // bytes of a chunk line or the trailers already searched
   std::array<std::string_view, kMaxPieces> pieces_;
   size_t count_ = 0;
   size_t bytes_ = 0;

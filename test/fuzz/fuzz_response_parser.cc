@@ -1,0 +1,47 @@
+// Fuzz target for net::ResponseParser, the reader of an engine's response (untrusted bytes from
+// the network): Beast reads the head, ResponseParser the body's framing (Content-Length, chunked,
+// to the end of the connection). Input: one byte of options (how the bytes arrive: 1..16 at a
+// time or all at once; a body limit; a HEAD request), then the response bytes. Checks that it
+// reads exactly what Beast's own parser reads (test/oracle/response_reference.cc): the same
+// verdict, and for an accepted message the same status, keep-alive, body bytes and bytes used —
+// except when the body had trailer fields, whose reading differs by design (only their grammar
+// is checked; Beast also applies framing fields found there). Never crashes, never loops.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
+
+#include "oracle/response_reference.h"
+
+namespace {
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const uint8_t opt = data[0];
+  const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+  std::vector<size_t> cuts;
+  if (opt & 0x0F) cuts = {static_cast<size_t>(opt & 0x0F), 1, static_cast<size_t>((opt & 0x0F) * 3)};
+  const int64_t limit = (opt & 0x30) == 0x30 ? static_cast<int64_t>(opt & 0x0F) * 16 : -1;
+  const bool head_request = (opt & 0xC0) == 0xC0;
+  using ramjet::oracle::read_response;
+  const auto want = read_response(false, bytes, cuts, limit, head_request);
+  const auto got = read_response(true, bytes, cuts, limit, head_request);
+  check(got.used <= bytes.size());
+  if (got.trailers) return 0;
+  check(got.ok == want.ok);
+  check(got.header_done == want.header_done);
+  if (want.ok) {
+    check(got.status == want.status);
+    check(got.keep_alive == want.keep_alive);
+    check(got.body == want.body);
+    check(got.used == want.used);
+  }
+  return 0;
+}
