@@ -182,6 +182,27 @@ def stopped_reader(rj, sim):
     s.close()
 
 
+def test_a_chunked_body_trickled_a_byte_at_a_time_is_read_and_answered(fleet, sims):
+    """A chunked request whose last chunk arrives a byte or two at a time (Beast's final-chunk step
+    asserts it has five bytes buffered: a Debug ramjet aborted on the first two). Each is answered
+    (an empty body is a 400 of ramjet's; the chat a 200) and ramjet serves on."""
+    rj = fleet({})
+    data = chat_body(1, stream=False)
+    chat = f"{len(data):x}\r\n".encode() + data
+    for first, tail, status in ((b"", [b"0\r\n", b"\r\n"], 400), (b"", [b"0", b"\r", b"\n", b"\r", b"\n"], 400),
+                                (chat, [b"\r\n0", b"\r\n\r", b"\n"], 200)):
+        c = RawClient(rj.api_port, timeout=10)
+        c.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n" + first)
+        for piece in tail:
+            time.sleep(0.05)
+            c.send(piece)
+        assert c.read_head() == status, tail
+        c.close()
+        assert rj.proc.poll() is None, tail
+    assert one_request(rj.api_port, chat_body(1), 10).ok
+
+
 # ----------------------------------------------------------------------------- memory
 def test_request_bodies_past_the_buffer_budget_get_503_with_retry_after(fleet, sims):
     rj = fleet({"RJ_MAX_BUFFERED_BYTES": str(8 << 20), "RJ_BODY_TIMEOUT_MS": "20000"})

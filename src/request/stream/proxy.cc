@@ -23,6 +23,8 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+// The bytes a chunked request body's parse step is given at least (the last chunk, "0\r\n\r\n").
+constexpr size_t kMinChunkedPut = 5;
 // A request body buffer larger than this is not kept for the connection's next request.
 constexpr size_t kKeepBodyCapacity = 1 << 20;
 // The answer when RJ_MAX_BUFFERED_BYTES is full (on a declared length or a growing chunked body).
@@ -358,8 +360,13 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       if (!parser.is_done()) {
         s.deadline.arm(config_.body_timeout);
         parser.eager(true);
+        const bool chunked = parser.chunked();
         for (;;) {
-          if (s.buffer.size() > 0) {
+          // A chunked body is put to Beast only with kMinChunkedPut bytes buffered: its final-chunk
+          // step asserts it has at least that many (basic_parser.ipp), and a client trickling
+          // "0\r\n\r\n" a byte at a time aborted a Debug build. Never a wait on a valid body: until
+          // it is done, Beast leaves at least its last "0\r\n\r\n" unread.
+          if (s.buffer.size() > 0 && (!chunked || s.buffer.size() >= kMinChunkedPut)) {
             size_t used = parser.put(s.buffer.data(), ec);
             s.buffer.consume(used);
             if (ec == http::error::need_more) ec = {};
