@@ -323,8 +323,24 @@ asio::awaitable<void> serve_requests(Stream& stream, const metrics::Registry& re
     parser.header_limit(16 * 1024);
     parser.body_limit(64 * 1024);
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
+    if (parser.chunked()) {
+      // Every admin route is a GET without a body. A chunked one is refused unread: Beast's
+      // final-chunk step asserts it has five bytes buffered, which a client trickling "0\r\n\r\n"
+      // breaks (a Debug ramjet aborted; net::ResponseParser, request/stream/proxy.cc).
+      http::response<http::string_body> res{http::status::bad_request, parser.get().version()};
+      res.set(http::field::content_type, "application/json");
+      res.body() = request::error_json("a request body is not accepted here", "invalid_request_error", 400);
+      res.keep_alive(false);
+      res.prepare_payload();
+      co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      break;
+    }
+    if (!parser.is_done()) {
+      co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+    }
     auto& req = parser.get();
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));

@@ -210,19 +210,23 @@ bool chunk_extensions(const char* p, const char* end) {
   }
 }
 
-// A trailer field line (without its CRLF): field-name ":" OWS field-value OWS, the value without
-// control characters other than HTAB.
+// A field value's bytes: no control characters other than HTAB.
+bool field_value(std::string_view v) {
+  for (char ch : v) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
+  }
+  return true;
+}
+
+// A trailer field line (without its CRLF): field-name ":" field-value.
 bool trailer_field(std::string_view line) {
   const size_t colon = line.find(':');
   if (colon == 0 || colon == std::string_view::npos) return false;
   for (size_t i = 0; i < colon; ++i) {
     if (!token_char(line[i])) return false;
   }
-  for (size_t i = colon + 1; i < line.size(); ++i) {
-    const auto c = static_cast<unsigned char>(line[i]);
-    if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
-  }
-  return true;
+  return field_value(line.substr(colon + 1));
 }
 
 }  // namespace
@@ -379,11 +383,14 @@ size_t ResponseParser::body(const char* const begin, size_t n, boost::system::er
           ec = http::error::header_limit;
           return static_cast<size_t>(p - begin);
         }
-        if (!line.empty()) trailers_ = true;
-        if (!line.empty() && !trailer_field(line)) {
+        // A line led by SP or HTAB continues the field before it (obs-fold, which Beast accepts).
+        const bool fold = !line.empty() && bws(line[0]);
+        const bool field = !line.empty() && (fold ? trailers_ && field_value(line) : trailer_field(line));
+        if (!line.empty() && !field) {
           ec = http::error::bad_field;
           return static_cast<size_t>(p - begin);
         }
+        if (field) trailers_ = true;
         p = cr + 2;
         if (line.empty()) state_ = State::kDone;
         break;

@@ -164,10 +164,12 @@ class RequestParser final : public http::basic_parser<true> {
 // per put(), without Beast's per-step callbacks (about 2,000 instructions less for an 8-event
 // stream). Body bytes are not copied: each piece is recorded as a view into the caller's input
 // buffer (valid until that buffer is modified), up to kMaxPieces per put(); then put() stops with
-// error::need_buffer. Accepts and refuses what Beast does, with two differences: a chunk-size
-// line (size and extensions) longer than kMaxChunkLine is refused (Beast keeps asking for
-// more), and trailer fields are only checked for the field grammar (Beast also applies
-// Content-Length and Transfer-Encoding found there); both are ignored. http_test and
+// error::need_buffer. Accepts and refuses what Beast does, with these differences: a chunk-size
+// line (size and extensions) longer than kMaxChunkLine, or trailers past kMaxTrailerBytes, are
+// refused (Beast keeps asking for more); trailer fields are checked for the field grammar only
+// (obs-fold continuations accepted) and otherwise ignored, where Beast also applies framing fields
+// found there (a Content-Length it refuses, a "Connection: close" that ends keep-alive; the
+// connection is then reused, and a stale close is retried as any). http_test and
 // fuzz_response_parser hold it to Beast's own parser.
 class ResponseParser {
  public:
@@ -196,7 +198,7 @@ class ResponseParser {
   bool is_header_done() const { return head_.is_header_done(); }
   bool is_done() const { return state_ == State::kDone; }
   bool keep_alive() const { return head_.keep_alive(); }
-  // Whether a chunked body's trailer section held a field line (read, never relayed).
+  // Whether a chunked body's trailer section held a field (read, never relayed).
   bool had_trailers() const { return trailers_; }
   // The head's Content-Length (not what is left of it).
   boost::optional<std::uint64_t> content_length() const { return head_.content_length(); }

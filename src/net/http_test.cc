@@ -69,6 +69,14 @@ void same_as_beast(const std::string& msg, const std::vector<std::vector<size_t>
   for (const auto& c : cuts) {
     const ResponseRead want = read_response(false, msg, c, limit, head_request);
     const ResponseRead got = read_response(true, msg, c, limit, head_request);
+    if (got.trailers || want.trailers) {  // trailer fields: what Beast accepts, ours accepts too
+      if (want.ok) {
+        ASSERT_TRUE(got.ok) << msg << " | ours: " << got.error;
+        EXPECT_EQ(got.body, want.body) << msg;
+        EXPECT_EQ(got.used, want.used) << msg;
+      }
+      continue;
+    }
     ASSERT_EQ(got.ok, want.ok) << msg << " | ours: " << got.error << " | beast: " << want.error;
     ASSERT_EQ(got.header_done, want.header_done) << msg;
     if (!want.ok) continue;
@@ -149,12 +157,19 @@ TEST(ResponseParser, StopsWhenItsPiecesAreFullAndGoesOn) {
 
 TEST(ResponseParser, BoundsAChunkLineAndTheTrailers) {
   const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-  // An endless chunk extension: refused once past kMaxChunkLine, however it arrives.
-  const std::string ext = head + "3;" + std::string(ResponseParser::kMaxChunkLine + 10, 'a');
+  // A chunk line past kMaxChunkLine (an endless extension) is refused, however it arrives, where
+  // Beast would read it; one just within is read.
+  const std::string ext = head + "3;" + std::string(ResponseParser::kMaxChunkLine + 10, 'a') + "\r\nabc\r\n0\r\n\r\n";
+  ASSERT_TRUE(read_response(false, ext, {}).ok);
   for (const auto& c : kCuts) EXPECT_FALSE(read_response(true, ext, c).ok);
+  const std::string within = head + "3;" + std::string(ResponseParser::kMaxChunkLine - 10, 'a') + "\r\nabc\r\n0\r\n\r\n";
+  for (const auto& c : kCuts) EXPECT_TRUE(read_response(true, within, c).ok);
   const std::string trailers = head + "0\r\n" + std::string(ResponseParser::kMaxTrailerBytes, 'x') + ": 1\r\n\r\n";
   EXPECT_FALSE(read_response(true, trailers, {4096}).ok);
   EXPECT_TRUE(read_response(true, head + "0\r\nx: 1\r\n\r\n", {}).ok);
+  EXPECT_TRUE(read_response(true, head + "0\r\nx: 1\r\n  folded\r\n\r\n", {1}).ok);  // obs-fold, as Beast
+  EXPECT_FALSE(read_response(true, head + "0\r\n  folded\r\n\r\n", {}).ok);         // nothing to fold into
+  EXPECT_FALSE(read_response(true, head + "0\r\nx y: 1\r\n\r\n", {}).ok);
 }
 
 // Generated messages (framings, chunk sizes and extensions, a corrupted byte, cut anywhere).
@@ -185,9 +200,9 @@ TEST(ResponseParser, GeneratedMessagesReadAsBeastReadsThem) {
     } else {
       msg += "\r\n" + body;
     }
-    if (pick(3) == 0) msg[msg.find("\r\n\r\n") + 4 + pick(msg.size() - msg.find("\r\n\r\n") - 4 + 1) % std::max<size_t>(1, msg.size() - msg.find("\r\n\r\n") - 4)] = alphabet[pick(alphabet.size())];
+    const size_t body_at = msg.find("\r\n\r\n") + 4;
+    if (pick(3) == 0 && msg.size() > body_at) msg[body_at + pick(msg.size() - body_at)] = alphabet[pick(alphabet.size())];
     if (pick(4) == 0) msg.resize(pick(msg.size() + 1));
-    if (read_response(true, msg, {}).trailers) continue;  // trailer fields: read alike only for their grammar
     std::vector<size_t> cut;
     for (size_t i = 0, k = 1 + pick(4); i < k; ++i) cut.push_back(1 + pick(24));
     same_as_beast(msg, {cut, {}}, pick(3) == 0 ? static_cast<int64_t>(pick(200)) : -1);

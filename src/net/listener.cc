@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include "common/log.h"
 
 namespace ramjet::net {
@@ -49,10 +51,35 @@ void Listener::close() {
   });
 }
 
+namespace {
+
+// An accepted connection's descriptor on its way to its thread: closed if it never gets there
+// (a posted hand-off destroyed unrun when the io contexts go).
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  OwnedFd(OwnedFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  OwnedFd& operator=(OwnedFd&&) = delete;
+  ~OwnedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  void release() { fd_ = -1; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
 asio::awaitable<void> Listener::accept_loop() {
   asio::execution_context* const own = &asio::query(acceptor_.get_executor(), asio::execution::context);
   boost::system::error_code ec;
   const tcp::endpoint bound = acceptor_.local_endpoint(ec);
+  if (ec) {
+    spdlog::error("listener: no local endpoint: {}", ec.message());
+    co_return;
+  }
   const tcp protocol = bound.protocol();
   for (;;) {
     tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
@@ -72,16 +99,14 @@ asio::awaitable<void> Listener::accept_loop() {
     }
     // Each io context's reactor is touched only from its own thread (IoPool's concurrency hint
     // leaves its per-socket state unlocked): the connection is registered on its thread, not here.
-    const int fd = socket.release(ec);
+    OwnedFd fd{socket.release(ec)};
     if (ec) continue;
-    asio::post(ctx, [&ctx, protocol, fd, handler = handler_] {
+    asio::post(ctx, [&ctx, protocol, fd = std::move(fd), handler = handler_]() mutable {
       boost::system::error_code ec;
       tcp::socket s(ctx);
-      s.assign(protocol, fd, ec);
-      if (ec) {
-        ::close(fd);
-        return;
-      }
+      s.assign(protocol, fd.get(), ec);
+      if (ec) return;  // fd closes it
+      fd.release();
       asio::co_spawn(ctx, handler(std::move(s)), asio::detached);
     });
   }

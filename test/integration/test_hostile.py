@@ -184,8 +184,9 @@ def stopped_reader(rj, sim):
 
 def test_a_chunked_body_trickled_a_byte_at_a_time_is_read_and_answered(fleet, sims):
     """A chunked request whose last chunk arrives a byte or two at a time (Beast's final-chunk step
-    asserts it has five bytes buffered: a Debug ramjet aborted on the first two). Each is answered
-    (an empty body is a 400 of ramjet's; the chat a 200) and ramjet serves on."""
+    asserts it has five bytes buffered: a Debug ramjet aborted on the byte-at-a-time one, on the
+    API port and on the metrics port). Each is answered (an empty body is a 400 of ramjet's, the
+    chat a 200; the metrics port takes no body) and ramjet serves on."""
     rj = fleet({})
     data = chat_body(1, stream=False)
     chat = f"{len(data):x}\r\n".encode() + data
@@ -200,6 +201,17 @@ def test_a_chunked_body_trickled_a_byte_at_a_time_is_read_and_answered(fleet, si
         assert c.read_head() == status, tail
         c.close()
         assert rj.proc.poll() is None, tail
+    c = RawClient(rj.metrics_port, timeout=10)
+    c.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for piece in (b"0", b"\r", b"\n", b"\r", b"\n"):
+        time.sleep(0.05)
+        try:
+            c.send(piece)
+        except OSError:
+            break  # refused on its head
+    assert c.read_head() == 400
+    c.close()
+    assert rj.proc.poll() is None
     assert one_request(rj.api_port, chat_body(1), 10).ok
 
 

@@ -17,14 +17,18 @@ class BeastResponse final : public http::basic_parser<false> {
  public:
   unsigned status = 0;
   std::string body;
+  bool trailers = false;
 
  private:
   void on_request_impl(http::verb, beast_sv, beast_sv, int, boost::system::error_code&) override {}
   void on_response_impl(int code, beast_sv, int, boost::system::error_code&) override {
     status = static_cast<unsigned>(code);
   }
-  void on_field_impl(http::field, beast_sv, beast_sv, boost::system::error_code&) override {}
-  void on_header_impl(boost::system::error_code&) override {}
+  void on_field_impl(http::field, beast_sv, beast_sv, boost::system::error_code&) override {
+    trailers = trailers || header_done_;
+  }
+  void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
+  bool header_done_ = false;
   void on_body_init_impl(const boost::optional<std::uint64_t>&, boost::system::error_code&) override {}
   size_t on_body_impl(beast_sv s, boost::system::error_code&) override {
     body.append(s.data(), s.size());
@@ -116,6 +120,7 @@ ResponseRead read_response(bool ours, std::string_view bytes, const std::vector<
   ResponseRead r = drive(p, bytes, {}, [](BeastResponse&) {});
   r.status = p.status;
   r.body = std::move(p.body);
+  r.trailers = p.trailers;
   return r;
 }
 

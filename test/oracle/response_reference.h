@@ -21,7 +21,7 @@ struct ResponseRead {
   std::string body;        // the body's bytes, chunk framing removed
   size_t used = 0;         // input bytes consumed by the message
   std::string error;       // the first error (Beast's error message), "" when ok
-  bool trailers = false;   // ours: the chunked body had trailer fields (read alike only for their grammar)
+  bool trailers = false;   // the chunked body had trailer fields (ours: read for their grammar only)
 };
 
 // `ours`: net::ResponseParser; otherwise Beast's parser. `body_limit` < 0: none.
