@@ -258,6 +258,24 @@ size_t ResponseParser::put(boost::asio::const_buffer b, boost::system::error_cod
   return used + body(static_cast<const char*>(b.data()) + used, b.size() - used, ec);
 }
 
+const char* ResponseParser::line_end(const char* p, const char* end, size_t limit, http::error too_long,
+                                     boost::system::error_code& ec) {
+  const size_t avail = static_cast<size_t>(end - p);
+  const size_t from = std::min(scanned_, avail);
+  const auto* cr = static_cast<const char*>(std::memchr(p + from, '\r', avail - from));
+  if (cr == nullptr || cr + 1 == end) {
+    scanned_ = cr == nullptr ? avail : static_cast<size_t>(cr - p);
+    ec = scanned_ > limit ? too_long : http::error::need_more;
+    return nullptr;
+  }
+  if (cr[1] != '\n') {
+    ec = http::error::bad_line_ending;
+    return nullptr;
+  }
+  scanned_ = 0;
+  return cr;
+}
+
 size_t ResponseParser::body(const char* const begin, size_t n, boost::system::error_code& ec) {
   const char* p = begin;
   const char* const end = begin + n;
@@ -312,18 +330,8 @@ size_t ResponseParser::body(const char* const begin, size_t n, boost::system::er
         break;
       case State::kChunkLine: {
         // chunk-size [ chunk-ext ] CRLF, the whole line at once.
-        const size_t from = std::min(scanned_, avail);
-        const auto* cr = static_cast<const char*>(std::memchr(p + from, '\r', avail - from));
-        if (cr == nullptr || cr + 1 == end) {
-          scanned_ = cr == nullptr ? avail : static_cast<size_t>(cr - p);
-          ec = scanned_ > kMaxChunkLine ? http::error::bad_chunk : http::error::need_more;
-          return static_cast<size_t>(p - begin);
-        }
-        if (cr[1] != '\n') {
-          ec = http::error::bad_line_ending;
-          return static_cast<size_t>(p - begin);
-        }
-        scanned_ = 0;
+        const char* cr = line_end(p, end, kMaxChunkLine, http::error::bad_chunk, ec);
+        if (cr == nullptr) return static_cast<size_t>(p - begin);
         if (static_cast<size_t>(cr - p) > kMaxChunkLine) {
           ec = http::error::bad_chunk;
           return static_cast<size_t>(p - begin);
@@ -365,18 +373,8 @@ size_t ResponseParser::body(const char* const begin, size_t n, boost::system::er
       }
       case State::kTrailer: {
         // *( field-line CRLF ) CRLF: a line at a time (fields are checked, then ignored).
-        const size_t from = std::min(scanned_, avail);
-        const auto* cr = static_cast<const char*>(std::memchr(p + from, '\r', avail - from));
-        if (cr == nullptr || cr + 1 == end) {
-          scanned_ = cr == nullptr ? avail : static_cast<size_t>(cr - p);
-          ec = left_ + scanned_ > kMaxTrailerBytes ? http::error::header_limit : http::error::need_more;
-          return static_cast<size_t>(p - begin);
-        }
-        if (cr[1] != '\n') {
-          ec = http::error::bad_line_ending;
-          return static_cast<size_t>(p - begin);
-        }
-        scanned_ = 0;
+        const char* cr = line_end(p, end, kMaxTrailerBytes - left_, http::error::header_limit, ec);
+        if (cr == nullptr) return static_cast<size_t>(p - begin);
         const std::string_view line(p, static_cast<size_t>(cr - p));
         left_ += line.size() + 2;
         if (left_ > kMaxTrailerBytes) {

@@ -235,6 +235,10 @@ class ResponseParser {
 
   void start_body();
   size_t body(const char* p, size_t n, boost::system::error_code& ec);
+  // The CR of the CRLF ending the line at p, or nullptr with ec: need_more (scanned_ keeps how far
+  // it looked), `too_long` past `limit` bytes, bad_line_ending for a CR without LF.
+  const char* line_end(const char* p, const char* end, size_t limit, http::error too_long,
+                       boost::system::error_code& ec);
   bool piece(std::string_view s) {
     if (count_ == pieces_.size()) return false;
     pieces_[count_++] = s;
