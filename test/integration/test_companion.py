@@ -76,7 +76,10 @@ def wait_companion(c: CompanionProc, timeout: float = 10) -> None:
 
 
 def companion_env(tmp_path, keys: Secrets, companions, **extra) -> dict:
+    # Placements are compared exact against exact: no request goes out on the fingerprints because
+    # its tokens took longer than a share of its (tiny, simulated) prefill on a loaded machine.
     env = {"RJ_EXACT_TOKENS": "local", "RJ_AFFINITY": "prefix", "RJ_EXACT_INVENTORY": "companion",
+           "RJ_EXACT_ROUTE_BUDGET_SHARE": "0",
            "RJ_COMPANION_ENDPOINTS": ",".join(c.endpoints[0] for c in companions),
            "RJ_COMPANION_SECRET_FILE": keys.session_file, "RJ_COMPANION_DIGEST_SECRET_FILE": keys.digest_file}
     env.update(extra)
@@ -84,7 +87,7 @@ def companion_env(tmp_path, keys: Secrets, companions, **extra) -> dict:
 
 
 def events_env(tmp_path, sims, **extra) -> dict:
-    return local_env(tmp_path, mode="local", RJ_EXACT_TOKENS="local", RJ_AFFINITY="prefix",
+    return local_env(tmp_path, mode="local", RJ_EXACT_TOKENS="local", RJ_AFFINITY="prefix", RJ_EXACT_ROUTE_BUDGET_SHARE="0",
                      RJ_KV_EVENT_LIVE_ENDPOINTS=",".join(local(s.kv_endpoint) for s in sims),
                      RJ_KV_EVENT_REPLAY_ENDPOINTS=",".join(local(s.kv_replay) for s in sims),
                      RJ_KV_EVENT_TOPIC=TOPIC, RJ_KV_EVENT_TIMEOUT_MS="2000", **extra)
