@@ -9,9 +9,16 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include <cassert>
 #include <charconv>
 #include <string>
 #include <vector>
+
+#include "common/bytes.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace ramjet::net {
 
@@ -88,6 +95,7 @@ void HeadFields::add(http::field id, std::string_view name, std::string_view val
 }
 
 std::string_view HeadFields::get(http::field id) const {
+  assert(is_known_field(id));  // a parsed head names only known_field()'s
   for (size_t i = 0; i < fields_.size(); ++i) {
     if (fields_[i].id == id) return value(i);
   }
@@ -129,20 +137,6 @@ bool HopByHop::drop(const HeadFields& fields, size_t i) const {
     if (boost::beast::iequals(name, n)) return true;
   }
   return false;
-}
-
-void RequestParser::on_request_impl(http::verb method, beast_sv method_str, beast_sv target,
-                                    int version, boost::system::error_code&) {
-  head_.method = method;
-  head_.method_string.assign(method_str);
-  head_.target.assign(target);
-  head_.version = static_cast<unsigned>(version);
-}
-
-void ResponseParser::Head::on_response_impl(int code, beast_sv reason, int version, boost::system::error_code&) {
-  head_.status = static_cast<unsigned>(code);
-  head_.reason.assign(reason);
-  head_.version = static_cast<unsigned>(version);
 }
 
 namespace {
@@ -231,34 +225,462 @@ bool trailer_field(std::string_view line) {
 
 }  // namespace
 
-void ResponseParser::start_body() {
-  scanned_ = 0;
-  if (head_.is_done()) {  // no body: 1xx, 204, 304, a HEAD request's, Content-Length: 0
-    state_ = State::kDone;
-  } else if (head_.chunked()) {
-    state_ = State::kChunkLine;
-  } else if (const auto length = head_.content_length()) {
-    left_ = *length;  // Beast has checked it against the body limit
-    state_ = State::kLength;
-  } else {
-    state_ = State::kToEof;
+// --- the message reader ----------------------------------------------------------------------
+
+namespace {
+
+// Bit k set for each control character (< 0x20) or DEL among the first min(16, n) bytes at p.
+unsigned control_mask(const char* p, size_t n) {
+#if defined(__SSE2__)
+  if (n >= 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i ctl = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(a, _mm_set1_epi8(0x1F)), a),
+                                     _mm_cmpeq_epi8(a, _mm_set1_epi8(0x7F)));
+    return static_cast<unsigned>(_mm_movemask_epi8(ctl));
+  }
+#endif
+  unsigned mask = 0;
+  for (size_t k = 0; k < std::min<size_t>(n, 16); ++k) {
+    const auto c = static_cast<unsigned char>(p[k]);
+    if (c < 0x20 || c == 0x7F) mask |= 1u << k;
+  }
+  return mask;
+}
+
+// The end of a run of token characters at p, which stops at `stop` at the latest (a byte that is
+// not one). Header names are letters, digits and '-' nearly always: 16 bytes are checked for
+// those at once, and a byte past the run or outside that set is looked at one at a time.
+const char* token_end(const char* p, const char* stop) {
+#if defined(__SSE2__)
+  while (stop - p >= 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    auto in = [](__m128i x, char lo, char hi) {
+      return _mm_cmpeq_epi8(_mm_min_epu8(_mm_max_epu8(x, _mm_set1_epi8(lo)), _mm_set1_epi8(hi)), x);
+    };
+    const __m128i ok = _mm_or_si128(_mm_or_si128(in(_mm_or_si128(a, _mm_set1_epi8(0x20)), 'a', 'z'), in(a, '0', '9')),
+                                    _mm_cmpeq_epi8(a, _mm_set1_epi8('-')));
+    const unsigned other = ~static_cast<unsigned>(_mm_movemask_epi8(ok)) & 0xFFFF;
+    if (other != 0) {
+      p += __builtin_ctz(other);
+      break;
+    }
+    p += 16;
+  }
+#endif
+  while (token_char(*p)) ++p;
+  return p;
+}
+
+// The first byte at or after p that is SP, HTAB or a control character: a request target's end
+// (the line's CR, `cr`, at the latest).
+const char* target_end(const char* p, const char* cr) {
+#if defined(__SSE2__)
+  while (cr - p >= 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const unsigned mask =
+        static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(a, _mm_set1_epi8(0x20)), a)));
+    if (mask != 0) return p + __builtin_ctz(mask);
+    p += 16;
+  }
+#endif
+  while (static_cast<unsigned char>(*p) > ' ') ++p;
+  return p;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Calls f(element) for each element of a comma-separated list, OWS trimmed (empty ones too).
+template <class F>
+bool for_each_element(std::string_view v, F&& f) {
+  for (;;) {
+    const size_t comma = v.find(',');
+    std::string_view e = v.substr(0, comma);
+    while (!e.empty() && bws(e.front())) e.remove_prefix(1);
+    while (!e.empty() && bws(e.back())) e.remove_suffix(1);
+    if (!f(e)) return false;
+    if (comma == std::string_view::npos) return true;
+    v.remove_prefix(comma + 1);
   }
 }
 
-size_t ResponseParser::put(boost::asio::const_buffer b, boost::system::error_code& ec) {
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!token_char(c)) return false;
+  }
+  return true;
+}
+
+
+// "HTTP/1.0" or "HTTP/1.1" at p (the line goes on to its CR, so the comparison stops there at
+// the latest): 10 or 11, else 0.
+unsigned http_version(const char* p) {
+  if (!(p[0] == 'H' && p[1] == 'T' && p[2] == 'T' && p[3] == 'P' && p[4] == '/' && is_digit(p[5]) && p[6] == '.' &&
+        is_digit(p[7]))) {
+    return 0;
+  }
+  const unsigned v = static_cast<unsigned>(p[5] - '0') * 10 + static_cast<unsigned>(p[7] - '0');
+  return v == 10 || v == 11 ? v : 0;
+}
+
+}  // namespace
+
+http::field known_field(std::string_view n) {
+  using f = http::field;
+  if (n.empty()) return f::unknown;
+  auto is = [n](std::string_view key) { return same_bytes(n.data(), key.data(), key.size(), 0x2020202020202020); };
+  // By length, then by first letter: one comparison.
+  const char first = static_cast<char>(n[0] | 0x20);
+  switch (n.size()) {
+    case 2:
+      return is("te") ? f::te : f::unknown;
+    case 4:
+      if (first == 'h') return is("host") ? f::host : f::unknown;
+      return is("etag") ? f::etag : f::unknown;
+    case 6:
+      return is("expect") ? f::expect : f::unknown;
+    case 7:
+      if (first == 't') return is("trailer") ? f::trailer : f::unknown;
+      return is("upgrade") ? f::upgrade : f::unknown;
+    case 8:
+      return is("location") ? f::location : f::unknown;
+    case 10:
+      if (first == 'c') return is("connection") ? f::connection : f::unknown;
+      if (first == 'k') return is("keep-alive") ? f::keep_alive : f::unknown;
+      return is("user-agent") ? f::user_agent : f::unknown;
+    case 11:
+      return is("retry-after") ? f::retry_after : f::unknown;
+    case 12:
+      return is("content-type") ? f::content_type : f::unknown;
+    case 13:
+      if (first == 'a') return is("authorization") ? f::authorization : f::unknown;
+      if (first == 'c') return is("cache-control") ? f::cache_control : f::unknown;
+      return is("if-none-match") ? f::if_none_match : f::unknown;
+    case 14:
+      return is("content-length") ? f::content_length : f::unknown;
+    case 16:
+      return is("proxy-connection") ? f::proxy_connection : f::unknown;
+    case 17:
+      return is("transfer-encoding") ? f::transfer_encoding : f::unknown;
+    case 18:
+      return is("proxy-authenticate") ? f::proxy_authenticate : f::unknown;
+    case 19:
+      return is("proxy-authorization") ? f::proxy_authorization : f::unknown;
+    case 29:
+      return is("access-control-request-method") ? f::access_control_request_method : f::unknown;
+    default:
+      return f::unknown;
+  }
+}
+
+bool is_known_field(http::field id) {
+  return id == http::field::unknown || known_field(http::to_string(id)) == id;
+}
+
+MessageParser::MessageParser(RequestHead& head) : request_(&head), fields_(head.fields) {
+  fields_.clear();
+  body_limit_ = 1024 * 1024;  // Beast's request_parser default
+}
+
+MessageParser::MessageParser(ResponseHead& head) : response_(&head), fields_(head.fields) {
+  fields_.clear();
+  body_limit_ = 8 * 1024 * 1024;  // Beast's response_parser default
+}
+
+bool MessageParser::keep_alive() const {
+  const bool alive = (flags_ & kHttp11) != 0 ? (flags_ & kClose) == 0 : (flags_ & kKeepAlive) != 0;
+  return alive && (flags_ & kNeedEof) == 0;
+}
+
+size_t MessageParser::put(boost::asio::const_buffer b, boost::system::error_code& ec) {
   ec = {};
+  const auto* const p = static_cast<const char*>(b.data());
+  const size_t n = b.size();
   size_t used = 0;
   if (state_ == State::kHead) {
-    used = head_.put(b, ec);  // not eager: Beast stops at the end of the head
-    if (ec || !head_.is_header_done()) return used;
-    start_body();
-    if (!eager_) return used;
+    if (n == 0) {
+      ec = http::error::need_more;
+      return 0;
+    }
+    got_some_ = true;
+    used = head(p, n, ec);
+    if (ec || !eager_) return used;
   }
   if (state_ == State::kDone) return used;
-  return used + body(static_cast<const char*>(b.data()) + used, b.size() - used, ec);
+  return used + body(p + used, n - used, ec);
 }
 
-const char* ResponseParser::line_end(const char* p, const char* end, size_t limit, http::error too_long,
+size_t MessageParser::head(const char* p, size_t n, boost::system::error_code& ec) {
+  // One pass to the blank line that ends the head: every line ends in CRLF (a bare CR or LF is
+  // refused), and no control character but HTAB is in it (Beast refuses them in every part of a
+  // head). The control characters are found 16 bytes at a time; searching resumes at the last
+  // incomplete line. Each line's CR is kept for parse_head (the first kLineEnds).
+  const size_t limit = std::min<size_t>(n, header_limit_);
+  size_t line = scanned_;
+  for (size_t base = line; base < limit; base += 16) {
+    for (unsigned mask = control_mask(p + base, limit - base); mask != 0; mask &= mask - 1) {
+      const size_t i = base + static_cast<size_t>(__builtin_ctz(mask));
+      const char c = p[i];
+      if (c == '\n') {
+        if (i == line || p[i - 1] != '\r') {
+          ec = http::error::bad_line_ending;
+          return 0;
+        }
+        if (i == line + 1) {  // a blank line
+          if (!parse_head(p, p + i + 1, ec)) return 0;
+          return i + 1;
+        }
+        if (lines_ < kLineEnds) line_ends_[lines_] = static_cast<uint32_t>(i - 1);
+        ++lines_;
+        line = i + 1;
+      } else if (c == '\r') {
+        if (i + 1 < limit && p[i + 1] != '\n') {
+          ec = http::error::bad_line_ending;
+          return 0;
+        }
+      } else if (c != '\t') {
+        ec = http::error::bad_value;
+        return 0;
+      }
+    }
+  }
+  scanned_ = line;
+  ec = n >= header_limit_ ? http::error::header_limit : http::error::need_more;
+  return 0;
+}
+
+bool MessageParser::request_line(const char*& p, const char* line_cr, boost::system::error_code& ec) {
+  // method SP request-target SP HTTP-version CRLF
+  const char* const method = p;
+  p = token_end(p, line_cr);
+  if (p == method || *p != ' ') {
+    ec = http::error::bad_method;
+    return false;
+  }
+  request_->method_string.assign(method, p);
+  request_->method = http::string_to_verb(request_->method_string);
+  const char* const target = ++p;
+  p = target_end(p, line_cr);
+  if (p == target || *p != ' ') {
+    ec = http::error::bad_target;
+    return false;
+  }
+  request_->target.assign(target, p);
+  ++p;
+  const unsigned version = http_version(p);
+  if (version == 0 || p[8] != '\r') {
+    ec = http::error::bad_version;
+    return false;
+  }
+  request_->version = version;
+  if (version == 11) flags_ |= kHttp11;
+  p += 10;
+  return true;
+}
+
+bool MessageParser::status_line(const char*& p, const char* line_cr, boost::system::error_code& ec) {
+  // HTTP-version SP 3DIGIT SP reason-phrase CRLF
+  const unsigned version = http_version(p);
+  if (version == 0 || p[8] != ' ') {
+    ec = http::error::bad_version;
+    return false;
+  }
+  p += 9;
+  if (!(is_digit(p[0]) && is_digit(p[1]) && is_digit(p[2]) && p[3] == ' ')) {
+    ec = http::error::bad_status;
+    return false;
+  }
+  response_->status = static_cast<unsigned>((p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0'));
+  p += 4;
+  const char* const cr = line_cr;
+  response_->reason.assign(p, cr);
+  response_->version = version;
+  if (version == 11) flags_ |= kHttp11;
+  p = cr + 2;
+  return true;
+}
+
+bool MessageParser::parse_head(const char* p, const char* const end, boost::system::error_code& ec) {
+  // [p, end) is a whole head: its lines end in CRLF, the last one blank, and HTAB is its only
+  // control character but those (head() checked), so a scan for a delimiter stops at a line's CR
+  // at the latest.
+  const char* const begin = p;
+  // The CR ending line k (head() kept the first kLineEnds).
+  auto line_end = [&](size_t k, const char* from) {
+    return k < kLineEnds ? begin + line_ends_[k]
+                         : static_cast<const char*>(std::memchr(from, '\r', static_cast<size_t>(end - from)));
+  };
+  if (!(request_ != nullptr ? request_line(p, line_end(0, p), ec) : status_line(p, line_end(0, p), ec))) return false;
+  for (size_t k = 1; *p != '\r'; ++k) {
+    // field-name ":" OWS field-value OWS CRLF. A line led by SP or HTAB would continue the one
+    // before it (obs-fold): refused.
+    const char* const name = p;
+    const char* cr = line_end(k, p);
+    p = token_end(p, cr);
+    if (p == name || *p != ':') {
+      ec = http::error::bad_field;
+      return false;
+    }
+    const std::string_view n(name, static_cast<size_t>(p - name));
+    ++p;
+    while (bws(*p)) ++p;
+    const char* const value = p;
+    p = cr + 2;
+    while (cr != value && bws(cr[-1])) --cr;
+    const std::string_view v(value, static_cast<size_t>(cr - value));
+    const http::field id = known_field(n);
+    if ((id == http::field::content_length || id == http::field::transfer_encoding || id == http::field::connection ||
+         id == http::field::proxy_connection) &&
+        !framing_field(id, v, ec)) {
+      return false;
+    }
+    fields_.add(id, n, v);
+  }
+  start_body(ec);
+  return !ec;
+}
+
+bool MessageParser::framing_field(http::field id, std::string_view value, boost::system::error_code& ec) {
+  switch (id) {
+    case http::field::connection:
+    case http::field::proxy_connection:
+      // A list of tokens (empty elements allowed); close and keep-alive are what count.
+      if (!for_each_element(value, [this](std::string_view e) {
+            if (e.empty()) return true;
+            if (!is_token(e)) return false;
+            if (iequal_token(e, "close")) flags_ |= kClose;
+            if (iequal_token(e, "keep-alive")) flags_ |= kKeepAlive;
+            return true;
+          })) {
+        ec = http::error::bad_value;
+        return false;
+      }
+      return true;
+    case http::field::content_length: {
+      // 1*DIGIT, or a list of the same number (RFC 9110 8.6), in one field or several; never with
+      // Transfer-Encoding.
+      if ((flags_ & kTransferEncoding) != 0) {
+        ec = http::error::bad_content_length;
+        return false;
+      }
+      if (!value.empty() && value.size() <= 19 && (flags_ & kLength) == 0) {  // one number: the usual
+        std::uint64_t v = 0;
+        size_t i = 0;
+        for (; i < value.size() && is_digit(value[i]); ++i) v = v * 10 + static_cast<std::uint64_t>(value[i] - '0');
+        if (i == value.size()) {
+          length_ = v;
+          flags_ |= kLength;
+          return true;
+        }
+      }
+      bool multiple = false;
+      if (!for_each_element(value, [this, &multiple](std::string_view e) {
+            if (e.empty()) return false;
+            std::uint64_t v = 0;
+            for (char c : e) {
+              if (!is_digit(c) || v > (std::numeric_limits<std::uint64_t>::max() - 9) / 10) return false;
+              v = v * 10 + static_cast<std::uint64_t>(c - '0');
+            }
+            if ((flags_ & kLength) != 0 && v != length_) {
+              multiple = true;
+              return false;
+            }
+            length_ = v;
+            flags_ |= kLength;
+            return true;
+          })) {
+        ec = multiple ? http::error::multiple_content_length : http::error::bad_content_length;
+        return false;
+      }
+      return true;
+    }
+    case http::field::transfer_encoding: {
+      // Once, never with Content-Length. A request's must be `chunked` alone (its body is read
+      // here and forwarded with a length); a response's is chunked when `chunked` is its last
+      // coding, else its body runs to the end of the connection.
+      if ((flags_ & (kTransferEncoding | kLength)) != 0) {
+        ec = http::error::bad_transfer_encoding;
+        return false;
+      }
+      flags_ |= kTransferEncoding;
+      size_t codings = 0;
+      bool chunked_last = false;
+      bool chunked_before = false;
+      if (!for_each_element(value, [&](std::string_view e) {
+            if (e.empty()) return true;
+            if (!is_token(e)) return false;
+            chunked_before = chunked_before || chunked_last;
+            chunked_last = iequal_token(e, "chunked");
+            ++codings;
+            return true;
+          }) ||
+          chunked_before || (request_ != nullptr && (codings != 1 || !chunked_last))) {
+        ec = http::error::bad_transfer_encoding;
+        return false;
+      }
+      if (chunked_last) flags_ |= kChunked;
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+void MessageParser::start_body(boost::system::error_code& ec) {
+  scanned_ = 0;
+  State next = State::kDone;
+  if (response_ != nullptr &&
+      (skip_body_ || response_->status / 100 == 1 || response_->status == 204 || response_->status == 304)) {
+    next = State::kDone;  // no body whatever the fields say
+  } else if ((flags_ & kLength) != 0) {
+    if (length_ > 0 && body_limit_ && length_ > *body_limit_) {
+      if (response_ != nullptr) state_ = State::kLength;  // as Beast: a response's head is read
+      ec = http::error::body_limit;
+      return;
+    }
+    left_ = length_;
+    next = length_ > 0 ? State::kLength : State::kDone;
+  } else if ((flags_ & kChunked) != 0) {
+    next = State::kChunkLine;
+  } else if (response_ != nullptr) {
+    flags_ |= kNeedEof;
+    next = State::kToEof;
+  }
+  state_ = next;
+}
+
+void MessageParser::put_eof(boost::system::error_code& ec) {
+  ec = {};
+  if (state_ == State::kToEof) {
+    state_ = State::kDone;
+  } else if (state_ != State::kDone) {
+    ec = http::error::partial_message;
+  }
+}
+
+RequestParser::RequestParser(RequestHead& head, std::string& body, size_t body_slack)
+    : MessageParser(head), body_(body), body_slack_(body_slack) {
+  body_.clear();
+}
+
+size_t RequestParser::put(boost::asio::const_buffer b, boost::system::error_code& ec) {
+  const auto* const p = static_cast<const char*>(b.data());
+  size_t used = 0;
+  // A declared length is reserved when the body is first put, not with the head: the caller
+  // checks it against its memory budget in between.
+  if (!reserved_ && is_header_done()) {
+    reserved_ = true;
+    if (const auto length = content_length()) body_.reserve(static_cast<size_t>(*length) + body_slack_);
+  }
+  for (;;) {
+    used += MessageParser::put(boost::asio::const_buffer(p + used, b.size() - used), ec);
+    for (size_t i = 0; i < piece_count(); ++i) body_.append(piece(i));
+    clear_pieces();
+    if (ec != http::error::need_buffer) return used;
+    ec = {};
+  }
+}
+const char* MessageParser::line_end(const char* p, const char* end, size_t limit, http::error too_long,
                                      boost::system::error_code& ec) {
   const size_t avail = static_cast<size_t>(end - p);
   const size_t from = std::min(scanned_, avail);
@@ -276,7 +698,7 @@ const char* ResponseParser::line_end(const char* p, const char* end, size_t limi
   return cr;
 }
 
-size_t ResponseParser::body(const char* const begin, size_t n, boost::system::error_code& ec) {
+size_t MessageParser::body(const char* const begin, size_t n, boost::system::error_code& ec) {
   const char* p = begin;
   const char* const end = begin + n;
   for (;;) {
@@ -292,7 +714,7 @@ size_t ResponseParser::body(const char* const begin, size_t n, boost::system::er
           return static_cast<size_t>(p - begin);
         }
         const size_t take = static_cast<size_t>(std::min<std::uint64_t>(left_, avail));
-        if (!piece({p, take})) {
+        if (!record(p, take)) {
           ec = http::error::need_buffer;
           return static_cast<size_t>(p - begin);
         }
@@ -309,7 +731,7 @@ size_t ResponseParser::body(const char* const begin, size_t n, boost::system::er
             return 0;
           }
         }
-        if (!piece({p, avail})) {
+        if (!record(p, avail)) {
           ec = http::error::need_buffer;
           return 0;
         }
@@ -394,17 +816,6 @@ size_t ResponseParser::body(const char* const begin, size_t n, boost::system::er
         break;
       }
     }
-  }
-}
-
-void ResponseParser::put_eof(boost::system::error_code& ec) {
-  ec = {};
-  if (state_ == State::kHead) {
-    head_.put_eof(ec);
-  } else if (state_ == State::kToEof) {
-    state_ = State::kDone;
-  } else if (state_ != State::kDone) {
-    ec = http::error::partial_message;
   }
 }
 

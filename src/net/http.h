@@ -1,9 +1,11 @@
 // net/http: small HTTP/1.1 helpers for the proxy and the probes: hop-by-hop header filtering,
-// message heads kept in one reusable arena (Beast's parser underneath, no allocation per
-// field), and the bits of HTTP/1.1 serialisation the data plane writes itself.
+// message heads kept in one reusable arena (no allocation per field), the data plane's own
+// message reader, and the bits of HTTP/1.1 serialisation it writes itself.
 #pragma once
 
-#include <boost/beast/http/basic_parser.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/optional.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
@@ -61,7 +63,8 @@ class HeadBuffer {
 };
 
 // The header fields of one message head, in arrival order with their original case, stored in
-// one arena that keeps its capacity across messages (clear() between them).
+// one arena that keeps its capacity across messages (clear() between them). A parsed head's ids
+// are known_field()'s: http::field::unknown for every name the proxy does not act on.
 class HeadFields {
  public:
   void clear() {
@@ -118,92 +121,64 @@ struct ResponseHead {
   HeadFields fields;
 };
 
-// Beast's request parser writing the head into a RequestHead and the body into a string (both
-// reused across requests). Trailer fields of a chunked body are ignored. A declared-length body
-// is given `body_slack` spare bytes of capacity past its end (a parser that reads past the data,
-// such as request/prepare's, can then read it in place).
-class RequestParser final : public http::basic_parser<true> {
- public:
-  RequestParser(RequestHead& head, std::string& body, size_t body_slack = 0)
-      : head_(head), body_(body), body_slack_(body_slack) {
-    head_.fields.clear();
-    body_.clear();
-  }
+// The fields whose id() a parsed head sets (every other name is http::field::unknown): the ones
+// the proxy acts on. HeadFields::get() and id() comparisons only work for these.
+http::field known_field(std::string_view name);
+bool is_known_field(http::field id);
 
- private:
-  void on_request_impl(http::verb method, beast_sv method_str, beast_sv target,
-                       int version, boost::system::error_code&) override;
-  void on_response_impl(int, beast_sv, int, boost::system::error_code&) override {}
-  void on_field_impl(http::field id, beast_sv name, beast_sv value,
-                     boost::system::error_code&) override {
-    if (!header_done_) head_.fields.add(id, name, value);
-  }
-  void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
-  void on_body_init_impl(const boost::optional<std::uint64_t>& length, boost::system::error_code&) override {
-    if (length) body_.reserve(static_cast<size_t>(*length) + body_slack_);
-  }
-  size_t on_body_impl(beast_sv s, boost::system::error_code&) override {
-    body_.append(s);
-    return s.size();
-  }
-  void on_chunk_header_impl(std::uint64_t, beast_sv, boost::system::error_code&) override {}
-  size_t on_chunk_body_impl(std::uint64_t, beast_sv s, boost::system::error_code&) override {
-    body_.append(s);
-    return s.size();
-  }
-  void on_finish_impl(boost::system::error_code&) override {}
-
-  RequestHead& head_;
-  std::string& body_;
-  size_t body_slack_;
-  bool header_done_ = false;
-};
-
-// An engine's response: Beast's parser reads the head into a ResponseHead, then the body's
-// framing is read here (Content-Length, chunked, or to the end of the connection) in one pass
-// per put(), without Beast's per-step callbacks (about 2,000 instructions less for an 8-event
-// stream). Body bytes are not copied: each piece is recorded as a view into the caller's input
-// buffer (valid until that buffer is modified), up to kMaxPieces per put(); then put() stops with
-// error::need_buffer. Accepts and refuses what Beast does, with these differences: a chunk-size
-// line (size and extensions) longer than kMaxChunkLine, or trailers past kMaxTrailerBytes, are
-// refused (Beast keeps asking for more); trailer fields are checked for the field grammar only
-// (obs-fold continuations accepted) and otherwise ignored, where Beast also applies framing fields
-// found there (a Content-Length it refuses, a "Connection: close" that ends keep-alive; the
-// connection is then reused, and a stale close is retried as any). http_test and
-// fuzz_response_parser hold it to Beast's own parser.
-class ResponseParser {
+// An HTTP/1.1 message reader, the request side's and the engine side's (RequestParser,
+// ResponseParser): the head is read once it is complete (up to the blank line, within the header
+// limit), then the body's framing (Content-Length, chunked, or to the end of the connection for
+// a response) in one pass per put(). Body bytes are not copied: each piece is recorded as a view
+// into the caller's input buffer (valid until that buffer is modified), up to kMaxPieces per put();
+// then put() stops with error::need_buffer.
+//
+// It accepts and refuses what Beast's basic_parser does (http_test and the fuzz targets hold it to
+// Beast), except where it is stricter: a line folded onto the one before it (obs-fold; RFC 9112
+// lets a server or gateway refuse it) and a control character anywhere in the head (Beast takes
+// some in a reason phrase) are refused; a request whose Transfer-Encoding is anything but
+// `chunked` (Beast reads no body and the bytes as the next request) is refused; a chunk-size line
+// longer than kMaxChunkLine or trailers past kMaxTrailerBytes are refused (Beast keeps asking for
+// more); trailer fields are checked for the field grammar only (obs-fold accepted there) and
+// otherwise ignored, where Beast also applies framing fields found there. Errors are Beast's
+// http::error codes: need_more (wait for bytes), header_limit, body_limit, the rest malformed.
+class MessageParser {
  public:
   static constexpr size_t kMaxPieces = 32;
   static constexpr size_t kMaxChunkLine = 4096;
   static constexpr size_t kMaxTrailerBytes = 64 * 1024;
 
-  explicit ResponseParser(ResponseHead& head) : head_(head) {}
-
-  void header_limit(std::uint32_t n) { head_.header_limit(n); }
-  void body_limit(boost::optional<std::uint64_t> n) {
-    head_.body_limit(n);
-    body_limit_ = n;
-  }
+  // The whole head (start line, fields, blank line) must fit `n` bytes.
+  void header_limit(std::uint32_t n) { header_limit_ = n; }
+  // The most body bytes (none: unlimited). Beast's defaults: 1 MiB for a request, 8 MiB for a
+  // response.
+  void body_limit(boost::optional<std::uint64_t> n) { body_limit_ = n; }
   // Whether put() goes on into the body once the head is complete (Beast's eager()).
   void eager(bool v) { eager_ = v; }
-  void skip(bool v) { head_.skip(v); }
+  // A response without a body whatever its fields say (the answer to a HEAD request).
+  void skip(bool v) { skip_body_ = v; }
 
-  // Beast's put(): how many bytes of `b` were used. need_more: a head or chunk line is
-  // incomplete; need_buffer: kMaxPieces pieces recorded.
+  // How many bytes of `b` were used. need_more: the head or a chunk line is incomplete;
+  // need_buffer: kMaxPieces pieces recorded.
   size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
   // The connection ended: complete when the body runs to the end of it, else partial_message.
   void put_eof(boost::system::error_code& ec);
 
-  bool got_some() const { return head_.got_some(); }
-  bool is_header_done() const { return head_.is_header_done(); }
+  bool got_some() const { return got_some_; }
+  bool is_header_done() const { return state_ != State::kHead; }
   bool is_done() const { return state_ == State::kDone; }
-  bool keep_alive() const { return head_.keep_alive(); }
+  // Beast's keep_alive(): HTTP/1.1 unless Connection (or Proxy-Connection) says close; HTTP/1.0
+  // only when it says keep-alive; never for a body read to the end of the connection.
+  bool keep_alive() const;
+  bool chunked() const { return (flags_ & kChunked) != 0; }
+  // The head's Content-Length (not what is left of it).
+  boost::optional<std::uint64_t> content_length() const {
+    return (flags_ & kLength) != 0 ? boost::optional<std::uint64_t>(length_) : boost::none;
+  }
   // Whether a chunked body's trailer section held a field (read, never relayed).
   bool had_trailers() const { return trailers_; }
-  // The head's Content-Length (not what is left of it).
-  boost::optional<std::uint64_t> content_length() const { return head_.content_length(); }
 
-  const std::string_view* pieces() const { return pieces_.data(); }
+  std::string_view piece(size_t i) const { return {pieces_[i].data, pieces_[i].size}; }
   size_t piece_count() const { return count_; }
   size_t piece_bytes() const { return bytes_; }
   void clear_pieces() {
@@ -211,51 +186,88 @@ class ResponseParser {
     bytes_ = 0;
   }
 
+ protected:
+  MessageParser(RequestHead& head);
+  MessageParser(ResponseHead& head);
+
  private:
-  class Head final : public http::basic_parser<false> {
-   public:
-    explicit Head(ResponseHead& head) : head_(head) { head_.fields.clear(); }
-
-   private:
-    void on_request_impl(http::verb, beast_sv, beast_sv, int, boost::system::error_code&) override {}
-    void on_response_impl(int code, beast_sv reason, int version, boost::system::error_code&) override;
-    void on_field_impl(http::field id, beast_sv name, beast_sv value, boost::system::error_code&) override {
-      head_.fields.add(id, name, value);
-    }
-    void on_header_impl(boost::system::error_code&) override {}
-    void on_body_init_impl(const boost::optional<std::uint64_t>&, boost::system::error_code&) override {}
-    size_t on_body_impl(beast_sv, boost::system::error_code&) override { return 0; }  // never: not eager
-    void on_chunk_header_impl(std::uint64_t, beast_sv, boost::system::error_code&) override {}
-    size_t on_chunk_body_impl(std::uint64_t, beast_sv, boost::system::error_code&) override { return 0; }
-    void on_finish_impl(boost::system::error_code&) override {}
-
-    ResponseHead& head_;
-  };
   enum class State : uint8_t { kHead, kLength, kToEof, kChunkLine, kChunkData, kChunkEnd, kTrailer, kDone };
+  enum Flag : uint8_t {
+    kHttp11 = 1,
+    kClose = 2,
+    kKeepAlive = 4,
+    kLength = 8,
+    kChunked = 16,
+    kNeedEof = 32,
+    kTransferEncoding = 64,
+  };
 
-  void start_body();
+  // Finds the head's end in [p, p + n); parses it when complete. Returns the head's size, or 0.
+  size_t head(const char* p, size_t n, boost::system::error_code& ec);
+  bool parse_head(const char* p, const char* end, boost::system::error_code& ec);
+  bool request_line(const char*& p, const char* line_cr, boost::system::error_code& ec);
+  bool status_line(const char*& p, const char* line_cr, boost::system::error_code& ec);
+  bool framing_field(http::field id, std::string_view value, boost::system::error_code& ec);
+  void start_body(boost::system::error_code& ec);
   size_t body(const char* p, size_t n, boost::system::error_code& ec);
   // The CR of the CRLF ending the line at p, or nullptr with ec: need_more (scanned_ keeps how far
   // it looked), `too_long` past `limit` bytes, bad_line_ending for a CR without LF.
   const char* line_end(const char* p, const char* end, size_t limit, http::error too_long,
                        boost::system::error_code& ec);
-  bool piece(std::string_view s) {
-    if (count_ == pieces_.size()) return false;
-    pieces_[count_++] = s;
-    bytes_ += s.size();
+  bool record(const char* p, size_t n) {
+    if (count_ == kMaxPieces) return false;
+    pieces_[count_++] = {p, n};
+    bytes_ += n;
     return true;
   }
 
-  Head head_;
+  RequestHead* request_ = nullptr;
+  ResponseHead* response_ = nullptr;
+  HeadFields& fields_;
   State state_ = State::kHead;
+  uint8_t flags_ = 0;
+  bool got_some_ = false;
   bool eager_ = false;
+  bool skip_body_ = false;
   bool trailers_ = false;
+  std::uint32_t header_limit_ = 8 * 1024;
   boost::optional<std::uint64_t> body_limit_;
+  std::uint64_t length_ = 0;   // Content-Length
   std::uint64_t left_ = 0;     // of the body (kLength) or of the chunk (kChunkData)
-  size_t scanned_ = 0;         // bytes of a chunk line or the trailers already searched
-  std::array<std::string_view, kMaxPieces> pieces_;
+  static constexpr size_t kLineEnds = 64;
+  uint32_t line_ends_[kLineEnds];  // the head's first lines' CR offsets (lines_ of them are set)
+  size_t lines_ = 0;
+  size_t scanned_ = 0;         // head: where the line being searched starts; chunk line and
+                               // trailers: bytes already searched
+  struct Piece {
+    const char* data;
+    size_t size;
+  };
+  Piece pieces_[kMaxPieces];  // the first count_ are set
   size_t count_ = 0;
   size_t bytes_ = 0;
+};
+
+// A client's request: the head into a RequestHead, the body appended to a string (both reused
+// across requests). A declared-length body is given `body_slack` spare bytes of capacity past its
+// end (a parser that reads past the data, such as request/prepare's, can then read it in place),
+// reserved by the first put() after the head's (never by the head's own).
+class RequestParser final : public MessageParser {
+ public:
+  RequestParser(RequestHead& head, std::string& body, size_t body_slack = 0);
+  // MessageParser::put(), the body's pieces appended to the body string (never need_buffer).
+  size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
+
+ private:
+  std::string& body_;
+  size_t body_slack_;
+  bool reserved_ = false;
+};
+
+// An engine's response: the caller takes the body's pieces (relayed as they are).
+class ResponseParser final : public MessageParser {
+ public:
+  explicit ResponseParser(ResponseHead& head) : MessageParser(head) {}
 };
 
 // --- serialisation -------------------------------------------------------------------------

@@ -16,16 +16,20 @@ using beast_sv = boost::beast::string_view;
 class BeastResponse final : public http::basic_parser<false> {
  public:
   unsigned status = 0;
+  std::string reason;
+  std::vector<std::pair<std::string, std::string>> fields;
   std::string body;
   bool trailers = false;
 
  private:
   void on_request_impl(http::verb, beast_sv, beast_sv, int, boost::system::error_code&) override {}
-  void on_response_impl(int code, beast_sv, int, boost::system::error_code&) override {
+  void on_response_impl(int code, beast_sv r, int, boost::system::error_code&) override {
     status = static_cast<unsigned>(code);
+    reason.assign(r.data(), r.size());
   }
-  void on_field_impl(http::field, beast_sv, beast_sv, boost::system::error_code&) override {
+  void on_field_impl(http::field, beast_sv name, beast_sv value, boost::system::error_code&) override {
     trailers = trailers || header_done_;
+    if (!header_done_) fields.emplace_back(std::string(name.data(), name.size()), std::string(value.data(), value.size()));
   }
   void on_header_impl(boost::system::error_code&) override { header_done_ = true; }
   bool header_done_ = false;
@@ -100,10 +104,16 @@ ResponseRead read_response(bool ours, std::string_view bytes, const std::vector<
     p.eager(true);
     std::string body;
     ResponseRead r = drive(p, bytes, cuts, [&body](net::ResponseParser& q) {
-      for (size_t i = 0; i < q.piece_count(); ++i) body.append(q.pieces()[i]);
+      for (size_t i = 0; i < q.piece_count(); ++i) body.append(q.piece(i));
       q.clear_pieces();
     });
     r.status = head.status;
+    if (r.header_done) {
+      r.reason = head.reason;
+      for (size_t i = 0; i < head.fields.size(); ++i) {
+        r.fields.emplace_back(std::string(head.fields.name(i)), std::string(head.fields.value(i)));
+      }
+    }
     r.body = std::move(body);
     r.trailers = p.had_trailers();
     return r;
@@ -119,6 +129,10 @@ ResponseRead read_response(bool ours, std::string_view bytes, const std::vector<
   (void)cuts;
   ResponseRead r = drive(p, bytes, {}, [](BeastResponse&) {});
   r.status = p.status;
+  if (r.header_done) {
+    r.reason = std::move(p.reason);
+    r.fields = std::move(p.fields);
+  }
   r.body = std::move(p.body);
   r.trailers = p.trailers;
   return r;

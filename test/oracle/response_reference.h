@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ramjet::oracle {
@@ -17,6 +18,8 @@ struct ResponseRead {
   bool ok = false;         // a complete message (or one ended by the connection, read to its end)
   bool header_done = false;
   unsigned status = 0;
+  std::string reason;
+  std::vector<std::pair<std::string, std::string>> fields;  // the head's
   bool keep_alive = false;
   std::string body;        // the body's bytes, chunk framing removed
   size_t used = 0;         // input bytes consumed by the message

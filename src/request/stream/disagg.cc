@@ -257,7 +257,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       while (!ec) {
         const size_t before = conn->buffer.size();
         parse_buffered(*conn, parser, ec);
-        for (size_t i = 0; i < parser.piece_count(); ++i) s.leg_answer.append(parser.pieces()[i]);
+        for (size_t i = 0; i < parser.piece_count(); ++i) s.leg_answer.append(parser.piece(i));
         parser.clear_pieces();
         if (ec || parser.is_done()) break;
         if (parser.is_header_done()) x.body_started = true;
@@ -269,7 +269,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
           on_read_error(parser, ec);
           if (!ec && !parser.is_done()) ec = http::error::partial_message;
           if (!ec) {  // a close-delimited body ended
-            for (size_t i = 0; i < parser.piece_count(); ++i) s.leg_answer.append(parser.pieces()[i]);
+            for (size_t i = 0; i < parser.piece_count(); ++i) s.leg_answer.append(parser.piece(i));
             parser.clear_pieces();
           }
           break;

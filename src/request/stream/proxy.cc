@@ -23,8 +23,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// The bytes a chunked request body's parse step is given at least (the last chunk, "0\r\n\r\n").
-constexpr size_t kMinChunkedPut = 5;
 // A request body buffer larger than this is not kept for the connection's next request.
 constexpr size_t kKeepBodyCapacity = 1 << 20;
 // The answer when RJ_MAX_BUFFERED_BYTES is full (on a declared length or a growing chunked body).
@@ -230,7 +228,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
     ~NotIdle() { p.set_idle(s, false); }
   } not_idle{*this, s};
 
-  // Reads more bytes from the client into s.buffer. End of stream is reported as Beast does:
+  // Reads more bytes from the client into s.buffer. End of stream is reported as Beast did:
   // end_of_stream before any byte of the message, else whatever put_eof() says.
   auto read_more = [&s](net::RequestParser& parser, boost::system::error_code& ec) -> asio::awaitable<void> {
     size_t n = co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)),
@@ -279,17 +277,13 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       parser.body_limit(config_.max_body_bytes);
       bool expired = false;
       {
-        // Beast's header_limit bounds one parse step, not the whole header: count what the
-        // parser consumed so many small header lines cannot exceed RJ_MAX_HEADER_BYTES either.
+        // The parser reads the head once it is whole, within RJ_MAX_HEADER_BYTES.
         s.deadline.arm(config_.header_timeout);
-        size_t header_bytes = 0;
         for (;;) {
           if (s.buffer.size() > 0) {
             size_t used = parser.put(s.buffer.data(), ec);
             s.buffer.consume(used);
-            header_bytes += used;
             if (ec == http::error::need_more) ec = {};
-            if (!ec && header_bytes > config_.max_header_bytes) ec = http::error::header_limit;
             if (ec || parser.is_header_done()) break;
           }
           if (s.deadline.expired()) {
@@ -360,13 +354,8 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       if (!parser.is_done()) {
         s.deadline.arm(config_.body_timeout);
         parser.eager(true);
-        const bool chunked = parser.chunked();
         for (;;) {
-          // A chunked body is put to Beast only with kMinChunkedPut bytes buffered: its final-chunk
-          // step asserts it has at least that many (basic_parser.ipp), and a client trickling
-          // "0\r\n\r\n" a byte at a time aborted a Debug build. Never a wait on a valid body: until
-          // it is done, Beast leaves at least its last "0\r\n\r\n" unread.
-          if (s.buffer.size() > 0 && (!chunked || s.buffer.size() >= kMinChunkedPut)) {
+          if (s.buffer.size() > 0) {
             size_t used = parser.put(s.buffer.data(), ec);
             s.buffer.consume(used);
             if (ec == http::error::need_more) ec = {};

@@ -197,7 +197,7 @@ void Proxy::engine_completed(Exchange& x, Attempt& a) {
 void Proxy::account_pieces(Session& s, Exchange& x) {
   const net::ResponseParser& p = *s.parser;
   for (size_t i = 0; i < p.piece_count(); ++i) {
-    if (s.usage->feed(p.pieces()[i]) && x.first_token_ns == 0) {
+    if (s.usage->feed(p.piece(i)) && x.first_token_ns == 0) {
       x.first_token_ns = clock_.now_ns();
       notify<kFirstToken>(&ExchangeObserver::first_token, x);
     }
@@ -309,7 +309,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
       *end++ = '\n';
       out.add(std::string_view(s.chunk_size, static_cast<size_t>(end - s.chunk_size)));
     }
-    for (size_t i = 0; i < parser.piece_count(); ++i) out.add(parser.pieces()[i]);
+    for (size_t i = 0; i < parser.piece_count(); ++i) out.add(parser.piece(i));
     if (x.chunked && n) out.add("\r\n");
     if (x.chunked && parser.is_done()) out.add("0\r\n\r\n");
     if (!out.empty() && !out.send_now(s.client, ec) && !ec) co_await write_rest(s, x, ec);
@@ -318,7 +318,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
     metrics_.response_body_bytes.inc(n);
     x.response_bytes += n;
     if (x.sse) {
-      for (size_t i = 0; i < parser.piece_count(); ++i) remember_tail(s.sse_tail, parser.pieces()[i]);
+      for (size_t i = 0; i < parser.piece_count(); ++i) remember_tail(s.sse_tail, parser.piece(i));
     }
     if (n && account) {
       const bool had_token = x.first_token_ns != 0;
@@ -355,7 +355,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
     }
     if (ec) co_return read_failure(a);
     if (a.parser.piece_count() > 0) x.body_started = true;
-    for (size_t i = 0; i < a.parser.piece_count(); ++i) body.append(a.parser.pieces()[i]);
+    for (size_t i = 0; i < a.parser.piece_count(); ++i) body.append(a.parser.piece(i));
     if (body.size() > config_.max_models_body) {
       s.close_after = true;
       co_await send_error(s, x, 502, "upstream model list too large", "upstream_error");
