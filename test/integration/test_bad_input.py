@@ -189,6 +189,33 @@ def test_garbage_gets_400(rj, engines, garbage):
     assert rj.health()[0] == 200
 
 
+# Requests a server behind ramjet could frame differently from ramjet (request smuggling): each is
+# refused with 400, nothing reaches an engine, and the bytes after the head are never read as a
+# request of their own.
+_SMUGGLED = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 2\r\n\r\n{}")
+
+
+@pytest.mark.parametrize("head", [
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\nContent-Length: 0\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 10\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n Content-Length: 10\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\nHost: x\nContent-Length: 0\n\n",
+])
+def test_ambiguous_framing_gets_400_and_nothing_is_smuggled(rj, engines, head):
+    r0 = _rejections(rj, "bad_request")
+    status, c, resp = _raw_exchange(rj.api_port, head + _SMUGGLED)
+    assert status == 400, (status, resp)
+    _openai_error(resp)
+    assert b"HTTP/1.1 200" not in c.buf, "the smuggled request was answered"
+    assert not all_inference(engines)
+    assert _rejections(rj, "bad_request") == r0 + 1
+    assert rj.health()[0] == 200
+
+
 def test_truncated_body_then_close(rj, engines):
     c = RawClient(rj.api_port)
     c.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
