@@ -11,6 +11,7 @@
 
 #include <openssl/err.h>
 
+#include "net/http.h"
 #include "net/tls.h"
 
 namespace ramjet::net {
@@ -208,15 +209,34 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
   if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
   req.prepare_payload();
   boost::system::error_code ec;
-  http::response_parser<http::string_body> parser;
+  // The answer is read as the data plane reads an engine's (net::ResponseParser, held to Beast's
+  // parser): an engine that trickles or garbles it gets the same reading on every path.
+  ResponseHead head;
+  ResponseParser parser(head);
   parser.body_limit(max_body);
+  parser.eager(true);
   bool timed_out = false;
   {
     SocketTimeout deadline(conn->stream.socket(), timeout);
     co_await http::async_write(conn->stream, req, asio::redirect_error(asio::use_awaitable, ec));
-    if (!ec) {
-      co_await http::async_read(conn->stream, conn->buffer, parser,
-                                asio::redirect_error(asio::use_awaitable, ec));
+    while (!ec) {
+      if (conn->buffer.size() > 0) {
+        conn->buffer.consume(parser.put_into(conn->buffer.data(), out.body, ec));
+        if (ec == http::error::need_more) ec = {};
+        if (ec || parser.is_done()) break;
+      }
+      const size_t n = co_await conn->stream.async_read_some(conn->buffer.prepare(16 * 1024),
+                                                             asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == asio::error::eof) {
+        ec = {};
+        if (parser.got_some()) {
+          parser.put_eof(ec);
+        } else {
+          ec = http::error::end_of_stream;
+        }
+        break;
+      }
+      if (!ec) conn->buffer.commit(n);
     }
     timed_out = deadline.fired();
   }
@@ -233,11 +253,11 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
       UpstreamTls::instance().target(url.host, url.port).count_failure(TlsFailure::kHandshake);
       ERR_clear_error();
     }
+    out.body.clear();
     co_return out;
   }
   failure = GetFailure::kNone;
-  out.status = parser.get().result_int();
-  out.body = std::move(parser.get().body());
+  out.status = head.status;
   co_return out;
 }
 

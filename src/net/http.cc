@@ -664,17 +664,21 @@ RequestParser::RequestParser(RequestHead& head, std::string& body, size_t body_s
 }
 
 size_t RequestParser::put(boost::asio::const_buffer b, boost::system::error_code& ec) {
-  const auto* const p = static_cast<const char*>(b.data());
-  size_t used = 0;
   // A declared length is reserved when the body is first put, not with the head: the caller
   // checks it against its memory budget in between.
   if (!reserved_ && is_header_done()) {
     reserved_ = true;
     if (const auto length = content_length()) body_.reserve(static_cast<size_t>(*length) + body_slack_);
   }
+  return put_into(b, body_, ec);
+}
+
+size_t MessageParser::put_into(boost::asio::const_buffer b, std::string& body, boost::system::error_code& ec) {
+  const auto* const p = static_cast<const char*>(b.data());
+  size_t used = 0;
   for (;;) {
-    used += MessageParser::put(boost::asio::const_buffer(p + used, b.size() - used), ec);
-    for (size_t i = 0; i < piece_count(); ++i) body_.append(piece(i));
+    used += put(boost::asio::const_buffer(p + used, b.size() - used), ec);
+    for (size_t i = 0; i < count_; ++i) body.append(pieces_[i].data, pieces_[i].size);
     clear_pieces();
     if (ec != http::error::need_buffer) return used;
     ec = {};

@@ -163,6 +163,8 @@ class MessageParser {
   size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
   // The connection ended: complete when the body runs to the end of it, else partial_message.
   void put_eof(boost::system::error_code& ec);
+  // put(), the body's pieces appended to `body` (never need_buffer).
+  size_t put_into(boost::asio::const_buffer b, std::string& body, boost::system::error_code& ec);
 
   bool got_some() const { return got_some_; }
   bool is_header_done() const { return state_ != State::kHead; }

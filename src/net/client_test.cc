@@ -1,0 +1,101 @@
+// net/client's one-shot exchange (probes, scrapes, the model catalog) against a loopback engine
+// that answers in pieces: the answer is read as the data plane reads an engine's.
+#include "net/client.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+namespace ramjet::net {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+// Accepts one connection, reads the request head, writes `answer` `piece` bytes at a time with a
+// pause between, then closes.
+asio::awaitable<void> engine(tcp::acceptor& acceptor, std::string answer, size_t piece) {
+  tcp::socket s = co_await acceptor.async_accept(asio::use_awaitable);
+  std::string request;
+  char buf[4096];
+  while (request.find("\r\n\r\n") == std::string::npos) {
+    const size_t n = co_await s.async_read_some(asio::buffer(buf), asio::use_awaitable);
+    request.append(buf, n);
+  }
+  asio::steady_timer pause(s.get_executor());
+  for (size_t at = 0; at < answer.size(); at += piece) {
+    co_await asio::async_write(s, asio::buffer(answer.data() + at, std::min(piece, answer.size() - at)),
+                               asio::use_awaitable);
+    pause.expires_after(1ms);
+    co_await pause.async_wait(asio::use_awaitable);
+  }
+  boost::system::error_code ignored;
+  s.shutdown(tcp::socket::shutdown_both, ignored);
+}
+
+SimpleResponse get(const std::string& answer, size_t piece, size_t max_body, GetFailure& failure) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  config::UpstreamUrl url;
+  url.host = "127.0.0.1";
+  url.port = acceptor.local_endpoint().port();
+  SimpleResponse out;
+  failure = GetFailure::kNone;
+  asio::co_spawn(io, engine(acceptor, answer, piece), asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> { out = co_await simple_get(url, "/metrics", "", 5s, max_body, failure); },
+      asio::detached);
+  io.run();
+  return out;
+}
+
+TEST(SimpleGet, ReadsAChunkedAnswerTrickledAByteAtATime) {
+  // Every piece of the framing (chunk-size line, data, CRLF, the last chunk) arrives on its own.
+  GetFailure f;
+  const SimpleResponse r = get("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 1, 1024, f);
+  EXPECT_EQ(f, GetFailure::kNone);
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.body, "hello");
+}
+
+TEST(SimpleGet, ReadsALengthAndAnAnswerThatEndsWithTheConnection) {
+  GetFailure f;
+  SimpleResponse r = get("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy", 3, 1024, f);
+  EXPECT_EQ(f, GetFailure::kNone);
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_EQ(r.body, "busy");
+  r = get("HTTP/1.0 200 OK\r\n\r\n# HELP x\nx 1\n", 5, 1024, f);
+  EXPECT_EQ(f, GetFailure::kNone);
+  EXPECT_EQ(r.body, "# HELP x\nx 1\n");
+}
+
+TEST(SimpleGet, RefusesAnAnswerPastTheLimitCutShortOrMalformed) {
+  GetFailure f;
+  get("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'x'), 50, 10, f);
+  EXPECT_EQ(f, GetFailure::kTooLarge);
+  get("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + std::string(32, 'x') + "\r\n0\r\n\r\n", 8, 10, f);
+  EXPECT_EQ(f, GetFailure::kTooLarge);
+  get("HTTP/1.1 200 OK\r\n\r\n" + std::string(64, 'x'), 8, 10, f);
+  EXPECT_EQ(f, GetFailure::kTooLarge);
+  const SimpleResponse r = get("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", 2, 1024, f);
+  EXPECT_EQ(f, GetFailure::kProtocol);
+  EXPECT_TRUE(r.body.empty());
+  get("SSH-2.0-OpenSSH_9.2\r\n\r\n", 4, 1024, f);
+  EXPECT_EQ(f, GetFailure::kProtocol);
+  get("", 1, 1024, f);  // closed without a byte
+  EXPECT_EQ(f, GetFailure::kProtocol);
+}
+
+}  // namespace
+}  // namespace ramjet::net
