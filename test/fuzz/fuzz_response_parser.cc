@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "oracle/cut_feed.h"
 #include "oracle/request_reference.h"
 #include "oracle/response_reference.h"
 
@@ -28,10 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t opt = data[0];
   const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
-  std::vector<size_t> cuts;
-  if (opt & 0x0F) cuts = {static_cast<size_t>(opt & 0x0F), 1, static_cast<size_t>((opt & 0x0F) * 3)};
-  const int64_t limit = (opt & 0x30) == 0x30 ? static_cast<int64_t>(opt & 0x0F) * 16 : -1;
-  const bool head_request = (opt & 0xC0) == 0xC0;
+  const ramjet::oracle::FeedOptions o = ramjet::oracle::feed_options(opt);
+  const std::vector<size_t>& cuts = o.cuts;
+  const int64_t limit = o.body_limit;
+  const bool head_request = o.top_bits;
   using ramjet::oracle::read_response;
   const auto want = read_response(false, bytes, cuts, limit, head_request);
   const auto got = read_response(true, bytes, cuts, limit, head_request);

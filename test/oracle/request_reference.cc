@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "net/http.h"
+#include "oracle/cut_feed.h"
 
 namespace ramjet::oracle {
 
@@ -53,8 +54,7 @@ class BeastRequest final : public http::basic_parser<true> {
 template <typename Parser>
 void drive(Parser& p, RequestRead& r, std::string_view bytes, const std::vector<size_t>& cuts) {
   std::string buffer;
-  size_t fed = 0;
-  size_t cut = 0;
+  CutFeed feed(bytes, cuts);
   boost::system::error_code ec;
   for (;;) {
     if (!buffer.empty()) {
@@ -66,17 +66,11 @@ void drive(Parser& p, RequestRead& r, std::string_view bytes, const std::vector<
       if (ec || p.is_done()) break;
       if (used > 0 && !buffer.empty()) continue;  // the head is done: go on into the body
     }
-    if (fed == bytes.size()) {  // the connection ends
-      if (p.got_some()) {
-        p.put_eof(ec);
-      } else {
-        ec = http::error::end_of_stream;
-      }
+    if (feed.exhausted()) {  // the connection ends
+      end_of_connection(p, ec);
       break;
     }
-    const size_t n = std::min(bytes.size() - fed, cuts.empty() ? bytes.size() : std::max<size_t>(1, cuts[cut++ % cuts.size()]));
-    buffer.append(bytes.substr(fed, n));
-    fed += n;
+    feed.append_next(buffer);
   }
   r.ok = !ec && p.is_done();
   r.header_done = p.is_header_done();
@@ -105,9 +99,7 @@ RequestRead read_request(bool ours, std::string_view bytes, const std::vector<si
       r.method = head.method_string;
       r.target = head.target;
       r.version = head.version;
-      for (size_t i = 0; i < head.fields.size(); ++i) {
-        r.fields.emplace_back(std::string(head.fields.name(i)), std::string(head.fields.value(i)));
-      }
+      r.fields = field_list(head.fields);
     }
     r.body = std::move(body);
     r.trailers = p.had_trailers();

@@ -4,6 +4,7 @@
 #include <boost/beast/http/error.hpp>
 
 #include "net/http.h"
+#include "oracle/cut_feed.h"
 
 namespace ramjet::oracle {
 
@@ -50,8 +51,7 @@ template <typename Parser, typename Drain>
 ResponseRead drive(Parser& p, std::string_view bytes, const std::vector<size_t>& cuts, Drain drain) {
   ResponseRead r;
   std::string buffer;
-  size_t fed = 0;
-  size_t cut = 0;
+  CutFeed feed(bytes, cuts);
   boost::system::error_code ec;
   for (;;) {
     // Parse what is buffered until the parser needs more (the relay's loop).
@@ -70,17 +70,11 @@ ResponseRead drive(Parser& p, std::string_view bytes, const std::vector<size_t>&
       if (used == 0) break;
     }
     if (ec || p.is_done()) break;
-    if (fed == bytes.size()) {  // the connection ends
-      if (p.got_some()) {
-        p.put_eof(ec);
-      } else {
-        ec = http::error::end_of_stream;
-      }
+    if (feed.exhausted()) {  // the connection ends
+      end_of_connection(p, ec);
       break;
     }
-    const size_t n = std::min(bytes.size() - fed, cuts.empty() ? bytes.size() : std::max<size_t>(1, cuts[cut++ % cuts.size()]));
-    buffer.append(bytes.substr(fed, n));
-    fed += n;
+    feed.append_next(buffer);
   }
   r.ok = !ec && p.is_done();
   r.header_done = p.is_header_done();
@@ -110,9 +104,7 @@ ResponseRead read_response(bool ours, std::string_view bytes, const std::vector<
     r.status = head.status;
     if (r.header_done) {
       r.reason = head.reason;
-      for (size_t i = 0; i < head.fields.size(); ++i) {
-        r.fields.emplace_back(std::string(head.fields.name(i)), std::string(head.fields.value(i)));
-      }
+      r.fields = field_list(head.fields);
     }
     r.body = std::move(body);
     r.trailers = p.had_trailers();
