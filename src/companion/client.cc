@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/fd.h"
 #include "common/log.h"
 
 namespace ramjet::companion {
@@ -113,20 +114,6 @@ Outcome outcome_of(IoStatus s) {
   return Outcome::kIoError;
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 Client::Client(ClientOptions options, const SessionSecret& secret)
@@ -212,7 +199,7 @@ void Client::run() {
 Outcome Client::session(bool& was_trusted) {
   using Clock = companion::Clock;
   std::string error;
-  Fd fd(connect_endpoint(options_.endpoint, Clock::now() + options_.connect_timeout, error));
+  UniqueFd fd(connect_endpoint(options_.endpoint, Clock::now() + options_.connect_timeout, error));
   // Whatever ends the session, readers stop trusting the inventory before the socket closes.
   struct Unpublish {
     Client& c;

@@ -7,10 +7,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <unistd.h>
-
 #include <utility>
 
+#include "common/fd.h"
 #include "common/log.h"
 
 namespace ramjet::net {
@@ -51,27 +50,6 @@ void Listener::close() {
   });
 }
 
-namespace {
-
-// An accepted connection's descriptor on its way to its thread: closed if it never gets there
-// (a posted hand-off destroyed unrun when the io contexts go).
-class OwnedFd {
- public:
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  OwnedFd(OwnedFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  OwnedFd& operator=(OwnedFd&&) = delete;
-  ~OwnedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  void release() { fd_ = -1; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
-
 asio::awaitable<void> Listener::accept_loop() {
   asio::execution_context* const own = &asio::query(acceptor_.get_executor(), asio::execution::context);
   boost::system::error_code ec;
@@ -99,7 +77,9 @@ asio::awaitable<void> Listener::accept_loop() {
     }
     // Each io context's reactor is touched only from its own thread (IoPool's concurrency hint
     // leaves its per-socket state unlocked): the connection is registered on its thread, not here.
-    OwnedFd fd{socket.release(ec)};
+    // An accepted connection's descriptor on its way to its thread: closed if it never gets
+    // there (a posted hand-off destroyed unrun when the io contexts go).
+    UniqueFd fd{socket.release(ec)};
     if (ec) continue;
     asio::post(ctx, [&ctx, protocol, fd = std::move(fd), handler = handler_]() mutable {
       boost::system::error_code ec;
