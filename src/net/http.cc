@@ -413,11 +413,12 @@ size_t MessageParser::put(boost::asio::const_buffer b, boost::system::error_code
 size_t MessageParser::head(const char* p, size_t n, boost::system::error_code& ec) {
   // One pass to the blank line that ends the head: every line ends in CRLF (a bare CR or LF is
   // refused), and no control character but HTAB is in it (Beast refuses them in every part of a
-  // head). The control characters are found 16 bytes at a time; searching resumes at the last
-  // incomplete line. Each line's CR is kept for parse_head (the first kLineEnds).
+  // head). The control characters are found 16 bytes at a time; searching resumes where the last
+  // put() stopped (each byte is looked at once however the head arrives). Each line's CR is kept
+  // for parse_head (the first kLineEnds).
   const size_t limit = std::min<size_t>(n, header_limit_);
-  size_t line = scanned_;
-  for (size_t base = line; base < limit; base += 16) {
+  size_t line = head_line_;
+  for (size_t base = scanned_; base < limit; base += 16) {
     for (unsigned mask = control_mask(p + base, limit - base); mask != 0; mask &= mask - 1) {
       const size_t i = base + static_cast<size_t>(__builtin_ctz(mask));
       const char c = p[i];
@@ -427,6 +428,10 @@ size_t MessageParser::head(const char* p, size_t n, boost::system::error_code& e
           return 0;
         }
         if (i == line + 1) {  // a blank line
+          if (lines_ == 0) {  // where the start line should be (Beast refuses it too)
+            ec = request_ != nullptr ? http::error::bad_method : http::error::bad_version;
+            return 0;
+          }
           if (!parse_head(p, p + i + 1, ec)) return 0;
           return i + 1;
         }
@@ -444,7 +449,8 @@ size_t MessageParser::head(const char* p, size_t n, boost::system::error_code& e
       }
     }
   }
-  scanned_ = line;
+  head_line_ = line;
+  scanned_ = limit > line && p[limit - 1] == '\r' ? limit - 1 : limit;  // a last CR waits for its LF
   ec = n >= header_limit_ ? http::error::header_limit : http::error::need_more;
   return 0;
 }
@@ -578,8 +584,10 @@ bool MessageParser::framing_field(http::field id, std::string_view value, boost:
             if (e.empty()) return false;
             std::uint64_t v = 0;
             for (char c : e) {
-              if (!is_digit(c) || v > (std::numeric_limits<std::uint64_t>::max() - 9) / 10) return false;
-              v = v * 10 + static_cast<std::uint64_t>(c - '0');
+              constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+              const auto d = static_cast<std::uint64_t>(c - '0');
+              if (!is_digit(c) || v > (kMax - d) / 10) return false;
+              v = v * 10 + d;
             }
             if ((flags_ & kLength) != 0 && v != length_) {
               multiple = true;

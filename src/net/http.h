@@ -239,7 +239,8 @@ class MessageParser {
   static constexpr size_t kLineEnds = 64;
   uint32_t line_ends_[kLineEnds];  // the head's first lines' CR offsets (lines_ of them are set)
   size_t lines_ = 0;
-  size_t scanned_ = 0;         // head: where the line being searched starts; chunk line and
+  size_t head_line_ = 0;       // head: where the line being searched starts
+  size_t scanned_ = 0;         // head: where the search goes on; chunk line and
                                // trailers: bytes already searched
   struct Piece {
     const char* data;

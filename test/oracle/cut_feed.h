@@ -46,6 +46,18 @@ void end_of_connection(Parser& p, boost::system::error_code& ec) {
   }
 }
 
+// Whether Beast's refusal (its error message) is one a framing field in a chunked body's trailers
+// can cause (Content-Length, Transfer-Encoding, a Connection list it cannot read): Beast applies
+// those fields there, ramjet checks a trailer's grammar only and accepts the message.
+inline bool trailer_framing_refusal(const std::string& message) {
+  namespace http = boost::beast::http;
+  for (http::error e : {http::error::bad_content_length, http::error::multiple_content_length,
+                        http::error::bad_transfer_encoding, http::error::bad_value}) {
+    if (message == http::make_error_code(e).message()) return true;
+  }
+  return false;
+}
+
 // A parsed head's fields, in order, as (name, value) pairs.
 inline std::vector<std::pair<std::string, std::string>> field_list(const net::HeadFields& fields) {
   std::vector<std::pair<std::string, std::string>> out;

@@ -121,15 +121,61 @@ RequestRead read_request(bool ours, std::string_view bytes, const std::vector<si
   return std::move(p.r);
 }
 
-bool stricter(std::string_view bytes) {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+bool stricter(std::string_view bytes, bool request) {
   const size_t end = bytes.find("\r\n\r\n");
   const std::string_view head = bytes.substr(0, end == std::string_view::npos ? bytes.size() : end + 2);
-  for (size_t i = head.find("\r\n"); i != std::string_view::npos; i = head.find("\r\n", i + 2)) {
-    if (i + 2 < head.size() && (head[i + 2] == ' ' || head[i + 2] == '\t')) return true;
+  std::vector<std::string> te;  // Transfer-Encoding values
+  bool length = false;
+  size_t at = head.find("\r\n");  // past the start line
+  while (at != std::string_view::npos && at + 2 < head.size()) {
+    const size_t next = head.find("\r\n", at + 2);
+    const std::string_view line = head.substr(at + 2, next == std::string_view::npos ? std::string_view::npos : next - at - 2);
+    at = next;
+    if (!line.empty() && (line[0] == ' ' || line[0] == '\t')) return true;  // obs-fold
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string name = lower(line.substr(0, colon));
+    if (name == "transfer-encoding") te.push_back(lower(trim(line.substr(colon + 1))));
+    if (name == "content-length") length = true;
   }
-  std::string lower(head);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; });
-  return lower.find("transfer-encoding") != std::string::npos;
+  if (te.empty()) return false;
+  if (te.size() > 1 || length) return true;
+  // One Transfer-Encoding: a request's must be `chunked` alone; a response's `chunked` only last
+  // and once, every coding a token.
+  std::vector<std::string> codings;
+  for (std::string_view v = te[0];;) {
+    const size_t comma = v.find(',');
+    const std::string_view e = trim(v.substr(0, comma));
+    if (!e.empty()) codings.emplace_back(e);
+    if (comma == std::string_view::npos) break;
+    v.remove_prefix(comma + 1);
+  }
+  if (request) return !(codings.size() == 1 && codings[0] == "chunked");
+  for (size_t i = 0; i < codings.size(); ++i) {
+    if (codings[i] == "chunked" && i + 1 != codings.size()) return true;
+    for (char c : codings[i]) {
+      const bool tchar = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+      if (!tchar) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace ramjet::oracle

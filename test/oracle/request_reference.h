@@ -4,7 +4,9 @@
 // into pieces of `cuts` sizes, as the proxy feeds it (put what is buffered, consume what was used,
 // append the next piece; put_eof at the end), and Beast's over all of them at once, and says what
 // it read. `stricter` says whether a head has what ours refuses and Beast may read: a folded line
-// (obs-fold) or a Transfer-Encoding field.
+// (obs-fold), two Transfer-Encoding fields or one with a Content-Length, a request's
+// Transfer-Encoding other than `chunked` alone, a response's with `chunked` not last (or a coding
+// that is not a token).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ struct RequestRead {
 RequestRead read_request(bool ours, std::string_view bytes, const std::vector<size_t>& cuts, int64_t body_limit = -1,
                          uint32_t header_limit = 256 * 1024);
 
-// Whether the head at the start of `bytes` folds a line or names Transfer-Encoding.
-bool stricter(std::string_view bytes);
+// Whether the head at the start of `bytes` (a request's when `request`) has one of those.
+bool stricter(std::string_view bytes, bool request);
 
 }  // namespace ramjet::oracle
