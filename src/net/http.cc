@@ -837,6 +837,10 @@ void append_decimal(HeadBuffer& out, uint64_t v) {
 }
 
 void append_status_line(HeadBuffer& out, unsigned version, unsigned code, std::string_view fallback) {
+  if (code == 200) {  // nearly every response: no lookup
+    out.append(version == 10 ? "HTTP/1.0 200 OK\r\n" : "HTTP/1.1 200 OK\r\n");
+    return;
+  }
   out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
   append_decimal(out, code);
   out.push_back(' ');

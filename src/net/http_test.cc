@@ -60,6 +60,19 @@ TEST(HeadFields, FindIsTheFirstFieldOfANameInAnyCase) {
 }
 
 
+TEST(AppendStatusLine, WritesTheStandardReasonOrTheEnginesOwn) {
+  auto line = [](unsigned version, unsigned code, std::string_view fallback) {
+    HeadBuffer out;
+    append_status_line(out, version, code, fallback);
+    return std::string(out.view());
+  };
+  EXPECT_EQ(line(11, 200, "Fine"), "HTTP/1.1 200 OK\r\n");
+  EXPECT_EQ(line(10, 200, ""), "HTTP/1.0 200 OK\r\n");
+  EXPECT_EQ(line(11, 404, "Nope"), "HTTP/1.1 404 Not Found\r\n");
+  EXPECT_EQ(line(10, 503, ""), "HTTP/1.0 503 Service Unavailable\r\n");
+  EXPECT_EQ(line(11, 577, "Custom"), "HTTP/1.1 577 Custom\r\n");
+}
+
 // --- ResponseParser: its own body framing held to Beast's parser ------------------------------
 
 using oracle::read_response;
