@@ -1,4 +1,4 @@
-// common/bytes: word-at-a-time comparisons of short byte strings (HTTP field names, JSON keys)
+// common/bytes: word-at-a-time comparisons of short byte strings (HTTP field names and tokens)
 // against known ones, where a call to memcmp costs more than the comparison.
 #pragma once
 
@@ -40,11 +40,6 @@ inline bool same_bytes(const char* a, const char* b, size_t n, uint64_t fold) {
     }
   }
   return true;
-}
-
-// a == b.
-inline bool equal_short(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && same_bytes(a.data(), b.data(), a.size(), 0);
 }
 
 // `name` equals `lower` (lowercase letters and '-') in any case, `name` being HTTP token

@@ -227,16 +227,11 @@ asio::awaitable<SimpleResponse> simple_exchange(const config::UpstreamUrl& url,
       }
       const size_t n = co_await conn->stream.async_read_some(conn->buffer.prepare(16 * 1024),
                                                              asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == asio::error::eof) {
-        ec = {};
-        if (parser.got_some()) {
-          parser.put_eof(ec);
-        } else {
-          ec = http::error::end_of_stream;
-        }
+      if (ec) {
+        parser.read_error(ec);  // the end of stream ends a close-delimited answer
         break;
       }
-      if (!ec) conn->buffer.commit(n);
+      conn->buffer.commit(n);
     }
     timed_out = deadline.fired();
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include <boost/asio/error.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/status.hpp>
@@ -24,19 +25,27 @@ namespace ramjet::net {
 
 namespace {
 
-// Calls f(token) for every comma-separated token of a Connection value, blanks trimmed.
+// Calls f(element) for each element of a comma-separated list, OWS trimmed (empty ones too).
+template <class F>
+bool for_each_element(std::string_view v, F&& f) {
+  for (;;) {
+    const size_t comma = v.find(',');
+    std::string_view e = v.substr(0, comma);
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (!f(e)) return false;
+    if (comma == std::string_view::npos) return true;
+    v.remove_prefix(comma + 1);
+  }
+}
+
+// Calls f(token) for every non-empty comma-separated token of a Connection value.
 template <class F>
 void for_each_token(std::string_view v, F&& f) {
-  size_t pos = 0;
-  while (pos <= v.size()) {
-    size_t comma = v.find(',', pos);
-    if (comma == std::string_view::npos) comma = v.size();
-    std::string_view token = v.substr(pos, comma - pos);
-    while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
-    while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  for_each_element(v, [&f](std::string_view token) {
     if (!token.empty()) f(token);
-    pos = comma + 1;
-  }
+    return true;
+  });
 }
 
 bool fixed_hop_by_hop(http::field f) {
@@ -289,20 +298,6 @@ const char* target_end(const char* p, const char* cr) {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-// Calls f(element) for each element of a comma-separated list, OWS trimmed (empty ones too).
-template <class F>
-bool for_each_element(std::string_view v, F&& f) {
-  for (;;) {
-    const size_t comma = v.find(',');
-    std::string_view e = v.substr(0, comma);
-    while (!e.empty() && bws(e.front())) e.remove_prefix(1);
-    while (!e.empty() && bws(e.back())) e.remove_suffix(1);
-    if (!f(e)) return false;
-    if (comma == std::string_view::npos) return true;
-    v.remove_prefix(comma + 1);
-  }
-}
-
 bool is_token(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
@@ -328,7 +323,7 @@ unsigned http_version(const char* p) {
 http::field known_field(std::string_view n) {
   using f = http::field;
   if (n.empty()) return f::unknown;
-  auto is = [n](std::string_view key) { return same_bytes(n.data(), key.data(), key.size(), 0x2020202020202020); };
+  auto is = [n](std::string_view key) { return iequal_token(n, key); };
   // By length, then by first letter: one comparison.
   const char first = static_cast<char>(n[0] | 0x20);
   switch (n.size()) {
@@ -498,11 +493,10 @@ bool MessageParser::status_line(const char*& p, const char* line_cr, boost::syst
   }
   response_->status = static_cast<unsigned>((p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0'));
   p += 4;
-  const char* const cr = line_cr;
-  response_->reason.assign(p, cr);
+  response_->reason.assign(p, line_cr);
   response_->version = version;
   if (version == 11) flags_ |= kHttp11;
-  p = cr + 2;
+  p = line_cr + 2;
   return true;
 }
 
@@ -537,7 +531,7 @@ bool MessageParser::parse_head(const char* p, const char* const end, boost::syst
     const http::field id = known_field(n);
     if ((id == http::field::content_length || id == http::field::transfer_encoding || id == http::field::connection ||
          id == http::field::proxy_connection) &&
-        !framing_field(id, v, ec)) {
+        !framing_field(id, v, ec)) {  // the fields framing_field() reads; every other id passes
       return false;
     }
     fields_.add(id, n, v);
@@ -655,6 +649,16 @@ void MessageParser::start_body(boost::system::error_code& ec) {
     next = State::kToEof;
   }
   state_ = next;
+}
+
+void MessageParser::read_error(boost::system::error_code& ec) {
+  if (ec != boost::asio::error::eof) return;
+  ec = {};
+  if (got_some_) {
+    put_eof(ec);
+  } else {
+    ec = http::error::end_of_stream;
+  }
 }
 
 void MessageParser::put_eof(boost::system::error_code& ec) {

@@ -135,9 +135,9 @@ bool is_known_field(http::field id);
 //
 // It accepts and refuses what Beast's basic_parser does (http_test and the fuzz targets hold it to
 // Beast), except where it is stricter: a line folded onto the one before it (obs-fold; RFC 9112
-// lets a server or gateway refuse it) and a control character anywhere in the head (Beast takes
-// some in a reason phrase) are refused; a request whose Transfer-Encoding is anything but
-// `chunked` (Beast reads no body and the bytes as the next request) is refused; a chunk-size line
+// lets a server or gateway refuse it), two Transfer-Encoding fields or one with a Content-Length,
+// a request's Transfer-Encoding other than `chunked` alone (Beast reads no body for `gzip` and the
+// bytes as the next request), and a response's with `chunked` not last are refused; a chunk-size line
 // longer than kMaxChunkLine or trailers past kMaxTrailerBytes are refused (Beast keeps asking for
 // more); trailer fields are checked for the field grammar only (obs-fold accepted there) and
 // otherwise ignored, where Beast also applies framing fields found there. Errors are Beast's
@@ -163,6 +163,10 @@ class MessageParser {
   size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
   // The connection ended: complete when the body runs to the end of it, else partial_message.
   void put_eof(boost::system::error_code& ec);
+  // A read from the connection failed with `ec`: the end of stream (eof) ends the message —
+  // put_eof() once some bytes were put, end_of_stream before any (a connection closed between
+  // messages), as Beast's read operations report it; any other error stays as it is.
+  void read_error(boost::system::error_code& ec);
   // put(), the body's pieces appended to `body` (never need_buffer).
   size_t put_into(boost::asio::const_buffer b, std::string& body, boost::system::error_code& ec);
 

@@ -266,7 +266,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
         const size_t n = co_await conn->stream.async_read_some(
             conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)), asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
-          on_read_error(parser, ec);
+          parser.read_error(ec);
           if (!ec && !parser.is_done()) ec = http::error::partial_message;
           if (!ec) {  // a close-delimited body ended
             for (size_t i = 0; i < parser.piece_count(); ++i) s.leg_answer.append(parser.piece(i));

@@ -577,7 +577,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         size_t n = co_await conn->stream.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
                                                          asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
-          on_read_error(head_parser, ec);
+          head_parser.read_error(ec);
           if (!ec) ec = http::error::partial_message;  // the head cannot end at EOF
           break;
         }

@@ -234,13 +234,8 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
     size_t n = co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)),
                                                  asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::eof) {
-      ec = {};
-      if (parser.got_some()) {
-        parser.put_eof(ec);
-        if (!ec) ec = http::error::end_of_stream;  // cannot happen for a request: treat as closed
-      } else {
-        ec = http::error::end_of_stream;
-      }
+      parser.read_error(ec);
+      if (!ec) ec = http::error::end_of_stream;  // a request cannot end with the connection: closed
       co_return;
     }
     if (!ec) s.buffer.commit(n);

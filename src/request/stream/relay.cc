@@ -89,16 +89,6 @@ void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost
   if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
 }
 
-void on_read_error(net::ResponseParser& p, boost::system::error_code& ec) {
-  if (ec != asio::error::eof) return;
-  ec = {};
-  if (p.got_some()) {
-    p.put_eof(ec);
-  } else {
-    ec = http::error::end_of_stream;
-  }
-}
-
 void start_client_read(const std::shared_ptr<ClientWatch>& w) {
   if (w->reading || w->has_result || w->client == nullptr) return;
   w->reading = true;
@@ -278,7 +268,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
             conn.buffer.prepare(beast::read_size(conn.buffer, kReadMax)),
             asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
-          on_read_error(parser, ec);
+          parser.read_error(ec);
         } else {
           conn.buffer.commit(n);
           parse_buffered(conn, parser, ec);
@@ -347,7 +337,7 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
           a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)),
           asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
-        on_read_error(a.parser, ec);
+        a.parser.read_error(ec);
       } else {
         a.conn.buffer.commit(n);
         parse_buffered(a.conn, a.parser, ec);

@@ -79,9 +79,6 @@ inline bool closed_early(const boost::system::error_code& ec) {
 // the buffer, valid until the next read) until the buffer is drained, the piece list is full or
 // the message is complete.
 void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost::system::error_code& ec);
-// After a read from the engine failed with `ec`: end of stream completes a close-delimited
-// body and is end_of_stream before any byte, as Beast's read operations report it.
-void on_read_error(net::ResponseParser& p, boost::system::error_code& ec);
 
 // Reads from one client connection on behalf of both the connection loop and the exchange in
 // flight. While a request is forwarded, a read is kept pending on the client socket: a FIN or
