@@ -42,6 +42,11 @@ inline bool same_bytes(const char* a, const char* b, size_t n, uint64_t fold) {
   return true;
 }
 
+// a == b without a call to memcmp: b is usually a literal, whose length the compiler knows.
+inline bool same(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && same_bytes(a.data(), b.data(), b.size(), 0);
+}
+
 // `name` equals `lower` (lowercase letters and '-') in any case, `name` being HTTP token
 // characters: bit 5 set in each of its bytes lowercases its letters and maps no other token
 // character onto a letter or '-' (only CR, never in a token, would become '-').

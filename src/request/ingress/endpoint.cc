@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 
+#include "common/bytes.h"
 #include "common/log.h"
 
 namespace ramjet::request {
@@ -80,16 +81,16 @@ std::string_view endpoint_label(Endpoint e) {
 
 Endpoint classify(std::string_view method, std::string_view target, const ServedPaths& served) {
   const std::string_view path = path_of(target);
-  const bool post = method == "POST";
-  const bool get = method == "GET" || method == "HEAD";
+  const bool post = same(method, "POST");
+  const bool get = same(method, "GET") || same(method, "HEAD");
   for (const Fixed& f : kFixed) {
-    if (path != f.path) continue;
+    if (!same(path, f.path)) continue;
     if (f.post ? post : get) return f.endpoint;
     // A browser's CORS preflight: the engine's CORS policy answers it.
-    if (method == "OPTIONS" && f.endpoint != Endpoint::kHealth) return Endpoint::kOther;
+    if (same(method, "OPTIONS") && f.endpoint != Endpoint::kHealth) return Endpoint::kOther;
     return passthrough(path, served) ? Endpoint::kOther : Endpoint::kUnknown;
   }
-  if (served.tokenize && is_tokenize_path(path) && (post || method == "OPTIONS")) return Endpoint::kOther;
+  if (served.tokenize && is_tokenize_path(path) && (post || same(method, "OPTIONS"))) return Endpoint::kOther;
   return passthrough(path, served) ? Endpoint::kOther : Endpoint::kUnknown;
 }
 

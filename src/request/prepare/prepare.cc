@@ -25,6 +25,7 @@
 #include <boost/json.hpp>
 #include <simdjson.h>
 
+#include "common/bytes.h"
 #include "request/prepare/canonical_writer.h"
 #include "request/prepare/json_view.h"
 
@@ -123,7 +124,7 @@ class SimdView {
     std::optional<SimdView> found;
     const simdjson::dom::object o = e_.get_object().value_unsafe();
     for (simdjson::dom::key_value_pair member : o) {
-      if (member.key == key) found = SimdView(member.value);
+      if (same(member.key, key)) found = SimdView(member.value);
     }
     return found;
   }
@@ -320,30 +321,30 @@ TopLevel<V> top_level(const V& obj) {
   for (const auto& [key, v] : obj.members()) {
     switch (key.size()) {
       case 4:
-        if (key == "user") t.user = v;
+        if (same(key, "user")) t.user = v;
         break;
       case 5:
-        if (key == "model") t.model = v;
+        if (same(key, "model")) t.model = v;
         break;
       case 6:
-        if (key == "stream") t.stream = v;
+        if (same(key, "stream")) t.stream = v;
         break;
       case 8:
-        if (key == "messages") t.messages = v;
-        else if (key == "metadata") t.metadata = v;
+        if (same(key, "messages")) t.messages = v;
+        else if (same(key, "metadata")) t.metadata = v;
         break;
       case 10:
-        if (key == "max_tokens") t.max_tokens = v;
-        else if (key == "cache_salt") t.cache_salt = v;
+        if (same(key, "max_tokens")) t.max_tokens = v;
+        else if (same(key, "cache_salt")) t.cache_salt = v;
         break;
       case 16:
-        if (key == "reasoning_effort") t.reasoning_effort = v;
+        if (same(key, "reasoning_effort")) t.reasoning_effort = v;
         break;
       case 17:
-        if (key == "max_output_tokens") t.max_output_tokens = v;
+        if (same(key, "max_output_tokens")) t.max_output_tokens = v;
         break;
       case 21:
-        if (key == "max_completion_tokens") t.max_completion_tokens = v;
+        if (same(key, "max_completion_tokens")) t.max_completion_tokens = v;
         break;
       default:
         break;
@@ -506,29 +507,29 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
 // through a view of the simdjson DOM. nullopt (and `body` untouched) when the Boost path must
 // decide: a parse error of any kind (Boost.JSON reads some bodies simdjson rejects, e.g. 1e400
 // or a 20-digit integer, and then decides what is malformed), a body that is not an object, a
-// shim to apply, or a value the view cannot vouch for (see SimdView).
-std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& body,
-                                                const PrepareConfig& config) {
-  if (config.limits.max_json_depth == 0 || body.size() > kFastPathMaxBody) return std::nullopt;
+// shim to apply, or a value the view cannot vouch for (see SimdView). Fills `out` (a fresh
+// PreparedRequest: written in place, not moved through an optional) and returns true; false leaves
+// `out` partly written, for the Boost path to replace.
+bool prepare_simdjson(Endpoint endpoint, std::string& body, const PrepareConfig& config, PreparedRequest& out) {
+  if (config.limits.max_json_depth == 0 || body.size() > kFastPathMaxBody) return false;
   simdjson::dom::parser* parser = thread_simd_parser(config.limits.max_json_depth);
-  if (parser == nullptr) return std::nullopt;
+  if (parser == nullptr) return false;
   simdjson::dom::element root;
   if (parser->parse(body).get(root) != simdjson::SUCCESS ||
       root.type() != simdjson::dom::element_type::OBJECT) {
-    return std::nullopt;
+    return false;
   }
   const SimdView view(root);
   const TopLevel<SimdView> top = top_level(view);
   // Boost.JSON's value of a double may differ from simdjson's in the last bits.
   for (const std::optional<SimdView>* limit :
        {&top.max_tokens, &top.max_completion_tokens, &top.max_output_tokens}) {
-    if (*limit && (*limit)->is(JsonKind::kDouble)) return std::nullopt;
+    if (*limit && (*limit)->is(JsonKind::kDouble)) return false;
   }
   if ((endpoint == Endpoint::kChat || endpoint == Endpoint::kCompletions) &&
       shims_apply(top, config.max_tokens_strip)) {
-    return std::nullopt;
+    return false;
   }
-  PreparedRequest out;
   out.endpoint = endpoint;
   out.json_object = true;
   if (top.stream && top.stream->is(JsonKind::kBool)) out.stream = top.stream->as_bool();
@@ -539,12 +540,12 @@ std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& 
   if (config.fingerprint && is_inference(endpoint)) {
     if (!detail::fingerprint_view(std::optional<SimdView>(view), body, config.fingerprints,
                                   out.fingerprints)) {
-      return std::nullopt;
+      return false;
     }
   }
   out.body = std::move(body);
   ++simdjson_answered;
-  return out;
+  return true;
 }
 
 }  // namespace
@@ -552,10 +553,9 @@ std::optional<PreparedRequest> prepare_simdjson(Endpoint endpoint, std::string& 
 uint64_t detail::simdjson_path_count() { return simdjson_answered; }
 
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config) {
-  if (std::optional<PreparedRequest> fast = prepare_simdjson(endpoint, body, config)) {
-    return std::move(*fast);
-  }
-  return prepare_boost(endpoint, std::move(body), config);
+  PreparedRequest out;
+  if (!prepare_simdjson(endpoint, body, config, out)) out = prepare_boost(endpoint, std::move(body), config);
+  return out;
 }
 
 std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/bytes.h"
 #include "common/log.h"
 
 namespace ramjet::request {
@@ -184,17 +185,17 @@ size_t profile_slot(route::Profile p) {
 }
 
 size_t finish_index(std::string_view bucket) {
-  if (bucket == "stop") return 0;
-  if (bucket == "length") return 1;
-  if (bucket == "tool_calls") return 2;
-  if (bucket == "cancelled") return 3;
+  if (same(bucket, "stop")) return 0;
+  if (same(bucket, "length")) return 1;
+  if (same(bucket, "tool_calls")) return 2;
+  if (same(bucket, "cancelled")) return 3;
   return 4;
 }
 
 size_t cache_index(std::string_view outcome) {
-  if (outcome == "full") return 0;
-  if (outcome == "partial") return 1;
-  if (outcome == "cold") return 2;
+  if (same(outcome, "full")) return 0;
+  if (same(outcome, "partial")) return 1;
+  if (same(outcome, "cold")) return 2;
   return 3;
 }
 

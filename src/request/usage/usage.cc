@@ -13,6 +13,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/bytes.h"
 #include "request/usage/event_json.h"
 
 #if defined(__SSE2__)
@@ -43,7 +44,7 @@ Tape& thread_tape() {
 // The value of `key` in object `o` (its first occurrence, as simdjson's at_key was), or kNone.
 Index field(const Tape& t, Index o, std::string_view key) {
   for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
-    if (t.string(k) == key) return k + 1;
+    if (same(t.string(k), key)) return k + 1;
   }
   return kNone;
 }
@@ -149,7 +150,8 @@ std::array<Index, N> pick(const Tape& t, Index o, const std::array<std::string_v
     if (key.empty()) continue;
     for (size_t i = 0; i < N; ++i) {
       // Length and first byte first: most members match no wanted key.
-      if (out[i] == kNone && key.size() == keys[i].size() && key[0] == keys[i][0] && key == keys[i]) {
+      if (out[i] == kNone && key.size() == keys[i].size() && key[0] == keys[i][0] &&
+          same_bytes(key.data(), keys[i].data(), key.size(), 0)) {
         out[i] = k + 1;
         if (++found == N) return out;
         break;
@@ -171,27 +173,27 @@ std::array<Index, 7> pick_root(const Tape& t, Index o) {
     const std::string_view key = t.string(k);
     switch (key.size()) {
       case 5:
-        if (key == "delta") {
+        if (same(key, "delta")) {
           keep(2, k + 1);
-        } else if (key == "usage") {
+        } else if (same(key, "usage")) {
           keep(6, k + 1);
         }
         break;
       case 6:
-        if (key == "status") keep(4, k + 1);
+        if (same(key, "status")) keep(4, k + 1);
         break;
       case 7:
-        if (key == "choices") {
+        if (same(key, "choices")) {
           keep(0, k + 1);
-        } else if (key == "message") {
+        } else if (same(key, "message")) {
           keep(5, k + 1);
         }
         break;
       case 8:
-        if (key == "response") keep(3, k + 1);
+        if (same(key, "response")) keep(3, k + 1);
         break;
       case 11:
-        if (key == "stop_reason") keep(1, k + 1);
+        if (same(key, "stop_reason")) keep(1, k + 1);
         break;
       default:
         break;
@@ -210,7 +212,7 @@ std::optional<std::string_view> as_string(const Tape& t, Index v) {
 bool non_empty_string(const Tape& t, Index v) { return v != kNone && t.kind(v) == Kind::kString && !t.string_empty(v); }
 
 void set_status(std::string& out, const std::optional<std::string_view>& status) {
-  if (status && (*status == "completed" || *status == "incomplete" || *status == "cancelled")) {
+  if (status && (same(*status, "completed") || same(*status, "incomplete") || same(*status, "cancelled"))) {
     set_finish_reason(out, *status);
   }
 }
@@ -410,10 +412,10 @@ void release(std::string& s) {
 
 std::string_view finish_bucket(std::string_view r) {
   if (r.empty()) return "none";
-  if (r == "stop" || r == "end_turn" || r == "completed") return "stop";
-  if (r == "length" || r == "max_tokens" || r == "incomplete") return "length";
-  if (r == "tool_calls" || r == "tool_use") return "tool_calls";
-  if (r == "cancelled" || r == "canceled") return "cancelled";
+  if (same(r, "stop") || same(r, "end_turn") || same(r, "completed")) return "stop";
+  if (same(r, "length") || same(r, "max_tokens") || same(r, "incomplete")) return "length";
+  if (same(r, "tool_calls") || same(r, "tool_use")) return "tool_calls";
+  if (same(r, "cancelled") || same(r, "canceled")) return "cancelled";
   return "other";
 }
 
@@ -497,9 +499,11 @@ void UsageAccumulator::finish() {
 void UsageAccumulator::on_line(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   constexpr std::string_view kData = "data:";
-  if (line.substr(0, kData.size()) != kData) return;  // event:, id:, retry:, comments
+  if (line.size() < kData.size() || !same_bytes(line.data(), kData.data(), kData.size(), 0)) {
+    return;  // event:, id:, retry:, comments
+  }
   const std::string_view payload = trim_ascii(line.substr(kData.size()));
-  if (payload.empty() || payload == "[DONE]") return;
+  if (payload.empty() || same(payload, "[DONE]")) return;
   if (usage_.generated && !limits_.parse_every_event && !may_change_usage(payload)) return;
   if (on_json(payload)) first_token_reported_ = true;
 }
