@@ -768,25 +768,40 @@ size_t MessageParser::body(const char* const begin, size_t n, boost::system::err
         break;
       case State::kChunkLine: {
         // chunk-size [ chunk-ext ] CRLF, the whole line at once.
-        const char* cr = line_end(p, end, kMaxChunkLine, http::error::bad_chunk, ec);
-        if (cr == nullptr) return static_cast<size_t>(p - begin);
-        if (static_cast<size_t>(cr - p) > kMaxChunkLine) {
-          ec = http::error::bad_chunk;
+        if (avail == 0) {
+          scanned_ = 0;
+          ec = http::error::need_more;
           return static_cast<size_t>(p - begin);
         }
+        // What an engine sends: up to 15 hex digits (no overflow) and CRLF, here whole. Read as
+        // the general path below would, without its search for the CR and extension check.
         const char* q = p;
         std::uint64_t size = 0;
-        int d = q == cr ? -1 : hex_digit(*q);
-        if (d < 0) {
-          ec = http::error::bad_chunk;
-          return static_cast<size_t>(p - begin);
-        }
-        for (; q != cr && (d = hex_digit(*q)) >= 0; ++q) {
-          if (size > (std::numeric_limits<std::uint64_t>::max() >> 4)) {
+        for (int d; q != end && q - p < 16 && (d = hex_digit(*q)) >= 0; ++q) size = (size << 4) | static_cast<std::uint64_t>(d);
+        const char* cr = q;
+        if (q == p || q - p == 16 || end - q < 2 || q[0] != '\r' || q[1] != '\n') {
+          cr = line_end(p, end, kMaxChunkLine, http::error::bad_chunk, ec);
+          if (cr == nullptr) return static_cast<size_t>(p - begin);
+          if (static_cast<size_t>(cr - p) > kMaxChunkLine) {
             ec = http::error::bad_chunk;
             return static_cast<size_t>(p - begin);
           }
-          size = (size << 4) | static_cast<std::uint64_t>(d);
+          q = p;
+          size = 0;
+          int d = q == cr ? -1 : hex_digit(*q);
+          if (d < 0) {
+            ec = http::error::bad_chunk;
+            return static_cast<size_t>(p - begin);
+          }
+          for (; q != cr && (d = hex_digit(*q)) >= 0; ++q) {
+            if (size > (std::numeric_limits<std::uint64_t>::max() >> 4)) {
+              ec = http::error::bad_chunk;
+              return static_cast<size_t>(p - begin);
+            }
+            size = (size << 4) | static_cast<std::uint64_t>(d);
+          }
+        } else {
+          scanned_ = 0;  // as line_end() leaves it after a whole line
         }
         if (size != 0 && body_limit_) {
           if (size > *body_limit_) {

@@ -159,8 +159,19 @@ class MessageParser {
   void skip(bool v) { skip_body_ = v; }
 
   // How many bytes of `b` were used. need_more: the head or a chunk line is incomplete;
-  // need_buffer: kMaxPieces pieces recorded.
+  // need_buffer: kMaxPieces pieces recorded (wants_input() tells these two from an error).
   size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
+  // Whether put()'s `ec` is need_more or need_buffer: a compare of the value and the category's
+  // address where `ec == need_more || ec == need_buffer` calls the comparison twice (once per
+  // relayed read).
+  static bool wants_input(const boost::system::error_code& ec) {
+    static const boost::system::error_category& http_category =
+        boost::system::error_code(boost::beast::http::error::need_more).category();
+    const int v = ec.value();
+    return (v == static_cast<int>(boost::beast::http::error::need_more) ||
+            v == static_cast<int>(boost::beast::http::error::need_buffer)) &&
+           &ec.category() == &http_category;
+  }
   // The connection ended: complete when the body runs to the end of it, else partial_message.
   void put_eof(boost::system::error_code& ec);
   // A read from the connection failed with `ec`: the end of stream (eof) ends the message —

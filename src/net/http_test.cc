@@ -127,6 +127,35 @@ TEST(ResponseParser, ReadsEachFramingAsBeastDoes) {
   same_as_beast("HTTP/1.1 500 Internal Server Error\r\nconnection: close\r\ncontent-length: 3\r\n\r\nbad", kCuts);
 }
 
+// Chunk sizes of every length (the common line, hex digits and CRLF, is read without a search for
+// the CR up to 15 digits), with and without an extension, and lines that stop at the end of a read.
+TEST(ResponseParser, ReadsChunkSizesOfEveryLengthAsBeastDoes) {
+  const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (size_t zeros : {0u, 1u, 13u, 14u, 15u, 16u, 17u, 30u}) {
+    const std::string z(zeros, '0');
+    same_as_beast(head + z + "3\r\nabc\r\n" + z + "A\r\n0123456789\r\n" + z + "0\r\n\r\n", kCuts);
+    same_as_beast(head + z + "3;x=y\r\nabc\r\n" + z + "0;e\r\n\r\n", kCuts);
+    same_as_beast(head + z + "3\r\nabc\r\n" + z + "0\r\n\r\n", {{head.size() + zeros + 1}, {head.size() + zeros + 2}});
+  }
+  same_as_beast(head + "3 \r\nabc\r\n0\r\n\r\n", kCuts);   // BWS before the CR
+  same_as_beast(head + "3\rxabc\r\n0\r\n\r\n", kCuts);      // CR without LF
+  same_as_beast(head + "3\n\nabc\r\n0\r\n\r\n", kCuts);     // bare LF
+  same_as_beast(head + "fffffffffffffffff\r\n", kCuts);     // past 2^64
+}
+
+TEST(ResponseParser, TellsWantingInputFromAnError) {
+  EXPECT_TRUE(ResponseParser::wants_input(http::error::need_more));
+  EXPECT_TRUE(ResponseParser::wants_input(http::error::need_buffer));
+  EXPECT_FALSE(ResponseParser::wants_input({}));
+  EXPECT_FALSE(ResponseParser::wants_input(http::error::bad_chunk));
+  EXPECT_FALSE(ResponseParser::wants_input(http::error::body_limit));
+  // The same values in another category are not the parser's.
+  EXPECT_FALSE(ResponseParser::wants_input(
+      boost::system::error_code(static_cast<int>(http::error::need_more), boost::system::generic_category())));
+  EXPECT_FALSE(ResponseParser::wants_input(
+      boost::system::error_code(static_cast<int>(http::error::need_buffer), boost::system::system_category())));
+}
+
 TEST(ResponseParser, RefusesWhatBeastRefuses) {
   const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (const char* body : {"z\r\nabc\r\n0\r\n\r\n", "\r\n", "3 \r\nabc\r\n0\r\n\r\n", "3;\r\nabc\r\n0\r\n\r\n",

@@ -86,7 +86,7 @@ void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost
   if (p.is_done() || conn.buffer.size() == 0) return;
   size_t used = p.put(conn.buffer.data(), ec);
   conn.buffer.consume(used);
-  if (ec == http::error::need_more || ec == http::error::need_buffer) ec = {};
+  if (net::ResponseParser::wants_input(ec)) ec = {};
 }
 
 void start_client_read(const std::shared_ptr<ClientWatch>& w) {
