@@ -187,7 +187,7 @@ void Proxy::engine_completed(Exchange& x, Attempt& a) {
 void Proxy::account_pieces(Session& s, Exchange& x) {
   const net::ResponseParser& p = *s.parser;
   for (size_t i = 0; i < p.piece_count(); ++i) {
-    if (s.usage->feed(p.piece(i)) && x.first_token_ns == 0) {
+    if (s.usage->feed(p.piece(i), p.is_done() && i + 1 == p.piece_count()) && x.first_token_ns == 0) {
       x.first_token_ns = clock_.now_ns();
       notify<kFirstToken>(&ExchangeObserver::first_token, x);
     }

@@ -430,10 +430,15 @@ std::string_view cache_outcome(const Usage& u) {
 UsageAccumulator::UsageAccumulator(Endpoint endpoint, bool sse, UsageLimits limits)
     : endpoint_(endpoint), sse_(sse), limits_(limits) {}
 
-bool UsageAccumulator::feed(std::string_view bytes) {
+bool UsageAccumulator::feed(std::string_view bytes, bool last) {
   if (finished_) return false;
   if (!sse_) {
     if (body_too_large_) return false;
+    if (last && pending_.empty() && bytes.size() <= limits_.max_json_body_bytes) {
+      finished_ = true;  // what finish() would read, read from `bytes`
+      on_json(bytes);
+      return false;
+    }
     if (bytes.size() > limits_.max_json_body_bytes - pending_.size()) {
       body_too_large_ = true;
       bump(parse_failures_);
@@ -441,6 +446,7 @@ bool UsageAccumulator::feed(std::string_view bytes) {
       return false;
     }
     pending_.append(bytes);
+    if (last) finish();
     return false;
   }
 

@@ -54,7 +54,9 @@ class UsageAccumulator {
   // carries a generated token (non-empty content/reasoning delta, tool-call delta, Anthropic
   // text/thinking/partial_json delta, Responses string delta, /v1/completions choice text).
   // Always false for JSON bodies.
-  bool feed(std::string_view bytes);
+  // `last` (JSON bodies): these are the body's last bytes, and the call finishes the body as
+  // finish() does; one that arrives whole in this call is read where it is, without a copy.
+  bool feed(std::string_view bytes, bool last = false);
 
   // End of body: parses the buffered JSON body, or a trailing SSE line without newline.
   // Idempotent; feed() after finish() is ignored.

@@ -483,6 +483,36 @@ TEST(UsageJson, NonStreamingChatBodyIsParsedOnceAtFinish) {
   EXPECT_EQ(cache_outcome(acc.usage()), "partial");
 }
 
+// The relay says which bytes are the body's last: a body that arrives whole in that call is read
+// where it is (not copied), one in pieces from what was kept; either reads as feed() + finish().
+TEST(UsageJson, TheLastBytesOfABodyReadAsFinishWouldReadThem) {
+  const std::string body =
+      "{\"choices\":[{\"message\":{\"content\":\"hi\"},\"finish_reason\":\"length\"}],"
+      "\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}";
+  for (size_t cut : {size_t{0}, size_t{1}, body.size() / 2, body.size() - 1}) {
+    UsageAccumulator acc(Endpoint::kChat, false);
+    if (cut > 0) acc.feed(std::string_view(body).substr(0, cut));
+    acc.feed(std::string_view(body).substr(cut), /*last=*/true);
+    EXPECT_EQ(acc.usage().prompt_tokens, 7u) << cut;  // read at once, before finish()
+    acc.feed("garbage");                              // ignored: the body has ended
+    acc.finish();
+    EXPECT_EQ(acc.usage().completion_tokens, 3u) << cut;
+    EXPECT_EQ(acc.usage().finish_reason, "length") << cut;
+    EXPECT_EQ(acc.parse_failures(), 0u) << cut;
+  }
+  UsageLimits limits;
+  limits.max_json_body_bytes = 16;
+  UsageAccumulator big(Endpoint::kChat, false, limits);
+  big.feed(body, /*last=*/true);
+  big.finish();
+  EXPECT_EQ(big.parse_failures(), 1u);  // too large: counted once, not read
+  EXPECT_EQ(big.usage().prompt_tokens, std::nullopt);
+  UsageAccumulator bad(Endpoint::kChat, false);
+  bad.feed("{\"usage\":", /*last=*/true);
+  bad.finish();
+  EXPECT_EQ(bad.parse_failures(), 1u);
+}
+
 TEST(UsageJson, BodyOverTheLimitIsCountedOnceAndNotParsed) {
   UsageLimits limits;
   limits.max_json_body_bytes = 32;
