@@ -112,15 +112,6 @@ bool overflows(std::string_view s) {
 
 }  // namespace
 
-[[gnu::always_inline]] inline Tape::Node& Tape::add(Kind kind) {
-  if (used_ == cap_) grow();
-  Node& n = nodes_[used_];
-  n.kind = kind;
-  n.escaped = false;
-  n.next = ++used_;
-  return n;
-}
-
 [[gnu::noinline]] void Tape::grow() {
   // Entries never outnumber the input's bytes (< 2^32, checked by parse()).
   const auto cap = static_cast<Index>(std::min<size_t>(std::max<size_t>(64, size_t{cap_} * 2),
@@ -132,8 +123,12 @@ bool overflows(std::string_view s) {
   cap_ = cap;
 }
 
-[[gnu::always_inline]] inline bool Tape::parse_string(const char*& p, const char* end, Node& node) {
-  const char* const begin = ++p;  // past the opening quote
+namespace {
+
+// A string's bytes from `p` (just past its opening quote): its closing quote, or nullptr when the
+// string is not one simdjson accepts (unterminated, a bad escape, a control character, bad
+// UTF-8). `escaped`: it holds a backslash escape.
+[[gnu::always_inline]] inline const char* scan_string(const char* p, const char* end, bool& escaped) {
   for (;;) {
     bool found = false;
 #if defined(__SSE2__)
@@ -158,91 +153,144 @@ bool overflows(std::string_view s) {
              *p != '"' && *p != '\\') {
         ++p;
       }
-      if (p == end) return false;  // unterminated
+      if (p == end) return nullptr;  // unterminated
     }
     const unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"') break;
+    if (c == '"') return p;
     if (c == '\\') {
       const size_t n = escape_at(p, end, nullptr);
-      if (n == 0) return false;
-      node.escaped = true;
+      if (n == 0) return nullptr;
+      escaped = true;
       p += n;
     } else if (c < 0x20) {
-      return false;  // simdjson: unescaped control character
+      return nullptr;  // simdjson: unescaped control character
     } else {
       const size_t n = ramjet::utf8_sequence(reinterpret_cast<const unsigned char*>(p),
                                              reinterpret_cast<const unsigned char*>(end));
-      if (n == 0) return false;
+      if (n == 0) return nullptr;
       p += n;
     }
   }
-  node.off = static_cast<uint32_t>(begin - input_.data());
-  node.len = static_cast<uint32_t>(p - begin);
-  ++p;  // the closing quote
-  return true;
 }
+
+}  // namespace
 
 bool Tape::parse(std::string_view json, size_t max_depth) {
   used_ = 0;
   open_.clear();
   input_ = json;
   if (json.size() >= std::numeric_limits<uint32_t>::max()) return false;
-  const char* p = json.data();
+  const char* const base = json.data();
+  const char* p = base;
   const char* const end = p + json.size();
-  size_t depth = 0;
+  // The tape's storage and end live in locals while it is read (written back at the end): a
+  // store into an entry cannot alias them, and they stay in registers.
+  Node* nodes = nodes_;
+  Index used = 0;
+  Index cap = cap_;
+  auto add = [&](Kind kind) __attribute__((always_inline)) -> Node& {
+    if (used == cap) [[unlikely]] {
+      used_ = used;
+      grow();
+      nodes = nodes_;
+      cap = cap_;
+    }
+    Node& n = nodes[used];
+    n.kind = kind;
+    n.escaped = false;
+    n.next = ++used;
+    return n;
+  };
+  // The string whose opening quote is at q: its entry; past its closing quote, or nullptr.
+  auto string_at = [&](const char* q) __attribute__((always_inline)) -> const char* {
+    bool escaped = false;
+    const char* const close = scan_string(q + 1, end, escaped);
+    if (close == nullptr) return nullptr;
+    Node& n = add(Kind::kString);
+    n.escaped = escaped;
+    n.off = static_cast<uint32_t>(q + 1 - base);
+    n.len = static_cast<uint32_t>(close - (q + 1));
+    return close + 1;
+  };
+  size_t depth = 0;  // the containers open around p (open_ holds their entries)
   bool in_object = false;
+  bool ok = false;
 
   p = skip_ws(p, end);
 value:
-  if (p == end) return false;
+  if (p == end) goto done;
+  if (*p == '"') {
+    p = string_at(p);
+    if (p == nullptr) goto done;
+    goto after_value;
+  }
   switch (*p) {
-    case '"':
-      if (!parse_string(p, end, add(Kind::kString))) return false;
-      goto after_value;
     case '{':
     case '[': {
       const bool object = *p == '{';
-      const Index self = used_;
+      const Index self = used;
       add(object ? Kind::kObject : Kind::kArray);
       p = skip_ws(p + 1, end);
-      if (p == end) return false;
+      if (p == end) goto done;
       if (*p == (object ? '}' : ']')) {  // empty: not a level of nesting
         ++p;
         goto after_value;
       }
-      if (++depth >= max_depth) return false;
+      if (++depth >= max_depth) goto done;
       open_.push_back(self);
       in_object = object;
       if (object) goto key;
       goto value;
     }
     case 't':
-      if (end - p < 4 || std::memcmp(p, "true", 4) != 0) return false;
+      if (end - p < 4 || std::memcmp(p, "true", 4) != 0) goto done;
       add(Kind::kTrue);
       p += 4;
       goto after_value;
     case 'f':
-      if (end - p < 5 || std::memcmp(p, "false", 5) != 0) return false;
+      if (end - p < 5 || std::memcmp(p, "false", 5) != 0) goto done;
       add(Kind::kFalse);
       p += 5;
       goto after_value;
     case 'n':
-      if (end - p < 4 || std::memcmp(p, "null", 4) != 0) return false;
+      if (end - p < 4 || std::memcmp(p, "null", 4) != 0) goto done;
       add(Kind::kNull);
       p += 4;
       goto after_value;
-    default:
-      if (!parse_number(p, end, add(Kind::kUint))) return false;
+    default: {
+      // A non-negative integer of at most 19 digits (what engines write: counts, indexes,
+      // timestamps) is read here; anything else by parse_number().
+      const char* q = p;
+      uint64_t v = 0;
+      if (*q == '0') {
+        ++q;
+      } else {
+        const char* const last = end - p > 19 ? p + 19 : end;  // 19 digits cannot pass 2^64
+        for (; q != last; ++q) {
+          const auto d = static_cast<unsigned>(static_cast<unsigned char>(*q)) - '0';
+          if (d > 9) break;
+          v = v * 10 + d;
+        }
+      }
+      if (q != p && (q == end || (!is_digit(*q) && *q != '.' && *q != 'e' && *q != 'E'))) {
+        add(Kind::kUint).u = v;
+        p = q;
+        goto after_value;
+      }
+      if (!parse_number(p, end, add(Kind::kUint))) goto done;
       goto after_value;
+    }
   }
 
 key:  // at an object member, p on its first byte
-  if (*p != '"' || !parse_string(p, end, add(Kind::kString))) return false;
+  if (*p != '"') goto done;
+  p = string_at(p);
+  if (p == nullptr) goto done;
   if (p < end && *p == ':') {  // compact JSON
     ++p;
   } else {
     p = skip_ws(p, end);
-    if (p == end || *p != ':') return false;
+    if (p == end || *p != ':') goto done;
     ++p;
   }
   p = skip_ws(p, end);
@@ -250,21 +298,28 @@ key:  // at an object member, p on its first byte
 
 after_value:
   p = skip_ws(p, end);
-  if (open_.empty()) return p == end;
-  if (p == end) return false;
+  if (depth == 0) {
+    ok = p == end;
+    goto done;
+  }
+  if (p == end) goto done;
   if (*p == ',') {
     p = skip_ws(p + 1, end);
-    if (p == end) return false;
+    if (p == end) goto done;
     if (in_object) goto key;
     goto value;
   }
-  if (*p != (in_object ? '}' : ']')) return false;
+  if (*p != (in_object ? '}' : ']')) goto done;
   ++p;
-  nodes_[open_.back()].next = used_;
+  nodes[open_.back()].next = used;
   open_.pop_back();
   --depth;
-  in_object = !open_.empty() && nodes_[open_.back()].kind == Kind::kObject;
+  in_object = depth != 0 && nodes[open_.back()].kind == Kind::kObject;
   goto after_value;
+
+done:
+  used_ = used;
+  return ok;
 }
 
 bool Tape::parse_number(const char*& p, const char* end, Node& node) {

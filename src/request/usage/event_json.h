@@ -84,10 +84,8 @@ class Tape {
     };
   };
 
-  bool parse_string(const char*& p, const char* end, Node& node);
   bool parse_number(const char*& p, const char* end, Node& node);
   std::string_view unescape(const Node& n) const;
-  Node& add(Kind kind);
   void grow();
 
   std::string_view input_;

@@ -137,21 +137,31 @@ void apply_usage(const Tape& t, Index usage, Endpoint endpoint, Usage& u) {
   if (cached) u.cached_tokens = cached;
 }
 
+// Member names to pick(), with the set of their lengths (bit n: a name of n < 64 bytes).
+template <size_t N>
+struct Names {
+  std::array<std::string_view, N> names;
+  uint64_t lengths = 0;
+  constexpr explicit Names(const std::array<std::string_view, N>& n) : names(n) {
+    for (std::string_view name : names) lengths |= uint64_t{1} << name.size();
+  }
+};
+
 // One pass over an object's members keeping, for each wanted key, the value field() would
 // return (its first occurrence): an event is read with a few passes instead of one linear scan
 // per lookup.
 template <size_t N>
-std::array<Index, N> pick(const Tape& t, Index o, const std::array<std::string_view, N>& keys) {
+std::array<Index, N> pick(const Tape& t, Index o, const Names<N>& keys) {
   std::array<Index, N> out;
   out.fill(kNone);
   size_t found = 0;
   for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
     const std::string_view key = t.string(k);
-    if (key.empty()) continue;
+    // The length first: most members match no wanted key.
+    if (key.empty() || key.size() >= 64 || ((keys.lengths >> key.size()) & 1) == 0) continue;
     for (size_t i = 0; i < N; ++i) {
-      // Length and first byte first: most members match no wanted key.
-      if (out[i] == kNone && key.size() == keys[i].size() && key[0] == keys[i][0] &&
-          same_bytes(key.data(), keys[i].data(), key.size(), 0)) {
+      if (out[i] == kNone && key.size() == keys.names[i].size() && key[0] == keys.names[i][0] &&
+          same_bytes(key.data(), keys.names[i].data(), key.size(), 0)) {
         out[i] = k + 1;
         if (++found == N) return out;
         break;
@@ -221,10 +231,10 @@ void set_status(std::string& out, const std::optional<std::string_view>& status)
 // whether a choice carried generated output.
 bool extract_choices(const Tape& t, Index choices, Endpoint endpoint, Usage& u, bool detect) {
   if (choices == kNone || t.kind(choices) != Kind::kArray) return false;
-  static constexpr std::array<std::string_view, 4> kChoiceKeys = {"finish_reason", "delta", "message", "text"};
-  static constexpr std::array<std::string_view, 1> kFinishKey = {"finish_reason"};
-  static constexpr std::array<std::string_view, 4> kNodeKeys = {"content", "reasoning_content", "reasoning",
-                                                                "tool_calls"};
+  static constexpr Names<4> kChoiceKeys{std::array<std::string_view, 4>{"finish_reason", "delta", "message", "text"}};
+  static constexpr Names<1> kFinishKey{std::array<std::string_view, 1>{"finish_reason"}};
+  static constexpr Names<4> kNodeKeys{std::array<std::string_view, 4>{"content", "reasoning_content", "reasoning",
+                                                                "tool_calls"}};
   bool generated = false;
   bool first = true;
   for (Index choice = Tape::first_element(choices); choice != t.end(choices); choice = t.next(choice)) {
@@ -269,8 +279,8 @@ bool extract_event(const Tape& t, Endpoint endpoint, Usage& u) {
   if (auto reason = as_string(t, r[1])) set_finish_reason(u.finish_reason, *reason);
   if (const Index delta = r[2]; delta != kNone) {
     if (t.kind(delta) == Kind::kObject) {
-      static constexpr std::array<std::string_view, 5> kDeltaKeys = {"stop_reason", "text", "thinking",
-                                                                     "reasoning", "partial_json"};
+      static constexpr Names<5> kDeltaKeys{std::array<std::string_view, 5>{"stop_reason", "text", "thinking",
+                                                                     "reasoning", "partial_json"}};
       const auto df = pick(t, delta, kDeltaKeys);
       if (auto reason = as_string(t, df[0])) set_finish_reason(u.finish_reason, *reason);
       for (size_t i = 1; detect && i < df.size(); ++i) {
@@ -286,7 +296,7 @@ bool extract_event(const Tape& t, Endpoint endpoint, Usage& u) {
   Index response_usage = kNone;
   set_status(u.finish_reason, as_string(t, r[4]));
   if (response != kNone) {
-    static constexpr std::array<std::string_view, 2> kResponseKeys = {"status", "usage"};
+    static constexpr Names<2> kResponseKeys{std::array<std::string_view, 2>{"status", "usage"}};
     const auto rf = pick(t, response, kResponseKeys);
     set_status(u.finish_reason, as_string(t, rf[0]));
     response_usage = as_object(t, rf[1]);
