@@ -670,8 +670,7 @@ void MessageParser::put_eof(boost::system::error_code& ec) {
   }
 }
 
-RequestParser::RequestParser(RequestHead& head, std::string& body, size_t body_slack)
-    : MessageParser(head), body_(body), body_slack_(body_slack) {
+RequestParser::RequestParser(RequestHead& head, std::string& body) : MessageParser(head), body_(body) {
   body_.clear();
 }
 
@@ -680,7 +679,7 @@ size_t RequestParser::put(boost::asio::const_buffer b, boost::system::error_code
   // checks it against its memory budget in between.
   if (!reserved_ && is_header_done()) {
     reserved_ = true;
-    if (const auto length = content_length()) body_.reserve(static_cast<size_t>(*length) + body_slack_);
+    if (const auto length = content_length()) body_.reserve(static_cast<size_t>(*length));
   }
   return put_into(b, body_, ec);
 }

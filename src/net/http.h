@@ -267,18 +267,16 @@ class MessageParser {
 };
 
 // A client's request: the head into a RequestHead, the body appended to a string (both reused
-// across requests). A declared-length body is given `body_slack` spare bytes of capacity past its
-// end (a parser that reads past the data, such as request/prepare's, can then read it in place),
-// reserved by the first put() after the head's (never by the head's own).
+// across requests). A declared-length body's capacity is reserved by the first put() after the
+// head's (never by the head's own).
 class RequestParser final : public MessageParser {
  public:
-  RequestParser(RequestHead& head, std::string& body, size_t body_slack = 0);
+  RequestParser(RequestHead& head, std::string& body);
   // MessageParser::put(), the body's pieces appended to the body string (never need_buffer).
   size_t put(boost::asio::const_buffer b, boost::system::error_code& ec);
 
  private:
   std::string& body_;
-  size_t body_slack_;
   bool reserved_ = false;
 };
 

@@ -3,7 +3,7 @@
 // reproduces); both feedings must agree exactly, and the first-token signal fires at most once.
 // The byte scan that skips SSE events which cannot change the Usage any more is held to parsing
 // every event (UsageLimits::parse_every_event): the same Usage and signal, no more failures.
-// And event_json's reader is held to the frozen simdjson reader (oracle/usage_reference): the
+// And common/json_tape's reader is held to the frozen simdjson reader (oracle/usage_reference): the
 // input as one JSON body is accepted or refused alike and, accepted, reads as the same Usage.
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The frozen simdjson DOM reader of usage from response events and bodies: request/usage read
-// them this way until event_json replaced it (issue 32). usage_test's differential test and
+// them this way until common/json_tape replaced it (issue 32). usage_test's differential test and
 // fuzz_usage hold request/usage to it: the same documents accepted, the same Usage read.
 #pragma once
 

@@ -118,14 +118,14 @@ ramjet::request::PrepareConfig fingerprinted() {
 void BM_PrepareFingerprinted(benchmark::State& state) {
   const std::string body = chat_body(static_cast<size_t>(state.range(0)));
   const ramjet::request::PrepareConfig config = fingerprinted();
-  const uint64_t fast_before = ramjet::request::detail::simdjson_path_count();
+  const uint64_t fast_before = ramjet::request::detail::fast_path_count();
   const auto check = ramjet::request::prepare(Endpoint::kChat, body, config);
   if (check.fingerprints.raw_fallback || check.fingerprints.chain.empty() || check.rewritten) {
     state.SkipWithError("the generated body did not canonicalise");
     return;
   }
-  if (ramjet::request::detail::simdjson_path_count() != fast_before + 1) {
-    state.SkipWithError("prepare() did not take the simdjson path");
+  if (ramjet::request::detail::fast_path_count() != fast_before + 1) {
+    state.SkipWithError("prepare() did not take the fast path");
     return;
   }
   for (auto _ : state) {

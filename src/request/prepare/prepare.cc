@@ -1,11 +1,12 @@
 // request/prepare: one JSON parse of the request body, the chat/completions shims, and the
 // request facts (stream, output limit), then the fingerprints from the same parse.
 //
-// Two parses, one set of rules. The fast path parses with simdjson and reads the facts, the shim
-// conditions and the canonical bytes through a read-only view (json_view.h, canonical_writer.h).
-// When a shim must rewrite the body, or simdjson cannot show what Boost.JSON would have parsed (any
-// simdjson error, a double that is read or serialised, duplicate keys in a serialised object), the
-// request is redone on the Boost.JSON path, which mutates and re-serialises. Both paths give the
+// Two parses, one set of rules. The fast path reads the body with common/json_tape (the reader
+// that validates as simdjson's DOM parser does) and reads the facts, the shim conditions and the
+// canonical bytes through a read-only view (json_view.h, canonical_writer.h). When a shim must
+// rewrite the body, or the tape cannot show what Boost.JSON would have parsed (any error, a
+// double that is read or serialised, duplicate keys in a serialised object), the request is redone
+// on the Boost.JSON path, which mutates and re-serialises. Both paths give the
 // same bytes and facts as the Boost-only implementation kept in test/oracle/prepare_reference.cc
 // (prepare_differential_test.cc, fuzz_prepare.cc). The Boost DOM lives in a per-call monotonic
 // arena over a per-thread buffer and never leaves this file; an unchanged body is returned as the
@@ -17,15 +18,16 @@
 #include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include <boost/json.hpp>
-#include <simdjson.h>
 
 #include "common/bytes.h"
+#include "common/json_tape.h"
 #include "request/prepare/canonical_writer.h"
 #include "request/prepare/json_view.h"
 
@@ -81,94 +83,104 @@ bool parse_into(std::string_view text, json::monotonic_resource& mr, std::size_t
   return !ec;
 }
 
-// A read-only view of a simdjson DOM value (json_view.h). simdjson keeps every duplicate key
-// where Boost.JSON keeps the last, so find() returns the last match; its doubles are correctly
-// rounded where Boost 1.81's are not, so kExactDoubles is false.
-class SimdView {
+// A read-only view of a json_tape value (json_view.h). The tape keeps every duplicate key where
+// Boost.JSON keeps the last, so find() returns the last match; its doubles are correctly rounded
+// where Boost 1.81's are not, so kExactDoubles is false. Integers are kinded as simdjson's DOM
+// kinds them (int64 when they fit, else uint64), the contract the fast path was written to.
+class TapeView {
  public:
+  using Tape = json_tape::Tape;
+  using Index = Tape::Index;
   static constexpr bool kUniqueKeys = false;
   static constexpr bool kExactDoubles = false;
 
-  SimdView() = default;
-  explicit SimdView(simdjson::dom::element e) : e_(e) {}
+  TapeView() = default;
+  TapeView(const Tape* t, Index i) : t_(t), i_(i) {}
 
   JsonKind kind() const {
-    switch (e_.type()) {
-      case simdjson::dom::element_type::ARRAY:
-        return JsonKind::kArray;
-      case simdjson::dom::element_type::OBJECT:
-        return JsonKind::kObject;
-      case simdjson::dom::element_type::INT64:
-        return JsonKind::kInt64;
-      case simdjson::dom::element_type::UINT64:
-        return JsonKind::kUint64;
-      case simdjson::dom::element_type::DOUBLE:
-        return JsonKind::kDouble;
-      case simdjson::dom::element_type::STRING:
-        return JsonKind::kString;
-      case simdjson::dom::element_type::BOOL:
-        return JsonKind::kBool;
-      case simdjson::dom::element_type::NULL_VALUE:
+    switch (t_->kind(i_)) {
+      case json_tape::Kind::kNull:
         return JsonKind::kNull;
+      case json_tape::Kind::kTrue:
+      case json_tape::Kind::kFalse:
+        return JsonKind::kBool;
+      case json_tape::Kind::kString:
+        return JsonKind::kString;
+      case json_tape::Kind::kUint:
+        return t_->uint_value(i_) <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? JsonKind::kInt64
+                                                                                                : JsonKind::kUint64;
+      case json_tape::Kind::kNegInt:
+        return JsonKind::kInt64;
+      case json_tape::Kind::kDouble:
+        return JsonKind::kDouble;
+      case json_tape::Kind::kArray:
+        return JsonKind::kArray;
+      case json_tape::Kind::kObject:
+        return JsonKind::kObject;
     }
     return JsonKind::kNull;
   }
   bool is(JsonKind k) const { return kind() == k; }
-  bool as_bool() const { return e_.get_bool().value_unsafe(); }
-  int64_t as_int64() const { return e_.get_int64().value_unsafe(); }
-  uint64_t as_uint64() const { return e_.get_uint64().value_unsafe(); }
-  double as_double() const { return e_.get_double().value_unsafe(); }
-  std::string_view as_string() const { return e_.get_string().value_unsafe(); }
+  bool as_bool() const { return t_->kind(i_) == json_tape::Kind::kTrue; }
+  int64_t as_int64() const {
+    return t_->kind(i_) == json_tape::Kind::kNegInt ? t_->negative_value(i_)
+                                                    : static_cast<int64_t>(t_->uint_value(i_));
+  }
+  uint64_t as_uint64() const { return t_->uint_value(i_); }
+  double as_double() const { return t_->double_value(i_); }
+  std::string_view as_string() const { return t_->string(i_); }
 
-  std::optional<SimdView> find(std::string_view key) const {
-    std::optional<SimdView> found;
-    const simdjson::dom::object o = e_.get_object().value_unsafe();
-    for (simdjson::dom::key_value_pair member : o) {
-      if (same(member.key, key)) found = SimdView(member.value);
+  std::optional<TapeView> find(std::string_view key) const {
+    std::optional<TapeView> found;
+    for (Index k = Tape::first_member(i_); k != t_->end(i_); k = t_->next_member(k)) {
+      if (same(t_->string(k), key)) found = TapeView(t_, k + 1);
     }
     return found;
   }
+  // An object's members (a key's index; its value follows it) or an array's elements.
+  class Cursor {
+   public:
+    Cursor(const Tape* t, Index at, bool members) : t_(t), at_(at), members_(members) {}
+    Index operator*() const { return at_; }
+    Cursor& operator++() {
+      at_ = members_ ? t_->next_member(at_) : t_->next(at_);
+      return *this;
+    }
+    bool operator==(const Cursor& o) const { return at_ == o.at_; }
+
+   private:
+    const Tape* t_;
+    Index at_;
+    bool members_;
+  };
   auto members() const {
-    const simdjson::dom::object o = e_.get_object().value_unsafe();
-    auto fn = [](const simdjson::dom::key_value_pair& kv) {
-      return std::pair<std::string_view, SimdView>(kv.key, SimdView(kv.value));
-    };
-    return detail::MappedRange<simdjson::dom::object::iterator, decltype(fn)>(o.begin(), o.end(), fn);
+    auto fn = [t = t_](Index k) { return std::pair<std::string_view, TapeView>(t->string(k), TapeView(t, k + 1)); };
+    return detail::MappedRange<Cursor, decltype(fn)>(Cursor(t_, Tape::first_member(i_), true),
+                                                     Cursor(t_, t_->end(i_), true), fn);
   }
   auto elements() const {
-    const simdjson::dom::array a = e_.get_array().value_unsafe();
-    auto fn = [](simdjson::dom::element e) { return SimdView(e); };
-    return detail::MappedRange<simdjson::dom::array::iterator, decltype(fn)>(a.begin(), a.end(), fn);
+    auto fn = [t = t_](Index e) { return TapeView(t, e); };
+    return detail::MappedRange<Cursor, decltype(fn)>(Cursor(t_, Tape::first_element(i_), false),
+                                                     Cursor(t_, t_->end(i_), false), fn);
   }
-  bool array_empty() const { return e_.get_array().value_unsafe().size() == 0; }
+  bool array_empty() const { return t_->container_empty(i_); }
 
  private:
-  simdjson::dom::element e_;
+  const Tape* t_ = nullptr;
+  Index i_ = 0;
 };
 
-thread_local uint64_t simdjson_answered = 0;  // detail::simdjson_path_count()
+thread_local uint64_t fast_answered = 0;  // detail::fast_path_count()
 
-// Bodies above this take the Boost path: the per-thread simdjson parser keeps buffers sized for
-// the largest body it has parsed (a padded copy plus tape and string buffers; only the touched
-// pages are resident).
+// Bodies above this take the Boost path.
 constexpr std::size_t kFastPathMaxBody = 4u << 20;
-static_assert(kBodyPadding >= simdjson::SIMDJSON_PADDING);  // parse(std::string&) reads in place
+// The per-thread tape keeps its storage for bodies up to about this size.
+constexpr std::size_t kRetainedTape = 64 * 1024;
 
-// The simdjson parser, one per thread, rebuilt when the depth limit changes. simdjson's depth
-// limit N never accepts a document that Boost.JSON's max_depth N rejects (it counts one more
-// level for a scalar inside an object), so a simdjson depth error just means "ask Boost".
-simdjson::dom::parser* thread_simd_parser(std::size_t max_depth) {
-  thread_local simdjson::dom::parser parser;
-  thread_local std::size_t depth = 0;
-  if (depth != max_depth) {
-    if (parser.allocate(std::max<std::size_t>(parser.capacity(), 4096), max_depth) !=
-        simdjson::SUCCESS) {
-      depth = 0;
-      return nullptr;
-    }
-    depth = max_depth;
-  }
-  return &parser;
+// The tape, one per thread: a tape never outlives the prepare() call that read into it.
+json_tape::Tape& thread_tape() {
+  thread_local json_tape::Tape tape;
+  return tape;
 }
 
 // A JSON number at or above the strip threshold (integers compared exactly, doubles as double).
@@ -503,26 +515,28 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
   return out;
 }
 
-// The simdjson path, for bodies that no shim changes: the same facts and fingerprints, read
-// through a view of the simdjson DOM. nullopt (and `body` untouched) when the Boost path must
-// decide: a parse error of any kind (Boost.JSON reads some bodies simdjson rejects, e.g. 1e400
-// or a 20-digit integer, and then decides what is malformed), a body that is not an object, a
-// shim to apply, or a value the view cannot vouch for (see SimdView). Fills `out` (a fresh
-// PreparedRequest: written in place, not moved through an optional) and returns true; false leaves
-// `out` partly written, for the Boost path to replace.
-bool prepare_simdjson(Endpoint endpoint, std::string& body, const PrepareConfig& config, PreparedRequest& out) {
+// The fast path, for bodies that no shim changes: the same facts and fingerprints, read through
+// a view of the tape. False (and `body` untouched) when the Boost path must decide: a parse error
+// of any kind (Boost.JSON reads some bodies the tape refuses, e.g. 1e400 or a 20-digit integer,
+// and then decides what is malformed), a body that is not an object, a shim to apply, or a value
+// the view cannot vouch for (see TapeView). Fills `out` (a fresh PreparedRequest: written in
+// place, not moved through an optional) and returns true; false leaves `out` partly written, for
+// the Boost path to replace.
+bool prepare_fast(Endpoint endpoint, std::string& body, const PrepareConfig& config, PreparedRequest& out) {
   if (config.limits.max_json_depth == 0 || body.size() > kFastPathMaxBody) return false;
-  simdjson::dom::parser* parser = thread_simd_parser(config.limits.max_json_depth);
-  if (parser == nullptr) return false;
-  simdjson::dom::element root;
-  if (parser->parse(body).get(root) != simdjson::SUCCESS ||
-      root.type() != simdjson::dom::element_type::OBJECT) {
+  json_tape::Tape& tape = thread_tape();
+  struct Trim {  // however this returns: no view of the body outlives it
+    json_tape::Tape& t;
+    ~Trim() { t.trim(kRetainedTape); }
+  } trim{tape};
+  if (!tape.parse(body, config.limits.max_json_depth) ||
+      tape.kind(json_tape::Tape::root()) != json_tape::Kind::kObject) {
     return false;
   }
-  const SimdView view(root);
-  const TopLevel<SimdView> top = top_level(view);
-  // Boost.JSON's value of a double may differ from simdjson's in the last bits.
-  for (const std::optional<SimdView>* limit :
+  const TapeView view(&tape, json_tape::Tape::root());
+  const TopLevel<TapeView> top = top_level(view);
+  // Boost.JSON's value of a double may differ from the tape's (correctly rounded) in the last bits.
+  for (const std::optional<TapeView>* limit :
        {&top.max_tokens, &top.max_completion_tokens, &top.max_output_tokens}) {
     if (*limit && (*limit)->is(JsonKind::kDouble)) return false;
   }
@@ -538,23 +552,23 @@ bool prepare_simdjson(Endpoint endpoint, std::string& body, const PrepareConfig&
   cache_salt_of(top, out);
   if (config.session_user_field) user_session(top, out.session);
   if (config.fingerprint && is_inference(endpoint)) {
-    if (!detail::fingerprint_view(std::optional<SimdView>(view), body, config.fingerprints,
+    if (!detail::fingerprint_view(std::optional<TapeView>(view), body, config.fingerprints,
                                   out.fingerprints)) {
       return false;
     }
   }
   out.body = std::move(body);
-  ++simdjson_answered;
+  ++fast_answered;
   return true;
 }
 
 }  // namespace
 
-uint64_t detail::simdjson_path_count() { return simdjson_answered; }
+uint64_t detail::fast_path_count() { return fast_answered; }
 
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config) {
   PreparedRequest out;
-  if (!prepare_simdjson(endpoint, body, config, out)) out = prepare_boost(endpoint, std::move(body), config);
+  if (!prepare_fast(endpoint, body, config, out)) out = prepare_boost(endpoint, std::move(body), config);
   return out;
 }
 

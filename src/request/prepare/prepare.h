@@ -117,10 +117,7 @@ struct PreparedRequest {
 //     leaves that content untouched;
 //  3. drop reasoning_effort when it is not one of none|minimal|low|medium|high|xhigh|max.
 // An unchanged body is forwarded byte for byte. Other endpoints are never modified.
-// A body with at least kBodyPadding bytes of spare capacity past its size is parsed in place;
-// one without is first copied into the parser's padded buffer.
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config);
-inline constexpr size_t kBodyPadding = 64;
 
 // GET /v1/models rewrite: in every object of data[] (recursively), each integer field named
 // max_model_len / context_length / max_context_length whose value is > margin is reduced by
@@ -129,9 +126,9 @@ std::optional<std::string> rewrite_models_context(std::string_view body, uint64_
 
 namespace detail {
 
-// How many prepare() calls on this thread the simdjson path answered (the differential test and
-// the benchmark show that both paths ran).
-uint64_t simdjson_path_count();
+// How many prepare() calls on this thread the fast path (common/json_tape) answered (the
+// differential test and the benchmark show that both paths ran).
+uint64_t fast_path_count();
 
 }  // namespace detail
 

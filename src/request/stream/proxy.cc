@@ -267,7 +267,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       }
       first = false;
 
-      net::RequestParser parser(s.req, s.body, kBodyPadding);  // prepare() parses the body in place
+      net::RequestParser parser(s.req, s.body);
       parser.header_limit(config_.max_header_bytes);
       parser.body_limit(config_.max_body_bytes);
       bool expired = false;

@@ -1,7 +1,7 @@
 // request/usage: SSE line splitting and the per-event extraction of reference 6.1. An SSE event
 // that can still change the Usage (every event until the first generated token, then those a
 // byte scan finds an accounting key in) or the whole non-streaming body is read once with
-// event_json's reader, which validates the full document as simdjson's DOM parser does;
+// common/json_tape's reader, which validates the full document as simdjson's DOM parser does;
 // malformed input is counted, never fatal.
 #include "request/usage/usage.h"
 
@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "common/bytes.h"
-#include "request/usage/event_json.h"
+#include "common/json_tape.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -23,8 +23,8 @@
 namespace ramjet::request {
 namespace {
 
-using event_json::Kind;
-using event_json::Tape;
+using json_tape::Kind;
+using json_tape::Tape;
 using Index = Tape::Index;
 // An absent value (a key not found): no entry of a tape has this index.
 constexpr Index kNone = std::numeric_limits<Index>::max();

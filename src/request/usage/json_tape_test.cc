@@ -1,10 +1,10 @@
-// event_json against the frozen simdjson reader (oracle/usage_reference): every document is
+// json_tape against the frozen simdjson reader (oracle/usage_reference): every document is
 // accepted or refused alike, and an accepted one reads as the same Usage, for every endpoint,
 // two nesting limits and both phases of a stream (before and after the first generated token).
 // The documents are event-shaped JSON from a seeded generator (the accounting keys, escapes,
 // surrogate pairs, multi-byte UTF-8, numbers at the edges of 64 bits and of a double) and the
 // same documents with bytes flipped, inserted or removed.
-#include "request/usage/event_json.h"
+#include "common/json_tape.h"
 
 #include <cstdint>
 #include <random>
@@ -20,8 +20,8 @@
 namespace ramjet::request {
 namespace {
 
-using event_json::Kind;
-using event_json::Tape;
+using json_tape::Kind;
+using json_tape::Tape;
 
 bool parses(std::string_view json, size_t max_depth = 64) {
   Tape t;

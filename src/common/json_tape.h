@@ -1,4 +1,5 @@
-// request/usage/event_json: the validating JSON reader of response bodies and SSE events.
+// common/json_tape: the validating JSON reader of request bodies (request/prepare), response
+// bodies and SSE events (request/usage).
 //
 // One pass over the bytes checks the whole document as simdjson's DOM parser does (grammar,
 // UTF-8, escapes and surrogate pairs, control characters in strings, numbers that fit 64 bits
@@ -20,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ramjet::request::event_json {
+namespace ramjet::json_tape {
 
 enum class Kind : uint8_t {
   kNull,
@@ -50,13 +51,16 @@ class Tape {
   // The entry after i's subtree: its next sibling, or its container's end.
   Index next(Index i) const { return nodes_[i].next; }
   uint64_t uint_value(Index i) const { return nodes_[i].u; }
+  // A kNegInt's value (from -2^63 to -1).
+  int64_t negative_value(Index i) const { return static_cast<int64_t>(0 - nodes_[i].u); }
   double double_value(Index i) const { return nodes_[i].d; }
 
-  // A string's value, unescaped. Valid until the next call of string() on an escaped string.
+  // A string's value, unescaped: a view of the input, or of the tape's own copy for a string with
+  // escapes (made at its first call, kept). Valid until the next parse() or trim().
   std::string_view string(Index i) const {
     const Node& n = nodes_[i];
     if (!n.escaped) return {input_.data() + n.off, n.len};
-    return unescape(n);
+    return unescaped(i);
   }
   // Whether a string's value is empty (no unescaping needed).
   bool string_empty(Index i) const { return nodes_[i].len == 0; }
@@ -79,13 +83,17 @@ class Tape {
     uint32_t off;  // strings: the first byte after the opening quote
     uint32_t len;  // strings: raw bytes up to the closing quote
     union {
-      uint64_t u;
+      uint64_t u;  // kUint: the value; kNegInt: its magnitude
       double d;
+      struct {       // an escaped string once unescaped (at in `unescaped_`; at == 0: not yet,
+        uint32_t at;  // 1 + the offset otherwise)
+        uint32_t size;
+      } copy;
     };
   };
 
   bool parse_number(const char*& p, const char* end, Node& node);
-  std::string_view unescape(const Node& n) const;
+  std::string_view unescaped(Index i) const;
   void grow();
 
   std::string_view input_;
@@ -94,7 +102,9 @@ class Tape {
   Index cap_ = 0;
   Index used_ = 0;
   std::vector<Index> open_;  // the containers around the current value
-  mutable std::string scratch_;
+  // The unescaped escaped strings of the current document, each made once: reserved to the
+  // input's size at the first (they never take more), so no earlier view moves.
+  mutable std::string unescaped_;
 };
 
-}  // namespace ramjet::request::event_json
+}  // namespace ramjet::json_tape

@@ -1,4 +1,4 @@
-#include "request/usage/event_json.h"
+#include "common/json_tape.h"
 
 #include <algorithm>
 #include <charconv>
@@ -13,7 +13,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace ramjet::request::event_json {
+namespace ramjet::json_tape {
 namespace {
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
@@ -178,6 +178,7 @@ namespace {
 bool Tape::parse(std::string_view json, size_t max_depth) {
   used_ = 0;
   open_.clear();
+  unescaped_.clear();
   input_ = json;
   if (json.size() >= std::numeric_limits<uint32_t>::max()) return false;
   const char* const base = json.data();
@@ -208,6 +209,7 @@ bool Tape::parse(std::string_view json, size_t max_depth) {
     if (close == nullptr) return nullptr;
     Node& n = add(Kind::kString);
     n.escaped = escaped;
+    n.copy.at = 0;
     n.off = static_cast<uint32_t>(q + 1 - base);
     n.len = static_cast<uint32_t>(close - (q + 1));
     return close + 1;
@@ -383,25 +385,32 @@ bool Tape::parse_number(const char*& p, const char* end, Node& node) {
   } else {
     if (v > (uint64_t{1} << 63)) return false;
     node.kind = Kind::kNegInt;
+    node.u = v;
   }
   return true;
 }
 
-std::string_view Tape::unescape(const Node& n) const {
-  const std::string_view raw = input_.substr(n.off, n.len);
-  scratch_.clear();
-  const char* p = raw.data();
-  const char* const end = p + raw.size();
-  while (p < end) {
-    const char* bs = static_cast<const char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
-    if (bs == nullptr) bs = end;
-    scratch_.append(p, bs);
-    if (bs == end) break;
-    uint32_t cp = 0;
-    p = bs + escape_at(bs, end, &cp);  // validated by parse()
-    append_utf8(scratch_, cp);
+std::string_view Tape::unescaped(Index i) const {
+  Node& n = nodes_[i];
+  if (n.copy.at == 0) {
+    if (unescaped_.capacity() < input_.size()) unescaped_.reserve(input_.size());
+    const size_t at = unescaped_.size();
+    const std::string_view raw = input_.substr(n.off, n.len);
+    const char* p = raw.data();
+    const char* const end = p + raw.size();
+    while (p < end) {
+      const char* bs = static_cast<const char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
+      if (bs == nullptr) bs = end;
+      unescaped_.append(p, bs);
+      if (bs == end) break;
+      uint32_t cp = 0;
+      p = bs + escape_at(bs, end, &cp);  // validated by parse()
+      append_utf8(unescaped_, cp);
+    }
+    n.copy.at = static_cast<uint32_t>(at + 1);
+    n.copy.size = static_cast<uint32_t>(unescaped_.size() - at);
   }
-  return scratch_;
+  return {unescaped_.data() + n.copy.at - 1, n.copy.size};
 }
 
 void Tape::trim(size_t retained_nodes) {
@@ -412,8 +421,9 @@ void Tape::trim(size_t retained_nodes) {
     used_ = 0;
   }
   if (open_.capacity() > retained_nodes) std::vector<Index>().swap(open_);
-  if (scratch_.capacity() > retained_nodes) std::string().swap(scratch_);
+  if (unescaped_.capacity() > retained_nodes) std::string().swap(unescaped_);
+  unescaped_.clear();
   input_ = {};
 }
 
-}  // namespace ramjet::request::event_json
+}  // namespace ramjet::json_tape
