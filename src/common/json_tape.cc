@@ -38,8 +38,41 @@ int32_t hex4(const char* p) {
   return v;
 }
 
-// A backslash escape at p (p[0] == '\\'): its length (2, 6 or 12 with a surrogate pair), or 0
-// when it is not one simdjson accepts. The code point, when cp is given.
+
+// A double's decimal exponent sign (past DBL_MAX or below the smallest subnormal): whether a
+// number from_chars found out of range is too large (simdjson rejects it) rather than too small
+// (simdjson reads 0). `s` is a valid JSON number with a fraction or exponent.
+bool overflows(std::string_view s) {
+  size_t i = s[0] == '-' ? 1 : 0;
+  int64_t e10 = 0;
+  // Digits before the point, leading zeros skipped.
+  while (i < s.size() && s[i] == '0') ++i;
+  size_t int_digits = 0;
+  while (i < s.size() && is_digit(s[i])) ++i, ++int_digits;
+  if (int_digits > 0) {
+    e10 = static_cast<int64_t>(int_digits) - 1;
+    while (i < s.size() && s[i] != 'e' && s[i] != 'E') ++i;
+  } else {
+    if (i < s.size() && s[i] == '.') ++i;
+    int64_t zeros = 0;
+    while (i < s.size() && s[i] == '0') ++i, ++zeros;
+    if (i >= s.size() || !is_digit(s[i])) return false;  // zero: never out of range
+    e10 = -zeros - 1;
+    while (i < s.size() && s[i] != 'e' && s[i] != 'E') ++i;
+  }
+  if (i < s.size()) {  // exponent, saturated
+    ++i;
+    bool neg = false;
+    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
+    int64_t x = 0;
+    for (; i < s.size(); ++i) x = x > (int64_t{1} << 40) ? x : x * 10 + (s[i] - '0');
+    e10 += neg ? -x : x;
+  }
+  return e10 > 0;
+}
+
+}  // namespace
+
 size_t escape_at(const char* p, const char* end, uint32_t* cp) {
   if (end - p < 2) return 0;
   switch (p[1]) {
@@ -77,40 +110,6 @@ size_t escape_at(const char* p, const char* end, uint32_t* cp) {
   if (cp != nullptr) *cp = 0x10000 + ((static_cast<uint32_t>(hi) - 0xD800) << 10) + (static_cast<uint32_t>(lo) - 0xDC00);
   return 12;
 }
-
-// A double's decimal exponent sign (past DBL_MAX or below the smallest subnormal): whether a
-// number from_chars found out of range is too large (simdjson rejects it) rather than too small
-// (simdjson reads 0). `s` is a valid JSON number with a fraction or exponent.
-bool overflows(std::string_view s) {
-  size_t i = s[0] == '-' ? 1 : 0;
-  int64_t e10 = 0;
-  // Digits before the point, leading zeros skipped.
-  while (i < s.size() && s[i] == '0') ++i;
-  size_t int_digits = 0;
-  while (i < s.size() && is_digit(s[i])) ++i, ++int_digits;
-  if (int_digits > 0) {
-    e10 = static_cast<int64_t>(int_digits) - 1;
-    while (i < s.size() && s[i] != 'e' && s[i] != 'E') ++i;
-  } else {
-    if (i < s.size() && s[i] == '.') ++i;
-    int64_t zeros = 0;
-    while (i < s.size() && s[i] == '0') ++i, ++zeros;
-    if (i >= s.size() || !is_digit(s[i])) return false;  // zero: never out of range
-    e10 = -zeros - 1;
-    while (i < s.size() && s[i] != 'e' && s[i] != 'E') ++i;
-  }
-  if (i < s.size()) {  // exponent, saturated
-    ++i;
-    bool neg = false;
-    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
-    int64_t x = 0;
-    for (; i < s.size(); ++i) x = x > (int64_t{1} << 40) ? x : x * 10 + (s[i] - '0');
-    e10 += neg ? -x : x;
-  }
-  return e10 > 0;
-}
-
-}  // namespace
 
 [[gnu::noinline]] void Tape::grow() {
   // Entries never outnumber the input's bytes (< 2^32, checked by parse()).

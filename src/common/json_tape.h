@@ -35,6 +35,10 @@ enum class Kind : uint8_t {
   kObject,
 };
 
+// A backslash escape at p (p[0] == '\\'): its length (2, 6, or 12 for a surrogate pair), or 0
+// when it is not one simdjson accepts; its code point in *cp when cp is given.
+size_t escape_at(const char* p, const char* end, uint32_t* cp);
+
 class Tape {
  public:
   using Index = uint32_t;
@@ -64,6 +68,9 @@ class Tape {
   }
   // Whether a string's value is empty (no unescaping needed).
   bool string_empty(Index i) const { return nodes_[i].len == 0; }
+  // A string as the input spells it, between its quotes, and whether that holds an escape.
+  std::string_view raw_string(Index i) const { return input_.substr(nodes_[i].off, nodes_[i].len); }
+  bool escaped(Index i) const { return nodes_[i].escaped; }
   // Whether an array or object has members.
   bool container_empty(Index i) const { return nodes_[i].next == i + 1; }
 

@@ -19,6 +19,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/json_tape.h"
 #include "request/prepare/canonical.h"
 #include "request/prepare/json_view.h"
 
@@ -420,7 +421,11 @@ class Writer {
           return number(v.as_double());
         }
       case JsonKind::kString:
-        string(v.as_string());
+        if constexpr (requires { v.raw_string(); }) {
+          raw_string(v.raw_string(), v.raw_escaped());
+        } else {
+          string(v.as_string());
+        }
         return WriteResult::kCanonical;
       case JsonKind::kArray:
         return array(v, depth + 1);
@@ -442,6 +447,65 @@ class Writer {
     sink_.put('"');
     sink_.put_escaped(s.data(), s.size());
     sink_.put('"');
+  }
+
+  // A string as a validated body spells it (a view with raw strings: json_tape's), written as
+  // string() writes its value without unescaping it first. Outside its escapes such a string has
+  // no quote, backslash or control character, so those bytes are serde_json's as they are; each
+  // escape becomes serde_json's spelling of its character (the short escape or \u00XX for the
+  // few it escapes, the character's UTF-8 bytes for the rest).
+  void raw_string(std::string_view raw, bool escaped) {
+    sink_.put('"');
+    if (!escaped) {
+      sink_.put(raw.data(), raw.size());
+    } else {
+      const char* p = raw.data();
+      const char* const end = p + raw.size();
+      while (p < end && !sink_.full()) {
+        const char* bs = static_cast<const char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
+        if (bs == nullptr) bs = end;
+        sink_.put(p, static_cast<size_t>(bs - p));
+        if (bs == end) break;
+        uint32_t cp = 0;
+        p = bs + json_tape::escape_at(bs, end, &cp);  // validated by the tape
+        char out[6];
+        if (cp < 0x80) {
+          const auto c = static_cast<unsigned char>(cp);
+          if (kNeedsEscape[c]) {
+            sink_.put(out, escape_sequence(c, out));
+          } else {
+            sink_.put(static_cast<char>(c));
+          }
+        } else {
+          sink_.put(out, utf8_bytes(cp, out));
+        }
+      }
+    }
+    sink_.put('"');
+  }
+
+  // A scalar value's UTF-8 bytes (1 to 4) at out; returns how many.
+  static size_t utf8_bytes(uint32_t cp, char* out) {
+    if (cp < 0x80) {
+      out[0] = static_cast<char>(cp);
+      return 1;
+    }
+    if (cp < 0x800) {
+      out[0] = static_cast<char>(0xC0 | (cp >> 6));
+      out[1] = static_cast<char>(0x80 | (cp & 0x3F));
+      return 2;
+    }
+    if (cp < 0x10000) {
+      out[0] = static_cast<char>(0xE0 | (cp >> 12));
+      out[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out[2] = static_cast<char>(0x80 | (cp & 0x3F));
+      return 3;
+    }
+    out[0] = static_cast<char>(0xF0 | (cp >> 18));
+    out[1] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = static_cast<char>(0x80 | (cp & 0x3F));
+    return 4;
   }
 
   // Anthropic system blocks less Claude Code's per-request billing header (a text block starting

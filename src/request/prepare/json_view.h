@@ -10,7 +10,9 @@
 // object's keys are known to be unique (Boost: yes; simdjson keeps duplicates). kExactDoubles
 // says whether a double is the value Boost.JSON would have parsed: Boost 1.81 converts decimal
 // to binary imprecisely (mantissa × a power-of-ten table), simdjson correctly, so a simdjson
-// double is never trusted and the caller redoes the request on the Boost path.
+// double is never trusted and the caller redoes the request on the Boost path. A view may also
+// provide raw_string() and raw_escaped(), a string as a validated body spells it: the canonical
+// writer then writes it from those bytes instead of unescaping it and escaping it again.
 #pragma once
 
 #include <cstdint>

@@ -129,6 +129,9 @@ class TapeView {
   uint64_t as_uint64() const { return t_->uint_value(i_); }
   double as_double() const { return t_->double_value(i_); }
   std::string_view as_string() const { return t_->string(i_); }
+  // A string as the body spells it and whether it holds an escape (canonical_writer.h copies it).
+  std::string_view raw_string() const { return t_->raw_string(i_); }
+  bool raw_escaped() const { return t_->escaped(i_); }
 
   std::optional<TapeView> find(std::string_view key) const {
     std::optional<TapeView> found;
