@@ -42,8 +42,9 @@ Outcome run(std::string_view input, Endpoint e, bool sse, UsageLimits limits, ui
       x ^= x << 17;
       n = std::min<size_t>(n, 1 + x % 64);
     }
-    // The relay marks a body's last bytes (some seeds): the same reading as finish() gives.
-    if (acc.feed(input.substr(0, n), (seed & 2) != 0 && n == input.size())) ++out.signals;
+    // The relay marks a body's last bytes (the whole feeding and some seeds): the same reading
+    // as finish() gives.
+    if (acc.feed(input.substr(0, n), (seed == 0 || (seed & 2) != 0) && n == input.size())) ++out.signals;
     input.remove_prefix(n);
   }
   acc.finish();

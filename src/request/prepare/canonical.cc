@@ -1,7 +1,7 @@
 // request/prepare/canonical: canonical prompt bytes and chained FNV-1a fingerprints. The rules
 // are one writer template (canonical_writer.h) over a JSON view and a sink: the hashing sink
 // (production) never materialises the bytes, the string sink (tests, debugging) returns them.
-// This file runs it over a Boost.JSON value; prepare.cc also runs it over simdjson.
+// This file runs it over a Boost.JSON value; prepare.cc also runs it over common/json_tape.
 #include "request/prepare/canonical.h"
 
 #include <boost/json.hpp>

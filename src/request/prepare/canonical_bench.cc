@@ -5,7 +5,7 @@
 //   BM_BoostParse            the Boost.JSON parse the Boost path of prepare() does
 //   BM_Prepare               prepare(): parse + shims + facts (+ one body copy, see BM_CopyBody)
 //   BM_PrepareFingerprinted  prepare() with fingerprints on, what a prefix-policy request pays:
-//                            simdjson parse + facts + canonical bytes + FNV chain (+ body copy)
+//                            json_tape parse + facts + canonical bytes + FNV chain (+ body copy)
 //   BM_PrepareFingerprintedReference  the same through the frozen Boost-only implementation
 //                            (test/oracle/prepare_reference.cc), the "before" in the same run
 //   BM_Fingerprint           canonical bytes streamed into the FNV chain, from a parsed value

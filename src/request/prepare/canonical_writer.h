@@ -1,6 +1,6 @@
 // request/prepare/canonical_writer: the canonical prompt bytes (canonical.h) and the chained
 // FNV-1a sink as templates over a JSON view (json_view.h), so the Boost.JSON DOM
-// (canonical.cc) and the simdjson DOM (prepare.cc's fast path) share one statement of the rules.
+// (canonical.cc) and common/json_tape (prepare.cc's fast path) share one statement of the rules.
 // Internal to request/prepare. Nothing here allocates per JSON value.
 #pragma once
 
@@ -20,6 +20,7 @@
 #endif
 
 #include "common/json_tape.h"
+#include "common/utf8.h"
 #include "request/prepare/canonical.h"
 #include "request/prepare/json_view.h"
 
@@ -315,7 +316,7 @@ size_t format_double(double d, char* out);
 enum class WriteResult {
   kCanonical,  // canonical bytes written
   kRaw,        // the rules say raw bytes (non-finite number, nesting beyond the limit)
-  kUnsure,     // the view cannot tell what Boost.JSON would have parsed (a simdjson double or
+  kUnsure,     // the view cannot tell what Boost.JSON would have parsed (a tape double or
                // duplicate keys in a serialised object): redo the request on the Boost path
 };
 
@@ -477,36 +478,15 @@ class Writer {
             sink_.put(static_cast<char>(c));
           }
         } else {
-          sink_.put(out, utf8_bytes(cp, out));
+          utf8_.clear();
+          append_utf8(utf8_, cp);
+          sink_.put(utf8_.data(), utf8_.size());
         }
       }
     }
     sink_.put('"');
   }
 
-  // A scalar value's UTF-8 bytes (1 to 4) at out; returns how many.
-  static size_t utf8_bytes(uint32_t cp, char* out) {
-    if (cp < 0x80) {
-      out[0] = static_cast<char>(cp);
-      return 1;
-    }
-    if (cp < 0x800) {
-      out[0] = static_cast<char>(0xC0 | (cp >> 6));
-      out[1] = static_cast<char>(0x80 | (cp & 0x3F));
-      return 2;
-    }
-    if (cp < 0x10000) {
-      out[0] = static_cast<char>(0xE0 | (cp >> 12));
-      out[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out[2] = static_cast<char>(0x80 | (cp & 0x3F));
-      return 3;
-    }
-    out[0] = static_cast<char>(0xF0 | (cp >> 18));
-    out[1] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = static_cast<char>(0x80 | (cp & 0x3F));
-    return 4;
-  }
 
   // Anthropic system blocks less Claude Code's per-request billing header (a text block starting
   // "x-anthropic-billing-header", different in every request), which vLLM drops before rendering:
@@ -521,7 +501,7 @@ class Writer {
         const std::optional<V> type = e.find("type");
         const std::optional<V> text = e.find("text");
         if (type && type->is(JsonKind::kString) && type->as_string() == "text" && text &&
-            text->is(JsonKind::kString) && text->as_string().starts_with("x-anthropic-billing-header"))
+            text->is(JsonKind::kString) && billing_header(*text))
           continue;
       }
       if (!first) sink_.put(',');
@@ -530,6 +510,19 @@ class Writer {
     }
     sink_.put(']');
     return WriteResult::kCanonical;
+  }
+
+  // A text that starts "x-anthropic-billing-header": read from the raw spelling where it has no
+  // escape that far (a long system text is then not unescaped just for this).
+  static bool billing_header(const V& text) {
+    static constexpr std::string_view kPrefix = "x-anthropic-billing-header";
+    if constexpr (requires { text.raw_string(); }) {
+      const std::string_view raw = text.raw_string();
+      if (!text.raw_escaped() || raw.substr(0, kPrefix.size()).find('\\') == std::string_view::npos) {
+        return raw.starts_with(kPrefix);
+      }
+    }
+    return text.as_string().starts_with(kPrefix);
   }
 
   WriteResult array(const V& a, uint32_t depth) {
@@ -580,6 +573,7 @@ class Writer {
   using Member = std::pair<std::string_view, V>;
   Sink& sink_;
   uint32_t max_depth_;
+  std::string utf8_;  // raw_string(): an escaped character's UTF-8 bytes
   boost::container::small_vector<Member, 64> scratch_;
 };
 

@@ -1,16 +1,16 @@
 // request/prepare/json_view: a small read-only view over a parsed JSON value, so the rules that
 // read a request (the facts, the shim conditions, the canonical writer) are written once and run
-// over either parse: Boost.JSON (the DOM that shims mutate and re-serialise) or simdjson (the
-// fast path for bodies no shim changes). Internal to request/prepare.
+// over either parse: Boost.JSON (the DOM that shims mutate and re-serialise) or common/json_tape
+// (the fast path for bodies no shim changes). Internal to request/prepare.
 //
 // A view V provides: kind(); as_bool/as_int64/as_uint64/as_double/as_string; find(key), the
 // member a Boost.JSON object would hold for that key (Boost keeps the LAST of duplicate keys, so
-// a simdjson view returns the last match too); members(), an iterable of (key, V); elements(), an
+// the tape's view returns the last match too); members(), an iterable of (key, V); elements(), an
 // iterable of V with an iterator that can be kept and resumed. kUniqueKeys says whether an
-// object's keys are known to be unique (Boost: yes; simdjson keeps duplicates). kExactDoubles
+// object's keys are known to be unique (Boost: yes; the tape keeps duplicates). kExactDoubles
 // says whether a double is the value Boost.JSON would have parsed: Boost 1.81 converts decimal
-// to binary imprecisely (mantissa × a power-of-ten table), simdjson correctly, so a simdjson
-// double is never trusted and the caller redoes the request on the Boost path. A view may also
+// to binary imprecisely (mantissa × a power-of-ten table), the tape correctly, so a tape double
+// is never trusted and the caller redoes the request on the Boost path. A view may also
 // provide raw_string() and raw_escaped(), a string as a validated body spells it: the canonical
 // writer then writes it from those bytes instead of unescaping it and escaping it again.
 #pragma once

@@ -1,4 +1,4 @@
-// Differential test: prepare() (simdjson fast path + Boost fallback) against the frozen Boost-only
+// Differential test: prepare() (json_tape fast path + Boost fallback) against the frozen Boost-only
 // implementation (test/oracle/prepare_reference.cc), every field of PreparedRequest including the
 // body bytes and the fingerprint chain, over every endpoint and several configurations. Inputs: the
 // fuzz corpus, the chain-fingerprint golden bodies, hand-picked edge cases and generated bodies

@@ -384,7 +384,7 @@ namespace {
 TEST(PrepareSession, TheUserFieldKeysTheSessionOnlyWhenAskedOnBothParsePaths) {
   PrepareConfig on;
   on.session_user_field = true;
-  // simdjson path (no shim applies)
+  // fast path (no shim applies)
   PreparedRequest a = prepare(Endpoint::kChat, R"({"messages":[],"user":"u-1"})", on);
   EXPECT_EQ(a.session.source, SessionSource::kUser);
   EXPECT_EQ(a.session.value, "u-1");

@@ -91,6 +91,36 @@ TEST(EventJson, ReadsValuesAndUnescapesOnlyWhenAsked) {
   EXPECT_EQ(t.next_member(o - 1), t.end(Tape::root()));
 }
 
+// What prepare's view reads besides accounting: negative integers, strings as the input spells
+// them, and every unescaped string's view alive at once until the next parse (the canonical
+// writer sorts keys by them), also when the tape is reused.
+TEST(EventJson, KeepsNegativeIntegersRawStringsAndEveryUnescapedView) {
+  Tape t;
+  ASSERT_TRUE(t.parse(R"([-1,-9223372036854775808,"a\nb","plain","\u00e9\ud83d\ude00","x\/y"])", 64));
+  const auto a = Tape::root();
+  auto e = Tape::first_element(a);
+  EXPECT_EQ(t.kind(e), Kind::kNegInt);
+  EXPECT_EQ(t.negative_value(e), -1);
+  e = t.next(e);
+  EXPECT_EQ(t.negative_value(e), INT64_MIN);
+  const auto s1 = t.next(e), s2 = t.next(s1), s3 = t.next(s2), s4 = t.next(s3);
+  EXPECT_TRUE(t.escaped(s1));
+  EXPECT_FALSE(t.escaped(s2));
+  EXPECT_EQ(t.raw_string(s1), R"(a\nb)");
+  EXPECT_EQ(t.raw_string(s2), "plain");
+  const std::string_view v1 = t.string(s1), v3 = t.string(s3), v4 = t.string(s4);
+  EXPECT_EQ(t.string(s1).data(), v1.data());  // made once
+  EXPECT_EQ(v1, "a\nb");
+  EXPECT_EQ(v3, "\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(v4, "x/y");
+  EXPECT_EQ(v1, "a\nb");  // still valid after the others were made
+  // Reused: the new document's escaped strings are unescaped afresh.
+  ASSERT_TRUE(t.parse(R"(["c\td","\u0041"])", 64));
+  const auto n1 = Tape::first_element(Tape::root());
+  EXPECT_EQ(t.string(n1), "c\td");
+  EXPECT_EQ(t.string(t.next(n1)), "A");
+}
+
 // A seeded generator of event-shaped JSON.
 class Gen {
  public:
