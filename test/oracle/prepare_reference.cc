@@ -2,7 +2,9 @@
 // 7328639, before the simdjson fast path), kept as the oracle of the differential tests
 // (src/request/prepare/prepare_differential_test.cc and test/fuzz/fuzz_prepare.cc): prepare() must
 // reproduce it byte for byte, field for field. Not used in production; do not change it to make a
-// test pass.
+// test pass. One deliberate change since: the chain hash is XXH3 (seeded with the previous
+// fingerprint) where it was FNV-1a, as in production (canonical.h); this copy hashes each whole
+// chunk at once where production streams.
 #include "oracle/prepare_reference.h"
 
 #include <algorithm>
@@ -20,31 +22,11 @@
 
 #include <boost/container/small_vector.hpp>
 #include <boost/json.hpp>
+#include <xxhash.h>
 
 namespace ramjet::request::reference {
 namespace {
 namespace json = boost::json;
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
-
-inline uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= kFnvPrime;
-  }
-  return h;
-}
-
-// The state of a chunk's hash after the previous fingerprint's 8 little-endian bytes.
-inline uint64_t chunk_seed(uint64_t previous) {
-  uint64_t h = kFnvOffset;
-  for (int i = 0; i < 8; ++i) {
-    h ^= (previous >> (8 * i)) & 0xff;
-    h *= kFnvPrime;
-  }
-  return h;
-}
 
 // serde_json escapes '"', '\\' and the C0 controls; '/' , DEL and non-ASCII pass through.
 constexpr std::array<bool, 256> kNeedsEscape = [] {
@@ -91,11 +73,13 @@ inline size_t escape_sequence(unsigned char c, char* out) {
   }
 }
 
-// Hashes bytes as they arrive; emits one fingerprint per full chunk and stops at `max` bytes.
+// Gathers each chunk's bytes and hashes the whole chunk at once when it is full (XXH3-64 seeded
+// with the previous fingerprint, 0 before the first): the one-shot statement of the chain that
+// production's streaming sink must agree with. Stops at `max` bytes.
 class ChainSink {
  public:
   ChainSink(uint64_t chunk, uint64_t max, std::vector<uint64_t>& out)
-      : chunk_(chunk), max_(max), out_(out), h_(chunk_seed(0)) {}
+      : chunk_(chunk), max_(max), out_(out) {}
 
   bool full() const { return total_ >= max_; }
   uint64_t total() const { return total_; }
@@ -103,76 +87,50 @@ class ChainSink {
   void put(const char* p, size_t n) {
     n = static_cast<size_t>(std::min<uint64_t>(n, max_ - total_));
     total_ += n;
-    auto* bytes = reinterpret_cast<const unsigned char*>(p);
     while (n > 0) {
-      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
-      h_ = fnv1a(h_, bytes, take);
-      in_chunk_ += take;
-      bytes += take;
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - block_.size()));
+      block_.append(p, take);
+      p += take;
       n -= take;
-      if (in_chunk_ == chunk_) emit();
+      if (block_.size() == chunk_) emit();
     }
   }
-  void put(char c) {
-    if (total_ >= max_) return;
-    ++total_;
-    h_ = (h_ ^ static_cast<unsigned char>(c)) * kFnvPrime;
-    if (++in_chunk_ == chunk_) emit();
-  }
-  // String contents with serde_json escaping, scanned and hashed in one pass: the escape test
-  // is independent of the hash state, so it hides behind the multiply's latency.
+  void put(char c) { put(&c, 1); }
   void put_escaped(const char* p, size_t n) {
-    auto* bytes = reinterpret_cast<const unsigned char*>(p);
-    while (n > 0 && total_ < max_) {
-      const size_t limit =
-          static_cast<size_t>(std::min<uint64_t>({n, chunk_ - in_chunk_, max_ - total_}));
-      uint64_t h = h_;
-      size_t i = 0;
-      for (; i < limit; ++i) {
-        const unsigned char c = bytes[i];
-        if (kNeedsEscape[c]) [[unlikely]] {
-          break;
-        }
-        h = (h ^ c) * kFnvPrime;
+    for (size_t i = 0; i < n && !full(); ++i) {
+      const auto c = static_cast<unsigned char>(p[i]);
+      if (!kNeedsEscape[c]) {
+        put(p[i]);
+        continue;
       }
-      h_ = h;
-      in_chunk_ += i;
-      total_ += i;
-      bytes += i;
-      n -= i;
-      if (in_chunk_ == chunk_) emit();
-      if (i < limit) {
-        char seq[6];
-        put(seq, escape_sequence(*bytes, seq));
-        ++bytes;
-        --n;
-      }
+      char seq[6];
+      put(seq, escape_sequence(c, seq));
     }
   }
   void finish() {
-    if (in_chunk_ > 0) emit();
+    if (!block_.empty()) emit();
   }
   // Forget everything written so far (the writer gave up: the raw bytes are hashed instead).
   void reset() {
     out_.clear();
     total_ = 0;
-    in_chunk_ = 0;
-    h_ = chunk_seed(0);
+    block_.clear();
+    previous_ = 0;
   }
 
  private:
   void emit() {
-    out_.push_back(h_);
-    h_ = chunk_seed(h_);
-    in_chunk_ = 0;
+    previous_ = XXH3_64bits_withSeed(block_.data(), block_.size(), previous_);
+    out_.push_back(previous_);
+    block_.clear();
   }
 
   uint64_t chunk_;
   uint64_t max_;
   std::vector<uint64_t>& out_;
-  uint64_t h_;
+  std::string block_;  // the current chunk's bytes
+  uint64_t previous_ = 0;
   uint64_t total_ = 0;
-  uint64_t in_chunk_ = 0;
 };
 
 // Collects the bytes (truncated at `max`).

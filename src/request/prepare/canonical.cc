@@ -1,4 +1,4 @@
-// request/prepare/canonical: canonical prompt bytes and chained FNV-1a fingerprints. The rules
+// request/prepare/canonical: canonical prompt bytes and chained XXH3 fingerprints. The rules
 // are one writer template (canonical_writer.h) over a JSON view and a sink: the hashing sink
 // (production) never materialises the bytes, the string sink (tests, debugging) returns them.
 // This file runs it over a Boost.JSON value; prepare.cc also runs it over common/json_tape.
@@ -97,14 +97,13 @@ std::vector<uint64_t> chain_fingerprints(std::string_view bytes, uint64_t chunk_
 
 void namespace_fingerprints(Fingerprints& f, std::string_view adapter, std::string_view cache_salt) {
   if (adapter.empty() && cache_salt.empty()) return;
-  uint64_t ns = detail::kFnvOffset;
-  auto field = [&](std::string_view key, std::string_view value) {
-    ns = detail::fnv1a(ns, reinterpret_cast<const unsigned char*>(key.data()), key.size());
-    ns = detail::fnv1a(ns, reinterpret_cast<const unsigned char*>(value.data()), value.size());
-    ns = detail::fnv1a(ns, reinterpret_cast<const unsigned char*>(""), 1);  // the terminating NUL
-  };
-  field("adapter", adapter);
-  field("cache_salt", cache_salt);
+  // The adapter's length (8 little-endian bytes), the adapter, the salt: no two pairs spell the
+  // same bytes, whatever they contain.
+  std::string spelled(8, '\0');
+  for (size_t i = 0; i < 8; ++i) spelled[i] = static_cast<char>((adapter.size() >> (8 * i)) & 0xff);
+  spelled.append(adapter);
+  spelled.append(cache_salt);
+  const uint64_t ns = XXH3_64bits(spelled.data(), spelled.size());
   for (uint64_t& fp : f.chain) fp ^= ns;
 }
 

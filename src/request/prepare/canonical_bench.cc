@@ -5,11 +5,11 @@
 //   BM_BoostParse            the Boost.JSON parse the Boost path of prepare() does
 //   BM_Prepare               prepare(): parse + shims + facts (+ one body copy, see BM_CopyBody)
 //   BM_PrepareFingerprinted  prepare() with fingerprints on, what a prefix-policy request pays:
-//                            json_tape parse + facts + canonical bytes + FNV chain (+ body copy)
+//                            json_tape parse + facts + canonical bytes + XXH3 chain (+ body copy)
 //   BM_PrepareFingerprintedReference  the same through the frozen Boost-only implementation
 //                            (test/oracle/prepare_reference.cc), the "before" in the same run
-//   BM_Fingerprint           canonical bytes streamed into the FNV chain, from a parsed value
-//   BM_FnvChainOnly          the chained FNV-1a over the canonical bytes alone (the serial floor)
+//   BM_Fingerprint           canonical bytes streamed into the XXH3 chain, from a parsed value
+//   BM_ChainOnly             the chained XXH3 over the canonical bytes alone
 //   BM_ParseAndFingerprint   Boost parse + canonical + fingerprints (one parse, no shims)
 //   BM_CopyBody              the body copy BM_Prepare pays
 #include <benchmark/benchmark.h>
@@ -163,7 +163,7 @@ void BM_Fingerprint(benchmark::State& state) {
   state.counters["blocks"] = static_cast<double>(check.chain.size());
 }
 
-void BM_FnvChainOnly(benchmark::State& state) {
+void BM_ChainOnly(benchmark::State& state) {
   const std::string body = chat_body(static_cast<size_t>(state.range(0)));
   const std::string canonical = ramjet::request::canonical_prompt_bytes(
       json::parse(body), body, ramjet::request::FingerprintConfig{});
@@ -205,6 +205,6 @@ BENCHMARK(BM_Prepare)->RAMJET_SIZES;
 BENCHMARK(BM_PrepareFingerprinted)->RAMJET_SIZES;
 BENCHMARK(BM_PrepareFingerprintedReference)->RAMJET_SIZES;
 BENCHMARK(BM_Fingerprint)->RAMJET_SIZES;
-BENCHMARK(BM_FnvChainOnly)->RAMJET_SIZES;
+BENCHMARK(BM_ChainOnly)->RAMJET_SIZES;
 BENCHMARK(BM_ParseAndFingerprint)->RAMJET_SIZES;
 BENCHMARK(BM_CopyBody)->RAMJET_SIZES;

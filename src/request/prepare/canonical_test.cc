@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <xxhash.h>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -38,8 +39,22 @@ std::string canonical_of(std::string_view body, const FingerprintConfig& c = {},
   return canonical_prompt_bytes(parse(body), body, c, raw);
 }
 
-// An independent, byte-at-a-time statement of the chain rule for cross-checking the streaming hasher.
+// An independent statement of the chain rule for cross-checking the streaming hasher: each whole
+// chunk hashed at once, XXH3-64 seeded with the previous fingerprint (0 before the first).
 std::vector<uint64_t> naive_chain(std::string_view bytes, size_t chunk) {
+  std::vector<uint64_t> out;
+  uint64_t prev = 0;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    const std::string_view block = bytes.substr(at, chunk);
+    out.push_back(prev = XXH3_64bits_withSeed(block.data(), block.size(), prev));
+  }
+  return out;
+}
+
+// The reference's chain (ramjet 0.4.0): FNV-1a 64 over (previous fingerprint as 8 little-endian
+// bytes) ++ chunk. ramjet hashes with XXH3 now; the reference's golden vectors are still the proof
+// that the canonical bytes are the reference's, byte for byte, so they are checked over those.
+std::vector<uint64_t> reference_fnv_chain(std::string_view bytes, size_t chunk) {
   std::vector<uint64_t> out;
   uint64_t prev = 0;
   for (size_t at = 0; at < bytes.size(); at += chunk) {
@@ -53,50 +68,65 @@ std::vector<uint64_t> naive_chain(std::string_view bytes, size_t chunk) {
   return out;
 }
 
+// The reference golden of a body's canonical bytes, and its fingerprints by ramjet's chain.
+void expect_reference_golden(std::string_view body, const std::vector<uint64_t>& golden,
+                             std::string_view endpoint_note = "") {
+  const std::string canonical = canonical_of(body, golden_config());
+  EXPECT_EQ(reference_fnv_chain(canonical, 64), golden) << endpoint_note << body;
+  EXPECT_EQ(fingerprints_of(body), naive_chain(canonical, 64)) << endpoint_note << body;
+}
+
 // ---- chain golden vectors (chunk 64 B), frozen in ramjet 0.4.0's router tests ----
+// They pin the canonical bytes (through the reference's FNV chain, above); the fingerprints
+// themselves are ramjet's XXH3 chain over the same bytes, pinned by the golden after these.
 
 TEST(ChainFingerprints, OpenAiSystemPromptMatchesTheReferenceGolden) {
-  EXPECT_EQ(
-      fingerprints_of(
-          R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
-      (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
+  expect_reference_golden(
+      R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})",
+      {1194147559601608630ULL, 12960585294022105508ULL});
 }
 
 TEST(ChainFingerprints, AnthropicTopLevelSystemMatchesTheSameGolden) {
+  expect_reference_golden(
+      R"({"system":"shared system","messages":[{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})",
+      {1194147559601608630ULL, 12960585294022105508ULL});
+  // The reference's own spelling of the Anthropic case: fields and nested keys reordered.
+  expect_reference_golden(
+      R"({"system":"shared system","tools":[{"description":"x","name":"lookup"}],"messages":[{"content":"hello","role":"user"}]})",
+      {1194147559601608630ULL, 12960585294022105508ULL});
   EXPECT_EQ(
       fingerprints_of(
           R"({"system":"shared system","messages":[{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
-      (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
-  // The reference's own spelling of the Anthropic case: fields and nested keys reordered.
-  EXPECT_EQ(
       fingerprints_of(
-          R"({"system":"shared system","tools":[{"description":"x","name":"lookup"}],"messages":[{"content":"hello","role":"user"}]})"),
-      (std::vector<uint64_t>{1194147559601608630ULL, 12960585294022105508ULL}));
+          R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"));
 }
 
 TEST(ChainFingerprints, AssistantReasoningAndToolCallsMatchTheReferenceGolden) {
-  EXPECT_EQ(
-      fingerprints_of(
-          R"({"messages":[{"role":"assistant","content":"","reasoning":"think","tool_calls":[{"id":"call-1","function":{"name":"lookup","arguments":"{}"}}]}],"reasoning_effort":"high"})"),
-      (std::vector<uint64_t>{1364963793087020995ULL, 7759282652774235360ULL,
-                             15258068751277170983ULL}));
+  expect_reference_golden(
+      R"({"messages":[{"role":"assistant","content":"","reasoning":"think","tool_calls":[{"id":"call-1","function":{"name":"lookup","arguments":"{}"}}]}],"reasoning_effort":"high"})",
+      {1364963793087020995ULL, 7759282652774235360ULL, 15258068751277170983ULL});
 }
 
 TEST(ChainFingerprints, RawFallbackMatchesTheReferenceGolden) {
   const std::string body = R"({"system":"x","messages":"not-an-array"})";
   auto fp = fingerprint_request(Endpoint::kMessages, parse(body), body, golden_config());
-  EXPECT_EQ(fp.chain, (std::vector<uint64_t>{7245889978181980159ULL}));
+  EXPECT_EQ(reference_fnv_chain(body, 64), (std::vector<uint64_t>{7245889978181980159ULL}));
+  EXPECT_EQ(fp.chain, naive_chain(body, 64));
   EXPECT_TRUE(fp.raw_fallback);
   EXPECT_EQ(fp.canonical_bytes, body.size());
 }
 
 // ---- chain rule ----
 
-TEST(ChainFingerprints, FirstBlockHashesEightZeroBytesThenTheChunk) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int i = 0; i < 8; ++i) h *= 0x100000001b3ULL;  // x ^ 0 == x
-  for (unsigned char c : "abc"s) h = (h ^ c) * 0x100000001b3ULL;
-  EXPECT_EQ(chain_fingerprints("abc", 64), std::vector<uint64_t>{h});
+// ramjet's own golden: the values XXH3-64 gives, computed with the xxhash Python package 4.1.0
+// (libxxhash 0.8.4, a build independent of Debian's 0.8.1), so a change of hash or chain rule
+// cannot pass unnoticed. The first chunk is seeded with 0, which is plain XXH3-64.
+TEST(ChainFingerprints, EachChunkIsXxh3SeededWithThePreviousFingerprint) {
+  EXPECT_EQ(chain_fingerprints("abc", 64), std::vector<uint64_t>{8696274497037089104ULL});
+  EXPECT_EQ(chain_fingerprints("abc", 64), std::vector<uint64_t>{XXH3_64bits("abc", 3)});
+  EXPECT_EQ(fingerprints_of(
+                R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
+            (std::vector<uint64_t>{2231232687054309929ULL, 12545153438261477358ULL}));
 }
 
 TEST(ChainFingerprints, EmptyBytesOrZeroChunkSizeYieldNoFingerprints) {

@@ -1,5 +1,5 @@
 // request/prepare/canonical_writer: the canonical prompt bytes (canonical.h) and the chained
-// FNV-1a sink as templates over a JSON view (json_view.h), so the Boost.JSON DOM
+// XXH3 sink as templates over a JSON view (json_view.h), so the Boost.JSON DOM
 // (canonical.cc) and common/json_tape (prepare.cc's fast path) share one statement of the rules.
 // Internal to request/prepare. Nothing here allocates per JSON value.
 #pragma once
@@ -24,36 +24,10 @@
 #include "request/prepare/canonical.h"
 #include "request/prepare/json_view.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t by value: the sink keeps its hash state inline
+#include <xxhash.h>
+
 namespace ramjet::request::detail {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
-
-// FNV-1a over n bytes. The hash is a serial chain of xor-multiply steps whatever is done; what
-// can be saved is the work around it. On x86-64 each byte is one `xor` of the memory byte into
-// the hash's low byte and one multiply (a byte changes only the low eight bits, so this is the
-// same xor; the compiler's zero-extending load makes it three instructions), unrolled by eight.
-inline uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
-#pragma GCC unroll 8
-  for (size_t i = 0; i < n; ++i) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    asm("xorb %[byte], %b[h]\n\timulq %[prime], %[h]" : [h] "+r"(h) : [byte] "m"(p[i]), [prime] "r"(kFnvPrime));
-#else
-    h = (h ^ p[i]) * kFnvPrime;
-#endif
-  }
-  return h;
-}
-
-// The state of a chunk's hash after the previous fingerprint's 8 little-endian bytes.
-inline uint64_t chunk_seed(uint64_t previous) {
-  uint64_t h = kFnvOffset;
-  for (int i = 0; i < 8; ++i) {
-    h ^= (previous >> (8 * i)) & 0xff;
-    h *= kFnvPrime;
-  }
-  return h;
-}
 
 // serde_json escapes '"', '\\' and the C0 controls; '/' , DEL and non-ASCII pass through.
 constexpr std::array<bool, 256> kNeedsEscape = [] {
@@ -122,13 +96,19 @@ inline size_t escape_sequence(unsigned char c, char* out) {
 }
 
 // Hashes bytes as they arrive; emits one fingerprint per full chunk and stops at `max` bytes.
-// Small pieces (the writer's quotes, separators, keys, escape sequences, short strings) are
+// A chunk's fingerprint is XXH3-64 of its bytes seeded with the previous chunk's fingerprint (0
+// before the first), through XXH3's streaming state, which gives what a one-shot
+// XXH3_64bits_withSeed over the whole chunk gives however the bytes are cut. Small pieces (the writer's quotes, separators, keys, escape sequences, short strings) are
 // gathered in a buffer and hashed together; a long run of string bytes that needs no escape is
 // hashed straight from the parsed body. Either way each byte is hashed once, in order.
 class ChainSink {
  public:
   ChainSink(uint64_t chunk, uint64_t max, std::vector<uint64_t>& out)
-      : chunk_(chunk), max_(max), out_(out), h_(chunk_seed(0)) {}
+      : chunk_(chunk), max_(max), out_(out) {
+    XXH3_64bits_reset_withSeed(&state_, 0);
+  }
+  ChainSink(const ChainSink&) = delete;
+  ChainSink& operator=(const ChainSink&) = delete;
 
   bool full() const { return total_ + len_ >= max_; }
   uint64_t total() const { return std::min<uint64_t>(total_ + len_, max_); }
@@ -182,7 +162,7 @@ class ChainSink {
     total_ = 0;
     in_chunk_ = 0;
     len_ = 0;
-    h_ = chunk_seed(0);
+    XXH3_64bits_reset_withSeed(&state_, 0);
   }
 
  private:
@@ -226,7 +206,7 @@ class ChainSink {
     total_ += n;
     while (n > 0) {
       const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
-      h_ = fnv1a(h_, p, take);
+      XXH3_64bits_update(&state_, p, take);
       in_chunk_ += take;
       p += take;
       n -= take;
@@ -234,15 +214,16 @@ class ChainSink {
     }
   }
   void emit() {
-    out_.push_back(h_);
-    h_ = chunk_seed(h_);
+    const uint64_t fingerprint = XXH3_64bits_digest(&state_);
+    out_.push_back(fingerprint);
+    XXH3_64bits_reset_withSeed(&state_, fingerprint);
     in_chunk_ = 0;
   }
 
+  XXH3_state_t state_;  // the current chunk's hash
   uint64_t chunk_;
   uint64_t max_;
   std::vector<uint64_t>& out_;
-  uint64_t h_;
   uint64_t total_ = 0;     // bytes hashed
   uint64_t in_chunk_ = 0;  // of which in the current chunk
   size_t len_ = 0;         // bytes waiting in buffer_
