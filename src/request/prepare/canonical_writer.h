@@ -19,6 +19,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/bytes.h"
 #include "common/json_tape.h"
 #include "common/utf8.h"
 #include "request/prepare/canonical.h"
@@ -97,16 +98,15 @@ inline size_t escape_sequence(unsigned char c, char* out) {
 
 // Hashes bytes as they arrive; emits one fingerprint per full chunk and stops at `max` bytes.
 // A chunk's fingerprint is XXH3-64 of its bytes seeded with the previous chunk's fingerprint (0
-// before the first), through XXH3's streaming state, which gives what a one-shot
-// XXH3_64bits_withSeed over the whole chunk gives however the bytes are cut. Small pieces (the writer's quotes, separators, keys, escape sequences, short strings) are
-// gathered in a buffer and hashed together; a long run of string bytes that needs no escape is
-// hashed straight from the parsed body. Either way each byte is hashed once, in order.
+// before the first). Pieces are gathered in a 2 KiB buffer: a prompt whose canonical bytes fit
+// (the last chunk of any prompt, when it fits) is hashed in one XXH3_64bits_withSeed call; past
+// that the buffer is fed to XXH3's streaming state, which gives what one call over the whole chunk
+// gives however the bytes are cut, and a long run of string bytes that needs no escape and does
+// not fit is hashed straight from the parsed body. Either way each byte is hashed once, in order.
 class ChainSink {
  public:
   ChainSink(uint64_t chunk, uint64_t max, std::vector<uint64_t>& out)
-      : chunk_(chunk), max_(max), out_(out) {
-    XXH3_64bits_reset_withSeed(&state_, 0);
-  }
+      : chunk_(chunk), max_(max), out_(out) {}
   ChainSink(const ChainSink&) = delete;
   ChainSink& operator=(const ChainSink&) = delete;
 
@@ -114,12 +114,17 @@ class ChainSink {
   uint64_t total() const { return std::min<uint64_t>(total_ + len_, max_); }
 
   void put(const char* p, size_t n) {
-    if (n <= kCopyMax && len_ + n <= kBuffer) [[likely]] {
+    if (len_ + n <= kBuffer) [[likely]] {
       copy_small(buffer_ + len_, reinterpret_cast<const unsigned char*>(p), n);
       len_ += n;
       return;
     }
     drain();
+    if (n <= kCopyMax) {
+      copy_small(buffer_, reinterpret_cast<const unsigned char*>(p), n);
+      len_ = n;
+      return;
+    }
     hash(reinterpret_cast<const unsigned char*>(p), n);
   }
   void put(char c) {
@@ -153,6 +158,18 @@ class ChainSink {
     }
   }
   void finish() {
+    // A last chunk that is all in the buffer (a short prompt's only one) is hashed in one call,
+    // without the streaming state.
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(len_, max_ - total_));
+    if (!started_ && in_chunk_ == 0 && n <= chunk_) {
+      if (n > 0) {
+        seed_ = XXH3_64bits_withSeed(buffer_, n, seed_);
+        out_.push_back(seed_);
+        total_ += n;
+      }
+      len_ = 0;
+      return;
+    }
     drain();
     if (in_chunk_ > 0) emit();
   }
@@ -162,12 +179,14 @@ class ChainSink {
     total_ = 0;
     in_chunk_ = 0;
     len_ = 0;
-    XXH3_64bits_reset_withSeed(&state_, 0);
+    seed_ = 0;
+    started_ = false;
   }
 
  private:
-  static constexpr size_t kBuffer = 1024;
-  static constexpr size_t kCopyMax = 64;  // longer pieces are hashed where they are
+  // A default chunk (RJ_ROUTE_CHUNK_BYTES 2048) fits: a prompt that short is hashed in one call.
+  static constexpr size_t kBuffer = 2048;
+  static constexpr size_t kCopyMax = 64;  // a longer piece that does not fit is hashed where it is
 
   // Up to 32 bytes with at most two overlapping loads and stores of one width (no call).
   static void copy_small(unsigned char* d, const unsigned char* p, size_t n) {
@@ -206,6 +225,10 @@ class ChainSink {
     total_ += n;
     while (n > 0) {
       const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
+      if (!started_) {
+        XXH3_64bits_reset_withSeed(&state_, seed_);
+        started_ = true;
+      }
       XXH3_64bits_update(&state_, p, take);
       in_chunk_ += take;
       p += take;
@@ -214,13 +237,15 @@ class ChainSink {
     }
   }
   void emit() {
-    const uint64_t fingerprint = XXH3_64bits_digest(&state_);
-    out_.push_back(fingerprint);
-    XXH3_64bits_reset_withSeed(&state_, fingerprint);
+    seed_ = XXH3_64bits_digest(&state_);
+    out_.push_back(seed_);
+    started_ = false;
     in_chunk_ = 0;
   }
 
-  XXH3_state_t state_;  // the current chunk's hash
+  XXH3_state_t state_;  // the current chunk's hash, once its first bytes are hashed
+  bool started_ = false;  // state_ is reset for the current chunk
+  uint64_t seed_ = 0;     // the previous fingerprint
   uint64_t chunk_;
   uint64_t max_;
   std::vector<uint64_t>& out_;
@@ -281,7 +306,7 @@ std::array<std::optional<V>, N> find_each(const V& obj, const std::string_view (
   for (const auto& member : obj.members()) {
     const std::string_view k = member.first;
     for (size_t i = 0; i < N; ++i) {
-      if (k.size() == keys[i].size() && k == keys[i]) {
+      if (same(k, keys[i])) {
         out[i] = member.second;
         break;
       }
