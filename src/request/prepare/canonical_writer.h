@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -293,21 +294,45 @@ class StringSink {
 constexpr std::string_view kMessageKeys[] = {
     "role",      "name",       "content",       "reasoning_content",
     "reasoning", "tool_calls", "function_call", "tool_call_id"};
-constexpr std::string_view kTopLevelKeys[] = {
+// The top-level fields in canonical order, then the two the prompt is made of (read in the same
+// pass over the root).
+constexpr std::string_view kRootKeys[] = {
     "tools",         "functions",           "tool_choice",
     "function_call", "parallel_tool_calls", "reasoning_effort",
-    "thinking",      "response_format"};
+    "thinking",      "response_format",     "messages",
+    "system"};
+constexpr size_t kTopLevelFields = 8;
+constexpr size_t kRootMessages = 8;
+constexpr size_t kRootSystem = 9;
+
+// For each name length below 32, which of `keys` have it (bit i: keys[i]).
+template <size_t N>
+constexpr std::array<uint32_t, 32> length_masks(const std::string_view (&keys)[N]) {
+  static_assert(N <= 32);
+  std::array<uint32_t, 32> masks{};
+  for (size_t i = 0; i < N; ++i) {
+    if (keys[i].size() >= masks.size()) throw "a key of 32 bytes or more";  // (not a constant)
+    masks[keys[i].size()] |= uint32_t{1} << i;
+  }
+  return masks;
+}
+constexpr auto kMessageKeyLengths = length_masks(kMessageKeys);
+constexpr auto kRootKeyLengths = length_masks(kRootKeys);
 
 // find() of each of several keys in one pass over an object's members (the last member of a
-// key, as find() returns): a message or the root is read once, not once per key.
+// key, as find() returns): a message or the root is read once, not once per key, and a name is
+// compared only with the keys of its length.
 template <class V, size_t N>
-std::array<std::optional<V>, N> find_each(const V& obj, const std::string_view (&keys)[N]) {
+std::array<std::optional<V>, N> find_each(const V& obj, const std::string_view (&keys)[N],
+                                          const std::array<uint32_t, 32>& lengths) {
   std::array<std::optional<V>, N> out;
   for (const auto& member : obj.members()) {
     const std::string_view k = member.first;
-    for (size_t i = 0; i < N; ++i) {
+    if (k.size() >= lengths.size()) continue;
+    for (uint32_t m = lengths[k.size()]; m != 0; m &= m - 1) {
+      const int i = std::countr_zero(m);
       if (same(k, keys[i])) {
-        out[i] = member.second;
+        out[static_cast<size_t>(i)] = member.second;
         break;
       }
     }
@@ -332,8 +357,12 @@ class Writer {
  public:
   Writer(Sink& sink, uint32_t max_depth) : sink_(sink), max_depth_(max_depth) {}
 
-  // `messages` is an array view or null; `system` a non-null value or null.
-  WriteResult prompt(const V& obj, const std::optional<V>& messages, const std::optional<V>& system) {
+  using RootFields = std::array<std::optional<V>, std::size(kRootKeys)>;
+  using MessageFields = std::array<std::optional<V>, std::size(kMessageKeys)>;
+
+  // `root`: the root's members of kRootKeys; `messages` an array view or null, `system` a
+  // non-null value or null.
+  WriteResult prompt(const RootFields& root, const std::optional<V>& messages, const std::optional<V>& system) {
     if (system) {
       static constexpr char kSynthetic[] = "message\0role\0\"system\"\0content\0";
       sink_.put(kSynthetic, sizeof kSynthetic - 1);
@@ -341,45 +370,56 @@ class Writer {
       if (r != WriteResult::kCanonical) return r;
       sink_.put('\0');
     }
-    if (!messages) return top_level(obj);
+    if (!messages) return top_level(root);
     auto range = messages->elements();
     auto it = range.begin();
     const auto end = range.end();
+    // The first message that does not lead, read while looking for the end of the lead run.
+    std::optional<MessageFields> next;
     for (; it != end && !sink_.full(); ++it) {
       const V m = *it;
-      if (!m.is(JsonKind::kObject) || !is_lead_role(m)) break;
-      if (WriteResult r = message(m); r != WriteResult::kCanonical) return r;
+      if (!m.is(JsonKind::kObject)) break;
+      const MessageFields fields = find_each(m, kMessageKeys, kMessageKeyLengths);
+      if (!is_lead_role(fields[0])) {
+        next = fields;
+        break;
+      }
+      if (WriteResult r = message(fields); r != WriteResult::kCanonical) return r;
     }
-    if (WriteResult r = top_level(obj); r != WriteResult::kCanonical || sink_.full()) return r;
+    if (WriteResult r = top_level(root); r != WriteResult::kCanonical || sink_.full()) return r;
+    if (next) {
+      if (WriteResult r = message(*next); r != WriteResult::kCanonical) return r;
+      ++it;
+    }
     for (; it != end && !sink_.full(); ++it) {
       const V m = *it;
       if (m.is(JsonKind::kObject)) {
-        if (WriteResult r = message(m); r != WriteResult::kCanonical) return r;
+        if (WriteResult r = message(find_each(m, kMessageKeys, kMessageKeyLengths)); r != WriteResult::kCanonical) {
+          return r;
+        }
       }
     }
     return WriteResult::kCanonical;
   }
 
  private:
-  WriteResult top_level(const V& obj) {
-    const auto found = find_each(obj, kTopLevelKeys);
-    for (size_t i = 0; i < found.size(); ++i) {
+  WriteResult top_level(const RootFields& root) {
+    for (size_t i = 0; i < kTopLevelFields; ++i) {
       if (sink_.full()) return WriteResult::kCanonical;
-      if (WriteResult r = field(kTopLevelKeys[i], found[i]); r != WriteResult::kCanonical) return r;
+      if (WriteResult r = field(kRootKeys[i], root[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
 
-  static bool is_lead_role(const V& m) {
-    const std::optional<V> role = m.find("role");
+  // `role`: a message's role member, if any (kMessageKeys[0]).
+  static bool is_lead_role(const std::optional<V>& role) {
     if (!role || !role->is(JsonKind::kString)) return false;
     const std::string_view r = role->as_string();
     return r == "system" || r == "developer";
   }
 
-  WriteResult message(const V& m) {
+  WriteResult message(const MessageFields& found) {
     sink_.put("message\0", 8);
-    const auto found = find_each(m, kMessageKeys);
     for (size_t i = 0; i < found.size(); ++i) {
       if (WriteResult r = field(kMessageKeys[i], found[i]); r != WriteResult::kCanonical) return r;
     }
@@ -595,14 +635,15 @@ WriteResult write_prompt(const std::optional<V>& root, std::string_view body,
     return WriteResult::kRaw;
   };
   if (!root || !root->is(JsonKind::kObject)) return raw();
-  std::optional<V> messages = root->find("messages");
+  const auto fields = find_each(*root, kRootKeys, kRootKeyLengths);
+  std::optional<V> messages = fields[kRootMessages];
   if (messages && messages->is(JsonKind::kNull)) messages.reset();
   if (messages && !messages->is(JsonKind::kArray)) return raw();
-  std::optional<V> system = root->find("system");
+  std::optional<V> system = fields[kRootSystem];
   if (system && system->is(JsonKind::kNull)) system.reset();
   if (!messages && !system) return raw();
   Writer<Sink, V> writer(sink, config.limits.max_depth);
-  const WriteResult r = writer.prompt(*root, messages, system);
+  const WriteResult r = writer.prompt(fields, messages, system);
   if (r == WriteResult::kRaw) return raw();
   if (r == WriteResult::kUnsure) return r;
   sink.finish();

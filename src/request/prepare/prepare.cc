@@ -120,7 +120,21 @@ class TapeView {
     }
     return JsonKind::kNull;
   }
-  bool is(JsonKind k) const { return kind() == k; }
+  // The writer asks is(constant): those kinds are one tape kind each, one compare.
+  bool is(JsonKind k) const {
+    switch (k) {
+      case JsonKind::kNull:
+        return t_->kind(i_) == json_tape::Kind::kNull;
+      case JsonKind::kString:
+        return t_->kind(i_) == json_tape::Kind::kString;
+      case JsonKind::kArray:
+        return t_->kind(i_) == json_tape::Kind::kArray;
+      case JsonKind::kObject:
+        return t_->kind(i_) == json_tape::Kind::kObject;
+      default:
+        return kind() == k;
+    }
+  }
   bool as_bool() const { return t_->kind(i_) == json_tape::Kind::kTrue; }
   int64_t as_int64() const {
     return t_->kind(i_) == json_tape::Kind::kNegInt ? t_->negative_value(i_)
