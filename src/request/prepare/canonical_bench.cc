@@ -10,6 +10,8 @@
 //                            (test/oracle/prepare_reference.cc), the "before" in the same run
 //   BM_Fingerprint           canonical bytes streamed into the XXH3 chain, from a parsed value
 //   BM_ChainOnly             the chained XXH3 over the canonical bytes alone
+//   BM_ReferenceFnvChain     the reference's chained FNV-1a (ramjet 0.4.0) over the same bytes: the
+//                            chain before 43884d1, kept as the same-run baseline of BM_ChainOnly
 //   BM_ParseAndFingerprint   Boost parse + canonical + fingerprints (one parse, no shims)
 //   BM_CopyBody              the body copy BM_Prepare pays
 #include <benchmark/benchmark.h>
@@ -18,6 +20,8 @@
 #include <array>
 #include <boost/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "request/prepare/canonical.h"
 #include "request/prepare/prepare.h"
@@ -174,6 +178,30 @@ void BM_ChainOnly(benchmark::State& state) {
   bytes_processed(state, body);
 }
 
+// The reference's chain: FNV-1a 64 over (previous fingerprint, 8 little-endian bytes) ++ chunk.
+std::vector<uint64_t> reference_fnv_chain(std::string_view bytes, size_t chunk) {
+  std::vector<uint64_t> out;
+  uint64_t prev = 0;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < 8; ++i) h = (h ^ ((prev >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+    for (const unsigned char c : bytes.substr(at, chunk)) h = (h ^ c) * 0x100000001b3ULL;
+    out.push_back(prev = h);
+  }
+  return out;
+}
+
+void BM_ReferenceFnvChain(benchmark::State& state) {
+  const std::string body = chat_body(static_cast<size_t>(state.range(0)));
+  const std::string canonical = ramjet::request::canonical_prompt_bytes(
+      json::parse(body), body, ramjet::request::FingerprintConfig{});
+  for (auto _ : state) {
+    auto chain = reference_fnv_chain(canonical, 2048);
+    benchmark::DoNotOptimize(chain);
+  }
+  bytes_processed(state, body);
+}
+
 void BM_ParseAndFingerprint(benchmark::State& state) {
   const std::string body = chat_body(static_cast<size_t>(state.range(0)));
   const ramjet::request::FingerprintConfig config;
@@ -206,5 +234,6 @@ BENCHMARK(BM_PrepareFingerprinted)->RAMJET_SIZES;
 BENCHMARK(BM_PrepareFingerprintedReference)->RAMJET_SIZES;
 BENCHMARK(BM_Fingerprint)->RAMJET_SIZES;
 BENCHMARK(BM_ChainOnly)->RAMJET_SIZES;
+BENCHMARK(BM_ReferenceFnvChain)->RAMJET_SIZES;
 BENCHMARK(BM_ParseAndFingerprint)->RAMJET_SIZES;
 BENCHMARK(BM_CopyBody)->RAMJET_SIZES;

@@ -69,11 +69,10 @@ std::vector<uint64_t> reference_fnv_chain(std::string_view bytes, size_t chunk) 
 }
 
 // The reference golden of a body's canonical bytes, and its fingerprints by ramjet's chain.
-void expect_reference_golden(std::string_view body, const std::vector<uint64_t>& golden,
-                             std::string_view endpoint_note = "") {
+void expect_reference_golden(std::string_view body, const std::vector<uint64_t>& golden) {
   const std::string canonical = canonical_of(body, golden_config());
-  EXPECT_EQ(reference_fnv_chain(canonical, 64), golden) << endpoint_note << body;
-  EXPECT_EQ(fingerprints_of(body), naive_chain(canonical, 64)) << endpoint_note << body;
+  EXPECT_EQ(reference_fnv_chain(canonical, 64), golden) << body;
+  EXPECT_EQ(fingerprints_of(body), naive_chain(canonical, 64)) << body;
 }
 
 // ---- chain golden vectors (chunk 64 B), frozen in ramjet 0.4.0's router tests ----
@@ -127,6 +126,23 @@ TEST(ChainFingerprints, EachChunkIsXxh3SeededWithThePreviousFingerprint) {
   EXPECT_EQ(fingerprints_of(
                 R"({"messages":[{"role":"system","content":"shared system"},{"role":"user","content":"hello"}],"tools":[{"name":"lookup","description":"x"}]})"),
             (std::vector<uint64_t>{2231232687054309929ULL, 12545153438261477358ULL}));
+  // Chunks of the default 2 KiB, seeded past the first: XXH3's long-input path, its secret
+  // derived from the seed (5,000 bytes 'a'..'z' repeated; the same Python package).
+  std::string long_bytes(5000, ' ');
+  for (size_t i = 0; i < long_bytes.size(); ++i) long_bytes[i] = static_cast<char>('a' + i % 26);
+  EXPECT_EQ(chain_fingerprints(long_bytes, 2048),
+            (std::vector<uint64_t>{10994288454879981551ULL, 12984565835385071786ULL, 415708750624286753ULL}));
+}
+
+// The writer gives up after chunks were streamed (a 3,000-byte message, then a number the
+// reference cannot serialise): the sink starts over and hashes the raw body from scratch.
+TEST(ChainFingerprints, ARawFallbackAfterStreamedChunksHashesTheBodyFromScratch) {
+  const std::string body = R"({"messages":[{"role":"user","content":")" + std::string(3000, 'x') +
+                           R"("},{"role":"user","content":1e400}]})";
+  const Fingerprints fp = fingerprint_request(Endpoint::kChat, parse(body), body, golden_config());
+  EXPECT_TRUE(fp.raw_fallback);
+  EXPECT_EQ(fp.chain, naive_chain(body, 64));
+  EXPECT_EQ(fp.canonical_bytes, body.size());
 }
 
 TEST(ChainFingerprints, EmptyBytesOrZeroChunkSizeYieldNoFingerprints) {
@@ -507,7 +523,7 @@ TEST(CanonicalStreaming, HashingWhileSerialisingEqualsHashingTheBytesForRandomBo
   }
 }
 
-TEST(NamespaceFingerprints, TheDefaultNamespaceKeepsTheReferenceFingerprints) {
+TEST(NamespaceFingerprints, TheDefaultNamespaceKeepsTheFingerprintsAsTheyAre) {
   const std::string body = R"({"messages":[{"role":"user","content":")" + std::string(300, 'q') + R"("}]})";
   Fingerprints f = fingerprint_request(Endpoint::kChat, parse(body), body, golden_config());
   const std::vector<uint64_t> plain = f.chain;

@@ -26,7 +26,10 @@
 #include "request/prepare/canonical.h"
 #include "request/prepare/json_view.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t by value: the sink keeps its hash state inline
+// The sink keeps an XXH3_state_t by value, so its layout comes from this header while the code is
+// libxxhash0's: safe because libxxhash-dev depends on the libxxhash0 of its own version (=). (An
+// XXH_INLINE_ALL build would decouple them, but xxhash 0.8.1 does not compile so at -Og.)
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 namespace ramjet::request::detail {
@@ -99,15 +102,19 @@ inline size_t escape_sequence(unsigned char c, char* out) {
 
 // Hashes bytes as they arrive; emits one fingerprint per full chunk and stops at `max` bytes.
 // A chunk's fingerprint is XXH3-64 of its bytes seeded with the previous chunk's fingerprint (0
-// before the first). Pieces are gathered in a 2 KiB buffer: a prompt whose canonical bytes fit
-// (the last chunk of any prompt, when it fits) is hashed in one XXH3_64bits_withSeed call; past
-// that the buffer is fed to XXH3's streaming state, which gives what one call over the whole chunk
-// gives however the bytes are cut, and a long run of string bytes that needs no escape and does
-// not fit is hashed straight from the parsed body. Either way each byte is hashed once, in order.
+// before the first). Pieces gather in a 2 KiB buffer. While nothing of the current chunk has been
+// hashed, a last chunk that is all in the buffer is hashed in one XXH3_64bits_withSeed call: a
+// prompt whose canonical bytes fit the buffer and one chunk (with the default 2 KiB chunks, any
+// prompt of up to 2 KiB). Otherwise the buffer is fed to XXH3's streaming state whenever it fills,
+// which gives what one call over the whole chunk gives however the bytes are cut, and a long run
+// of string bytes that needs no escape and does not fit is hashed straight from the parsed body.
+// Either way each byte is hashed once, in order.
 class ChainSink {
  public:
   ChainSink(uint64_t chunk, uint64_t max, std::vector<uint64_t>& out)
-      : chunk_(chunk), max_(max), out_(out) {}
+      : chunk_(chunk), max_(max), out_(out) {
+    XXH3_INITSTATE(&state_);  // as xxhash.h asks of a state not made by XXH3_createState()
+  }
   ChainSink(const ChainSink&) = delete;
   ChainSink& operator=(const ChainSink&) = delete;
 
