@@ -10,7 +10,8 @@
 #   bench/proxy_overhead.sh [--targets direct,ramjet,nginx[,base]] [--modes json,sse]
 #                           [--concurrency 1,16,64] [--no-build] [--pin split|none]
 #                           [--upstream-tls]
-# Environment:
+# Environment (any other RJ_* variable, say RJ_AFFINITY=round_robin, reaches ramjet and base and
+# is named in the report):
 #   DURATION=10s      wrk duration per run          WARMUP=1s   wrk warm-up per target and mode
 #   REPEATS=1         runs per cell and target (the median req/s run is reported)
 #   SSE_CHUNKS=8      events per streamed response  PIN=split   same as --pin
@@ -413,7 +414,9 @@ for t in ramjet base nginx; do has_target $t && proxies+=("$t"); done
   echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $COMMIT"
   echo "- machine: $NCPU CPU(s), $CPU_MODEL, kernel $(uname -r), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- placement: $PIN_DESC"
-  has_target ramjet && echo "- ramjet: ${RAMJET_BIN#"$ROOT"/}, RJ_THREADS=$SERVER_NCPU, other settings default${RAMJET_NOTE:+. $RAMJET_NOTE}"
+  # Settings the caller exported (RJ_AFFINITY=round_robin, say) reach ramjet and base alike.
+  rj_env=$(env | grep -E '^RJ_' | grep -Ev '^RJ_(UPSTREAM|LISTEN|METRICS_LISTEN|THREADS|UPSTREAM_TLS_CA_FILE)=' | sort | paste -sd' ' || true)
+  has_target ramjet && echo "- ramjet: ${RAMJET_BIN#"$ROOT"/}, RJ_THREADS=$SERVER_NCPU, ${rj_env:+$rj_env from the environment, }other settings default${RAMJET_NOTE:+. $RAMJET_NOTE}"
   has_target base && echo "- base: $RAMJET_BASE_BIN ($(git -C "$(dirname "$RAMJET_BASE_BIN")" rev-parse --short HEAD 2>/dev/null || echo '?')), same settings"
   echo "- tools: $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')$(has_target nginx && echo ", $(nginx -v 2>&1 | sed 's/.*: //') ($SERVER_NCPU worker(s), proxy_buffering off, upstream keepalive 64)")"
   echo "- upstream: ramjet-responder, $SERVER_NCPU thread(s), ${SSE_CHUNKS}-event SSE stream + usage chunk + [DONE], or a ~480 B JSON completion"
