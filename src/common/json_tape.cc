@@ -114,8 +114,16 @@ size_t escape_at(const char* p, const char* end, uint32_t* cp) {
 [[gnu::noinline]] void Tape::grow() {
   // Entries never outnumber the input's bytes (< 2^32, checked by parse()).
   const auto cap = static_cast<Index>(std::min<size_t>(std::max<size_t>(64, size_t{cap_} * 2),
-                                                        std::numeric_limits<Index>::max()));
-  auto bigger = std::make_unique_for_overwrite<Node[]>(cap);
+                                                        std::numeric_limits<Index>::max() - 1));
+  if (cap_ > 0 && (refused_ || (allowance_ != nullptr &&
+                                !allowance_->allow((size_t{used_} + 1) * sizeof(Node), (size_t{cap} + 1) * sizeof(Node))))) {
+    // Refused: the rest of the document is read into the entries held, from the first again
+    // (parse() then returns false). Indexes already taken stay below cap_ + 1: in bounds.
+    refused_ = true;
+    used_ = 0;
+    return;
+  }
+  auto bigger = std::make_unique_for_overwrite<Node[]>(size_t{cap} + 1);
   if (used_ > 0) std::memcpy(bigger.get(), nodes_, used_ * sizeof(Node));
   storage_ = std::move(bigger);
   nodes_ = storage_.get();
@@ -174,8 +182,10 @@ namespace {
 
 }  // namespace
 
-bool Tape::parse(std::string_view json, size_t max_depth) {
+bool Tape::parse(std::string_view json, size_t max_depth, Allowance* allowance) {
   used_ = 0;
+  allowance_ = allowance;
+  refused_ = false;
   open_.clear();
   unescaped_.clear();
   input_ = json;
@@ -194,6 +204,7 @@ bool Tape::parse(std::string_view json, size_t max_depth) {
       grow();
       nodes = nodes_;
       cap = cap_;
+      used = used_;  // 0 when refused
     }
     Node& n = nodes[used];
     n.kind = kind;
@@ -320,7 +331,8 @@ after_value:
 
 done:
   used_ = used;
-  return ok;
+  allowance_ = nullptr;
+  return ok && !refused_;
 }
 
 bool Tape::parse_number(const char*& p, const char* end, Node& node) {

@@ -40,13 +40,32 @@ enum class Kind : uint8_t {
 // when it is not one simdjson accepts; its code point in *cp when cp is given.
 size_t escape_at(const char* p, const char* end, uint32_t* cp);
 
+// What a parse may hold. Before the tape grows past the entries it holds, allow() is asked
+// whether it may, when the document has needed `needed` bytes of entries so far and the tape
+// would then hold `bytes` (its capacity doubles); false ends the parse: parse() returns false and
+// refused() true (the rest of the document is read into the entries already held, so no byte
+// more is taken). The first 64 entries, and what an earlier parse left (trim()), are not asked for.
+class Allowance {
+ public:
+  virtual bool allow(size_t needed, size_t bytes) = 0;
+
+ protected:
+  ~Allowance() = default;
+};
+
 class Tape {
  public:
   using Index = uint32_t;
 
   // Reads `json` (which must outlive the tape's use) with at most `max_depth` nested non-empty
-  // containers, as simdjson::dom::parser's max_depth counts them. False: not a valid document.
-  bool parse(std::string_view json, size_t max_depth);
+  // containers, as simdjson::dom::parser's max_depth counts them. False: not a valid document,
+  // or (refused()) one whose tape `allowance` would not let grow.
+  bool parse(std::string_view json, size_t max_depth, Allowance* allowance = nullptr);
+  // Whether the last parse() stopped because its allowance refused more memory.
+  bool refused() const { return refused_; }
+  // The bytes an entry takes (a document of n values holds n entries), and the last document's.
+  static constexpr size_t kEntryBytes = 24;
+  Index entries() const { return used_; }
 
   // Frees the storage a large document grew (the tape is kept per thread).
   void trim(size_t retained_nodes);
@@ -103,9 +122,14 @@ class Tape {
   bool parse_number(const char*& p, const char* end, Node& node);
   std::string_view unescaped(Index i) const;
   void grow();
+  static_assert(sizeof(Node) == kEntryBytes);
 
   std::string_view input_;
-  std::unique_ptr<Node[]> storage_;  // cap_ entries; the first used_ hold the tape
+  Allowance* allowance_ = nullptr;  // the current parse's
+  bool refused_ = false;
+  // cap_ + 1 entries (the spare: a container opened at a refused growth keeps its index, cap_);
+  // the first used_ hold the tape.
+  std::unique_ptr<Node[]> storage_;
   Node* nodes_ = nullptr;
   Index cap_ = 0;
   Index used_ = 0;

@@ -4,12 +4,14 @@
 // The byte scan that skips SSE events which cannot change the Usage any more is held to parsing
 // every event (UsageLimits::parse_every_event): the same Usage and signal, no more failures.
 // And common/json_tape's reader is held to the frozen simdjson reader (oracle/usage_reference): the
-// input as one JSON body is accepted or refused alike and, accepted, reads as the same Usage.
+// input as one JSON body is accepted or refused alike and, accepted, reads as the same Usage; one
+// whose allowance refuses its growth is refused, or read as without it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "common/json_tape.h"
 #include "oracle/usage_reference.h"
 #include "request/usage/usage.h"
 
@@ -86,12 +88,41 @@ void check_reference(std::string_view input, Endpoint e, const UsageLimits& limi
   check(u.generated == ref.generated);
 }
 
+// A tape whose allowance refuses past `limit` bytes: refused, or read as without one; and the
+// same tape reads the input as before afterwards (the refused parse wrote only what it held).
+struct Limit final : ramjet::json_tape::Allowance {
+  size_t limit;
+  explicit Limit(size_t l) : limit(l) {}
+  bool allow(size_t needed, size_t bytes) override {
+    check(needed <= bytes);
+    return bytes <= limit;
+  }
+};
+
+void check_allowance(std::string_view input, uint64_t seed) {
+  using ramjet::json_tape::Tape;
+  Tape whole;
+  const bool ok = whole.parse(input, 32);
+  Tape t;
+  Limit limit((seed % 300) * Tape::kEntryBytes);
+  const bool limited = t.parse(input, 32, &limit);
+  check(!limited || !t.refused());
+  if (!t.refused()) {
+    check(limited == ok);
+    if (ok) check(t.entries() == whole.entries());
+  }
+  check(t.parse(input, 32) == ok);
+  if (ok) check(t.entries() == whole.entries() && t.next(Tape::root()) == whole.next(Tape::root()));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   uint64_t seed = 0x9e3779b97f4a7c15ull ^ size;
   for (size_t i = 0; i < size && i < 16; ++i) seed = (seed ^ data[i]) * 0x100000001b3ull;
+
+  check_allowance(input, seed);
 
   UsageLimits defaults;
   UsageLimits tight;

@@ -249,6 +249,48 @@ def test_request_bodies_past_the_buffer_budget_get_503_with_retry_after(fleet, s
     assert one_request(rj.api_port, chat_body(1), 10).ok, "the budget is back once the holders are gone"
 
 
+def padded_chat(values: int, value: bytes, path_messages: bool = False) -> bytes:
+    """A chat (or Anthropic messages) body whose `pad` array holds `values` copies of `value`."""
+    head = b'{"model":"ramjet-sim","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"pad":['
+    return head + b",".join([value] * values) + b"]}"
+
+
+def test_json_too_dense_to_parse_is_refused_and_its_parse_memory_is_leased(fleet, sims):
+    rj = fleet({"RJ_MAX_BUFFERED_BYTES": str(48 << 20), "RJ_BODY_TIMEOUT_MS": "20000"})
+    # One-digit numbers: a 24-byte tape entry per 2 body bytes, past the 8 a byte ramjet reads.
+    # 413 in each API's own error shape; nothing reaches an engine.
+    dense = padded_chat(1 << 20, b"0")
+    r = one_request(rj.api_port, dense, 20)
+    assert r.status == 413 and r.ending == "json_error" and r.error_type == "invalid_request_error", r
+    assert r.upstream is None
+    c = RawClient(rj.api_port, timeout=20)
+    c.send_request("POST", "/v1/messages", dense, {"Content-Type": "application/json", "Connection": "close"})
+    assert c.read_head() == 413
+    err = json.loads(b"".join(p for _, p in c.chunks()))
+    assert err["type"] == "error" and err["error"]["type"] == "request_too_large", err  # (Anthropic's 413)
+    m = rj.metrics()
+    assert m.get("ramjet_request_rejections_total", reason="json_too_dense") == 2
+    assert m.get("ramjet_malformed_json_total", endpoint="chat") == 0
+    # Token IDs as clients send them (3 MiB, ~3.4 bytes of tape a body byte) are read and served;
+    # their parse past the free share is held in RJ_MAX_BUFFERED_BYTES while it runs, so with
+    # most of the budget taken by a half-sent body the same request is told to come back.
+    ids = padded_chat(450_000, b"151644")
+    assert one_request(rj.api_port, ids, 30).status == 200
+    holder = RawClient(rj.api_port, timeout=20)
+    size = 17 << 20  # counted twice: 34 of 48 MiB held
+    holder.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(size).encode() + b"\r\n\r\n{")
+    poll(lambda: rj.metrics().get("ramjet_request_buffered_bytes") == 2 * size, what="the holder's lease")
+    busy = one_request(rj.api_port, ids, 30)  # its 2 x 3 MiB fits; its parse's growth does not
+    assert busy.status == 503 and busy.ending == "json_error" and busy.error_type == "server_busy", busy
+    assert rj.metrics().get("ramjet_request_rejections_total", reason="buffered_bytes_full") == 1
+    poll(lambda: rj.metrics().get("ramjet_request_buffered_bytes") == 2 * size, what="the parse's lease given back")
+    holder.close()
+    poll(lambda: rj.metrics().get("ramjet_request_buffered_bytes") == 0, what="leases released")
+    assert one_request(rj.api_port, ids, 30).status == 200
+    assert one_request(rj.api_port, chat_body(1), 10).ok
+
+
 def test_eight_concurrent_50_mb_bodies_stay_within_the_default_budget(fleet, sims):
     # (The sims tokenize 50 MB on one thread: their /health waits meanwhile. A production probe
     # timeout keeps that from looking like a hang.)

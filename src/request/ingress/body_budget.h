@@ -3,7 +3,8 @@
 // Content-Length at once, a chunked body as it grows); a lease that would pass the cap is
 // refused, and the request is answered 503 with Retry-After instead of growing memory. Leases
 // are RAII: released when the exchange ends, whatever path it takes. The caller decides what a
-// body costs (request/stream counts an inference body twice: its bytes and their parse).
+// body costs (request/stream counts an inference body twice, its bytes and their parse, and a parse that
+// needs more holds more while it runs).
 #pragma once
 
 #include <atomic>
@@ -46,6 +47,12 @@ class BodyBudget {
       budget_ = &budget;
       bytes_ = bytes;
       return true;
+    }
+    // Gives back what it holds past `bytes` (a body's parse, once its memory is freed).
+    void shrink_to(uint64_t bytes) {
+      if (budget_ == nullptr || bytes >= bytes_) return;
+      budget_->used_.fetch_sub(bytes_ - bytes, std::memory_order_relaxed);
+      bytes_ = bytes;
     }
     void release() {
       if (budget_) budget_->used_.fetch_sub(bytes_, std::memory_order_relaxed);

@@ -13,13 +13,16 @@
 // caller's original bytes.
 #include "request/prepare/prepare.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -45,11 +48,101 @@ constexpr std::size_t kModelsMaxDepth = 64;
 constexpr std::array<std::string_view, 7> kReasoningEfforts = {"none", "minimal", "low", "medium",
                                                                "high", "xhigh",   "max"};
 
-// The parse arena and parser, one per thread: a DOM never outlives the prepare() or
+// One prepare() call's parse memory (prepare.h's contract): what its tape or its Boost.JSON heap
+// may hold in all. Up to kParseFreeBytes (what a thread keeps between parses anyway) it is
+// granted at once; past that, up to `per_byte` per body byte, each growth is asked of `memory`.
+class ParseTally final : public json_tape::Allowance {
+ public:
+  ParseTally(size_t body_bytes, ParseMemory* memory) : body_(body_bytes), memory_(memory) {}
+
+  // The bytes a parse may hold per body byte (kParseBytesPerBodyByte, the tape's; twice it for
+  // Boost.JSON's document).
+  void per_byte(uint64_t ratio) { cap_ = std::max<uint64_t>(kParseFreeBytes, ratio * body_); }
+
+  // `needed`: what the document's values have taken so far (the ratio's measure); `bytes`: what
+  // the parse would then hold (a tape's capacity doubles; Boost's heap says what it takes).
+  bool allow(size_t needed, size_t bytes) override {
+    if (bytes <= kParseFreeBytes) return true;
+    if (needed > cap_) {
+      refusal_ = ParseRefusal::kTooDense;
+      return false;
+    }
+    if (memory_ != nullptr && bytes > granted_) {
+      if (!memory_->grow_to(bytes)) {
+        refusal_ = ParseRefusal::kMemory;
+        return false;
+      }
+      granted_ = bytes;
+    }
+    return true;
+  }
+  // Whether a document whose values took `needed` bytes is within the ratio (a tape's growth is
+  // asked at its doublings only: its last entries are checked here); else it is too dense.
+  bool fits(uint64_t needed) {
+    if (needed <= cap_) return true;
+    refusal_ = ParseRefusal::kTooDense;
+    return false;
+  }
+  ParseRefusal refusal() const { return refusal_; }
+
+ private:
+  uint64_t body_;
+  ParseMemory* memory_;
+  uint64_t cap_ = 0;
+  uint64_t granted_ = 0;
+  ParseRefusal refusal_ = ParseRefusal::kNone;
+};
+
+// The heap under the Boost path: its documents' blocks past the arena, and the parser's stack.
+// It counts what it holds on this thread and, during a prepare() call, asks that call's tally
+// before holding more (a refusal is a std::bad_alloc, caught in prepare()).
+class CountedHeap final : public json::memory_resource {
+ public:
+  ParseTally* tally = nullptr;
+  size_t held() const { return held_; }
+
+ private:
+  // Each block carries its size in front (Boost 1.81's monotonic_resource gives back a block with
+  // a size other than it asked for: held_ counts what was taken).
+  static std::size_t header(std::size_t align) { return std::max(align, sizeof(std::max_align_t)); }
+  void* do_allocate(std::size_t n, std::size_t align) override {
+    const std::size_t total = header(align) + n;
+    if (tally != nullptr && !tally->allow(held_ + total, held_ + total)) throw std::bad_alloc();
+    auto* block = static_cast<unsigned char*>(::operator new(total, std::align_val_t(align)));
+    std::memcpy(block, &total, sizeof total);
+    held_ += total;
+    return block + header(align);
+  }
+  void do_deallocate(void* p, std::size_t /*n*/, std::size_t align) override {
+    unsigned char* const block = static_cast<unsigned char*>(p) - header(align);
+    std::size_t total = 0;
+    std::memcpy(&total, block, sizeof total);
+    held_ -= total;
+    ::operator delete(block, std::align_val_t(align));
+  }
+  bool do_is_equal(const json::memory_resource& other) const noexcept override { return this == &other; }
+
+  size_t held_ = 0;
+};
+
+// The parse arena, parser and heap, one per thread: a DOM never outlives the prepare() or
 // rewrite_models_context() call that built it (neither suspends nor nests), so small and
-// medium bodies parse without touching the heap. Larger DOMs grow the arena with heap blocks
-// that are freed when the call returns.
+// medium bodies parse without touching the heap. Larger DOMs grow the arena with blocks of the
+// counted heap that are freed when the call returns; a parser whose stack grew past
+// kRetainedParserBytes is let go after the call.
 constexpr std::size_t kArenaBytes = 64 * 1024;
+constexpr std::size_t kRetainedParserBytes = 1u << 20;
+
+struct ThreadParser {
+  CountedHeap heap;  // declared first: it outlives the parser that uses it
+  std::optional<json::parser> parser;
+  std::size_t depth = 0;
+};
+
+ThreadParser& thread_parser_state() {
+  thread_local ThreadParser t;
+  return t;
+}
 
 unsigned char* thread_arena() {
   thread_local const std::unique_ptr<unsigned char[]> arena(new unsigned char[kArenaBytes]);
@@ -58,20 +151,25 @@ unsigned char* thread_arena() {
 
 // The parser keeps its internal stack between parses; it is rebuilt when the depth limit changes.
 json::parser& thread_parser(std::size_t max_depth) {
-  thread_local std::optional<json::parser> parser;
-  thread_local std::size_t depth = 0;
-  if (!parser || depth != max_depth) {
+  ThreadParser& t = thread_parser_state();
+  if (!t.parser || t.depth != max_depth) {
     json::parse_options opts;
     opts.max_depth = max_depth;
-    parser.emplace(json::storage_ptr(), opts);
-    depth = max_depth;
+    t.parser.emplace(json::storage_ptr(&t.heap), opts);
+    t.depth = max_depth;
   }
-  return *parser;
+  return *t.parser;
+}
+
+// A monotonic arena over this thread's buffer, its blocks past it from the counted heap.
+json::monotonic_resource thread_monotonic() {
+  return json::monotonic_resource(thread_arena(), kArenaBytes, json::storage_ptr(&thread_parser_state().heap));
 }
 
 // Parses `text` with its nodes in `mr`; false on any syntax, UTF-8 or depth error. `out` must
 // already use `mr` (a value moved into one with another storage is deep-copied). The storage is
-// a monotonic resource by type, so destroying the DOM does not walk it.
+// a monotonic resource by type, so destroying the DOM does not walk it. A refused allocation
+// throws (std::bad_alloc) through here.
 bool parse_into(std::string_view text, json::monotonic_resource& mr, std::size_t max_depth,
                 json::value& out) {
   json::parser& p = thread_parser(max_depth);
@@ -189,8 +287,6 @@ class TapeView {
 
 thread_local uint64_t fast_answered = 0;  // detail::fast_path_count()
 
-// Bodies above this take the Boost path.
-constexpr std::size_t kFastPathMaxBody = 4u << 20;
 // The per-thread tape keeps its storage for bodies up to about this size.
 constexpr std::size_t kRetainedTape = 64 * 1024;
 
@@ -486,7 +582,7 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
   PreparedRequest out;
   out.endpoint = endpoint;
 
-  json::monotonic_resource mr(thread_arena(), kArenaBytes);
+  json::monotonic_resource mr = thread_monotonic();
   json::value root = json::value(json::storage_ptr(&mr));
   if (!parse_into(body, mr, config.limits.max_json_depth, root) || !root.is_object()) {
     out.malformed_json = is_inference(endpoint);
@@ -538,18 +634,23 @@ PreparedRequest prepare_boost(Endpoint endpoint, std::string body, const Prepare
 // and then decides what is malformed), a body that is not an object, a shim to apply, or a value
 // the view cannot vouch for (see TapeView). Fills `out` (a fresh PreparedRequest: written in
 // place, not moved through an optional) and returns true; false leaves `out` partly written, for
-// the Boost path to replace.
-bool prepare_fast(Endpoint endpoint, std::string& body, const PrepareConfig& config, PreparedRequest& out) {
-  if (config.limits.max_json_depth == 0 || body.size() > kFastPathMaxBody) return false;
+// the Boost path to replace. A tape the tally would not let grow answers too: the body refused.
+bool prepare_fast(Endpoint endpoint, std::string& body, const PrepareConfig& config, ParseTally& tally,
+                  PreparedRequest& out) {
+  if (config.limits.max_json_depth == 0) return false;
   json_tape::Tape& tape = thread_tape();
   struct Trim {  // however this returns: no view of the body outlives it
     json_tape::Tape& t;
     ~Trim() { t.trim(kRetainedTape); }
   } trim{tape};
-  if (!tape.parse(body, config.limits.max_json_depth) ||
-      tape.kind(json_tape::Tape::root()) != json_tape::Kind::kObject) {
-    return false;
+  const bool parsed = tape.parse(body, config.limits.max_json_depth, &tally);
+  if (tape.refused() || (parsed && !tally.fits(uint64_t{tape.entries()} * json_tape::Tape::kEntryBytes))) {
+    out.endpoint = endpoint;
+    out.parse_refused = tally.refusal();
+    out.body = std::move(body);
+    return true;
   }
+  if (!parsed || tape.kind(json_tape::Tape::root()) != json_tape::Kind::kObject) return false;
   const TapeView view(&tape, json_tape::Tape::root());
   const TopLevel<TapeView> top = top_level(view);
   // Boost.JSON's value of a double may differ from the tape's (correctly rounded) in the last bits.
@@ -579,19 +680,9 @@ bool prepare_fast(Endpoint endpoint, std::string& body, const PrepareConfig& con
   return true;
 }
 
-}  // namespace
-
-uint64_t detail::fast_path_count() { return fast_answered; }
-
-PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config) {
-  PreparedRequest out;
-  if (!prepare_fast(endpoint, body, config, out)) out = prepare_boost(endpoint, std::move(body), config);
-  return out;
-}
-
-std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {
-  if (margin == 0) return std::nullopt;
-  json::monotonic_resource mr(thread_arena(), kArenaBytes);
+// The /v1/models rewrite (rewrite_models_context), on the same thread parser.
+std::optional<std::string> rewrite_models(std::string_view body, uint64_t margin) {
+  json::monotonic_resource mr = thread_monotonic();
   json::value root = json::value(json::storage_ptr(&mr));
   if (!parse_into(body, mr, kModelsMaxDepth, root) || !root.is_object()) return std::nullopt;
   json::value* data = root.get_object().if_contains("data");
@@ -600,6 +691,39 @@ std::optional<std::string> rewrite_models_context(std::string_view body, uint64_
   for (json::value& entry : data->get_array()) changed = shrink_context(entry, margin) || changed;
   if (!changed || !all_numbers_finite(root)) return std::nullopt;
   return json::serialize(root);
+}
+
+}  // namespace
+
+uint64_t detail::fast_path_count() { return fast_answered; }
+
+PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config, ParseMemory* memory) {
+  PreparedRequest out;
+  ParseTally tally(body.size(), memory);
+  tally.per_byte(kParseBytesPerBodyByte);
+  if (prepare_fast(endpoint, body, config, tally, out)) return out;
+  tally.per_byte(2 * kParseBytesPerBodyByte);
+  ThreadParser& t = thread_parser_state();
+  t.heap.tally = &tally;
+  try {
+    out = prepare_boost(endpoint, std::move(body), config);
+  } catch (const std::bad_alloc&) {  // the tally refused (or the heap is exhausted)
+    t.parser.reset();                // its state after a throw inside it is not to be trusted
+    out = PreparedRequest{};
+    out.endpoint = endpoint;
+    out.parse_refused = tally.refusal() != ParseRefusal::kNone ? tally.refusal() : ParseRefusal::kMemory;
+  }
+  t.heap.tally = nullptr;
+  if (t.heap.held() > kRetainedParserBytes) t.parser.reset();  // a large parse's stack goes back
+  return out;
+}
+
+std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {
+  if (margin == 0) return std::nullopt;
+  std::optional<std::string> out = rewrite_models(body, margin);
+  ThreadParser& t = thread_parser_state();
+  if (t.heap.held() > kRetainedParserBytes) t.parser.reset();
+  return out;
 }
 
 }  // namespace ramjet::request

@@ -82,8 +82,35 @@ struct SessionId {
 enum class ModelField : uint8_t { kAbsent, kName, kBad };
 inline constexpr size_t kMaxModelBytes = 1024;
 
+// The memory a body's parse may hold: its json_tape (24 bytes a value), or, when the body must be
+// rewritten or only Boost.JSON can read it, its Boost.JSON document and the parser's stack (about
+// twice the tape's a value). Up to kParseFreeBytes it takes without asking; past that, each
+// growth is asked of a ParseMemory (request/stream holds it in RJ_MAX_BUFFERED_BYTES), up to
+// kParseBytesPerBodyByte per body byte for the tape and twice that for Boost.JSON. A body that
+// needs more (values denser than one per 3 bytes: a long array of one-digit numbers) is refused as
+// too dense; one whose growth the ParseMemory refuses, as memory full. Token IDs as clients send
+// them (`151644,`) take ~3.4 bytes of tape a body byte.
+inline constexpr uint64_t kParseFreeBytes = 2u << 20;
+inline constexpr uint64_t kParseBytesPerBodyByte = 8;
+class ParseMemory {
+ public:
+  // Whether the parse may hold `parse_bytes` in all (asked as it grows, never shrinking).
+  virtual bool grow_to(uint64_t parse_bytes) = 0;
+
+ protected:
+  ~ParseMemory() = default;
+};
+enum class ParseRefusal : uint8_t {
+  kNone,
+  kTooDense,  // the parse needed more than kParseBytesPerBodyByte per body byte
+  kMemory,    // the ParseMemory refused a growth
+};
+
 struct PreparedRequest {
   Endpoint endpoint = Endpoint::kOther;
+  // Not kNone: the body was not read (nothing else here is set but `endpoint`; `body` may be
+  // empty); the request must be refused.
+  ParseRefusal parse_refused = ParseRefusal::kNone;
   std::string body;              // bytes to forward: the original bytes unless a shim changed something
   bool rewritten = false;        // body was re-serialised because a shim changed it
   bool json_object = false;      // body parsed as a JSON object
@@ -117,7 +144,9 @@ struct PreparedRequest {
 //     leaves that content untouched;
 //  3. drop reasoning_effort when it is not one of none|minimal|low|medium|high|xhigh|max.
 // An unchanged body is forwarded byte for byte. Other endpoints are never modified.
-PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config);
+// `memory`: what a parse past kParseFreeBytes asks (nullptr: no one; only the ratio bounds it).
+PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config,
+                        ParseMemory* memory = nullptr);
 
 // GET /v1/models rewrite: in every object of data[] (recursively), each integer field named
 // max_model_len / context_length / max_context_length whose value is > margin is reduced by

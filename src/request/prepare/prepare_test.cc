@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <tuple>
+
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
@@ -268,6 +270,97 @@ TEST(PrepareRequest, BodiesDeeperThanTheLimitAreMalformed) {
   EXPECT_TRUE(p.malformed_json);
   EXPECT_FALSE(p.rewritten);
   EXPECT_EQ(p.body, deep);
+}
+
+// --- the parse's memory (kParseBytesPerBodyByte, ParseMemory) ---
+
+// A chat body with a `pad` array of `n` copies of `value` after its messages.
+std::string padded(size_t n, std::string_view value, std::string_view tail = "") {
+  std::string body = R"({"model":"m","messages":[{"role":"user","content":"hi"}],"pad":[)";
+  body.reserve(body.size() + n * (value.size() + 1) + 64);
+  for (size_t i = 0; i < n; ++i) {
+    if (i) body += ',';
+    body += value;
+  }
+  body += ']';
+  body += tail;
+  body += '}';
+  return body;
+}
+
+// Records what a parse asks for; refuses past `limit`.
+struct Recorder final : ParseMemory {
+  uint64_t limit = UINT64_MAX;
+  uint64_t asked = 0;
+  size_t calls = 0;
+  bool grow_to(uint64_t bytes) override {
+    ++calls;
+    EXPECT_GT(bytes, asked) << "asked again for what was granted";
+    asked = bytes;
+    return bytes <= limit;
+  }
+};
+
+TEST(PrepareMemory, DenseBodiesAreRefusedOnBothPathsAndTheNextRequestReadsAsBefore) {
+  PrepareConfig config;
+  config.fingerprint = true;
+  // 1.5 and 6 MiB of one-digit numbers (the tape: 12 bytes a body byte), then 2 MiB behind a
+  // number only Boost.JSON reads (the tape gives up at once; Boost's heap is the one that says no).
+  for (const std::string& body :
+       {padded(768 << 10, "0"), padded(3 << 20, "0"), R"({"x":1e400,)" + padded(1 << 20, "7").substr(1)}) {
+    Recorder memory;
+    const PreparedRequest p = prepare(Endpoint::kChat, body, config, &memory);
+    EXPECT_EQ(p.parse_refused, ParseRefusal::kTooDense) << body.size();
+    EXPECT_FALSE(p.json_object);
+    EXPECT_TRUE(p.fingerprints.chain.empty());
+    EXPECT_LE(memory.asked, 2 * kParseBytesPerBodyByte * body.size());
+    const PreparedRequest next = prepare(Endpoint::kChat, R"({"model":"m","messages":[]})", config);
+    EXPECT_EQ(next.parse_refused, ParseRefusal::kNone);
+    EXPECT_TRUE(next.json_object);
+    EXPECT_EQ(next.model, "m");
+  }
+}
+
+TEST(PrepareMemory, TokenIdPromptsPassAndAskTheirMemoryAsTheyGrow) {
+  PrepareConfig config;
+  config.fingerprint = true;
+  // Token IDs as a client sends them (six digits and a comma): ~3.4 bytes of tape a body byte
+  // (2 and 5 MiB), held in a tape up to twice that (its capacity doubles); on the Boost path (a
+  // shim to apply) the document and parser stack take more.
+  for (const auto& [n, tail, per_byte] : {std::tuple{size_t{300'000}, "", 8}, std::tuple{size_t{750'000}, "", 8},
+                                          std::tuple{size_t{750'000}, R"(,"max_tokens":100000)", 16}}) {
+    const std::string body = padded(n, "151644", tail);
+    Recorder memory;
+    const PreparedRequest p = prepare(Endpoint::kChat, body, config, &memory);
+    EXPECT_EQ(p.parse_refused, ParseRefusal::kNone) << n;
+    EXPECT_TRUE(p.json_object);
+    EXPECT_EQ(p.rewritten, *tail != 0);
+    EXPECT_TRUE(p.rewritten || p.body == body);
+    EXPECT_FALSE(p.fingerprints.chain.empty());
+    EXPECT_GT(memory.calls, 0u);
+    EXPECT_GT(memory.asked, kParseFreeBytes);
+    EXPECT_LE(memory.asked, per_byte * body.size()) << n << tail;
+    // The same body when the budget cannot give more than the free share: memory full.
+    Recorder tight;
+    tight.limit = kParseFreeBytes;
+    EXPECT_EQ(prepare(Endpoint::kChat, body, config, &tight).parse_refused, ParseRefusal::kMemory) << n;
+  }
+  // A small body never asks.
+  Recorder memory;
+  EXPECT_TRUE(prepare(Endpoint::kChat, padded(1000, "151644"), config, &memory).json_object);
+  EXPECT_EQ(memory.calls, 0u);
+}
+
+TEST(PrepareMemory, AShimmedBodyOnTheBoostPathIsCountedToo) {
+  // max_tokens past the strip threshold sends the request down the Boost path (a rewrite), after
+  // the tape: a 6 MiB body of one-digit numbers is refused on the tape before Boost reads it.
+  PrepareConfig config;
+  const PreparedRequest p =
+      prepare(Endpoint::kChat, padded(3 << 20, "1", R"(,"max_tokens":100000)"), config);
+  EXPECT_EQ(p.parse_refused, ParseRefusal::kTooDense);
+  const PreparedRequest ok = prepare(Endpoint::kChat, padded(1000, "1", R"(,"max_tokens":100000)"), config);
+  EXPECT_TRUE(ok.rewritten);
+  EXPECT_TRUE(ok.shims.max_tokens_stripped);
 }
 
 TEST(PrepareRequest, StreamIsReadOnlyWhenBoolean) {

@@ -76,11 +76,22 @@ bool client_credential(const net::HeadFields& fields, size_t i) {
 
 }  // namespace
 
-// Prepares the exchange's body (parse, shims, facts) into s.prep and counts it.
+// Prepares the exchange's body (parse, shims, facts) into s.prep and counts it. The parse's
+// memory past the share the body's lease holds for it (the body's size again) is held in
+// RJ_MAX_BUFFERED_BYTES while the parse runs.
 void Proxy::prepare_exchange(Session& s, Exchange& x) {
   PreparedRequest& prep = s.prep;
   if (is_inference(x.endpoint)) {
-    prep = prepare(x.endpoint, std::move(s.body), config_.prepare);
+    struct Lease final : ParseMemory {
+      BodyBudget::Lease& lease;
+      BodyBudget& budget;
+      uint64_t body;
+      Lease(BodyBudget::Lease& l, BodyBudget& b, uint64_t n) : lease(l), budget(b), body(n) {}
+      bool grow_to(uint64_t parse_bytes) override { return lease.grow_to(budget, body + parse_bytes); }
+    } memory(s.body_lease, budget_, s.body.size());
+    const uint64_t held = s.body_lease.bytes();
+    prep = prepare(x.endpoint, std::move(s.body), config_.prepare, &memory);
+    s.body_lease.shrink_to(held);
     if (prep.malformed_json) metrics_.malformed_json[ep_index(x.endpoint)].inc();
     if (prep.shims.max_tokens_stripped) metrics_.shim_rewrites[0].inc();
     if (prep.shims.max_completion_tokens_stripped) metrics_.shim_rewrites[1].inc();
@@ -174,6 +185,17 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     Session& s;
     ~GiveBack() { s.body = std::move(s.prep.body); }
   } give_back{s};
+
+  if (s.prep.parse_refused == ParseRefusal::kTooDense) {
+    metrics_.rejections[static_cast<size_t>(Rejection::kJsonTooDense)].inc();
+    co_await send_error(s, x, 413, "request body too large: too many JSON values for its size", "invalid_request_error");
+    co_return;
+  }
+  if (s.prep.parse_refused == ParseRefusal::kMemory) {
+    metrics_.rejections[static_cast<size_t>(Rejection::kBufferFull)].inc();
+    co_await send_error(s, x, 503, kBusyMessage, "server_busy", kRetryAfter);
+    co_return;
+  }
 
   if (!upstream_head_fits(s)) {  // the engines would refuse it (a dropped connection or a 400)
     metrics_.rejections[static_cast<size_t>(Rejection::kUpstreamHeaderTooLarge)].inc();

@@ -59,7 +59,9 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "method_not_allowed (405), bad_model (400: model not a string, empty or over 1,024 bytes), "
      "model_required (400: no model while the engines serve several base models), unknown_model "
      "(404: no engine serves the model; no engine dialed), overloaded (429: the waiting room, "
-     "RJ_ADMISSION_*, was full or the request waited RJ_ADMISSION_QUEUE_TIMEOUT_MS)."},
+     "RJ_ADMISSION_*, was full or the request waited RJ_ADMISSION_QUEUE_TIMEOUT_MS), json_too_dense "
+     "(413: reading the body's JSON would take more than 8 bytes of memory a body byte, e.g. a long "
+     "array of one-digit numbers)."},
     {"ramjet_admission_priority_header_ignored_total", MetricKind::kCounter, "reason",
      "Priority headers (RJ_ADMISSION_PRIORITY_HEADER) ramjet did not follow, by reason: not_allowed (a "
      "key of RJ_ADMISSION_BATCH_KEYS asked for another class; it stays batch), unknown_value (neither "
@@ -218,6 +220,7 @@ std::string_view rejection_label(Rejection r) {
     case Rejection::kModelRequired: return "model_required";
     case Rejection::kUnknownModel: return "unknown_model";
     case Rejection::kOverloaded: return "overloaded";
+    case Rejection::kJsonTooDense: return "json_too_dense";
     case Rejection::kCount: break;
   }
   return "bad_request";

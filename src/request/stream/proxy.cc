@@ -25,9 +25,6 @@ namespace {
 
 // A request body buffer larger than this is not kept for the connection's next request.
 constexpr size_t kKeepBodyCapacity = 1 << 20;
-// The answer when RJ_MAX_BUFFERED_BYTES is full (on a declared length or a growing chunked body).
-constexpr std::string_view kBusyMessage = "too many request bytes in flight; retry shortly";
-constexpr std::string_view kRetryAfter = "Retry-After: 1";
 constexpr std::string_view kWwwAuthenticate = "WWW-Authenticate: Bearer";
 
 }  // namespace

@@ -61,6 +61,10 @@ static_assert(OutBuffers::kMax >= net::ResponseParser::kMaxPieces + 4);
 
 inline constexpr size_t kReadMax = 64 * 1024;  // bytes asked for by one socket read
 inline constexpr std::string_view kRouteHeader = "X-Ramjet-Upstream";
+// The answer when RJ_MAX_BUFFERED_BYTES is full (a declared length, a growing chunked body, or a
+// body's parse that needs more).
+inline constexpr std::string_view kBusyMessage = "too many request bytes in flight; retry shortly";
+inline constexpr std::string_view kRetryAfter = "Retry-After: 1";
 // The routing receipt (exact routing's outcome and prediction); an engine's own is dropped.
 inline constexpr std::string_view kReceiptHeader = "X-Ramjet-Route";
 // A two-leg request's prefill engine (prefill/decode disaggregation), beside X-Ramjet-Upstream.

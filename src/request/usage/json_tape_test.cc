@@ -321,6 +321,59 @@ TEST(EventJson, NumbersAtTheEdgesAndLargeDocumentsReadAsTheReference) {
   EXPECT_EQ(accepted, 12u);
 }
 
+// Grants growth up to `limit` bytes in all; counts the asking.
+struct Limit final : json_tape::Allowance {
+  size_t limit;
+  size_t asked = 0;
+  explicit Limit(size_t l) : limit(l) {}
+  bool allow(size_t needed, size_t bytes) override {
+    EXPECT_LE(needed, bytes);
+    asked = bytes;
+    return bytes <= limit;
+  }
+};
+
+TEST(EventJson, AnAllowanceStopsTheTapeWhereverItRefusesAndTheNextParseReadsAsBefore) {
+  // Documents of 65..2,000 entries (the first 64 are never asked for): every shape of container
+  // open or closing at the refusal, every limit from nothing to enough.
+  std::vector<std::string> docs;
+  std::string flat = "[";
+  for (int i = 0; i < 300; ++i) flat += (i ? "," : "") + std::to_string(i);
+  docs.push_back(flat + "]");
+  std::string nested = R"({"a":[)";
+  for (int i = 0; i < 200; ++i) nested += (i ? "," : "") + std::string(R"({"k":[1,{"x":"y\n"}],"e":[],"o":{}})");
+  docs.push_back(nested + "]}");
+  std::string deep;
+  for (int i = 0; i < 30; ++i) deep += R"({"k":[)";
+  for (int i = 0; i < 100; ++i) deep += "[1,2],";
+  deep += "3";
+  for (int i = 0; i < 30; ++i) deep += "]}";
+  docs.push_back(deep);
+  for (const std::string& doc : docs) {
+    Tape whole;
+    ASSERT_TRUE(whole.parse(doc, 64)) << doc.substr(0, 40);
+    ASSERT_GT(whole.next(Tape::root()), 64u);
+    ASSERT_FALSE(whole.refused());
+    size_t refusals = 0;
+    for (size_t limit = 0; limit < 8 * 1024 * Tape::kEntryBytes; limit = limit * 5 / 4 + Tape::kEntryBytes) {
+      Tape t;
+      Limit allowance(limit);
+      const bool ok = t.parse(doc, 64, &allowance);
+      EXPECT_EQ(ok, !t.refused());
+      if (!ok) {
+        ++refusals;
+        EXPECT_GT(allowance.asked, limit);
+      }
+      // The same tape reads the document whole afterwards, and without an allowance.
+      ASSERT_TRUE(t.parse(doc, 64)) << limit;
+      EXPECT_FALSE(t.refused());
+      EXPECT_EQ(t.next(Tape::root()), whole.next(Tape::root()));
+      t.trim(0);
+    }
+    EXPECT_GT(refusals, 0u) << doc.substr(0, 40);
+  }
+}
+
 TEST(EventJson, ReadsEveryDocumentAsTheSimdjsonReference) {
   std::mt19937_64 rng(20261206);
   size_t accepted = 0;

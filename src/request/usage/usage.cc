@@ -41,6 +41,18 @@ Tape& thread_tape() {
   return tape;
 }
 
+// An engine's document may take up to 8 bytes of tape per byte past the first 256 KiB (a
+// response with logprobs takes ~3; a long array of one-digit numbers 12): a denser one is not
+// read (a parse failure), so a response cannot make ramjet hold 12x its size.
+class ResponseAllowance final : public json_tape::Allowance {
+ public:
+  explicit ResponseAllowance(size_t json_bytes) : cap_(std::max<size_t>(256 << 10, 8 * json_bytes)) {}
+  bool allow(size_t needed, size_t /*bytes*/) override { return needed <= cap_; }
+
+ private:
+  size_t cap_;
+};
+
 // The value of `key` in object `o` (its first occurrence, as simdjson's at_key was), or kNone.
 Index field(const Tape& t, Index o, std::string_view key) {
   for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
@@ -526,7 +538,8 @@ void UsageAccumulator::on_line(std::string_view line) {
 
 bool UsageAccumulator::on_json(std::string_view json) {
   Tape& tape = thread_tape();
-  const bool parsed = tape.parse(json, std::max<size_t>(1, limits_.max_json_depth));
+  ResponseAllowance allowance(json.size());
+  const bool parsed = tape.parse(json, std::max<size_t>(1, limits_.max_json_depth), &allowance);
   bool generated = false;
   if (!parsed) {
     bump(parse_failures_);

@@ -241,6 +241,26 @@ TEST(UsageSse, DeeplyNestedEventIsAParseFailure) {
   EXPECT_EQ(r.usage.prompt_tokens, 3u);
 }
 
+TEST(UsageJson, AResponseDenserThanEightBytesOfTapeAByteIsNotReadButALogprobsOneIs) {
+  // 1M one-digit numbers beside the usage (12 bytes of tape a byte): a parse failure, no usage.
+  std::string dense = R"({"usage":{"prompt_tokens":5,"completion_tokens":2},"pad":[)";
+  for (int i = 0; i < (1 << 20); ++i) dense += i ? ",0" : "0";
+  dense += "]}";
+  auto r = feed_in_chunks(dense, 1 << 16, false);
+  EXPECT_EQ(r.failures, 1u);
+  EXPECT_EQ(r.usage.prompt_tokens, std::nullopt);
+  // A 2 MiB chat completion with logprobs (token bytes as numbers: ~3 bytes of tape a byte) is read.
+  std::string logprobs = R"({"choices":[{"finish_reason":"stop","logprobs":{"content":[)";
+  for (int i = 0; i < 20000; ++i) {
+    logprobs += std::string(i ? "," : "") +
+                R"({"token":"ab","logprob":-0.25,"bytes":[97,98],"top_logprobs":[{"token":"a","logprob":-1.5,"bytes":[97]}]})";
+  }
+  logprobs += R"(]}}],"usage":{"prompt_tokens":5,"completion_tokens":20000}})";
+  r = feed_in_chunks(logprobs, 1 << 16, false);
+  EXPECT_EQ(r.failures, 0u);
+  EXPECT_EQ(r.usage.completion_tokens, std::optional<uint64_t>(20000));
+}
+
 // After the first token only events that can change the Usage are parsed (a byte scan).
 constexpr std::string_view kFirstToken = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n";
 
