@@ -726,4 +726,16 @@ PreparedRequest prepare_reference(Endpoint endpoint, std::string body, const Pre
   return out;
 }
 
+std::vector<uint64_t> reference_fnv_chain(std::string_view bytes, size_t chunk) {
+  std::vector<uint64_t> out;
+  uint64_t prev = 0;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < 8; ++i) h = (h ^ ((prev >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+    for (const unsigned char c : bytes.substr(at, chunk)) h = (h ^ c) * 0x100000001b3ULL;
+    out.push_back(prev = h);
+  }
+  return out;
+}
+
 }  // namespace ramjet::request::reference

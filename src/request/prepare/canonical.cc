@@ -99,11 +99,15 @@ void namespace_fingerprints(Fingerprints& f, std::string_view adapter, std::stri
   if (adapter.empty() && cache_salt.empty()) return;
   // The adapter's length (8 little-endian bytes), the adapter, the salt: no two pairs spell the
   // same bytes, whatever they contain.
-  std::string spelled(8, '\0');
-  for (size_t i = 0; i < 8; ++i) spelled[i] = static_cast<char>((adapter.size() >> (8 * i)) & 0xff);
-  spelled.append(adapter);
-  spelled.append(cache_salt);
-  const uint64_t ns = XXH3_64bits(spelled.data(), spelled.size());
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
+  unsigned char length[8];
+  for (size_t i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((adapter.size() >> (8 * i)) & 0xff);
+  XXH3_64bits_update(&state, length, sizeof length);
+  XXH3_64bits_update(&state, adapter.data(), adapter.size());
+  XXH3_64bits_update(&state, cache_salt.data(), cache_salt.size());
+  const uint64_t ns = XXH3_64bits_digest(&state);
   for (uint64_t& fp : f.chain) fp ^= ns;
 }
 

@@ -178,25 +178,12 @@ void BM_ChainOnly(benchmark::State& state) {
   bytes_processed(state, body);
 }
 
-// The reference's chain: FNV-1a 64 over (previous fingerprint, 8 little-endian bytes) ++ chunk.
-std::vector<uint64_t> reference_fnv_chain(std::string_view bytes, size_t chunk) {
-  std::vector<uint64_t> out;
-  uint64_t prev = 0;
-  for (size_t at = 0; at < bytes.size(); at += chunk) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (int i = 0; i < 8; ++i) h = (h ^ ((prev >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
-    for (const unsigned char c : bytes.substr(at, chunk)) h = (h ^ c) * 0x100000001b3ULL;
-    out.push_back(prev = h);
-  }
-  return out;
-}
-
 void BM_ReferenceFnvChain(benchmark::State& state) {
   const std::string body = chat_body(static_cast<size_t>(state.range(0)));
   const std::string canonical = ramjet::request::canonical_prompt_bytes(
       json::parse(body), body, ramjet::request::FingerprintConfig{});
   for (auto _ : state) {
-    auto chain = reference_fnv_chain(canonical, 2048);
+    auto chain = ramjet::request::reference::reference_fnv_chain(canonical, 2048);
     benchmark::DoNotOptimize(chain);
   }
   bytes_processed(state, body);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "oracle/prepare_reference.h"  // test/oracle: the reference's FNV-1a chain
+
 namespace ramjet::request {
 namespace {
 
@@ -51,27 +53,10 @@ std::vector<uint64_t> naive_chain(std::string_view bytes, size_t chunk) {
   return out;
 }
 
-// The reference's chain (ramjet 0.4.0): FNV-1a 64 over (previous fingerprint as 8 little-endian
-// bytes) ++ chunk. ramjet hashes with XXH3 now; the reference's golden vectors are still the proof
-// that the canonical bytes are the reference's, byte for byte, so they are checked over those.
-std::vector<uint64_t> reference_fnv_chain(std::string_view bytes, size_t chunk) {
-  std::vector<uint64_t> out;
-  uint64_t prev = 0;
-  for (size_t at = 0; at < bytes.size(); at += chunk) {
-    std::string block;
-    for (int i = 0; i < 8; ++i) block.push_back(static_cast<char>((prev >> (8 * i)) & 0xff));
-    block += bytes.substr(at, chunk);
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (unsigned char c : block) h = (h ^ c) * 0x100000001b3ULL;
-    out.push_back(prev = h);
-  }
-  return out;
-}
-
 // The reference golden of a body's canonical bytes, and its fingerprints by ramjet's chain.
 void expect_reference_golden(std::string_view body, const std::vector<uint64_t>& golden) {
   const std::string canonical = canonical_of(body, golden_config());
-  EXPECT_EQ(reference_fnv_chain(canonical, 64), golden) << body;
+  EXPECT_EQ(ramjet::request::reference::reference_fnv_chain(canonical, 64), golden) << body;
   EXPECT_EQ(fingerprints_of(body), naive_chain(canonical, 64)) << body;
 }
 
@@ -109,7 +94,7 @@ TEST(ChainFingerprints, AssistantReasoningAndToolCallsMatchTheReferenceGolden) {
 TEST(ChainFingerprints, RawFallbackMatchesTheReferenceGolden) {
   const std::string body = R"({"system":"x","messages":"not-an-array"})";
   auto fp = fingerprint_request(Endpoint::kMessages, parse(body), body, golden_config());
-  EXPECT_EQ(reference_fnv_chain(body, 64), (std::vector<uint64_t>{7245889978181980159ULL}));
+  EXPECT_EQ(ramjet::request::reference::reference_fnv_chain(body, 64), (std::vector<uint64_t>{7245889978181980159ULL}));
   EXPECT_EQ(fp.chain, naive_chain(body, 64));
   EXPECT_TRUE(fp.raw_fallback);
   EXPECT_EQ(fp.canonical_bytes, body.size());

@@ -169,7 +169,7 @@ class ChainSink {
     // A last chunk that is all in the buffer (a short prompt's only one) is hashed in one call,
     // without the streaming state.
     const size_t n = static_cast<size_t>(std::min<uint64_t>(len_, max_ - total_));
-    if (!started_ && in_chunk_ == 0 && n <= chunk_) {
+    if (in_chunk_ == 0 && n <= chunk_) {
       if (n > 0) {
         seed_ = XXH3_64bits_withSeed(buffer_, n, seed_);
         out_.push_back(seed_);
@@ -188,7 +188,6 @@ class ChainSink {
     in_chunk_ = 0;
     len_ = 0;
     seed_ = 0;
-    started_ = false;
   }
 
  private:
@@ -233,10 +232,7 @@ class ChainSink {
     total_ += n;
     while (n > 0) {
       const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_ - in_chunk_));
-      if (!started_) {
-        XXH3_64bits_reset_withSeed(&state_, seed_);
-        started_ = true;
-      }
+      if (in_chunk_ == 0) XXH3_64bits_reset_withSeed(&state_, seed_);  // the chunk's first bytes
       XXH3_64bits_update(&state_, p, take);
       in_chunk_ += take;
       p += take;
@@ -247,12 +243,10 @@ class ChainSink {
   void emit() {
     seed_ = XXH3_64bits_digest(&state_);
     out_.push_back(seed_);
-    started_ = false;
     in_chunk_ = 0;
   }
 
-  XXH3_state_t state_;  // the current chunk's hash, once its first bytes are hashed
-  bool started_ = false;  // state_ is reset for the current chunk
+  XXH3_state_t state_;  // the current chunk's hash, once its first bytes are hashed (in_chunk_ > 0)
   uint64_t seed_ = 0;     // the previous fingerprint
   uint64_t chunk_;
   uint64_t max_;
@@ -539,7 +533,6 @@ class Writer {
     }
     sink_.put('"');
   }
-
 
   // Anthropic system blocks less Claude Code's per-request billing header (a text block starting
   // "x-anthropic-billing-header", different in every request), which vLLM drops before rendering:
