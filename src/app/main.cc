@@ -720,6 +720,9 @@ int main(int argc, char** argv) {
           engine_load.forget(i);
         }
       },
+      .on_fetch = [&engine_load, &fleet](size_t i) {
+        if (i < fleet.size()) engine_load.fetching(i, fleet.at(i).inflight());
+      },
   });
   proxy.metrics().set_profiles([&router](size_t i) { return router.profile(i); });
   proxy.metrics().set_ranks([&roster](size_t i) -> std::optional<std::pair<uint32_t, size_t>> {

@@ -46,6 +46,7 @@ void EngineLoadBoard::record(size_t engine, double running, double waiting, int6
                              std::optional<double> kv_usage) {
   Slot* s = slot(engine, true);
   if (s == nullptr) return;
+  own_inflight = std::max(own_inflight, s->own_at_fetch.exchange(-1, std::memory_order_relaxed));
   const int64_t peers = peers_ != nullptr ? peers_->inflight(engine, clock_.now_ms()) : 0;
   s->units.store(foreign_load_units(running, waiting, own_inflight + peers, config_.waiting_units),
                  std::memory_order_relaxed);
@@ -53,6 +54,10 @@ void EngineLoadBoard::record(size_t engine, double running, double waiting, int6
   s->kv_ppm.store(kv_usage && std::isfinite(*kv_usage) ? std::llround(std::clamp(*kv_usage, 0.0, 1.0) * 1e6) : -1,
                   std::memory_order_relaxed);
   s->at_ms.store(clock_.now_ms(), std::memory_order_release);
+}
+
+void EngineLoadBoard::fetching(size_t engine, int64_t own_inflight) {
+  if (Slot* s = slot(engine, true)) s->own_at_fetch.store(std::max<int64_t>(own_inflight, 0), std::memory_order_relaxed);
 }
 
 void EngineLoadBoard::forget(size_t engine) {

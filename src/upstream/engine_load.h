@@ -88,6 +88,12 @@ class EngineLoadBoard {
   // `kv_usage`: its vllm:kv_cache_usage_perc (0..1), when it reported one.
   void record(size_t engine, double running, double waiting, int64_t own_inflight,
               std::optional<double> kv_usage = std::nullopt);
+  // Writer (the engine scrape, just before it asks the engine's /metrics): this process's
+  // in-flight requests there now. The engine counts its requests somewhere between this and
+  // record(): one of ours that ends meanwhile is in its count but no longer in record()'s
+  // `own_inflight`, and would read as a foreign request until the next scrape (a sequential
+  // client's next request would see its engine as busy). record() takes the larger of the two.
+  void fetching(size_t engine, int64_t own_inflight);
   // The engine's /metrics could not be read, or lacked the two series: no current reading.
   void forget(size_t engine);
 
@@ -124,6 +130,7 @@ class EngineLoadBoard {
     std::atomic<int64_t> waiting{0};
     std::atomic<int64_t> kv_ppm{-1};  // KV cache usage in parts per million; -1: not reported
     std::atomic<int64_t> at_ms{kNever};  // when `units`, `waiting`, `kv_ppm` were read; kNever = no reading
+    std::atomic<int64_t> own_at_fetch{-1};  // fetching()'s count for the scrape under way; -1: none
   };
   struct Chunk {
     std::array<Slot, kChunk> slots;

@@ -40,6 +40,26 @@ TEST(EngineLoadBoard, ReadsTheLatestReadingPerEngine) {
   EXPECT_EQ(board.foreign_units(0), 1);
 }
 
+TEST(EngineLoadBoard, ARequestOfOursThatEndsWhileTheScrapeIsUnderWayIsNotForeign) {
+  ManualClock clock;
+  EngineLoadBoard board(clock, EngineLoadConfig{});
+  // One request of ours in flight when the scrape asks; the engine counts it; it has ended by
+  // the time the answer is read: the engine's one request is ours, not another router's.
+  board.fetching(0, 1);
+  board.record(0, 1, 0, 0);
+  EXPECT_EQ(board.foreign_units(0), 0);
+  // The note is the one scrape's: the next reading without one counts as before.
+  board.record(0, 1, 0, 0);
+  EXPECT_EQ(board.foreign_units(0), 1);
+  // One that starts meanwhile counts at record() (the larger of the two).
+  board.fetching(0, 0);
+  board.record(0, 3, 0, 1);
+  EXPECT_EQ(board.foreign_units(0), 2);
+  board.fetching(1, -4);  // (never below 0)
+  board.record(1, 2, 0, 0);
+  EXPECT_EQ(board.foreign_units(1), 2);
+}
+
 TEST(EngineLoadBoard, KvUsageIsReadFreshAndOnlyWhenReported) {
   ManualClock clock;
   EngineLoadBoard board(clock, EngineLoadConfig{.stale_ms = 1500});

@@ -280,6 +280,15 @@ namespace {
 asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {
   const net::Roster* roster = self->config().roster;
   const uint64_t incarnation = roster ? roster->incarnation(i) : 0;
+  if (self->config().on_fetch) {
+    self->config().on_fetch(i);
+    const auto asked = roster ? roster->member(i) : nullptr;
+    if (asked && asked->dp_rank) {
+      for (size_t j : roster->siblings(i)) {
+        if (roster->active(j)) self->config().on_fetch(j);
+      }
+    }
+  }
   EngineMetricsFetch f = co_await fetch_engine_metrics(self->config(), i);
   loop->busy[i] = 0;
   if (loop->stopped) co_return;

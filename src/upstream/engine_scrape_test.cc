@@ -368,6 +368,19 @@ TEST(EngineScrape, TheLoopCountsErrorsForADeadEngineAndReadsHostGpusWithNvidiaSm
   c.interval = milliseconds(50);
   c.timeout = milliseconds(200);
   c.engines = {config::UpstreamUrl{"127.0.0.1", port, ""}};
+  // Each scrape tells on_fetch before it asks (the load board notes the engine's own in-flight
+  // count then) and on_sample after.
+  size_t fetches = 0;
+  size_t samples = 0;
+  c.on_fetch = [&](size_t i) {
+    EXPECT_EQ(i, 0u);
+    EXPECT_EQ(fetches, samples);
+    ++fetches;
+  };
+  c.on_sample = [&](size_t, const EngineSample*) {
+    ++samples;
+    EXPECT_EQ(fetches, samples);
+  };
   {
     EngineScraper scraper(c);
     scraper.start(ctx);
@@ -381,6 +394,7 @@ TEST(EngineScrape, TheLoopCountsErrorsForADeadEngineAndReadsHostGpusWithNvidiaSm
     EXPECT_EQ(gpus[1].device, "1");
     EXPECT_EQ(gpus[1].power_w, 51);
     EXPECT_FALSE(scraper.engines()[0].ok);
+    EXPECT_GT(samples, 0u);
     metrics::Exposition x;
     scraper.write_metrics(x);
     const std::string text = x.take();

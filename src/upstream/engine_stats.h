@@ -76,6 +76,9 @@ struct EngineScrapeConfig {
   // Told of each scrape of engine `engine` as it is recorded (on the scrape's thread; it must not
   // block): its sample, or nullptr when the scrape failed.
   std::function<void(size_t engine, const EngineSample* sample)> on_sample;
+  // Told just before each scrape asks engine `engine`'s /metrics (and of each data-parallel
+  // sibling that scrape reads for), on the scrape's thread; it must not block.
+  std::function<void(size_t engine)> on_fetch;
 };
 
 // The ramjet_engine_* families EngineScraper::write_metrics writes (docs/metrics.md).

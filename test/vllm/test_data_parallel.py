@@ -62,8 +62,11 @@ def test_each_rank_is_a_target_with_its_own_kv_events_and_exact_placements(dp_en
             if turn == 1:
                 where[c] = ordinal
                 continue
-            assert ordinal == where[c], (c, turn, ordinal, where[c])
             receipt = r.header("X-Ramjet-Route") or ""
+            if ordinal != where[c]:  # say why: the receipt and the decision's score terms
+                last = json.loads(http_request(rj.metrics_port, "GET", "/api/v1/decisions?n=1").body)["decisions"]
+                raise AssertionError(f"conversation {c} turn {turn} went to rank {ordinal}, its turns so far to "
+                                     f"{where[c]}; receipt {receipt!r}; decision {json.dumps(last)}")
             assert receipt.startswith("exact"), receipt
             # "; provisional_tokens=N" may follow when the previous turn's KV events are still on their way
             predicted = int(re.search(r"predicted_cached_tokens=(\d+)", receipt).group(1))
