@@ -124,6 +124,7 @@ size_t escape_at(const char* p, const char* end, uint32_t* cp) {
     return;
   }
   auto bigger = std::make_unique_for_overwrite<Node[]>(size_t{cap} + 1);
+  bigger[cap].kind = Kind::kNull;  // the spare is read only as a container opened at a refusal
   if (used_ > 0) std::memcpy(bigger.get(), nodes_, used_ * sizeof(Node));
   storage_ = std::move(bigger);
   nodes_ = storage_.get();

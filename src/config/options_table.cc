@@ -344,8 +344,8 @@ const std::array kOptions = {
            .max = 64 * kGiB,
            .bytes = true,
            .doc = "Request body bytes held in memory by all requests together (an inference body "
-                  "counts twice: it is parsed; a parse past 2 MiB that needs more holds more while it "
-                  "runs); a request that would pass it is refused with 503 and Retry-After (a body "
+                  "counts twice: it is parsed; a parse whose document passes 2 MiB holds that too while "
+                  "it runs); a request that would pass it is refused with 503 and Retry-After (a body "
                   "over half of it with 413, as over RJ_MAX_BODY_BYTES).",
            .field = &Config::max_buffered_bytes},
     Option{.env = "RJ_HEADER_TIMEOUT_MS",

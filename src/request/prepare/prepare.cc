@@ -76,10 +76,11 @@ class ParseTally final : public json_tape::Allowance {
     }
     return true;
   }
-  // Whether a document whose values took `needed` bytes is within the ratio (a tape's growth is
-  // asked at its doublings only: its last entries are checked here); else it is too dense.
+  // Whether a read document whose values took `needed` bytes is within the ratio (a tape's
+  // growth is asked at its doublings only: its last entries are checked here); else it is too
+  // dense.
   bool fits(uint64_t needed) {
-    if (needed <= cap_) return true;
+    if (needed <= cap_ || needed <= kParseFreeBytes) return true;
     refusal_ = ParseRefusal::kTooDense;
     return false;
   }
@@ -700,21 +701,27 @@ uint64_t detail::fast_path_count() { return fast_answered; }
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config, ParseMemory* memory) {
   PreparedRequest out;
   ParseTally tally(body.size(), memory);
-  tally.per_byte(kParseBytesPerBodyByte);
-  if (prepare_fast(endpoint, body, config, tally, out)) return out;
-  tally.per_byte(2 * kParseBytesPerBodyByte);
   ThreadParser& t = thread_parser_state();
-  t.heap.tally = &tally;
+  struct Done {  // however this returns: the heap asks no tally, a large parser stack is let go
+    ThreadParser& t;
+    ~Done() {
+      t.heap.tally = nullptr;
+      if (t.heap.held() > kRetainedParserBytes) t.parser.reset();
+    }
+  } done{t};
   try {
+    tally.per_byte(kParseBytesPerBodyByte);
+    if (prepare_fast(endpoint, body, config, tally, out)) return out;
+    // Boost.JSON's document and parser stack take up to ~2.7x the tape's bytes a value.
+    tally.per_byte(3 * kParseBytesPerBodyByte);
+    t.heap.tally = &tally;
     out = prepare_boost(endpoint, std::move(body), config);
-  } catch (const std::bad_alloc&) {  // the tally refused (or the heap is exhausted)
+  } catch (const std::bad_alloc&) {  // the tally refused (or memory is exhausted)
     t.parser.reset();                // its state after a throw inside it is not to be trusted
     out = PreparedRequest{};
     out.endpoint = endpoint;
     out.parse_refused = tally.refusal() != ParseRefusal::kNone ? tally.refusal() : ParseRefusal::kMemory;
   }
-  t.heap.tally = nullptr;
-  if (t.heap.held() > kRetainedParserBytes) t.parser.reset();  // a large parse's stack goes back
   return out;
 }
 

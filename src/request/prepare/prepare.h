@@ -83,13 +83,15 @@ enum class ModelField : uint8_t { kAbsent, kName, kBad };
 inline constexpr size_t kMaxModelBytes = 1024;
 
 // The memory a body's parse may hold: its json_tape (24 bytes a value), or, when the body must be
-// rewritten or only Boost.JSON can read it, its Boost.JSON document and the parser's stack (about
-// twice the tape's a value). Up to kParseFreeBytes it takes without asking; past that, each
+// rewritten or only Boost.JSON can read it, its Boost.JSON document and the parser's stack (up to
+// ~2.7x the tape's a value). Up to kParseFreeBytes it takes without asking; past that, each
 // growth is asked of a ParseMemory (request/stream holds it in RJ_MAX_BUFFERED_BYTES), up to
-// kParseBytesPerBodyByte per body byte for the tape and twice that for Boost.JSON. A body that
-// needs more (values denser than one per 3 bytes: a long array of one-digit numbers) is refused as
-// too dense; one whose growth the ParseMemory refuses, as memory full. Token IDs as clients send
-// them (`151644,`) take ~3.4 bytes of tape a body byte.
+// kParseBytesPerBodyByte per body byte for the tape and three times that for Boost.JSON. A body
+// that needs more (values denser than one per 3 bytes: a long array of one-digit numbers) is
+// refused as too dense, whatever else it holds (even when it is not an object); one whose growth
+// the ParseMemory refuses, as memory full. Token IDs as clients send them (`151644,`) take ~3.4
+// bytes of tape a body byte. (The tape's copies of escaped strings it is asked to unescape take
+// at most the body's size again: not counted here.)
 inline constexpr uint64_t kParseFreeBytes = 2u << 20;
 inline constexpr uint64_t kParseBytesPerBodyByte = 8;
 class ParseMemory {

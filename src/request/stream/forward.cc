@@ -76,22 +76,26 @@ bool client_credential(const net::HeadFields& fields, size_t i) {
 
 }  // namespace
 
-// Prepares the exchange's body (parse, shims, facts) into s.prep and counts it. The parse's
-// memory past the share the body's lease holds for it (the body's size again) is held in
-// RJ_MAX_BUFFERED_BYTES while the parse runs.
+// Prepares the exchange's body (parse, shims, facts) into s.prep and counts it. The body's lease
+// holds it twice (its bytes, and the copies of escaped strings its parse may make, at most its
+// size again); a parse whose document grows past 2 MiB holds that too, in RJ_MAX_BUFFERED_BYTES,
+// while it runs.
 void Proxy::prepare_exchange(Session& s, Exchange& x) {
   PreparedRequest& prep = s.prep;
+  uint64_t refused_bytes = 0;  // a refused body's (prep.body may not hold it)
   if (is_inference(x.endpoint)) {
     struct Lease final : ParseMemory {
       BodyBudget::Lease& lease;
       BodyBudget& budget;
       uint64_t body;
       Lease(BodyBudget::Lease& l, BodyBudget& b, uint64_t n) : lease(l), budget(b), body(n) {}
-      bool grow_to(uint64_t parse_bytes) override { return lease.grow_to(budget, body + parse_bytes); }
+      bool grow_to(uint64_t parse_bytes) override { return lease.grow_to(budget, 2 * body + parse_bytes); }
     } memory(s.body_lease, budget_, s.body.size());
     const uint64_t held = s.body_lease.bytes();
+    const uint64_t size = s.body.size();
     prep = prepare(x.endpoint, std::move(s.body), config_.prepare, &memory);
     s.body_lease.shrink_to(held);
+    if (prep.parse_refused != ParseRefusal::kNone) refused_bytes = size;  // (answered 413 / 503 by forward())
     if (prep.malformed_json) metrics_.malformed_json[ep_index(x.endpoint)].inc();
     if (prep.shims.max_tokens_stripped) metrics_.shim_rewrites[0].inc();
     if (prep.shims.max_completion_tokens_stripped) metrics_.shim_rewrites[1].inc();
@@ -103,7 +107,7 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
     prep.body = std::move(s.body);
   }
   x.stream_kind = stream_kind_of(prep);
-  metrics_.request_body_bytes.inc(prep.body.size());
+  metrics_.request_body_bytes.inc(refused_bytes > 0 ? refused_bytes : prep.body.size());
   s.owned.reset();
   s.owned_for = request::BodyEdit::kNone;
 }

@@ -60,8 +60,8 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "model_required (400: no model while the engines serve several base models), unknown_model "
      "(404: no engine serves the model; no engine dialed), overloaded (429: the waiting room, "
      "RJ_ADMISSION_*, was full or the request waited RJ_ADMISSION_QUEUE_TIMEOUT_MS), json_too_dense "
-     "(413: reading the body's JSON would take more than 8 bytes of memory a body byte, e.g. a long "
-     "array of one-digit numbers)."},
+     "(413: reading the body's JSON would take more than 8 bytes of memory a body byte, 24 where it "
+     "is rewritten, e.g. a long array of one-digit numbers)."},
     {"ramjet_admission_priority_header_ignored_total", MetricKind::kCounter, "reason",
      "Priority headers (RJ_ADMISSION_PRIORITY_HEADER) ramjet did not follow, by reason: not_allowed (a "
      "key of RJ_ADMISSION_BATCH_KEYS asked for another class; it stays batch), unknown_value (neither "

@@ -39,7 +39,7 @@ enum class Rejection {
   kModelRequired,           // no "model" while the engines serve several base models (400)
   kUnknownModel,            // a model no engine serves (404, no engine dialed)
   kOverloaded,              // the waiting room was full or the wait too long (429)
-  kJsonTooDense,            // the body's parse needed more than 8 bytes a body byte (413)
+  kJsonTooDense,            // the body's parse needed more than 8 (24 rewritten) bytes a body byte (413)
   kCount
 };
 std::string_view rejection_label(Rejection r);

@@ -41,13 +41,14 @@ Tape& thread_tape() {
   return tape;
 }
 
-// An engine's document may take up to 8 bytes of tape per byte past the first 256 KiB (a
-// response with logprobs takes ~3; a long array of one-digit numbers 12): a denser one is not
-// read (a parse failure), so a response cannot make ramjet hold 12x its size.
+// An engine's document may take up to 8 bytes of tape per byte (or 256 KiB, whichever is more;
+// a response with logprobs takes ~3, a long array of one-digit numbers 12): a denser one is not
+// read (a parse failure), and the tape it grew stays within twice that (its capacity doubles).
 class ResponseAllowance final : public json_tape::Allowance {
  public:
   explicit ResponseAllowance(size_t json_bytes) : cap_(std::max<size_t>(256 << 10, 8 * json_bytes)) {}
   bool allow(size_t needed, size_t /*bytes*/) override { return needed <= cap_; }
+  bool fits(const Tape& t) const { return size_t{t.entries()} * Tape::kEntryBytes <= cap_; }
 
  private:
   size_t cap_;
@@ -539,7 +540,7 @@ void UsageAccumulator::on_line(std::string_view line) {
 bool UsageAccumulator::on_json(std::string_view json) {
   Tape& tape = thread_tape();
   ResponseAllowance allowance(json.size());
-  const bool parsed = tape.parse(json, std::max<size_t>(1, limits_.max_json_depth), &allowance);
+  const bool parsed = tape.parse(json, std::max<size_t>(1, limits_.max_json_depth), &allowance) && allowance.fits(tape);
   bool generated = false;
   if (!parsed) {
     bump(parse_failures_);
