@@ -14,7 +14,8 @@ Debian's /usr/bin/python3.
   3 engines that hang before or after their response head: how long a client waits
   4 engine admin and debug paths on the API port: who answers
   5 a client that stops reading (how long its stream is held), eight concurrent 50 MB bodies
-    (peak RSS), and streams cut by an engine crash (counted as code 200?)
+    (peak RSS), streams cut by an engine crash (counted as code 200?), and eight concurrent 8 MiB
+    bodies of one-digit numbers (JSON that parses to 12x its size: peak RSS, and what stays)
 
 Usage:
   bench/failsafe_probe.py --ramjet BIN --sim SIM [--label NAME] [--out FILE] [--only 1,2,...]
@@ -363,6 +364,42 @@ def probe_bodies(args):
         stop_all(rj, eng)
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
+
+def probe_dense(args):
+    eng = sims(args, 2)
+    rj = ramjet(args, eng)
+    try:
+        base = hwm_kib(rj.p.pid)
+        n = 4 << 20  # 4 Mi one-digit numbers: an 8 MiB body
+        body = (b'{"model":"ramjet-sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"pad":['
+                + b"0," * (n - 1) + b"0]}")
+        codes = []
+
+        def one():
+            s = socket.create_connection(("127.0.0.1", rj.api), timeout=120)
+            try:
+                s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                head = s.recv(4096)
+                codes.append(head.split(b" ", 2)[1].decode() if head.startswith(b"HTTP/") else "closed")
+            except OSError:
+                codes.append("closed")
+            s.close()
+
+        ts = [threading.Thread(target=one) for _ in range(8)]
+        [t.start() for t in ts]
+        [t.join(180) for t in ts]
+        time.sleep(2.0)
+        return {"peak_rss_mib": round(hwm_kib(rj.p.pid) / 1024), "idle_rss_mib": round(base / 1024),
+                "rss_after_mib": round(rss_kib(rj.p.pid) / 1024), "statuses": sorted(map(str, codes))}
+    finally:
+        stop_all(rj, eng)
+
+
 def probe_cut(args):
     eng = sims(args, 2, speed="1")  # real time: 2,000 tokens take a while
     rj = ramjet(args, eng)
@@ -396,6 +433,7 @@ PROBES = {
     "5a": ("client stops reading", probe_reader),
     "5b": ("8 x 50 MB bodies", probe_bodies),
     "5c": ("streams cut by kill -9", probe_cut),
+    "5d": ("8 x 8 MiB dense JSON bodies", probe_dense),
 }
 
 

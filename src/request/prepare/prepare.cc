@@ -701,6 +701,18 @@ uint64_t detail::fast_path_count() { return fast_answered; }
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config, ParseMemory* memory) {
   PreparedRequest out;
   ParseTally tally(body.size(), memory);
+  auto refuse = [&] {  // the tally refused (or memory is exhausted): the body is not read
+    out = PreparedRequest{};
+    out.endpoint = endpoint;
+    out.parse_refused = tally.refusal() != ParseRefusal::kNone ? tally.refusal() : ParseRefusal::kMemory;
+  };
+  try {
+    tally.per_byte(kParseBytesPerBodyByte);
+    if (prepare_fast(endpoint, body, config, tally, out)) return out;
+  } catch (const std::bad_alloc&) {
+    refuse();
+    return out;
+  }
   ThreadParser& t = thread_parser_state();
   struct Done {  // however this returns: the heap asks no tally, a large parser stack is let go
     ThreadParser& t;
@@ -710,17 +722,13 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
     }
   } done{t};
   try {
-    tally.per_byte(kParseBytesPerBodyByte);
-    if (prepare_fast(endpoint, body, config, tally, out)) return out;
     // Boost.JSON's document and parser stack take up to ~2.7x the tape's bytes a value.
     tally.per_byte(3 * kParseBytesPerBodyByte);
     t.heap.tally = &tally;
     out = prepare_boost(endpoint, std::move(body), config);
-  } catch (const std::bad_alloc&) {  // the tally refused (or memory is exhausted)
-    t.parser.reset();                // its state after a throw inside it is not to be trusted
-    out = PreparedRequest{};
-    out.endpoint = endpoint;
-    out.parse_refused = tally.refusal() != ParseRefusal::kNone ? tally.refusal() : ParseRefusal::kMemory;
+  } catch (const std::bad_alloc&) {
+    t.parser.reset();  // its state after a throw inside it is not to be trusted
+    refuse();
   }
   return out;
 }
