@@ -187,7 +187,6 @@ bool Tape::parse(std::string_view json, size_t max_depth, Allowance* allowance) 
   used_ = 0;
   allowance_ = allowance;
   refused_ = false;
-  open_.clear();
   unescaped_.clear();
   input_ = json;
   if (json.size() >= std::numeric_limits<uint32_t>::max()) return false;
@@ -225,7 +224,9 @@ bool Tape::parse(std::string_view json, size_t max_depth, Allowance* allowance) 
     n.len = static_cast<uint32_t>(close - (q + 1));
     return close + 1;
   };
-  size_t depth = 0;  // the containers open around p (open_ holds their entries)
+  size_t depth = 0;  // the containers open around p: open[0..depth) holds their entries
+  Index* open = open_.data();
+  size_t open_cap = open_.size();
   bool in_object = false;
   bool ok = false;
 
@@ -250,7 +251,12 @@ value:
         goto after_value;
       }
       if (++depth >= max_depth) goto done;
-      open_.push_back(self);
+      if (depth > open_cap) [[unlikely]] {
+        open_.resize(std::max<size_t>(16, 2 * open_cap));
+        open = open_.data();
+        open_cap = open_.size();
+      }
+      open[depth - 1] = self;
       in_object = object;
       if (object) goto key;
       goto value;
@@ -324,10 +330,9 @@ after_value:
   }
   if (*p != (in_object ? '}' : ']')) goto done;
   ++p;
-  nodes[open_.back()].next = used;
-  open_.pop_back();
+  nodes[open[depth - 1]].next = used;
   --depth;
-  in_object = depth != 0 && nodes[open_.back()].kind == Kind::kObject;
+  in_object = depth != 0 && nodes[open[depth - 1]].kind == Kind::kObject;
   goto after_value;
 
 done:

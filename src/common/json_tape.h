@@ -133,7 +133,7 @@ class Tape {
   Node* nodes_ = nullptr;
   Index cap_ = 0;
   Index used_ = 0;
-  std::vector<Index> open_;  // the containers around the current value
+  std::vector<Index> open_;  // the containers around the current value (its size: what parse() may use)
   // The unescaped escaped strings of the current document, each made once: reserved to the
   // input's size at the first (they never take more), so no earlier view moves.
   mutable std::string unescaped_;

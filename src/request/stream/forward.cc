@@ -275,7 +275,12 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   // The candidates, in the decision's order (in this frame: a nested coroutine per request costs
   // more than these lines).
   const route::Decision& d = routed.decision;
-  const auto order = d.dispatch_order();
+  // (Every candidate eligible, the usual case: the order is the ranking itself, no copy.)
+  std::vector<route::CandidateTerms> filtered;
+  const bool all_eligible = !d.fail_open && std::all_of(d.ranked.begin(), d.ranked.end(),
+                                                         [](const route::CandidateTerms& c) { return c.eligible; });
+  if (!all_eligible) filtered = d.dispatch_order();
+  const std::vector<route::CandidateTerms>& order = all_eligible ? d.ranked : filtered;
   x.incarnations.clear();
   for (const route::CandidateTerms& c : order) x.incarnations.push_back(fleet_.roster().incarnation(c.ordinal));
   if (order.empty()) {
