@@ -328,9 +328,37 @@ def probe_reader(args):
         stop_all(rj, eng)
 
 
-def hwm_kib(pid):
+def status_kib(pid, field):
     with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+        return next(int(l.split()[1]) for l in f if l.startswith(field + ":"))
+
+
+def hwm_kib(pid):
+    return status_kib(pid, "VmHWM")
+
+
+def post_concurrently(port, body, n=8):
+    """n clients POST `body` to /v1/chat/completions at once; their statuses, sorted."""
+    codes = []
+
+    def one():  # raw: a refusal may come (and the connection close) before the body is sent
+        s = socket.create_connection(("127.0.0.1", port), timeout=120)
+        try:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        except OSError:
+            pass
+        try:
+            head = s.recv(4096)
+            codes.append(head.split(b" ", 2)[1].decode() if head.startswith(b"HTTP/") else "closed")
+        except OSError:
+            codes.append("closed")
+        s.close()
+
+    ts = [threading.Thread(target=one) for _ in range(n)]
+    [t.start() for t in ts]
+    [t.join(180) for t in ts]
+    return sorted(map(str, codes))
 
 
 def probe_bodies(args):
@@ -339,34 +367,11 @@ def probe_bodies(args):
     try:
         base = hwm_kib(rj.p.pid)
         body = b'{"model":"ramjet-sim","messages":[{"role":"user","content":"' + b"a" * (50 << 20) + b'"}]}'
-        codes = []
-
-        def one():  # raw: a refusal may come (and the connection close) before the body is sent
-            s = socket.create_connection(("127.0.0.1", rj.api), timeout=120)
-            try:
-                s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            except OSError:
-                pass
-            try:
-                head = s.recv(4096)
-                codes.append(head.split(b" ", 2)[1].decode() if head.startswith(b"HTTP/") else "closed")
-            except OSError:
-                codes.append("closed")
-            s.close()
-
-        ts = [threading.Thread(target=one) for _ in range(8)]
-        [t.start() for t in ts]
-        [t.join(180) for t in ts]
+        statuses = post_concurrently(rj.api, body)
         return {"peak_rss_mib": round((hwm_kib(rj.p.pid)) / 1024), "idle_rss_mib": round(base / 1024),
-                "statuses": sorted(map(str, codes))}
+                "statuses": statuses}
     finally:
         stop_all(rj, eng)
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 
 
 def probe_dense(args):
@@ -377,25 +382,10 @@ def probe_dense(args):
         n = 4 << 20  # 4 Mi one-digit numbers: an 8 MiB body
         body = (b'{"model":"ramjet-sim","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"pad":['
                 + b"0," * (n - 1) + b"0]}")
-        codes = []
-
-        def one():
-            s = socket.create_connection(("127.0.0.1", rj.api), timeout=120)
-            try:
-                s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-                head = s.recv(4096)
-                codes.append(head.split(b" ", 2)[1].decode() if head.startswith(b"HTTP/") else "closed")
-            except OSError:
-                codes.append("closed")
-            s.close()
-
-        ts = [threading.Thread(target=one) for _ in range(8)]
-        [t.start() for t in ts]
-        [t.join(180) for t in ts]
+        statuses = post_concurrently(rj.api, body)
         time.sleep(2.0)
         return {"peak_rss_mib": round(hwm_kib(rj.p.pid) / 1024), "idle_rss_mib": round(base / 1024),
-                "rss_after_mib": round(rss_kib(rj.p.pid) / 1024), "statuses": sorted(map(str, codes))}
+                "rss_after_mib": round(status_kib(rj.p.pid, "VmRSS") / 1024), "statuses": statuses}
     finally:
         stop_all(rj, eng)
 
