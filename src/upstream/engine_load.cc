@@ -61,7 +61,10 @@ void EngineLoadBoard::fetching(size_t engine, int64_t own_inflight) {
 }
 
 void EngineLoadBoard::forget(size_t engine) {
-  if (Slot* s = slot(engine, false)) s->at_ms.store(kNever, std::memory_order_release);
+  if (Slot* s = slot(engine, false)) {
+    s->own_at_fetch.store(-1, std::memory_order_relaxed);  // a failed scrape's note is no later reading's
+    s->at_ms.store(kNever, std::memory_order_release);
+  }
 }
 
 SpreadPlace EngineLoadBoard::spread(int64_t now_ms, int64_t own_inflight) const {

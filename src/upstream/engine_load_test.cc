@@ -58,6 +58,11 @@ TEST(EngineLoadBoard, ARequestOfOursThatEndsWhileTheScrapeIsUnderWayIsNotForeign
   board.fetching(1, -4);  // (never below 0)
   board.record(1, 2, 0, 0);
   EXPECT_EQ(board.foreign_units(1), 2);
+  // A scrape that failed (or a slot let go) leaves no note for a later reading.
+  board.fetching(2, 3);
+  board.forget(2);
+  board.record(2, 3, 0, 0);
+  EXPECT_EQ(board.foreign_units(2), 3);
 }
 
 TEST(EngineLoadBoard, KvUsageIsReadFreshAndOnlyWhenReported) {
