@@ -25,6 +25,13 @@ namespace ramjet::net {
 
 namespace {
 
+// s = [first, last). A head's strings are reused request after request, so this is a copy within
+// their capacity: clear and append, not assign's general replace (three a request).
+void assign_bytes(std::string& s, const char* first, const char* last) {
+  s.clear();
+  s.append(first, static_cast<size_t>(last - first));
+}
+
 // Calls f(element) for each element of a comma-separated list, OWS trimmed (empty ones too).
 template <class F>
 bool for_each_element(std::string_view v, F&& f) {
@@ -458,7 +465,7 @@ bool MessageParser::request_line(const char*& p, const char* line_cr, boost::sys
     ec = http::error::bad_method;
     return false;
   }
-  request_->method_string.assign(method, p);
+  assign_bytes(request_->method_string, method, p);
   request_->method = http::string_to_verb(request_->method_string);
   const char* const target = ++p;
   p = target_end(p, line_cr);
@@ -466,7 +473,7 @@ bool MessageParser::request_line(const char*& p, const char* line_cr, boost::sys
     ec = http::error::bad_target;
     return false;
   }
-  request_->target.assign(target, p);
+  assign_bytes(request_->target, target, p);
   ++p;
   const unsigned version = http_version(p);
   if (version == 0 || p[8] != '\r') {
@@ -493,7 +500,7 @@ bool MessageParser::status_line(const char*& p, const char* line_cr, boost::syst
   }
   response_->status = static_cast<unsigned>((p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0'));
   p += 4;
-  response_->reason.assign(p, line_cr);
+  assign_bytes(response_->reason, p, line_cr);
   response_->version = version;
   if (version == 11) flags_ |= kHttp11;
   p = line_cr + 2;
