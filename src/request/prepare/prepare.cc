@@ -55,18 +55,15 @@ class ParseTally final : public json_tape::Allowance {
  public:
   ParseTally(size_t body_bytes, ParseMemory* memory) : body_(body_bytes), memory_(memory) {}
 
-  // The bytes a parse may hold per body byte (kParseBytesPerBodyByte, the tape's; twice it for
-  // Boost.JSON's document).
+  // The bytes a parse may hold per body byte (kParseBytesPerBodyByte, the tape's; three times it
+  // for Boost.JSON's document).
   void per_byte(uint64_t ratio) { cap_ = std::max<uint64_t>(kParseFreeBytes, ratio * body_); }
 
   // `needed`: what the document's values have taken so far (the ratio's measure); `bytes`: what
   // the parse would then hold (a tape's capacity doubles; Boost's heap says what it takes).
   bool allow(size_t needed, size_t bytes) override {
     if (bytes <= kParseFreeBytes) return true;
-    if (needed > cap_) {
-      refusal_ = ParseRefusal::kTooDense;
-      return false;
-    }
+    if (!fits(needed)) return false;
     if (memory_ != nullptr && bytes > granted_) {
       if (!memory_->grow_to(bytes)) {
         refusal_ = ParseRefusal::kMemory;
@@ -80,7 +77,7 @@ class ParseTally final : public json_tape::Allowance {
   // growth is asked at its doublings only: its last entries are checked here); else it is too
   // dense.
   bool fits(uint64_t needed) {
-    if (needed <= cap_ || needed <= kParseFreeBytes) return true;
+    if (needed <= cap_) return true;  // (cap_ is never below kParseFreeBytes)
     refusal_ = ParseRefusal::kTooDense;
     return false;
   }
@@ -160,6 +157,11 @@ json::parser& thread_parser(std::size_t max_depth) {
     t.depth = max_depth;
   }
   return *t.parser;
+}
+
+// After a call: a parser whose stack grew past kRetainedParserBytes is let go (its heap frees it).
+void release_large_parser(ThreadParser& t) {
+  if (t.heap.held() > kRetainedParserBytes) t.parser.reset();
 }
 
 // A monotonic arena over this thread's buffer, its blocks past it from the counted heap.
@@ -718,7 +720,7 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
     ThreadParser& t;
     ~Done() {
       t.heap.tally = nullptr;
-      if (t.heap.held() > kRetainedParserBytes) t.parser.reset();
+      release_large_parser(t);
     }
   } done{t};
   try {
@@ -736,8 +738,7 @@ PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig
 std::optional<std::string> rewrite_models_context(std::string_view body, uint64_t margin) {
   if (margin == 0) return std::nullopt;
   std::optional<std::string> out = rewrite_models(body, margin);
-  ThreadParser& t = thread_parser_state();
-  if (t.heap.held() > kRetainedParserBytes) t.parser.reset();
+  release_large_parser(thread_parser_state());
   return out;
 }
 
