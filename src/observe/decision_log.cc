@@ -24,6 +24,9 @@ void append_term(std::string& out, route::AdapterSlot v) { append_json_string(ou
 DecisionLog::DecisionLog(size_t capacity, size_t engines)
     : slots_(std::max<size_t>(capacity, 1)), engines_(engines), routed_(new std::atomic<uint64_t>[engines ? engines : 1]) {
   for (size_t i = 0; i < (engines ? engines : 1); ++i) routed_[i].store(0, std::memory_order_relaxed);
+  // A record's candidates keep their storage from slot to slot; reserved here (up to 16 engines'
+  // worth), the first pass round the ring allocates nothing on the request path either.
+  for (Slot& slot : slots_) slot.rec.candidates.reserve(std::min<size_t>(engines, 16));
 }
 
 void DecisionLog::push(const route::Routed& routed, std::string_view policy) {

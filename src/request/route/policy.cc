@@ -11,9 +11,18 @@ std::unique_ptr<Policy> make_round_robin_policy(const RouteConfig& config);
 std::unique_ptr<Policy> make_prefix_load_policy(const RouteConfig& config);
 
 FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
+  FleetSnapshot s;
+  fill(fleet, s);
+  return s;
+}
+
+void FleetSnapshot::fill(const upstream::Fleet& fleet, FleetSnapshot& s) {
   // Members only: a vacant or leaving slot is not a candidate, not even to fail open to; nor is
   // a parked one (the idle drain's: a sleeping engine would hold the request unanswered).
-  FleetSnapshot s;
+  std::vector<CandidateState> kept = std::move(s.candidates);
+  kept.clear();
+  s = FleetSnapshot{};
+  s.candidates = std::move(kept);
   s.candidates.reserve(fleet.size());
   const int64_t now = fleet.now_ms();
   for (size_t i = 0; i < fleet.size(); ++i) {
@@ -22,7 +31,6 @@ FleetSnapshot FleetSnapshot::of(const upstream::Fleet& fleet) {
     s.candidates.push_back(CandidateState{i, e.healthy(), e.load_units(), e.inflight()});
     s.candidates.back().failing = fleet.failing(i, now);
   }
-  return s;
 }
 
 std::string_view outcome_label(Outcome o) {

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "request/prepare/prepare.h"
 
 namespace ramjet::upstream {
@@ -81,6 +83,8 @@ struct FleetSnapshot {
   uint32_t spread_place = 0;
   uint32_t spread_tie = 0;
   static FleetSnapshot of(const upstream::Fleet& fleet);
+  // of(), into `out` (its storage reused: Router::decide keeps one a thread).
+  static void fill(const upstream::Fleet& fleet, FleetSnapshot& out);
 };
 
 // What decided the winner (metric label): single|load|rr|overlap|profile|single_flight|spread|adapter|decode.
@@ -111,8 +115,12 @@ struct CandidateTerms {
   int64_t total_load() const { return load_units + foreign_load_units; }
 };
 
+// A decision's candidates, best first: held inline for fleets of up to 8 engines (no allocation
+// a request).
+using Ranking = boost::container::small_vector<CandidateTerms, 8>;
+
 struct Decision {
-  std::vector<CandidateTerms> ranked;  // every candidate, best first
+  Ranking ranked;  // every candidate, best first
   Outcome outcome = Outcome::kSingle;
   uint64_t rotation = 0;               // the tie-break counter value this decision used
   uint32_t routers = 1;                // FleetSnapshot::routers, as decided with

@@ -119,7 +119,7 @@ class PrefixLoadPolicy final : public Policy {
   // decided against the others), and `single_flight` when the winner was chosen for blocks its
   // leader is still prefilling. `load` considers only candidates of the winner's eligibility: a
   // fenced engine's score decided nothing.
-  static Outcome outcome(const std::vector<CandidateTerms>& ranked, Profile wanted, double alpha, uint32_t adapter_units) {
+  static Outcome outcome(const Ranking& ranked, Profile wanted, double alpha, uint32_t adapter_units) {
     if (ranked.size() <= 1) return Outcome::kSingle;
     const CandidateTerms& w = ranked[0];
     // `adapter` (`decode`) when a candidate of the winner's standing would have scored higher

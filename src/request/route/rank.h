@@ -16,7 +16,7 @@ namespace ramjet::route {
 
 // Returns whether the winner tied with another candidate (rotation chose it).
 template <class KeyFn>
-bool rank_with_rotation(std::vector<CandidateTerms>& ranked, uint64_t rotation, KeyFn key) {
+bool rank_with_rotation(Ranking& ranked, uint64_t rotation, KeyFn key) {
   std::sort(ranked.begin(), ranked.end(), [&](const CandidateTerms& a, const CandidateTerms& b) {
     const auto ka = key(a), kb = key(b);
     if (ka != kb) return ka > kb;
@@ -54,7 +54,7 @@ bool rank_with_rotation(std::vector<CandidateTerms>& ranked, uint64_t rotation, 
 // 256 x 64 comparisons). Returns whether the winner changed; it is moved to the front, the others
 // keep their order (the dispatch fallbacks).
 template <class ScoreFn, class StepFn, class RestFn>
-bool spread_among_routers(std::vector<CandidateTerms>& ranked, uint32_t routers, uint32_t place, uint32_t tie,
+bool spread_among_routers(Ranking& ranked, uint32_t routers, uint32_t place, uint32_t tie,
                           ScoreFn score, StepFn step, RestFn rest) {
   if (routers <= 1 || ranked.size() <= 1 || !ranked.front().eligible) return false;
   size_t m = 1;

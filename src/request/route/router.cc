@@ -26,7 +26,8 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
 Routed Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool,
                       std::atomic<uint64_t>* rotation, std::string_view adapter) {
   const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
-  FleetSnapshot snap = FleetSnapshot::of(fleet_);
+  thread_local FleetSnapshot snap;  // (its candidates' storage kept between decisions)
+  FleetSnapshot::fill(fleet_, snap);
   if (pool != nullptr) std::erase_if(snap.candidates, [pool](const CandidateState& c) { return !pool->has(c.ordinal); });
   for (CandidateState& c : snap.candidates) c.profile = profile(c.ordinal);
   if (!adapter.empty() && adapters_ != nullptr) [[unlikely]] {

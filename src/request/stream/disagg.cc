@@ -248,7 +248,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       parser.header_limit(256 * 1024);
       if (!out.empty() && !write_ec) {
         arm_upstream(*conn, x);
-        co_await asio::async_write(conn->stream, out.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
+        write_ec = std::get<0>(co_await asio::async_write(conn->stream, out.rest(), net::awaited));
       }
       // An engine may answer before it read the whole request (413, 400) and close: read it.
       write_failed = static_cast<bool>(write_ec);
@@ -263,8 +263,9 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
         if (parser.is_header_done()) x.body_started = true;
         if (conn->buffer.size() > 0 && conn->buffer.size() < before) continue;  // (a full piece list)
         arm_upstream(*conn, x);
-        const size_t n = co_await conn->stream.async_read_some(
-            conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)), asio::redirect_error(asio::use_awaitable, ec));
+        const auto [read_ec, n] =
+            co_await conn->stream.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)), net::awaited);
+        ec = read_ec;
         if (ec) {
           parser.read_error(ec);
           if (!ec && !parser.is_done()) ec = http::error::partial_message;

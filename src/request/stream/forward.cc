@@ -259,7 +259,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   if (disagg) candidates = role_pools(s, candidates);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
   // A LoRA adapter request prefers engines where its adapter is active (route/adapter_board.h).
-  const route::Routed routed = router_.decide(s.prep, candidates, s.pool.rotation, s.adapter());
+  s.routed = router_.decide(s.prep, candidates, s.pool.rotation, s.adapter());
+  const route::Routed& routed = s.routed;
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
   struct Finished {
@@ -280,7 +281,8 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   const bool all_eligible = !d.fail_open && std::all_of(d.ranked.begin(), d.ranked.end(),
                                                          [](const route::CandidateTerms& c) { return c.eligible; });
   if (!all_eligible) filtered = d.dispatch_order();
-  const std::vector<route::CandidateTerms>& order = all_eligible ? d.ranked : filtered;
+  const std::span<const route::CandidateTerms> order =
+      all_eligible ? std::span<const route::CandidateTerms>(d.ranked.data(), d.ranked.size()) : filtered;
   x.incarnations.clear();
   for (const route::CandidateTerms& c : order) x.incarnations.push_back(fleet_.roster().incarnation(c.ordinal));
   if (order.empty()) {
@@ -513,7 +515,7 @@ void Proxy::decided(Exchange& x, const route::Routed& routed) {
   notify<kDecided>(&ExchangeObserver::decided, x);
 }
 
-bool Proxy::more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order,
+bool Proxy::more_candidates(const route::Decision& d, std::span<const route::CandidateTerms> order,
                             size_t k) const {
   for (size_t j = k + 1; j < order.size(); ++j) {
     if (d.fail_open || fleet_.at(order[j].ordinal).healthy()) return true;
@@ -524,7 +526,7 @@ bool Proxy::more_candidates(const route::Decision& d, const std::vector<route::C
 // One candidate: reserve its load, get a connection (a pooled one that turns out stale is
 // replaced by a fresh one once), send, read the head, then relay. kNext: try the next candidate.
 asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const route::Routed& routed,
-                                             const std::vector<route::CandidateTerms>& order, size_t k) {
+                                             std::span<const route::CandidateTerms> order, size_t k) {
   const route::CandidateTerms& c = order[k];
   const size_t u = c.ordinal;
   const size_t ep = ep_index(x.endpoint);
@@ -594,7 +596,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         s.unresponsive_after = std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size());
       if (!s.out_buffers.empty() && !write_ec) {
         arm_upstream(*conn, x);  // an engine that stops reading the body counts as silent
-        co_await asio::async_write(conn->stream, s.out_buffers.rest(), asio::redirect_error(asio::use_awaitable, write_ec));
+        write_ec = std::get<0>(co_await asio::async_write(conn->stream, s.out_buffers.rest(), net::awaited));
       }
       // An engine may answer before it has read the whole request (413, 400) and close: its
       // answer is still read and relayed, but the connection is not reused (the request was cut).
@@ -605,8 +607,9 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         parse_buffered(*conn, head_parser, ec);
         if (ec || head_parser.is_header_done()) break;
         arm_upstream(*conn, x);
-        size_t n = co_await conn->stream.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)),
-                                                         asio::redirect_error(asio::use_awaitable, ec));
+        auto [read_ec, n] =
+            co_await conn->stream.async_read_some(conn->buffer.prepare(beast::read_size(conn->buffer, kReadMax)), net::awaited);
+        ec = read_ec;
         if (ec) {
           head_parser.read_error(ec);
           if (!ec) ec = http::error::partial_message;  // the head cannot end at EOF

@@ -148,9 +148,8 @@ asio::awaitable<void> reject_json(net::Stream& client, net::HeadBuffer& out, net
   net::append_decimal(out, body.size());
   out.append("\r\n\r\n");
   out.append(body);
-  boost::system::error_code ec;
   deadline.arm(std::chrono::seconds(5));
-  co_await asio::async_write(client, asio::buffer(out.data(), out.size()), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(client, asio::buffer(out.data(), out.size()), net::awaited);
   deadline.disarm();
 }
 
@@ -180,8 +179,8 @@ asio::awaitable<void> linger(net::Stream& client, beast::flat_buffer& sink, net:
   deadline.arm(std::chrono::seconds(2));
   for (size_t dropped = 0; dropped < (size_t{4} << 20);) {
     sink.clear();
-    const size_t n = co_await client.async_read_some(sink.prepare(kReadMax), asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) break;
+    const auto [read_ec, n] = co_await client.async_read_some(sink.prepare(kReadMax), net::awaited);
+    if (read_ec) break;
     dropped += n;
   }
   deadline.disarm();
@@ -228,8 +227,9 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   // Reads more bytes from the client into s.buffer. End of stream is reported as Beast did:
   // end_of_stream before any byte of the message, else whatever put_eof() says.
   auto read_more = [&s](net::RequestParser& parser, boost::system::error_code& ec) -> asio::awaitable<void> {
-    size_t n = co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)),
-                                                 asio::redirect_error(asio::use_awaitable, ec));
+    auto [read_ec, n] =
+        co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)), net::awaited);
+    ec = read_ec;
     if (ec == asio::error::eof) {
       parser.read_error(ec);
       if (!ec) ec = http::error::end_of_stream;  // a request cannot end with the connection: closed
@@ -255,8 +255,8 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
         // The read may already be pending (started while the last exchange was forwarded).
         start_client_read(s.watch);
         if (!w.has_result) {
-          co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-              [&w](ClientWatch::Waiter handler) { w.waiter.emplace(std::move(handler)); }, asio::use_awaitable);
+          co_await asio::async_initiate<const asio::deferred_t&, void()>(
+              [&w](auto handler) { w.waiter.emplace(std::move(handler)); }, asio::deferred);
         }
         set_idle(s, false);
         w.has_result = false;
@@ -339,8 +339,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
       }
       if (beast::iequals(s.req.fields.get(http::field::expect), "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-        co_await asio::async_write(s.client, asio::buffer(kContinue.data(), kContinue.size()),
-                                   asio::redirect_error(asio::use_awaitable, ec));
+        ec = std::get<0>(co_await asio::async_write(s.client, asio::buffer(kContinue.data(), kContinue.size()), net::awaited));
         if (ec) break;
       }
       if (!parser.is_done()) {
@@ -412,8 +411,8 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   // the TLS stream, which must outlive it.
   if (s.watch->reading) {
     ClientWatch& w = *s.watch;
-    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-        [&w](ClientWatch::Waiter handler) { w.waiter.emplace(std::move(handler)); }, asio::use_awaitable);
+    co_await asio::async_initiate<const asio::deferred_t&, void()>(
+        [&w](auto handler) { w.waiter.emplace(std::move(handler)); }, asio::deferred);
   }
 }
 

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -159,7 +160,7 @@ class Proxy {
   // forward.cc: routing, dispatch and retry.
   boost::asio::awaitable<void> forward(Session& s, Exchange& x);
   boost::asio::awaitable<Step> dispatch(Session& s, Exchange& x, const route::Routed& routed,
-                                        const std::vector<route::CandidateTerms>& order, size_t k);
+                                        std::span<const route::CandidateTerms> order, size_t k);
   void start_exchange(Session& s, Exchange& x, net::UpstreamConnection& conn, const net::Member& member,
                       boost::system::error_code& write_ec);
   HeadResult head_failure(Session& s, const net::UpstreamConnection& conn, const boost::system::error_code& ec) const;
@@ -171,7 +172,7 @@ class Proxy {
   // A connection to engine `u` could not be made: counted, and the engine fenced.
   void connect_failed(Exchange& x, size_t u, net::ConnectFailure cf);
   // Whether a candidate after order[k] may still be tried.
-  bool more_candidates(const route::Decision& d, const std::vector<route::CandidateTerms>& order, size_t k) const;
+  bool more_candidates(const route::Decision& d, std::span<const route::CandidateTerms> order, size_t k) const;
   void prepare_exchange(Session& s, Exchange& x);
   // exact_tokens.cc: the prompt's tokens for exact routing, into s.prep.exact.
   boost::asio::awaitable<void> fetch_exact_tokens(Session& s);

@@ -218,7 +218,8 @@ asio::awaitable<void> Proxy::write_rest(Session& s, Exchange& x, boost::system::
   OutBuffers& out = s.out_buffers;
   while (!out.empty() && !ec) {
     if (timed) s.deadline.arm(config_.client_send_timeout);
-    const size_t n = co_await s.client.async_write_some(out.rest(), asio::redirect_error(asio::use_awaitable, ec));
+    const auto [write_ec, n] = co_await s.client.async_write_some(out.rest(), net::awaited);
+    ec = write_ec;
     out.consume(n);
   }
   if (timed) {
@@ -264,9 +265,9 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_body(Session& s, Exchange& x, A
       parse_buffered(conn, parser, ec);
       if (!ec && parser.piece_count() == 0 && !parser.is_done()) {
         arm_upstream(conn, x);
-        size_t n = co_await conn.stream.async_read_some(
-            conn.buffer.prepare(beast::read_size(conn.buffer, kReadMax)),
-            asio::redirect_error(asio::use_awaitable, ec));
+        auto [read_ec, n] = co_await conn.stream.async_read_some(
+            conn.buffer.prepare(beast::read_size(conn.buffer, kReadMax)), net::awaited);
+        ec = read_ec;
         if (ec) {
           parser.read_error(ec);
         } else {
@@ -333,9 +334,9 @@ asio::awaitable<Proxy::RelayResult> Proxy::relay_models(Session& s, Exchange& x,
     parse_buffered(a.conn, a.parser, ec);
     if (!ec && a.parser.piece_count() == 0 && !a.parser.is_done()) {
       arm_upstream(a.conn, x);
-      size_t n = co_await a.conn.stream.async_read_some(
-          a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)),
-          asio::redirect_error(asio::use_awaitable, ec));
+      auto [read_ec, n] = co_await a.conn.stream.async_read_some(
+          a.conn.buffer.prepare(beast::read_size(a.conn.buffer, kReadMax)), net::awaited);
+      ec = read_ec;
       if (ec) {
         a.parser.read_error(ec);
       } else {

@@ -2,11 +2,13 @@
 // (connection loop), forward.cc (dispatch and retry) and relay.cc (the response).
 #pragma once
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/container/small_vector.hpp>
 #include <boost/beast/http/error.hpp>
 
 #include <array>
@@ -102,7 +104,7 @@ struct ClientWatch {
   boost::system::error_code result;
   net::UpstreamConnection* upstream = nullptr;  // current upstream connection, if any
   // The connection loop's coroutine, suspended until the read completes.
-  using Waiter = boost::asio::async_result<boost::asio::use_awaitable_t<>, void()>::handler_type;
+  using Waiter = boost::asio::any_completion_handler<void()>;
   std::optional<Waiter> waiter;
 };
 // Starts the read unless one is pending or its result is waiting.
@@ -157,6 +159,9 @@ struct Proxy::Session {
   // Counted in the admission's client shares (burst slots) from admission to the request's end:
   // its pool key and client ("" when not counted).
   std::string share_pool, share_client;
+  // The current request's routing decision (forward.cc; here, not in the coroutine's frame: a
+  // frame past ~1 KB is allocated from the heap each time, not reused).
+  route::Routed routed;
   // Prefill/decode disaggregation (disagg.cc): the pool's engines that decode and that prefill, the
   // prefill leg's decision, its answer and the transfer parameters the decode leg carries ("":
   // none, the request is served whole).
@@ -226,7 +231,9 @@ struct Proxy::Exchange : ExchangeRecord {
   bool counted = false;  // ramjet_requests_total already counted this exchange
   bool engine_done = false;  // `completed` fired for the current attempt
   // Dispatch.
-  std::vector<uint64_t> incarnations;  // per dispatch candidate: the engine the decision saw in its slot
+  // Per dispatch candidate: the engine the decision saw in its slot (inline up to 8: no
+  // allocation a request).
+  boost::container::small_vector<uint64_t, 8> incarnations;
   std::optional<SentFailure> first_failure;  // retried once on another engine
   UpstreamError last_error = UpstreamError::kConnect;
   bool request_cut = false;  // the engine stopped taking the request before all of it was written
