@@ -25,7 +25,8 @@ DecisionLog::DecisionLog(size_t capacity, size_t engines)
     : slots_(std::max<size_t>(capacity, 1)), engines_(engines), routed_(new std::atomic<uint64_t>[engines ? engines : 1]) {
   for (size_t i = 0; i < (engines ? engines : 1); ++i) routed_[i].store(0, std::memory_order_relaxed);
   // A record's candidates keep their storage from slot to slot; reserved here (up to 16 engines'
-  // worth), the first pass round the ring allocates nothing on the request path either.
+  // worth), the first pass round the ring does not allocate them on the request path either
+  // (exact routing's token vectors still grow once a slot).
   for (Slot& slot : slots_) slot.rec.candidates.reserve(std::min<size_t>(engines, 16));
 }
 

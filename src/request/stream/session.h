@@ -103,7 +103,10 @@ struct ClientWatch {
   bool has_result = false;  // a read completed; `result` is for the connection loop
   boost::system::error_code result;
   net::UpstreamConnection* upstream = nullptr;  // current upstream connection, if any
-  // The connection loop's coroutine, suspended until the read completes.
+  // The connection loop's coroutine, suspended until the read completes (awaited as Asio's
+  // deferred operation: no coroutine frame of its own). Only emplace, move-construct and reset
+  // it: Boost 1.81's any_completion_handler move-assignment wraps the handler in itself and
+  // recurses when called.
   using Waiter = boost::asio::any_completion_handler<void()>;
   std::optional<Waiter> waiter;
 };
