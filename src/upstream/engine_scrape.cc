@@ -277,7 +277,17 @@ void EngineScraper::stop() {
 
 namespace {
 
+// Lets the loop start the next fetch of slot i (or of GPU URL i) when this one ends, however it
+// ends: a scrape that threw (the loop spawns it detached: the exception goes nowhere) must not
+// leave its engine unscraped for good.
+struct Unbusy {
+  std::vector<char>& busy;
+  size_t i;
+  ~Unbusy() { busy[i] = 0; }
+};
+
 asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {
+  const Unbusy unbusy{loop->busy, i};
   const net::Roster* roster = self->config().roster;
   const uint64_t incarnation = roster ? roster->incarnation(i) : 0;
   if (self->config().on_fetch) {
@@ -290,7 +300,6 @@ asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineS
     }
   }
   EngineMetricsFetch f = co_await fetch_engine_metrics(self->config(), i);
-  loop->busy[i] = 0;
   if (loop->stopped) co_return;
   if (roster && (roster->incarnation(i) != incarnation || !roster->active(i))) co_return;  // it left meanwhile
   // One scrape of an engine with data-parallel ranks serves every rank's slot: each reads its
@@ -326,10 +335,10 @@ asio::awaitable<void> scrape_engine(EngineScraper* self, std::shared_ptr<EngineS
 }
 
 asio::awaitable<void> scrape_gpu_url(EngineScraper* self, std::shared_ptr<EngineScraper::Loop> loop, size_t i) {
+  const Unbusy unbusy{loop->gpu_busy, i};
   const config::UpstreamUrl& url = self->config().gpu_urls[i];
   // http://host:9400/metrics: the URL's path is the target; a bare host means /metrics.
   EngineMetricsFetch f = co_await fetch(url, url.base_path.empty() ? "/metrics" : "", self->config());
-  loop->gpu_busy[i] = 0;
   if (loop->stopped) co_return;
   EngineSample ignored;
   std::vector<GpuSample> gpus;

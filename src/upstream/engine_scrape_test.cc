@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 namespace ramjet::upstream {
 namespace {
@@ -402,6 +403,37 @@ TEST(EngineScrape, TheLoopCountsErrorsForADeadEngineAndReadsHostGpusWithNvidiaSm
         << "connect errors are counted: " << text;
     scraper.stop();
     ctx.run_for(milliseconds(100));  // the loop ends after the cancelled wait
+  }
+  ctx.restart();
+  ctx.run();
+}
+
+// A scrape that throws (the loop spawns each detached: its exception goes nowhere) still lets the
+// next tick scrape that engine: before, its busy flag stayed set and the engine was never read
+// again.
+TEST(EngineScrape, AScrapeThatThrowsDoesNotStopTheEnginesNextScrapes) {
+  boost::asio::io_context ctx;
+  uint16_t port = 0;
+  {
+    boost::asio::ip::tcp::acceptor a(ctx, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    port = a.local_endpoint().port();
+  }
+  EngineScrapeConfig c;
+  c.interval = milliseconds(30);
+  c.timeout = milliseconds(100);
+  c.engines = {config::UpstreamUrl{"127.0.0.1", port, ""}};
+  size_t fetches = 0;
+  c.on_fetch = [&](size_t) {
+    if (++fetches == 1) throw std::runtime_error("the first scrape fails before it asks");
+  };
+  {
+    EngineScraper scraper(c);
+    scraper.start(ctx);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline && fetches < 3) ctx.run_for(milliseconds(30));
+    EXPECT_GE(fetches, 3u);
+    scraper.stop();
+    ctx.run_for(milliseconds(100));
   }
   ctx.restart();
   ctx.run();
