@@ -25,6 +25,13 @@ Router::Router(std::unique_ptr<Policy> policy, upstream::Fleet& fleet, std::vect
 
 Routed Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool,
                       std::atomic<uint64_t>* rotation, std::string_view adapter) {
+  Routed r;
+  decide(req, pool, rotation, adapter, r);
+  return r;
+}
+
+void Router::decide(const request::PreparedRequest& req, const upstream::EngineSet* pool,
+                    std::atomic<uint64_t>* rotation, std::string_view adapter, Routed& r) {
   const std::shared_ptr<Policy> policy = policy_.load(std::memory_order_acquire);
   thread_local FleetSnapshot snap;  // (its candidates' storage kept between decisions)
   FleetSnapshot::fill(fleet_, snap);
@@ -101,8 +108,9 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
     decode_cost_->charges(snap.candidates, req.max_output_tokens, policy->config().chunk_bytes,
                           policy->config().max_overlap_blocks);
   }
-  Routed r;
+  // Every field of r is written below (r may hold the connection's previous decision).
   r.request = RouteRequest::of(req, policy->config());
+  r.session = SessionNote{};
   if (session_.mode == SessionAffinityMode::kOff || !request::is_inference(req.endpoint) ||
       static_cast<size_t>(req.endpoint) >= session_counts_.size()) {
     r.decision = policy->decide_next(r.request, snap, rotation);
@@ -133,6 +141,12 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
     if (chosen) {  // speculative residency: what the chosen engine is about to hold
       for (OverlapSource* source : sources_) source->placed(chosen->ordinal, req, tokens[chosen->ordinal]);
     }
+  } else {
+    r.exact_tokens.clear();
+    r.exact_tiers.clear();
+    r.exact_provisional.clear();
+    r.exact_stamps.clear();
+    r.exact_block_size = 0;
   }
   if (r.exact != ExactOutcome::kNone) {
     exact_outcomes_[static_cast<size_t>(r.exact)].fetch_add(1, std::memory_order_relaxed);
@@ -140,7 +154,6 @@ Routed Router::decide(const request::PreparedRequest& req, const upstream::Engin
       canary_[static_cast<size_t>(req.exact.cohort)].fetch_add(1, std::memory_order_relaxed);
     }
   }
-  return r;
 }
 
 Decision Router::decide_with_session(const request::PreparedRequest& req, const RouteRequest& rr, FleetSnapshot& snap,

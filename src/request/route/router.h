@@ -30,6 +30,8 @@ class Fleet;
 namespace ramjet::route {
 
 // A decision plus what the router learned while making it.
+// (Router::decide(..., out) writes every field into a reused Routed: a field added here must be
+// written there too.)
 struct Routed {
   RouteRequest request;  // what the policy was asked (the journal and decision log record it)
   Decision decision;
@@ -80,6 +82,10 @@ class Router {
   // candidate's AdapterSlot comes from the adapter board (set_adapters).
   Routed decide(const request::PreparedRequest& req, const upstream::EngineSet* pool = nullptr,
                 std::atomic<uint64_t>* rotation = nullptr, std::string_view adapter = {});
+  // decide(), into `out` (every field written; its storage reused): the request path keeps one a
+  // connection rather than moving a new one in each request.
+  void decide(const request::PreparedRequest& req, const upstream::EngineSet* pool, std::atomic<uint64_t>* rotation,
+              std::string_view adapter, Routed& out);
 
   // Registers a cold request's prefix as being prefilled on `engine` (an empty lease when the
   // request was not cold or single-flight is off). Keep the lease until the response ends.

@@ -113,7 +113,7 @@ asio::awaitable<bool> Proxy::disaggregate(Session& s, Exchange& x, const route::
   }
   if (choice == DisaggChoice::kRemote) {
     // (the prefill engine loads the adapter too)
-    s.prefill_routed = router_.decide(s.prep, &s.prefill_set, nullptr, s.adapter());
+    router_.decide(s.prep, &s.prefill_set, nullptr, s.adapter(), s.prefill_routed);
     x.prefill_routed = &s.prefill_routed;
     const route::Decision& pd = s.prefill_routed.decision;
     const std::vector<route::CandidateTerms> order = pd.dispatch_order();

@@ -259,7 +259,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
   if (disagg) candidates = role_pools(s, candidates);
   if (config_.exact.enabled && x.endpoint != Endpoint::kModels) co_await fetch_exact_tokens(s);
   // A LoRA adapter request prefers engines where its adapter is active (route/adapter_board.h).
-  s.routed = router_.decide(s.prep, candidates, s.pool.rotation, s.adapter());
+  router_.decide(s.prep, candidates, s.pool.rotation, s.adapter(), s.routed);
   const route::Routed& routed = s.routed;
   x.prep = &s.prep;
   // Observers hear how the exchange ended however it ends, while the body is still in s.prep.
