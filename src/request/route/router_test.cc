@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
 #include <string>
 
@@ -205,6 +206,55 @@ TEST(Router, TheFirstSourceThatAnswersGivesTheOverlapsAndEverySourceLearnsWhatWa
   falls_back.observe(0, req);
   EXPECT_EQ(declines.served_, 1);
   EXPECT_EQ(index.overlap(0, req.fingerprints.chain), req.fingerprints.chain.size());
+}
+
+// The request path decides into the connection's Routed, which holds its previous request's
+// decision: every field is written, so what is left of that one (an exact placement, a session
+// note, a cold prefix, a longer ranking) reads as a decision made afresh.
+TEST(Router, ADecisionWrittenOverThePreviousOneReadsAsAFreshOne) {
+  Rig rig(3);
+  rig.router.observe(1, chat('w', 12, "warm"));
+  for (const auto& req : {chat('w', 12, "again"), chat('z', 12, "cold")}) {
+    Routed out;
+    out.request.body_bytes = 999999;
+    out.request.total_blocks = 77;
+    out.decision.ranked.resize(5);
+    out.decision.outcome = Outcome::kSpread;
+    out.decision.fail_open = true;
+    out.cold = true;
+    out.exact = ExactOutcome::kShadowWouldMove;
+    out.exact_tokens = {1, 2, 3};
+    out.exact_tiers.resize(3);
+    out.exact_provisional = {4, 5, 6};
+    out.exact_stamps.resize(3);
+    out.exact_block_size = 16;
+    out.session.enabled = true;
+    out.session.outcome = SessionOutcome::kMoved;
+    out.session.target = 2;
+    std::atomic<uint64_t> rotation_a{7}, rotation_b{7};
+    rig.router.decide(req, nullptr, &rotation_a, {}, out);
+    const Routed fresh = rig.router.decide(req, nullptr, &rotation_b, {});
+    EXPECT_EQ(out.request.body_bytes, fresh.request.body_bytes);
+    EXPECT_EQ(out.request.total_blocks, fresh.request.total_blocks);
+    EXPECT_EQ(out.request.endpoint, fresh.request.endpoint);
+    ASSERT_EQ(out.decision.ranked.size(), fresh.decision.ranked.size());
+    for (size_t i = 0; i < out.decision.ranked.size(); ++i) {
+      EXPECT_EQ(out.decision.ranked[i].ordinal, fresh.decision.ranked[i].ordinal);
+      EXPECT_EQ(out.decision.ranked[i].overlap, fresh.decision.ranked[i].overlap);
+      EXPECT_EQ(out.decision.ranked[i].score, fresh.decision.ranked[i].score);
+    }
+    EXPECT_EQ(out.decision.outcome, fresh.decision.outcome);
+    EXPECT_EQ(out.decision.fail_open, fresh.decision.fail_open);
+    EXPECT_EQ(out.decision.rotation, fresh.decision.rotation);
+    EXPECT_EQ(out.cold, fresh.cold);
+    EXPECT_EQ(out.exact, ExactOutcome::kNone);
+    EXPECT_TRUE(out.exact_tokens.empty() && out.exact_tiers.empty() && out.exact_provisional.empty() &&
+                out.exact_stamps.empty());
+    EXPECT_EQ(out.exact_block_size, 0u);
+    EXPECT_FALSE(out.session.enabled);
+    EXPECT_EQ(out.session.outcome, fresh.session.outcome);
+    EXPECT_FALSE(out.session.target.has_value());
+  }
 }
 
 // ---- several routers: other routers' load, as the engines report it ----
