@@ -14,8 +14,6 @@
 // (or, with RJ_DISAGG_PREFILL_FAILURE=error, answered with the failure). A 4xx answer is the
 // request's own: it goes to the client as it came, and nothing is retried. A prefill leg that did
 // answer is never run again.
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/read_size.hpp>
 
