@@ -8,11 +8,19 @@
 //    a plain socket: HTTP framing (length, chunks) already says whether a message was complete;
 //  - one read and one write may be pending at once (Asio's ssl::stream is full duplex), as the
 //    client watch needs.
+// A plain read whose last read left the socket drained (it returned less than its buffer held)
+// waits for the socket to be readable and then reads, instead of trying a read first: a
+// streamed response's next event, the engine's answer to a request just sent and a keep-alive
+// client's next request are not there yet when asked for, and the failed try (a recv that
+// answers EAGAIN) costs more than the wait's re-arm. A read that filled its buffer tries first,
+// as Asio does: more is likely queued.
 // Not movable: the TLS layer refers to the socket.
 #pragma once
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associator.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -29,6 +37,42 @@ namespace ramjet::net {
 // itself; use_awaitable would start a coroutine frame of its own for every operation (~215
 // instructions more an operation, and an SSE stream of ten events makes eleven reads).
 inline constexpr boost::asio::as_tuple_t<boost::asio::deferred_t> awaited{};
+
+class Stream;
+
+namespace stream_detail {
+
+// The completion handlers of a plain read: the caller's handler, wrapped. Each forwards the
+// caller's associated executor, allocator and cancellation slot (the associator below), so the
+// read completes as the caller's own operation would.
+template <class Handler>
+struct NoteDrained {  // a read's handler: notes whether it drained the socket
+  Stream* stream;
+  size_t capacity;
+  Handler handler;
+  void operator()(boost::system::error_code ec, size_t n);
+};
+
+template <class Buffers, class Handler>
+struct ReadWhenReady {  // a wait's handler: the socket is readable, read now
+  Stream* stream;
+  Buffers buffers;
+  Handler handler;
+  void operator()(boost::system::error_code ec);
+};
+
+template <class T>
+struct Inner;
+template <class H>
+struct Inner<NoteDrained<H>> {
+  using type = H;
+};
+template <class B, class H>
+struct Inner<ReadWhenReady<B, H>> {
+  using type = H;
+};
+
+}  // namespace stream_detail
 
 class Stream {
  public:
@@ -69,20 +113,17 @@ class Stream {
     return tls_ != nullptr && ec.category() == boost::asio::error::get_ssl_category();
   }
 
+  // The connection's reads: the handler runs while this Stream lives (its owner awaits it).
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, size_t)>(
-        [this](auto handler, const MutableBuffers& b) {
-          if (!tls_) {
-            socket_.async_read_some(b, std::move(handler));
-            return;
-          }
-          tls_->async_read_some(b, [h = std::move(handler)](boost::system::error_code ec, size_t n) mutable {
-            if (ec == boost::asio::ssl::error::stream_truncated) ec = boost::asio::error::eof;
-            std::move(h)(ec, n);
-          });
-        },
-        token, buffers);
+    return read<true>(buffers, std::forward<Token>(token));
+  }
+
+  // A read on behalf of another owner (the client watch), whose handler may run after this
+  // Stream is gone: it tries first and never notes whether it drained the socket.
+  template <class MutableBuffers, class Token>
+  auto async_read_some_unowned(const MutableBuffers& buffers, Token&& token) {
+    return read<false>(buffers, std::forward<Token>(token));
   }
 
   template <class ConstBuffers, class Token>
@@ -106,9 +147,90 @@ class Stream {
   }
 
  private:
+  template <class H>
+  friend struct stream_detail::NoteDrained;
+  template <class B, class H>
+  friend struct stream_detail::ReadWhenReady;
+
+  template <bool Owned, class MutableBuffers, class Token>
+  auto read(const MutableBuffers& buffers, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, size_t)>(
+        [this](auto handler, const MutableBuffers& b) {
+          using Handler = decltype(handler);
+          if (!tls_) {
+            if constexpr (!Owned) {
+              socket_.async_read_some(b, std::move(handler));
+            } else if (drained_ && socket_.non_blocking()) {
+              socket_.async_wait(tcp::socket::wait_read,
+                                 stream_detail::ReadWhenReady<MutableBuffers, Handler>{this, b, std::move(handler)});
+            } else {
+              socket_.async_read_some(
+                  b, stream_detail::NoteDrained<Handler>{this, boost::asio::buffer_size(b), std::move(handler)});
+            }
+            return;
+          }
+          tls_->async_read_some(b, [h = std::move(handler)](boost::system::error_code ec, size_t n) mutable {
+            if (ec == boost::asio::ssl::error::stream_truncated) ec = boost::asio::error::eof;
+            std::move(h)(ec, n);
+          });
+        },
+        token, buffers);
+  }
+
   tcp::socket socket_;  // declared first: the TLS layer refers to it and goes first
   std::shared_ptr<boost::asio::ssl::context> ctx_;
   std::unique_ptr<tls_stream> tls_;
+  bool drained_ = true;  // a plain read waits first (a new connection's peer has sent nothing yet)
 };
 
+namespace stream_detail {
+
+template <class Handler>
+void NoteDrained<Handler>::operator()(boost::system::error_code ec, size_t n) {
+  stream->drained_ = n < capacity;
+  std::move(handler)(ec, n);
+}
+
+template <class Buffers, class Handler>
+void ReadWhenReady<Buffers, Handler>::operator()(boost::system::error_code ec) {
+  if (ec) {  // cancelled, or the socket is gone
+    std::move(handler)(ec, size_t{0});
+    return;
+  }
+  Stream& s = *stream;
+  const size_t n = s.socket_.read_some(buffers, ec);  // non-blocking: never waits
+  if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
+    // Readable, yet nothing to read (a spurious wake-up): the plain read, which waits.
+    s.socket_.async_read_some(buffers, NoteDrained<Handler>{stream, boost::asio::buffer_size(buffers), std::move(handler)});
+    return;
+  }
+  s.drained_ = n < boost::asio::buffer_size(buffers);
+  std::move(handler)(ec, n);
+}
+
+}  // namespace stream_detail
 }  // namespace ramjet::net
+
+// The wrapped handlers carry the caller's associated executor, allocator and cancellation slot.
+namespace ramjet::net::stream_detail {
+template <template <class, class> class Associator, class T, class DefaultCandidate>
+struct ForwardAssociator {
+  using Inner = typename stream_detail::Inner<T>::type;
+  using type = typename Associator<Inner, DefaultCandidate>::type;
+  static type get(const T& h) noexcept { return Associator<Inner, DefaultCandidate>::get(h.handler); }
+  static auto get(const T& h, const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Inner, DefaultCandidate>::get(h.handler, c)) {
+    return Associator<Inner, DefaultCandidate>::get(h.handler, c);
+  }
+};
+}  // namespace ramjet::net::stream_detail
+
+template <template <class, class> class Associator, class H, class DefaultCandidate>
+struct boost::asio::associator<Associator, ramjet::net::stream_detail::NoteDrained<H>, DefaultCandidate>
+    : ramjet::net::stream_detail::ForwardAssociator<Associator, ramjet::net::stream_detail::NoteDrained<H>,
+                                                    DefaultCandidate> {};
+
+template <template <class, class> class Associator, class B, class H, class DefaultCandidate>
+struct boost::asio::associator<Associator, ramjet::net::stream_detail::ReadWhenReady<B, H>, DefaultCandidate>
+    : ramjet::net::stream_detail::ForwardAssociator<Associator, ramjet::net::stream_detail::ReadWhenReady<B, H>,
+                                                    DefaultCandidate> {};

@@ -90,7 +90,7 @@ void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost
 void start_client_read(const std::shared_ptr<ClientWatch>& w) {
   if (w->reading || w->has_result || w->client == nullptr) return;
   w->reading = true;
-  w->client->async_read_some(
+  w->client->async_read_some_unowned(
       w->buffer->prepare(beast::read_size(*w->buffer, kReadMax)),
       [w](boost::system::error_code ec, size_t n) {
         w->reading = false;

@@ -1,0 +1,190 @@
+// net/stream's plain reads: one that follows a read which drained the socket waits for the
+// socket to be readable and then reads; one that follows a read which filled its buffer tries
+// first. Either way every byte arrives, in order, and an end, an error or a close ends the read.
+#include "net/stream.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ramjet::net {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+// A connected loopback pair: `ours` (a Stream, non-blocking as the data plane's are) and `peer`.
+struct Pair {
+  asio::io_context io;
+  Stream ours{io.get_executor()};
+  tcp::socket peer{io};
+
+  explicit Pair(bool non_blocking = true) {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    ours.socket().connect(acceptor.local_endpoint());
+    acceptor.accept(peer);
+    if (non_blocking) ours.socket().non_blocking(true);
+  }
+  void send(std::string_view bytes) { asio::write(peer, asio::buffer(bytes.data(), bytes.size())); }
+};
+
+struct Read {
+  boost::system::error_code ec;
+  std::string bytes;
+  bool done = false;
+};
+
+// Starts one read of at most `capacity` bytes into `out`.
+void start_read(Pair& p, size_t capacity, Read& out) {
+  asio::co_spawn(
+      p.io,
+      [&p, capacity, &out]() -> asio::awaitable<void> {
+        std::vector<char> buf(capacity);
+        auto [ec, n] = co_await p.ours.async_read_some(asio::buffer(buf), awaited);
+        out.ec = ec;
+        out.bytes.assign(buf.data(), n);
+        out.done = true;
+      },
+      asio::detached);
+}
+
+// Runs the context until `r` is done (or a few seconds pass: a read that never completes fails).
+void run_until(Pair& p, const Read& r) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!r.done && std::chrono::steady_clock::now() < deadline) {
+    p.io.run_for(10ms);
+    if (p.io.stopped()) p.io.restart();
+  }
+}
+
+TEST(Stream, AReadOnAQuietSocketGetsTheBytesThatComeLater) {
+  Pair p;
+  Read r;
+  start_read(p, 64, r);
+  p.io.run_for(20ms);  // the read is waiting: nothing has been sent
+  p.io.restart();
+  EXPECT_FALSE(r.done);
+  p.send("hello");
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.bytes, "hello");
+}
+
+// Bytes that arrived while no read was pending (their readiness already reported, and lost, on
+// the edge-triggered registration) are read by a read that waits first: the wait re-arms.
+TEST(Stream, AReadThatWaitsGetsBytesQueuedBeforeItStarted) {
+  Pair p;
+  Read first;
+  p.send("one");
+  start_read(p, 64, first);  // drains the socket: the next read waits first
+  run_until(p, first);
+  ASSERT_EQ(first.bytes, "one");
+  p.send("two");
+  for (int i = 0; i < 5; ++i) {  // the readiness is reported with no read pending
+    p.io.run_for(5ms);
+    p.io.restart();
+    std::this_thread::sleep_for(2ms);
+  }
+  Read second;
+  start_read(p, 64, second);
+  run_until(p, second);
+  ASSERT_TRUE(second.done);
+  EXPECT_FALSE(second.ec) << second.ec.message();
+  EXPECT_EQ(second.bytes, "two");
+}
+
+TEST(Stream, AReadThatFilledItsBufferIsFollowedByOneThatTakesTheRest) {
+  Pair p;
+  p.send("0123456789abcdef");
+  std::string got;
+  for (int i = 0; i < 4 && got.size() < 16; ++i) {
+    Read r;
+    start_read(p, 6, r);
+    run_until(p, r);
+    ASSERT_TRUE(r.done);
+    ASSERT_FALSE(r.ec) << r.ec.message();
+    got += r.bytes;
+  }
+  EXPECT_EQ(got, "0123456789abcdef");
+}
+
+TEST(Stream, APeerThatClosesEndsAWaitingReadWithEof) {
+  Pair p;
+  Read r;
+  start_read(p, 64, r);
+  p.io.run_for(10ms);
+  p.io.restart();
+  p.peer.close();
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.ec, asio::error::eof);
+  EXPECT_TRUE(r.bytes.empty());
+}
+
+TEST(Stream, ClosingTheStreamEndsAWaitingReadAsAborted) {
+  Pair p;
+  Read r;
+  start_read(p, 64, r);
+  p.io.run_for(10ms);
+  p.io.restart();
+  boost::system::error_code ignored;
+  p.ours.close(ignored);
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.ec, asio::error::operation_aborted);
+}
+
+// A socket left blocking never reads synchronously (that could block the thread): its reads
+// are Asio's own, and still get every byte.
+TEST(Stream, ABlockingSocketIsReadAsynchronously) {
+  Pair p(/*non_blocking=*/false);
+  Read r;
+  start_read(p, 64, r);
+  p.io.run_for(10ms);
+  p.io.restart();
+  p.send("late");
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.bytes, "late");
+}
+
+// The client watch's read (async_read_some_unowned) runs its handler after the Stream is gone
+// without touching it.
+TEST(Stream, AnUnownedReadOutlivesItsStream) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket peer(io);
+  boost::system::error_code result;
+  bool called = false;
+  {
+    auto ours = std::make_unique<Stream>(io.get_executor());
+    ours->socket().connect(acceptor.local_endpoint());
+    acceptor.accept(peer);
+    ours->socket().non_blocking(true);
+    static std::array<char, 16> buf;
+    ours->async_read_some_unowned(asio::buffer(buf), [&](boost::system::error_code ec, size_t) {
+      called = true;
+      result = ec;
+    });
+  }  // destroyed with the read pending: closed, the handler queued
+  io.run_for(100ms);
+  EXPECT_TRUE(called);
+  EXPECT_EQ(result, asio::error::operation_aborted);
+}
+
+}  // namespace
+}  // namespace ramjet::net
