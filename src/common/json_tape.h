@@ -88,6 +88,8 @@ class Tape {
   }
   // Whether a string's value is empty (no unescaping needed).
   bool string_empty(Index i) const { return nodes_[i].len == 0; }
+  // Where a string starts in the input: the byte after its opening quote.
+  uint32_t string_offset(Index i) const { return nodes_[i].off; }
   // A string as the input spells it, between its quotes, and whether that holds an escape.
   std::string_view raw_string(Index i) const { return input_.substr(nodes_[i].off, nodes_[i].len); }
   bool escaped(Index i) const { return nodes_[i].escaped; }

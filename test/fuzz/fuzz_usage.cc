@@ -2,7 +2,9 @@
 // The input is fed whole and in pseudo-random chunks (seeded from the input, so a crash
 // reproduces); both feedings must agree exactly, and the first-token signal fires at most once.
 // The byte scan that skips SSE events which cannot change the Usage any more is held to parsing
-// every event (UsageLimits::parse_every_event): the same Usage and signal, no more failures.
+// every event (UsageLimits::parse_every_event), each from its first byte: the same Usage and
+// signal, no more failures (and as many while no token was generated: an event read on from a
+// repeated opening is accepted exactly when it would be whole).
 // And common/json_tape's reader is held to the frozen simdjson reader (oracle/usage_reference): the
 // input as one JSON body is accepted or refused alike and, accepted, reads as the same Usage; one
 // whose allowance refuses its growth is refused, or read as without it.
@@ -142,6 +144,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         every.parse_every_event = true;
         Outcome reference = run(input, e, sse, every, seed);
         check(whole.failures <= reference.failures);
+        // Until the first generated token every event is read, whole or on from a repeated
+        // opening: as many refused.
+        if (!whole.usage.generated) check(whole.failures == reference.failures);
         reference.failures = whole.failures;
         check_same(whole, reference);
         // The buckets are total functions of whatever was extracted.

@@ -4,6 +4,7 @@
 // (counted, never fatal). Timing (TTFT, decode rate) is measured by the caller with its clock.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,8 +18,9 @@ struct UsageLimits {
   size_t max_line_bytes = 4u << 20;        // longer SSE lines are skipped and counted
   size_t max_json_body_bytes = 16u << 20;  // larger non-streaming bodies are not parsed (counted)
   uint32_t max_json_depth = 64;
-  // Parse every SSE event, even one the byte scan shows can change nothing any more (the
-  // reference behaviour, for the differential tests and the fuzz target; the same Usage).
+  // Parse every SSE event, even one the byte scan shows can change nothing any more, and each
+  // from its first byte (the reference behaviour, for the differential tests and the fuzz
+  // target; the same Usage).
   bool parse_every_event = false;
 };
 
@@ -79,6 +81,13 @@ class UsageAccumulator {
   bool body_too_large_ = false;
   bool finished_ = false;
   std::string pending_;  // partial SSE line, or the buffered JSON body
+  // The opening of the last SSE event read: its first root members (vLLM's id, object, created
+  // and model), none of which extraction reads, each with its comma. An event that starts with
+  // the same bytes is read on from its next member (json_tape's parse_members): the same
+  // acceptance, the same Usage, the repeated members not read again.
+  static constexpr size_t kMaxOpeningBytes = 256;
+  uint32_t opening_size_ = 0;
+  std::array<char, kMaxOpeningBytes> opening_;
 };
 
 }  // namespace ramjet::request

@@ -300,6 +300,26 @@ TEST(UsageSse, KeysSpeltWithEscapesOrQuotedInsideStringsAreStillFound) {
   EXPECT_EQ(acc.parse_failures(), 0u);
 }
 
+// The scan reads 16 or 32 bytes at a time (with an overlapping last block): an accounting key
+// is found wherever it starts, and an event with none is never parsed, at every length and
+// alignment. Each event here is malformed (no closing brace): parsed, it is one failure more.
+TEST(UsageSse, TheScanFindsAnAccountingKeyAtEveryOffset) {
+  for (size_t pad = 0; pad < 100; ++pad) {
+    for (std::string_view key : {"finish_reason", "usage", "status", "stop_reason", "\\u0075sage"}) {
+      UsageAccumulator acc(Endpoint::kChat, true);
+      ASSERT_TRUE(acc.feed(kFirstToken));
+      const std::string filler(pad, 'x');
+      acc.feed("data: {\"a\":\"" + filler + "\",\"" + std::string(key) + "\":1\n");
+      EXPECT_EQ(acc.parse_failures(), 1u) << "key " << key << " after " << pad << " bytes";
+      // The same event with the key's value null, or no key: nothing to read.
+      acc.feed("data: {\"a\":\"" + filler + "\",\"" + std::string(key) + "\":null\n");
+      acc.feed("data: {\"a\":\"" + filler + "\",\"other\":1\n");
+      acc.feed("data: {\"" + filler + "\"\n");
+      EXPECT_EQ(acc.parse_failures(), key[0] == '\\' ? 2u : 1u) << "key " << key << " after " << pad << " bytes";
+    }
+  }
+}
+
 TEST(UsageSse, ScanningGivesTheUsageThatParsingEveryEventGives) {
   UsageLimits every;
   every.parse_every_event = true;
@@ -309,6 +329,69 @@ TEST(UsageSse, ScanningGivesTheUsageThatParsingEveryEventGives) {
     expect_same(scanned.usage, parsed.usage);
     EXPECT_EQ(scanned.signalled_at, parsed.signalled_at);
     EXPECT_EQ(scanned.failures, 0u);
+  }
+}
+
+// An event that repeats the last parsed event's opening (vLLM's id, object, created, model) is
+// read on from the member after it: the same acceptance and the same Usage as reading it whole,
+// whatever follows the opening.
+TEST(UsageSse, AnEventReadOnFromARepeatedOpeningReadsAsWhole) {
+  const std::string opening =
+      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",";
+  // A role-only first chunk: no token yet, so every event is read (none skipped by the scan).
+  const std::string first =
+      "data: " + opening + "\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+  const std::vector<std::string> rests = {
+      "\"choices\":[{\"finish_reason\":\"length\"}]}",            // valid
+      "\"choices\":[{\"finish_reason\":\"stop\"}],}",             // trailing comma: refused
+      "}",                                                      // `...,}`: refused
+      " \"choices\":[{\"finish_reason\":\"stop\"}]}",             // whitespace first: read whole
+      "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}",  // valid
+      "\"usage\":{\"prompt_tokens\":9}",                          // unterminated
+      "\"usage\":{\"prompt_tokens\":9}}x",                        // bytes after the document
+      "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}  ",
+      "\"choices\":[{\"finish_reason\":\"\xff\"}]}",             // bad UTF-8
+      "\"choices\":[[[[{\"finish_reason\":\"stop\"}]]]]}",        // deeper than the limit below
+      "\"id\":\"again\",\"choices\":[{\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":4}}",
+  };
+  UsageLimits limits;
+  limits.max_json_depth = 5;
+  UsageLimits every = limits;
+  every.parse_every_event = true;
+  for (const std::string& rest : rests) {
+    const std::string stream = first + "data: " + opening + rest + "\n\n" + "data: [DONE]\n\n";
+    const Fed read_on = feed_in_chunks(stream, stream.size(), true, Endpoint::kChat, limits);
+    const Fed whole = feed_in_chunks(stream, stream.size(), true, Endpoint::kChat, every);
+    SCOPED_TRACE(rest);
+    expect_same(read_on.usage, whole.usage);
+    EXPECT_EQ(read_on.failures, whole.failures);
+  }
+  // And what was accepted reads as expected.
+  const std::string stream = first + "data: " + opening + rests[0] + "\n\n" + "data: " + opening + rests[4] + "\n\n";
+  const Fed fed = feed_in_chunks(stream, 7);
+  EXPECT_EQ(fed.usage.finish_reason, "length");
+  EXPECT_EQ(fed.usage.prompt_tokens, 9u);
+  EXPECT_EQ(fed.usage.completion_tokens, 3u);
+  EXPECT_EQ(fed.failures, 0u);
+}
+
+// A member extraction reads, or a key spelt with escapes (it could spell one), ends the opening.
+TEST(UsageSse, AnOpeningHoldsNoMemberExtractionReads) {
+  for (const std::string& opening :
+       {std::string("{\"usage\":{\"prompt_tokens\":1},\"id\":\"x\","), std::string("{\"\\u0075sage\":null,\"id\":\"x\","),
+        std::string("{\"id\":\"x\",\"choices\":[],\"object\":\"y\",")}) {
+    const std::string first = "data: " + opening + "\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+    const std::string stream =
+        first + "data: " + opening + "\"choices\":[{\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":7}}\n\n";
+    UsageLimits every;
+    every.parse_every_event = true;
+    const Fed read_on = feed_in_chunks(stream, stream.size());
+    const Fed whole = feed_in_chunks(stream, stream.size(), true, Endpoint::kChat, every);
+    SCOPED_TRACE(opening);
+    expect_same(read_on.usage, whole.usage);
+    EXPECT_EQ(read_on.failures, whole.failures);
+    // (With the third opening the first `choices`, the one extraction reads, is empty.)
+    EXPECT_EQ(read_on.usage.finish_reason, opening.find("\"choices\"") == std::string::npos ? "stop" : "");
   }
 }
 
