@@ -160,7 +160,7 @@ class Stream {
           if (!tls_) {
             if constexpr (!Owned) {
               socket_.async_read_some(b, std::move(handler));
-            } else if (drained_ && socket_.non_blocking()) {
+            } else if (drained_ && socket_.non_blocking() && boost::asio::buffer_size(b) != 0) {
               socket_.async_wait(tcp::socket::wait_read,
                                  stream_detail::ReadWhenReady<MutableBuffers, Handler>{this, b, std::move(handler)});
             } else {
@@ -200,7 +200,10 @@ void ReadWhenReady<Buffers, Handler>::operator()(boost::system::error_code ec) {
   Stream& s = *stream;
   const size_t n = s.socket_.read_some(buffers, ec);  // non-blocking: never waits
   if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
-    // Readable, yet nothing to read (a spurious wake-up): the plain read, which waits.
+    // Readable, yet nothing to read (a spurious wake-up): the plain read, which waits. (Only a
+    // second reader of the socket could take the bytes first, and a connection never has two at
+    // once: the client watch reads only while the connection loop does not. A cancel between
+    // the wake-up and this read would not reach the read started here.)
     s.socket_.async_read_some(buffers, NoteDrained<Handler>{stream, boost::asio::buffer_size(buffers), std::move(handler)});
     return;
   }
