@@ -69,18 +69,29 @@ void run_until(Pair& p, const Read& r) {
   }
 }
 
-TEST(Stream, AReadOnAQuietSocketGetsTheBytesThatComeLater) {
-  Pair p;
-  Read r;
+// Starts a read of at most 64 bytes on a socket nothing was sent to: it is still waiting after a
+// while.
+void start_waiting_read(Pair& p, Read& r) {
   start_read(p, 64, r);
-  p.io.run_for(20ms);  // the read is waiting: nothing has been sent
+  p.io.run_for(10ms);
   p.io.restart();
   EXPECT_FALSE(r.done);
-  p.send("hello");
+}
+
+// A waiting read, then `bytes` sent: the read gets them.
+void expect_read_of_late_bytes(Pair& p, std::string_view bytes) {
+  Read r;
+  start_waiting_read(p, r);
+  p.send(bytes);
   run_until(p, r);
   ASSERT_TRUE(r.done);
   EXPECT_FALSE(r.ec) << r.ec.message();
-  EXPECT_EQ(r.bytes, "hello");
+  EXPECT_EQ(r.bytes, bytes);
+}
+
+TEST(Stream, AReadOnAQuietSocketGetsTheBytesThatComeLater) {
+  Pair p;
+  expect_read_of_late_bytes(p, "hello");
 }
 
 // Bytes that arrived while no read was pending (their readiness already reported, and lost, on
@@ -129,9 +140,7 @@ TEST(Stream, AReadThatFilledItsBufferIsFollowedByOneThatTakesTheRest) {
 TEST(Stream, APeerThatClosesEndsAWaitingReadWithEof) {
   Pair p;
   Read r;
-  start_read(p, 64, r);
-  p.io.run_for(10ms);
-  p.io.restart();
+  start_waiting_read(p, r);
   p.peer.close();
   run_until(p, r);
   ASSERT_TRUE(r.done);
@@ -142,9 +151,7 @@ TEST(Stream, APeerThatClosesEndsAWaitingReadWithEof) {
 TEST(Stream, ClosingTheStreamEndsAWaitingReadAsAborted) {
   Pair p;
   Read r;
-  start_read(p, 64, r);
-  p.io.run_for(10ms);
-  p.io.restart();
+  start_waiting_read(p, r);
   boost::system::error_code ignored;
   p.ours.close(ignored);
   run_until(p, r);
@@ -156,15 +163,7 @@ TEST(Stream, ClosingTheStreamEndsAWaitingReadAsAborted) {
 // are Asio's own, and still get every byte.
 TEST(Stream, ABlockingSocketIsReadAsynchronously) {
   Pair p(/*non_blocking=*/false);
-  Read r;
-  start_read(p, 64, r);
-  p.io.run_for(10ms);
-  p.io.restart();
-  p.send("late");
-  run_until(p, r);
-  ASSERT_TRUE(r.done);
-  EXPECT_FALSE(r.ec) << r.ec.message();
-  EXPECT_EQ(r.bytes, "late");
+  expect_read_of_late_bytes(p, "late");
 }
 
 // The client watch's read (async_read_some_unowned) may complete with bytes after the Stream is
