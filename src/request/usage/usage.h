@@ -81,9 +81,9 @@ class UsageAccumulator {
   bool body_too_large_ = false;
   bool finished_ = false;
   std::string pending_;  // partial SSE line, or the buffered JSON body
-  // The opening of the last SSE event read: its first root members (vLLM's id, object, created
-  // and model), none of which extraction reads, each with its comma. An event that starts with
-  // the same bytes is read on from its next member (json_tape's parse_members): the same
+  // The opening of the last SSE event read whole: its first root members (vLLM's id, object,
+  // created and model), none of which extraction reads, each with its comma. An event that
+  // starts with the same bytes and goes on with a key is read as `{` + the rest: the same
   // acceptance, the same Usage, the repeated members not read again.
   static constexpr size_t kMaxOpeningBytes = 256;
   uint32_t opening_size_ = 0;
