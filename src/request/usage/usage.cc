@@ -190,63 +190,35 @@ std::array<Index, N> pick(const Tape& t, Index o, const Names<N>& keys) {
   return out;
 }
 
-// pick() for the event root's members (choices, stop_reason, delta, response, status, message,
-// usage), dispatched on the name's length: it runs for every SSE event.
+// The names extract_event() reads at an event's root, each with its slot in pick_root()'s
+// result (choices, stop_reason, delta, response, status, message, usage), dispatched on the
+// name's length; -1: a member extraction never reads (an opening may hold it).
+[[gnu::always_inline]] inline int root_slot(std::string_view key) {
+  switch (key.size()) {
+    case 5:
+      return same(key, "delta") ? 2 : same(key, "usage") ? 6 : -1;
+    case 6:
+      return same(key, "status") ? 4 : -1;
+    case 7:
+      return same(key, "choices") ? 0 : same(key, "message") ? 5 : -1;
+    case 8:
+      return same(key, "response") ? 3 : -1;
+    case 11:
+      return same(key, "stop_reason") ? 1 : -1;
+    default:
+      return -1;
+  }
+}
+
+// pick() for the event root's members (root_slot()'s names): it runs for every SSE event.
 std::array<Index, 7> pick_root(const Tape& t, Index o) {
   std::array<Index, 7> out;
   out.fill(kNone);
-  auto keep = [&out](size_t i, Index v) {
-    if (out[i] == kNone) out[i] = v;
-  };
   for (Index k = Tape::first_member(o); k != t.end(o); k = t.next_member(k)) {
-    const std::string_view key = t.string(k);
-    switch (key.size()) {
-      case 5:
-        if (same(key, "delta")) {
-          keep(2, k + 1);
-        } else if (same(key, "usage")) {
-          keep(6, k + 1);
-        }
-        break;
-      case 6:
-        if (same(key, "status")) keep(4, k + 1);
-        break;
-      case 7:
-        if (same(key, "choices")) {
-          keep(0, k + 1);
-        } else if (same(key, "message")) {
-          keep(5, k + 1);
-        }
-        break;
-      case 8:
-        if (same(key, "response")) keep(3, k + 1);
-        break;
-      case 11:
-        if (same(key, "stop_reason")) keep(1, k + 1);
-        break;
-      default:
-        break;
-    }
+    const int slot = root_slot(t.string(k));
+    if (slot >= 0 && out[static_cast<size_t>(slot)] == kNone) out[static_cast<size_t>(slot)] = k + 1;
   }
   return out;
-}
-
-// Whether extract_event() reads a root member of this name (pick_root's names).
-bool read_at_root(std::string_view key) {
-  switch (key.size()) {
-    case 5:
-      return same(key, "delta") || same(key, "usage");
-    case 6:
-      return same(key, "status");
-    case 7:
-      return same(key, "choices") || same(key, "message");
-    case 8:
-      return same(key, "response");
-    case 11:
-      return same(key, "stop_reason");
-    default:
-      return false;
-  }
 }
 
 // The opening of a parsed event (the tape's root object, read from `json`'s first byte): the
@@ -257,7 +229,7 @@ size_t opening_bytes(const Tape& t, size_t cap) {
   const Index root = Tape::root();
   size_t bytes = 0;
   for (Index k = Tape::first_member(root); k != t.end(root); k = t.next_member(k)) {
-    if (t.escaped(k) || read_at_root(t.raw_string(k))) break;
+    if (t.escaped(k) || root_slot(t.raw_string(k)) >= 0) break;
     const Index next = t.next_member(k);
     if (next == t.end(root)) break;
     const size_t at = t.string_offset(next) - 1;  // the next key's opening quote
