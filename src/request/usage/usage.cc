@@ -381,9 +381,10 @@ bool must_parse_at(const char* c, const char* end) {
       break;
   }
   if (key.empty()) return false;
-  // The key's value: anything but `: null` (a string value, or not JSON) means parse.
+  // The key's value: anything but `: null` (a string value, or not JSON) means parse. A newline
+  // ends the line the candidate is in (quiet_lines() scans several), and so means parse too.
   auto skip = [end](const char* p) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
     return p;
   };
   const char* v = skip(c + key.size() + 2);
@@ -468,15 +469,85 @@ bool may_change_usage_sse2(std::string_view p) {
   }
 }
 
-bool may_change_usage(std::string_view p) {
+// The whole lines at the start of `p` that on_line() reads nothing from once a token was
+// generated: lines in which no candidate may_change_usage() would find makes a parse (each
+// judged up to its own end: must_parse_at() stops at a newline). Their candidates are those of
+// the line's payload (the rest of a line, `data:` and blanks, has none), so this is
+// may_change_usage() on every line. Returns the length of those lines with their newlines; an
+// event that cannot change the Usage (most of a stream) then costs one pass over its bytes
+// finding candidates and line ends together, not a line split, a trim and a scan.
+size_t quiet_lines_bytewise(std::string_view p) {
+  const char* const s = p.data();
+  const char* const end = s + p.size();
+  size_t line = 0;  // where the line being scanned starts
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (s[i] == '\n') {
+      line = i + 1;
+    } else if ((s[i] == '"' || s[i] == '\\') && must_parse_at(s + i, end)) {
+      return line;
+    }
+  }
+  return line;
+}
+
+[[gnu::target("avx2")]] size_t quiet_lines_avx2(std::string_view p) {
+  if (p.size() < 33) return quiet_lines_bytewise(p);
+  const char* const s = p.data();
+  const char* const end = s + p.size();
+  const __m256i newline = _mm256_set1_epi8('\n');
+  const __m256i quote = _mm256_set1_epi8('"');
+  const __m256i backslash = _mm256_set1_epi8('\\');
+  const __m256i u = _mm256_set1_epi8('u');
+  const __m256i st = _mm256_set1_epi8('s');
+  const __m256i f = _mm256_set1_epi8('f');
+  size_t line = 0;
+  size_t i = 0;
+  for (;;) {
+    const size_t at = i + 33 <= p.size() ? i : p.size() - 33;  // the last block overlaps the one before
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at + 1));
+    const __m256i next_u = _mm256_cmpeq_epi8(b, u);
+    const __m256i key = _mm256_and_si256(
+        _mm256_cmpeq_epi8(a, quote),
+        _mm256_or_si256(next_u, _mm256_or_si256(_mm256_cmpeq_epi8(b, st), _mm256_cmpeq_epi8(b, f))));
+    const __m256i escape = _mm256_and_si256(_mm256_cmpeq_epi8(a, backslash), next_u);
+    auto ends = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, newline)));
+    auto candidates = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(key, escape)));
+    if (at != i) {  // bytes the block before read already (1 to 31 of them)
+      ends &= ~uint32_t{0} << (i - at);
+      candidates &= ~uint32_t{0} << (i - at);
+    }
+    for (; candidates != 0; candidates &= candidates - 1) {
+      const int bit = __builtin_ctz(candidates);
+      if (must_parse_at(s + at + static_cast<size_t>(bit), end)) {
+        const uint32_t before = ends & ((uint32_t{1} << bit) - 1);
+        return before != 0 ? at + static_cast<size_t>(32 - __builtin_clz(before)) : line;
+      }
+    }
+    if (ends != 0) line = at + static_cast<size_t>(32 - __builtin_clz(ends));
+    if (at != i) break;  // that was the last block
+    i += 32;
+    if (i + 1 >= p.size()) break;
+  }
+  // The last byte is never a block's first operand (it cannot open a key or an escape).
+  return p.back() == '\n' ? p.size() : line;
+}
+
+bool cpu_has_avx2() {
   static const bool avx2 = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
   }();
-  return avx2 ? may_change_usage_avx2(p) : may_change_usage_sse2(p);
+  return avx2;
 }
+
+bool may_change_usage(std::string_view p) { return cpu_has_avx2() ? may_change_usage_avx2(p) : may_change_usage_sse2(p); }
+
+// npos without AVX2: no line is passed over here, each is split off and scanned as before.
+size_t quiet_lines(std::string_view p) { return cpu_has_avx2() ? quiet_lines_avx2(p) : std::string_view::npos; }
 #else
 bool may_change_usage(std::string_view p) { return may_change_usage_sse2(p); }
+size_t quiet_lines(std::string_view) { return std::string_view::npos; }
 #endif
 
 void bump(uint32_t& counter) {
@@ -533,6 +604,18 @@ bool UsageAccumulator::feed(std::string_view bytes, bool last) {
   const bool reported_before = first_token_reported_;
   const size_t max_line = limits_.max_line_bytes;
   while (!bytes.empty()) {
+    // Once a token was generated, the whole lines that cannot change the Usage are passed over
+    // in one scan (none of them is too long when all the bytes are not); a whole line after them
+    // is one the scan found a key to read in.
+    bool must_read = false;
+    if (usage_.generated && !limits_.parse_every_event && pending_.empty() && !skipping_long_line_ &&
+        bytes.size() <= max_line) {
+      if (const size_t quiet = quiet_lines(bytes); quiet != std::string_view::npos) {
+        bytes.remove_prefix(quiet);
+        if (bytes.empty()) break;
+        must_read = true;
+      }
+    }
     const size_t nl = bytes.find('\n');
     if (nl == std::string_view::npos) {
       // Partial line: carried to the next call unless it is already too long.
@@ -558,7 +641,7 @@ bool UsageAccumulator::feed(std::string_view bytes, bool last) {
         bump(parse_failures_);
         continue;
       }
-      on_line(piece);
+      on_line(piece, must_read);
     } else {
       if (piece.size() > max_line - pending_.size()) {
         bump(parse_failures_);
@@ -583,7 +666,7 @@ void UsageAccumulator::finish() {
   std::string().swap(pending_);
 }
 
-void UsageAccumulator::on_line(std::string_view line) {
+void UsageAccumulator::on_line(std::string_view line, bool must_read) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   constexpr std::string_view kData = "data:";
   if (line.size() < kData.size() || !same_bytes(line.data(), kData.data(), kData.size(), 0)) {
@@ -591,7 +674,7 @@ void UsageAccumulator::on_line(std::string_view line) {
   }
   const std::string_view payload = trim_ascii(line.substr(kData.size()));
   if (payload.empty() || same(payload, "[DONE]")) return;
-  if (usage_.generated && !limits_.parse_every_event && !may_change_usage(payload)) return;
+  if (usage_.generated && !limits_.parse_every_event && !must_read && !may_change_usage(payload)) return;
   if (on_json(payload)) first_token_reported_ = true;
 }
 

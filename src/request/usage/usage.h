@@ -68,7 +68,8 @@ class UsageAccumulator {
   uint32_t parse_failures() const { return parse_failures_; }
 
  private:
-  void on_line(std::string_view line);
+  // must_read: the byte scan already found a key to read in `line` (quiet_lines() stopped at it).
+  void on_line(std::string_view line, bool must_read = false);
   bool on_json(std::string_view json);  // returns true when it carried a generated token
 
   Endpoint endpoint_;

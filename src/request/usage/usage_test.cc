@@ -320,6 +320,55 @@ TEST(UsageSse, TheScanFindsAnAccountingKeyAtEveryOffset) {
   }
 }
 
+// After the first token, the whole lines of a feed that cannot change the Usage are passed over
+// in one scan finding line ends and keys together: they are exactly those the line-by-line path
+// reads nothing from. Fed one byte at a time, every line takes that path (it is never whole in
+// one feed): the same Usage and failures whatever the chunking, with keys at every position of
+// a 32-byte block, values on the next line (`"usage"` then `: null` after a newline must be read:
+// its line ends at the key), \r\n line ends, comments and blank lines.
+TEST(UsageSse, LinesPassedOverInOneScanAreThoseTheLineByLinePathReadsNothingFrom) {
+  const std::vector<std::string> keys = {"finish_reason", "usage", "status", "stop_reason", "\\u0075sage", "other"};
+  // What follows a key's closing quote.
+  const std::vector<std::string> values = {":null", ": null", ":1", ":{\"prompt_tokens\":3}", ":\"stop\"", "\n: null", ""};
+  uint64_t x = 88172645463325252ull;
+  auto next = [&x](uint64_t n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x % n;
+  };
+  size_t parsed = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string stream(kFirstToken);
+    for (size_t lines = 1 + next(6); lines > 0; --lines) {
+      switch (next(8)) {
+        case 0:
+          stream += "\n";
+          break;
+        case 1:
+          stream += ": comment \"usage\":1\n";
+          break;
+        default: {
+          std::string line = "data: {\"a\":\"" + std::string(next(70), 'x') + "\"";
+          for (size_t k = next(3); k > 0; --k) line += ",\"" + keys[next(keys.size())] + "\"" + values[next(values.size())];
+          if (next(2) != 0) line += "}";  // else malformed: a failure when read
+          stream += line + (next(4) == 0 ? "\r\n" : "\n");
+        }
+      }
+    }
+    stream += "data: [DONE]\n\n";
+    const Fed bytewise = feed_in_chunks(stream, 1);
+    SCOPED_TRACE(stream);
+    for (size_t chunk : {stream.size(), size_t{33}, size_t{64}, 1 + next(100)}) {
+      const Fed fed = feed_in_chunks(stream, chunk);
+      expect_same(fed.usage, bytewise.usage);
+      ASSERT_EQ(fed.failures, bytewise.failures) << "chunk " << chunk;
+    }
+    parsed += bytewise.failures;
+  }
+  EXPECT_GT(parsed, 1000u);  // malformed lines with a key to read were read
+}
+
 TEST(UsageSse, ScanningGivesTheUsageThatParsingEveryEventGives) {
   UsageLimits every;
   every.parse_every_event = true;
