@@ -14,6 +14,11 @@
 // client's next request are not there yet when asked for, and the failed try (a recv that
 // answers EAGAIN) costs more than the wait's re-arm. A read that filled its buffer tries first,
 // as Asio does: more is likely queued.
+// On a plain non-blocking socket that read (after its wait) and write_some() are the bare
+// recvfrom and sendmsg system calls (stream.cc): glibc's recv and sendmsg are thread
+// cancellation points, which in a process with more than one thread wrap each call in two more
+// (~50 instructions; ramjet never cancels a thread), and Asio's synchronous operations add
+// their own layers, for what is one system call, each event of a stream and each way.
 // Not movable: the TLS layer refers to the socket.
 #pragma once
 
@@ -27,8 +32,12 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
+#include <array>
 #include <memory>
+#include <type_traits>
 #include <utility>
+
+#include <sys/uio.h>
 
 namespace ramjet::net {
 
@@ -41,6 +50,14 @@ inline constexpr boost::asio::as_tuple_t<boost::asio::deferred_t> awaited{};
 class Stream;
 
 namespace stream_detail {
+
+// One recvfrom / sendmsg (MSG_NOSIGNAL) on a non-blocking socket, retried on EINTR, as Asio's
+// read_some and write_some do it: errors in Asio's system category (would_block when nothing
+// can be done now), eof when the peer closed.
+size_t recv_now(int fd, void* data, size_t size, boost::system::error_code& ec);
+size_t send_now(int fd, const iovec* iov, size_t count, boost::system::error_code& ec);
+// What one write_some() hands to sendmsg at most (Asio's own bound).
+inline constexpr size_t kMaxWriteBuffers = 64;
 
 // The completion handlers of a plain read: the caller's handler, wrapped. Each forwards the
 // caller's associated executor, allocator and cancellation slot (the associator below), so the
@@ -143,7 +160,21 @@ class Stream {
       ec = boost::asio::error::would_block;
       return 0;
     }
-    return socket_.write_some(buffers, ec);
+    if (!socket_.non_blocking()) return socket_.write_some(buffers, ec);  // it would wait: Asio's
+    std::array<iovec, stream_detail::kMaxWriteBuffers> iov;
+    size_t count = 0;
+    size_t bytes = 0;
+    for (auto it = boost::asio::buffer_sequence_begin(buffers), end = boost::asio::buffer_sequence_end(buffers);
+         it != end && count < iov.size(); ++it) {
+      const boost::asio::const_buffer b(*it);
+      iov[count++] = {const_cast<void*>(b.data()), b.size()};
+      bytes += b.size();
+    }
+    if (bytes == 0) {  // nothing to write: no system call (as Asio)
+      ec = {};
+      return 0;
+    }
+    return stream_detail::send_now(socket_.native_handle(), iov.data(), count, ec);
   }
 
  private:
@@ -198,7 +229,13 @@ void ReadWhenReady<Buffers, Handler>::operator()(boost::system::error_code ec) {
     return;
   }
   Stream& s = *stream;
-  const size_t n = s.socket_.read_some(buffers, ec);  // non-blocking: never waits
+  size_t n;  // non-blocking: never waits
+  if constexpr (std::is_convertible_v<Buffers, boost::asio::mutable_buffer>) {
+    const boost::asio::mutable_buffer b(buffers);
+    n = recv_now(s.socket_.native_handle(), b.data(), b.size(), ec);  // b is not empty (see read())
+  } else {
+    n = s.socket_.read_some(buffers, ec);
+  }
   if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
     // Readable, yet nothing to read (a spurious wake-up): the plain read, which waits. (Only a
     // second reader of the socket could take the bytes first, and a connection never has two at

@@ -6,6 +6,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -195,6 +196,84 @@ TEST(Stream, AnUnownedReadOutlivesItsStream) {
   EXPECT_TRUE(called);
   EXPECT_FALSE(result) << result.message();
   EXPECT_EQ(got, 5u);
+}
+
+// A waiting read on a connection the peer resets ends with the reset, not eof.
+TEST(Stream, APeerThatResetsEndsAWaitingReadWithTheReset) {
+  Pair p;
+  Read r;
+  start_waiting_read(p, r);
+  p.peer.set_option(asio::socket_base::linger(true, 0));  // close sends RST
+  p.peer.close();
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.ec, asio::error::connection_reset);
+}
+
+// --- write_some: what the non-blocking socket takes now, gathered from several buffers ---
+
+std::string read_all(tcp::socket& s, size_t n) {
+  std::string out(n, '\0');
+  asio::read(s, asio::buffer(out));
+  return out;
+}
+
+TEST(Stream, WriteSomeSendsEveryBufferInOrder) {
+  Pair p;
+  const std::array<asio::const_buffer, 3> bufs = {asio::buffer("head ", 5), asio::buffer("", 0), asio::buffer("body", 4)};
+  boost::system::error_code ec;
+  EXPECT_EQ(p.ours.write_some(bufs, ec), 9u);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(read_all(p.peer, 9), "head body");
+}
+
+TEST(Stream, WriteSomeOfNothingWritesNothing) {
+  Pair p;
+  const std::array<asio::const_buffer, 2> bufs = {asio::buffer("", 0), asio::buffer("", 0)};
+  boost::system::error_code ec = asio::error::eof;
+  EXPECT_EQ(p.ours.write_some(bufs, ec), 0u);
+  EXPECT_FALSE(ec) << ec.message();
+}
+
+// A sequence longer than one system call takes is written in part: its first 64 buffers.
+TEST(Stream, WriteSomeOfManyBuffersWritesTheFirst64) {
+  Pair p;
+  std::vector<asio::const_buffer> bufs(100, asio::buffer("x", 1));
+  boost::system::error_code ec;
+  EXPECT_EQ(p.ours.write_some(bufs, ec), 64u);
+  EXPECT_FALSE(ec) << ec.message();
+}
+
+// A peer that reads nothing: the socket takes what its buffers hold, then would_block (never
+// a wait).
+TEST(Stream, WriteSomeToAPeerThatDoesNotReadStopsWithWouldBlock) {
+  Pair p;
+  const std::string chunk(1 << 16, 'y');
+  boost::system::error_code ec;
+  size_t total = 0;
+  for (int i = 0; i < 10000 && !ec; ++i) total += p.ours.write_some(asio::buffer(chunk), ec);
+  EXPECT_EQ(ec, asio::error::would_block);
+  EXPECT_GT(total, 0u);
+}
+
+// A write to a connection the peer reset is an error (EPIPE or ECONNRESET), never a SIGPIPE.
+TEST(Stream, WriteSomeToAResetPeerIsAnError) {
+  Pair p;
+  p.peer.set_option(asio::socket_base::linger(true, 0));
+  p.peer.close();
+  std::this_thread::sleep_for(20ms);
+  boost::system::error_code ec;
+  for (int i = 0; i < 3 && !ec; ++i) p.ours.write_some(asio::buffer("after", 5), ec);
+  EXPECT_TRUE(ec == asio::error::broken_pipe || ec == asio::error::connection_reset) << ec.message();
+}
+
+// A socket left blocking is written by Asio's write_some (which may wait), not a bare sendmsg.
+TEST(Stream, WriteSomeOnABlockingSocketWritesEverything) {
+  Pair p(/*non_blocking=*/false);
+  boost::system::error_code ec;
+  EXPECT_EQ(p.ours.write_some(asio::buffer("whole", 5), ec), 5u);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(read_all(p.peer, 5), "whole");
 }
 
 }  // namespace
