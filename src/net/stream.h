@@ -34,6 +34,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -153,28 +154,20 @@ class Stream {
         token, buffers);
   }
 
-  // What the socket takes now, without waiting (the socket is non-blocking); TLS: nothing.
-  template <class ConstBuffers>
-  size_t write_some(const ConstBuffers& buffers, boost::system::error_code& ec) {
+  // What the socket takes now of `iov` (of its first kMaxWriteBuffers), without waiting (the
+  // socket is non-blocking); TLS: nothing.
+  size_t write_some(std::span<const iovec> iov, boost::system::error_code& ec) {
     if (tls_) {
       ec = boost::asio::error::would_block;
       return 0;
     }
-    if (!socket_.non_blocking()) return socket_.write_some(buffers, ec);  // it would wait: Asio's
-    std::array<iovec, stream_detail::kMaxWriteBuffers> iov;
-    size_t count = 0;
-    size_t bytes = 0;
-    for (auto it = boost::asio::buffer_sequence_begin(buffers), end = boost::asio::buffer_sequence_end(buffers);
-         it != end && count < iov.size(); ++it) {
-      const boost::asio::const_buffer b(*it);
-      iov[count++] = {const_cast<void*>(b.data()), b.size()};
-      bytes += b.size();
+    if (iov.size() > stream_detail::kMaxWriteBuffers) iov = iov.first(stream_detail::kMaxWriteBuffers);
+    if (!socket_.non_blocking()) {  // a write that would wait: Asio's
+      std::array<boost::asio::const_buffer, stream_detail::kMaxWriteBuffers> b;
+      for (size_t i = 0; i < iov.size(); ++i) b[i] = boost::asio::const_buffer(iov[i].iov_base, iov[i].iov_len);
+      return socket_.write_some(std::span<const boost::asio::const_buffer>(b.data(), iov.size()), ec);
     }
-    if (bytes == 0) {  // nothing to write: no system call (as Asio)
-      ec = {};
-      return 0;
-    }
-    return stream_detail::send_now(socket_.native_handle(), iov.data(), count, ec);
+    return stream_detail::send_now(socket_.native_handle(), iov.data(), iov.size(), ec);
   }
 
  private:
@@ -236,7 +229,7 @@ void ReadWhenReady<Buffers, Handler>::operator()(boost::system::error_code ec) {
   } else {
     n = s.socket_.read_some(buffers, ec);
   }
-  if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
+  if (ec && (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again)) {
     // Readable, yet nothing to read (a spurious wake-up): the plain read, which waits. (Only a
     // second reader of the socket could take the bytes first, and a connection never has two at
     // once: the client watch reads only while the connection loop does not. A cancel between

@@ -33,8 +33,8 @@ constexpr std::string_view kWwwAuthenticate = "WWW-Authenticate: Bearer";
 
 bool OutBuffers::send_now(net::Stream& stream, boost::system::error_code& ec) {
   ec = {};
-  while (first_ < count_) {
-    size_t n = stream.write_some(rest(), ec);
+  while (left_ != 0) {
+    const size_t n = stream.write_some(std::span<const iovec>(iov_.data() + first_, count_ - first_), ec);
     if (ec) {
       if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
       return false;
@@ -44,14 +44,26 @@ bool OutBuffers::send_now(net::Stream& stream, boost::system::error_code& ec) {
   return true;
 }
 
+std::span<const boost::asio::const_buffer> OutBuffers::rest() {
+  for (size_t i = first_; i < count_; ++i) rest_[i] = boost::asio::const_buffer(iov_[i].iov_base, iov_[i].iov_len);
+  return {rest_.data() + first_, count_ - first_};
+}
+
 void OutBuffers::consume(size_t n) {
-  while (n > 0 && first_ < count_) {
-    const size_t size = bufs_[first_].size();
-    if (n < size) {
-      bufs_[first_] += n;
+  if (n >= left_) {  // all of it (the usual case)
+    first_ = count_;
+    left_ = 0;
+    return;
+  }
+  left_ -= n;
+  while (n > 0) {
+    iovec& b = iov_[first_];
+    if (n < b.iov_len) {
+      b.iov_base = static_cast<char*>(b.iov_base) + n;
+      b.iov_len -= n;
       break;
     }
-    n -= size;
+    n -= b.iov_len;
     ++first_;
   }
 }

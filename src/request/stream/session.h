@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "net/client.h"
+#include "net/stream.h"
 #include "net/deadline.h"
 #include "net/http.h"
 #include "request/ingress/endpoint.h"
@@ -39,24 +40,30 @@ namespace ramjet::request {
 // A short list of buffers written with one gather write. send_now() writes what the socket
 // takes without waiting (the sockets are non-blocking), so the usual case costs one sendmsg and
 // no trip through the event loop; what is left, if anything, goes with asio::async_write(rest()).
+// The buffers are kept as the system call takes them (iovec), with the bytes they hold.
 class OutBuffers {
  public:
   static constexpr size_t kMax = 40;
-  void clear() { count_ = first_ = 0; }
+  void clear() { count_ = first_ = left_ = 0; }
   void add(std::string_view s) {
-    if (!s.empty()) bufs_[count_++] = boost::asio::const_buffer(s.data(), s.size());
+    if (s.empty()) return;
+    iov_[count_++] = {const_cast<char*>(s.data()), s.size()};
+    left_ += s.size();
   }
-  bool empty() const { return first_ == count_; }
+  bool empty() const { return left_ == 0; }
   // True when everything was written; false with ec clear when the socket is full.
   bool send_now(net::Stream& stream, boost::system::error_code& ec);
-  std::span<const boost::asio::const_buffer> rest() const { return {bufs_.data() + first_, count_ - first_}; }
+  // What is left, for an asynchronous write: valid until the next change.
+  std::span<const boost::asio::const_buffer> rest();
   // Drops the first n bytes of what is left (written elsewhere).
   void consume(size_t n);
 
  private:
-  std::array<boost::asio::const_buffer, kMax> bufs_;
+  std::array<iovec, kMax> iov_;
+  std::array<boost::asio::const_buffer, kMax> rest_;
   size_t count_ = 0;
   size_t first_ = 0;
+  size_t left_ = 0;  // bytes
 };
 // A relayed batch: head, chunk size line, the body pieces, CRLF, last chunk.
 static_assert(OutBuffers::kMax >= net::ResponseParser::kMaxPieces + 4);
