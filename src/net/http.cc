@@ -170,12 +170,17 @@ constexpr std::array<bool, 256> kTokenChar = [] {
 bool token_char(char c) { return kTokenChar[static_cast<unsigned char>(c)]; }
 bool bws(char c) { return c == ' ' || c == '\t'; }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+// A hex digit's value, -1 for any other byte: one load for each digit of every chunk size.
+constexpr std::array<std::int8_t, 256> kHexDigit = [] {
+  std::array<std::int8_t, 256> t{};
+  t.fill(-1);
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = static_cast<std::int8_t>(c - '0');
+  for (int c = 'a'; c <= 'f'; ++c) t[static_cast<size_t>(c)] = static_cast<std::int8_t>(c - 'a' + 10);
+  for (int c = 'A'; c <= 'F'; ++c) t[static_cast<size_t>(c)] = static_cast<std::int8_t>(c - 'A' + 10);
+  return t;
+}();
+
+int hex_digit(char c) { return kHexDigit[static_cast<unsigned char>(c)]; }
 
 // chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] ), chunk-ext-val =
 // token / quoted-string, over the rest of the line [p, end) exactly as Beast's
