@@ -475,12 +475,13 @@ bool may_change_usage_sse2(std::string_view p) {
 // the line's payload (the rest of a line, `data:` and blanks, has none), so this is
 // may_change_usage() on every line. Returns the length of those lines with their newlines; an
 // event that cannot change the Usage (most of a stream) then costs one pass over its bytes
-// finding candidates and line ends together, not a line split, a trim and a scan.
-size_t quiet_lines_bytewise(std::string_view p) {
+// finding candidates and line ends together, not a line split, a trim and a scan. The first
+// line is scanned from `from` (UsageAccumulator::scan_start(), as on_line() scans it).
+size_t quiet_lines_bytewise(std::string_view p, size_t from) {
   const char* const s = p.data();
   const char* const end = s + p.size();
   size_t line = 0;  // where the line being scanned starts
-  for (size_t i = 0; i < p.size(); ++i) {
+  for (size_t i = from; i < p.size(); ++i) {
     if (s[i] == '\n') {
       line = i + 1;
     } else if ((s[i] == '"' || s[i] == '\\') && must_parse_at(s + i, end)) {
@@ -490,8 +491,8 @@ size_t quiet_lines_bytewise(std::string_view p) {
   return line;
 }
 
-[[gnu::target("avx2")]] size_t quiet_lines_avx2(std::string_view p) {
-  if (p.size() < 33) return quiet_lines_bytewise(p);
+[[gnu::target("avx2")]] size_t quiet_lines_avx2(std::string_view p, size_t from) {
+  if (p.size() - from < 33) return quiet_lines_bytewise(p, from);
   const char* const s = p.data();
   const char* const end = s + p.size();
   const __m256i newline = _mm256_set1_epi8('\n');
@@ -501,7 +502,7 @@ size_t quiet_lines_bytewise(std::string_view p) {
   const __m256i st = _mm256_set1_epi8('s');
   const __m256i f = _mm256_set1_epi8('f');
   size_t line = 0;
-  size_t i = 0;
+  size_t i = from;
   for (;;) {
     const size_t at = i + 33 <= p.size() ? i : p.size() - 33;  // the last block overlaps the one before
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at));
@@ -544,10 +545,12 @@ bool cpu_has_avx2() {
 bool may_change_usage(std::string_view p) { return cpu_has_avx2() ? may_change_usage_avx2(p) : may_change_usage_sse2(p); }
 
 // npos without AVX2: no line is passed over here, each is split off and scanned as before.
-size_t quiet_lines(std::string_view p) { return cpu_has_avx2() ? quiet_lines_avx2(p) : std::string_view::npos; }
+size_t quiet_lines(std::string_view p, size_t from) {
+  return cpu_has_avx2() ? quiet_lines_avx2(p, from) : std::string_view::npos;
+}
 #else
 bool may_change_usage(std::string_view p) { return may_change_usage_sse2(p); }
-size_t quiet_lines(std::string_view) { return std::string_view::npos; }
+size_t quiet_lines(std::string_view, size_t) { return std::string_view::npos; }
 #endif
 
 void bump(uint32_t& counter) {
@@ -605,15 +608,17 @@ bool UsageAccumulator::feed(std::string_view bytes, bool last) {
   const size_t max_line = limits_.max_line_bytes;
   while (!bytes.empty()) {
     // Once a token was generated, the whole lines that cannot change the Usage are passed over
-    // in one scan (none of them is too long when all the bytes are not); a whole line after them
-    // is one the scan found a key to read in.
+    // in one scan (none of them is too long when all the bytes are not). The first line is
+    // scanned as on_line() would scan it (after a repeated opening), the others whole: a line
+    // found to hold a key to read is scanned again as the first, and then read.
     bool must_read = false;
     if (usage_.generated && !limits_.parse_every_event && pending_.empty() && !skipping_long_line_ &&
         bytes.size() <= max_line) {
-      if (const size_t quiet = quiet_lines(bytes); quiet != std::string_view::npos) {
+      if (const size_t quiet = quiet_lines(bytes, scan_start(bytes)); quiet != std::string_view::npos) {
         bytes.remove_prefix(quiet);
         if (bytes.empty()) break;
-        must_read = true;
+        if (quiet != 0) continue;
+        must_read = true;  // (or the line is not whole yet)
       }
     }
     const size_t nl = bytes.find('\n');
@@ -674,8 +679,30 @@ void UsageAccumulator::on_line(std::string_view line, bool must_read) {
   }
   const std::string_view payload = trim_ascii(line.substr(kData.size()));
   if (payload.empty() || same(payload, "[DONE]")) return;
-  if (usage_.generated && !limits_.parse_every_event && !must_read && !may_change_usage(payload)) return;
+  if (usage_.generated && !limits_.parse_every_event && !must_read) {
+    const size_t from = scan_start(line);  // 0, or within the payload
+    if (!may_change_usage(from == 0 ? payload
+                                    : std::string_view(line.data() + from,
+                                                       static_cast<size_t>(payload.data() + payload.size() - line.data()) - from))) {
+      return;
+    }
+  }
   if (on_json(payload)) first_token_reported_ = true;
+}
+
+size_t UsageAccumulator::scan_start(std::string_view line) const {
+  constexpr std::string_view kData = "data:";
+  if (opening_size_ == 0 || line.size() <= kData.size() + opening_size_ ||
+      !same_bytes(line.data(), kData.data(), kData.size(), 0)) {
+    return 0;
+  }
+  size_t at = kData.size();  // the blanks trim_ascii() takes (a newline would end the line)
+  while (at < line.size() && (line[at] == ' ' || line[at] == '\t' || line[at] == '\r' || line[at] == '\f' || line[at] == '\v')) ++at;
+  if (line.size() - at <= opening_size_ || line[at + opening_size_] != '"' ||
+      std::memcmp(line.data() + at, opening_.data(), opening_size_) != 0) {
+    return 0;
+  }
+  return at + opening_size_;
 }
 
 bool UsageAccumulator::on_json(std::string_view json) {
@@ -689,7 +716,7 @@ bool UsageAccumulator::on_json(std::string_view json) {
   thread_local std::array<char, kMaxReadOnBytes> read_on;
   std::string_view doc = json;
   if (opening_size_ != 0 && json.size() > opening_size_ && json.size() - opening_size_ < kMaxReadOnBytes &&
-      json[opening_size_] == '"' && same_bytes(json.data(), opening_.data(), opening_size_, 0)) {
+      json[opening_size_] == '"' && std::memcmp(json.data(), opening_.data(), opening_size_) == 0) {
     const std::string_view rest = json.substr(opening_size_);
     read_on[0] = '{';
     std::memcpy(read_on.data() + 1, rest.data(), rest.size());

@@ -71,6 +71,13 @@ class UsageAccumulator {
   // must_read: the byte scan already found a key to read in `line` (quiet_lines() stopped at it).
   void on_line(std::string_view line, bool must_read = false);
   bool on_json(std::string_view json);  // returns true when it carried a generated token
+  // Where the byte scan of an SSE line starts once a token was generated: after `data:`, the
+  // blanks before the payload and the last read event's opening, when the payload repeats it
+  // and goes on with a key (an event read on from its opening reads as the whole one, and the
+  // opening holds no member extraction reads: a key in it changes nothing); 0 otherwise. It
+  // reads only a prefix of `line` without a newline (an opening holds none), so the first line
+  // of a longer buffer gives the same answer as the line alone.
+  size_t scan_start(std::string_view line) const;
 
   Endpoint endpoint_;
   bool sse_;

@@ -321,15 +321,24 @@ TEST(UsageSse, TheScanFindsAnAccountingKeyAtEveryOffset) {
 }
 
 // After the first token, the whole lines of a feed that cannot change the Usage are passed over
-// in one scan finding line ends and keys together: they are exactly those the line-by-line path
-// reads nothing from. Fed one byte at a time, every line takes that path (it is never whole in
-// one feed): the same Usage and failures whatever the chunking, with keys at every position of
-// a 32-byte block, values on the next line (`"usage"` then `: null` after a newline must be read:
-// its line ends at the key), \r\n line ends, comments and blank lines.
+// in one scan finding line ends and keys together, each event after the last read one's opening
+// when it repeats it: they are exactly those the line-by-line path reads nothing from. Fed one
+// byte at a time, every line takes that path (it is never whole in one feed): the same Usage and
+// failures whatever the chunking. And the Usage is the one parsing every event gives, with no
+// more failures, though the openings hold keys (in members extraction never reads). Keys at every
+// position of a 32-byte block, values on the next line (`"usage"` then `: null` after a newline
+// must be read: its line ends at the key), \r\n line ends, comments and blank lines.
 TEST(UsageSse, LinesPassedOverInOneScanAreThoseTheLineByLinePathReadsNothingFrom) {
   const std::vector<std::string> keys = {"finish_reason", "usage", "status", "stop_reason", "\\u0075sage", "other"};
   // What follows a key's closing quote.
   const std::vector<std::string> values = {":null", ": null", ":1", ":{\"prompt_tokens\":3}", ":\"stop\"", "\n: null", ""};
+  const std::vector<std::string> openings = {
+      "{",
+      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
+      "{\"id\":\"x\",\"meta\":{\"usage\":{\"prompt_tokens\":1},\"status\":\"s\"},\"finish_reason\":\"f\", ",
+  };
+  UsageLimits every;
+  every.parse_every_event = true;
   uint64_t x = 88172645463325252ull;
   auto next = [&x](uint64_t n) {
     x ^= x << 13;
@@ -339,7 +348,8 @@ TEST(UsageSse, LinesPassedOverInOneScanAreThoseTheLineByLinePathReadsNothingFrom
   };
   size_t parsed = 0;
   for (int round = 0; round < 3000; ++round) {
-    std::string stream(kFirstToken);
+    const std::string& opening = openings[next(openings.size())];
+    std::string stream = "data: " + opening + "\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n";
     for (size_t lines = 1 + next(6); lines > 0; --lines) {
       switch (next(8)) {
         case 0:
@@ -349,7 +359,7 @@ TEST(UsageSse, LinesPassedOverInOneScanAreThoseTheLineByLinePathReadsNothingFrom
           stream += ": comment \"usage\":1\n";
           break;
         default: {
-          std::string line = "data: {\"a\":\"" + std::string(next(70), 'x') + "\"";
+          std::string line = (next(2) == 0 ? "data: " + opening : std::string("data:{")) + "\"a\":\"" + std::string(next(70), 'x') + "\"";
           for (size_t k = next(3); k > 0; --k) line += ",\"" + keys[next(keys.size())] + "\"" + values[next(values.size())];
           if (next(2) != 0) line += "}";  // else malformed: a failure when read
           stream += line + (next(4) == 0 ? "\r\n" : "\n");
@@ -364,6 +374,9 @@ TEST(UsageSse, LinesPassedOverInOneScanAreThoseTheLineByLinePathReadsNothingFrom
       expect_same(fed.usage, bytewise.usage);
       ASSERT_EQ(fed.failures, bytewise.failures) << "chunk " << chunk;
     }
+    const Fed all = feed_in_chunks(stream, stream.size(), true, Endpoint::kChat, every);
+    expect_same(bytewise.usage, all.usage);
+    ASSERT_LE(bytewise.failures, all.failures);
     parsed += bytewise.failures;
   }
   EXPECT_GT(parsed, 1000u);  // malformed lines with a key to read were read
