@@ -52,9 +52,11 @@ class Stream;
 
 namespace stream_detail {
 
-// One recvfrom / sendmsg (MSG_NOSIGNAL) on a non-blocking socket, retried on EINTR, as Asio's
-// read_some and write_some do it: errors in Asio's system category (would_block when nothing
-// can be done now), eof when the peer closed.
+// One recvfrom / sendmsg (MSG_NOSIGNAL) on a non-blocking socket, answered as Asio's read_some
+// and write_some answer: errors in Asio's system category (would_block when nothing can be done
+// now), eof when the peer closed. Unlike Asio's, a call a signal interrupted (EINTR) is made
+// again. A write of no bytes is one sendmsg of nothing (0, or the socket's pending error), where
+// Asio makes no call; OutBuffers never writes nothing.
 size_t recv_now(int fd, void* data, size_t size, boost::system::error_code& ec);
 size_t send_now(int fd, const iovec* iov, size_t count, boost::system::error_code& ec);
 // What one write_some() hands to sendmsg at most (Asio's own bound).

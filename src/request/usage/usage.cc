@@ -471,9 +471,10 @@ bool may_change_usage_sse2(std::string_view p) {
 
 // The whole lines at the start of `p` that on_line() reads nothing from once a token was
 // generated: lines in which no candidate may_change_usage() would find makes a parse (each
-// judged up to its own end: must_parse_at() stops at a newline). Their candidates are those of
-// the line's payload (the rest of a line, `data:` and blanks, has none), so this is
-// may_change_usage() on every line. Returns the length of those lines with their newlines; an
+// judged up to its own end: must_parse_at() stops at a newline). A data line's candidates are
+// those of its payload (`data:` and blanks have none), so for data lines this is
+// may_change_usage() on each; a candidate in another line (a comment, `event:`) only stops the
+// pass early, and on_line() then reads nothing from that line. Returns the length of those lines with their newlines; an
 // event that cannot change the Usage (most of a stream) then costs one pass over its bytes
 // finding candidates and line ends together, not a line split, a trim and a scan. The first
 // line is scanned from `from` (UsageAccumulator::scan_start(), as on_line() scans it).
