@@ -440,27 +440,28 @@ bool may_change_usage_sse2(std::string_view p) {
 #if defined(__x86_64__) && defined(__GNUC__)
 // may_change_usage_sse2() 32 bytes at a time, on CPUs with AVX2 (most of an event's cost after the
 // first token is this scan): the same candidates, the same answers.
+// The candidates among the 32 bytes at `a`'s address (`b` is the 32 bytes after the first):
+// a quote before u, s or f, or a backslash before u, one bit a byte.
+[[gnu::target("avx2"), gnu::always_inline]] inline uint32_t candidates_avx2(__m256i a, __m256i b) {
+  const __m256i next_u = _mm256_cmpeq_epi8(b, _mm256_set1_epi8('u'));
+  const __m256i key = _mm256_and_si256(
+      _mm256_cmpeq_epi8(a, _mm256_set1_epi8('"')),
+      _mm256_or_si256(next_u, _mm256_or_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('s')),
+                                              _mm256_cmpeq_epi8(b, _mm256_set1_epi8('f')))));
+  const __m256i escape = _mm256_and_si256(_mm256_cmpeq_epi8(a, _mm256_set1_epi8('\\')), next_u);
+  return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(key, escape)));
+}
+
 [[gnu::target("avx2")]] bool may_change_usage_avx2(std::string_view p) {
   if (p.size() < 33) return may_change_usage_sse2(p);
   const char* const s = p.data();
   const char* const end = s + p.size();
-  const __m256i quote = _mm256_set1_epi8('"');
-  const __m256i backslash = _mm256_set1_epi8('\\');
-  const __m256i u = _mm256_set1_epi8('u');
-  const __m256i st = _mm256_set1_epi8('s');
-  const __m256i f = _mm256_set1_epi8('f');
   size_t i = 0;
   for (;;) {
     const size_t at = i + 33 <= p.size() ? i : p.size() - 33;  // the last block overlaps the one before
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at + 1));
-    const __m256i next_u = _mm256_cmpeq_epi8(b, u);
-    const __m256i key = _mm256_and_si256(
-        _mm256_cmpeq_epi8(a, quote),
-        _mm256_or_si256(next_u, _mm256_or_si256(_mm256_cmpeq_epi8(b, st), _mm256_cmpeq_epi8(b, f))));
-    const __m256i escape = _mm256_and_si256(_mm256_cmpeq_epi8(a, backslash), next_u);
-    for (auto mask = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(key, escape))); mask != 0;
-         mask &= mask - 1) {
+    for (uint32_t mask = candidates_avx2(a, b); mask != 0; mask &= mask - 1) {
       if (must_parse_at(s + at + static_cast<size_t>(__builtin_ctz(mask)), end)) return true;
     }
     if (at != i) return false;  // that was the last block
@@ -496,25 +497,14 @@ size_t quiet_lines_bytewise(std::string_view p, size_t from) {
   if (p.size() - from < 33) return quiet_lines_bytewise(p, from);
   const char* const s = p.data();
   const char* const end = s + p.size();
-  const __m256i newline = _mm256_set1_epi8('\n');
-  const __m256i quote = _mm256_set1_epi8('"');
-  const __m256i backslash = _mm256_set1_epi8('\\');
-  const __m256i u = _mm256_set1_epi8('u');
-  const __m256i st = _mm256_set1_epi8('s');
-  const __m256i f = _mm256_set1_epi8('f');
   size_t line = 0;
   size_t i = from;
   for (;;) {
     const size_t at = i + 33 <= p.size() ? i : p.size() - 33;  // the last block overlaps the one before
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + at + 1));
-    const __m256i next_u = _mm256_cmpeq_epi8(b, u);
-    const __m256i key = _mm256_and_si256(
-        _mm256_cmpeq_epi8(a, quote),
-        _mm256_or_si256(next_u, _mm256_or_si256(_mm256_cmpeq_epi8(b, st), _mm256_cmpeq_epi8(b, f))));
-    const __m256i escape = _mm256_and_si256(_mm256_cmpeq_epi8(a, backslash), next_u);
-    auto ends = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, newline)));
-    auto candidates = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(key, escape)));
+    auto ends = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, _mm256_set1_epi8('\n'))));
+    uint32_t candidates = candidates_avx2(a, b);
     if (at != i) {  // bytes the block before read already (1 to 31 of them)
       ends &= ~uint32_t{0} << (i - at);
       candidates &= ~uint32_t{0} << (i - at);
