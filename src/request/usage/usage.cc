@@ -438,8 +438,6 @@ bool may_change_usage_sse2(std::string_view p) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// may_change_usage_sse2() 32 bytes at a time, on CPUs with AVX2 (most of an event's cost after the
-// first token is this scan): the same candidates, the same answers.
 // The candidates among the 32 bytes at `a`'s address (`b` is the 32 bytes after the first):
 // a quote before u, s or f, or a backslash before u, one bit a byte.
 [[gnu::target("avx2"), gnu::always_inline]] inline uint32_t candidates_avx2(__m256i a, __m256i b) {
@@ -452,6 +450,8 @@ bool may_change_usage_sse2(std::string_view p) {
   return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(key, escape)));
 }
 
+// may_change_usage_sse2() 32 bytes at a time, on CPUs with AVX2 (most of an event's cost after the
+// first token is this scan): the same candidates, the same answers.
 [[gnu::target("avx2")]] bool may_change_usage_avx2(std::string_view p) {
   if (p.size() < 33) return may_change_usage_sse2(p);
   const char* const s = p.data();
@@ -475,10 +475,11 @@ bool may_change_usage_sse2(std::string_view p) {
 // judged up to its own end: must_parse_at() stops at a newline). A data line's candidates are
 // those of its payload (`data:` and blanks have none), so for data lines this is
 // may_change_usage() on each; a candidate in another line (a comment, `event:`) only stops the
-// pass early, and on_line() then reads nothing from that line. Returns the length of those lines with their newlines; an
-// event that cannot change the Usage (most of a stream) then costs one pass over its bytes
-// finding candidates and line ends together, not a line split, a trim and a scan. The first
-// line is scanned from `from` (UsageAccumulator::scan_start(), as on_line() scans it).
+// pass early, and on_line() then reads nothing from that line. Returns the length of those
+// lines with their newlines: an event that cannot change the Usage (most of a stream) costs one
+// pass over its bytes finding candidates and line ends together, not a line split, a trim and a
+// scan. The first line is scanned from `from` (UsageAccumulator::scan_start(), as on_line()
+// scans it).
 size_t quiet_lines_bytewise(std::string_view p, size_t from) {
   const char* const s = p.data();
   const char* const end = s + p.size();
@@ -533,7 +534,9 @@ bool cpu_has_avx2() {
   return avx2;
 }
 
-bool may_change_usage(std::string_view p) { return cpu_has_avx2() ? may_change_usage_avx2(p) : may_change_usage_sse2(p); }
+bool may_change_usage(std::string_view p) {
+  return cpu_has_avx2() ? may_change_usage_avx2(p) : may_change_usage_sse2(p);
+}
 
 // npos without AVX2: no line is passed over here, each is split off and scanned as before.
 size_t quiet_lines(std::string_view p, size_t from) {
@@ -672,9 +675,10 @@ void UsageAccumulator::on_line(std::string_view line, bool must_read) {
   if (payload.empty() || same(payload, "[DONE]")) return;
   if (usage_.generated && !limits_.parse_every_event && !must_read) {
     const size_t from = scan_start(line);  // 0, or within the payload
+    const char* const payload_end = payload.data() + payload.size();
     if (!may_change_usage(from == 0 ? payload
                                     : std::string_view(line.data() + from,
-                                                       static_cast<size_t>(payload.data() + payload.size() - line.data()) - from))) {
+                                                       static_cast<size_t>(payload_end - line.data()) - from))) {
       return;
     }
   }
@@ -688,7 +692,8 @@ size_t UsageAccumulator::scan_start(std::string_view line) const {
     return 0;
   }
   size_t at = kData.size();  // the blanks trim_ascii() takes (a newline would end the line)
-  while (at < line.size() && (line[at] == ' ' || line[at] == '\t' || line[at] == '\r' || line[at] == '\f' || line[at] == '\v')) ++at;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
+  while (at < line.size() && blank(line[at])) ++at;
   if (line.size() - at <= opening_size_ || line[at + opening_size_] != '"' ||
       std::memcmp(line.data() + at, opening_.data(), opening_size_) != 0) {
     return 0;
