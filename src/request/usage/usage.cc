@@ -39,6 +39,8 @@ constexpr size_t kMaxFinishReasonBytes = 64;
 constexpr size_t kRetainedTapeEntries = 4096;
 // An SSE event read on from its opening is copied (after a `{`) when the rest is shorter.
 constexpr size_t kMaxReadOnBytes = 1024;
+// An SSE line that carries an event's data starts with this field name.
+constexpr std::string_view kData = "data:";
 // pending_ keeps its allocation between lines up to this size.
 constexpr size_t kRetainedPendingBytes = 64 * 1024;
 
@@ -667,7 +669,6 @@ void UsageAccumulator::finish() {
 
 void UsageAccumulator::on_line(std::string_view line, bool must_read) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  constexpr std::string_view kData = "data:";
   if (line.size() < kData.size() || !same_bytes(line.data(), kData.data(), kData.size(), 0)) {
     return;  // event:, id:, retry:, comments
   }
@@ -686,7 +687,6 @@ void UsageAccumulator::on_line(std::string_view line, bool must_read) {
 }
 
 size_t UsageAccumulator::scan_start(std::string_view line) const {
-  constexpr std::string_view kData = "data:";
   if (opening_size_ == 0 || line.size() <= kData.size() + opening_size_ ||
       !same_bytes(line.data(), kData.data(), kData.size(), 0)) {
     return 0;
@@ -694,11 +694,12 @@ size_t UsageAccumulator::scan_start(std::string_view line) const {
   size_t at = kData.size();  // the blanks trim_ascii() takes (a newline would end the line)
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
   while (at < line.size() && blank(line[at])) ++at;
-  if (line.size() - at <= opening_size_ || line[at + opening_size_] != '"' ||
-      std::memcmp(line.data() + at, opening_.data(), opening_size_) != 0) {
-    return 0;
-  }
-  return at + opening_size_;
+  return repeats_opening(line.substr(at)) ? at + opening_size_ : 0;
+}
+
+bool UsageAccumulator::repeats_opening(std::string_view json) const {
+  return opening_size_ != 0 && json.size() > opening_size_ && json[opening_size_] == '"' &&
+         std::memcmp(json.data(), opening_.data(), opening_size_) == 0;
 }
 
 bool UsageAccumulator::on_json(std::string_view json) {
@@ -711,8 +712,7 @@ bool UsageAccumulator::on_json(std::string_view json) {
   // Only a short rest is copied: beyond it the opening is a small part of the event.
   thread_local std::array<char, kMaxReadOnBytes> read_on;
   std::string_view doc = json;
-  if (opening_size_ != 0 && json.size() > opening_size_ && json.size() - opening_size_ < kMaxReadOnBytes &&
-      json[opening_size_] == '"' && std::memcmp(json.data(), opening_.data(), opening_size_) == 0) {
+  if (repeats_opening(json) && json.size() - opening_size_ < kMaxReadOnBytes) {
     const std::string_view rest = json.substr(opening_size_);
     read_on[0] = '{';
     std::memcpy(read_on.data() + 1, rest.data(), rest.size());

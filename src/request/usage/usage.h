@@ -78,6 +78,9 @@ class UsageAccumulator {
   // reads only a prefix of `line` without a newline (an opening holds none), so the first line
   // of a longer buffer gives the same answer as the line alone.
   size_t scan_start(std::string_view line) const;
+  // `json` starts with the last read event's opening and goes on with a key: read on from there
+  // (on_json), scanned from there (scan_start).
+  bool repeats_opening(std::string_view json) const;
 
   Endpoint endpoint_;
   bool sse_;
