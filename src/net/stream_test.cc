@@ -1,8 +1,11 @@
 // net/stream's plain reads: one that follows a read which drained the socket waits for the
 // socket to be readable and then reads; one that follows a read which filled its buffer tries
-// first. Either way every byte arrives, in order, and an end, an error or a close ends the read.
+// first. Either way every byte arrives, in order, and an end, an error, a close or a
+// cancellation ends the read.
 #include "net/stream.h"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -123,6 +126,83 @@ TEST(Stream, AReadThatWaitsGetsBytesQueuedBeforeItStarted) {
   EXPECT_EQ(second.bytes, "two");
 }
 
+// A read that drained the socket, and the next one started before the loop looked at the socket
+// again (the engine's answer to a request just sent): the bytes sent in between are not lost,
+// whether they came before that read started or after.
+TEST(Stream, AReadAfterADrainingReadGetsBytesSentBeforeOrAfterItStarted) {
+  Pair p;
+  Read first;
+  p.send("one");
+  start_read(p, 64, first);
+  run_until(p, first);
+  ASSERT_EQ(first.bytes, "one");
+  p.send("two");  // no run of the loop between this and the read
+  Read second;
+  start_read(p, 64, second);
+  run_until(p, second);
+  ASSERT_TRUE(second.done);
+  EXPECT_FALSE(second.ec) << second.ec.message();
+  EXPECT_EQ(second.bytes, "two");
+  Read third;
+  start_waiting_read(p, third);
+  p.send("three");
+  run_until(p, third);
+  ASSERT_TRUE(third.done);
+  EXPECT_EQ(third.bytes, "three");
+}
+
+// A long run of small messages, each read as it comes (an SSE stream's events): every read
+// drains the socket, so each but the first waits first; all bytes arrive, in order.
+TEST(Stream, ManyDrainingReadsGetEveryMessageInOrder) {
+  Pair p;
+  std::string want, got;
+  for (int i = 0; i < 200; ++i) {
+    const std::string msg = "event " + std::to_string(i) + "\n";
+    want += msg;
+    Read r;
+    if (i % 2 == 0) {
+      start_waiting_read(p, r);  // the read waits, then the message comes
+      p.send(msg);
+    } else {
+      p.send(msg);  // the message is there before the read starts
+      start_read(p, 64, r);
+    }
+    run_until(p, r);
+    ASSERT_TRUE(r.done) << i;
+    ASSERT_FALSE(r.ec) << r.ec.message();
+    got += r.bytes;
+    if (got.size() < want.size()) {  // (loopback delivers a send whole; keep reading if not)
+      Read rest;
+      start_read(p, 64, rest);
+      run_until(p, rest);
+      got += rest.bytes;
+    }
+  }
+  EXPECT_EQ(got, want);
+}
+
+// A waiting read whose handler has a cancellation slot ends as aborted when the slot is
+// signalled (Asio's own cancellation, which the read's operation keeps).
+TEST(Stream, AWaitingReadEndsAsAbortedWhenItsSlotIsCancelled) {
+  Pair p;
+  asio::cancellation_signal signal;
+  std::array<char, 16> buf{};
+  Read r;
+  p.ours.async_read_some(asio::buffer(buf), asio::bind_cancellation_slot(signal.slot(), [&](boost::system::error_code ec, size_t) {
+                           r.ec = ec;
+                           r.done = true;
+                         }));
+  p.io.run_for(10ms);
+  p.io.restart();
+  ASSERT_FALSE(r.done);
+  signal.emit(asio::cancellation_type::terminal);
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.ec, asio::error::operation_aborted);
+  // The socket still reads afterwards.
+  expect_read_of_late_bytes(p, "after");
+}
+
 TEST(Stream, AReadThatFilledItsBufferIsFollowedByOneThatTakesTheRest) {
   Pair p;
   p.send("0123456789abcdef");
@@ -147,6 +227,42 @@ TEST(Stream, APeerThatClosesEndsAWaitingReadWithEof) {
   ASSERT_TRUE(r.done);
   EXPECT_EQ(r.ec, asio::error::eof);
   EXPECT_TRUE(r.bytes.empty());
+}
+
+// The peer's last bytes and its close (or reset) arrive together, before the read that drains
+// them: the readiness of the end was reported with the bytes' and comes no more, so the next
+// read must find the end by asking the socket (a read that only waited for another edge would
+// wait for ever: an engine that dies mid-stream, a client that sends and half-closes).
+TEST(Stream, BytesThenAnEndThatCameTogetherAreReadAndThenTheEnd) {
+  for (const bool reset : {false, true}) {
+    SCOPED_TRACE(reset ? "reset" : "close");
+    Pair p;
+    Read warm;  // a first draining read, so the next ones follow one
+    start_waiting_read(p, warm);
+    p.send("head");
+    run_until(p, warm);
+    ASSERT_EQ(warm.bytes, "head");
+    p.send("last events");
+    if (reset) p.peer.set_option(asio::socket_base::linger(true, 0));
+    p.peer.close();
+    std::this_thread::sleep_for(10ms);  // both are in before the next read starts
+    Read bytes;
+    start_read(p, 64, bytes);
+    run_until(p, bytes);
+    ASSERT_TRUE(bytes.done);
+    if (!reset) {  // (a reset may discard what was queued: Linux answers the reset at once)
+      ASSERT_FALSE(bytes.ec) << bytes.ec.message();
+      EXPECT_EQ(bytes.bytes, "last events");
+    }
+    if (bytes.ec) continue;
+    Read end;
+    start_read(p, 64, end);
+    run_until(p, end);
+    ASSERT_TRUE(end.done) << "the end was never seen";
+    const boost::system::error_code want = reset ? asio::error::make_error_code(asio::error::connection_reset)
+                                                 : asio::error::make_error_code(asio::error::eof);
+    EXPECT_EQ(end.ec, want) << end.ec.message();
+  }
 }
 
 TEST(Stream, ClosingTheStreamEndsAWaitingReadAsAborted) {
