@@ -1,6 +1,7 @@
 #include "net/client.h"
 
 #include <sys/socket.h>
+#include <time.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -54,9 +55,15 @@ class SocketTimeout {
   asio::steady_timer timer_;
 };
 
+// The monotonic clock at its tick's resolution (a few ms; the vDSO's cheapest read).
+int64_t coarse_now_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
 // True when the peer has not closed the idle connection and sent nothing unexpected.
 bool looks_open(UpstreamConnection& c) {
-  if (!c.stream.is_open()) return false;
   char byte;
   ssize_t n = ::recv(c.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return false;                                     // orderly close
@@ -102,13 +109,14 @@ asio::awaitable<bool> handshake(UpstreamConnection& conn, const config::Upstream
 }  // namespace
 
 ConnectionPtr IdlePool::take(uint64_t incarnation) {
+  const int64_t now = coarse_now_ms();
   while (!idle_.empty()) {
     ConnectionPtr c = std::move(idle_.back());
     idle_.pop_back();
-    if (c->incarnation == incarnation && looks_open(*c)) {
-      c->reused = true;
-      return c;
-    }
+    if (c->incarnation != incarnation || !c->stream.is_open()) continue;
+    if (now - c->idle_since_ms >= check_after_ms_ && !looks_open(*c)) continue;
+    c->reused = true;
+    return c;
   }
   return nullptr;
 }
@@ -116,6 +124,7 @@ ConnectionPtr IdlePool::take(uint64_t incarnation) {
 void IdlePool::put(ConnectionPtr c) {
   if (!c || idle_.size() >= max_idle_ || !c->stream.is_open()) return;
   c->buffer.consume(c->buffer.size());
+  c->idle_since_ms = coarse_now_ms();
   idle_.push_back(std::move(c));
 }
 

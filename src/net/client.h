@@ -33,13 +33,23 @@ struct UpstreamConnection {
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
   uint64_t incarnation = 0;  // the engine it was made to (net/roster.h): another one in its slot never gets it
+  int64_t idle_since_ms = 0;  // when it went into the idle pool (a coarse monotonic clock)
 };
 using ConnectionPtr = std::unique_ptr<UpstreamConnection>;
 
 // Idle keep-alive connections to one engine, owned by one io thread.
+// A connection idle for kIdleCheckAfterMs or longer is asked whether the engine closed it (a
+// recv with MSG_PEEK) before it is taken: engines close idle keep-alive connections after
+// seconds (vLLM and SGLang through uvicorn: 5 s). One idle for less is taken unasked: under
+// load that is every request, and the question is a system call each; an engine that closed it
+// in that second all the same (it restarted) fails the request's first attempt before any
+// answer, which the proxy makes again on a new connection (request/stream's stale retry).
 class IdlePool {
  public:
-  explicit IdlePool(size_t max_idle = 64) : max_idle_(max_idle) {}
+  static constexpr int64_t kIdleCheckAfterMs = 1000;
+
+  explicit IdlePool(size_t max_idle = 64, int64_t check_after_ms = kIdleCheckAfterMs)
+      : max_idle_(max_idle), check_after_ms_(check_after_ms) {}
   IdlePool(IdlePool&&) = default;
   IdlePool& operator=(IdlePool&&) = default;
   // The most recently used idle connection to `incarnation` that still looks open, or nullptr
@@ -52,6 +62,7 @@ class IdlePool {
 
  private:
   size_t max_idle_;
+  int64_t check_after_ms_;
   std::vector<ConnectionPtr> idle_;
 };
 

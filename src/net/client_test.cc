@@ -1,5 +1,6 @@
 // net/client's one-shot exchange (probes, scrapes, the model catalog) against a loopback engine
-// that answers in pieces: the answer is read as the data plane reads an engine's.
+// that answers in pieces: the answer is read as the data plane reads an engine's. And the idle
+// pool: which connections it hands out again.
 #include "net/client.h"
 
 #include <boost/asio/co_spawn.hpp>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 namespace ramjet::net {
 namespace {
@@ -95,6 +97,76 @@ TEST(SimpleGet, RefusesAnAnswerPastTheLimitCutShortOrMalformed) {
   EXPECT_EQ(f, GetFailure::kProtocol);
   get("", 1, 1024, f);  // closed without a byte
   EXPECT_EQ(f, GetFailure::kProtocol);
+}
+
+// --- IdlePool ---
+
+// A pooled connection and its engine's end of it.
+struct Pooled {
+  ConnectionPtr conn;
+  tcp::socket engine;
+};
+
+Pooled connect_pair(asio::io_context& io, tcp::acceptor& acceptor, uint64_t incarnation = 0) {
+  auto conn = std::make_unique<UpstreamConnection>(io.get_executor());
+  conn->stream.socket().connect(acceptor.local_endpoint());
+  conn->stream.socket().non_blocking(true);
+  conn->incarnation = incarnation;
+  tcp::socket engine(io);
+  acceptor.accept(engine);
+  return {std::move(conn), std::move(engine)};
+}
+
+// Connections idle past the check are asked: one the engine closed, or that holds bytes nobody
+// asked for, is dropped; an open one is handed out, marked reused. The newest goes first.
+TEST(IdlePool, AConnectionIdlePastTheCheckIsHandedOutOnlyIfTheEngineKeptItOpen) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  IdlePool pool(64, /*check_after_ms=*/0);
+  Pooled open = connect_pair(io, acceptor);
+  Pooled closed = connect_pair(io, acceptor);
+  Pooled chatty = connect_pair(io, acceptor);
+  UpstreamConnection* open_conn = open.conn.get();
+  pool.put(std::move(open.conn));
+  pool.put(std::move(closed.conn));
+  pool.put(std::move(chatty.conn));
+  closed.engine.close();
+  asio::write(chatty.engine, asio::buffer("HTTP/1.1 200 OK\r\n", 17));
+  std::this_thread::sleep_for(20ms);  // the FIN and the bytes arrive
+  ConnectionPtr got = pool.take();
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got.get(), open_conn);
+  EXPECT_TRUE(got->reused);
+  EXPECT_EQ(pool.size(), 0u);
+  EXPECT_EQ(pool.take(), nullptr);
+}
+
+// A connection back in the pool for less than the check's time is handed out without the
+// question (a system call a request under load), even one the engine closed meanwhile: the
+// proxy's stale retry takes the request to a new connection then (test_failover's engine that
+// closes after every answer).
+TEST(IdlePool, AConnectionJustPutBackIsHandedOutWithoutAsking) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  IdlePool pool;  // the default check: a second
+  Pooled closed = connect_pair(io, acceptor);
+  UpstreamConnection* conn = closed.conn.get();
+  pool.put(std::move(closed.conn));
+  closed.engine.close();
+  std::this_thread::sleep_for(20ms);
+  ConnectionPtr got = pool.take();
+  EXPECT_EQ(got.get(), conn);
+}
+
+// A connection made to an engine that has since left its slot is never handed out.
+TEST(IdlePool, AConnectionToAnotherIncarnationIsDropped) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  IdlePool pool;
+  Pooled old = connect_pair(io, acceptor, /*incarnation=*/1);
+  pool.put(std::move(old.conn));
+  EXPECT_EQ(pool.take(/*incarnation=*/2), nullptr);
+  EXPECT_EQ(pool.size(), 0u);
 }
 
 }  // namespace

@@ -116,6 +116,53 @@ def test_engine_closing_without_answer_fails_over(engines, ramjet_factory):
     assert e0.inference_requests()
 
 
+# An engine that closes a keep-alive connection after answering on it (it restarted, or a proxy
+# in front of it limits requests a connection) leaves ramjet a pooled connection that is closed.
+# ramjet takes a connection back within a second without asking the socket (a system call a
+# request under load): the request's first attempt then finds it closed before any answer and is
+# made again on a new connection. No request fails, the engine gets each request once, and no
+# engine error is counted.
+@pytest.mark.parametrize("stream", [False, True])
+def test_engine_closing_pooled_connections_loses_no_request(engine_factory, ramjet_factory, stream):
+    (e,) = engine_factory(1)
+    rj = quiet([e], ramjet_factory)
+    e.close_after_answer = True
+    m0 = rj.metrics().sum("ramjet_upstream_errors_total")
+    n = 12
+    for i in range(n):
+        body = chat(f"turn {i}", stream=stream)
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        r = rj.chat(body)
+        assert r.status == 200, r
+        if stream:
+            assert b"data: [DONE]" in r.body, r
+        time.sleep(0.03)  # the engine's FIN reaches the pooled connection
+    got = e.inference_requests()
+    assert len(got) == n, [q.json()["messages"][-1]["content"] for q in got]
+    assert sorted(q.json()["messages"][-1]["content"] for q in got) == sorted(f"turn {i}" for i in range(n))
+    assert rj.metrics().sum("ramjet_upstream_errors_total") == m0
+    code, h = rj.health()
+    assert h["replicas"][0]["healthy"] is True, h
+
+
+# An engine that closes idle keep-alive connections (vLLM and SGLang through uvicorn, after 5 s):
+# a connection idle past a second is asked before reuse and one the engine closed is dropped; one
+# idle for less and closed all the same takes the retry above. Either way no request fails.
+def test_engine_closing_idle_connections_loses_no_request(engine_factory, ramjet_factory):
+    (e,) = engine_factory(1)
+    rj = quiet([e], ramjet_factory)
+    e.idle_close = 0.2
+    m0 = rj.metrics().sum("ramjet_upstream_errors_total")
+    pauses = [1.2, 0.5, 1.2, 0.4, 0.0, 1.1]
+    for i, pause in enumerate(pauses):
+        r = rj.chat(chat(f"after {pause}"))
+        assert r.status == 200, (i, r)
+        time.sleep(pause)
+    assert len(e.inference_requests()) == len(pauses)
+    assert rj.metrics().sum("ramjet_upstream_errors_total") == m0
+
+
 def test_last_candidate_502_passes_through(engines, ramjet_factory):
     rj = quiet(engines, ramjet_factory)
     for e in engines:

@@ -37,6 +37,12 @@ Special paths (unless an X-Mock header is present): GET /health answers engine.h
 (an int status, or "hang" / "close"); GET /v1/models answers engine.models_status with
 engine.models_body(). Everything else goes through the directive.
 
+Connection habits (attributes, for every connection): close_after_answer closes the connection
+after each answer although the answer said keep-alive (an engine that restarts between
+requests, or a proxy in front of it with a request limit); idle_close = S closes a keep-alive
+connection that brought no request for S seconds (uvicorn's timeout_keep_alive: vLLM and
+SGLang close idle connections after 5 s).
+
 kill() makes the engine dead (listening socket closed: connection refused; open connections
 aborted); revive() listens again on the same port.
 """
@@ -151,6 +157,8 @@ class MockEngine:
         # A P/D prefill engine's transfer parameters: a JSON answer to a request whose
         # kv_transfer_params ask for remote decode carries these as its top-level kv_transfer_params.
         self.kv_answer: Optional[dict] = None
+        self.close_after_answer = False  # close after every answer, keep-alive promised or not
+        self.idle_close: Optional[float] = None  # close a connection idle this many seconds
         # --- records ---
         self.requests: list = []
         self.conns: dict = {}
@@ -422,7 +430,7 @@ class MockEngine:
                 if req is None:
                     break
                 keep = self._handle(conn, req)
-                if not keep:
+                if not keep or self.close_after_answer:
                     break
         except (_PeerGone, _Stopping):
             pass
@@ -616,9 +624,13 @@ class _Conn:
             return True
 
     def read_request(self) -> Optional[Request]:
+        """The next request, or None when the peer closed (or the connection stayed idle past the
+        engine's idle_close: the engine closes it)."""
         while b"\r\n\r\n" not in self.buf:
+            idle = self.engine.idle_close if not self.buf else None
             try:
-                self._recv(None)
+                if not self._recv(idle):
+                    return None
             except _PeerGone:
                 return None
             if len(self.buf) > 1 << 20:
