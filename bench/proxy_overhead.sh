@@ -9,7 +9,7 @@
 # Usage (from anywhere; run as root on Debian 12 after scripts/setup):
 #   bench/proxy_overhead.sh [--targets direct,ramjet,nginx[,base]] [--modes json,sse]
 #                           [--concurrency 1,16,64] [--no-build] [--pin split|none]
-#                           [--upstream-tls]
+#                           [--upstream-tls] [--syscalls]
 # Environment (any other RJ_* variable, say RJ_AFFINITY=round_robin, reaches ramjet and base and
 # is named in the report):
 #   DURATION=10s      wrk duration per run          WARMUP=1s   wrk warm-up per target and mode
@@ -37,6 +37,11 @@
 # The report is bench/results/proxy_overhead-tls-<UTC date-time>.md. Without the flag nothing
 # changes.
 #
+# --syscalls: after the measurement, one more wrk run per mode and proxy (c=16, 3 s) with
+# `strace -c -f` attached to the proxy process (ramjet, base, nginx's worker), and a table of the
+# system calls each made per request, EAGAIN answers counted apart ("errors" in strace's words).
+# strace slows the proxy a lot; the counts, not the rate, are the result. Needs strace.
+#
 # Pinning (--pin split, the default when there are >= 2 CPUs): wrk runs on CPU 0 and every
 # server process (responder, nginx, ramjet) on CPUs 1..N-1. The load generator then never steals
 # CPU from the system under test, and a proxied request pays for proxy + responder on the same
@@ -59,6 +64,7 @@ RAMJET_BIN=${RAMJET_BIN:-$ROOT/build/release/src/app/ramjet}
 RESPONDER_BIN=${RESPONDER_BIN:-$ROOT/build/release/bench/ramjet-responder}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 UPSTREAM_TLS=0
+SYSCALLS=0
 
 die() { echo "proxy_overhead: $*" >&2; exit 1; }
 log() { echo "proxy_overhead: $*" >&2; }
@@ -71,6 +77,7 @@ while (($#)); do
     --no-build) BUILD=0; shift ;;
     --pin) PIN=$2; shift 2 ;;
     --upstream-tls) UPSTREAM_TLS=1; shift ;;
+    --syscalls) SYSCALLS=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -88,6 +95,7 @@ has_target direct || die "--targets must include direct (latency and ratios are 
 for d in "$DURATION" "$WARMUP"; do [[ $d =~ ^[1-9][0-9]*[smh]?$ ]] || die "bad duration '$d' (wrk wants whole units: 3s, 1m)"; done
 for tool in wrk curl; do command -v $tool >/dev/null || die "$tool not found (run scripts/setup as root)"; done
 if has_target nginx; then command -v nginx >/dev/null || die "nginx not found (run scripts/setup as root)"; fi
+if ((SYSCALLS)); then command -v strace >/dev/null || die "--syscalls needs strace (run scripts/setup as root)"; fi
 if ((UPSTREAM_TLS)); then
   command -v nginx >/dev/null || die "--upstream-tls needs nginx for the TLS responder (run scripts/setup as root)"
   command -v openssl >/dev/null || die "--upstream-tls needs openssl for the throwaway certificates"
@@ -193,6 +201,7 @@ pids+=($!)
 wait_for 10 grep -q '^listening port=' "$WORK/responder.out" || { cat "$WORK/responder.err" >&2; die "responder did not start"; }
 RESP_PORT=$(sed -n 's/^listening port=\([0-9]*\).*/\1/p' "$WORK/responder.out")
 declare -A URL=([direct]="http://127.0.0.1:$RESP_PORT")
+declare -A PID  # each proxy's process (--syscalls)
 log "responder on port $RESP_PORT"
 
 # the TLS responder (--upstream-tls): nginx terminating TLS in front of the responder
@@ -278,6 +287,7 @@ EOF
   wait_for 10 curl -sf "http://127.0.0.1:$NGINX_PORT/health" \
     || { cat "$WORK/nginx/stdout" "$WORK/nginx/error.log" >&2 2>/dev/null; die "nginx did not start"; }
   URL[nginx]="http://127.0.0.1:$NGINX_PORT"
+  PID[nginx]=$(pgrep -P "$(cat "$WORK/nginx/nginx.pid")" | head -1)  # the worker
   log "nginx on port $NGINX_PORT ($SERVER_NCPU worker(s))"
 fi
 
@@ -289,6 +299,7 @@ start_ramjet() {  # start_ramjet <target> <binary>
   RJ_UPSTREAM="$UPSTREAM_URL" RJ_LISTEN=127.0.0.1:0 RJ_METRICS_LISTEN=127.0.0.1:0 \
     RJ_THREADS="$SERVER_NCPU" "${SERVER_PREFIX[@]}" "$bin" >"$WORK/$t.out" 2>"$WORK/$t.err" &
   pids+=($!)
+  PID[$t]=$!
   wait_for 15 grep -q 'listening api=' "$WORK/$t.err" || { tail -20 "$WORK/$t.err" >&2; die "$t did not start"; }
   port=$(grep -o 'listening api=[^ "]*' "$WORK/$t.err" | head -1 | sed 's/.*:\([0-9]*\)$/\1/')
   [[ $port =~ ^[0-9]+$ ]] || die "could not parse the $t API port from: $(grep 'listening' "$WORK/$t.err")"
@@ -366,6 +377,31 @@ for m in "${modes[@]}"; do
     unset runs
   done
 done
+
+# ---------------------------------------------------------------- --syscalls: system calls per request
+declare -A SYSCALL_ROW
+if ((SYSCALLS)); then
+  for m in "${modes[@]}"; do
+    for t in ramjet base nginx; do
+      has_target $t || continue
+      log "system calls: $t, $m, c=16 (3s under strace)"
+      strace -f -c -o "$WORK/strace-$t-$m.txt" -p "${PID[$t]}" 2>/dev/null &
+      sp=$!
+      sleep 0.5  # attached to every thread
+      out=$(run_wrk "$t" "$m" 16 3s)
+      kill -INT $sp; wait $sp || true
+      n=$(awk '/requests in/ {print $1}' <<<"$out")
+      [[ $n =~ ^[0-9]+$ && $n -gt 0 ]] || die "no request completed under strace ($t, $m)"
+      # strace -c: % time, seconds, usecs/call, calls, [errors,] syscall; "total" last
+      SYSCALL_ROW[$t,$m]=$(awk -v n="$n" '
+        $NF != "total" && $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ {
+          calls = $4; errs = (NF == 6) ? $5 : 0; all += calls
+          if (calls / n >= 0.05) { row = row sprintf("%s%s %.2f%s", sep, $NF, calls / n, errs / n >= 0.05 ? sprintf(" (%.2f failed)", errs / n) : ""); sep = ", " }
+        }
+        END { printf "%.2f | %s", all / n, row }' "$WORK/strace-$t-$m.txt")
+    done
+  done
+fi
 
 # ---------------------------------------------------------------- TLS upstream: did every ramjet really use it?
 declare -A TLS_FULL TLS_RESUMED
@@ -457,6 +493,19 @@ for t in ramjet base nginx; do has_target $t && proxies+=("$t"); done
     done
   done
   echo
+  if ((SYSCALLS)); then
+    echo "System calls per request (strace -c -f on the proxy process, wrk -c 16 for 3 s; calls under"
+    echo "0.05 a request left out; failed = answered an error, EAGAIN for a read):"
+    echo
+    echo "| mode | proxy | all | by call |"
+    echo "|---|---|---:|---|"
+    for m in "${modes[@]}"; do
+      for t in ramjet base nginx; do
+        has_target $t && echo "| $m | $t | ${SYSCALL_ROW[$t,$m]} |"
+      done
+    done
+    echo
+  fi
   echo "req/s and latency are wrk's; +p50 is the target's median latency minus direct's in the same cell."
   echo "For sse, a request completes when the last chunk ([DONE] and the terminating chunk) arrives."
   echo "⚠N marks a run with N socket errors or non-2xx responses."
