@@ -93,6 +93,16 @@ void expect_read_of_late_bytes(Pair& p, std::string_view bytes) {
   EXPECT_EQ(r.bytes, bytes);
 }
 
+// A read of at most 64 bytes, run to its end: it gets `bytes`.
+void expect_read(Pair& p, std::string_view bytes) {
+  Read r;
+  start_read(p, 64, r);
+  run_until(p, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.bytes, bytes);
+}
+
 TEST(Stream, AReadOnAQuietSocketGetsTheBytesThatComeLater) {
   Pair p;
   expect_read_of_late_bytes(p, "hello");
@@ -102,11 +112,8 @@ TEST(Stream, AReadOnAQuietSocketGetsTheBytesThatComeLater) {
 // the edge-triggered registration) are read by a read that waits first: the wait re-arms.
 TEST(Stream, AReadThatWaitsGetsBytesQueuedBeforeItStarted) {
   Pair p;
-  Read first;
   p.send("one");
-  start_read(p, 64, first);  // drains the socket: the next read waits first
-  run_until(p, first);
-  ASSERT_EQ(first.bytes, "one");
+  expect_read(p, "one");  // drains the socket: the next read waits first
   p.send("two");
   {
     // The readiness is reported, and taken, with no read pending: the work guard keeps run_for
@@ -118,12 +125,7 @@ TEST(Stream, AReadThatWaitsGetsBytesQueuedBeforeItStarted) {
     }
   }
   p.io.restart();
-  Read second;
-  start_read(p, 64, second);
-  run_until(p, second);
-  ASSERT_TRUE(second.done);
-  EXPECT_FALSE(second.ec) << second.ec.message();
-  EXPECT_EQ(second.bytes, "two");
+  expect_read(p, "two");
 }
 
 // A read that drained the socket, and the next one started before the loop looked at the socket
@@ -131,24 +133,11 @@ TEST(Stream, AReadThatWaitsGetsBytesQueuedBeforeItStarted) {
 // whether they came before that read started or after.
 TEST(Stream, AReadAfterADrainingReadGetsBytesSentBeforeOrAfterItStarted) {
   Pair p;
-  Read first;
   p.send("one");
-  start_read(p, 64, first);
-  run_until(p, first);
-  ASSERT_EQ(first.bytes, "one");
+  expect_read(p, "one");
   p.send("two");  // no run of the loop between this and the read
-  Read second;
-  start_read(p, 64, second);
-  run_until(p, second);
-  ASSERT_TRUE(second.done);
-  EXPECT_FALSE(second.ec) << second.ec.message();
-  EXPECT_EQ(second.bytes, "two");
-  Read third;
-  start_waiting_read(p, third);
-  p.send("three");
-  run_until(p, third);
-  ASSERT_TRUE(third.done);
-  EXPECT_EQ(third.bytes, "three");
+  expect_read(p, "two");
+  expect_read_of_late_bytes(p, "three");
 }
 
 // A long run of small messages, each read as it comes (an SSE stream's events): every read
