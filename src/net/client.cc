@@ -108,13 +108,13 @@ asio::awaitable<bool> handshake(UpstreamConnection& conn, const config::Upstream
 }
 }  // namespace
 
-ConnectionPtr IdlePool::take(uint64_t incarnation) {
+ConnectionPtr IdlePool::take(uint64_t incarnation, bool ask) {
   const int64_t now = coarse_now_ms();
   while (!idle_.empty()) {
     ConnectionPtr c = std::move(idle_.back());
     idle_.pop_back();
     if (c->incarnation != incarnation || !c->stream.is_open()) continue;
-    if (now - c->idle_since_ms >= check_after_ms_ && !looks_open(*c)) continue;
+    if ((ask || now - c->idle_since_ms >= check_after_ms_) && !looks_open(*c)) continue;
     c->reused = true;
     return c;
   }
@@ -122,8 +122,7 @@ ConnectionPtr IdlePool::take(uint64_t incarnation) {
 }
 
 void IdlePool::put(ConnectionPtr c) {
-  if (!c || idle_.size() >= max_idle_ || !c->stream.is_open()) return;
-  c->buffer.consume(c->buffer.size());
+  if (!c || idle_.size() >= max_idle_ || !c->stream.is_open() || c->buffer.size() != 0) return;
   c->idle_since_ms = coarse_now_ms();
   idle_.push_back(std::move(c));
 }

@@ -38,12 +38,14 @@ struct UpstreamConnection {
 using ConnectionPtr = std::unique_ptr<UpstreamConnection>;
 
 // Idle keep-alive connections to one engine, owned by one io thread.
-// A connection idle for kIdleCheckAfterMs or longer is asked whether the engine closed it (a
-// recv with MSG_PEEK) before it is taken: engines close idle keep-alive connections after
-// seconds (vLLM and SGLang through uvicorn: 5 s). One idle for less is taken unasked: under
-// load that is every request, and the question is a system call each; an engine that closed it
-// in that second all the same (it restarted) fails the request's first attempt before any
-// answer, which the proxy makes again on a new connection (request/stream's stale retry).
+// A connection idle for kIdleCheckAfterMs or longer is asked whether the engine closed it or sent
+// bytes nobody asked for (a recv with MSG_PEEK) before it is taken: engines close idle keep-alive
+// connections after seconds (vLLM and SGLang through uvicorn: 5 s). One idle for less is taken
+// unasked unless the caller asks (`ask`): under load that is every request, and the question is a
+// system call each; an engine that closed it in that second all the same (it restarted) fails the
+// request's first attempt before any answer, which the proxy makes again on a new connection
+// (request/stream's stale retry). A connection is put back only with nothing left unread in its
+// buffer: bytes after a complete response (an engine answering twice) make it unusable.
 class IdlePool {
  public:
   static constexpr int64_t kIdleCheckAfterMs = 1000;
@@ -53,9 +55,11 @@ class IdlePool {
   IdlePool(IdlePool&&) = default;
   IdlePool& operator=(IdlePool&&) = default;
   // The most recently used idle connection to `incarnation` that still looks open, or nullptr
-  // (connections to an engine that left the slot are closed).
-  ConnectionPtr take(uint64_t incarnation = 0);
-  // Keeps a connection whose response was fully read and that may be reused.
+  // (connections to an engine that left the slot are closed). `ask`: every connection is asked,
+  // however recently it was put back (a request whose retry would cost more than the question).
+  ConnectionPtr take(uint64_t incarnation = 0, bool ask = false);
+  // Keeps a connection whose response was fully read and that may be reused (closes it when its
+  // buffer still holds bytes).
   void put(ConnectionPtr c);
   size_t size() const { return idle_.size(); }
   void clear() { idle_.clear(); }  // closes them (on the owning thread)

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -144,11 +145,11 @@ TEST(IdlePool, AConnectionIdlePastTheCheckIsHandedOutOnlyIfTheEngineKeptItOpen) 
 // A connection back in the pool for less than the check's time is handed out without the
 // question (a system call a request under load), even one the engine closed meanwhile: the
 // proxy's stale retry takes the request to a new connection then (test_failover's engine that
-// closes after every answer).
-TEST(IdlePool, AConnectionJustPutBackIsHandedOutWithoutAsking) {
+// closes after every answer). Unless the caller asks (a decode leg's single-use parameters).
+TEST(IdlePool, AConnectionJustPutBackIsHandedOutWithoutAskingUnlessTheCallerAsks) {
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  IdlePool pool;  // the default check: a second
+  IdlePool pool(64, /*check_after_ms=*/60'000);
   Pooled closed = connect_pair(io, acceptor);
   UpstreamConnection* conn = closed.conn.get();
   pool.put(std::move(closed.conn));
@@ -156,6 +157,24 @@ TEST(IdlePool, AConnectionJustPutBackIsHandedOutWithoutAsking) {
   std::this_thread::sleep_for(20ms);
   ConnectionPtr got = pool.take();
   EXPECT_EQ(got.get(), conn);
+  pool.put(std::move(got));
+  EXPECT_EQ(pool.take(0, /*ask=*/true), nullptr);
+  EXPECT_EQ(pool.size(), 0u);
+}
+
+// A connection whose buffer still holds bytes after its response (an engine that answered
+// twice) is not kept: those bytes would be read as the next request's answer.
+TEST(IdlePool, AConnectionWithBytesLeftInItsBufferIsNotKept) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  IdlePool pool;
+  Pooled leftover = connect_pair(io, acceptor);
+  const std::string_view extra = "HTTP/1.1 200 OK\r\n";
+  auto room = leftover.conn->buffer.prepare(extra.size());
+  std::memcpy(room.data(), extra.data(), extra.size());
+  leftover.conn->buffer.commit(extra.size());
+  pool.put(std::move(leftover.conn));
+  EXPECT_EQ(pool.size(), 0u);
 }
 
 // A connection made to an engine that has since left its slot is never handed out.

@@ -12,10 +12,10 @@ from support.mock_engine import BlackholeEngine
 NO_PROBE = {"RJ_PROBE_INTERVAL_MS": "60000"}
 
 
-def quiet(engines, ramjet_factory):
+def quiet(engines, ramjet_factory, **env):
     """ramjet whose only probe round is the startup one, already digested: from here on, only
     requests change an engine's health."""
-    rj = ramjet_factory(engines, env=NO_PROBE)
+    rj = ramjet_factory(engines, env={**NO_PROBE, **env})
     for e in engines:
         e.wait_probed()
     time.sleep(0.05)  # the answer is written; give ramjet a moment to apply it
@@ -120,12 +120,12 @@ def test_engine_closing_without_answer_fails_over(engines, ramjet_factory):
 # in front of it limits requests a connection) leaves ramjet a pooled connection that is closed.
 # ramjet takes a connection back within a second without asking the socket (a system call a
 # request under load): the request's first attempt then finds it closed before any answer and is
-# made again on a new connection. No request fails, the engine gets each request once, and no
-# engine error is counted.
+# made again on a new connection (ramjet_upstream_stale_retries_total). No request fails, the
+# engine gets each request once, and no engine error is counted.
 @pytest.mark.parametrize("stream", [False, True])
 def test_engine_closing_pooled_connections_loses_no_request(engine_factory, ramjet_factory, stream):
     (e,) = engine_factory(1)
-    rj = quiet([e], ramjet_factory)
+    rj = quiet([e], ramjet_factory, RJ_THREADS="1")  # one pool: each request finds the last one's
     e.close_after_answer = True
     m0 = rj.metrics().sum("ramjet_upstream_errors_total")
     n = 12
@@ -141,25 +141,37 @@ def test_engine_closing_pooled_connections_loses_no_request(engine_factory, ramj
     got = e.inference_requests()
     assert len(got) == n, [q.json()["messages"][-1]["content"] for q in got]
     assert sorted(q.json()["messages"][-1]["content"] for q in got) == sorted(f"turn {i}" for i in range(n))
-    assert rj.metrics().sum("ramjet_upstream_errors_total") == m0
+    m = rj.metrics()
+    assert m.sum("ramjet_upstream_errors_total") == m0
+    # Every request after the first found its pooled connection closed (the engine's FIN had
+    # come 30 ms before, far under the pool's second): each was sent again.
+    assert m.sum("ramjet_upstream_stale_retries_total") == n - 1
     code, h = rj.health()
     assert h["replicas"][0]["healthy"] is True, h
 
 
 # An engine that closes idle keep-alive connections (vLLM and SGLang through uvicorn, after 5 s):
-# a connection idle past a second is asked before reuse and one the engine closed is dropped; one
-# idle for less and closed all the same takes the retry above. Either way no request fails.
+# a connection idle past a second is asked before reuse and one the engine closed is dropped
+# (no retry); one idle for less and closed all the same takes the retry above. Either way no
+# request fails.
 def test_engine_closing_idle_connections_loses_no_request(engine_factory, ramjet_factory):
     (e,) = engine_factory(1)
-    rj = quiet([e], ramjet_factory)
+    rj = quiet([e], ramjet_factory, RJ_THREADS="1")  # one pool: each request finds the last one's
     e.idle_close = 0.2
     m0 = rj.metrics().sum("ramjet_upstream_errors_total")
-    pauses = [1.2, 0.5, 1.2, 0.4, 0.0, 1.1]
-    for i, pause in enumerate(pauses):
-        r = rj.chat(chat(f"after {pause}"))
-        assert r.status == 200, (i, r)
+
+    def send_after(pause):
         time.sleep(pause)
-    assert len(e.inference_requests()) == len(pauses)
+        r = rj.chat(chat(f"after {pause}"))
+        assert r.status == 200, (pause, r)
+        return rj.metrics().sum("ramjet_upstream_stale_retries_total")
+
+    send_after(0.0)
+    retries = send_after(1.5)  # idle past the pool's second: asked, dropped, a new connection
+    assert retries == 0
+    assert send_after(0.5) == retries + 1  # closed at 0.2 s, reused unasked: sent again
+    assert send_after(0.0) == retries + 1  # the new connection is still open
+    assert len(e.inference_requests()) == 4
     assert rj.metrics().sum("ramjet_upstream_errors_total") == m0
 
 

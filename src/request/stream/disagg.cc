@@ -278,7 +278,10 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       if (ec) h = head_failure(s, *conn, ec);
     }
     watch.upstream = nullptr;
-    if (h == HeadResult::kStale && attempt == 0) continue;  // closed by the engine while idle
+    if (h == HeadResult::kStale && attempt == 0) {  // closed by the engine while idle
+      metrics_.stale_retries[ep].inc();
+      continue;
+    }
     switch (h) {
       case HeadResult::kOk: break;
       case HeadResult::kClientGone: co_return outcome(kLegClientGone, LegResult::kClientGone);

@@ -558,7 +558,10 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
   } attempt_end{*this, x, u};
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (watch.gone) co_return Step::kNext;
-    net::ConnectionPtr conn = attempt == 0 ? pools_.at(s.thread, u).take(member->incarnation) : nullptr;
+    // A decode leg's transfer parameters are single use (start_exchange): a connection the
+    // engine closed would cost the prefill, where the pool's question costs a system call.
+    net::ConnectionPtr conn =
+        attempt == 0 ? pools_.at(s.thread, u).take(member->incarnation, /*ask=*/!s.kv_params.empty()) : nullptr;
     if (!conn) {
       net::ConnectFailure cf = net::ConnectFailure::kNone;
       conn = co_await net::connect(member->url, config_.connect_timeout, cf, &watch.upstream);
@@ -622,7 +625,10 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
         h = head_failure(s, *conn, write_ec && !tls_alert ? write_ec : ec);
       }
     }
-    if (h == HeadResult::kStale && attempt == 0) continue;  // closed by the engine while idle
+    if (h == HeadResult::kStale && attempt == 0) {  // closed by the engine while idle
+      metrics_.stale_retries[ep].inc();
+      continue;
+    }
     if (h != HeadResult::kOk) {
       watch.upstream = nullptr;
       switch (h) {

@@ -22,7 +22,7 @@ using metrics::Family;
 using metrics::MetricKind;
 
 enum class F {
-  kRequests, kInflight, kClientDisconnects, kUpstreamErrors, kMalformedJson, kRejections,
+  kRequests, kInflight, kClientDisconnects, kUpstreamErrors, kStaleRetries, kMalformedJson, kRejections,
   kPriorityIgnored, kTimeouts, kBlamed, kBufferedBytes, kBufferedCap,
   kUsageParseFailures, kPromptTokens, kCachedPromptTokens, kCompletionTokens, kFinishReasons,
   kCacheRequests, kShimRewrites, kRouteFailOpen, kFailOpenDispatches, kRouteDecisions,
@@ -50,6 +50,12 @@ constexpr std::array<Family, static_cast<size_t>(F::kCount)> kFamilies = {{
      "its own budget - 4x its expected prefill, at least 1 s - when a health probe of its engine "
      "failed, even one the recent-success grace forgives; moved to another engine, when there is "
      "one)."},
+    {"ramjet_upstream_stale_retries_total", MetricKind::kCounter, "endpoint",
+     "Requests sent on a pooled keep-alive connection that the engine had closed (nothing came "
+     "back) and sent again at once on a new connection to the same engine: not an engine error. "
+     "Engines close idle connections after seconds (uvicorn: 5 s); ramjet asks a connection idle "
+     "for a second or more before reusing it, not one used more recently (a system call a request "
+     "under load), so an engine that restarts or closes connections after each answer shows here."},
     {"ramjet_malformed_json_total", MetricKind::kCounter, "endpoint",
      "Inference request bodies that are not a JSON object (forwarded unchanged)."},
     {"ramjet_request_rejections_total", MetricKind::kCounter, "reason",
@@ -347,6 +353,9 @@ void ProxyMetrics::write(metrics::Exposition& x) const {
       x.sample(name(F::kUpstreamErrors),
                ep_label(e) + ",reason=\"" + std::string(upstream_error_label(static_cast<UpstreamError>(r))) + "\"",
                upstream_errors[e][r].get());
+
+  x.family(fam(F::kStaleRetries));
+  for (size_t e = 0; e < kEndpoints; ++e) x.sample(name(F::kStaleRetries), ep_label(e), stale_retries[e].get());
 
   x.family(fam(F::kMalformedJson));
   for (size_t e = 0; e < kEndpoints; ++e) x.sample(name(F::kMalformedJson), ep_label(e), malformed_json[e].get());

@@ -93,6 +93,7 @@ struct ProxyMetrics {
   metrics::Gauge inflight;
   std::array<metrics::Counter, kEndpoints> client_disconnects;
   std::array<std::array<metrics::Counter, static_cast<size_t>(UpstreamError::kCount)>, kEndpoints> upstream_errors;
+  std::array<metrics::Counter, kEndpoints> stale_retries;  // a pooled connection found closed, sent again
   std::array<metrics::Counter, kEndpoints> malformed_json;
   std::array<metrics::Counter, static_cast<size_t>(Rejection::kCount)> rejections;
   std::array<metrics::Counter, 2> priority_ignored;  // not_allowed, unknown_value
