@@ -38,8 +38,9 @@
 # changes.
 #
 # --syscalls: after the measurement, one more wrk run per mode and proxy (c=16, 3 s) with
-# `strace -c -f` attached to the proxy process (ramjet, base, nginx's worker), and a table of the
-# system calls each made per request, EAGAIN answers counted apart ("errors" in strace's words).
+# `strace -c -f` attached to the proxy process (ramjet, base, nginx's workers), and a table of the
+# system calls each made per request, failed ones counted apart (strace's "errors": for a read
+# on a non-blocking socket, EAGAIN).
 # strace slows the proxy a lot; the counts, not the rate, are the result. Needs strace.
 #
 # Pinning (--pin split, the default when there are >= 2 CPUs): wrk runs on CPU 0 and every
@@ -287,7 +288,9 @@ EOF
   wait_for 10 curl -sf "http://127.0.0.1:$NGINX_PORT/health" \
     || { cat "$WORK/nginx/stdout" "$WORK/nginx/error.log" >&2 2>/dev/null; die "nginx did not start"; }
   URL[nginx]="http://127.0.0.1:$NGINX_PORT"
-  PID[nginx]=$(pgrep -P "$(cat "$WORK/nginx/nginx.pid")" | head -1)  # the worker
+  if ((SYSCALLS)); then  # nginx's workers (strace takes a comma-separated list)
+    PID[nginx]=$(pgrep -d, -P "$(cat "$WORK/nginx/nginx.pid")") || die "no nginx worker found"
+  fi
   log "nginx on port $NGINX_PORT ($SERVER_NCPU worker(s))"
 fi
 
@@ -385,11 +388,13 @@ if ((SYSCALLS)); then
     for t in ramjet base nginx; do
       has_target $t || continue
       log "system calls: $t, $m, c=16 (3s under strace)"
-      strace -f -c -o "$WORK/strace-$t-$m.txt" -p "${PID[$t]}" 2>/dev/null &
+      strace -f -c -o "$WORK/strace-$t-$m.txt" -p "${PID[$t]}" 2>"$WORK/strace-$t-$m.err" &
       sp=$!
       sleep 0.5  # attached to every thread
       out=$(run_wrk "$t" "$m" 16 3s)
-      kill -INT $sp; wait $sp || true
+      kill -INT $sp 2>/dev/null || true
+      wait $sp || true
+      grep -q ' total$' "$WORK/strace-$t-$m.txt" 2>/dev/null || die "strace could not count $t's system calls (attach refused?)"
       n=$(awk '/requests in/ {print $1}' <<<"$out")
       [[ $n =~ ^[0-9]+$ && $n -gt 0 ]] || die "no request completed under strace ($t, $m)"
       # strace -c: % time, seconds, usecs/call, calls, [errors,] syscall; "total" last
