@@ -55,13 +55,6 @@ class SocketTimeout {
   asio::steady_timer timer_;
 };
 
-// The monotonic clock at its tick's resolution (a few ms; the vDSO's cheapest read).
-int64_t coarse_now_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
 // True when the peer has not closed the idle connection and sent nothing unexpected.
 bool looks_open(UpstreamConnection& c) {
   char byte;
@@ -108,22 +101,21 @@ asio::awaitable<bool> handshake(UpstreamConnection& conn, const config::Upstream
 }
 }  // namespace
 
-ConnectionPtr IdlePool::take(uint64_t incarnation, bool ask) {
-  const int64_t now = coarse_now_ms();
+ConnectionPtr IdlePool::take(int64_t now_ms, uint64_t incarnation, bool ask) {
   while (!idle_.empty()) {
     ConnectionPtr c = std::move(idle_.back());
     idle_.pop_back();
     if (c->incarnation != incarnation || !c->stream.is_open()) continue;
-    if ((ask || now - c->idle_since_ms >= check_after_ms_) && !looks_open(*c)) continue;
+    if ((ask || now_ms - c->idle_since_ms >= kIdleCheckAfterMs) && !looks_open(*c)) continue;
     c->reused = true;
     return c;
   }
   return nullptr;
 }
 
-void IdlePool::put(ConnectionPtr c) {
+void IdlePool::put(ConnectionPtr c, int64_t now_ms) {
   if (!c || idle_.size() >= max_idle_ || !c->stream.is_open() || c->buffer.size() != 0) return;
-  c->idle_since_ms = coarse_now_ms();
+  c->idle_since_ms = now_ms;
   idle_.push_back(std::move(c));
 }
 

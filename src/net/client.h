@@ -33,7 +33,7 @@ struct UpstreamConnection {
   boost::beast::flat_buffer buffer;
   bool reused = false;  // came from the idle pool (a failure before any byte may be a stale close)
   uint64_t incarnation = 0;  // the engine it was made to (net/roster.h): another one in its slot never gets it
-  int64_t idle_since_ms = 0;  // when it went into the idle pool (a coarse monotonic clock)
+  int64_t idle_since_ms = 0;  // when it went into the idle pool (the caller's Clock, common/clock.h)
 };
 using ConnectionPtr = std::unique_ptr<UpstreamConnection>;
 
@@ -50,23 +50,23 @@ class IdlePool {
  public:
   static constexpr int64_t kIdleCheckAfterMs = 1000;
 
-  explicit IdlePool(size_t max_idle = 64, int64_t check_after_ms = kIdleCheckAfterMs)
-      : max_idle_(max_idle), check_after_ms_(check_after_ms) {}
+  explicit IdlePool(size_t max_idle = 64) : max_idle_(max_idle) {}
   IdlePool(IdlePool&&) = default;
   IdlePool& operator=(IdlePool&&) = default;
   // The most recently used idle connection to `incarnation` that still looks open, or nullptr
-  // (connections to an engine that left the slot are closed). `ask`: every connection is asked,
-  // however recently it was put back (a request whose retry would cost more than the question).
-  ConnectionPtr take(uint64_t incarnation = 0, bool ask = false);
+  // (connections to an engine that left the slot are closed). `now_ms`: the caller's monotonic
+  // time (common/clock.h; the proxy passes the dispatch time it has just read). `ask`: every
+  // connection is asked, however recently it was put back (a request whose retry would cost more
+  // than the question).
+  ConnectionPtr take(int64_t now_ms, uint64_t incarnation = 0, bool ask = false);
   // Keeps a connection whose response was fully read and that may be reused (closes it when its
-  // buffer still holds bytes).
-  void put(ConnectionPtr c);
+  // buffer still holds bytes). `now_ms`: as take()'s, from the same clock.
+  void put(ConnectionPtr c, int64_t now_ms);
   size_t size() const { return idle_.size(); }
   void clear() { idle_.clear(); }  // closes them (on the owning thread)
 
  private:
   size_t max_idle_;
-  int64_t check_after_ms_;
   std::vector<ConnectionPtr> idle_;
 };
 

@@ -123,23 +123,25 @@ Pooled connect_pair(asio::io_context& io, tcp::acceptor& acceptor, uint64_t inca
 TEST(IdlePool, AConnectionIdlePastTheCheckIsHandedOutOnlyIfTheEngineKeptItOpen) {
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  IdlePool pool(64, /*check_after_ms=*/0);
+  IdlePool pool;
+  const int64_t put_at = 5'000;
+  const int64_t take_at = put_at + IdlePool::kIdleCheckAfterMs;  // idle exactly as long as the check's time
   Pooled open = connect_pair(io, acceptor);
   Pooled closed = connect_pair(io, acceptor);
   Pooled chatty = connect_pair(io, acceptor);
   UpstreamConnection* open_conn = open.conn.get();
-  pool.put(std::move(open.conn));
-  pool.put(std::move(closed.conn));
-  pool.put(std::move(chatty.conn));
+  pool.put(std::move(open.conn), put_at);
+  pool.put(std::move(closed.conn), put_at);
+  pool.put(std::move(chatty.conn), put_at);
   closed.engine.close();
   asio::write(chatty.engine, asio::buffer("HTTP/1.1 200 OK\r\n", 17));
   std::this_thread::sleep_for(20ms);  // the FIN and the bytes arrive
-  ConnectionPtr got = pool.take();
+  ConnectionPtr got = pool.take(take_at);
   ASSERT_NE(got, nullptr);
   EXPECT_EQ(got.get(), open_conn);
   EXPECT_TRUE(got->reused);
   EXPECT_EQ(pool.size(), 0u);
-  EXPECT_EQ(pool.take(), nullptr);
+  EXPECT_EQ(pool.take(take_at), nullptr);
 }
 
 // A connection back in the pool for less than the check's time is handed out without the
@@ -149,16 +151,18 @@ TEST(IdlePool, AConnectionIdlePastTheCheckIsHandedOutOnlyIfTheEngineKeptItOpen) 
 TEST(IdlePool, AConnectionJustPutBackIsHandedOutWithoutAskingUnlessTheCallerAsks) {
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  IdlePool pool(64, /*check_after_ms=*/60'000);
+  IdlePool pool;
+  const int64_t put_at = 5'000;
+  const int64_t take_at = put_at + IdlePool::kIdleCheckAfterMs - 1;
   Pooled closed = connect_pair(io, acceptor);
   UpstreamConnection* conn = closed.conn.get();
-  pool.put(std::move(closed.conn));
+  pool.put(std::move(closed.conn), put_at);
   closed.engine.close();
   std::this_thread::sleep_for(20ms);
-  ConnectionPtr got = pool.take();
+  ConnectionPtr got = pool.take(take_at);
   EXPECT_EQ(got.get(), conn);
-  pool.put(std::move(got));
-  EXPECT_EQ(pool.take(0, /*ask=*/true), nullptr);
+  pool.put(std::move(got), put_at);
+  EXPECT_EQ(pool.take(take_at, 0, /*ask=*/true), nullptr);
   EXPECT_EQ(pool.size(), 0u);
 }
 
@@ -173,7 +177,7 @@ TEST(IdlePool, AConnectionWithBytesLeftInItsBufferIsNotKept) {
   auto room = leftover.conn->buffer.prepare(extra.size());
   std::memcpy(room.data(), extra.data(), extra.size());
   leftover.conn->buffer.commit(extra.size());
-  pool.put(std::move(leftover.conn));
+  pool.put(std::move(leftover.conn), 0);
   EXPECT_EQ(pool.size(), 0u);
 }
 
@@ -183,8 +187,8 @@ TEST(IdlePool, AConnectionToAnotherIncarnationIsDropped) {
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   IdlePool pool;
   Pooled old = connect_pair(io, acceptor, /*incarnation=*/1);
-  pool.put(std::move(old.conn));
-  EXPECT_EQ(pool.take(/*incarnation=*/2), nullptr);
+  pool.put(std::move(old.conn), 0);
+  EXPECT_EQ(pool.take(0, /*incarnation=*/2), nullptr);
   EXPECT_EQ(pool.size(), 0u);
 }
 

@@ -1,6 +1,12 @@
 #include "net/deadline.h"
 
+#include "common/clock.h"
+
 namespace ramjet::net {
+
+Deadline::Clock::time_point Deadline::coarse_now() {
+  return Clock::time_point(std::chrono::nanoseconds(coarse_monotonic_ns()));
+}
 
 Deadline::Deadline(boost::asio::ip::tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
 

@@ -23,7 +23,11 @@ class Deadline {
   Deadline(const Deadline&) = delete;
   Deadline& operator=(const Deadline&) = delete;
 
-  void arm(std::chrono::milliseconds after) { arm_at(Clock::now() + after); }
+  // `after` from now as the clock's last tick had it (common/clock.h coarse_monotonic_ns: a few
+  // ms behind at most, a third of a full read's cost, and a relay re-arms around every read and
+  // write): the deadline comes at most that much early.
+  void arm(std::chrono::milliseconds after) { arm_at(coarse_now() + after); }
+  static Clock::time_point coarse_now();
   void arm_at(Clock::time_point at);
   void disarm() { state_->deadline = Clock::time_point::max(); }
   // The armed deadline passed (reset by the next arm()).

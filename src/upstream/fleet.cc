@@ -169,7 +169,7 @@ void Fleet::on_response(size_t i, unsigned status) {
     return;
   }
   Engine& e = *engines_[i];
-  const int64_t now = clock_.now_ms();
+  const int64_t now = clock_.coarse_now_ms();  // (every response: liveness and ejections are seconds)
   e.last_success_ms_.store(now, std::memory_order_release);
   if (e.healthy() || readiness_.gated()) return;  // with the gate on, only probes readmit
   std::lock_guard lock(e.mu_);

@@ -151,6 +151,7 @@ class Fleet {
   bool failing(size_t i, int64_t now_ms) const { return engines_[i]->failing(now_ms, outlier_.penalty_ms); }
   bool failing(size_t i) const { return failing(i, clock_.now_ms()); }
   int64_t now_ms() const { return clock_.now_ms(); }
+  int64_t coarse_now_ms() const { return clock_.coarse_now_ms(); }
   const Readiness& readiness() const { return readiness_; }
 
   // Passive signals from the data plane. A non-5xx response head is liveness for the

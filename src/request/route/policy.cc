@@ -24,7 +24,7 @@ void FleetSnapshot::fill(const upstream::Fleet& fleet, FleetSnapshot& s) {
   s = FleetSnapshot{};
   s.candidates = std::move(kept);
   s.candidates.reserve(fleet.size());
-  const int64_t now = fleet.now_ms();
+  const int64_t now = fleet.coarse_now_ms();  // (failing(): a penalty of seconds)
   for (size_t i = 0; i < fleet.size(); ++i) {
     const auto& e = fleet.at(i);
     if (!e.member() || e.parked()) continue;

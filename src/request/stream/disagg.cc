@@ -195,7 +195,8 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
   if (!member) co_return outcome(kLegFailed, LegResult::kFailed);
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (watch.gone) co_return outcome(kLegClientGone, LegResult::kClientGone);
-    net::ConnectionPtr conn = attempt == 0 ? pools_.at(s.thread, u).take(member->incarnation) : nullptr;
+    net::ConnectionPtr conn =
+        attempt == 0 ? pools_.at(s.thread, u).take(clock_.coarse_now_ms(), member->incarnation) : nullptr;
     if (!conn) {
       net::ConnectFailure cf = net::ConnectFailure::kNone;
       conn = co_await net::connect(member->url, config_.connect_timeout, cf, &watch.upstream);
@@ -324,7 +325,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       co_await send_local(s, x, status, content_type, s.leg_answer);
       x.result = "complete";  // (the engine's answer, relayed whole)
       x.upstream = u;
-      if (reusable) pools_.at(s.thread, u).put(std::move(conn));
+      if (reusable) pools_.at(s.thread, u).put(std::move(conn), clock_.coarse_now_ms());
       co_return outcome(kLegRefused, LegResult::kAnswered);
     }
     if (status != 200) {
@@ -333,7 +334,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       co_return outcome(kLegFailed, LegResult::kFailed);
     }
     TransferParams params = transfer_params(s.leg_answer);
-    if (reusable) pools_.at(s.thread, u).put(std::move(conn));
+    if (reusable) pools_.at(s.thread, u).put(std::move(conn), clock_.coarse_now_ms());
     if (params.error != ParamsError::kNone) {
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true)) {

@@ -265,7 +265,7 @@ asio::awaitable<void> Proxy::forward(Session& s, Exchange& x) {
     Proxy& p;
     Exchange& x;
     ~Finished() {
-      x.end_ns = p.clock_.now_ns();
+      if (x.end_ns == 0) x.end_ns = p.clock_.now_ns();  // (a complete relay set it: settle_relay)
       p.notify<kFinished>(&ExchangeObserver::finished, x);
     }
   } finished{*this, x};
@@ -561,7 +561,9 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
     // A decode leg's transfer parameters are single use (start_exchange): a connection the
     // engine closed would cost the prefill, where the pool's question costs a system call.
     net::ConnectionPtr conn =
-        attempt == 0 ? pools_.at(s.thread, u).take(member->incarnation, /*ask=*/!s.kv_params.empty()) : nullptr;
+        attempt == 0 ? pools_.at(s.thread, u).take(x.dispatch_ns / 1'000'000, member->incarnation,
+                                                   /*ask=*/!s.kv_params.empty())
+                     : nullptr;
     if (!conn) {
       net::ConnectFailure cf = net::ConnectFailure::kNone;
       conn = co_await net::connect(member->url, config_.connect_timeout, cf, &watch.upstream);
@@ -686,7 +688,7 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
     }
     if (r == RelayResult::kComplete && parser.keep_alive() && parser.is_done() && !x.request_cut) {
       conn->deadline.disarm();
-      pools_.at(s.thread, u).put(std::move(conn));
+      pools_.at(s.thread, u).put(std::move(conn), x.end_ns / 1'000'000);  // (settle_relay's time)
     }
     co_return Step::kDone;
   }

@@ -376,7 +376,9 @@ Proxy::ErrorEnding Proxy::settle_relay(Session& s, Exchange& x, Attempt& a, Rela
   const size_t u = a.engine.ordinal();
   const size_t ep = ep_index(x.endpoint);
   a.watch.upstream = nullptr;
-  metrics_.request_duration.observe(static_cast<double>(clock_.now_ns() - x.start_ns) / 1e9);
+  const int64_t now = clock_.now_ns();
+  metrics_.request_duration.observe(static_cast<double>(now - x.start_ns) / 1e9);
+  if (r == RelayResult::kComplete) x.end_ns = now;  // the exchange ends here (one clock read less)
   switch (r) {
     case RelayResult::kComplete:
       x.result = "complete";
