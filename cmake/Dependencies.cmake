@@ -8,6 +8,15 @@ find_package(spdlog REQUIRED CONFIG)
 find_package(fmt REQUIRED CONFIG)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# libxxhash's runtime-dispatched XXH3 (AVX2 / AVX-512 where the CPU has them): Debian 12's shared
+# library is built with DISPATCH=1 on amd64; a build without it (its static archive, another
+# architecture) keeps the plain entry points. request/prepare's fingerprint chain uses it if it links.
+include(CheckSymbolExists)
+set(CMAKE_REQUIRED_INCLUDES ${XXHASH_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_LIBRARIES ${XXHASH_LINK_LIBRARIES})
+check_symbol_exists(XXH3_64bits_update_dispatch "xxh_x86dispatch.h" RAMJET_XXH3_DISPATCH)
+unset(CMAKE_REQUIRED_INCLUDES)
+unset(CMAKE_REQUIRED_LIBRARIES)
 if(RAMJET_BUILD_TESTS)
   find_package(GTest REQUIRED CONFIG)
   include(GoogleTest)

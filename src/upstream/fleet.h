@@ -76,7 +76,8 @@ class Engine {
   // (routing must not prefer it for looking idle; one stray error does not count).
   bool failing(int64_t now_ms, int64_t penalty_ms) const {
     const int64_t at = failed_at_ms_.load(std::memory_order_relaxed);
-    return at != kNever && now_ms - at < penalty_ms && consecutive_failures() >= 2;
+    // (penalty_ms > 0: `now_ms` may be the coarse clock's, a tick behind the failure's stamp)
+    return penalty_ms > 0 && at != kNever && now_ms - at < penalty_ms && consecutive_failures() >= 2;
   }
   uint32_t consecutive_failures() const { return consecutive_failures_.load(std::memory_order_relaxed); }
 

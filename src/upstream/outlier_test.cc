@@ -217,6 +217,17 @@ TEST(Outlier, ZeroConsecutiveFailuresNeverEjects) {
   EXPECT_EQ(f.at(0).consecutive_failures(), 100u);
 }
 
+// A penalty of 0 turns the ranking off, also for a caller whose time is the coarse clock's, a tick
+// behind the failure's stamp (the fleet snapshot's: now - at is then negative).
+TEST(Outlier, APenaltyOfZeroNeverRanksAnEngineFailing) {
+  ManualClock clock;
+  Fleet f(urls(2), clock, 30000, kGateOff, OutlierConfig{10, 1000, 5000, 50, 0});
+  f.on_failure(0, Failure::kStatus5xx);
+  f.on_failure(0, Failure::kStatus5xx);
+  EXPECT_FALSE(f.failing(0));
+  EXPECT_FALSE(f.failing(0, clock.now_ms() - 4));
+}
+
 TEST(Outlier, AnEngineIsFailingFromItsSecondFailureUntilASuccessOrThePenaltyTime) {
   ManualClock clock;
   Fleet f(urls(2), clock, 30000, kGateOff, OutlierConfig{10, 1000, 5000, 50, 10000});

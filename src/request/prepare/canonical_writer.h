@@ -31,10 +31,12 @@
 // XXH_INLINE_ALL build would decouple them, but xxhash 0.8.1 does not compile so at -Og.)
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
-// On x86-64 the one-shot hash and the streaming update go through libxxhash's runtime dispatch
-// (Debian builds it with DISPATCH=1; the header renames the two calls): AVX2 or AVX-512 where the
-// CPU has them, SSE2 otherwise. The plain entry points are SSE2 only; the values are the same.
-#if defined(__x86_64__)
+// Where libxxhash has its runtime dispatch (RAMJET_XXH3_DISPATCH, found by cmake: Debian builds
+// its amd64 shared library with DISPATCH=1), the one-shot hash and the streaming update go through
+// it (the header renames the two calls): AVX2 or AVX-512 where the CPU has them, SSE2 otherwise.
+// The plain entry points are SSE2 only; the values are the same (reset and digest stay plain, as
+// xxHash means them to).
+#if defined(RAMJET_XXH3_DISPATCH)
 #include <xxh_x86dispatch.h>
 #endif
 
