@@ -11,7 +11,7 @@ namespace ramjet {
 
 // steady_clock's own clock (libstdc++ reads CLOCK_MONOTONIC) as its last tick had it:
 // CLOCK_MONOTONIC_COARSE, behind by at most a tick (4 ms at HZ=250) and a third of a full read's
-// cost (10 ns against 31 on this project's machines, where a request made 15 full reads). For
+// cost (10 ns against 31 on this project's machines, where a JSON request made 12 full reads). For
 // timeouts and bookkeeping in milliseconds, never for a latency.
 inline int64_t coarse_monotonic_ns() {
   timespec ts{};

@@ -60,7 +60,8 @@ class IdlePool {
   // than the question).
   ConnectionPtr take(int64_t now_ms, uint64_t incarnation = 0, bool ask = false);
   // Keeps a connection whose response was fully read and that may be reused (closes it when its
-  // buffer still holds bytes). `now_ms`: as take()'s, from the same clock.
+  // buffer still holds bytes). `now_ms`: as take()'s, on the same clock (a coarse reading, a tick
+  // behind, only makes a connection look idle that much longer or shorter).
   void put(ConnectionPtr c, int64_t now_ms);
   size_t size() const { return idle_.size(); }
   void clear() { idle_.clear(); }  // closes them (on the owning thread)
