@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,6 +148,26 @@ class ChainSink {
     if (len_ == kBuffer) [[unlikely]] drain();
     buffer_[len_++] = static_cast<unsigned char>(c);
   }
+  // A member whose value is a string without escapes: `key` NUL `"raw"` NUL, as the writer's
+  // pieces would put it, with one test for room. (`key` is a literal: its NUL follows it.)
+  void put_string_field(std::string_view key, std::string_view raw) {
+    const size_t k = key.size();
+    if (len_ + k + raw.size() + 4 <= kBuffer) [[likely]] {
+      unsigned char* const d = buffer_ + len_;
+      copy_small(d, reinterpret_cast<const unsigned char*>(key.data()), k + 1);
+      d[k + 1] = '"';
+      copy_small(d + k + 2, reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+      d[k + 2 + raw.size()] = '"';
+      d[k + 3 + raw.size()] = '\0';
+      len_ += k + raw.size() + 4;
+      return;
+    }
+    put(key.data(), k + 1);
+    put('"');
+    put(raw.data(), raw.size());
+    put('"');
+    put('\0');
+  }
   // String contents with serde_json escaping: each run of bytes that needs no escape (found 16
   // at a time) goes in as it is, each escaped byte as its sequence; no escaped copy is made.
   void put_escaped(const char* p, size_t n) {
@@ -277,6 +298,13 @@ class StringSink {
   void put(char c) {
     if (out_.size() < max_) out_.push_back(c);
   }
+  void put_string_field(std::string_view key, std::string_view raw) {
+    put(key.data(), key.size() + 1);
+    put('"');
+    put(raw.data(), raw.size());
+    put('"');
+    put('\0');
+  }
   void put_escaped(const char* p, size_t n) {
     const char* run = p;
     const char* const end = p + n;
@@ -310,6 +338,14 @@ constexpr std::string_view kRootKeys[] = {
     "function_call", "parallel_tool_calls", "reasoning_effort",
     "thinking",      "response_format",     "messages",
     "system"};
+// Writer::field() puts a key with the NUL its literal ends with.
+constexpr bool nul_terminated(std::span<const std::string_view> keys) {
+  for (const std::string_view k : keys) {
+    if (k.data()[k.size()] != '\0') return false;
+  }
+  return true;
+}
+static_assert(nul_terminated(kMessageKeys) && nul_terminated(kRootKeys));
 constexpr size_t kTopLevelFields = 8;
 constexpr size_t kRootMessages = 8;
 constexpr size_t kRootSystem = 9;
@@ -328,20 +364,31 @@ constexpr std::array<uint32_t, 32> length_masks(const std::string_view (&keys)[N
 constexpr auto kMessageKeyLengths = length_masks(kMessageKeys);
 constexpr auto kRootKeyLengths = length_masks(kRootKeys);
 
+// What find_each() found: at[i] holds the member of keys[i] where bit i of `present` is set.
+// The set bits are walked in order (keys[] is in canonical order), so a message with two
+// members costs two steps, not one per key.
+template <class V, size_t N>
+struct Found {
+  std::array<V, N> at{};
+  uint32_t present = 0;
+  bool has(size_t i) const { return (present >> i & 1) != 0; }
+  std::optional<V> get(size_t i) const { return has(i) ? std::optional<V>(at[i]) : std::nullopt; }
+};
+
 // find() of each of several keys in one pass over an object's members (the last member of a
 // key, as find() returns): a message or the root is read once, not once per key, and a name is
 // compared only with the keys of its length.
 template <class V, size_t N>
-std::array<std::optional<V>, N> find_each(const V& obj, const std::string_view (&keys)[N],
-                                          const std::array<uint32_t, 32>& lengths) {
-  std::array<std::optional<V>, N> out;
+Found<V, N> find_each(const V& obj, const std::string_view (&keys)[N], const std::array<uint32_t, 32>& lengths) {
+  Found<V, N> out;
   for (const auto& member : obj.members()) {
     const std::string_view k = member.first;
     if (k.size() >= lengths.size()) continue;
     for (uint32_t m = lengths[k.size()]; m != 0; m &= m - 1) {
       const int i = std::countr_zero(m);
       if (same(k, keys[i])) {
-        out[static_cast<size_t>(i)] = member.second;
+        out.at[static_cast<size_t>(i)] = member.second;
+        out.present |= uint32_t{1} << i;
         break;
       }
     }
@@ -366,8 +413,8 @@ class Writer {
  public:
   Writer(Sink& sink, uint32_t max_depth) : sink_(sink), max_depth_(max_depth) {}
 
-  using RootFields = std::array<std::optional<V>, std::size(kRootKeys)>;
-  using MessageFields = std::array<std::optional<V>, std::size(kMessageKeys)>;
+  using RootFields = Found<V, std::size(kRootKeys)>;
+  using MessageFields = Found<V, std::size(kMessageKeys)>;
 
   // `root`: the root's members of kRootKeys; `messages` an array view or null, `system` a
   // non-null value or null.
@@ -389,7 +436,7 @@ class Writer {
       const V m = *it;
       if (!m.is(JsonKind::kObject)) break;
       const MessageFields fields = find_each(m, kMessageKeys, kMessageKeyLengths);
-      if (!is_lead_role(fields[0])) {
+      if (!is_lead_role(fields)) {
         next = fields;
         break;
       }
@@ -413,34 +460,41 @@ class Writer {
 
  private:
   WriteResult top_level(const RootFields& root) {
-    for (size_t i = 0; i < kTopLevelFields; ++i) {
+    for (uint32_t m = root.present & ((uint32_t{1} << kTopLevelFields) - 1); m != 0; m &= m - 1) {
       if (sink_.full()) return WriteResult::kCanonical;
-      if (WriteResult r = field(kRootKeys[i], root[i]); r != WriteResult::kCanonical) return r;
+      const auto i = static_cast<size_t>(std::countr_zero(m));
+      if (WriteResult r = field(kRootKeys[i], root.at[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
 
-  // `role`: a message's role member, if any (kMessageKeys[0]).
-  static bool is_lead_role(const std::optional<V>& role) {
-    if (!role || !role->is(JsonKind::kString)) return false;
-    const std::string_view r = role->as_string();
+  // A message whose role member (kMessageKeys[0]) is "system" or "developer".
+  static bool is_lead_role(const MessageFields& found) {
+    if (!found.has(0) || !found.at[0].is(JsonKind::kString)) return false;
+    const std::string_view r = found.at[0].as_string();
     return r == "system" || r == "developer";
   }
 
   WriteResult message(const MessageFields& found) {
     sink_.put("message\0", 8);
-    for (size_t i = 0; i < found.size(); ++i) {
-      if (WriteResult r = field(kMessageKeys[i], found[i]); r != WriteResult::kCanonical) return r;
+    for (uint32_t m = found.present; m != 0; m &= m - 1) {
+      const auto i = static_cast<size_t>(std::countr_zero(m));
+      if (WriteResult r = field(kMessageKeys[i], found.at[i]); r != WriteResult::kCanonical) return r;
     }
     return WriteResult::kCanonical;
   }
 
-  // `v`: the member of `key`, if any.
-  WriteResult field(std::string_view key, const std::optional<V>& v) {
-    if (!v || v->is(JsonKind::kNull)) return WriteResult::kCanonical;
-    sink_.put(key.data(), key.size());
-    sink_.put('\0');
-    if (WriteResult r = value(*v, 0); r != WriteResult::kCanonical) return r;
+  // The member `v` of `key` (a literal of kMessageKeys or kRootKeys: its NUL follows it).
+  WriteResult field(std::string_view key, const V& v) {
+    if (v.is(JsonKind::kNull)) return WriteResult::kCanonical;
+    if constexpr (requires { v.raw_string(); }) {
+      if (v.is(JsonKind::kString) && !v.raw_escaped()) {  // most members: written in one piece
+        sink_.put_string_field(key, v.raw_string());
+        return WriteResult::kCanonical;
+      }
+    }
+    sink_.put(key.data(), key.size() + 1);  // with its NUL
+    if (WriteResult r = value(v, 0); r != WriteResult::kCanonical) return r;
     sink_.put('\0');
     return WriteResult::kCanonical;
   }
@@ -644,10 +698,10 @@ WriteResult write_prompt(const std::optional<V>& root, std::string_view body,
   };
   if (!root || !root->is(JsonKind::kObject)) return raw();
   const auto fields = find_each(*root, kRootKeys, kRootKeyLengths);
-  std::optional<V> messages = fields[kRootMessages];
+  std::optional<V> messages = fields.get(kRootMessages);
   if (messages && messages->is(JsonKind::kNull)) messages.reset();
   if (messages && !messages->is(JsonKind::kArray)) return raw();
-  std::optional<V> system = fields[kRootSystem];
+  std::optional<V> system = fields.get(kRootSystem);
   if (system && system->is(JsonKind::kNull)) system.reset();
   if (!messages && !system) return raw();
   Writer<Sink, V> writer(sink, config.limits.max_depth);
@@ -662,7 +716,9 @@ WriteResult write_prompt(const std::optional<V>& root, std::string_view body,
 template <class V>
 bool fingerprint_view(const std::optional<V>& root, std::string_view body,
                       const FingerprintConfig& config, Fingerprints& out) {
-  out = Fingerprints{};
+  out.chain.clear();  // (its storage kept: the caller may lend a previous request's)
+  out.canonical_bytes = 0;
+  out.raw_fallback = false;
   if (config.chunk_bytes == 0) return true;
   const uint64_t expected = std::min<uint64_t>(body.size(), config.max_prefix_bytes);
   out.chain.reserve(static_cast<size_t>(expected / config.chunk_bytes + 1));
