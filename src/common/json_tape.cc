@@ -355,6 +355,7 @@ bool Tape::parse_number(const char*& p, const char* end, Node& node) {
   }
   const char* const int_end = p;
   bool is_double = false;
+  bool exponent = false;
   if (p < end && *p == '.') {
     ++p;
     if (p == end || !is_digit(*p)) return false;
@@ -366,19 +367,23 @@ bool Tape::parse_number(const char*& p, const char* end, Node& node) {
     if (p < end && (*p == '+' || *p == '-')) ++p;
     if (p == end || !is_digit(*p)) return false;
     while (p < end && is_digit(*p)) ++p;
-    is_double = true;
+    is_double = exponent = true;
   }
   if (is_double) {
+    // Its value is read when asked for (double_value()): most doubles in a body (temperature,
+    // top_p) never are. Only whether it is out of range is decided here, and without an
+    // exponent and with at most 308 digits before the point it cannot pass DBL_MAX.
     node.kind = Kind::kDouble;
+    node.off = static_cast<uint32_t>(begin - input_.data());
+    node.len = static_cast<uint32_t>(p - begin);
+    if (!exponent && int_end - begin <= 308) return true;
     double v = 0;
     const auto r = std::from_chars(begin, p, v);
     if (r.ec == std::errc::result_out_of_range) {
       if (overflows(std::string_view(begin, static_cast<size_t>(p - begin)))) return false;
-      v = negative ? -0.0 : 0.0;
     } else if (r.ec != std::errc() || r.ptr != p) {
       return false;
     }
-    node.d = v;
     return true;
   }
   // An integer: it must fit 64 bits (simdjson: uint64 when positive, int64 when negative).
@@ -405,6 +410,16 @@ bool Tape::parse_number(const char*& p, const char* end, Node& node) {
     node.u = v;
   }
   return true;
+}
+
+double Tape::double_value(Index i) const {
+  const Node& n = nodes_[i];
+  const char* const begin = input_.data() + n.off;
+  double v = 0;
+  // parse() read it as a JSON number and refused one past DBL_MAX: out of range is below the
+  // smallest subnormal, read as 0 (as simdjson reads it).
+  if (std::from_chars(begin, begin + n.len, v).ec == std::errc::result_out_of_range) return *begin == '-' ? -0.0 : 0.0;
+  return v;
 }
 
 std::string_view Tape::unescaped(Index i) const {

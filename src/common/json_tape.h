@@ -31,7 +31,7 @@ enum class Kind : uint8_t {
   kString,
   kUint,    // an integer >= 0 (also -0), in u
   kNegInt,  // an integer < 0, its magnitude in u
-  kDouble,  // a number with a fraction or an exponent, in d
+  kDouble,  // a number with a fraction or an exponent (read from the input when asked for)
   kArray,
   kObject,
 };
@@ -77,7 +77,8 @@ class Tape {
   uint64_t uint_value(Index i) const { return nodes_[i].u; }
   // A kNegInt's value (from -2^63 to -1).
   int64_t negative_value(Index i) const { return static_cast<int64_t>(0 - nodes_[i].u); }
-  double double_value(Index i) const { return nodes_[i].d; }
+  // A kDouble's value, read from the input at each call (while the input lives).
+  double double_value(Index i) const;
 
   // A string's value, unescaped: a view of the input, or of the tape's own copy for a string with
   // escapes (made at its first call, kept). Valid until the next parse() or trim().
@@ -109,11 +110,10 @@ class Tape {
     Kind kind;
     bool escaped;  // strings: holds at least one backslash escape
     Index next;
-    uint32_t off;  // strings: the first byte after the opening quote
-    uint32_t len;  // strings: raw bytes up to the closing quote
+    uint32_t off;  // strings: the first byte after the opening quote; doubles: the first byte
+    uint32_t len;  // strings: raw bytes up to the closing quote; doubles: the number's bytes
     union {
       uint64_t u;  // kUint: the value; kNegInt: its magnitude
-      double d;
       struct {       // an escaped string once unescaped (at in `unescaped_`; at == 0: not yet,
         uint32_t at;  // 1 + the offset otherwise)
         uint32_t size;

@@ -6,7 +6,9 @@
 // same documents with bytes flipped, inserted or removed.
 #include "common/json_tape.h"
 
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <string_view>
@@ -319,6 +321,42 @@ TEST(EventJson, NumbersAtTheEdgesAndLargeDocumentsReadAsTheReference) {
   expect_same_reading(big, &accepted);
   expect_same_reading(R"({"usage":{"prompt_tokens":1}})", &accepted);
   EXPECT_EQ(accepted, 12u);
+}
+
+// A double is read from the input when asked for; parse() decides only whether it is past
+// DBL_MAX (refused, as simdjson refuses it), at once where it has no exponent and at most 308
+// digits before the point. Each reads as strtod reads it (below the smallest subnormal: 0, signed),
+// and usage reads the same counts from them as the reference.
+TEST(EventJson, DoublesAreReadWhenAskedAndRefusedPastTheLargest) {
+  const std::string zeros(400, '0');
+  const std::string nines308(308, '9'), nines309(309, '9');
+  const std::string one309 = "1" + std::string(308, '0');
+  struct Case {
+    std::string number;
+    bool accepted;
+  };
+  const std::vector<Case> cases = {
+      {"0.5", true},          {"-0.0", true},          {"12.0", true},
+      {"0." + zeros + "1", true},  {"-0." + zeros + "1", true},  // below the smallest subnormal: 0
+      {nines308 + ".5", true},    {one309 + ".5", true},        // 1e308 < DBL_MAX
+      {nines309 + ".5", false},   {"-" + nines309 + ".0", false}, {"1e309", false},
+      {"2.5e-3", true},       {"1e-400", true},
+  };
+  Tape t;
+  size_t accepted = 0;
+  for (const Case& c : cases) {
+    const std::string doc = "[" + c.number + "]";
+    EXPECT_EQ(reference_parses(doc), c.accepted) << c.number.substr(0, 40);
+    ASSERT_EQ(t.parse(doc, 64), c.accepted) << c.number.substr(0, 40);
+    if (!c.accepted) continue;
+    const auto e = Tape::first_element(Tape::root());
+    ASSERT_EQ(t.kind(e), Kind::kDouble);
+    const double want = std::strtod(c.number.c_str(), nullptr);
+    EXPECT_EQ(t.double_value(e), want) << c.number.substr(0, 40);
+    EXPECT_EQ(std::signbit(t.double_value(e)), std::signbit(want)) << c.number.substr(0, 40);
+    expect_same_reading(R"({"usage":{"prompt_tokens":)" + c.number + R"(,"completion_tokens":2}})", &accepted);
+  }
+  EXPECT_EQ(accepted, 9u);
 }
 
 // Grants growth up to `limit` bytes in all; counts the asking.
