@@ -198,15 +198,8 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
     net::ConnectionPtr conn =
         attempt == 0 ? pools_.at(s.thread, u).take(clock_.coarse_now_ms(), member->incarnation) : nullptr;
     if (!conn) {
-      net::ConnectFailure cf = net::ConnectFailure::kNone;
-      conn = co_await net::connect(member->url, config_.connect_timeout, cf, &watch.upstream);
-      if (conn) conn->incarnation = member->incarnation;
-      watch.upstream = nullptr;
-      if (!conn) {
-        if (watch.gone) co_return outcome(kLegClientGone, LegResult::kClientGone);
-        connect_failed(x, u, cf);
-        co_return outcome(kLegFailed, LegResult::kFailed);
-      }
+      conn = co_await connect_engine(s, x, u, *member);
+      if (!conn) co_return watch.gone ? outcome(kLegClientGone, LegResult::kClientGone) : outcome(kLegFailed, LegResult::kFailed);
     }
     watch.upstream = conn.get();
     HeadResult h = HeadResult::kOk;

@@ -565,15 +565,8 @@ asio::awaitable<Proxy::Step> Proxy::dispatch(Session& s, Exchange& x, const rout
                                                    /*ask=*/!s.kv_params.empty())
                      : nullptr;
     if (!conn) {
-      net::ConnectFailure cf = net::ConnectFailure::kNone;
-      conn = co_await net::connect(member->url, config_.connect_timeout, cf, &watch.upstream);
-      if (conn) conn->incarnation = member->incarnation;
-      watch.upstream = nullptr;
-      if (!conn) {
-        if (watch.gone) co_return Step::kNext;
-        connect_failed(x, u, cf);
-        co_return Step::kNext;
-      }
+      conn = co_await connect_engine(s, x, u, *member);
+      if (!conn) co_return Step::kNext;
     }
     watch.upstream = conn.get();
     // Write the request and read the response head, under the first-byte deadline (in this frame:
@@ -856,6 +849,19 @@ void Proxy::connect_failed(Exchange& x, size_t u, net::ConnectFailure cf) {
   fleet_.fence(u, cf == net::ConnectFailure::kTimeout ? upstream::FenceReason::kTimeout
                   : cf == net::ConnectFailure::kTls   ? upstream::FenceReason::kTls
                                                       : upstream::FenceReason::kConnect);
+}
+
+asio::awaitable<net::ConnectionPtr> Proxy::connect_engine(Session& s, Exchange& x, size_t u, const net::Member& member) {
+  ClientWatch& watch = *s.watch;
+  net::ConnectFailure cf = net::ConnectFailure::kNone;
+  net::ConnectionPtr conn = co_await net::connect(member.url, config_.connect_timeout, cf, &watch.upstream);
+  watch.upstream = nullptr;
+  if (conn) {
+    conn->incarnation = member.incarnation;
+  } else if (!watch.gone) {
+    connect_failed(x, u, cf);
+  }
+  co_return conn;
 }
 
 void Proxy::settle_first_failure(Exchange& x) {

@@ -171,6 +171,10 @@ class Proxy {
   void tls_refused(Exchange& x, size_t u, const net::Member& member);
   // A connection to engine `u` could not be made: counted, and the engine fenced.
   void connect_failed(Exchange& x, size_t u, net::ConnectFailure cf);
+  // A new connection to engine `u` (`member`) for an attempt of dispatch() or a prefill leg, the
+  // client's watch pointed at it meanwhile (a client that leaves ends the connect). Null when the
+  // client left or the connect failed (connect_failed()).
+  boost::asio::awaitable<net::ConnectionPtr> connect_engine(Session& s, Exchange& x, size_t u, const net::Member& member);
   // Whether a candidate after order[k] may still be tried.
   bool more_candidates(const route::Decision& d, std::span<const route::CandidateTerms> order, size_t k) const;
   void prepare_exchange(Session& s, Exchange& x);
