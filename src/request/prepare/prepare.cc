@@ -700,8 +700,11 @@ std::optional<std::string> rewrite_models(std::string_view body, uint64_t margin
 
 uint64_t detail::fast_path_count() { return fast_answered; }
 
-PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config, ParseMemory* memory) {
+PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config, ParseMemory* memory,
+                        std::vector<uint64_t> chain_storage) {
   PreparedRequest out;
+  chain_storage.clear();
+  out.fingerprints.chain = std::move(chain_storage);
   ParseTally tally(body.size(), memory);
   auto refuse = [&] {  // the tally refused (or memory is exhausted): the body is not read
     out = PreparedRequest{};

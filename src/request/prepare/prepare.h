@@ -147,8 +147,10 @@ struct PreparedRequest {
 //  3. drop reasoning_effort when it is not one of none|minimal|low|medium|high|xhigh|max.
 // An unchanged body is forwarded byte for byte. Other endpoints are never modified.
 // `memory`: what a parse past kParseFreeBytes asks (nullptr: no one; only the ratio bounds it).
+// `chain_storage`: a vector whose storage the fingerprint chain may take (a connection's previous
+// request's: a request then allocates nothing for its chain); its contents are dropped.
 PreparedRequest prepare(Endpoint endpoint, std::string body, const PrepareConfig& config,
-                        ParseMemory* memory = nullptr);
+                        ParseMemory* memory = nullptr, std::vector<uint64_t> chain_storage = {});
 
 // GET /v1/models rewrite: in every object of data[] (recursively), each integer field named
 // max_model_len / context_length / max_context_length whose value is > margin is reduced by

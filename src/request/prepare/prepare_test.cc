@@ -321,6 +321,31 @@ TEST(PrepareMemory, DenseBodiesAreRefusedOnBothPathsAndTheNextRequestReadsAsBefo
   }
 }
 
+// The chain takes the storage it is lent (a connection's previous request's) and none of its
+// contents, on the tape's path and on Boost's (a shim to apply), and when nothing is hashed.
+TEST(PrepareFingerprints, TheChainTakesTheStorageItIsLentAndNoneOfItsContents) {
+  PrepareConfig config;
+  config.fingerprint = true;
+  for (const std::string& body :
+       {std::string(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})"),
+        std::string(R"({"model":"m","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]})")}) {
+    const PreparedRequest fresh = prepare(Endpoint::kChat, body, config);
+    ASSERT_EQ(fresh.fingerprints.chain.size(), 1u);
+    std::vector<uint64_t> lent;
+    lent.reserve(64);
+    lent.assign({1, 2, 3});
+    const uint64_t* const storage = lent.data();
+    const PreparedRequest p = prepare(Endpoint::kChat, body, config, nullptr, std::move(lent));
+    EXPECT_EQ(p.fingerprints.chain, fresh.fingerprints.chain);
+    if (!p.rewritten) {
+      EXPECT_EQ(p.fingerprints.chain.data(), storage);  // (Boost's path makes its own)
+    }
+  }
+  PrepareConfig off;
+  const PreparedRequest p = prepare(Endpoint::kChat, R"({"model":"m","messages":[]})", off, nullptr, {7, 8});
+  EXPECT_TRUE(p.fingerprints.chain.empty());
+}
+
 TEST(PrepareMemory, TokenIdPromptsPassAndAskTheirMemoryAsTheyGrow) {
   PrepareConfig config;
   config.fingerprint = true;

@@ -91,7 +91,8 @@ void Proxy::prepare_exchange(Session& s, Exchange& x) {
     } memory(s.body_lease, budget_, s.body.size());
     const uint64_t held = s.body_lease.bytes();
     const uint64_t size = s.body.size();
-    prep = prepare(x.endpoint, std::move(s.body), config_.prepare, &memory);
+    // The previous request's fingerprint chain lends its storage to this one's.
+    prep = prepare(x.endpoint, std::move(s.body), config_.prepare, &memory, std::move(prep.fingerprints.chain));
     s.body_lease.shrink_to(held);
     if (prep.parse_refused != ParseRefusal::kNone) refused_bytes = size;  // (answered 413 / 503 by forward())
     if (prep.malformed_json) metrics_.malformed_json[ep_index(x.endpoint)].inc();
