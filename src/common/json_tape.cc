@@ -372,7 +372,8 @@ bool Tape::parse_number(const char*& p, const char* end, Node& node) {
   if (is_double) {
     // Its value is read when asked for (double_value()): most doubles in a body (temperature,
     // top_p) never are. Only whether it is out of range is decided here, and without an
-    // exponent and with at most 308 digits before the point it cannot pass DBL_MAX.
+    // exponent and with at most 308 characters before the point (a sign among them) it cannot
+    // pass DBL_MAX.
     node.kind = Kind::kDouble;
     node.off = static_cast<uint32_t>(begin - input_.data());
     node.len = static_cast<uint32_t>(p - begin);
