@@ -76,6 +76,7 @@ Admission::Ticket& Admission::Ticket::operator=(Ticket&& o) noexcept {
     owner_ = o.owner_;
     pool_ = std::move(o.pool_);
     burst_ = o.burst_;
+    waited_ns_ = o.waited_ns_;
     o.owner_ = nullptr;
   }
   return *this;
@@ -131,8 +132,10 @@ asio::awaitable<AdmissionOutcome> Admission::admit(Request r, Room room, const b
   const size_t cls = static_cast<size_t>(r.cls);
   const auto label = std::find(config_.client_labels.begin(), config_.client_labels.end(), r.label);
   metrics::Counter& tokens = client_tokens_[static_cast<size_t>(label - config_.client_labels.begin())];
+  int64_t waited_ns = 0;  // kAdmitted's wait
   auto done = [&](AdmissionOutcome o) {
     outcomes_[cls][static_cast<size_t>(o)].inc();
+    ticket.waited_ns_ = o == AdmissionOutcome::kAdmitted ? waited_ns : 0;
     if (o == AdmissionOutcome::kImmediate || o == AdmissionOutcome::kAdmitted || o == AdmissionOutcome::kBurst) {
       tokens.inc(r.cost);
       ticket.owner_ = this;
@@ -198,7 +201,9 @@ asio::awaitable<AdmissionOutcome> Admission::admit(Request r, Room room, const b
         grant(p);
         co_return done(AdmissionOutcome::kClientGone);
       }
-      wait_[cls].observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+      const auto waited = std::chrono::steady_clock::now() - began;
+      wait_[cls].observe(std::chrono::duration<double>(waited).count());
+      waited_ns = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
       const int64_t t = now_ms();
       rate_ = rate_ * std::exp2(-static_cast<double>(t - rate_at_ms_) / kRateHalfLifeMs) + 1;
       rate_at_ms_ = t;

@@ -87,17 +87,24 @@ class Admission {
   class Ticket {
    public:
     Ticket() = default;
-    Ticket(Ticket&& o) noexcept : owner_(o.owner_), pool_(std::move(o.pool_)), burst_(o.burst_) { o.owner_ = nullptr; }
+    Ticket(Ticket&& o) noexcept
+        : owner_(o.owner_), pool_(std::move(o.pool_)), burst_(o.burst_), waited_ns_(o.waited_ns_) {
+      o.owner_ = nullptr;
+    }
     Ticket& operator=(Ticket&& o) noexcept;
     ~Ticket() { release(); }
     void release();
     bool held() const { return owner_ != nullptr; }
+    // How long the last admit() kept the request waiting before it was admitted (kAdmitted: at
+    // least 1), 0 for any other outcome: the caller reads no clock of its own for it.
+    int64_t waited_ns() const { return waited_ns_; }
 
    private:
     friend class Admission;
     Admission* owner_ = nullptr;
     std::string pool_;
     bool burst_ = false;  // it holds a burst slot
+    int64_t waited_ns_ = 0;
   };
 
   explicit Admission(AdmissionConfig config);

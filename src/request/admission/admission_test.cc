@@ -76,6 +76,14 @@ TEST(Admission, RoomAdmitsAtOnceAndATicketHoldsItsPlaceUntilReleased) {
   run_for(io, 50ms);
   EXPECT_EQ(r2.outcome, AdmissionOutcome::kAdmitted);
   EXPECT_EQ(a.queued(), 0u);
+  // The wait the caller reports (journal queue_ms) is the ticket's: none for the first, the two
+  // runs' time or so for the second, carried with the ticket when it moves.
+  EXPECT_EQ(r1.ticket.waited_ns(), 0);
+  EXPECT_GE(r2.ticket.waited_ns(), 50'000'000);  // (the second run's 50 ms at least)
+  EXPECT_LT(r2.ticket.waited_ns(), 60'000'000'000);
+  const int64_t waited = r2.ticket.waited_ns();
+  Admission::Ticket moved = std::move(r2.ticket);
+  EXPECT_EQ(moved.waited_ns(), waited);
 }
 
 TEST(Admission, BoundsRefuseAndTheTimeoutSheds) {

@@ -222,7 +222,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
                                      : std::chrono::steady_clock::time_point::max();
       x.body_started = false;
       x.first_byte_deadline = config_.first_byte_timeout.count() > 0
-                                  ? std::chrono::steady_clock::now() + config_.first_byte_timeout
+                                  ? net::Deadline::coarse_now() + config_.first_byte_timeout
                                   : std::chrono::steady_clock::time_point::max();
       const bool priority = config_.admission.engine_priority && x.endpoint != Endpoint::kMessages;
       const std::optional<int64_t> value =

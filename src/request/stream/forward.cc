@@ -449,7 +449,6 @@ asio::awaitable<bool> Proxy::admit(Session& s, Exchange& x) {
       r.burst = [this, pools = s.pools, pool, b = a.engine_burst] { return pool_room(pool, nullptr, b); };
   }
   watch_client(s.watch);
-  const int64_t began = clock_.now_ns();
   auto op = a.room->admit(std::move(r), std::move(room), s.watch->gone, s.admission);
   const AdmissionOutcome outcome = co_await std::move(op);
   switch (outcome) {
@@ -457,7 +456,7 @@ asio::awaitable<bool> Proxy::admit(Session& s, Exchange& x) {
     case AdmissionOutcome::kAdmitted:
     case AdmissionOutcome::kBurst: {
       if (outcome == AdmissionOutcome::kAdmitted) {
-        x.queued_ns = std::max<int64_t>(1, clock_.now_ns() - began);
+        x.queued_ns = s.admission.waited_ns();
         x.waited_for_wake = waking;
       }
       pool_room(pool, &s.room, outcome == AdmissionOutcome::kBurst ? a.engine_burst : 0);
@@ -699,8 +698,9 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
   s.fence_moves = true;  // dispatch() says whether another engine could take it
   s.unresponsive_after = std::chrono::steady_clock::time_point::max();  // dispatch() sets it
   x.body_started = false;
+  // (Armed as any deadline is, from the coarse clock: net::Deadline.)
   x.first_byte_deadline = config_.first_byte_timeout.count() > 0
-                              ? std::chrono::steady_clock::now() + config_.first_byte_timeout
+                              ? net::Deadline::coarse_now() + config_.first_byte_timeout
                               : std::chrono::steady_clock::time_point::max();
   const request::BodyEdit edit = body_edit(x, member);
   const bool sglang = member.engine == config::EngineKind::kSglang;
