@@ -148,25 +148,21 @@ class ChainSink {
     if (len_ == kBuffer) [[unlikely]] drain();
     buffer_[len_++] = static_cast<unsigned char>(c);
   }
-  // A member whose value is a string without escapes: `key` NUL `"raw"` NUL, as the writer's
-  // pieces would put it, with one test for room. (`key` is a literal: its NUL follows it.)
-  void put_string_field(std::string_view key, std::string_view raw) {
+  // A member whose value is a string without escapes, `key` NUL `"raw"` NUL as the writer's
+  // pieces would put it, in one piece with one test for room; false (nothing put) when the
+  // buffer has not the room: the writer puts it piece by piece. (`key` is a literal: its NUL
+  // follows it.)
+  bool try_put_string_field(std::string_view key, std::string_view raw) {
     const size_t k = key.size();
-    if (len_ + k + raw.size() + 4 <= kBuffer) [[likely]] {
-      unsigned char* const d = buffer_ + len_;
-      copy_small(d, reinterpret_cast<const unsigned char*>(key.data()), k + 1);
-      d[k + 1] = '"';
-      copy_small(d + k + 2, reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
-      d[k + 2 + raw.size()] = '"';
-      d[k + 3 + raw.size()] = '\0';
-      len_ += k + raw.size() + 4;
-      return;
-    }
-    put(key.data(), k + 1);
-    put('"');
-    put(raw.data(), raw.size());
-    put('"');
-    put('\0');
+    if (len_ + k + raw.size() + 4 > kBuffer) return false;
+    unsigned char* const d = buffer_ + len_;
+    copy_small(d, reinterpret_cast<const unsigned char*>(key.data()), k + 1);
+    d[k + 1] = '"';
+    copy_small(d + k + 2, reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+    d[k + 2 + raw.size()] = '"';
+    d[k + 3 + raw.size()] = '\0';
+    len_ += k + raw.size() + 4;
+    return true;
   }
   // String contents with serde_json escaping: each run of bytes that needs no escape (found 16
   // at a time) goes in as it is, each escaped byte as its sequence; no escaped copy is made.
@@ -297,13 +293,6 @@ class StringSink {
   }
   void put(char c) {
     if (out_.size() < max_) out_.push_back(c);
-  }
-  void put_string_field(std::string_view key, std::string_view raw) {
-    put(key.data(), key.size() + 1);
-    put('"');
-    put(raw.data(), raw.size());
-    put('"');
-    put('\0');
   }
   void put_escaped(const char* p, size_t n) {
     const char* run = p;
@@ -487,9 +476,9 @@ class Writer {
   // The member `v` of `key` (a literal of kMessageKeys or kRootKeys: its NUL follows it).
   WriteResult field(std::string_view key, const V& v) {
     if (v.is(JsonKind::kNull)) return WriteResult::kCanonical;
-    if constexpr (requires { v.raw_string(); }) {
-      if (v.is(JsonKind::kString) && !v.raw_escaped()) {  // most members: written in one piece
-        sink_.put_string_field(key, v.raw_string());
+    if constexpr (requires { sink_.try_put_string_field(key, v.raw_string()); }) {
+      // Most members: written in one piece.
+      if (v.is(JsonKind::kString) && !v.raw_escaped() && sink_.try_put_string_field(key, v.raw_string())) {
         return WriteResult::kCanonical;
       }
     }
