@@ -221,9 +221,7 @@ asio::awaitable<Proxy::LegResult> Proxy::prefill_leg(Session& s, Exchange& x, co
       s.unresponsive_after = movable ? std::chrono::steady_clock::now() + first_byte_budget(s.prep.body.size())
                                      : std::chrono::steady_clock::time_point::max();
       x.body_started = false;
-      x.first_byte_deadline = config_.first_byte_timeout.count() > 0
-                                  ? net::Deadline::coarse_now() + config_.first_byte_timeout
-                                  : std::chrono::steady_clock::time_point::max();
+      x.first_byte_deadline = first_byte_deadline();
       const bool priority = config_.admission.engine_priority && x.endpoint != Endpoint::kMessages;
       const std::optional<int64_t> value =
           priority ? std::optional<int64_t>(s.cls == AdmissionClass::kBatch ? 1 : 0) : std::nullopt;

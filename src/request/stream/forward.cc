@@ -698,10 +698,7 @@ void Proxy::start_exchange(Session& s, Exchange& x, net::UpstreamConnection& con
   s.fence_moves = true;  // dispatch() says whether another engine could take it
   s.unresponsive_after = std::chrono::steady_clock::time_point::max();  // dispatch() sets it
   x.body_started = false;
-  // (Armed as any deadline is, from the coarse clock: net::Deadline.)
-  x.first_byte_deadline = config_.first_byte_timeout.count() > 0
-                              ? net::Deadline::coarse_now() + config_.first_byte_timeout
-                              : std::chrono::steady_clock::time_point::max();
+  x.first_byte_deadline = first_byte_deadline();
   const request::BodyEdit edit = body_edit(x, member);
   const bool sglang = member.engine == config::EngineKind::kSglang;
   std::optional<int64_t> value;
@@ -863,6 +860,12 @@ asio::awaitable<net::ConnectionPtr> Proxy::connect_engine(Session& s, Exchange& 
     connect_failed(x, u, cf);
   }
   co_return conn;
+}
+
+std::chrono::steady_clock::time_point Proxy::first_byte_deadline() const {
+  // (Armed as any deadline is, from the coarse clock: net::Deadline.)
+  return config_.first_byte_timeout.count() > 0 ? net::Deadline::coarse_now() + config_.first_byte_timeout
+                                                : std::chrono::steady_clock::time_point::max();
 }
 
 void Proxy::settle_first_failure(Exchange& x) {

@@ -175,6 +175,8 @@ class Proxy {
   // client's watch pointed at it meanwhile (a client that leaves ends the connect). Null when the
   // client left or the connect failed (connect_failed()).
   boost::asio::awaitable<net::ConnectionPtr> connect_engine(Session& s, Exchange& x, size_t u, const net::Member& member);
+  // When an attempt's first response byte is due (RJ_UPSTREAM_FIRST_BYTE_TIMEOUT_MS from now; max: none).
+  std::chrono::steady_clock::time_point first_byte_deadline() const;
   // Whether a candidate after order[k] may still be tried.
   bool more_candidates(const route::Decision& d, std::span<const route::CandidateTerms> order, size_t k) const;
   void prepare_exchange(Session& s, Exchange& x);
