@@ -36,6 +36,12 @@
 #                        depends on timing: ±2 % between runs)
 #   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N), for
 #                        callgrind_annotate --inclusive=yes
+#   FOOTPRINT=1          also count the code a request runs: callgrind with --dump-instr=yes,
+#                        and a second table of the 64-byte lines of code holding an instruction
+#                        that ran at least once a request (bench/code_footprint.py; its --top
+#                        shows by what, on KEEP's files). The instruction cache holds lines: what
+#                        a request runs beyond its 32 KiB is fetched again after every system call
+#                        or switch that evicted it, which instruction counts do not show.
 # ramjet runs with RJ_ENGINE_SCRAPE_INTERVAL_MS=0 (the responder has no /metrics) and
 # RJ_PROBE_INTERVAL_MS=3600000 (probes are time-driven, not per request: under valgrind the two
 # runs last different times), every other setting at its default. For the same reason the
@@ -53,6 +59,7 @@ KINDS=${KINDS:-json,sse,long}
 TARGETS=${TARGETS:-nginx,haproxy,ramjet-rr,ramjet-prefix}
 RJ_EXTRA=${RJ_EXTRA:-}
 KEEP=${KEEP:-}
+FOOTPRINT=${FOOTPRINT:-0}
 CHUNK_DELAY_US=${CHUNK_DELAY_US:-1000}
 BINS=("$@")
 ((${#BINS[@]})) || BINS=("$ROOT/build/release/src/app/ramjet")
@@ -141,6 +148,7 @@ wait_health() {  # wait_health PORT PID
 start_target() {
   local target=$1 port=$2 out=$3 bin=${4:-}
   local vg=(valgrind --tool=callgrind --callgrind-out-file="$out")
+  ((FOOTPRINT)) && vg+=(--dump-instr=yes)
   case $target in
     ramjet-rr|ramjet-prefix)
       local affinity=round_robin
@@ -213,7 +221,8 @@ EOF
   PID=$!
 }
 
-# Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL.
+# Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL (and,
+# with FOOTPRINT=1, RUN: a copy of the callgrind output for code_footprint.py).
 instructions() {
   local target=$1 kind=$2 n=$3 bin=${4:-} out=$WORK/cg.$RANDOM port
   port=$(free_port)
@@ -237,16 +246,23 @@ instructions() {
     mkdir -p "$KEEP"
     for f in "$out"*; do cp "$f" "$KEEP/callgrind.$target-$kind-$n${f#"$out"}"; done
   fi
+  RUN=$WORK/run.$n
+  ((FOOTPRINT)) && cp "$out" "$RUN"
   rm -f "$out"*
   [[ -n $TOTAL ]] || die "$target: no callgrind total"
 }
 
-per_request() {  # per_request TARGET KIND [BIN]: sets PER
+per_request() {  # per_request TARGET KIND [BIN]: sets PER (and LINES with FOOTPRINT=1)
   local a
   instructions "$1" "$2" "$N1" "${3:-}"
   a=$TOTAL
   instructions "$1" "$2" "$N2" "${3:-}"
   PER=$(( (TOTAL - a) / (N2 - N1) ))
+  if ((FOOTPRINT)); then
+    LINES=$(/usr/bin/python3 "$ROOT/bench/code_footprint.py" "$WORK/run.$N1" "$WORK/run.$N2" $((N2 - N1)) | awk 'NR == 1 { print $1 }')
+    [[ $LINES =~ ^[0-9]+$ ]] || die "$1: code_footprint.py failed"
+    rm -f "$WORK/run.$N1" "$WORK/run.$N2"
+  fi
 }
 
 IFS=, read -ra kinds <<<"$KINDS"
@@ -259,13 +275,14 @@ for i in "${!BINS[@]}"; do
   done
 done
 
-declare -A cell
+declare -A cell lines
 for kind in "${kinds[@]}"; do
   for c in "${!columns[@]}"; do
     IFS='|' read -r t bin <<<"${columns[$c]}"
     echo "instructions_per_request: $kind ${labels[$c]} ..." >&2
     per_request "$t" "$kind" "$bin"
     cell[$kind,$c]=$PER
+    ((FOOTPRINT)) && lines[$kind,$c]=$LINES
   done
 done
 
@@ -273,21 +290,31 @@ echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --sh
 for i in "${!BINS[@]}"; do echo "- ramjet ($((i + 1))): ${BINS[$i]}"; done
 has_target nginx && echo "- $(nginx -v 2>&1 | sed 's/.*: //'), 1 worker, no master; $(haproxy -v 2>&1 | head -1 | awk '{print $1, $2, $3}'), nbthread 1"
 echo
-hdr="| request |"; sep="|---|"
-for l in "${labels[@]}"; do hdr+=" $l |"; sep+="---:|"; done
-echo "$hdr"; echo "$sep"
-for kind in "${kinds[@]}"; do
-  row="| $kind |"
-  base=${cell[$kind,0]}
-  for c in "${!columns[@]}"; do
-    v=${cell[$kind,$c]}
-    if has_target nginx && ((c > 0)); then
-      row+=" $(printf "%'d" "$v") ($(awk -v a="$v" -v b="$base" 'BEGIN { printf "%.2f×", a / b }')) |"
-    else
-      row+=" $(printf "%'d" "$v") |"
-    fi
+table() {  # table ARRAY-NAME: one row per kind, one column per target, ratios to nginx
+  local -n t=$1
+  local hdr="| request |" sep="|---|" kind c v base row
+  for l in "${labels[@]}"; do hdr+=" $l |"; sep+="---:|"; done
+  echo "$hdr"; echo "$sep"
+  for kind in "${kinds[@]}"; do
+    row="| $kind |"
+    base=${t[$kind,0]}
+    for c in "${!columns[@]}"; do
+      v=${t[$kind,$c]}
+      if has_target nginx && ((c > 0)); then
+        row+=" $(printf "%'d" "$v") ($(awk -v a="$v" -v b="$base" 'BEGIN { printf "%.2f×", a / b }')) |"
+      else
+        row+=" $(printf "%'d" "$v") |"
+      fi
+    done
+    echo "$row"
   done
-  echo "$row"
-done
+}
+table cell
 has_target nginx && echo && echo "Instructions per request (user space, the proxy process only); (×) is the ratio to nginx."
+if ((FOOTPRINT)); then
+  echo
+  table lines
+  echo
+  echo "Code a request runs: 64-byte lines holding an instruction that ran at least once a request (bench/code_footprint.py)."
+fi
 exit 0
