@@ -34,8 +34,9 @@
 #                        on its own, as an engine emits tokens, whatever the machine's load
 #                        (0: events written back to back, and how many one read gets then
 #                        depends on timing: ±2 % between runs)
-#   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N), for
-#                        callgrind_annotate --inclusive=yes
+#   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N; with several
+#                        ramjet binaries callgrind.ramjet-rr.I-KIND-N, I = 1, 2, ... in argument
+#                        order), for callgrind_annotate --inclusive=yes
 #   FOOTPRINT=1          also count the code a request runs: callgrind with --dump-instr=yes,
 #                        and a second table of the 64-byte lines of code holding an instruction
 #                        that ran at least once a request (bench/code_footprint.py; its --top
@@ -224,7 +225,7 @@ EOF
 # Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL (and,
 # with FOOTPRINT=1, RUN: a copy of the callgrind output for code_footprint.py).
 instructions() {
-  local target=$1 kind=$2 n=$3 bin=${4:-} out=$WORK/cg.$RANDOM port
+  local target=$1 kind=$2 n=$3 bin=${4:-} tag=${5:-} out=$WORK/cg.$RANDOM port
   port=$(free_port)
   start_target "$target" "$port" "$out" "$bin"
   PIDS+=("$PID")
@@ -244,7 +245,7 @@ instructions() {
   fi
   if [[ -n $KEEP ]]; then
     mkdir -p "$KEEP"
-    for f in "$out"*; do cp "$f" "$KEEP/callgrind.$target-$kind-$n${f#"$out"}"; done
+    for f in "$out"*; do cp "$f" "$KEEP/callgrind.$target$tag-$kind-$n${f#"$out"}"; done
   fi
   RUN=$WORK/run.$n
   ((FOOTPRINT)) && cp "$out" "$RUN"
@@ -252,15 +253,17 @@ instructions() {
   [[ -n $TOTAL ]] || die "$target: no callgrind total"
 }
 
-per_request() {  # per_request TARGET KIND [BIN]: sets PER (and LINES with FOOTPRINT=1)
+per_request() {  # per_request TARGET KIND [BIN [TAG]]: sets PER (and CODE_LINES with FOOTPRINT=1)
   local a
-  instructions "$1" "$2" "$N1" "${3:-}"
+  instructions "$1" "$2" "$N1" "${3:-}" "${4:-}"
   a=$TOTAL
-  instructions "$1" "$2" "$N2" "${3:-}"
+  instructions "$1" "$2" "$N2" "${3:-}" "${4:-}"
   PER=$(( (TOTAL - a) / (N2 - N1) ))
   if ((FOOTPRINT)); then
-    LINES=$(/usr/bin/python3 "$ROOT/bench/code_footprint.py" "$WORK/run.$N1" "$WORK/run.$N2" $((N2 - N1)) | awk 'NR == 1 { print $1 }')
-    [[ $LINES =~ ^[0-9]+$ ]] || die "$1: code_footprint.py failed"
+    # (not LINES: bash sets that one to the terminal's height after a command when stderr is one)
+    CODE_LINES=$(/usr/bin/python3 "$ROOT/bench/code_footprint.py" "$WORK/run.$N1" "$WORK/run.$N2" $((N2 - N1)) |
+      awk 'NR == 1 { print $1 }') || die "$1: code_footprint.py failed"
+    [[ $CODE_LINES =~ ^[0-9]+$ ]] || die "$1: code_footprint.py failed"
     rm -f "$WORK/run.$N1" "$WORK/run.$N2"
   fi
 }
@@ -269,20 +272,20 @@ IFS=, read -ra kinds <<<"$KINDS"
 columns=() labels=()
 for t in nginx haproxy; do has_target $t && { columns+=("$t|"); labels+=("$t"); }; done
 for i in "${!BINS[@]}"; do
-  suffix=""; ((${#BINS[@]} > 1)) && suffix=" ($((i + 1)))"
+  suffix="" tag=""; ((${#BINS[@]} > 1)) && suffix=" ($((i + 1)))" && tag=".$((i + 1))"
   for t in ramjet-rr ramjet-prefix; do
-    has_target $t && { columns+=("$t|${BINS[$i]}"); labels+=("${t/ramjet-/ramjet }$suffix"); }
+    has_target $t && { columns+=("$t|${BINS[$i]}|$tag"); labels+=("${t/ramjet-/ramjet }$suffix"); }
   done
 done
 
 declare -A cell lines
 for kind in "${kinds[@]}"; do
   for c in "${!columns[@]}"; do
-    IFS='|' read -r t bin <<<"${columns[$c]}"
+    IFS='|' read -r t bin tag <<<"${columns[$c]}"
     echo "instructions_per_request: $kind ${labels[$c]} ..." >&2
-    per_request "$t" "$kind" "$bin"
+    per_request "$t" "$kind" "$bin" "$tag"
     cell[$kind,$c]=$PER
-    ((FOOTPRINT)) && lines[$kind,$c]=$LINES
+    ((FOOTPRINT)) && lines[$kind,$c]=$CODE_LINES
   done
 done
 
