@@ -222,8 +222,8 @@ EOF
   PID=$!
 }
 
-# Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL (and,
-# with FOOTPRINT=1, RUN: a copy of the callgrind output for code_footprint.py).
+# Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL (with
+# FOOTPRINT=1 it keeps the callgrind output as $WORK/run.N for per_request's code_footprint.py).
 instructions() {
   local target=$1 kind=$2 n=$3 bin=${4:-} tag=${5:-} out=$WORK/cg.$RANDOM port
   port=$(free_port)
@@ -247,8 +247,7 @@ instructions() {
     mkdir -p "$KEEP"
     for f in "$out"*; do cp "$f" "$KEEP/callgrind.$target$tag-$kind-$n${f#"$out"}"; done
   fi
-  RUN=$WORK/run.$n
-  ((FOOTPRINT)) && cp "$out" "$RUN"
+  ((FOOTPRINT)) && cp "$out" "$WORK/run.$n"
   rm -f "$out"*
   [[ -n $TOTAL ]] || die "$target: no callgrind total"
 }
