@@ -43,6 +43,17 @@
 #                        shows by what, on KEEP's files). The instruction cache holds lines: what
 #                        a request runs beyond its 32 KiB is fetched again after every system call
 #                        or switch that evicted it, which instruction counts do not show.
+#   CONNECTIONS=1        the client's keep-alive connections, each with one request in flight
+#                        (N1 and N2 are totals over all of them): at 64 the proxy holds 64 requests
+#                        at once, as at bench/proxy_overhead.sh's c64, and what each touches is
+#                        colder when its turn comes again
+#   CACHE=1              cachegrind instead of callgrind (--cache-sim=yes with this machine's
+#                        caches of one core, AMD EPYC: 32 KiB 8-way L1i and L1d, and a 512 KiB
+#                        8-way L2 as the last level; 64-byte lines), and two more tables: L1d and L2
+#                        misses a request (reads and writes). The simulation sees user space only:
+#                        bytes the kernel copied into a receive buffer count as cold when first
+#                        read. Without a call graph the dashboard sampler is not taken out (it
+#                        ticks once a second: a few instructions a request at most here).
 # ramjet runs with RJ_ENGINE_SCRAPE_INTERVAL_MS=0 (the responder has no /metrics) and
 # RJ_PROBE_INTERVAL_MS=3600000 (probes are time-driven, not per request: under valgrind the two
 # runs last different times), every other setting at its default. For the same reason the
@@ -61,12 +72,16 @@ TARGETS=${TARGETS:-nginx,haproxy,ramjet-rr,ramjet-prefix}
 RJ_EXTRA=${RJ_EXTRA:-}
 KEEP=${KEEP:-}
 FOOTPRINT=${FOOTPRINT:-0}
+CONNECTIONS=${CONNECTIONS:-1}
+CACHE=${CACHE:-0}
 CHUNK_DELAY_US=${CHUNK_DELAY_US:-1000}
 BINS=("$@")
 ((${#BINS[@]})) || BINS=("$ROOT/build/release/src/app/ramjet")
 
 die() { echo "instructions_per_request: $*" >&2; exit 1; }
 has_target() { [[ ",$TARGETS," == *",$1,"* ]]; }
+((CACHE && FOOTPRINT)) && die "CACHE=1 and FOOTPRINT=1 are two valgrind tools: one at a time"
+[[ $CONNECTIONS =~ ^[1-9][0-9]*$ ]] && ((N1 >= CONNECTIONS)) || die "CONNECTIONS must be 1..N1"
 command -v valgrind >/dev/null || die "valgrind not found (run scripts/setup as root)"
 [[ -x $RESPONDER_BIN ]] || die "responder not found at $RESPONDER_BIN"
 has_target nginx && { command -v nginx >/dev/null || die "nginx not found (run scripts/setup as root)"; }
@@ -93,12 +108,12 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# Sends n requests of one kind on one keep-alive connection; every response must be a 200 and a
-# streamed one must end with [DONE].
+# Sends n requests of one kind over CONNECTIONS keep-alive connections, one request in flight on
+# each; every response must be a 200 and a streamed one must end with [DONE].
 client() {
-  /usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
-import http.client, json, sys
-port, kind, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+  /usr/bin/python3 - "$1" "$2" "$3" "$CONNECTIONS" <<'EOF'
+import http.client, json, sys, threading
+port, kind, n, conns = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 if kind == "long":
     # A 64 KiB agent turn: system prompt, tools, and a conversation of tool calls and results.
     tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Runs a step. " * 8,
@@ -124,15 +139,29 @@ else:
     if kind == "sse":
         body["stream_options"] = {"include_usage": True}
 body = json.dumps(body)
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-for _ in range(n):
-    c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    if r.status != 200:
-        sys.exit(f"status {r.status}")
-    if kind != "json" and not data.rstrip().endswith(b"data: [DONE]"):
-        sys.exit("stream without [DONE]")
+failures = []
+
+def send(count):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        for _ in range(count):
+            c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            r = c.getresponse()
+            data = r.read()
+            if r.status != 200:
+                raise RuntimeError(f"status {r.status}")
+            if kind != "json" and not data.rstrip().endswith(b"data: [DONE]"):
+                raise RuntimeError("stream without [DONE]")
+    except Exception as e:  # noqa: BLE001 - reported below
+        failures.append(e)
+
+threads = [threading.Thread(target=send, args=(n // conns + (i < n % conns),)) for i in range(conns)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+if failures:
+    sys.exit(str(failures[0]))
 EOF
 }
 
@@ -150,6 +179,8 @@ start_target() {
   local target=$1 port=$2 out=$3 bin=${4:-}
   local vg=(valgrind --tool=callgrind --callgrind-out-file="$out")
   ((FOOTPRINT)) && vg+=(--dump-instr=yes)
+  ((CACHE)) && vg=(valgrind --tool=cachegrind --cachegrind-out-file="$out" --cache-sim=yes
+                   --I1=32768,8,64 --D1=32768,8,64 --LL=524288,8,64)
   case $target in
     ramjet-rr|ramjet-prefix)
       local affinity=round_robin
@@ -223,7 +254,8 @@ EOF
 }
 
 # Total instructions of one run of `target` that serves n requests of `kind`; sets TOTAL (with
-# FOOTPRINT=1 it keeps the callgrind output as $WORK/run.N for per_request's code_footprint.py).
+# FOOTPRINT=1 it keeps the callgrind output as $WORK/run.N for per_request's code_footprint.py;
+# with CACHE=1 it sets D1_MISSES and L2_MISSES too).
 instructions() {
   local target=$1 kind=$2 n=$3 bin=${4:-} tag=${5:-} out=$WORK/cg.$RANDOM port
   port=$(free_port)
@@ -235,7 +267,11 @@ instructions() {
   kill -TERM "$PID"
   wait "$PID" || true
   TOTAL=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p;s/^totals: *\([0-9]*\).*/\1/p' "$out"* | head -1)
-  if [[ $target == ramjet-* && -n $TOTAL ]]; then
+  if ((CACHE)); then
+    # cachegrind's events line names the summary's columns: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+    read -r D1_MISSES L2_MISSES < <(awk '/^events:/ { for (i = 2; i <= NF; i++) col[$i] = i - 1 }
+      /^summary:/ { print $(col["D1mr"] + 1) + $(col["D1mw"] + 1), $(col["DLmr"] + 1) + $(col["DLmw"] + 1) }' "$out")
+  elif [[ $target == ramjet-* && -n $TOTAL ]]; then
     # The dashboard sampler's inclusive cost: every file:function line of the coroutine (its own
     # lines and those inlined into it, each with the calls made from them).
     local timed
@@ -245,19 +281,26 @@ instructions() {
   fi
   if [[ -n $KEEP ]]; then
     mkdir -p "$KEEP"
-    for f in "$out"*; do cp "$f" "$KEEP/callgrind.$target$tag-$kind-$n${f#"$out"}"; done
+    local tool=callgrind
+    ((CACHE)) && tool=cachegrind
+    for f in "$out"*; do cp "$f" "$KEEP/$tool.$target$tag-$kind-$n${f#"$out"}"; done
   fi
   ((FOOTPRINT)) && cp "$out" "$WORK/run.$n"
   rm -f "$out"*
-  [[ -n $TOTAL ]] || die "$target: no callgrind total"
+  [[ -n $TOTAL ]] || die "$target: no valgrind total"
 }
 
-per_request() {  # per_request TARGET KIND [BIN [TAG]]: sets PER (and CODE_LINES with FOOTPRINT=1)
-  local a
+per_request() {  # per_request TARGET KIND [BIN [TAG]]: sets PER (and CODE_LINES with FOOTPRINT=1,
+                 # PER_D1 and PER_L2 with CACHE=1: misses a request, one decimal)
+  local a d1 l2
   instructions "$1" "$2" "$N1" "${3:-}" "${4:-}"
-  a=$TOTAL
+  a=$TOTAL d1=${D1_MISSES:-} l2=${L2_MISSES:-}
   instructions "$1" "$2" "$N2" "${3:-}" "${4:-}"
   PER=$(( (TOTAL - a) / (N2 - N1) ))
+  if ((CACHE)); then
+    PER_D1=$(awk -v a="$d1" -v b="$D1_MISSES" -v n=$((N2 - N1)) 'BEGIN { printf "%.1f", (b - a) / n }')
+    PER_L2=$(awk -v a="$l2" -v b="$L2_MISSES" -v n=$((N2 - N1)) 'BEGIN { printf "%.1f", (b - a) / n }')
+  fi
   if ((FOOTPRINT)); then
     # (not LINES: bash sets that one to the terminal's height after a command when stderr is one)
     CODE_LINES=$(/usr/bin/python3 "$ROOT/bench/code_footprint.py" "$WORK/run.$N1" "$WORK/run.$N2" $((N2 - N1)) |
@@ -277,7 +320,7 @@ for i in "${!BINS[@]}"; do
   done
 done
 
-declare -A cell lines
+declare -A cell lines d1 l2
 for kind in "${kinds[@]}"; do
   for c in "${!columns[@]}"; do
     IFS='|' read -r t bin tag <<<"${columns[$c]}"
@@ -285,15 +328,17 @@ for kind in "${kinds[@]}"; do
     per_request "$t" "$kind" "$bin" "$tag"
     cell[$kind,$c]=$PER
     ((FOOTPRINT)) && lines[$kind,$c]=$CODE_LINES
+    ((CACHE)) && d1[$kind,$c]=$PER_D1 l2[$kind,$c]=$PER_L2
   done
 done
 
-echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), N1=$N1 N2=$N2, CHUNK_DELAY_US=$CHUNK_DELAY_US, $(valgrind --version)"
+echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), N1=$N1 N2=$N2, CONNECTIONS=$CONNECTIONS, CHUNK_DELAY_US=$CHUNK_DELAY_US, $(valgrind --version)$( ((CACHE)) && echo ", cachegrind")"
 for i in "${!BINS[@]}"; do echo "- ramjet ($((i + 1))): ${BINS[$i]}"; done
 has_target nginx && echo "- $(nginx -v 2>&1 | sed 's/.*: //'), 1 worker, no master; $(haproxy -v 2>&1 | head -1 | awk '{print $1, $2, $3}'), nbthread 1"
 echo
-table() {  # table ARRAY-NAME: one row per kind, one column per target, ratios to nginx
+table() {  # table ARRAY-NAME [FORMAT]: one row per kind, one column per target, ratios to nginx
   local -n t=$1
+  local fmt=${2:-%\'d}
   local hdr="| request |" sep="|---|" kind c v base row
   for l in "${labels[@]}"; do hdr+=" $l |"; sep+="---:|"; done
   echo "$hdr"; echo "$sep"
@@ -303,9 +348,9 @@ table() {  # table ARRAY-NAME: one row per kind, one column per target, ratios t
     for c in "${!columns[@]}"; do
       v=${t[$kind,$c]}
       if has_target nginx && ((c > 0)); then
-        row+=" $(printf "%'d" "$v") ($(awk -v a="$v" -v b="$base" 'BEGIN { printf "%.2f×", a / b }')) |"
+        row+=" $(printf "$fmt" "$v") ($(awk -v a="$v" -v b="$base" 'BEGIN { if (b == 0) printf "–"; else printf "%.2f×", a / b }')) |"
       else
-        row+=" $(printf "%'d" "$v") |"
+        row+=" $(printf "$fmt" "$v") |"
       fi
     done
     echo "$row"
@@ -318,5 +363,15 @@ if ((FOOTPRINT)); then
   table lines
   echo
   echo "Code a request runs: 64-byte lines holding an instruction that ran at least once a request (bench/code_footprint.py)."
+fi
+if ((CACHE)); then
+  echo
+  table d1 %.1f
+  echo
+  echo "L1d misses a request (reads and writes; cachegrind, 32 KiB 8-way, 64-byte lines)."
+  echo
+  table l2 %.1f
+  echo
+  echo "L2 misses a request (reads and writes; cachegrind's last level as one core's 512 KiB 8-way L2). Bytes the kernel copied into a receive buffer count as cold when first read."
 fi
 exit 0
