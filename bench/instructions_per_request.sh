@@ -4,12 +4,12 @@
 # here; instruction counts by well under 1 %).
 #
 # One ramjet-responder serves every target. Each proxy runs single-threaded under
-# `valgrind --tool=callgrind` in front of it: ramjet with RJ_THREADS=1, once with round-robin
+# `valgrind --tool=callgrind` (CACHE=1: cachegrind) in front of it: ramjet with RJ_THREADS=1, once with round-robin
 # routing (RJ_AFFINITY=round_robin) and once with prefix routing (RJ_AFFINITY=prefix, the
 # default); nginx with one worker and no master process (proxy_buffering off, upstream keepalive,
 # access log off: the usual SSE reverse proxy, as bench/proxy_overhead.sh runs it); haproxy with
 # nbthread 1 (mode http, keep-alive both sides). The same Python client sends N1 and then N2
-# requests of one kind on one keep-alive connection in two separate runs, and each cell is
+# requests of one kind on one keep-alive connection (CONNECTIONS: several) in two separate runs, and each cell is
 # (I(N2) - I(N1)) / (N2 - N1) user-space instructions of the proxy process: startup, shutdown
 # and warm-up cancel out.
 #
@@ -34,7 +34,8 @@
 #                        on its own, as an engine emits tokens, whatever the machine's load
 #                        (0: events written back to back, and how many one read gets then
 #                        depends on timing: ±2 % between runs)
-#   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N; with several
+#   KEEP=DIR             keep every callgrind output there (callgrind.TARGET-KIND-N, CACHE=1:
+#                        cachegrind.TARGET-KIND-N; with several
 #                        ramjet binaries callgrind.ramjet-rr.I-KIND-N, I = 1, 2, ... in argument
 #                        order), for callgrind_annotate --inclusive=yes
 #   FOOTPRINT=1          also count the code a request runs: callgrind with --dump-instr=yes,
@@ -270,7 +271,8 @@ instructions() {
   if ((CACHE)); then
     # cachegrind's events line names the summary's columns: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
     read -r D1_MISSES L2_MISSES < <(awk '/^events:/ { for (i = 2; i <= NF; i++) col[$i] = i - 1 }
-      /^summary:/ { print $(col["D1mr"] + 1) + $(col["D1mw"] + 1), $(col["DLmr"] + 1) + $(col["DLmw"] + 1) }' "$out")
+      /^summary:/ { printf "%.0f %.0f\n", $(col["D1mr"] + 1) + $(col["D1mw"] + 1), $(col["DLmr"] + 1) + $(col["DLmw"] + 1) }' "$out") ||
+      die "$target: no cachegrind summary in $out"
   elif [[ $target == ramjet-* && -n $TOTAL ]]; then
     # The dashboard sampler's inclusive cost: every file:function line of the coroutine (its own
     # lines and those inlined into it, each with the calls made from them).
