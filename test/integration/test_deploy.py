@@ -546,9 +546,14 @@ def test_dockerfile_shape():
     missing = set(setup_build_pkgs()) - set(apt_packages(build))
     assert not missing, f"build stage lacks scripts/setup build packages: {missing}"
     assert not {"libboost-all-dev", "libboost-dev"} & set(apt_packages(build))
-    assert "cmake --preset release" in build and "--target ramjet ramjet-sim" in build
-    # The binaries are where the release preset puts them (CMakePresets.json: build/${presetName}).
-    assert "build/release/src/app/ramjet " in build and "build/release/sim/server/ramjet-sim " in build
+    # PGO=1 (the default) builds with scripts/build-pgo, PGO=0 with the release preset; both into
+    # build/image, where the binaries are copied from.
+    assert re.search(r"^ARG PGO=1$", build, re.M)
+    assert "PGO_BUILD_DIR=build/image" in build and "scripts/build-pgo" in build
+    assert "cmake --preset release -B build/image" in build and "--target ramjet ramjet-sim" in build
+    pgo = (ROOT / "scripts/build-pgo").read_text()
+    assert "--target ramjet ramjet-sim ramjet-companion" in pgo and '-DRAMJET_COMMIT="${RAMJET_COMMIT:-}"' in pgo
+    assert "build/image/src/app/ramjet " in build and "build/image/sim/server/ramjet-sim " in build
     assert "ramjet_executable(ramjet " in (ROOT / "src/app/CMakeLists.txt").read_text()
     assert "ramjet_executable(ramjet-sim " in (ROOT / "sim/server/CMakeLists.txt").read_text()
     assert re.search(r"^USER 10001", run, re.M) and re.search(r"useradd .*--uid 10001", run)
@@ -556,7 +561,8 @@ def test_dockerfile_shape():
     assert re.search(r"^HEALTHCHECK .*/health", run, re.M)
     assert re.search(r'^ENTRYPOINT \["/usr/local/bin/ramjet"\]$', run, re.M)
     ignore = (ROOT / ".dockerignore").read_text().split()
-    assert {".git", "build", "**/node_modules"} <= set(ignore)
+    # (.venv: scripts/test's vLLM, about 6 GB, is no part of the image's sources)
+    assert {".git", "build", ".venv", "**/node_modules"} <= set(ignore)
 
 
 def binaries_for_ldd():
