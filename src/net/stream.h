@@ -156,6 +156,13 @@ class Stream {
         token, buffers);
   }
 
+  // What the socket holds now, up to b's size, without waiting (the socket is non-blocking;
+  // would_block when nothing, eof when the peer closed). Plain connections only: a TLS layer may
+  // hold bytes the socket no longer shows.
+  size_t read_now(boost::asio::mutable_buffer b, boost::system::error_code& ec) {
+    return stream_detail::recv_now(socket_.native_handle(), b.data(), b.size(), ec);
+  }
+
   // What the socket takes now of `iov` (of its first kMaxWriteBuffers), without waiting (the
   // socket is non-blocking); TLS: nothing.
   size_t write_some(std::span<const iovec> iov, boost::system::error_code& ec) {

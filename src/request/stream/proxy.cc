@@ -72,7 +72,6 @@ void OutBuffers::consume(size_t n) {
 
 Proxy::Session::Session(tcp::socket s)
     : client(std::move(s)), deadline(client.socket()), watch(std::make_shared<ClientWatch>()) {
-  buffer.reserve(16 * 1024);
   watch->client = &client;
   watch->buffer = &buffer;
   boost::system::error_code ignored;
@@ -184,7 +183,7 @@ bool needs_key(const net::RequestHead& req, Endpoint endpoint) {
 // bytes sends a reset, which can destroy the 401 before the client read it (an SDK would then
 // retry a connection error): stop sending, then read and drop what the client still sends, for
 // a bounded while (nginx's lingering close), so the close is a FIN.
-asio::awaitable<void> linger(net::Stream& client, beast::flat_buffer& sink, net::Deadline& deadline) {
+asio::awaitable<void> linger(net::Stream& client, net::PooledBuffer& sink, net::Deadline& deadline) {
   boost::system::error_code ec;
   client.socket().shutdown(tcp::socket::shutdown_send, ec);
   if (ec) co_return;
@@ -240,7 +239,7 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
   // end_of_stream before any byte of the message, else whatever put_eof() says.
   auto read_more = [&s](net::RequestParser& parser, boost::system::error_code& ec) -> asio::awaitable<void> {
     auto [read_ec, n] =
-        co_await s.client.async_read_some(s.buffer.prepare(beast::read_size(s.buffer, kReadMax)), net::awaited);
+        co_await s.client.async_read_some(s.buffer.prepare(net::read_room(s.buffer, kReadMax)), net::awaited);
     ec = read_ec;
     if (ec == asio::error::eof) {
       parser.read_error(ec);
@@ -395,6 +394,9 @@ asio::awaitable<void> Proxy::serve(tcp::socket socket) {
         break;
       }
 
+      // The request is parsed: its block goes back to the pool unless a pipelined request's bytes
+      // follow (the watch takes one again when the socket is readable).
+      net::release_if_empty(s.buffer);
       Exchange x;
       x.keep_alive = parser.keep_alive();
       x.endpoint = endpoint;

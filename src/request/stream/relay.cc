@@ -87,31 +87,69 @@ void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost
   if (net::ResponseParser::wants_input(ec)) ec = {};
 }
 
+namespace {
+
+// The watch's read ended with `ec`, its bytes (if any) in the buffer.
+void client_read_done(ClientWatch& w, boost::system::error_code ec) {
+  w.has_result = true;
+  w.result = ec;
+  // A FIN or reset while forwarding: stop the engine now. Bytes mean the client is alive.
+  if (w.active && ec && ec != asio::error::operation_aborted) {
+    w.gone = true;
+    if (w.upstream) {
+      boost::system::error_code ignored;
+      w.upstream->stream.close(ignored);
+    }
+  }
+  if (w.waiter) {  // resume the connection loop
+    ClientWatch::Waiter waiter = std::move(*w.waiter);
+    w.waiter.reset();
+    waiter();
+  }
+}
+
+// The plain read: tried at once, else it waits, into the buffer as it is now.
+void client_read_some(const std::shared_ptr<ClientWatch>& w) {
+  w->client->async_read_some_unowned(w->buffer->prepare(net::read_room(*w->buffer, kReadMax)),
+                                     [w](boost::system::error_code ec, size_t n) {
+                                       w->reading = false;
+                                       if (w->client == nullptr) return;  // the connection is gone
+                                       if (!ec) w->buffer->commit(n);
+                                       client_read_done(*w, ec);
+                                     });
+}
+
+}  // namespace
+
 void start_client_read(const std::shared_ptr<ClientWatch>& w) {
   if (w->reading || w->has_result || w->client == nullptr) return;
   w->reading = true;
-  w->client->async_read_some_unowned(
-      w->buffer->prepare(beast::read_size(*w->buffer, kReadMax)),
-      [w](boost::system::error_code ec, size_t n) {
-        w->reading = false;
-        if (w->client == nullptr) return;  // the connection is gone
-        if (!ec) w->buffer->commit(n);
-        w->has_result = true;
-        w->result = ec;
-        // A FIN or reset while forwarding: stop the engine now. Bytes mean the client is alive.
-        if (w->active && ec && ec != asio::error::operation_aborted) {
-          w->gone = true;
-          if (w->upstream) {
-            boost::system::error_code ignored;
-            w->upstream->stream.close(ignored);
-          }
-        }
-        if (w->waiter) {  // resume the connection loop
-          ClientWatch::Waiter waiter = std::move(*w->waiter);
-          w->waiter.reset();
-          waiter();
-        }
-      });
+  if (w->client->tls() || w->buffer->capacity() > 0) {
+    // TLS: its layer may hold bytes the socket does not show. A buffer with storage: read into it.
+    client_read_some(w);
+    return;
+  }
+  // A plain connection's buffer takes its storage, a pooled block (net/block_pool.h), only once
+  // the socket is readable: the block another connection gave back last, still in this core's
+  // cache, rather than one this connection held since its last request. (Asio re-arms the
+  // socket's readiness when a wait starts, so bytes or a close already there end the wait.)
+  w->client->socket().async_wait(asio::ip::tcp::socket::wait_read, [w](boost::system::error_code ec) {
+    if (w->client == nullptr) {  // the connection is gone
+      w->reading = false;
+      return;
+    }
+    size_t n = 0;
+    if (!ec) {
+      n = w->client->read_now(w->buffer->prepare(net::read_room(*w->buffer, kReadMax)), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        client_read_some(w);  // readable, yet nothing to read: the plain read, which waits
+        return;
+      }
+    }
+    w->reading = false;
+    if (!ec) w->buffer->commit(n);
+    client_read_done(*w, ec);
+  });
 }
 
 void watch_client(const std::shared_ptr<ClientWatch>& w) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/block_pool.h"
 #include "net/client.h"
 #include "net/stream.h"
 #include "net/deadline.h"
@@ -103,7 +104,7 @@ void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost
 // Shared with the pending read's handler, which may run after the session is gone.
 struct ClientWatch {
   net::Stream* client = nullptr;  // null once the connection is gone
-  boost::beast::flat_buffer* buffer = nullptr;     // the session's read buffer
+  net::PooledBuffer* buffer = nullptr;  // the session's read buffer
   bool active = false;      // an exchange is being forwarded
   bool gone = false;        // the client went away during the active exchange
   bool reading = false;     // a read into *buffer is pending
@@ -128,7 +129,9 @@ struct Proxy::Session {
   explicit Session(boost::asio::ip::tcp::socket s);
   ~Session();
   net::Stream client;
-  boost::beast::flat_buffer buffer;
+  // The request's bytes as read. Its storage is a pooled block (net/block_pool.h), taken when the
+  // socket is readable and given back once a request is parsed: an idle connection holds none.
+  net::PooledBuffer buffer;
   size_t thread = 0;
   bool close_after = false;  // the response was framed by closing the connection, or it broke
   // RJ_API_KEYS_FILE: the current request presented a valid key (only then does
