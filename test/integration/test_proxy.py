@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -329,6 +330,39 @@ def test_keep_alive_client_connection(rj, engines):
         assert r.json()["object"] == "chat.completion"
     c.close()
     assert len(all_inference(engines)) == 3
+
+
+def test_pipelined_requests_are_answered_in_order(rj, engines):
+    """Requests a client sends before their answers came (HTTP/1.1 pipelining) are answered in
+    order, whichever way they reach ramjet: in the same write as the one before (its bytes stay in
+    the connection's buffer, which keeps its storage while they are there), already on the socket
+    when the connection next waits to read, or read by the client watch while the engine is still
+    answering the one before."""
+    def request(content, mock):
+        data = enc(chat(content))
+        return (f"POST {CHAT} HTTP/1.1\r\nHost: ramjet.test\r\nContent-Type: application/json\r\n"
+                f"X-Mock: {mock}\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data
+
+    def echoed(r):
+        assert r.status == 200
+        return json.loads(r.json()["body"])["messages"][0]["content"]
+
+    c = RawClient(rj.api_port)
+    c.send(request("first", "slow delay=0.3") + request("second", "echo"))  # one write
+    time.sleep(0.1)  # the first is at its engine, the second in ramjet's buffer
+    c.send(request("third", "slow delay=0.3"))  # on the socket before the connection waits again
+    r1 = c.read_response()
+    assert r1.status == 200 and r1.json()["object"] == "chat.completion"
+    assert echoed(c.read_response()) == "second"
+    time.sleep(0.1)  # the third is at its engine, nothing buffered: the watch waits on the socket
+    c.send(request("fourth", "echo"))
+    r3 = c.read_response()
+    assert r3.status == 200 and r3.json()["object"] == "chat.completion"
+    assert echoed(c.read_response()) == "fourth"
+    c.send(request("fifth", "echo"))  # and the connection goes on
+    assert echoed(c.read_response()) == "fifth"
+    c.close()
+    assert len(all_inference(engines)) == 5
 
 
 def test_concurrent_json_requests(rj, engines):

@@ -74,6 +74,7 @@ Proxy::Session::Session(tcp::socket s)
     : client(std::move(s)), deadline(client.socket()), watch(std::make_shared<ClientWatch>()) {
   watch->client = &client;
   watch->buffer = &buffer;
+  watch->deadline = &deadline;
   boost::system::error_code ignored;
   client.socket().non_blocking(true, ignored);
 }
@@ -81,6 +82,7 @@ Proxy::Session::Session(tcp::socket s)
 Proxy::Session::~Session() {
   watch->client = nullptr;
   watch->buffer = nullptr;
+  watch->deadline = nullptr;
   watch->active = false;
   watch->upstream = nullptr;
   watch->waiter.reset();

@@ -7,6 +7,7 @@
 // with the head and chunk framing in one gather write (tried synchronously first: the sockets
 // are non-blocking).
 #include <charconv>
+#include <exception>
 
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
@@ -140,9 +141,22 @@ void start_client_read(const std::shared_ptr<ClientWatch>& w) {
     }
     size_t n = 0;
     if (!ec) {
-      n = w->client->read_now(w->buffer->prepare(net::read_room(*w->buffer, kReadMax)), ec);
+      try {
+        n = w->client->read_now(w->buffer->prepare(net::read_room(*w->buffer, kReadMax)), ec);
+      } catch (const std::exception&) {  // no memory for the block (not thrown out of the io loop)
+        ec = asio::error::no_buffer_space;
+      }
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        client_read_some(w);  // readable, yet nothing to read: the plain read, which waits
+        // Readable, yet nothing to read (a readiness an earlier read already answered): the block
+        // goes back and the wait starts again — unless the connection's deadline went off in
+        // between, when its cancel found no operation to end.
+        net::release_if_empty(*w->buffer);
+        w->reading = false;
+        if (w->deadline != nullptr && w->deadline->expired()) {
+          client_read_done(*w, asio::error::operation_aborted);
+        } else {
+          start_client_read(w);
+        }
         return;
       }
     }

@@ -105,6 +105,7 @@ void parse_buffered(net::UpstreamConnection& conn, net::ResponseParser& p, boost
 struct ClientWatch {
   net::Stream* client = nullptr;  // null once the connection is gone
   net::PooledBuffer* buffer = nullptr;  // the session's read buffer
+  const net::Deadline* deadline = nullptr;  // the session's (its client socket's reads and writes)
   bool active = false;      // an exchange is being forwarded
   bool gone = false;        // the client went away during the active exchange
   bool reading = false;     // a read into *buffer is pending
@@ -130,7 +131,8 @@ struct Proxy::Session {
   ~Session();
   net::Stream client;
   // The request's bytes as read. Its storage is a pooled block (net/block_pool.h), taken when the
-  // socket is readable and given back once a request is parsed: an idle connection holds none.
+  // socket is readable and given back once a request is parsed: an idle plain connection holds
+  // none (a TLS one holds one while it waits: its watch reads through the TLS layer at once).
   net::PooledBuffer buffer;
   size_t thread = 0;
   bool close_after = false;  // the response was framed by closing the connection, or it broke
